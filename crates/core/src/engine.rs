@@ -1,0 +1,481 @@
+//! The deterministic discrete-event simulation of jobs on CPUs.
+//!
+//! A job's execution is a sequence of compute stretches separated by self-suspensions; the
+//! engine only ever schedules an event for the next point where something changes (a job
+//! reaches a suspension point or completes, a release, a resume, an abort deadline, a
+//! time-triggered scheduler decision). Superseded events are left in the queue and skipped
+//! when they surface, recognised by generation numbers.
+
+use crate::event::EventQueue;
+use crate::result::{ExecSegment, JobRecord, Outcome, SimResult, TaskStats, TaskSummary};
+use crate::rng::{sub_rng, SimRng};
+use crate::scenario::Scenario;
+use crate::sched::{self, JobKey, ReadyJob, Scheduler};
+use crate::task::{Arrival, OverrunPolicy};
+use crate::time::Nanos;
+use rand::Rng;
+use std::collections::VecDeque;
+
+/// What to keep beyond per-task totals.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SimOptions {
+    /// Keep a [`JobRecord`] for every job.
+    pub record_jobs: bool,
+    /// Keep every execution segment (for Gantt charts).
+    pub record_segments: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Event {
+    Release { task: u32 },
+    /// The job on `cpu` reaches its next stop (suspension point or completion).
+    CpuStop { cpu: u32, gen: u64 },
+    Resume { key: JobKey, seq: u64 },
+    AbortAt { key: JobKey, seq: u64 },
+    SchedulerWake,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum JobState {
+    /// Released, waiting behind an earlier unfinished job of its own task.
+    Queued,
+    /// Eligible; the scheduler holds it (it may be running).
+    Ready,
+    Suspended,
+}
+
+#[derive(Clone, Debug)]
+struct Job {
+    task: u32,
+    index: u64,
+    seq: u64,
+    release: Nanos,
+    abs_deadline: Nanos,
+    demand: Nanos,
+    /// Execution received before the current dispatch.
+    executed: Nanos,
+    next_suspension: usize,
+    state: JobState,
+    start: Option<Nanos>,
+    cpu: Option<u32>,
+    dispatched_at: Nanos,
+}
+
+struct TaskState {
+    rng: SimRng,
+    released: u64,
+    /// Unfinished jobs in release order; only the head may be eligible.
+    pending: VecDeque<JobKey>,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Cpu {
+    running: Option<JobKey>,
+    /// Bumped on every dispatch or preemption so older `CpuStop` events are recognised.
+    gen: u64,
+}
+
+/// A running simulation. Most callers want [`simulate`].
+pub struct Simulation<'a> {
+    scenario: &'a Scenario,
+    opts: SimOptions,
+    seed: u64,
+    now: Nanos,
+    queue: EventQueue<Event>,
+    sched: Box<dyn Scheduler>,
+    jobs: Vec<Option<Job>>,
+    free_keys: Vec<JobKey>,
+    next_seq: u64,
+    tasks: Vec<TaskState>,
+    cpus: Vec<Cpu>,
+    current: Vec<Option<JobKey>>,
+    assign: Vec<Option<JobKey>>,
+    wake_at: Option<Nanos>,
+    stats: Vec<TaskStats>,
+    records: Vec<JobRecord>,
+    segments: Vec<ExecSegment>,
+    events: u64,
+}
+
+/// Runs `scenario` to its horizon with its own seed.
+pub fn simulate(scenario: &Scenario, opts: SimOptions) -> SimResult {
+    Simulation::new(scenario, scenario.seed, opts).run()
+}
+
+impl<'a> Simulation<'a> {
+    pub fn new(scenario: &'a Scenario, seed: u64, opts: SimOptions) -> Self {
+        let tasks = (0..scenario.tasks.len())
+            .map(|i| TaskState { rng: sub_rng(seed, "task", i as u64), released: 0, pending: VecDeque::new() })
+            .collect();
+        let mut queue = EventQueue::default();
+        for (i, t) in scenario.tasks.iter().enumerate() {
+            queue.push(t.offset, Event::Release { task: i as u32 });
+        }
+        let m = scenario.cpus;
+        Simulation {
+            scenario,
+            opts,
+            seed,
+            now: Nanos::ZERO,
+            queue,
+            sched: sched::build(scenario),
+            jobs: Vec::new(),
+            free_keys: Vec::new(),
+            next_seq: 0,
+            tasks,
+            cpus: vec![Cpu::default(); m],
+            current: vec![None; m],
+            assign: vec![None; m],
+            wake_at: None,
+            stats: vec![TaskStats::default(); scenario.tasks.len()],
+            records: Vec::new(),
+            segments: Vec::new(),
+            events: 0,
+        }
+    }
+
+    /// Runs to the horizon and returns the results.
+    pub fn run(mut self) -> SimResult {
+        let horizon = self.scenario.horizon;
+        self.reschedule();
+        while let Some(t) = self.queue.peek_time() {
+            if t >= horizon {
+                break;
+            }
+            let (t, ev) = self.queue.pop().expect("peeked");
+            self.now = t;
+            if self.handle(ev) {
+                self.events += 1;
+            }
+            // Decide only once every event of this instant has been applied.
+            if self.queue.peek_time() != Some(t) {
+                self.reschedule();
+            }
+        }
+        self.finish()
+    }
+
+    /// Applies one event; returns false if it was stale.
+    fn handle(&mut self, ev: Event) -> bool {
+        match ev {
+            Event::Release { task } => self.release(task as usize),
+            Event::CpuStop { cpu, gen } => {
+                let c = self.cpus[cpu as usize];
+                if c.gen != gen {
+                    return false;
+                }
+                let key = c.running.expect("a current CpuStop has a running job");
+                self.reach_stop(key, cpu as usize);
+            }
+            Event::Resume { key, seq } => {
+                if !self.is_live(key, seq) {
+                    return false;
+                }
+                let job = self.job_mut(key);
+                debug_assert_eq!(job.state, JobState::Suspended);
+                job.state = JobState::Ready;
+                self.make_ready(key);
+            }
+            Event::AbortAt { key, seq } => {
+                if !self.is_live(key, seq) {
+                    return false;
+                }
+                self.abort(key);
+            }
+            Event::SchedulerWake => {
+                self.wake_at = None;
+            }
+        }
+        true
+    }
+
+    fn is_live(&self, key: JobKey, seq: u64) -> bool {
+        self.jobs.get(key as usize).and_then(Option::as_ref).is_some_and(|j| j.seq == seq)
+    }
+
+    #[inline]
+    fn job(&self, key: JobKey) -> &Job {
+        self.jobs[key as usize].as_ref().expect("live job")
+    }
+    #[inline]
+    fn job_mut(&mut self, key: JobKey) -> &mut Job {
+        self.jobs[key as usize].as_mut().expect("live job")
+    }
+
+    fn release(&mut self, ti: usize) {
+        let spec = &self.scenario.tasks[ti];
+        let now = self.now;
+        let st = &mut self.tasks[ti];
+        // The next release first, so the draw order per task never depends on the schedule.
+        let gap = match spec.arrival {
+            Arrival::Periodic => spec.period,
+            Arrival::Sporadic { max_interarrival } => {
+                let extra = max_interarrival.0 - spec.period.0;
+                spec.period + Nanos(if extra == 0 { 0 } else { st.rng.random_range(0..=extra) })
+            }
+        };
+        let demand = spec.exec.sample(&mut st.rng);
+        self.queue.push(now + gap, Event::Release { task: ti as u32 });
+
+        if spec.overrun == OverrunPolicy::Skip && !st.pending.is_empty() {
+            self.stats[ti].skipped += 1;
+            return;
+        }
+        let index = st.released;
+        st.released += 1;
+        self.stats[ti].released += 1;
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let job = Job {
+            task: ti as u32,
+            index,
+            seq,
+            release: now,
+            abs_deadline: now + spec.deadline,
+            demand,
+            executed: Nanos::ZERO,
+            next_suspension: 0,
+            state: JobState::Queued,
+            start: None,
+            cpu: None,
+            dispatched_at: now,
+        };
+        let key = match self.free_keys.pop() {
+            Some(k) => {
+                self.jobs[k as usize] = Some(job);
+                k
+            }
+            None => {
+                self.jobs.push(Some(job));
+                (self.jobs.len() - 1) as JobKey
+            }
+        };
+        if spec.overrun == OverrunPolicy::Abort {
+            self.queue.push(now + spec.deadline, Event::AbortAt { key, seq });
+        }
+        let st = &mut self.tasks[ti];
+        st.pending.push_back(key);
+        if st.pending.len() == 1 {
+            self.job_mut(key).state = JobState::Ready;
+            self.make_ready(key);
+        }
+    }
+
+    fn make_ready(&mut self, key: JobKey) {
+        let j = self.job(key);
+        let rj = ReadyJob { key, task: j.task as usize, seq: j.seq, release: j.release, abs_deadline: j.abs_deadline };
+        self.sched.add_ready(&rj);
+    }
+
+    /// Where the job must stop next, in executed time: a suspension point or its demand.
+    fn next_stop(&self, job: &Job) -> Nanos {
+        let susp = &self.scenario.tasks[job.task as usize].suspensions;
+        match susp.get(job.next_suspension) {
+            Some(s) if s.after < job.demand => s.after,
+            _ => job.demand,
+        }
+    }
+
+    /// The job running on `cpu` has executed up to its next stop.
+    fn reach_stop(&mut self, key: JobKey, cpu: usize) {
+        let stop = self.next_stop(self.job(key));
+        self.leave_cpu(key, cpu);
+        let now = self.now;
+        let spec = &self.scenario.tasks[self.job(key).task as usize];
+        let job = self.jobs[key as usize].as_mut().expect("live job");
+        job.executed = stop;
+        match spec.suspensions.get(job.next_suspension) {
+            Some(s) if s.after <= job.executed => {
+                job.next_suspension += 1;
+                job.state = JobState::Suspended;
+                let seq = job.seq;
+                self.sched.remove(key);
+                self.queue.push(now + s.duration, Event::Resume { key, seq });
+            }
+            _ => {
+                debug_assert_eq!(job.executed, job.demand);
+                self.end_job(key, Outcome::Completed);
+            }
+        }
+    }
+
+    /// Takes a job off its CPU, recording the segment it ran. Its progress is the caller's.
+    fn leave_cpu(&mut self, key: JobKey, cpu: usize) {
+        let now = self.now;
+        let job = self.jobs[key as usize].as_mut().expect("live job");
+        debug_assert_eq!(job.cpu, Some(cpu as u32));
+        if self.opts.record_segments && now > job.dispatched_at {
+            self.segments.push(ExecSegment {
+                cpu: cpu as u32,
+                task: job.task,
+                job: job.index,
+                start: job.dispatched_at,
+                end: now,
+            });
+        }
+        job.cpu = None;
+        let c = &mut self.cpus[cpu];
+        c.running = None;
+        c.gen += 1;
+    }
+
+    fn abort(&mut self, key: JobKey) {
+        if let Some(cpu) = self.job(key).cpu {
+            let now = self.now;
+            let job = self.job_mut(key);
+            job.executed += now - job.dispatched_at;
+            self.leave_cpu(key, cpu as usize);
+        }
+        self.end_job(key, Outcome::Aborted);
+    }
+
+    /// Records a finished (or aborted) job, frees its slot and lets the task's next job in.
+    fn end_job(&mut self, key: JobKey, outcome: Outcome) {
+        self.sched.remove(key);
+        let job = self.jobs[key as usize].take().expect("live job");
+        self.free_keys.push(key);
+        let rec = JobRecord {
+            task: job.task,
+            index: job.index,
+            release: job.release,
+            abs_deadline: job.abs_deadline,
+            demand: job.demand,
+            executed: job.executed,
+            start: job.start,
+            completion: (outcome == Outcome::Completed).then_some(self.now),
+            outcome,
+        };
+        let ti = job.task as usize;
+        self.stats[ti].record(&rec, self.scenario.horizon);
+        if self.opts.record_jobs {
+            self.records.push(rec);
+        }
+        let pending = &mut self.tasks[ti].pending;
+        if let Some(pos) = pending.iter().position(|&k| k == key) {
+            pending.remove(pos);
+        }
+        if pos_is_head_queued(pending, &self.jobs) {
+            let next = pending[0];
+            self.job_mut(next).state = JobState::Ready;
+            self.make_ready(next);
+        }
+    }
+
+    fn reschedule(&mut self) {
+        for (cur, c) in self.current.iter_mut().zip(&self.cpus) {
+            *cur = c.running;
+        }
+        self.sched.choose(self.now, &self.current, &mut self.assign);
+        let now = self.now;
+        for cpu in 0..self.cpus.len() {
+            if self.assign[cpu] != self.current[cpu] {
+                if let Some(key) = self.current[cpu] {
+                    let job = self.job_mut(key);
+                    job.executed += now - job.dispatched_at;
+                    self.leave_cpu(key, cpu);
+                }
+            }
+        }
+        for cpu in 0..self.cpus.len() {
+            if self.assign[cpu] != self.current[cpu] {
+                if let Some(key) = self.assign[cpu] {
+                    self.dispatch(key, cpu);
+                }
+            }
+        }
+        if let Some(t) = self.sched.next_wakeup(now) {
+            if self.wake_at.is_none_or(|w| t < w) {
+                self.wake_at = Some(t);
+                self.queue.push(t, Event::SchedulerWake);
+            }
+        }
+    }
+
+    fn dispatch(&mut self, key: JobKey, cpu: usize) {
+        let now = self.now;
+        let stop = self.next_stop(self.job(key));
+        let job = self.job_mut(key);
+        debug_assert_eq!(job.state, JobState::Ready);
+        debug_assert!(job.cpu.is_none(), "job dispatched twice");
+        job.cpu = Some(cpu as u32);
+        job.dispatched_at = now;
+        job.start.get_or_insert(now);
+        let left = stop - job.executed;
+        let c = &mut self.cpus[cpu];
+        c.running = Some(key);
+        c.gen += 1;
+        let gen = c.gen;
+        self.queue.push(now + left, Event::CpuStop { cpu: cpu as u32, gen });
+    }
+
+    fn finish(mut self) -> SimResult {
+        let horizon = self.scenario.horizon;
+        self.now = horizon;
+        for cpu in 0..self.cpus.len() {
+            if let Some(key) = self.cpus[cpu].running {
+                // A job whose stop falls exactly on the horizon still completes within it.
+                let reaches_stop = self.job(key).dispatched_at + (self.next_stop(self.job(key)) - self.job(key).executed) == horizon;
+                if reaches_stop {
+                    self.reach_stop(key, cpu);
+                } else {
+                    let job = self.job_mut(key);
+                    job.executed += horizon - job.dispatched_at;
+                    self.leave_cpu(key, cpu);
+                }
+            }
+        }
+        // Unfinished jobs, in release order so the trace is stable.
+        let mut left: Vec<Job> = self.jobs.drain(..).flatten().collect();
+        left.sort_by_key(|j| j.seq);
+        for job in left {
+            let outcome = if job.abs_deadline <= horizon { Outcome::Unfinished } else { Outcome::Pending };
+            let rec = JobRecord {
+                task: job.task,
+                index: job.index,
+                release: job.release,
+                abs_deadline: job.abs_deadline,
+                demand: job.demand,
+                executed: job.executed,
+                start: job.start,
+                completion: None,
+                outcome,
+            };
+            self.stats[job.task as usize].record(&rec, horizon);
+            if self.opts.record_jobs {
+                self.records.push(rec);
+            }
+        }
+        let partition = sched::partition(self.scenario);
+        let tasks = self
+            .scenario
+            .tasks
+            .iter()
+            .zip(self.stats)
+            .enumerate()
+            .map(|(i, (t, stats))| TaskSummary {
+                name: t.name.clone(),
+                criticality: t.criticality,
+                cpu: partition.as_ref().map(|p| p[i]),
+                stats,
+            })
+            .collect();
+        SimResult {
+            source_name: self.scenario.source_name.clone(),
+            scheduler: self.sched.name(),
+            cpus: self.scenario.cpus,
+            seed: self.seed,
+            horizon,
+            tasks,
+            jobs: self.records,
+            segments: self.segments,
+            events: self.events,
+        }
+    }
+}
+
+fn pos_is_head_queued(pending: &VecDeque<JobKey>, jobs: &[Option<Job>]) -> bool {
+    pending
+        .front()
+        .and_then(|&k| jobs[k as usize].as_ref())
+        .is_some_and(|j| j.state == JobState::Queued)
+}

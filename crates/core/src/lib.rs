@@ -1,0 +1,18 @@
+//! critmem core: the deterministic domain model and simulation engine.
+//!
+//! No I/O, no clocks, no Python: everything here is a pure function of a scenario and a seed.
+
+pub mod engine;
+pub mod event;
+pub mod result;
+pub mod rng;
+pub mod scenario;
+pub mod sched;
+pub mod task;
+pub mod time;
+
+pub use engine::{simulate, SimOptions, Simulation};
+pub use result::{ExecSegment, JobRecord, Outcome, SimResult, TaskStats, TaskSummary};
+pub use scenario::{load_json_str, load_toml_str, Scenario, ScenarioError, SchedulerKind};
+pub use task::{Criticality, TaskSpec};
+pub use time::Nanos;

@@ -1,0 +1,204 @@
+//! What a simulation run produces: per-task summaries, per-job records and execution segments.
+
+use crate::task::Criticality;
+use crate::time::Nanos;
+use serde::Serialize;
+
+/// How a job ended (or had not, at the horizon).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Completed,
+    /// Aborted at its deadline (overrun = "abort").
+    Aborted,
+    /// Unfinished at the horizon, deadline already passed: a miss.
+    Unfinished,
+    /// Unfinished at the horizon, deadline still ahead: not judged.
+    Pending,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Completed => "completed",
+            Outcome::Aborted => "aborted",
+            Outcome::Unfinished => "unfinished",
+            Outcome::Pending => "pending",
+        }
+    }
+}
+
+/// One job of one task.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobRecord {
+    pub task: u32,
+    /// 0-based index among the task's released jobs.
+    pub index: u64,
+    pub release: Nanos,
+    pub abs_deadline: Nanos,
+    /// Execution demand drawn for this job.
+    pub demand: Nanos,
+    pub executed: Nanos,
+    pub start: Option<Nanos>,
+    pub completion: Option<Nanos>,
+    pub outcome: Outcome,
+}
+
+impl JobRecord {
+    pub fn missed(&self) -> bool {
+        match self.outcome {
+            Outcome::Completed => self.completion.is_some_and(|c| c > self.abs_deadline),
+            Outcome::Aborted | Outcome::Unfinished => true,
+            Outcome::Pending => false,
+        }
+    }
+    pub fn response(&self) -> Option<Nanos> {
+        self.completion.map(|c| c - self.release)
+    }
+    /// Lateness past the deadline; for a job unfinished at `horizon`, the lateness so far.
+    pub fn tardiness(&self, horizon: Nanos) -> Nanos {
+        let end = self.completion.unwrap_or(horizon);
+        end.saturating_sub(self.abs_deadline)
+    }
+}
+
+/// A stretch of time one job ran on one CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExecSegment {
+    pub cpu: u32,
+    pub task: u32,
+    pub job: u64,
+    pub start: Nanos,
+    pub end: Nanos,
+}
+
+/// Per-task totals, kept online so long runs need not store every job.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TaskStats {
+    pub released: u64,
+    pub completed: u64,
+    pub deadline_misses: u64,
+    pub aborted: u64,
+    /// Releases dropped because the previous job was unfinished (overrun = "skip").
+    pub skipped: u64,
+    /// Unfinished at the horizon with the deadline still ahead.
+    pub pending: u64,
+    pub max_response: Option<Nanos>,
+    pub total_response: u128,
+    pub max_tardiness: Nanos,
+}
+
+impl TaskStats {
+    pub(crate) fn record(&mut self, job: &JobRecord, horizon: Nanos) {
+        match job.outcome {
+            Outcome::Completed => {
+                self.completed += 1;
+                let r = job.response().expect("completed jobs have a completion time");
+                self.total_response += u128::from(r.0);
+                self.max_response = Some(self.max_response.map_or(r, |m| m.max(r)));
+            }
+            Outcome::Aborted => self.aborted += 1,
+            Outcome::Pending => self.pending += 1,
+            Outcome::Unfinished => {}
+        }
+        if job.missed() {
+            self.deadline_misses += 1;
+            self.max_tardiness = self.max_tardiness.max(job.tardiness(horizon));
+        }
+    }
+    pub fn mean_response(&self) -> Option<Nanos> {
+        (self.completed > 0).then(|| Nanos((self.total_response / u128::from(self.completed)) as u64))
+    }
+    /// Share of judged jobs (all but pending ones) that met their deadline.
+    pub fn hit_ratio(&self) -> Option<f64> {
+        let judged = self.released - self.pending;
+        (judged > 0).then(|| (judged - self.deadline_misses) as f64 / judged as f64)
+    }
+}
+
+/// Per-task summary with names attached.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskSummary {
+    pub name: String,
+    pub criticality: Criticality,
+    /// The CPU a partitioned scheduler bound the task to.
+    pub cpu: Option<usize>,
+    pub stats: TaskStats,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimResult {
+    pub source_name: String,
+    pub scheduler: &'static str,
+    pub cpus: usize,
+    pub seed: u64,
+    pub horizon: Nanos,
+    pub tasks: Vec<TaskSummary>,
+    /// Every job, in order of completion/end (empty unless recording was asked for).
+    pub jobs: Vec<JobRecord>,
+    /// Execution segments (empty unless recording was asked for).
+    pub segments: Vec<ExecSegment>,
+    /// Events the engine handled (stale, superseded events not counted).
+    pub events: u64,
+}
+
+#[derive(Serialize)]
+struct JsonTask<'a> {
+    name: &'a str,
+    criticality: &'static str,
+    cpu: Option<usize>,
+    jobs: u64,
+    completed: u64,
+    deadline_misses: u64,
+    aborted: u64,
+    skipped: u64,
+    pending: u64,
+    hit_ratio: Option<f64>,
+    max_response_ms: Option<f64>,
+    mean_response_ms: Option<f64>,
+    max_tardiness_ms: f64,
+}
+
+#[derive(Serialize)]
+struct JsonResult<'a> {
+    scenario: &'a str,
+    scheduler: &'static str,
+    cpus: usize,
+    horizon_ms: f64,
+    seed: u64,
+    tasks: Vec<JsonTask<'a>>,
+}
+
+impl SimResult {
+    /// The summary as one JSON object (stable key order, so equal runs give equal bytes).
+    pub fn to_json(&self) -> String {
+        let tasks = self
+            .tasks
+            .iter()
+            .map(|t| JsonTask {
+                name: &t.name,
+                criticality: t.criticality.as_str(),
+                cpu: t.cpu,
+                jobs: t.stats.released,
+                completed: t.stats.completed,
+                deadline_misses: t.stats.deadline_misses,
+                aborted: t.stats.aborted,
+                skipped: t.stats.skipped,
+                pending: t.stats.pending,
+                hit_ratio: t.stats.hit_ratio(),
+                max_response_ms: t.stats.max_response.map(Nanos::as_ms_f64),
+                mean_response_ms: t.stats.mean_response().map(Nanos::as_ms_f64),
+                max_tardiness_ms: t.stats.max_tardiness.as_ms_f64(),
+            })
+            .collect();
+        let r = JsonResult {
+            scenario: &self.source_name,
+            scheduler: self.scheduler,
+            cpus: self.cpus,
+            horizon_ms: self.horizon.as_ms_f64(),
+            seed: self.seed,
+            tasks,
+        };
+        serde_json::to_string(&r).expect("plain data serialises")
+    }
+}

@@ -1,0 +1,675 @@
+//! Scenario files: TOML (or the same structure as JSON) → validated [`Scenario`].
+//!
+//! Times in files are decimal milliseconds (`period_ms = 2.5`); inside the engine they are
+//! integer nanoseconds. Every problem is reported as one line naming the file, the key and
+//! the reason, e.g. `rm.toml: task[2].period_ms: must be greater than 0`.
+
+use crate::task::{Arrival, Criticality, ExecTime, OverrunPolicy, Suspension, TaskSpec};
+use crate::time::{lcm_all, Nanos};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A scenario that could not be loaded; `Display` is the one-line message for users.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub struct ScenarioError {
+    /// The file (or `<string>`) the scenario came from.
+    pub source_name: String,
+    /// The offending key, e.g. `task[1].deadline_ms`, or a location such as `line 3, column 7`.
+    pub key: String,
+    pub reason: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            write!(f, "{}: {}", self.source_name, self.reason)
+        } else {
+            write!(f, "{}: {}: {}", self.source_name, self.key, self.reason)
+        }
+    }
+}
+
+/// Scheduling policy of the machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SchedulerKind {
+    /// Uniprocessor fixed priority, explicit priorities.
+    Fp,
+    /// Uniprocessor fixed priority, rate-monotonic.
+    Rm,
+    /// Uniprocessor fixed priority, deadline-monotonic.
+    Dm,
+    /// Uniprocessor EDF.
+    Edf,
+    /// Partitioned fixed priority on `cpus` CPUs.
+    Pfp,
+    /// Partitioned EDF.
+    Pedf,
+    /// Global EDF.
+    Gedf,
+    /// Global fixed priority.
+    Gfp,
+    /// Table-driven cyclic executive.
+    Cyclic,
+}
+
+impl SchedulerKind {
+    pub const ALL: [(&'static str, SchedulerKind); 9] = [
+        ("fp", SchedulerKind::Fp),
+        ("rm", SchedulerKind::Rm),
+        ("dm", SchedulerKind::Dm),
+        ("edf", SchedulerKind::Edf),
+        ("pfp", SchedulerKind::Pfp),
+        ("pedf", SchedulerKind::Pedf),
+        ("gedf", SchedulerKind::Gedf),
+        ("gfp", SchedulerKind::Gfp),
+        ("cyclic", SchedulerKind::Cyclic),
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        Self::ALL.iter().find(|(_, k)| *k == self).map(|(s, _)| *s).unwrap_or("?")
+    }
+    pub fn is_uniprocessor(self) -> bool {
+        matches!(self, SchedulerKind::Fp | SchedulerKind::Rm | SchedulerKind::Dm | SchedulerKind::Edf)
+    }
+    pub fn is_partitioned(self) -> bool {
+        matches!(self, SchedulerKind::Pfp | SchedulerKind::Pedf)
+    }
+    pub fn is_fixed_priority(self) -> bool {
+        matches!(
+            self,
+            SchedulerKind::Fp | SchedulerKind::Rm | SchedulerKind::Dm | SchedulerKind::Pfp | SchedulerKind::Gfp
+        )
+    }
+}
+
+/// How fixed priorities are assigned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PriorityOrder {
+    /// From each task's `priority` (lower number = higher priority).
+    Explicit,
+    /// Shorter period first.
+    RateMonotonic,
+    /// Shorter relative deadline first.
+    DeadlineMonotonic,
+}
+
+/// One window of a cyclic-executive table: within every major frame, `task` may run on
+/// `cpu` during `[start, start + duration)`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CyclicSlot {
+    pub cpu: usize,
+    pub start: Nanos,
+    pub duration: Nanos,
+    pub task: usize,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CyclicTable {
+    pub major_frame: Nanos,
+    /// Sorted by (cpu, start), non-overlapping per CPU.
+    pub slots: Vec<CyclicSlot>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SchedulerSpec {
+    pub kind: SchedulerKind,
+    /// Priority order for fixed-priority kinds (derived from the kind for fp/rm/dm).
+    pub priorities: PriorityOrder,
+    pub cyclic: Option<CyclicTable>,
+}
+
+/// A validated scenario, ready to simulate or analyse.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    pub source_name: String,
+    pub cpus: usize,
+    pub scheduler: SchedulerSpec,
+    pub tasks: Vec<TaskSpec>,
+    pub horizon: Nanos,
+    pub seed: u64,
+}
+
+impl Scenario {
+    pub fn task_index(&self, name: &str) -> Option<usize> {
+        self.tasks.iter().position(|t| t.name == name)
+    }
+    pub fn total_utilization(&self) -> f64 {
+        self.tasks.iter().map(TaskSpec::utilization).sum()
+    }
+    /// Whether any job's demand or arrival is random (so the seed matters).
+    pub fn is_random(&self) -> bool {
+        self.tasks.iter().any(|t| t.exec.is_random() || matches!(t.arrival, Arrival::Sporadic { .. }))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw file structure. Unknown keys are rejected so typos never pass silently.
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    machine: Option<RawMachine>,
+    scheduler: Option<RawScheduler>,
+    #[serde(default)]
+    task: Vec<RawTask>,
+    run: Option<RawRun>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct RawMachine {
+    cpus: i64,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct RawScheduler {
+    kind: String,
+    priorities: Option<String>,
+    major_frame_ms: Option<f64>,
+    #[serde(default)]
+    slot: Vec<RawSlot>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct RawSlot {
+    task: String,
+    start_ms: f64,
+    duration_ms: f64,
+    cpu: Option<i64>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct RawRun {
+    horizon_ms: Option<f64>,
+    seed: Option<i64>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct RawTask {
+    name: String,
+    wcet_ms: Option<f64>,
+    exec: Option<RawExec>,
+    period_ms: Option<f64>,
+    min_interarrival_ms: Option<f64>,
+    max_interarrival_ms: Option<f64>,
+    deadline_ms: Option<f64>,
+    #[serde(default)]
+    offset_ms: f64,
+    priority: Option<i64>,
+    criticality: Option<String>,
+    cpu: Option<i64>,
+    arrival: Option<String>,
+    overrun: Option<String>,
+    #[serde(default)]
+    suspend: Vec<RawSuspend>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct RawExec {
+    dist: String,
+    min_ms: Option<f64>,
+    max_ms: Option<f64>,
+    mean_ms: Option<f64>,
+    sd_ms: Option<f64>,
+    values_ms: Option<Vec<f64>>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct RawSuspend {
+    after_ms: f64,
+    for_ms: f64,
+}
+
+/// Default horizon when none is given: one hyperperiod plus the largest offset, if that is
+/// at most this long.
+const MAX_DEFAULT_HORIZON: Nanos = Nanos::from_secs(100);
+
+/// Loads a scenario from TOML text. `source_name` is used in error messages.
+pub fn load_toml_str(text: &str, source_name: &str) -> Result<Scenario, ScenarioError> {
+    let de = toml::Deserializer::parse(text).map_err(|e| toml_error(text, source_name, &e))?;
+    let raw: RawScenario = serde_path_to_error::deserialize(de).map_err(|e| {
+        let key = e.path().to_string();
+        let inner = e.into_inner();
+        ScenarioError {
+            source_name: source_name.to_string(),
+            key: if key == "." { String::new() } else { key },
+            reason: one_line(inner.message()),
+        }
+    })?;
+    validate(raw, source_name)
+}
+
+/// Loads a scenario from JSON text with the same structure as the TOML file.
+pub fn load_json_str(text: &str, source_name: &str) -> Result<Scenario, ScenarioError> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let raw: RawScenario = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let key = e.path().to_string();
+        ScenarioError {
+            source_name: source_name.to_string(),
+            key: if key == "." { String::new() } else { key },
+            reason: one_line(&e.into_inner().to_string()),
+        }
+    })?;
+    validate(raw, source_name)
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn toml_error(text: &str, source_name: &str, e: &toml::de::Error) -> ScenarioError {
+    let key = match e.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let col = before.len() - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
+            format!("line {line}, column {col}")
+        }
+        None => String::new(),
+    };
+    ScenarioError { source_name: source_name.to_string(), key, reason: one_line(e.message()) }
+}
+
+struct Ctx<'a> {
+    source_name: &'a str,
+}
+
+impl Ctx<'_> {
+    fn err(&self, key: impl Into<String>, reason: impl Into<String>) -> ScenarioError {
+        ScenarioError { source_name: self.source_name.to_string(), key: key.into(), reason: reason.into() }
+    }
+    /// A non-negative time in ms.
+    fn time(&self, key: &str, ms: f64) -> Result<Nanos, ScenarioError> {
+        if !ms.is_finite() {
+            return Err(self.err(key, "must be a finite number of milliseconds"));
+        }
+        if ms < 0.0 {
+            return Err(self.err(key, format!("must not be negative (got {ms})")));
+        }
+        Nanos::try_from_ms_f64(ms).ok_or_else(|| self.err(key, format!("is too large (got {ms})")))
+    }
+    /// A strictly positive time in ms.
+    fn positive(&self, key: &str, ms: f64) -> Result<Nanos, ScenarioError> {
+        let t = self.time(key, ms)?;
+        if t == Nanos::ZERO {
+            return Err(self.err(key, format!("must be greater than 0 (got {ms})")));
+        }
+        Ok(t)
+    }
+}
+
+fn validate(raw: RawScenario, source_name: &str) -> Result<Scenario, ScenarioError> {
+    let cx = Ctx { source_name };
+    let cpus = match &raw.machine {
+        None => 1,
+        Some(m) if m.cpus < 1 => return Err(cx.err("machine.cpus", format!("must be at least 1 (got {})", m.cpus))),
+        Some(m) if m.cpus > 4096 => return Err(cx.err("machine.cpus", format!("must be at most 4096 (got {})", m.cpus))),
+        Some(m) => m.cpus as usize,
+    };
+    let raw_sched = raw.scheduler.as_ref().ok_or_else(|| cx.err("scheduler", "missing section [scheduler] with kind = \"fp\" | \"rm\" | \"dm\" | \"edf\" | \"pfp\" | \"pedf\" | \"gedf\" | \"gfp\" | \"cyclic\""))?;
+    let kind = SchedulerKind::ALL
+        .iter()
+        .find(|(s, _)| *s == raw_sched.kind)
+        .map(|(_, k)| *k)
+        .ok_or_else(|| {
+            let names: Vec<_> = SchedulerKind::ALL.iter().map(|(s, _)| *s).collect();
+            cx.err("scheduler.kind", format!("unknown scheduler {:?}; expected one of {}", raw_sched.kind, names.join(", ")))
+        })?;
+    if kind.is_uniprocessor() && cpus != 1 {
+        return Err(cx.err(
+            "machine.cpus",
+            format!("scheduler {:?} is uniprocessor but machine.cpus = {cpus}; use pfp, pedf, gfp or gedf for several CPUs", kind.as_str()),
+        ));
+    }
+
+    if raw.task.is_empty() {
+        return Err(cx.err("task", "no tasks: add at least one [[task]] entry"));
+    }
+    let mut tasks = Vec::with_capacity(raw.task.len());
+    let mut names = BTreeMap::new();
+    for (i, rt) in raw.task.iter().enumerate() {
+        let t = validate_task(&cx, i, rt, cpus, kind)?;
+        if let Some(prev) = names.insert(t.name.clone(), i) {
+            return Err(cx.err(format!("task[{i}].name"), format!("duplicate task name {:?} (also task[{prev}])", t.name)));
+        }
+        tasks.push(t);
+    }
+
+    let priorities = match kind {
+        SchedulerKind::Fp => PriorityOrder::Explicit,
+        SchedulerKind::Rm => PriorityOrder::RateMonotonic,
+        SchedulerKind::Dm => PriorityOrder::DeadlineMonotonic,
+        _ => match raw_sched.priorities.as_deref() {
+            None if tasks.iter().all(|t| t.priority.is_some()) => PriorityOrder::Explicit,
+            None => PriorityOrder::RateMonotonic,
+            Some("explicit") => PriorityOrder::Explicit,
+            Some("rm") => PriorityOrder::RateMonotonic,
+            Some("dm") => PriorityOrder::DeadlineMonotonic,
+            Some(other) => {
+                return Err(cx.err("scheduler.priorities", format!("unknown priority order {other:?}; expected explicit, rm or dm")))
+            }
+        },
+    };
+    if raw_sched.priorities.is_some() && !matches!(kind, SchedulerKind::Pfp | SchedulerKind::Gfp) {
+        return Err(cx.err("scheduler.priorities", format!("only applies to pfp and gfp, not {:?}", kind.as_str())));
+    }
+    if priorities == PriorityOrder::Explicit && kind.is_fixed_priority() {
+        if let Some(i) = tasks.iter().position(|t| t.priority.is_none()) {
+            return Err(cx.err(format!("task[{i}].priority"), "missing: explicit fixed priorities need a priority on every task (lower number = higher priority)"));
+        }
+    }
+
+    let cyclic = if kind == SchedulerKind::Cyclic {
+        Some(validate_cyclic(&cx, raw_sched, &tasks, cpus)?)
+    } else {
+        if raw_sched.major_frame_ms.is_some() {
+            return Err(cx.err("scheduler.major_frame_ms", "only applies to kind = \"cyclic\""));
+        }
+        if !raw_sched.slot.is_empty() {
+            return Err(cx.err("scheduler.slot", "only applies to kind = \"cyclic\""));
+        }
+        None
+    };
+
+    let seed = match raw.run.as_ref().and_then(|r| r.seed) {
+        Some(s) if s < 0 => return Err(cx.err("run.seed", format!("must not be negative (got {s})"))),
+        Some(s) => s as u64,
+        None => 0,
+    };
+    let horizon = match raw.run.as_ref().and_then(|r| r.horizon_ms) {
+        Some(h) => cx.positive("run.horizon_ms", h)?,
+        None => default_horizon(&tasks).ok_or_else(|| {
+            cx.err("run.horizon_ms", "missing, and the hyperperiod is too long to default to: set [run] horizon_ms")
+        })?,
+    };
+
+    Ok(Scenario {
+        source_name: source_name.to_string(),
+        cpus,
+        scheduler: SchedulerSpec { kind, priorities, cyclic },
+        tasks,
+        horizon,
+        seed,
+    })
+}
+
+fn default_horizon(tasks: &[TaskSpec]) -> Option<Nanos> {
+    let hyper = lcm_all(tasks.iter().map(|t| t.period.0))?;
+    let max_offset = tasks.iter().map(|t| t.offset.0).max().unwrap_or(0);
+    let h = Nanos(hyper.checked_add(max_offset)?);
+    (h <= MAX_DEFAULT_HORIZON).then_some(h)
+}
+
+fn validate_task(cx: &Ctx, i: usize, rt: &RawTask, cpus: usize, kind: SchedulerKind) -> Result<TaskSpec, ScenarioError> {
+    let k = |field: &str| format!("task[{i}].{field}");
+    if rt.name.trim().is_empty() {
+        return Err(cx.err(k("name"), "must not be empty"));
+    }
+    let arrival_kind = rt.arrival.as_deref().unwrap_or("periodic");
+    let period = match (arrival_kind, rt.period_ms, rt.min_interarrival_ms) {
+        (_, Some(_), Some(_)) => return Err(cx.err(k("min_interarrival_ms"), "give either period_ms or min_interarrival_ms, not both")),
+        (_, Some(p), None) => cx.positive(&k("period_ms"), p)?,
+        ("sporadic", None, Some(p)) => cx.positive(&k("min_interarrival_ms"), p)?,
+        (_, None, Some(_)) => return Err(cx.err(k("min_interarrival_ms"), "only applies to arrival = \"sporadic\"")),
+        (_, None, None) => return Err(cx.err(k("period_ms"), "missing: every task needs period_ms (or min_interarrival_ms when sporadic)")),
+    };
+    let arrival = match arrival_kind {
+        "periodic" => {
+            if rt.max_interarrival_ms.is_some() {
+                return Err(cx.err(k("max_interarrival_ms"), "only applies to arrival = \"sporadic\""));
+            }
+            Arrival::Periodic
+        }
+        "sporadic" => {
+            let max_interarrival = match rt.max_interarrival_ms {
+                Some(m) => cx.positive(&k("max_interarrival_ms"), m)?,
+                None => period,
+            };
+            if max_interarrival < period {
+                return Err(cx.err(k("max_interarrival_ms"), "must be at least the minimum inter-arrival time"));
+            }
+            Arrival::Sporadic { max_interarrival }
+        }
+        other => return Err(cx.err(k("arrival"), format!("unknown arrival {other:?}; expected periodic or sporadic"))),
+    };
+    let exec = match (&rt.wcet_ms, &rt.exec) {
+        (Some(_), Some(_)) => return Err(cx.err(k("exec"), "give either wcet_ms or exec, not both")),
+        (None, None) => return Err(cx.err(k("wcet_ms"), "missing: give wcet_ms or an exec distribution")),
+        (Some(c), None) => ExecTime::Fixed(cx.positive(&k("wcet_ms"), *c)?),
+        (None, Some(e)) => validate_exec(cx, &k("exec"), e)?,
+    };
+    let deadline = match rt.deadline_ms {
+        Some(d) => cx.positive(&k("deadline_ms"), d)?,
+        None => period,
+    };
+    let offset = cx.time(&k("offset_ms"), rt.offset_ms)?;
+    let criticality = match rt.criticality.as_deref() {
+        None | Some("C") => Criticality::C,
+        Some("A") => Criticality::A,
+        Some("B") => Criticality::B,
+        Some("D") => Criticality::D,
+        Some(other) => return Err(cx.err(k("criticality"), format!("unknown criticality {other:?}; expected A, B, C or D"))),
+    };
+    let cpu = match rt.cpu {
+        None => None,
+        Some(c) if !kind.is_partitioned() => {
+            return Err(cx.err(k("cpu"), format!("pinning applies to partitioned schedulers (pfp, pedf), not {:?} (got cpu = {c})", kind.as_str())))
+        }
+        Some(c) if c < 0 || c as usize >= cpus => {
+            return Err(cx.err(k("cpu"), format!("CPU {c} does not exist: machine.cpus = {cpus}, so CPUs are 0..{}", cpus - 1)))
+        }
+        Some(c) => Some(c as usize),
+    };
+    let overrun = match rt.overrun.as_deref() {
+        None | Some("continue") => OverrunPolicy::Continue,
+        Some("abort") => OverrunPolicy::Abort,
+        Some("skip") => OverrunPolicy::Skip,
+        Some(other) => return Err(cx.err(k("overrun"), format!("unknown overrun policy {other:?}; expected continue, abort or skip"))),
+    };
+    let mut suspensions = Vec::with_capacity(rt.suspend.len());
+    for (j, s) in rt.suspend.iter().enumerate() {
+        let after = cx.time(&k(&format!("suspend[{j}].after_ms")), s.after_ms)?;
+        let duration = cx.positive(&k(&format!("suspend[{j}].for_ms")), s.for_ms)?;
+        if after > exec.bcet() {
+            return Err(cx.err(k(&format!("suspend[{j}].after_ms")), "must not exceed the task's smallest execution time, so every job reaches it"));
+        }
+        suspensions.push(Suspension { after, duration });
+    }
+    suspensions.sort_by_key(|s| s.after);
+    Ok(TaskSpec {
+        name: rt.name.clone(),
+        arrival,
+        exec,
+        period,
+        deadline,
+        offset,
+        priority: rt.priority,
+        criticality,
+        cpu,
+        overrun,
+        suspensions,
+    })
+}
+
+fn validate_exec(cx: &Ctx, key: &str, e: &RawExec) -> Result<ExecTime, ScenarioError> {
+    let k = |field: &str| format!("{key}.{field}");
+    let need = |v: Option<f64>, field: &str| v.ok_or_else(|| cx.err(k(field), format!("missing: dist = {:?} needs {field}", e.dist)));
+    let forbid = |present: bool, field: &str| {
+        if present {
+            Err(cx.err(k(field), format!("does not apply to dist = {:?}", e.dist)))
+        } else {
+            Ok(())
+        }
+    };
+    match e.dist.as_str() {
+        "fixed" => {
+            forbid(e.min_ms.is_some(), "min_ms")?;
+            forbid(e.mean_ms.is_some(), "mean_ms")?;
+            forbid(e.sd_ms.is_some(), "sd_ms")?;
+            forbid(e.values_ms.is_some(), "values_ms")?;
+            Ok(ExecTime::Fixed(cx.positive(&k("max_ms"), need(e.max_ms, "max_ms")?)?))
+        }
+        "uniform" => {
+            forbid(e.mean_ms.is_some(), "mean_ms")?;
+            forbid(e.sd_ms.is_some(), "sd_ms")?;
+            forbid(e.values_ms.is_some(), "values_ms")?;
+            let min = cx.time(&k("min_ms"), need(e.min_ms, "min_ms")?)?;
+            let max = cx.positive(&k("max_ms"), need(e.max_ms, "max_ms")?)?;
+            if min > max {
+                return Err(cx.err(k("min_ms"), "must not exceed max_ms"));
+            }
+            Ok(ExecTime::Uniform { min, max })
+        }
+        "normal" => {
+            forbid(e.values_ms.is_some(), "values_ms")?;
+            let mean = cx.positive(&k("mean_ms"), need(e.mean_ms, "mean_ms")?)?;
+            let sd = cx.time(&k("sd_ms"), need(e.sd_ms, "sd_ms")?)?;
+            let min = cx.time(&k("min_ms"), e.min_ms.unwrap_or(0.0))?;
+            let max = cx.positive(&k("max_ms"), need(e.max_ms, "max_ms")?)?;
+            if min > max {
+                return Err(cx.err(k("min_ms"), "must not exceed max_ms"));
+            }
+            if mean < min || mean > max {
+                return Err(cx.err(k("mean_ms"), "must lie within [min_ms, max_ms]"));
+            }
+            Ok(ExecTime::Normal { mean, sd, min, max })
+        }
+        "empirical" => {
+            forbid(e.min_ms.is_some(), "min_ms")?;
+            forbid(e.max_ms.is_some(), "max_ms")?;
+            forbid(e.mean_ms.is_some(), "mean_ms")?;
+            forbid(e.sd_ms.is_some(), "sd_ms")?;
+            let values = e.values_ms.as_ref().ok_or_else(|| cx.err(k("values_ms"), "missing: dist = \"empirical\" needs values_ms"))?;
+            if values.is_empty() {
+                return Err(cx.err(k("values_ms"), "must list at least one value"));
+            }
+            let v = values
+                .iter()
+                .enumerate()
+                .map(|(j, &x)| cx.positive(&format!("{key}.values_ms[{j}]"), x))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(ExecTime::Empirical(v))
+        }
+        other => Err(cx.err(k("dist"), format!("unknown distribution {other:?}; expected fixed, uniform, normal or empirical"))),
+    }
+}
+
+fn validate_cyclic(cx: &Ctx, raw: &RawScheduler, tasks: &[TaskSpec], cpus: usize) -> Result<CyclicTable, ScenarioError> {
+    let major_frame = cx.positive(
+        "scheduler.major_frame_ms",
+        raw.major_frame_ms.ok_or_else(|| cx.err("scheduler.major_frame_ms", "missing: a cyclic executive needs major_frame_ms"))?,
+    )?;
+    if raw.slot.is_empty() {
+        return Err(cx.err("scheduler.slot", "a cyclic executive needs at least one [[scheduler.slot]] (task, start_ms, duration_ms)"));
+    }
+    let mut slots = Vec::with_capacity(raw.slot.len());
+    for (j, s) in raw.slot.iter().enumerate() {
+        let k = |f: &str| format!("scheduler.slot[{j}].{f}");
+        let task = tasks
+            .iter()
+            .position(|t| t.name == s.task)
+            .ok_or_else(|| cx.err(k("task"), format!("no task named {:?}", s.task)))?;
+        let start = cx.time(&k("start_ms"), s.start_ms)?;
+        let duration = cx.positive(&k("duration_ms"), s.duration_ms)?;
+        if start + duration > major_frame {
+            return Err(cx.err(k("duration_ms"), "slot ends after the major frame"));
+        }
+        let cpu = match s.cpu {
+            None => 0,
+            Some(c) if c < 0 || c as usize >= cpus => {
+                return Err(cx.err(k("cpu"), format!("CPU {c} does not exist: machine.cpus = {cpus}")))
+            }
+            Some(c) => c as usize,
+        };
+        slots.push((j, CyclicSlot { cpu, start, duration, task }));
+    }
+    slots.sort_by_key(|(_, s)| (s.cpu, s.start));
+    for w in slots.windows(2) {
+        let (a, b) = (&w[0].1, &w[1].1);
+        if a.cpu == b.cpu && a.start + a.duration > b.start {
+            return Err(cx.err(format!("scheduler.slot[{}]", w[1].0), format!("overlaps slot[{}] on CPU {}", w[0].0, a.cpu)));
+        }
+    }
+    Ok(CyclicTable { major_frame, slots: slots.into_iter().map(|(_, s)| s).collect() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RM: &str = r#"
+[machine]
+cpus = 1
+[scheduler]
+kind = "rm"
+[run]
+horizon_ms = 36
+seed = 3
+[[task]]
+name = "a"
+wcet_ms = 1
+period_ms = 4
+"#;
+
+    fn err_of(text: &str) -> String {
+        load_toml_str(text, "s.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn minimal_scenario_loads_with_defaults() {
+        let s = load_toml_str(RM, "s.toml").unwrap();
+        assert_eq!(s.tasks[0].deadline, Nanos::from_ms(4));
+        assert_eq!(s.tasks[0].criticality, Criticality::C);
+        assert_eq!(s.horizon, Nanos::from_ms(36));
+        assert_eq!(s.seed, 3);
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let e = err_of(&RM.replace("wcet_ms = 1", "wcet_ms = 1\nperiodd_ms = 3"));
+        assert!(e.starts_with("s.toml: task[0]"), "{e}");
+        assert!(e.contains("periodd_ms"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_name_file_key_and_reason() {
+        assert_eq!(err_of(&RM.replace("period_ms = 4", "period_ms = -4")), "s.toml: task[0].period_ms: must not be negative (got -4)");
+        assert_eq!(err_of(&RM.replace("period_ms = 4", "period_ms = 0")), "s.toml: task[0].period_ms: must be greater than 0 (got 0)");
+        assert!(err_of(&RM.replace("wcet_ms = 1", "wcet_ms = 1\ndeadline_ms = 0")).starts_with("s.toml: task[0].deadline_ms:"));
+        assert!(err_of(&RM.replace("cpus = 1", "cpus = 0")).starts_with("s.toml: machine.cpus: must be at least 1"));
+        assert!(err_of(&RM.replace("\"rm\"", "\"lottery\"")).starts_with("s.toml: scheduler.kind: unknown scheduler \"lottery\""));
+        assert!(err_of(&RM.replace("period_ms = 4", "")).starts_with("s.toml: task[0].period_ms: missing"));
+    }
+
+    #[test]
+    fn pinning_to_missing_cpu_is_rejected() {
+        let text = RM.replace("\"rm\"", "\"pfp\"").replace("cpus = 1", "cpus = 2").replace("period_ms = 4", "period_ms = 4\ncpu = 2");
+        assert_eq!(err_of(&text), "s.toml: task[0].cpu: CPU 2 does not exist: machine.cpus = 2, so CPUs are 0..1");
+    }
+
+    #[test]
+    fn syntax_error_gives_line_and_column() {
+        let e = err_of("[machine]\ncpus = = 1\n");
+        assert!(e.starts_with("s.toml: line 2, column"), "{e}");
+        assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn json_has_the_same_structure() {
+        let s = load_json_str(
+            r#"{"scheduler": {"kind": "edf"}, "task": [{"name": "x", "wcet_ms": 1, "period_ms": 5}], "run": {"horizon_ms": 10}}"#,
+            "<dict>",
+        )
+        .unwrap();
+        assert_eq!(s.scheduler.kind, SchedulerKind::Edf);
+        let e = load_json_str(r#"{"scheduler": {"kind": "edf"}, "task": [{"name": "x"}]}"#, "<dict>").unwrap_err();
+        assert_eq!(e.key, "task[0].period_ms");
+    }
+}

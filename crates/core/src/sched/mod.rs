@@ -1,0 +1,212 @@
+//! CPU schedulers behind one trait.
+//!
+//! The engine tells a scheduler which jobs are eligible (`add_ready` / `remove`) and asks it,
+//! after every batch of same-time events, which job each CPU should run (`choose`). A
+//! scheduler never sees time advance on its own except through `next_wakeup`, which
+//! time-triggered policies (cyclic tables, later budgets and servers) use. Hierarchical
+//! schedulers and priority inheritance fit the same shape: a parent scheduler can delegate
+//! `choose` to children, and a changed effective priority is a `remove` + `add_ready`.
+
+mod cyclic;
+mod global;
+mod partitioned;
+
+pub use cyclic::CyclicScheduler;
+pub use global::GlobalScheduler;
+pub use partitioned::PartitionedScheduler;
+
+use crate::scenario::{PriorityOrder, Scenario, SchedulerKind};
+use crate::task::TaskSpec;
+use crate::time::Nanos;
+
+/// Engine-wide handle of a live job (a slot index; reused after the job ends).
+pub type JobKey = u32;
+
+/// What a scheduler may know about an eligible job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadyJob {
+    pub key: JobKey,
+    pub task: usize,
+    /// Global release sequence number: unique, so it breaks every tie deterministically.
+    pub seq: u64,
+    pub release: Nanos,
+    pub abs_deadline: Nanos,
+}
+
+pub trait Scheduler {
+    fn name(&self) -> &'static str;
+    /// Number of CPUs this scheduler assigns.
+    fn cpus(&self) -> usize;
+    /// `job` became eligible to run (released at the head of its task, or resumed).
+    fn add_ready(&mut self, job: &ReadyJob);
+    /// The job is no longer eligible (completed, suspended, aborted).
+    fn remove(&mut self, key: JobKey);
+    /// Writes into `assign[cpu]` the job each CPU should run from `now` on; `current[cpu]`
+    /// is what it runs now. A job may appear at most once.
+    fn choose(&mut self, now: Nanos, current: &[Option<JobKey>], assign: &mut [Option<JobKey>]);
+    /// The next instant at which `choose` may answer differently without any event.
+    fn next_wakeup(&self, _now: Nanos) -> Option<Nanos> {
+        None
+    }
+}
+
+/// Priority order of a job in a ready queue: smaller key runs first; `seq` keeps keys unique.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct QueueKey {
+    pub primary: u64,
+    pub seq: u64,
+}
+
+/// How a queue-based scheduler orders jobs.
+#[derive(Clone, Debug)]
+pub enum JobOrder {
+    /// Fixed priority: `ranks[task]`, 0 is the highest.
+    FixedPriority { ranks: Vec<u32> },
+    /// Earliest absolute deadline first.
+    Edf,
+}
+
+impl JobOrder {
+    #[inline]
+    pub fn key(&self, job: &ReadyJob) -> QueueKey {
+        let primary = match self {
+            JobOrder::FixedPriority { ranks } => u64::from(ranks[job.task]),
+            JobOrder::Edf => job.abs_deadline.0,
+        };
+        QueueKey { primary, seq: job.seq }
+    }
+}
+
+/// Unique fixed-priority ranks (0 = highest). Ties in the ordering criterion go to the task
+/// listed first, so the simulator and the analysis see the same total order.
+pub fn priority_ranks(order: PriorityOrder, tasks: &[TaskSpec]) -> Vec<u32> {
+    let mut idx: Vec<usize> = (0..tasks.len()).collect();
+    match order {
+        PriorityOrder::Explicit => idx.sort_by_key(|&i| (tasks[i].priority.unwrap_or(i64::MAX), i)),
+        PriorityOrder::RateMonotonic => idx.sort_by_key(|&i| (tasks[i].period, i)),
+        PriorityOrder::DeadlineMonotonic => idx.sort_by_key(|&i| (tasks[i].deadline, i)),
+    }
+    let mut ranks = vec![0u32; tasks.len()];
+    for (rank, &i) in idx.iter().enumerate() {
+        ranks[i] = rank as u32;
+    }
+    ranks
+}
+
+/// Task → CPU: pinned tasks stay where they are; the rest go, in order of decreasing
+/// utilisation, to the least-loaded CPU (worst-fit decreasing; ties to the lower index).
+pub fn partition_worst_fit(tasks: &[TaskSpec], cpus: usize) -> Vec<usize> {
+    let mut load = vec![0.0f64; cpus];
+    let mut out = vec![usize::MAX; tasks.len()];
+    for (i, t) in tasks.iter().enumerate() {
+        if let Some(c) = t.cpu {
+            out[i] = c;
+            load[c] += t.utilization();
+        }
+    }
+    let mut free: Vec<usize> = (0..tasks.len()).filter(|&i| tasks[i].cpu.is_none()).collect();
+    free.sort_by(|&a, &b| tasks[b].utilization().total_cmp(&tasks[a].utilization()).then(a.cmp(&b)));
+    for i in free {
+        let (c, _) = load
+            .iter()
+            .enumerate()
+            .min_by(|(ia, a), (ib, b)| a.total_cmp(b).then(ia.cmp(ib)))
+            .expect("cpus >= 1");
+        out[i] = c;
+        load[c] += tasks[i].utilization();
+    }
+    out
+}
+
+/// The job order a scenario's scheduler uses (cyclic has none).
+pub fn job_order(scenario: &Scenario) -> Option<JobOrder> {
+    let kind = scenario.scheduler.kind;
+    if kind == SchedulerKind::Cyclic {
+        None
+    } else if kind.is_fixed_priority() {
+        Some(JobOrder::FixedPriority { ranks: priority_ranks(scenario.scheduler.priorities, &scenario.tasks) })
+    } else {
+        Some(JobOrder::Edf)
+    }
+}
+
+/// The CPU each task runs on under a partitioned scheduler, `None` otherwise.
+pub fn partition(scenario: &Scenario) -> Option<Vec<usize>> {
+    scenario.scheduler.kind.is_partitioned().then(|| partition_worst_fit(&scenario.tasks, scenario.cpus))
+}
+
+/// Builds the scheduler a scenario asks for.
+pub fn build(scenario: &Scenario) -> Box<dyn Scheduler> {
+    let kind = scenario.scheduler.kind;
+    match (job_order(scenario), partition(scenario)) {
+        (None, _) => Box::new(CyclicScheduler::new(
+            scenario.scheduler.cyclic.clone().expect("validated: cyclic has a table"),
+            scenario.cpus,
+            scenario.tasks.len(),
+        )),
+        (Some(order), Some(part)) => Box::new(PartitionedScheduler::new(kind.as_str(), order, part, scenario.cpus)),
+        (Some(order), None) => Box::new(GlobalScheduler::new(kind.as_str(), order, scenario.cpus)),
+    }
+}
+
+/// Maps a dense job key to per-job data; grows on demand (keys are small, reused slots).
+#[derive(Debug)]
+pub(crate) struct KeyMap<V: Copy> {
+    slots: Vec<Option<V>>,
+}
+
+impl<V: Copy> Default for KeyMap<V> {
+    fn default() -> Self {
+        KeyMap { slots: Vec::new() }
+    }
+}
+
+impl<V: Copy> KeyMap<V> {
+    #[inline]
+    pub(crate) fn insert(&mut self, key: JobKey, v: V) {
+        let k = key as usize;
+        if k >= self.slots.len() {
+            self.slots.resize(k + 1, None);
+        }
+        self.slots[k] = Some(v);
+    }
+    #[inline]
+    pub(crate) fn take(&mut self, key: JobKey) -> Option<V> {
+        self.slots.get_mut(key as usize).and_then(Option::take)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::{Arrival, Criticality, ExecTime, OverrunPolicy};
+
+    fn task(c: u64, t: u64) -> TaskSpec {
+        TaskSpec {
+            name: format!("t{c}_{t}"),
+            arrival: Arrival::Periodic,
+            exec: ExecTime::Fixed(Nanos(c)),
+            period: Nanos(t),
+            deadline: Nanos(t),
+            offset: Nanos::ZERO,
+            priority: None,
+            criticality: Criticality::C,
+            cpu: None,
+            overrun: OverrunPolicy::Continue,
+            suspensions: vec![],
+        }
+    }
+
+    #[test]
+    fn rate_monotonic_ranks_break_ties_by_listing_order() {
+        let ts = [task(1, 9), task(1, 4), task(1, 9), task(1, 5)];
+        assert_eq!(priority_ranks(PriorityOrder::RateMonotonic, &ts), vec![2, 0, 3, 1]);
+    }
+
+    #[test]
+    fn worst_fit_spreads_load() {
+        let ts = [task(5, 10), task(4, 10), task(3, 10), task(2, 10)];
+        // 0.5 -> cpu0, 0.4 -> cpu1, 0.3 -> cpu1 (0.4 < 0.5), 0.2 -> cpu0 (0.5 < 0.7)
+        assert_eq!(partition_worst_fit(&ts, 2), vec![0, 1, 1, 0]);
+    }
+}
