@@ -1,1 +1,69 @@
-fn main(){}
+//! Scheduler events per second (issue 2 benchmark).
+//!
+//! (a) 20 tasks on 4 CPUs under global EDF, 100 simulated seconds;
+//! (b) 100 tasks on 1 CPU under fixed priority (RM), 100 simulated seconds;
+//! plus a baseline measured in the same run: raw push/pop through the event queue, the
+//! floor any event costs, so the engine's overhead is reported as a ratio to it.
+//!
+//! Run: `cargo bench -p critmem-core --bench engine`
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use critmem_core::event::EventQueue;
+use critmem_core::{load_toml_str, simulate, Nanos, Scenario, SimOptions};
+use std::hint::black_box;
+
+/// A task set with periods from a harmonic-ish menu and WCETs scaled to `util`.
+fn scenario(kind: &str, cpus: usize, tasks: usize, util: f64) -> Scenario {
+    let periods_ms = [5.0, 8.0, 10.0, 20.0, 25.0, 40.0, 50.0, 100.0];
+    let mut text = format!("[machine]\ncpus = {cpus}\n[scheduler]\nkind = \"{kind}\"\n[run]\nhorizon_ms = 100000\nseed = 1\n");
+    let per_task = util / tasks as f64;
+    for i in 0..tasks {
+        let p = periods_ms[(i * 7 + 3) % periods_ms.len()];
+        // Vary demand around the mean so preemptions happen at many points.
+        let c = p * per_task * (0.5 + (i % 5) as f64 * 0.25);
+        text += &format!("[[task]]\nname = \"t{i}\"\nperiod_ms = {p}\nexec = {{ dist = \"uniform\", min_ms = {:.4}, max_ms = {:.4} }}\n", c * 0.6, c);
+    }
+    load_toml_str(&text, "bench.toml").expect("bench scenario is valid")
+}
+
+fn bench(c: &mut Criterion) {
+    let cases = [("gedf_20_tasks_4_cpus", scenario("gedf", 4, 20, 3.6)), ("rm_100_tasks_1_cpu", scenario("rm", 1, 100, 0.9))];
+    let mut g = c.benchmark_group("engine_100s");
+    g.sample_size(10);
+    for (name, s) in &cases {
+        let events = simulate(s, SimOptions::default()).events;
+        eprintln!("{name}: {events} events per 100 simulated seconds");
+        g.throughput(Throughput::Elements(events));
+        g.bench_function(*name, |b| b.iter(|| black_box(simulate(black_box(s), SimOptions::default()).events)));
+    }
+    g.finish();
+
+    // Baseline: the same number of events as (b) through a bare queue holding ~100 pending.
+    let n: u64 = simulate(&cases[1].1, SimOptions::default()).events;
+    let mut g = c.benchmark_group("baseline");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(n));
+    g.bench_function("event_queue_push_pop", |b| {
+        b.iter_batched(
+            || {
+                let mut q = EventQueue::default();
+                for i in 0..100u64 {
+                    q.push(Nanos(i * 7919 % 100_000), i);
+                }
+                q
+            },
+            |mut q| {
+                for _ in 0..n {
+                    let (t, e) = q.pop().expect("never empty");
+                    q.push(t + Nanos(1 + (e * 2654435761) % 100_000), e);
+                }
+                black_box(q.len())
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

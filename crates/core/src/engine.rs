@@ -383,11 +383,35 @@ impl<'a> Simulation<'a> {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        self.check_invariants();
         if let Some(t) = self.sched.next_wakeup(now) {
             if self.wake_at.is_none_or(|w| t < w) {
                 self.wake_at = Some(t);
                 self.queue.push(t, Event::SchedulerWake);
             }
+        }
+    }
+
+    /// Every running job is eligible and runs on exactly the CPU that says it runs it; every
+    /// eligible job heads its task's queue; progress never exceeds the next stop.
+    #[cfg(debug_assertions)]
+    fn check_invariants(&self) {
+        for (cpu, c) in self.cpus.iter().enumerate() {
+            if let Some(key) = c.running {
+                let j = self.job(key);
+                assert_eq!(j.cpu, Some(cpu as u32), "CPU {cpu} runs a job that is elsewhere");
+                assert_eq!(j.state, JobState::Ready, "CPU {cpu} runs an ineligible job");
+                assert!(j.executed + (self.now - j.dispatched_at) <= self.next_stop(j), "job ran past its stop");
+            }
+        }
+        for (key, j) in self.jobs.iter().enumerate().filter_map(|(k, j)| j.as_ref().map(|j| (k, j))) {
+            if let Some(cpu) = j.cpu {
+                assert_eq!(self.cpus[cpu as usize].running, Some(key as JobKey));
+            }
+            let head = self.tasks[j.task as usize].pending.front() == Some(&(key as JobKey));
+            assert_eq!(head, j.state != JobState::Queued, "only a task's oldest job may be eligible");
+            assert!(j.executed <= j.demand);
         }
     }
 
