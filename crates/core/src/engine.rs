@@ -7,6 +7,7 @@
 //! when they surface, recognised by generation numbers.
 
 use crate::event::EventQueue;
+use crate::program::{ProgramState, Step};
 use crate::result::{ExecSegment, JobRecord, Outcome, SimResult, TaskStats, TaskSummary};
 use crate::rng::{sub_rng, SimRng};
 use crate::scenario::Scenario;
@@ -52,13 +53,28 @@ struct Job {
     release: Nanos,
     abs_deadline: Nanos,
     demand: Nanos,
-    /// Execution received before the current dispatch.
-    executed: Nanos,
-    next_suspension: usize,
+    /// Progress through the task's program; `executed` excludes the current dispatch.
+    program: ProgramState,
+    /// Compute left in the current step, as of `dispatched_at` when running.
+    step_left: Nanos,
     state: JobState,
     start: Option<Nanos>,
     cpu: Option<u32>,
+    /// When progress was last accounted while running.
     dispatched_at: Nanos,
+    /// When the current uninterrupted stretch on a CPU began (for the segment trace).
+    segment_start: Nanos,
+}
+
+impl Job {
+    /// Credits the time run since the last accounting to the current compute step.
+    #[inline]
+    fn account(&mut self, now: Nanos) {
+        let ran = now - self.dispatched_at;
+        self.program.executed += ran;
+        self.step_left -= ran;
+        self.dispatched_at = now;
+    }
 }
 
 struct TaskState {
@@ -171,10 +187,8 @@ impl<'a> Simulation<'a> {
                 if !self.is_live(key, seq) {
                     return false;
                 }
-                let job = self.job_mut(key);
-                debug_assert_eq!(job.state, JobState::Suspended);
-                job.state = JobState::Ready;
-                self.make_ready(key);
+                debug_assert_eq!(self.job(key).state, JobState::Suspended);
+                self.advance(key);
             }
             Event::AbortAt { key, seq } => {
                 if !self.is_live(key, seq) {
@@ -233,12 +247,13 @@ impl<'a> Simulation<'a> {
             release: now,
             abs_deadline: now + spec.deadline,
             demand,
-            executed: Nanos::ZERO,
-            next_suspension: 0,
+            program: ProgramState::default(),
+            step_left: Nanos::ZERO,
             state: JobState::Queued,
             start: None,
             cpu: None,
             dispatched_at: now,
+            segment_start: now,
         };
         let key = match self.free_keys.pop() {
             Some(k) => {
@@ -256,8 +271,7 @@ impl<'a> Simulation<'a> {
         let st = &mut self.tasks[ti];
         st.pending.push_back(key);
         if st.pending.len() == 1 {
-            self.job_mut(key).state = JobState::Ready;
-            self.make_ready(key);
+            self.advance(key);
         }
     }
 
@@ -267,36 +281,53 @@ impl<'a> Simulation<'a> {
         self.sched.add_ready(&rj);
     }
 
-    /// Where the job must stop next, in executed time: a suspension point or its demand.
-    fn next_stop(&self, job: &Job) -> Nanos {
-        let susp = &self.scenario.tasks[job.task as usize].suspensions;
-        match susp.get(job.next_suspension) {
-            Some(s) if s.after < job.demand => s.after,
-            _ => job.demand,
+    /// Asks an off-CPU job's program for its next step and applies it: compute makes the
+    /// job eligible, a suspension puts it to sleep, done completes it.
+    fn advance(&mut self, key: JobKey) {
+        let spec = &self.scenario.tasks[self.job(key).task as usize];
+        let job = self.jobs[key as usize].as_mut().expect("live job");
+        debug_assert!(job.cpu.is_none());
+        match job.program.next_step(spec, job.demand) {
+            Step::Compute(left) => {
+                job.step_left = left;
+                if job.state != JobState::Ready {
+                    job.state = JobState::Ready;
+                    self.make_ready(key);
+                }
+            }
+            Step::Suspend(duration) => {
+                let was_ready = job.state == JobState::Ready;
+                job.state = JobState::Suspended;
+                let seq = job.seq;
+                if was_ready {
+                    self.sched.remove(key);
+                }
+                self.queue.push(self.now + duration, Event::Resume { key, seq });
+            }
+            Step::Done => self.end_job(key, Outcome::Completed),
         }
     }
 
-    /// The job running on `cpu` has executed up to its next stop.
+    /// The job running on `cpu` has finished its compute step. If its next step is more
+    /// compute it keeps the CPU, and its trace segment stays whole.
     fn reach_stop(&mut self, key: JobKey, cpu: usize) {
-        let stop = self.next_stop(self.job(key));
-        self.leave_cpu(key, cpu);
         let now = self.now;
         let spec = &self.scenario.tasks[self.job(key).task as usize];
         let job = self.jobs[key as usize].as_mut().expect("live job");
-        job.executed = stop;
-        match spec.suspensions.get(job.next_suspension) {
-            Some(s) if s.after <= job.executed => {
-                job.next_suspension += 1;
-                job.state = JobState::Suspended;
-                let seq = job.seq;
-                self.sched.remove(key);
-                self.queue.push(now + s.duration, Event::Resume { key, seq });
-            }
-            _ => {
-                debug_assert_eq!(job.executed, job.demand);
-                self.end_job(key, Outcome::Completed);
-            }
+        job.account(now);
+        debug_assert_eq!(job.step_left, Nanos::ZERO);
+        let mut probe = job.program.clone();
+        if let Step::Compute(left) = probe.next_step(spec, job.demand) {
+            job.program = probe;
+            job.step_left = left;
+            let c = &mut self.cpus[cpu];
+            c.gen += 1;
+            let gen = c.gen;
+            self.queue.push(now + left, Event::CpuStop { cpu: cpu as u32, gen });
+            return;
         }
+        self.leave_cpu(key, cpu);
+        self.advance(key);
     }
 
     /// Takes a job off its CPU, recording the segment it ran. Its progress is the caller's.
@@ -304,12 +335,13 @@ impl<'a> Simulation<'a> {
         let now = self.now;
         let job = self.jobs[key as usize].as_mut().expect("live job");
         debug_assert_eq!(job.cpu, Some(cpu as u32));
-        if self.opts.record_segments && now > job.dispatched_at {
+        debug_assert_eq!(job.dispatched_at, now, "progress is accounted before leaving a CPU");
+        if self.opts.record_segments && now > job.segment_start {
             self.segments.push(ExecSegment {
                 cpu: cpu as u32,
                 task: job.task,
                 job: job.index,
-                start: job.dispatched_at,
+                start: job.segment_start,
                 end: now,
             });
         }
@@ -322,8 +354,7 @@ impl<'a> Simulation<'a> {
     fn abort(&mut self, key: JobKey) {
         if let Some(cpu) = self.job(key).cpu {
             let now = self.now;
-            let job = self.job_mut(key);
-            job.executed += now - job.dispatched_at;
+            self.job_mut(key).account(now);
             self.leave_cpu(key, cpu as usize);
         }
         self.end_job(key, Outcome::Aborted);
@@ -340,7 +371,7 @@ impl<'a> Simulation<'a> {
             release: job.release,
             abs_deadline: job.abs_deadline,
             demand: job.demand,
-            executed: job.executed,
+            executed: job.program.executed,
             start: job.start,
             completion: (outcome == Outcome::Completed).then_some(self.now),
             outcome,
@@ -356,8 +387,7 @@ impl<'a> Simulation<'a> {
         }
         if pos_is_head_queued(pending, &self.jobs) {
             let next = pending[0];
-            self.job_mut(next).state = JobState::Ready;
-            self.make_ready(next);
+            self.advance(next);
         }
     }
 
@@ -370,8 +400,7 @@ impl<'a> Simulation<'a> {
         for cpu in 0..self.cpus.len() {
             if self.assign[cpu] != self.current[cpu] {
                 if let Some(key) = self.current[cpu] {
-                    let job = self.job_mut(key);
-                    job.executed += now - job.dispatched_at;
+                    self.job_mut(key).account(now);
                     self.leave_cpu(key, cpu);
                 }
             }
@@ -402,7 +431,7 @@ impl<'a> Simulation<'a> {
                 let j = self.job(key);
                 assert_eq!(j.cpu, Some(cpu as u32), "CPU {cpu} runs a job that is elsewhere");
                 assert_eq!(j.state, JobState::Ready, "CPU {cpu} runs an ineligible job");
-                assert!(j.executed + (self.now - j.dispatched_at) <= self.next_stop(j), "job ran past its stop");
+                assert!(self.now - j.dispatched_at <= j.step_left, "job ran past the end of its step");
             }
         }
         for (key, j) in self.jobs.iter().enumerate().filter_map(|(k, j)| j.as_ref().map(|j| (k, j))) {
@@ -411,20 +440,20 @@ impl<'a> Simulation<'a> {
             }
             let head = self.tasks[j.task as usize].pending.front() == Some(&(key as JobKey));
             assert_eq!(head, j.state != JobState::Queued, "only a task's oldest job may be eligible");
-            assert!(j.executed <= j.demand);
+            assert!(j.program.executed <= j.demand);
         }
     }
 
     fn dispatch(&mut self, key: JobKey, cpu: usize) {
         let now = self.now;
-        let stop = self.next_stop(self.job(key));
         let job = self.job_mut(key);
         debug_assert_eq!(job.state, JobState::Ready);
         debug_assert!(job.cpu.is_none(), "job dispatched twice");
         job.cpu = Some(cpu as u32);
         job.dispatched_at = now;
+        job.segment_start = now;
         job.start.get_or_insert(now);
-        let left = stop - job.executed;
+        let left = job.step_left;
         let c = &mut self.cpus[cpu];
         c.running = Some(key);
         c.gen += 1;
@@ -437,13 +466,13 @@ impl<'a> Simulation<'a> {
         self.now = horizon;
         for cpu in 0..self.cpus.len() {
             if let Some(key) = self.cpus[cpu].running {
-                // A job whose stop falls exactly on the horizon still completes within it.
-                let reaches_stop = self.job(key).dispatched_at + (self.next_stop(self.job(key)) - self.job(key).executed) == horizon;
-                if reaches_stop {
+                // A job whose step ends exactly on the horizon still completes within it.
+                let j = self.job(key);
+                if j.dispatched_at + j.step_left == horizon {
                     self.reach_stop(key, cpu);
-                } else {
-                    let job = self.job_mut(key);
-                    job.executed += horizon - job.dispatched_at;
+                }
+                if self.cpus[cpu].running == Some(key) {
+                    self.job_mut(key).account(horizon);
                     self.leave_cpu(key, cpu);
                 }
             }
@@ -459,7 +488,7 @@ impl<'a> Simulation<'a> {
                 release: job.release,
                 abs_deadline: job.abs_deadline,
                 demand: job.demand,
-                executed: job.executed,
+                executed: job.program.executed,
                 start: job.start,
                 completion: None,
                 outcome,

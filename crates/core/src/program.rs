@@ -1,0 +1,51 @@
+//! What a job does, as a sequence of steps the engine carries out.
+//!
+//! A job alternates compute stretches (preemptible CPU time) with self-suspensions. The engine
+//! asks the job's program for its next step whenever the current one ends, at the exact
+//! simulated instant it ends, so a program can base its next step on the state of the world
+//! at that moment (later: a page reference that faults, a lock that is taken, a device queue).
+
+use crate::task::TaskSpec;
+use crate::time::Nanos;
+
+/// The next thing a job does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Run on a CPU for this long (preemptible).
+    Compute(Nanos),
+    /// Sleep for this long, off every CPU.
+    Suspend(Nanos),
+    /// The job is finished.
+    Done,
+}
+
+/// Per-job progress through a task's program.
+#[derive(Clone, Debug, Default)]
+pub struct ProgramState {
+    /// Compute executed so far.
+    pub executed: Nanos,
+    /// Index of the next self-suspension of the task's list.
+    next_suspension: usize,
+}
+
+impl ProgramState {
+    /// The step after `executed` of compute, given the job's drawn `demand`.
+    /// Suspensions happen when compute reaches their `after` point (one at the very end
+    /// happens before completion).
+    pub fn next_step(&mut self, spec: &TaskSpec, demand: Nanos) -> Step {
+        if let Some(s) = spec.suspensions.get(self.next_suspension) {
+            if s.after <= self.executed {
+                self.next_suspension += 1;
+                return Step::Suspend(s.duration);
+            }
+            if s.after < demand {
+                return Step::Compute(s.after - self.executed);
+            }
+        }
+        if self.executed < demand {
+            Step::Compute(demand - self.executed)
+        } else {
+            Step::Done
+        }
+    }
+}
