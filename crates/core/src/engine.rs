@@ -464,17 +464,18 @@ impl<'a> Simulation<'a> {
     fn finish(mut self) -> SimResult {
         let horizon = self.scenario.horizon;
         self.now = horizon;
+        // Steps that end exactly at the horizon still count (a job finishing at the horizon
+        // completed within it); nothing new starts there, so releases and decisions do not.
+        while self.queue.peek_time() == Some(horizon) {
+            let (_, ev) = self.queue.pop().expect("peeked");
+            if matches!(ev, Event::CpuStop { .. } | Event::Resume { .. }) && self.handle(ev) {
+                self.events += 1;
+            }
+        }
         for cpu in 0..self.cpus.len() {
             if let Some(key) = self.cpus[cpu].running {
-                // A job whose step ends exactly on the horizon still completes within it.
-                let j = self.job(key);
-                if j.dispatched_at + j.step_left == horizon {
-                    self.reach_stop(key, cpu);
-                }
-                if self.cpus[cpu].running == Some(key) {
-                    self.job_mut(key).account(horizon);
-                    self.leave_cpu(key, cpu);
-                }
+                self.job_mut(key).account(horizon);
+                self.leave_cpu(key, cpu);
             }
         }
         // Unfinished jobs, in release order so the trace is stable.

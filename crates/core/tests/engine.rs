@@ -146,3 +146,12 @@ period_ms = 10
     assert_eq!(r.tasks[0].stats.deadline_misses, 0);
     assert!(r.tasks[1].stats.deadline_misses > 0);
 }
+
+#[test]
+fn a_job_ending_its_last_suspension_at_the_horizon_completes() {
+    let text = "[scheduler]\nkind = \"rm\"\n[run]\nhorizon_ms = 3\n[[task]]\nname = \"x\"\nwcet_ms = 1\nperiod_ms = 10\ndeadline_ms = 3\nsuspend = [{ after_ms = 1, for_ms = 2 }]\n";
+    let r = run(text);
+    let s = &r.tasks[0].stats;
+    assert_eq!((s.completed, s.deadline_misses), (1, 0));
+    assert_eq!(s.max_response, Some(Nanos::from_ms(3)));
+}

@@ -1,0 +1,126 @@
+//! The analysis report: what `critmem analyze` prints and the Python bindings return.
+
+use critmem_core::Criticality;
+use serde::Serialize;
+
+/// What a test (or the whole analysis) concluded. Every conclusion other than `Unknown` is a
+/// proof under the task model: sporadic tasks (period = minimum inter-arrival), every job
+/// may take its WCET, and synchronous release is possible.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// No job ever misses its deadline.
+    Schedulable,
+    /// Some job can miss its deadline.
+    NotSchedulable,
+    /// Jobs may be late, but by a bounded amount.
+    BoundedTardiness,
+    /// Lateness can grow without bound.
+    UnboundedTardiness,
+    /// No test that applies could decide.
+    Unknown,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Schedulable => "schedulable",
+            Verdict::NotSchedulable => "not_schedulable",
+            Verdict::BoundedTardiness => "bounded_tardiness",
+            Verdict::UnboundedTardiness => "unbounded_tardiness",
+            Verdict::Unknown => "unknown",
+        }
+    }
+}
+
+/// One test's conclusion for one CPU (`cpu = None`: the whole machine).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TestReport {
+    pub name: &'static str,
+    pub cpu: Option<usize>,
+    pub verdict: Verdict,
+    /// One sentence: the result and the assumptions it rests on.
+    pub detail: String,
+}
+
+/// Per-task figures. Times are milliseconds.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TaskReport {
+    pub name: String,
+    /// The CPU the task runs on: its partition CPU, 0 on a one-CPU machine, `None` otherwise.
+    pub cpu: Option<usize>,
+    /// WCET / period (suspensions not included).
+    pub utilization: f64,
+    pub wcet_ms: f64,
+    /// Period or minimum inter-arrival time.
+    pub period_ms: f64,
+    pub deadline_ms: f64,
+    /// Fixed-priority rank the simulator uses (0 = highest); `None` for dynamic priorities.
+    pub priority_rank: Option<u32>,
+    /// Worst-case response time (exact or an upper bound, per the test's detail); `None`
+    /// when the test gives none or the task can miss.
+    pub response_time_ms: Option<f64>,
+    /// `Some(true)`: never misses; `Some(false)`: can miss; `None`: not decided per task.
+    pub schedulable: Option<bool>,
+    /// Upper bound on lateness past the deadline (global EDF, implicit deadlines).
+    pub tardiness_bound_ms: Option<f64>,
+    pub criticality: Criticality,
+    /// Total self-suspension per job, counted as execution by the tests.
+    pub suspension_ms: f64,
+}
+
+/// The result of [`crate::analyze`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AnalysisReport {
+    pub scenario: String,
+    pub scheduler: &'static str,
+    pub cpus: usize,
+    /// Σ WCET / period over all tasks.
+    pub total_utilization: f64,
+    /// See [`crate::analyze`] for how the tests combine.
+    pub verdict: Verdict,
+    pub tests: Vec<TestReport>,
+    pub tasks: Vec<TaskReport>,
+}
+
+impl AnalysisReport {
+    /// The report as one JSON object; keys in declaration order, so equal reports give
+    /// equal bytes.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("plain data serialises")
+    }
+
+    pub fn task(&self, name: &str) -> Option<&TaskReport> {
+        self.tasks.iter().find(|t| t.name == name)
+    }
+}
+
+/// Verdict of one scope (a CPU or the machine) from its tests: a proven miss wins, then
+/// proven unbounded tardiness, then a proof of schedulability, then of bounded tardiness.
+fn scope_verdict<'a>(tests: impl Iterator<Item = &'a TestReport> + Clone) -> Verdict {
+    let any = |v: Verdict| tests.clone().any(|t| t.verdict == v);
+    [Verdict::NotSchedulable, Verdict::UnboundedTardiness, Verdict::Schedulable, Verdict::BoundedTardiness]
+        .into_iter()
+        .find(|&v| any(v))
+        .unwrap_or(Verdict::Unknown)
+}
+
+/// The machine's verdict from per-scope verdicts (see [`crate::analyze`]).
+pub(crate) fn overall(tests: &[TestReport]) -> Verdict {
+    let mut scopes: Vec<Option<usize>> = tests.iter().map(|t| t.cpu).collect();
+    scopes.sort_unstable();
+    scopes.dedup();
+    let per_scope: Vec<Verdict> = scopes.iter().map(|s| scope_verdict(tests.iter().filter(|t| t.cpu == *s))).collect();
+    let all = |ok: &[Verdict]| !per_scope.is_empty() && per_scope.iter().all(|v| ok.contains(v));
+    if per_scope.contains(&Verdict::NotSchedulable) {
+        Verdict::NotSchedulable
+    } else if per_scope.contains(&Verdict::UnboundedTardiness) {
+        Verdict::UnboundedTardiness
+    } else if all(&[Verdict::Schedulable]) {
+        Verdict::Schedulable
+    } else if all(&[Verdict::Schedulable, Verdict::BoundedTardiness]) {
+        Verdict::BoundedTardiness
+    } else {
+        Verdict::Unknown
+    }
+}
