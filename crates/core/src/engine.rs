@@ -60,6 +60,7 @@ struct Job {
     state: JobState,
     start: Option<Nanos>,
     cpu: Option<u32>,
+    last_cpu: Option<u32>,
     /// When progress was last accounted while running.
     dispatched_at: Nanos,
     /// When the current uninterrupted stretch on a CPU began (for the segment trace).
@@ -252,6 +253,7 @@ impl<'a> Simulation<'a> {
             state: JobState::Queued,
             start: None,
             cpu: None,
+            last_cpu: None,
             dispatched_at: now,
             segment_start: now,
         };
@@ -375,6 +377,7 @@ impl<'a> Simulation<'a> {
             start: job.start,
             completion: (outcome == Outcome::Completed).then_some(self.now),
             outcome,
+            last_cpu: job.last_cpu,
         };
         let ti = job.task as usize;
         self.stats[ti].record(&rec, self.scenario.horizon);
@@ -450,6 +453,7 @@ impl<'a> Simulation<'a> {
         debug_assert_eq!(job.state, JobState::Ready);
         debug_assert!(job.cpu.is_none(), "job dispatched twice");
         job.cpu = Some(cpu as u32);
+        job.last_cpu = job.cpu;
         job.dispatched_at = now;
         job.segment_start = now;
         job.start.get_or_insert(now);
@@ -493,6 +497,7 @@ impl<'a> Simulation<'a> {
                 start: job.start,
                 completion: None,
                 outcome,
+                last_cpu: job.last_cpu,
             };
             self.stats[job.task as usize].record(&rec, horizon);
             if self.opts.record_jobs {

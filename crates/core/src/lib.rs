@@ -14,6 +14,6 @@ pub mod time;
 
 pub use engine::{simulate, SimOptions, Simulation};
 pub use result::{ExecSegment, JobRecord, Outcome, SimResult, TaskStats, TaskSummary};
-pub use scenario::{load_json_str, load_toml_str, Scenario, ScenarioError, SchedulerKind};
+pub use scenario::{load_json_str, load_str, load_toml_str, Format, Overrides, Scenario, ScenarioError, SchedulerKind};
 pub use task::{Criticality, TaskSpec};
 pub use time::Nanos;

@@ -42,6 +42,8 @@ pub struct JobRecord {
     pub start: Option<Nanos>,
     pub completion: Option<Nanos>,
     pub outcome: Outcome,
+    /// The CPU the job last ran on, if it ever ran.
+    pub last_cpu: Option<u32>,
 }
 
 impl JobRecord {
@@ -55,9 +57,14 @@ impl JobRecord {
     pub fn response(&self) -> Option<Nanos> {
         self.completion.map(|c| c - self.release)
     }
-    /// Lateness past the deadline; for a job unfinished at `horizon`, the lateness so far.
+    /// Lateness past the deadline: for a completed job, completion − deadline; for one
+    /// unfinished at `horizon`, the lateness so far; an aborted job ended at its deadline.
     pub fn tardiness(&self, horizon: Nanos) -> Nanos {
-        let end = self.completion.unwrap_or(horizon);
+        let end = match self.outcome {
+            Outcome::Completed => self.completion.expect("completed jobs have a completion time"),
+            Outcome::Aborted => self.abs_deadline,
+            Outcome::Unfinished | Outcome::Pending => horizon,
+        };
         end.saturating_sub(self.abs_deadline)
     }
 }

@@ -134,6 +134,10 @@ impl Scenario {
     pub fn task_index(&self, name: &str) -> Option<usize> {
         self.tasks.iter().position(|t| t.name == name)
     }
+    /// Least common multiple of the periods, if it fits in 64-bit nanoseconds.
+    pub fn hyperperiod(&self) -> Option<Nanos> {
+        lcm_all(self.tasks.iter().map(|t| t.period.0)).map(Nanos)
+    }
     pub fn total_utilization(&self) -> f64 {
         self.tasks.iter().map(TaskSpec::utilization).sum()
     }
@@ -231,8 +235,41 @@ struct RawSuspend {
 /// at most this long.
 const MAX_DEFAULT_HORIZON: Nanos = Nanos::from_secs(100);
 
+/// The text format of a scenario.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Toml,
+    Json,
+}
+
+/// Values given outside the file (e.g. on the command line) that replace the file's own,
+/// applied before defaults and validation so they can make a file valid.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Overrides {
+    pub horizon_ms: Option<f64>,
+    pub seed: Option<u64>,
+}
+
+/// Loads a scenario in either format with overrides.
+pub fn load_str(text: &str, source_name: &str, format: Format, overrides: &Overrides) -> Result<Scenario, ScenarioError> {
+    let raw = match format {
+        Format::Toml => parse_toml(text, source_name)?,
+        Format::Json => parse_json(text, source_name)?,
+    };
+    validate(raw, source_name, overrides)
+}
+
 /// Loads a scenario from TOML text. `source_name` is used in error messages.
 pub fn load_toml_str(text: &str, source_name: &str) -> Result<Scenario, ScenarioError> {
+    load_str(text, source_name, Format::Toml, &Overrides::default())
+}
+
+/// Loads a scenario from JSON text with the same structure as the TOML file.
+pub fn load_json_str(text: &str, source_name: &str) -> Result<Scenario, ScenarioError> {
+    load_str(text, source_name, Format::Json, &Overrides::default())
+}
+
+fn parse_toml(text: &str, source_name: &str) -> Result<RawScenario, ScenarioError> {
     let de = toml::Deserializer::parse(text).map_err(|e| toml_error(text, source_name, &e))?;
     let raw: RawScenario = serde_path_to_error::deserialize(de).map_err(|e| {
         let key = e.path().to_string();
@@ -243,11 +280,10 @@ pub fn load_toml_str(text: &str, source_name: &str) -> Result<Scenario, Scenario
             reason: one_line(inner.message()),
         }
     })?;
-    validate(raw, source_name)
+    Ok(raw)
 }
 
-/// Loads a scenario from JSON text with the same structure as the TOML file.
-pub fn load_json_str(text: &str, source_name: &str) -> Result<Scenario, ScenarioError> {
+fn parse_json(text: &str, source_name: &str) -> Result<RawScenario, ScenarioError> {
     let mut de = serde_json::Deserializer::from_str(text);
     let raw: RawScenario = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let key = e.path().to_string();
@@ -257,7 +293,9 @@ pub fn load_json_str(text: &str, source_name: &str) -> Result<Scenario, Scenario
             reason: one_line(&e.into_inner().to_string()),
         }
     })?;
-    validate(raw, source_name)
+    // Anything after the value is an error too (serde_path_to_error stops at the value).
+    de.end().map_err(|e| ScenarioError { source_name: source_name.to_string(), key: String::new(), reason: one_line(&e.to_string()) })?;
+    Ok(raw)
 }
 
 fn one_line(s: &str) -> String {
@@ -305,7 +343,7 @@ impl Ctx<'_> {
     }
 }
 
-fn validate(raw: RawScenario, source_name: &str) -> Result<Scenario, ScenarioError> {
+fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Result<Scenario, ScenarioError> {
     let cx = Ctx { source_name };
     let cpus = match &raw.machine {
         None => 1,
@@ -378,14 +416,16 @@ fn validate(raw: RawScenario, source_name: &str) -> Result<Scenario, ScenarioErr
         None
     };
 
-    let seed = match raw.run.as_ref().and_then(|r| r.seed) {
-        Some(s) if s < 0 => return Err(cx.err("run.seed", format!("must not be negative (got {s})"))),
-        Some(s) => s as u64,
-        None => 0,
+    let seed = match (overrides.seed, raw.run.as_ref().and_then(|r| r.seed)) {
+        (Some(s), _) => s,
+        (None, Some(s)) if s < 0 => return Err(cx.err("run.seed", format!("must not be negative (got {s})"))),
+        (None, Some(s)) => s as u64,
+        (None, None) => 0,
     };
-    let horizon = match raw.run.as_ref().and_then(|r| r.horizon_ms) {
-        Some(h) => cx.positive("run.horizon_ms", h)?,
-        None => default_horizon(&tasks).ok_or_else(|| {
+    let horizon = match (overrides.horizon_ms, raw.run.as_ref().and_then(|r| r.horizon_ms)) {
+        (Some(h), _) => cx.positive("horizon_ms (override)", h)?,
+        (None, Some(h)) => cx.positive("run.horizon_ms", h)?,
+        (None, None) => default_horizon(&tasks).ok_or_else(|| {
             cx.err("run.horizon_ms", "missing, and the hyperperiod is too long to default to: set [run] horizon_ms")
         })?,
     };
@@ -671,5 +711,21 @@ period_ms = 4
         assert_eq!(s.scheduler.kind, SchedulerKind::Edf);
         let e = load_json_str(r#"{"scheduler": {"kind": "edf"}, "task": [{"name": "x"}]}"#, "<dict>").unwrap_err();
         assert_eq!(e.key, "task[0].period_ms");
+        let e = load_json_str(r#"{"scheduler": {"kind": "edf"}} trailing"#, "<dict>").unwrap_err();
+        assert!(e.reason.contains("trailing"), "{e}");
+    }
+
+    #[test]
+    fn overrides_apply_before_defaults_and_validation() {
+        // Periods whose hyperperiod is far too long to default to.
+        let long = "[scheduler]\nkind = \"edf\"\n[[task]]\nname = \"a\"\nwcet_ms = 1\nperiod_ms = 99.999989\n[[task]]\nname = \"b\"\nwcet_ms = 1\nperiod_ms = 99.999971\n";
+        assert_eq!(load_toml_str(long, "l.toml").unwrap_err().key, "run.horizon_ms");
+        let o = Overrides { horizon_ms: Some(50.0), seed: Some(9) };
+        let s = load_str(long, "l.toml", Format::Toml, &o).unwrap();
+        assert_eq!((s.horizon, s.seed), (Nanos::from_ms(50), 9));
+        let s = load_str(RM, "s.toml", Format::Toml, &o).unwrap();
+        assert_eq!((s.horizon, s.seed), (Nanos::from_ms(50), 9), "overrides beat the file");
+        let bad = Overrides { horizon_ms: Some(0.0), seed: None };
+        assert_eq!(load_str(RM, "s.toml", Format::Toml, &bad).unwrap_err().to_string(), "s.toml: horizon_ms (override): must be greater than 0 (got 0)");
     }
 }

@@ -1,1 +1,248 @@
+//! `critmem._core`: thin PyO3 bindings over critmem-core and critmem-analysis.
+//!
+//! Everything here converts; nothing decides. Loading and column building are plain Rust
+//! (unit-tested below without Python); the `#[pyfunction]`s only move data across.
+//! Core scenario errors become the Python `ScenarioError` in one place, [`to_py_err`].
 
+use critmem_core::{load_str, Format, Nanos, Overrides, Scenario, SimOptions, SimResult, Simulation};
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+type CoreError = critmem_core::ScenarioError;
+
+create_exception!(
+    critmem._core,
+    ScenarioError,
+    PyValueError,
+    "A scenario that could not be loaded. The message is one line: `file: key: reason`."
+);
+
+/// The one place a core error crosses into Python.
+fn to_py_err(e: CoreError) -> PyErr {
+    ScenarioError::new_err(e.to_string())
+}
+
+fn parse_format(s: &str) -> PyResult<Format> {
+    match s {
+        "toml" => Ok(Format::Toml),
+        "json" => Ok(Format::Json),
+        other => Err(PyValueError::new_err(format!("format must be \"toml\" or \"json\", not {other:?}"))),
+    }
+}
+
+/// Loads and validates a scenario; overrides apply before the file's defaults and checks.
+fn load(text: &str, source_name: &str, format: Format, horizon_ms: Option<f64>, seed: Option<u64>) -> Result<Scenario, CoreError> {
+    load_str(text, source_name, format, &Overrides { horizon_ms, seed })
+}
+
+/// Per-job trace as columns, times in decimal ms.
+#[derive(Debug, Default, PartialEq)]
+struct JobColumns {
+    task: Vec<String>,
+    job: Vec<u64>,
+    release_ms: Vec<f64>,
+    deadline_ms: Vec<f64>,
+    demand_ms: Vec<f64>,
+    executed_ms: Vec<f64>,
+    start_ms: Vec<Option<f64>>,
+    completion_ms: Vec<Option<f64>>,
+    response_ms: Vec<Option<f64>>,
+    tardiness_ms: Vec<f64>,
+    missed: Vec<bool>,
+    outcome: Vec<&'static str>,
+    last_cpu: Vec<Option<u32>>,
+}
+
+impl JobColumns {
+    fn new(result: &SimResult) -> JobColumns {
+        let mut c = JobColumns::default();
+        for j in &result.jobs {
+            c.task.push(result.tasks[j.task as usize].name.clone());
+            c.job.push(j.index);
+            c.release_ms.push(j.release.as_ms_f64());
+            c.deadline_ms.push(j.abs_deadline.as_ms_f64());
+            c.demand_ms.push(j.demand.as_ms_f64());
+            c.executed_ms.push(j.executed.as_ms_f64());
+            c.start_ms.push(j.start.map(Nanos::as_ms_f64));
+            c.completion_ms.push(j.completion.map(Nanos::as_ms_f64));
+            c.response_ms.push(j.response().map(Nanos::as_ms_f64));
+            c.tardiness_ms.push(j.tardiness(result.horizon).as_ms_f64());
+            c.missed.push(j.missed());
+            c.outcome.push(j.outcome.as_str());
+            c.last_cpu.push(j.last_cpu);
+        }
+        c
+    }
+
+    fn into_dict(self, py: Python<'_>) -> PyResult<Py<PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("task", self.task)?;
+        d.set_item("job", self.job)?;
+        d.set_item("release_ms", self.release_ms)?;
+        d.set_item("deadline_ms", self.deadline_ms)?;
+        d.set_item("demand_ms", self.demand_ms)?;
+        d.set_item("executed_ms", self.executed_ms)?;
+        d.set_item("start_ms", self.start_ms)?;
+        d.set_item("completion_ms", self.completion_ms)?;
+        d.set_item("response_ms", self.response_ms)?;
+        d.set_item("tardiness_ms", self.tardiness_ms)?;
+        d.set_item("missed", self.missed)?;
+        d.set_item("outcome", self.outcome)?;
+        d.set_item("last_cpu", self.last_cpu)?;
+        Ok(d.unbind())
+    }
+}
+
+/// Execution segments as columns, times in decimal ms.
+#[derive(Debug, Default, PartialEq)]
+struct SegmentColumns {
+    cpu: Vec<u32>,
+    task: Vec<String>,
+    job: Vec<u64>,
+    start_ms: Vec<f64>,
+    end_ms: Vec<f64>,
+}
+
+impl SegmentColumns {
+    fn new(result: &SimResult) -> SegmentColumns {
+        let mut c = SegmentColumns::default();
+        for s in &result.segments {
+            c.cpu.push(s.cpu);
+            c.task.push(result.tasks[s.task as usize].name.clone());
+            c.job.push(s.job);
+            c.start_ms.push(s.start.as_ms_f64());
+            c.end_ms.push(s.end.as_ms_f64());
+        }
+        c
+    }
+
+    fn into_dict(self, py: Python<'_>) -> PyResult<Py<PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("cpu", self.cpu)?;
+        d.set_item("task", self.task)?;
+        d.set_item("job", self.job)?;
+        d.set_item("start_ms", self.start_ms)?;
+        d.set_item("end_ms", self.end_ms)?;
+        Ok(d.unbind())
+    }
+}
+
+/// What one simulation run hands to Python.
+#[pyclass(frozen, get_all, module = "critmem._core")]
+struct SimOutput {
+    /// The core's summary JSON, byte for byte.
+    summary_json: String,
+    /// The seed actually used (the override, or the scenario's).
+    seed: u64,
+    /// Events the engine handled.
+    events: u64,
+    /// Least common multiple of the periods in ms, if it fits in 64-bit nanoseconds.
+    hyperperiod_ms: Option<f64>,
+    /// Per-job columns (empty lists unless jobs were recorded).
+    jobs: Py<PyDict>,
+    /// Execution-segment columns (empty lists unless segments were recorded).
+    segments: Py<PyDict>,
+}
+
+/// Loads `text` (TOML or JSON), simulates it to its horizon and returns the summary JSON
+/// plus, if asked, the per-job and per-segment traces as columns.
+#[pyfunction]
+#[pyo3(signature = (text, source_name, format, *, seed=None, horizon_ms=None, record_jobs=true, record_segments=true))]
+#[allow(clippy::too_many_arguments)] // mirrors the Python keyword arguments one to one
+fn simulate(
+    py: Python<'_>,
+    text: &str,
+    source_name: &str,
+    format: &str,
+    seed: Option<u64>,
+    horizon_ms: Option<f64>,
+    record_jobs: bool,
+    record_segments: bool,
+) -> PyResult<SimOutput> {
+    let format = parse_format(format)?;
+    let opts = SimOptions { record_jobs, record_segments };
+    let (summary_json, seed, events, hyperperiod_ms, jobs, segments) = py
+        .detach(|| {
+            let scenario = load(text, source_name, format, horizon_ms, seed)?;
+            let result = Simulation::new(&scenario, scenario.seed, opts).run();
+            let hyper = scenario.hyperperiod().map(Nanos::as_ms_f64);
+            Ok((result.to_json(), scenario.seed, result.events, hyper, JobColumns::new(&result), SegmentColumns::new(&result)))
+        })
+        .map_err(to_py_err)?;
+    Ok(SimOutput { summary_json, seed, events, hyperperiod_ms, jobs: jobs.into_dict(py)?, segments: segments.into_dict(py)? })
+}
+
+/// Loads `text` (TOML or JSON) and runs the schedulability analyses; returns the report JSON.
+#[pyfunction]
+#[pyo3(signature = (text, source_name, format))]
+fn analyze(py: Python<'_>, text: &str, source_name: &str, format: &str) -> PyResult<String> {
+    let format = parse_format(format)?;
+    py.detach(|| load(text, source_name, format, None, None).map(|s| critmem_analysis::analyze(&s).to_json()))
+        .map_err(to_py_err)
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
+    m.add_class::<SimOutput>()?;
+    m.add_function(wrap_pyfunction!(simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(analyze, m)?)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use critmem_core::simulate as run;
+
+    const RM: &str = "[scheduler]\nkind = \"rm\"\n[run]\nhorizon_ms = 20\n\
+                      [[task]]\nname = \"a\"\nwcet_ms = 1\nperiod_ms = 4\n\
+                      [[task]]\nname = \"b\"\nwcet_ms = 5\nperiod_ms = 10\n";
+
+    #[test]
+    fn overrides_reach_the_scenario() {
+        let s = load(RM, "rm.toml", Format::Toml, Some(7.5), Some(4)).unwrap();
+        assert_eq!((s.horizon, s.seed), (Nanos(7_500_000), 4));
+        assert_eq!(load(RM, "rm.toml", Format::Toml, None, None).unwrap().horizon, Nanos::from_ms(20));
+        let e = load(RM, "rm.toml", Format::Toml, Some(-1.0), None).unwrap_err();
+        assert!(e.to_string().starts_with("rm.toml: horizon_ms (override): must not be negative"), "{e}");
+    }
+
+    #[test]
+    fn job_columns_line_up_and_mark_unfinished_jobs() {
+        // b (5 ms every 10 ms) is preempted by a; the horizon cuts the last b job short.
+        let s = load(RM, "rm.toml", Format::Toml, Some(21.0), None).unwrap();
+        let r = run(&s, SimOptions { record_jobs: true, record_segments: true });
+        let c = JobColumns::new(&r);
+        let n = c.task.len();
+        assert_eq!(n, r.jobs.len());
+        assert!(n > 0);
+        for len in [c.job.len(), c.release_ms.len(), c.start_ms.len(), c.completion_ms.len(), c.response_ms.len(), c.missed.len(), c.outcome.len()] {
+            assert_eq!(len, n);
+        }
+        for i in 0..n {
+            assert_eq!(c.completion_ms[i].is_some(), c.outcome[i] == "completed", "job {i}");
+            assert_eq!(c.response_ms[i], c.completion_ms[i].map(|f| f - c.release_ms[i]), "job {i}");
+        }
+        // The job released at 20 ms is still running at 21 ms.
+        let last_b = (0..n).find(|&i| c.task[i] == "b" && c.release_ms[i] == 20.0).expect("b released at 20 ms");
+        assert_eq!(c.outcome[last_b], "pending");
+        assert_eq!(c.completion_ms[last_b], None);
+    }
+
+    #[test]
+    fn segment_columns_carry_task_names_and_ms() {
+        let s = load(RM, "rm.toml", Format::Toml, None, None).unwrap();
+        let r = run(&s, SimOptions { record_jobs: false, record_segments: true });
+        let c = SegmentColumns::new(&r);
+        assert_eq!(c.task.len(), r.segments.len());
+        // a runs first, 0-1 ms, on CPU 0.
+        assert_eq!((c.cpu[0], c.task[0].as_str(), c.job[0], c.start_ms[0], c.end_ms[0]), (0, "a", 0, 0.0, 1.0));
+        let busy_ms: f64 = c.start_ms.iter().zip(&c.end_ms).map(|(s, e)| e - s).sum();
+        // 5 jobs of a (1 ms) and 2 of b (5 ms) in 20 ms.
+        assert_eq!(busy_ms, 15.0);
+    }
+}

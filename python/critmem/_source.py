@@ -1,0 +1,72 @@
+"""Turning what a caller passes as a scenario into text, a source name and a format."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeAlias
+
+from critmem._core import ScenarioError
+
+Format: TypeAlias = Literal["toml", "json"]
+ScenarioInput: TypeAlias = str | os.PathLike[str] | Mapping[str, Any]
+"""A path to a .toml/.json file, TOML text, or the scenario's structure as a dict."""
+
+_SUFFIX_FORMATS: dict[str, Format] = {".toml": "toml", ".json": "json"}
+
+
+@dataclass(frozen=True)
+class ScenarioSource:
+    text: str
+    # Shown in error messages and in the result's "scenario" field.
+    name: str
+    format: Format
+
+
+def looks_like_path(s: str) -> bool:
+    """A one-line string that names something existing or ends in .toml/.json is a path."""
+    if not s or "\n" in s:
+        return False
+    # os.path.exists is False (not an exception) for NUL bytes or over-long names.
+    return Path(s).suffix.lower() in _SUFFIX_FORMATS or os.path.exists(s)
+
+
+def read_path(path: str | os.PathLike[str]) -> ScenarioSource:
+    """Reads a scenario file; OSError (missing, a directory, unreadable) propagates as is."""
+    p = Path(path)
+    name = os.fspath(path)
+    if "\x00" in name:
+        # open() would raise ValueError; to a user this is just a file that cannot exist.
+        raise FileNotFoundError(errno.ENOENT, "no such file (the name contains a NUL byte)", name)
+    if p.is_dir():
+        # open() on a directory gives a less helpful message on some platforms.
+        raise IsADirectoryError(errno.EISDIR, "is a directory, not a scenario file", name)
+    data = p.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ScenarioError(f"{name}: not UTF-8 text (invalid byte at offset {e.start})") from None
+    return ScenarioSource(text, name, _SUFFIX_FORMATS.get(p.suffix.lower(), "toml"))
+
+
+def resolve(scenario: ScenarioInput) -> ScenarioSource:
+    """Accepts a path, TOML (or JSON) text, or a dict; see `ScenarioInput`."""
+    if isinstance(scenario, Mapping):
+        try:
+            text = json.dumps(scenario, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise ScenarioError(f"<dict>: cannot be written as JSON: {e}") from None
+        return ScenarioSource(text, "<dict>", "json")
+    if isinstance(scenario, os.PathLike):
+        return read_path(scenario)
+    if isinstance(scenario, str):
+        if looks_like_path(scenario):
+            return read_path(scenario)
+        # TOML cannot start with "{", so such text can only be meant as JSON.
+        fmt: Format = "json" if scenario.lstrip().startswith("{") else "toml"
+        return ScenarioSource(scenario, "<string>", fmt)
+    raise TypeError(f"scenario must be a path, TOML text or a dict, not {type(scenario).__name__}")

@@ -1,0 +1,190 @@
+"""The Python API: `run` simulates a scenario, `analyze` runs the schedulability analyses."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from critmem import _core
+from critmem._source import ScenarioInput, ScenarioSource, resolve
+
+# Column → dtype of the per-job and per-segment frames. Explicit, so that an empty trace
+# (nothing recorded) still has the right columns and types. Times are decimal ms.
+JOB_DTYPES: dict[str, str] = {
+    "task": "str",
+    "job": "int64",
+    "release_ms": "float64",
+    "deadline_ms": "float64",
+    "demand_ms": "float64",
+    "executed_ms": "float64",
+    "start_ms": "float64",  # NaN if the job never started
+    "completion_ms": "float64",  # NaN if it never completed
+    "response_ms": "float64",  # NaN if it never completed
+    "tardiness_ms": "float64",
+    "missed": "bool",
+    "outcome": "str",  # completed | aborted | unfinished | pending
+    "last_cpu": "Int64",  # <NA> if the job never ran
+}
+SEGMENT_DTYPES: dict[str, str] = {
+    "cpu": "int64",
+    "task": "str",
+    "job": "int64",
+    "start_ms": "float64",
+    "end_ms": "float64",
+}
+
+_U64_MAX = 2**64 - 1
+
+
+def _frame(columns: dict[str, list[Any]], dtypes: dict[str, str]) -> pd.DataFrame:
+    return pd.DataFrame({name: pd.Series(columns[name], dtype=dtype) for name, dtype in dtypes.items()})
+
+
+@dataclass(frozen=True, eq=False)
+class RunResult:
+    """One simulation run. `to_json()` is the core's summary, byte for byte."""
+
+    summary: dict[str, Any]
+    """The summary JSON as a dict: scenario, scheduler, cpus, horizon_ms, seed, tasks."""
+    tasks: pd.DataFrame = field(repr=False)
+    """One row per task, with the summary's per-task fields as columns."""
+    jobs: pd.DataFrame = field(repr=False)
+    """One row per job, ordered by release time (columns: `JOB_DTYPES`)."""
+    segments: pd.DataFrame = field(repr=False)
+    """One row per stretch a job ran on a CPU, ordered as the engine emitted them."""
+    seed: int
+    events: int
+    """Scheduler events the engine handled."""
+    hyperperiod_ms: float | None
+    """Least common multiple of the task periods, if it is representable."""
+    summary_json: str = field(repr=False)
+
+    def to_json(self) -> str:
+        return self.summary_json
+
+    @property
+    def scenario(self) -> str:
+        return str(self.summary["scenario"])
+
+    @property
+    def scheduler(self) -> str:
+        return str(self.summary["scheduler"])
+
+    @property
+    def cpus(self) -> int:
+        return int(self.summary["cpus"])
+
+    @property
+    def horizon_ms(self) -> float:
+        return float(self.summary["horizon_ms"])
+
+
+@dataclass(frozen=True, eq=False)
+class AnalysisResult:
+    """Schedulability analyses of one scenario. `to_json()` is the analysis report, byte for byte."""
+
+    report: dict[str, Any]
+    tasks: pd.DataFrame = field(repr=False)
+    """One row per task: utilization, wcet/period/deadline, RTA response time, verdicts."""
+    tests: pd.DataFrame = field(repr=False)
+    """One row per test that applies: name, cpu, verdict, detail."""
+    report_json: str = field(repr=False)
+
+    @property
+    def verdict(self) -> str:
+        return str(self.report["verdict"])
+
+    def to_json(self) -> str:
+        return self.report_json
+
+
+def _check_seed(seed: int | None) -> None:
+    if seed is None:
+        return
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, not {type(seed).__name__}")
+    if not 0 <= seed <= _U64_MAX:
+        raise ValueError(f"seed must be between 0 and 2**64 - 1 (got {seed})")
+
+
+def _run_source(
+    src: ScenarioSource,
+    *,
+    seed: int | None = None,
+    horizon_ms: float | None = None,
+    record_jobs: bool = True,
+    record_segments: bool = True,
+) -> RunResult:
+    _check_seed(seed)
+    out = _core.simulate(
+        src.text,
+        src.name,
+        src.format,
+        seed=seed,
+        horizon_ms=None if horizon_ms is None else float(horizon_ms),
+        record_jobs=record_jobs,
+        record_segments=record_segments,
+    )
+    summary: dict[str, Any] = json.loads(out.summary_json)
+    tasks = pd.DataFrame(summary["tasks"])
+    # Partitioned schedulers bind tasks to CPUs, the others leave cpu null.
+    tasks["cpu"] = tasks["cpu"].astype("Int64")
+    # The engine lists jobs as they end; a trace reads better in release order.
+    jobs = _frame(out.jobs, JOB_DTYPES).sort_values("release_ms", kind="stable", ignore_index=True)
+    return RunResult(
+        summary=summary,
+        tasks=tasks,
+        jobs=jobs,
+        segments=_frame(out.segments, SEGMENT_DTYPES),
+        seed=out.seed,
+        events=out.events,
+        hyperperiod_ms=out.hyperperiod_ms,
+        summary_json=out.summary_json,
+    )
+
+
+def run(
+    scenario: ScenarioInput,
+    *,
+    seed: int | None = None,
+    horizon_ms: float | None = None,
+    record_jobs: bool = True,
+    record_segments: bool = True,
+) -> RunResult:
+    """Simulates `scenario` to its horizon.
+
+    `scenario` is a path (str or pathlib.Path) to a .toml/.json file, TOML text, or a dict
+    with the file's structure. `seed` and `horizon_ms` override the scenario's `[run]`
+    values. Turn off `record_jobs`/`record_segments` for long runs that need only the
+    per-task summary. Raises `ScenarioError` for a scenario that does not load and OSError
+    for a file that cannot be read.
+    """
+    return _run_source(
+        resolve(scenario),
+        seed=seed,
+        horizon_ms=horizon_ms,
+        record_jobs=record_jobs,
+        record_segments=record_segments,
+    )
+
+
+def _analyze_source(src: ScenarioSource) -> AnalysisResult:
+    report_json = _core.analyze(src.text, src.name, src.format)
+    report: dict[str, Any] = json.loads(report_json)
+    return AnalysisResult(
+        report=report,
+        tasks=pd.DataFrame(report["tasks"]),
+        tests=pd.DataFrame(report["tests"], columns=["name", "cpu", "verdict", "detail"]),
+        report_json=report_json,
+    )
+
+
+def analyze(scenario: ScenarioInput) -> AnalysisResult:
+    """Runs the schedulability analyses that apply to `scenario`'s scheduler.
+
+    Accepts the same inputs as `run`; raises the same errors.
+    """
+    return _analyze_source(resolve(scenario))

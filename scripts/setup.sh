@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs everything into a project-local .venv: the pinned Python packages from
+# requirements.lock, then the critmem package with its Rust extension built in release mode.
+# Safe to run again: each step is skipped or is a no-op when nothing changed.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+python=${PYTHON:-python3}
+venv=.venv
+log=$venv/setup.log
+
+say() { printf 'setup: %s\n' "$*"; }
+# Runs a step with its output in the log; shows the log only if the step fails.
+quiet() {
+    if ! "$@" >>"$log" 2>&1; then
+        say "failed: $*" >&2
+        tail -n 40 "$log" >&2
+        exit 1
+    fi
+}
+
+command -v cargo >/dev/null || { say "cargo not found: install Rust (https://rustup.rs) first" >&2; exit 1; }
+
+if ! "$venv/bin/python" -c '' 2>/dev/null; then
+    say "creating $venv with $("$python" --version 2>&1)"
+    rm -rf "$venv"
+    "$python" -m venv "$venv"
+fi
+: >"$log"
+
+# Reinstall the pinned packages only when the lock file changed.
+stamp=$venv/requirements.lock.sha256
+if ! sha256sum --check --status "$stamp" 2>/dev/null; then
+    say "installing pinned Python packages from requirements.lock"
+    # --no-deps: the lock lists every package, so nothing unpinned sneaks in; pip check
+    # then proves the set is complete and consistent.
+    quiet "$venv/bin/python" -m pip install --disable-pip-version-check --no-input --no-deps -r requirements.lock
+    quiet "$venv/bin/python" -m pip check --disable-pip-version-check
+    sha256sum requirements.lock >"$stamp"
+fi
+
+say "building the critmem extension (release) and installing it into $venv"
+export VIRTUAL_ENV=$PWD/$venv
+# An editable install: python/critmem is imported in place, the built _core sits beside it.
+# Its runtime dependencies are already satisfied from the lock, so pip fetches nothing.
+quiet "$venv/bin/maturin" develop --release --locked
+say "done: $("$venv/bin/critmem" --version)"

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs every test: the Rust workspace (cargo test), pytest against the installed package,
+# then the type checks (mypy --strict, and stubtest of the extension's .pyi stubs).
+# Expects .venv from scripts/setup.sh. Any failing step fails the run; so does pytest's
+# exit code 5 ("no tests collected").
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+venv=.venv
+if [ ! -x "$venv/bin/pytest" ]; then
+    echo "test: $venv is missing or incomplete: run 'bash scripts/setup.sh' first" >&2
+    exit 1
+fi
+
+# The bindings' unit tests are an executable linked to libpython: build them for the venv's
+# interpreter (as maturin does) and let the loader find that interpreter's libpython.
+export PYO3_PYTHON=$PWD/$venv/bin/python
+libdir=$("$PYO3_PYTHON" -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR") or "")')
+export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+step() { printf '\n== %s\n' "$*"; }
+
+# Release: the property tests run many times faster, and the dependencies are largely
+# those setup.sh already built for the extension.
+step "cargo test --workspace --release"
+cargo test --workspace --release --locked
+
+step "pytest"
+"$venv/bin/pytest" -q
+
+step "mypy --strict python/critmem tests"
+"$venv/bin/mypy" --strict python/critmem tests
+
+step "stubtest critmem._core"
+"$venv/bin/python" -m mypy.stubtest critmem._core
+
+step "all tests passed"

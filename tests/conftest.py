@@ -1,0 +1,75 @@
+"""Shared helpers: run the CLI in-process or as the installed console script."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from critmem.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+EXAMPLE_FILES = sorted(EXAMPLES.glob("*.toml"))
+# The console script installed next to the interpreter running the tests.
+CRITMEM = Path(sys.executable).parent / "critmem"
+
+RM_TEXTBOOK = EXAMPLES / "rm-textbook.toml"
+QUICKSTART = EXAMPLES / "quickstart.toml"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    code: int
+    stdout: str
+    stderr: str
+
+
+def cli(*argv: str) -> Outcome:
+    """Runs `critmem argv...` in-process, capturing its output."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return Outcome(code, out.getvalue(), err.getvalue())
+
+
+def cli_process(*argv: str, cwd: Path = ROOT) -> Outcome:
+    """Runs the installed `critmem` console script as a separate process."""
+    p = subprocess.run([str(CRITMEM), *argv], cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+    return Outcome(p.returncode, p.stdout, p.stderr)
+
+
+def assert_one_line_error(o: Outcome, *fragments: str) -> None:
+    """Exit 2, nothing on stdout, exactly one `critmem: error:` line on stderr naming `fragments`."""
+    assert o.code == 2, o
+    assert o.stdout == "", o
+    assert "Traceback" not in o.stderr, o.stderr
+    lines = o.stderr.splitlines()
+    assert len(lines) == 1 and o.stderr.endswith("\n"), o.stderr
+    assert lines[0].startswith("critmem: error: "), lines[0]
+    for f in fragments:
+        assert f in lines[0], f"{f!r} not in {lines[0]!r}"
+
+
+WriteScenario = Callable[..., Path]
+
+
+@pytest.fixture
+def scenario_file(tmp_path: Path) -> WriteScenario:
+    """Writes text or bytes to a scenario file in a temporary folder and returns its path."""
+
+    def write(content: str | bytes, name: str = "scenario.toml") -> Path:
+        path = tmp_path / name
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+        return path
+
+    return write

@@ -1,0 +1,147 @@
+"""The Python API: `critmem.run` and `critmem.analyze` accept a path, TOML text or a dict."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from conftest import QUICKSTART, RM_TEXTBOOK, cli
+
+import critmem
+from critmem.api import JOB_DTYPES, SEGMENT_DTYPES
+
+TASK_COLUMNS = [
+    "name", "criticality", "cpu", "jobs", "completed", "deadline_misses", "aborted", "skipped",
+    "pending", "hit_ratio", "max_response_ms", "mean_response_ms", "max_tardiness_ms",
+]  # fmt: skip
+
+RM_TEXT = RM_TEXTBOOK.read_text()
+
+
+def _rm_dict() -> dict[str, Any]:
+    return tomllib.loads(RM_TEXT)
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [str(RM_TEXTBOOK), RM_TEXTBOOK, RM_TEXT, _rm_dict(), json.dumps(_rm_dict())],
+    ids=["path str", "pathlib.Path", "TOML text", "dict", "JSON text"],
+)
+def test_run_accepts_every_kind_of_scenario(scenario: Any) -> None:
+    r = critmem.run(scenario)
+    assert list(r.tasks.columns) == TASK_COLUMNS
+    assert list(r.tasks["name"]) == ["t1", "t2", "t3", "t4"]
+    assert list(r.tasks["max_response_ms"]) == [1.0, 2.0, 7.0, 18.0]
+    assert r.seed == 1 and r.scheduler == "rm" and r.cpus == 1 and r.horizon_ms == 360.0
+
+
+def test_source_names_say_where_the_scenario_came_from() -> None:
+    assert critmem.run(RM_TEXTBOOK).scenario == str(RM_TEXTBOOK)
+    assert critmem.run(RM_TEXT).scenario == "<string>"
+    assert critmem.run(_rm_dict()).scenario == "<dict>"
+
+
+def test_jobs_and_segments_are_typed_frames_that_agree_with_the_summary() -> None:
+    r = critmem.run(QUICKSTART)
+    assert list(r.jobs.columns) == list(JOB_DTYPES)
+    assert list(r.segments.columns) == list(SEGMENT_DTYPES)
+    for frame, dtypes in ((r.jobs, JOB_DTYPES), (r.segments, SEGMENT_DTYPES)):
+        for column, dtype in dtypes.items():
+            assert frame[column].dtype == pd.Series([], dtype=dtype).dtype, column
+    assert len(r.jobs) == r.tasks["jobs"].sum()
+    assert r.jobs["release_ms"].is_monotonic_increasing
+    per_task = r.jobs.groupby("task", sort=False)
+    completed = r.jobs[r.jobs["outcome"] == "completed"].groupby("task")
+    for t in r.summary["tasks"]:
+        assert per_task.get_group(t["name"])["missed"].sum() == t["deadline_misses"]
+        assert completed.get_group(t["name"])["response_ms"].max() == pytest.approx(t["max_response_ms"])
+    # No job runs before its release or after the horizon.
+    assert (r.segments["end_ms"] > r.segments["start_ms"]).all()
+    assert r.segments["end_ms"].max() <= r.horizon_ms
+
+
+def test_unfinished_jobs_have_no_completion_or_response() -> None:
+    r = critmem.run(RM_TEXT, horizon_ms=10.5)
+    pending = r.jobs[r.jobs["outcome"] != "completed"]
+    assert not pending.empty
+    assert pending["completion_ms"].isna().all() and pending["response_ms"].isna().all()
+
+
+def test_to_json_is_the_cli_json_byte_for_byte() -> None:
+    r = critmem.run(str(QUICKSTART))
+    assert r.to_json() + "\n" == cli("run", str(QUICKSTART), "--json").stdout
+    assert json.loads(r.to_json()) == r.summary
+
+
+def test_seed_and_horizon_overrides() -> None:
+    r = critmem.run(QUICKSTART, seed=7, horizon_ms=100)
+    assert (r.seed, r.summary["seed"], r.horizon_ms) == (7, 7, 100.0)
+    assert r.segments["end_ms"].max() <= 100.0
+
+
+def test_horizon_override_runs_a_scenario_whose_hyperperiod_is_too_long() -> None:
+    scenario: dict[str, Any] = {
+        "scheduler": {"kind": "edf"},
+        "task": [
+            {"name": "a", "wcet_ms": 1, "period_ms": 99.999989},
+            {"name": "b", "wcet_ms": 1, "period_ms": 99.999971},
+        ],
+    }
+    with pytest.raises(critmem.ScenarioError, match=r"run\.horizon_ms"):
+        critmem.run(scenario)
+    assert critmem.run(scenario, horizon_ms=1000).tasks["jobs"].tolist() == [11, 11]
+
+
+def test_recording_can_be_turned_off() -> None:
+    r = critmem.run(QUICKSTART, record_jobs=False, record_segments=False)
+    assert r.jobs.empty and list(r.jobs.columns) == list(JOB_DTYPES)
+    assert r.segments.empty and list(r.segments.columns) == list(SEGMENT_DTYPES)
+    assert r.to_json() == critmem.run(QUICKSTART).to_json()
+
+
+@pytest.mark.parametrize(
+    ("scenario", "message"),
+    [
+        (RM_TEXT.replace("period_ms = 4", "period_ms = 0"), r"^<string>: task\[0\]\.period_ms: must be greater than 0"),
+        ({**_rm_dict(), "machine": {"cpus": 0}}, r"^<dict>: machine\.cpus: must be at least 1"),
+        ({"scheduler": {"kind": "rm"}, "task": [{"name": "x", "wcet_ms": float("nan"), "period_ms": 1}]}, r"^<dict>: cannot be written as JSON"),
+        ({"scheduler": {"kind": "rm"}, "run": {"seed": object()}}, r"^<dict>: cannot be written as JSON"),
+        ("[machine\ncpus = 1", r"^<string>: line 1"),
+    ],
+    ids=["TOML text", "dict", "NaN in a dict", "object in a dict", "TOML syntax"],
+)
+def test_bad_scenarios_raise_scenario_error_with_one_line(scenario: Any, message: str) -> None:
+    with pytest.raises(critmem.ScenarioError, match=message) as e:
+        critmem.run(scenario)
+    assert "\n" not in str(e.value)
+    assert isinstance(e.value, ValueError)
+
+
+def test_a_missing_file_is_a_file_error_not_a_parse_error(tmp_path: Path) -> None:
+    for missing in (str(tmp_path / "nope.toml"), tmp_path / "nope.toml", "nope.json"):
+        with pytest.raises(FileNotFoundError):
+            critmem.run(missing)
+    with pytest.raises(IsADirectoryError):
+        critmem.run(tmp_path)
+
+
+def test_bad_overrides_are_rejected() -> None:
+    with pytest.raises(ValueError, match="seed"):
+        critmem.run(RM_TEXT, seed=-1)
+    with pytest.raises(TypeError, match="seed"):
+        critmem.run(RM_TEXT, seed=1.5)  # type: ignore[arg-type]
+    for horizon_ms in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(critmem.ScenarioError, match=r"horizon_ms \(override\)"):
+            critmem.run(RM_TEXT, horizon_ms=horizon_ms)
+
+
+def test_runs_in_threads_give_the_same_results() -> None:
+    # The simulation releases the GIL; runs must stay independent and deterministic.
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        outputs = list(pool.map(lambda seed: critmem.run(QUICKSTART, seed=seed).to_json(), [3, 3, 4, 4]))
+    assert outputs[0] == outputs[1] and outputs[2] == outputs[3] and outputs[0] != outputs[2]

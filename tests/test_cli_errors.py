@@ -1,0 +1,113 @@
+"""Bad input of every kind ends as one `critmem: error:` line on stderr and exit code 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import RM_TEXTBOOK, Outcome, WriteScenario, assert_one_line_error, cli, cli_process
+
+GOOD = """\
+[machine]
+cpus = 1
+[scheduler]
+kind = "rm"
+[run]
+horizon_ms = 40
+[[task]]
+name = "a"
+wcet_ms = 1
+period_ms = 4
+"""
+
+# (id, file content, extra CLI arguments, fragments the error line must contain)
+BAD_SCENARIOS: list[tuple[str, str | bytes, list[str], list[str]]] = [
+    ("unknown key", GOOD.replace("period_ms = 4", "period_ms = 4\nperiodd_ms = 4"), [], ["task[0]", "periodd_ms"]),
+    ("unknown scheduler", GOOD.replace('"rm"', '"lottery"'), [], ["scheduler.kind", "unknown scheduler", "lottery"]),
+    ("missing period", GOOD.replace("period_ms = 4", ""), [], ["task[0].period_ms", "missing"]),
+    ("period -1", GOOD.replace("period_ms = 4", "period_ms = -1"), [], ["task[0].period_ms", "must not be negative"]),
+    ("period 0", GOOD.replace("period_ms = 4", "period_ms = 0"), [], ["task[0].period_ms", "must be greater than 0"]),
+    ("deadline 0", GOOD + "deadline_ms = 0\n", [], ["task[0].deadline_ms", "must be greater than 0"]),
+    ("cpus 0", GOOD.replace("cpus = 1", "cpus = 0"), [], ["machine.cpus", "at least 1"]),
+    (
+        "pinned to CPU 5 of 2",
+        GOOD.replace("cpus = 1", "cpus = 2").replace('"rm"', '"pfp"') + "cpu = 5\n",
+        [],
+        ["task[0].cpu", "CPU 5 does not exist"],
+    ),
+    ("TOML syntax error", GOOD.replace("cpus = 1", "cpus = = 1"), [], ["line 2, column"]),
+    ("empty file", "", [], ["scheduler", "missing section"]),
+    ("binary garbage", b"\x00\xff\xfe\x89PNG\r\n\x1a\n\x00\x00", [], ["not UTF-8"]),
+    ("control-character garbage", "\x00\x01\x02 [[[ = ]]]\x7f", [], ["line 1"]),
+    ("bad --seed value", GOOD, ["--seed", "twelve"], ["argument --seed", "twelve"]),
+    ("negative --seed", GOOD, ["--seed", "-3"], ["argument --seed"]),
+    ("bad --horizon-ms", GOOD, ["--horizon-ms", "-5"], ["argument --horizon-ms"]),
+    ("unknown flag", GOOD, ["--frobnicate"], ["unrecognized arguments: --frobnicate"]),
+]
+
+
+def _check(o: Outcome, path: Path, fragments: list[str]) -> None:
+    file_errors = not any(f.startswith(("argument", "unrecognized")) for f in fragments)
+    # Scenario errors name the file first, then the key and the reason.
+    assert_one_line_error(o, *fragments, *([f"critmem: error: {path}: "] if file_errors else []))
+
+
+@pytest.mark.parametrize(("content", "extra", "fragments"), [c[1:] for c in BAD_SCENARIOS], ids=[c[0] for c in BAD_SCENARIOS])
+def test_bad_scenario_is_one_line_and_exit_2(
+    scenario_file: WriteScenario, content: str | bytes, extra: list[str], fragments: list[str]
+) -> None:
+    path = scenario_file(content)
+    _check(cli("run", str(path), *extra), path, fragments)
+    if not extra:
+        _check(cli("analyze", str(path)), path, fragments)
+
+
+@pytest.mark.parametrize(("content", "extra", "fragments"), [c[1:] for c in BAD_SCENARIOS], ids=[c[0] for c in BAD_SCENARIOS])
+def test_bad_scenario_through_the_console_script(
+    scenario_file: WriteScenario, content: str | bytes, extra: list[str], fragments: list[str]
+) -> None:
+    path = scenario_file(content)
+    _check(cli_process("run", str(path), *extra), path, fragments)
+
+
+def test_missing_file_is_a_clean_error_not_a_parse_error(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.toml"
+    for o in (cli("run", str(missing)), cli_process("run", str(missing)), cli("analyze", str(missing))):
+        assert_one_line_error(o, str(missing), "No such file or directory")
+
+
+def test_directory_as_file_is_a_clean_error(tmp_path: Path) -> None:
+    for o in (cli("run", str(tmp_path)), cli_process("run", str(tmp_path)), cli("analyze", str(tmp_path))):
+        assert_one_line_error(o, str(tmp_path), "is a directory")
+
+
+def test_unwritable_out_folder_is_a_clean_error(tmp_path: Path) -> None:
+    # Tests may run as root, which ignores permission bits; a file in the way never yields.
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    for out in (blocker, blocker / "results"):
+        o = cli("run", str(RM_TEXTBOOK), "--out", str(out))
+        assert_one_line_error(o, "cannot write results to", str(out))
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragments"),
+    [
+        ([], ["required: COMMAND"]),
+        (["frobnicate"], ["invalid choice: 'frobnicate'"]),
+        (["run"], ["required: FILE"]),
+        (["analyze", str(RM_TEXTBOOK), "--seed", "3"], ["unrecognized arguments: --seed 3"]),
+    ],
+    ids=["no command", "unknown command", "run without FILE", "analyze with a run flag"],
+)
+def test_bad_command_line_is_one_line_and_exit_2(argv: list[str], fragments: list[str]) -> None:
+    assert_one_line_error(cli(*argv), *fragments, "--help")
+
+
+def test_help_and_version_exit_0_with_an_example() -> None:
+    for argv in (["--help"], ["run", "--help"], ["analyze", "--help"]):
+        o = cli(*argv)
+        assert o.code == 0
+        assert "examples:" in o.stdout and "critmem " in o.stdout
+    o = cli("--version")
+    assert o.code == 0 and o.stdout.startswith("critmem 0.")

@@ -1,0 +1,144 @@
+"""`critmem run`: the table, the JSON object, the results folder, every bundled example."""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+import tomllib
+import zlib
+from pathlib import Path
+
+import matplotlib.image
+import pytest
+from conftest import EXAMPLE_FILES, EXAMPLES, QUICKSTART, RM_TEXTBOOK, WriteScenario, cli, cli_process
+
+from critmem import run
+from critmem.gantt import _window_end_ms, plot_gantt
+
+ISSUE_TASK_KEYS = {"name", "jobs", "completed", "deadline_misses", "max_response_ms", "mean_response_ms", "max_tardiness_ms"}
+
+
+def test_run_prints_a_header_and_one_row_per_task() -> None:
+    o = cli("run", str(RM_TEXTBOOK))
+    assert o.code == 0, o.stderr
+    assert o.stderr == ""
+    lines = o.stdout.splitlines()
+    assert re.fullmatch(rf"{re.escape(str(RM_TEXTBOOK))}: rm on 1 CPU, horizon 360 ms, seed 1, \d+ events", lines[0])
+    for column in ("task", "crit", "released", "completed", "misses", "hit ratio", "max resp ms", "mean resp ms", "max tard ms"):
+        assert column in lines[1], column
+    rows = {line.split()[0]: line.split() for line in lines[3:]}
+    assert sorted(rows) == ["t1", "t2", "t3", "t4"]
+    # task crit cpu released completed misses hit max mean tard
+    assert rows["t3"] == ["t3", "B", "-", "40", "40", "0", "100.0%", "7.000", "5.050", "0.000"]
+
+
+def test_run_json_has_the_issue_keys_and_nothing_else_on_stdout() -> None:
+    o = cli("run", str(QUICKSTART), "--json")
+    assert o.code == 0, o.stderr
+    assert o.stdout.endswith("}\n") and o.stdout.count("\n") == 1
+    summary = json.loads(o.stdout)
+    assert {"tasks", "seed"} <= summary.keys()
+    assert summary["seed"] == 42
+    assert len(summary["tasks"]) == 5
+    for task in summary["tasks"]:
+        assert ISSUE_TASK_KEYS <= task.keys(), task.keys()
+
+
+def test_rm_textbook_worst_responses_are_1_2_7_18_ms() -> None:
+    summary = json.loads(cli("run", str(RM_TEXTBOOK), "--json").stdout)
+    assert [t["max_response_ms"] for t in summary["tasks"]] == [1.0, 2.0, 7.0, 18.0]
+    assert all(t["deadline_misses"] == 0 for t in summary["tasks"])
+
+
+def test_seed_and_horizon_flags_override_the_file() -> None:
+    summary = json.loads(cli("run", str(QUICKSTART), "--json", "--seed", "7", "--horizon-ms", "250.5").stdout)
+    assert summary["seed"] == 7
+    assert summary["horizon_ms"] == 250.5
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    """Checks the PNG signature and the IHDR chunk's CRC; returns (width, height)."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    length, kind = struct.unpack(">I4s", data[8:16])
+    assert kind == b"IHDR" and length == 13
+    body = data[16 : 16 + length]
+    (crc,) = struct.unpack(">I", data[16 + length : 20 + length])
+    assert zlib.crc32(kind + body) == crc
+    assert data.endswith(b"IEND\xaeB`\x82")
+    width, height = struct.unpack(">II", body[:8])
+    return width, height
+
+
+def test_out_writes_the_trace_summary_and_a_gantt_png(tmp_path: Path) -> None:
+    out = tmp_path / "results" / "quickstart"
+    o = cli("run", str(QUICKSTART), "--out", str(out))
+    assert o.code == 0, o.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["gantt.png", "jobs.csv", "segments.csv", "summary.json"]
+    assert str(out) in o.stdout.splitlines()[-1]
+
+    summary = json.loads((out / "summary.json").read_text())
+    jobs = (out / "jobs.csv").read_text().splitlines()
+    assert jobs[0] == "task,job,release_ms,deadline_ms,demand_ms,executed_ms,start_ms,completion_ms,response_ms,tardiness_ms,missed,outcome,last_cpu"
+    assert len(jobs) - 1 == sum(t["jobs"] for t in summary["tasks"])
+    segments = (out / "segments.csv").read_text().splitlines()
+    assert segments[0] == "cpu,task,job,start_ms,end_ms"
+    assert len(segments) > 1
+
+    width, height = _png_size((out / "gantt.png").read_bytes())
+    assert width > 400 and height > 100
+    # It decodes, and is not blank.
+    pixels = matplotlib.image.imread(out / "gantt.png")
+    assert pixels.shape[:2] == (height, width)
+    assert pixels.std() > 0.05
+
+
+def test_out_with_json_keeps_stdout_to_the_json_object(tmp_path: Path) -> None:
+    o = cli("run", str(RM_TEXTBOOK), "--json", "--out", str(tmp_path))
+    assert o.code == 0
+    assert json.loads(o.stdout)["scenario"] == str(RM_TEXTBOOK)
+    assert "wrote" in o.stderr
+    assert (tmp_path / "summary.json").read_text() == o.stdout
+
+
+def test_gantt_of_a_long_run_shows_a_window_and_says_so(tmp_path: Path) -> None:
+    result = run(QUICKSTART)
+    # The chart draws a leading window only when it must; the title says so.
+    assert len(result.segments) > 200
+    plot_gantt(result, tmp_path / "small.png", max_segments=100)
+    plot_gantt(result, tmp_path / "all.png", max_segments=10**6)
+    assert (tmp_path / "small.png").read_bytes() != (tmp_path / "all.png").read_bytes()
+    assert _window_end_ms(result, 100) < result.horizon_ms
+    assert _window_end_ms(result, 10**6) == result.horizon_ms
+
+
+@pytest.mark.parametrize("example", EXAMPLE_FILES, ids=[p.name for p in EXAMPLE_FILES])
+def test_every_bundled_example_runs_and_analyses(example: Path, tmp_path: Path) -> None:
+    o = cli("run", str(example), "--out", str(tmp_path))
+    assert o.code == 0, o.stderr
+    assert (tmp_path / "gantt.png").stat().st_size > 0
+    o = cli("analyze", str(example))
+    assert o.code == 0, o.stderr
+    assert "verdict:" in o.stdout
+
+
+def test_installed_console_script_runs_the_readme_command(tmp_path: Path) -> None:
+    o = cli_process("run", "examples/quickstart.toml", "--out", str(tmp_path / "q"))
+    assert o.code == 0, o.stderr
+    assert "flight-control" in o.stdout
+    assert (tmp_path / "q" / "gantt.png").exists()
+    assert cli_process("--version").stdout.startswith("critmem ")
+
+
+def test_a_json_scenario_file_runs_like_its_toml_twin(scenario_file: WriteScenario) -> None:
+    path = scenario_file(json.dumps(tomllib.loads(RM_TEXTBOOK.read_text())), name="rm.json")
+    o = cli("run", str(path), "--json")
+    assert o.code == 0, o.stderr
+    assert [t["max_response_ms"] for t in json.loads(o.stdout)["tasks"]] == [1.0, 2.0, 7.0, 18.0]
+
+
+def test_jobs_aborted_at_their_deadline_are_not_tardy() -> None:
+    r = run(EXAMPLES / "overload.toml")
+    aborted = r.jobs[r.jobs["outcome"] == "aborted"]
+    assert not aborted.empty
+    assert (aborted["tardiness_ms"] == 0).all()
