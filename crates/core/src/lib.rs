@@ -4,6 +4,7 @@
 
 pub mod engine;
 pub mod event;
+pub mod mem;
 pub mod program;
 pub mod result;
 pub mod rng;

@@ -1,0 +1,385 @@
+//! Page references: the hit path, and the fault path (zero-fill, swap-in with readahead,
+//! mapping resident pages with per-policy charging, copy-on-write).
+
+use super::list::NIL;
+use super::*;
+
+/// What the fault path accumulates while it works.
+#[derive(Default)]
+struct FaultOut {
+    cpu: Nanos,
+    /// Set when the job must wait for a device read.
+    ready_at: Option<Nanos>,
+    refault: bool,
+}
+
+impl FaultOut {
+    fn wait_for(&mut self, t: Nanos, refault: bool) {
+        self.ready_at = Some(self.ready_at.map_or(t, |r| r.max(t)));
+        self.refault |= refault;
+    }
+}
+
+/// Which page a faulting reference resolves to.
+enum Target {
+    /// Page `i` of this region (ordinary regions, or the shadow of a COW mapping).
+    Page(u32),
+    /// Read of a copy-on-write base page still shared: map it read-only.
+    BaseRead,
+    /// Write to a copy-on-write base page: break the sharing.
+    CowBreak,
+}
+
+impl Memory {
+    /// One page reference by `space` at `now`.
+    ///
+    /// The hit path is two bounds-checked array lookups and a bit-or: a present entry with
+    /// the needed permission gets its referenced (and, on writes, dirty) bit set. Anything
+    /// else goes to the fault path, which may evict pages (write-backs are queued on the
+    /// device at `now`, ahead of any read this fault submits).
+    #[inline]
+    pub fn access(
+        &mut self,
+        now: Nanos,
+        space: AsId,
+        vpn: Vpn,
+        kind: RefKind,
+    ) -> Result<Access, MemError> {
+        if let Some(sp) = self.spaces.get_mut(space.0 as usize) {
+            if let Some(pte) = sp.ptes.get_mut(vpn.0 as usize) {
+                let (need, set) = match kind {
+                    RefKind::Read => (PRESENT, REFERENCED | WINDOW),
+                    RefKind::Write => (PRESENT | WRITABLE, REFERENCED | WINDOW | DIRTY),
+                };
+                if pte.flags & need == need {
+                    pte.flags |= set;
+                    return Ok(Access::Hit);
+                }
+            }
+        }
+        let r = self.fault(now, space, vpn, kind);
+        self.debug_check();
+        r
+    }
+
+    fn find_vma(&self, s: usize, vpn: u32) -> Option<usize> {
+        let vmas = &self.spaces[s].vmas;
+        let k = vmas.partition_point(|v| v.start <= vpn);
+        let v = vmas.get(k.checked_sub(1)?)?;
+        (vpn < v.start + v.pages).then_some(k - 1)
+    }
+
+    fn fault(
+        &mut self,
+        now: Nanos,
+        space: AsId,
+        vpn: Vpn,
+        kind: RefKind,
+    ) -> Result<Access, MemError> {
+        let s = self.space_idx(space)?;
+        let vi = self.find_vma(s, vpn.0).ok_or(MemError::Unmapped {
+            space: space.0,
+            vpn: vpn.0,
+        })?;
+        let vma = self.spaces[s].vmas[vi];
+        let write = kind == RefKind::Write;
+        if write && !vma.writable {
+            return Err(MemError::ReadOnly {
+                space: space.0,
+                vpn: vpn.0,
+            });
+        }
+        let i = vpn.0 - vma.start;
+        let pool = self.spaces[s].pool;
+        let evictions_before = self.reclaim_work;
+        let mut out = FaultOut::default();
+
+        let target = if vma.shadow == NIL {
+            Target::Page(vma.region)
+        } else {
+            let sh = &self.regions[vma.shadow as usize];
+            let own = sh.frame[i as usize] != NIL || sh.pflags[i as usize] & MATERIAL != 0;
+            if own || self.regions[vma.region as usize].cow_refs[i as usize] == 0 {
+                Target::Page(vma.shadow)
+            } else if write {
+                Target::CowBreak
+            } else {
+                Target::BaseRead
+            }
+        };
+        let (f, writable) = match target {
+            Target::Page(r) => (self.bring_in(now, s, pool, r, i, &mut out)?, vma.writable),
+            Target::BaseRead => (self.bring_in(now, s, pool, vma.region, i, &mut out)?, false),
+            Target::CowBreak => (self.cow_break(now, s, pool, vma, i, &mut out)?, true),
+        };
+        self.map_pte(s, vpn.0, f, writable, write);
+
+        out.cpu +=
+            Nanos(self.cfg.costs.reclaim_per_page.as_ns() * (self.reclaim_work - evictions_before));
+        let st = &mut self.spaces[s].stats;
+        Ok(match out.ready_at {
+            Some(ready_at) if ready_at > now => {
+                st.major_faults += 1;
+                Access::Major {
+                    cpu: out.cpu,
+                    ready_at,
+                    refault: out.refault,
+                }
+            }
+            _ => {
+                st.minor_faults += 1;
+                Access::Minor { cpu: out.cpu }
+            }
+        })
+    }
+
+    /// Points `space`'s entry for `vpn` at frame `f`.
+    fn map_pte(&mut self, s: usize, vpn: u32, f: u32, writable: bool, write: bool) {
+        let old = self.spaces[s].ptes[vpn as usize];
+        if old.flags & PRESENT != 0 && old.frame != f {
+            self.clear_pte(s, vpn);
+        }
+        let sp = &mut self.spaces[s];
+        let pte = &mut sp.ptes[vpn as usize];
+        if pte.flags & PRESENT == 0 {
+            sp.stats.resident_pages += 1;
+        }
+        pte.frame = f;
+        pte.flags = (pte.flags & (WINDOW | DIRTY))
+            | PRESENT
+            | REFERENCED
+            | WINDOW
+            | if writable { WRITABLE } else { 0 }
+            | if write { DIRTY } else { 0 };
+    }
+
+    /// Unmaps one page table entry, folding its dirty bit into the frame. Keeps `WINDOW`.
+    pub(super) fn clear_pte(&mut self, s: usize, vpn: u32) -> bool {
+        let pte = self.spaces[s].ptes[vpn as usize];
+        if pte.flags & PRESENT == 0 {
+            return false;
+        }
+        if pte.flags & DIRTY != 0 {
+            self.frames[pte.frame as usize].dirty = true;
+        }
+        let sp = &mut self.spaces[s];
+        sp.ptes[vpn as usize] = Pte {
+            frame: NIL,
+            flags: pte.flags & WINDOW,
+        };
+        sp.stats.resident_pages -= 1;
+        true
+    }
+
+    /// Makes page `i` of region `r` resident and accounted for `pool`'s mapping of it.
+    fn bring_in(
+        &mut self,
+        now: Nanos,
+        s: usize,
+        pool: u32,
+        r: u32,
+        i: u32,
+        out: &mut FaultOut,
+    ) -> Result<u32, MemError> {
+        let f = self.regions[r as usize].frame[i as usize];
+        if f != NIL {
+            let was = self.frames[f as usize].pinned;
+            self.frames[f as usize].pinned = true;
+            let charged = self.charge_mapper(now, pool, f);
+            self.frames[f as usize].pinned = was;
+            charged?;
+            if self.frames[f as usize].readahead {
+                self.frames[f as usize].readahead = false;
+                self.regions[r as usize].ra_hits += 1;
+            }
+            out.cpu += self.cfg.costs.minor;
+            let ready = self.frames[f as usize].ready_at;
+            if ready > now {
+                // Someone else's read of this page is still in flight.
+                out.wait_for(
+                    ready,
+                    self.regions[r as usize].pflags[i as usize] & EVICTED != 0,
+                );
+            }
+            return Ok(f);
+        }
+        let mode = self.regions[r as usize].mode;
+        debug_assert_ne!(mode, Mode::Locked, "locked pages are always resident");
+        let alloc = if mode == Mode::Global { GLOBAL } else { pool };
+        let f = self.take_free(alloc, now, true)?;
+        let first_list = if alloc == GLOBAL {
+            inactive(GLOBAL)
+        } else {
+            active(alloc)
+        };
+        self.install(f, r, i, alloc, first_list, now);
+        let flags = self.regions[r as usize].pflags[i as usize];
+        if flags & BACKED == 0 {
+            out.cpu += self.cfg.costs.zero_fill;
+            return Ok(f);
+        }
+        // Read it, with the swapped-out neighbours of its readahead cluster.
+        self.frames[f as usize].pinned = true;
+        let mut batch = std::mem::take(&mut self.scratch_frames);
+        batch.clear();
+        batch.push(f);
+        let ra = self.readahead_window(r, i);
+        if ra > 1 {
+            let lo = i & !(ra - 1);
+            let hi = (lo + ra).min(self.regions[r as usize].pages);
+            for j in lo..hi {
+                let reg = &self.regions[r as usize];
+                if j == i || reg.frame[j as usize] != NIL || reg.pflags[j as usize] & BACKED == 0 {
+                    continue;
+                }
+                // Readahead never waits for or steals pages under I/O.
+                let Ok(g) = self.take_free(alloc, now, false) else {
+                    break;
+                };
+                self.install(g, r, j, alloc, inactive(alloc), now);
+                self.frames[g as usize].pinned = true;
+                self.frames[g as usize].readahead = true;
+                batch.push(g);
+            }
+        }
+        let dev = self.regions[r as usize].device as usize;
+        let bytes = batch.len() as u64 * self.cfg.page_bytes;
+        let done = self.devices[dev].submit(now, IoOp::Read, bytes);
+        for &g in &batch {
+            let fr = &mut self.frames[g as usize];
+            fr.ready_at = done;
+            fr.pinned = false;
+        }
+        self.spaces[s].stats.pages_swapped_in += batch.len() as u64;
+        self.scratch_frames = batch;
+        let anon = !matches!(self.regions[r as usize].kind, RegionKind::SharedFile { .. });
+        // A swapped-out anonymous page was necessarily in memory before; a file page is a
+        // refault only if it was evicted.
+        out.cpu += self.cfg.costs.major;
+        out.wait_for(done, anon || flags & EVICTED != 0);
+        Ok(f)
+    }
+
+    /// Pages to read around a swap-in of page `i` of region `r`: adaptive like Linux's
+    /// `swapin_nr_pages` — the readahead pages used since the last swap-in plus two, rounded up
+    /// to a power of two and capped at `readahead_pages`; a single page when none was used and
+    /// this fault is not next to the previous one (random access).
+    fn readahead_window(&mut self, r: u32, i: u32) -> u32 {
+        let max = self.cfg.readahead_pages;
+        let reg = &mut self.regions[r as usize];
+        let hits = std::mem::take(&mut reg.ra_hits);
+        let adjacent = reg.ra_prev != NIL && reg.ra_prev.abs_diff(i) == 1;
+        reg.ra_prev = i;
+        if max <= 1 || (hits == 0 && !adjacent) {
+            return 1;
+        }
+        (hits + 2).next_power_of_two().min(max)
+    }
+
+    /// Puts page `i` of region `r` into free frame `f`, held by `pool`, on list `list`.
+    pub(super) fn install(&mut self, f: u32, r: u32, i: u32, pool: u32, list: u32, now: Nanos) {
+        let e = self.new_entry(f, pool);
+        self.elists.push_back(list, e);
+        self.frames[f as usize] = Frame {
+            region: r,
+            page: i,
+            first: e,
+            dirty: false,
+            pinned: false,
+            ready_at: now,
+            readahead: false,
+        };
+        let reg = &mut self.regions[r as usize];
+        reg.frame[i as usize] = f;
+        reg.pflags[i as usize] |= MATERIAL;
+    }
+
+    /// Accounts a resident page for a new mapping by `pool`, per the region's policy.
+    fn charge_mapper(&mut self, now: Nanos, pool: u32, f: u32) -> Result<(), MemError> {
+        let r = self.frames[f as usize].region;
+        let mode = self.regions[r as usize].mode;
+        if pool == GLOBAL || matches!(mode, Mode::Global | Mode::Locked | Mode::FirstTouch) {
+            return Ok(());
+        }
+        if self.entry_of(pool, f).is_some() {
+            return Ok(());
+        }
+        match mode {
+            Mode::Own => {
+                // No-SP-Mgmt: the page counts in this reservation too, but its frame is
+                // already paid for, so one free page goes back to the global pool.
+                self.acquire_unbacked_slot(pool, now)?;
+            }
+            Mode::Spc => {
+                // SPC: conserve one free page for it in the conserved-page list.
+                let g = self.take_free(pool, now, true)?;
+                self.flists.push_back(cpl_list(pool), g);
+            }
+            Mode::Global | Mode::Locked | Mode::FirstTouch => unreachable!(),
+        }
+        let e = self.new_entry(f, pool);
+        self.elists.push_back(active(pool), e);
+        Ok(())
+    }
+
+    /// A write to a copy-on-write page still shared through the base region.
+    fn cow_break(
+        &mut self,
+        now: Nanos,
+        s: usize,
+        pool: u32,
+        vma: Vma,
+        i: u32,
+        out: &mut FaultOut,
+    ) -> Result<u32, MemError> {
+        let (b, sh) = (vma.region, vma.shadow);
+        let fb = self.regions[b as usize].frame[i as usize];
+        let sole_user = self.regions[b as usize].cow_refs[i as usize] == 1;
+        let sole_charge = fb == NIL || {
+            let e = self.frames[fb as usize].first;
+            e != NIL
+                && self.entries[e as usize].pool == pool
+                && self.entries[e as usize].next == NIL
+        };
+        if sole_user && sole_charge {
+            // Nobody else can see the page any more: it simply becomes private (no copy).
+            self.move_page(b, sh, i);
+            self.regions[b as usize].cow_refs[i as usize] = 0;
+            return self.bring_in(now, s, pool, sh, i, out);
+        }
+        let src = self.bring_in(now, s, pool, b, i, out)?;
+        let was = self.frames[src as usize].pinned;
+        self.frames[src as usize].pinned = true;
+        let got = self.take_free(pool, now, true);
+        self.frames[src as usize].pinned = was;
+        let g = got?;
+        self.install(g, sh, i, pool, active(pool), now);
+        let src_ready = self.frames[src as usize].ready_at.max(now);
+        let fr = &mut self.frames[g as usize];
+        fr.dirty = true;
+        fr.ready_at = src_ready;
+        out.cpu += self.cfg.costs.cow_copy;
+        self.spaces[s].stats.cow_copies += 1;
+        let refs = &mut self.regions[b as usize].cow_refs[i as usize];
+        *refs -= 1;
+        if *refs == 0 {
+            self.discard_page(b, i);
+        }
+        Ok(g)
+    }
+
+    /// Moves page `i` (resident or swapped) from region `from` to region `to`.
+    fn move_page(&mut self, from: u32, to: u32, i: u32) {
+        let f = self.regions[from as usize].frame[i as usize];
+        let flags = self.regions[from as usize].pflags[i as usize];
+        if f != NIL {
+            // Unmap whatever still maps it through the base (only the writer can).
+            self.unmap_all(f, None);
+            self.frames[f as usize].region = to;
+        }
+        self.regions[to as usize].frame[i as usize] = f;
+        self.regions[to as usize].pflags[i as usize] = flags | MATERIAL;
+        self.regions[from as usize].frame[i as usize] = NIL;
+        self.regions[from as usize].pflags[i as usize] = 0;
+    }
+}

@@ -1,0 +1,237 @@
+//! Intrusive doubly linked lists over dense `u32` indices.
+//!
+//! Elements are indices into some other `Vec` (frames, charge entries); the links live here
+//! in two parallel arrays, so moving an element between lists or unlinking it from the middle
+//! is O(1) and allocation-free. Every element is in at most one list at a time, and knows
+//! which one (`list_of`), which is what the invariant checker relies on.
+
+pub(crate) const NIL: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Head {
+    head: u32,
+    tail: u32,
+    len: u32,
+}
+
+const EMPTY: Head = Head {
+    head: NIL,
+    tail: NIL,
+    len: 0,
+};
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct IndexLists {
+    prev: Vec<u32>,
+    next: Vec<u32>,
+    /// The list each element is on, or `NIL`.
+    on: Vec<u32>,
+    heads: Vec<Head>,
+}
+
+impl IndexLists {
+    pub fn new(elements: usize, lists: usize) -> Self {
+        IndexLists {
+            prev: vec![NIL; elements],
+            next: vec![NIL; elements],
+            on: vec![NIL; elements],
+            heads: vec![EMPTY; lists],
+        }
+    }
+
+    /// Makes room for elements `0..n` (new ones are on no list).
+    pub fn grow_elements(&mut self, n: usize) {
+        if n > self.on.len() {
+            self.prev.resize(n, NIL);
+            self.next.resize(n, NIL);
+            self.on.resize(n, NIL);
+        }
+    }
+
+    /// Makes room for lists `0..n`.
+    pub fn grow_lists(&mut self, n: usize) {
+        if n > self.heads.len() {
+            self.heads.resize(n, EMPTY);
+        }
+    }
+
+    pub fn elements(&self) -> usize {
+        self.on.len()
+    }
+
+    pub fn lists(&self) -> usize {
+        self.heads.len()
+    }
+
+    #[inline]
+    pub fn len(&self, list: u32) -> u32 {
+        self.heads[list as usize].len
+    }
+
+    #[inline]
+    pub fn is_empty(&self, list: u32) -> bool {
+        self.heads[list as usize].len == 0
+    }
+
+    #[inline]
+    pub fn front(&self, list: u32) -> Option<u32> {
+        let h = self.heads[list as usize].head;
+        (h != NIL).then_some(h)
+    }
+
+    /// The list `x` is on, if any.
+    #[inline]
+    pub fn list_of(&self, x: u32) -> Option<u32> {
+        let l = self.on[x as usize];
+        (l != NIL).then_some(l)
+    }
+
+    /// Appends `x` (which must be on no list) at the tail of `list`.
+    #[inline]
+    pub fn push_back(&mut self, list: u32, x: u32) {
+        debug_assert_eq!(
+            self.on[x as usize], NIL,
+            "element {x} is already on list {}",
+            self.on[x as usize]
+        );
+        let h = &mut self.heads[list as usize];
+        self.prev[x as usize] = h.tail;
+        self.next[x as usize] = NIL;
+        if h.tail == NIL {
+            h.head = x;
+        } else {
+            self.next[h.tail as usize] = x;
+        }
+        h.tail = x;
+        h.len += 1;
+        self.on[x as usize] = list;
+    }
+
+    /// Unlinks `x` from whatever list it is on (no-op if none).
+    #[inline]
+    pub fn remove(&mut self, x: u32) {
+        let list = self.on[x as usize];
+        if list == NIL {
+            return;
+        }
+        let (p, n) = (self.prev[x as usize], self.next[x as usize]);
+        let h = &mut self.heads[list as usize];
+        if p == NIL {
+            h.head = n;
+        } else {
+            self.next[p as usize] = n;
+        }
+        if n == NIL {
+            h.tail = p;
+        } else {
+            self.prev[n as usize] = p;
+        }
+        h.len -= 1;
+        self.prev[x as usize] = NIL;
+        self.next[x as usize] = NIL;
+        self.on[x as usize] = NIL;
+    }
+
+    /// Moves `x` to the tail of `list` (from wherever it was).
+    #[inline]
+    pub fn move_to_back(&mut self, list: u32, x: u32) {
+        self.remove(x);
+        self.push_back(list, x);
+    }
+
+    #[inline]
+    pub fn pop_front(&mut self, list: u32) -> Option<u32> {
+        let x = self.front(list)?;
+        self.remove(x);
+        Some(x)
+    }
+
+    /// Elements of `list` from head to tail.
+    pub fn iter(&self, list: u32) -> impl Iterator<Item = u32> + '_ {
+        let mut cur = self.heads[list as usize].head;
+        std::iter::from_fn(move || {
+            if cur == NIL {
+                return None;
+            }
+            let x = cur;
+            cur = self.next[x as usize];
+            Some(x)
+        })
+    }
+
+    /// Structural check of every list: links agree both ways, lengths match, membership
+    /// tags match, no element is reachable from two lists.
+    pub fn check(&self) -> Result<(), String> {
+        let mut seen = vec![false; self.on.len()];
+        for (l, h) in self.heads.iter().enumerate() {
+            let mut count = 0u32;
+            let mut prev = NIL;
+            let mut cur = h.head;
+            while cur != NIL {
+                let c = cur as usize;
+                if c >= self.on.len() {
+                    return Err(format!("list {l}: element {cur} out of range"));
+                }
+                if seen[c] {
+                    return Err(format!("list {l}: element {cur} reachable twice"));
+                }
+                seen[c] = true;
+                if self.on[c] != l as u32 {
+                    return Err(format!(
+                        "list {l}: element {cur} is tagged as on list {}",
+                        self.on[c]
+                    ));
+                }
+                if self.prev[c] != prev {
+                    return Err(format!("list {l}: element {cur} has a wrong back link"));
+                }
+                count += 1;
+                prev = cur;
+                cur = self.next[c];
+            }
+            if prev != h.tail {
+                return Err(format!(
+                    "list {l}: tail is {} but the last element is {prev}",
+                    h.tail
+                ));
+            }
+            if count != h.len {
+                return Err(format!("list {l}: length {} but {count} elements", h.len));
+            }
+        }
+        for (x, &l) in self.on.iter().enumerate() {
+            if l != NIL && !seen[x] {
+                return Err(format!(
+                    "element {x} is tagged as on list {l} but not linked into it"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_remove_move_keep_order_and_lengths() {
+        let mut l = IndexLists::new(5, 2);
+        for x in 0..4 {
+            l.push_back(0, x);
+        }
+        l.remove(1);
+        l.move_to_back(1, 2);
+        l.move_to_back(0, 0);
+        assert_eq!(l.iter(0).collect::<Vec<_>>(), vec![3, 0]);
+        assert_eq!(l.iter(1).collect::<Vec<_>>(), vec![2]);
+        assert_eq!((l.len(0), l.len(1)), (2, 1));
+        assert_eq!(l.list_of(1), None);
+        assert_eq!(l.pop_front(0), Some(3));
+        l.check().unwrap();
+        l.grow_elements(8);
+        l.push_back(1, 7);
+        assert_eq!(l.iter(1).collect::<Vec<_>>(), vec![2, 7]);
+        l.check().unwrap();
+    }
+}
