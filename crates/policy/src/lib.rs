@@ -1,0 +1,122 @@
+//! Memory controllers shared by every platform.
+//!
+//! A controller is pure code: each tick it receives an [`Observation`] of the workload groups
+//! it manages and returns [`Action`]s. It never reads a clock, a file or a cgroup; the loop
+//! that calls it belongs to the platform (the simulator's engine, or the Linux agent), so the
+//! same controller object runs unchanged on both. Nothing here names a simulator or Linux
+//! type: times are integer nanoseconds or microseconds, sizes are bytes.
+
+use serde::{Deserialize, Serialize};
+
+/// Index of a workload group in [`Observation::groups`]; stable for a run.
+pub type GroupId = usize;
+
+/// What a group is for, as declared by its configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum GroupRole {
+    /// Periodic soft real-time work whose jobs report release and completion.
+    SoftRealTime {
+        /// Relative deadline of each job.
+        deadline_ns: u64,
+        /// Best-case execution time (with unlimited memory), configured or profiled.
+        bcet_ns: u64,
+    },
+    /// Throughput work that gets whatever memory the others do not hold.
+    NonRealTime,
+}
+
+/// Cumulative stall totals in microseconds, as PSI reports them (`total=`), since the group
+/// was created. Controllers take deltas between ticks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StallTotals {
+    pub memory_some_us: u64,
+    pub memory_full_us: u64,
+    pub io_some_us: u64,
+    pub io_full_us: u64,
+}
+
+/// Memory knobs of a group. `None` means "no limit" (max/high) or "no protection" (min/low).
+/// Semantics follow cgroup v2: `max` is a hard limit (reclaim, never exceed), `high` throttles
+/// and reclaims above it, `min`/`low` protect from reclaim (hard/best effort).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryKnobs {
+    pub max_bytes: Option<u64>,
+    pub high_bytes: Option<u64>,
+    pub min_bytes: Option<u64>,
+    pub low_bytes: Option<u64>,
+}
+
+/// One group as seen at a tick.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GroupObservation {
+    pub name: String,
+    pub role: GroupRole,
+    pub stall: StallTotals,
+    /// Memory charged to the group now (resident pages, as `memory.current`).
+    pub usage_bytes: u64,
+    pub knobs: MemoryKnobs,
+    /// The smallest limit the platform will ever apply (the group's declared floor).
+    pub floor_bytes: u64,
+}
+
+/// A job boundary reported by a soft real-time group since the previous tick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum JobEvent {
+    /// Job `job` of `group` was released at `at_ns`; its absolute deadline is `deadline_ns`.
+    Release { group: GroupId, job: u64, at_ns: u64, deadline_ns: u64 },
+    /// Job `job` completed at `at_ns`.
+    Completion { group: GroupId, job: u64, at_ns: u64 },
+    /// Job `job` was dropped at `at_ns` (by a controller's request or by the workload).
+    Drop { group: GroupId, job: u64, at_ns: u64 },
+}
+
+/// Everything a controller sees at one tick.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Observation {
+    /// Platform time of this tick (monotonic; the simulator's clock or CLOCK_MONOTONIC).
+    pub now_ns: u64,
+    /// Memory the managed groups share (the budget the controller divides).
+    pub total_memory_bytes: u64,
+    pub groups: Vec<GroupObservation>,
+    /// Job events since the previous tick, in the order they happened.
+    pub events: Vec<JobEvent>,
+}
+
+/// A change a controller asks for. The platform clamps limits to each group's floor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Action {
+    SetMax { group: GroupId, bytes: Option<u64> },
+    SetHigh { group: GroupId, bytes: Option<u64> },
+    SetMin { group: GroupId, bytes: Option<u64> },
+    SetLow { group: GroupId, bytes: Option<u64> },
+    /// Abort the running job `job` of `group` now.
+    DropJob { group: GroupId, job: u64 },
+}
+
+/// A memory policy.
+pub trait Controller {
+    /// Short name for reports (e.g. "sara", "greedy").
+    fn name(&self) -> &str;
+    /// Decides this tick's actions.
+    fn tick(&mut self, obs: &Observation) -> Vec<Action>;
+}
+
+/// The narrow interface a control loop needs from a platform. The simulator implements it
+/// inside its engine; the Linux agent over cgroupfs, PSI and its job socket.
+pub trait Platform {
+    type Error: std::error::Error;
+    /// Reads the current state of every managed group, and the job events since last time.
+    fn observe(&mut self) -> Result<Observation, Self::Error>;
+    /// Applies actions (after clamping to floors); returns what was actually applied.
+    fn apply(&mut self, actions: &[Action]) -> Result<Vec<Action>, Self::Error>;
+}
+
+/// Default control interval (SARA's monitoring interval length).
+pub const DEFAULT_INTERVAL_NS: u64 = 5_000_000;
+
+/// One iteration of the platform-neutral loop: observe, decide, apply.
+pub fn step<P: Platform, C: Controller + ?Sized>(platform: &mut P, controller: &mut C) -> Result<Vec<Action>, P::Error> {
+    let obs = platform.observe()?;
+    let actions = controller.tick(&obs);
+    platform.apply(&actions)
+}
