@@ -7,6 +7,8 @@
 //! when they surface, recognised by generation numbers.
 
 use crate::event::EventQueue;
+use crate::mem::TaskPsiState;
+use crate::memsim::{MemJob, MemSim};
 use crate::program::{ProgramState, Step};
 use crate::result::{ExecSegment, JobRecord, Outcome, SimResult, TaskStats, TaskSummary};
 use crate::rng::{sub_rng, SimRng};
@@ -34,6 +36,8 @@ enum Event {
     Resume { key: JobKey, seq: u64 },
     AbortAt { key: JobKey, seq: u64 },
     SchedulerWake,
+    /// A point of the memory timeline.
+    MemSample,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +59,8 @@ struct Job {
     demand: Nanos,
     /// Progress through the task's program; `executed` excludes the current dispatch.
     program: ProgramState,
+    /// The reference string of a task with memory streams (its steps come from there).
+    mem: Option<Box<MemJob>>,
     /// Compute left in the current step, as of `dispatched_at` when running.
     step_left: Nanos,
     state: JobState,
@@ -112,6 +118,7 @@ pub struct Simulation<'a> {
     records: Vec<JobRecord>,
     segments: Vec<ExecSegment>,
     events: u64,
+    memsim: Option<MemSim>,
 }
 
 /// Runs `scenario` to its horizon with its own seed.
@@ -127,6 +134,17 @@ impl<'a> Simulation<'a> {
         let mut queue = EventQueue::default();
         for (i, t) in scenario.tasks.iter().enumerate() {
             queue.push(t.offset, Event::Release { task: i as u32 });
+        }
+        let memsim = scenario.memory.as_ref().map(|spec| {
+            let names: Vec<String> = scenario.tasks.iter().map(|t| t.name.clone()).collect();
+            match MemSim::new(spec, &scenario.task_memory, &names, seed) {
+                Ok(m) => m,
+                // The loader built the same memory once already (scenario::check_setup).
+                Err(e) => panic!("memory setup failed after validation: {}: {}", e.key, e.error),
+            }
+        });
+        if memsim.is_some() {
+            queue.push(Nanos::ZERO, Event::MemSample);
         }
         let m = scenario.cpus;
         Simulation {
@@ -148,6 +166,7 @@ impl<'a> Simulation<'a> {
             records: Vec::new(),
             segments: Vec::new(),
             events: 0,
+            memsim,
         }
     }
 
@@ -200,6 +219,14 @@ impl<'a> Simulation<'a> {
             Event::SchedulerWake => {
                 self.wake_at = None;
             }
+            Event::MemSample => {
+                let now = self.now;
+                if let Some(ms) = self.memsim.as_mut() {
+                    ms.sample(now);
+                }
+                let every = self.scenario.memory.as_ref().expect("sampling implies memory").sample_interval;
+                self.queue.push(now + every, Event::MemSample);
+            }
         }
         true
     }
@@ -249,6 +276,7 @@ impl<'a> Simulation<'a> {
             abs_deadline: now + spec.deadline,
             demand,
             program: ProgramState::default(),
+            mem: None,
             step_left: Nanos::ZERO,
             state: JobState::Queued,
             start: None,
@@ -267,6 +295,12 @@ impl<'a> Simulation<'a> {
                 (self.jobs.len() - 1) as JobKey
             }
         };
+        if let (Some(ms), Some(tm)) = (self.memsim.as_mut(), self.scenario.task_memory.get(ti).and_then(Option::as_ref)) {
+            if !tm.streams.is_empty() {
+                let mj = ms.start_job(ti, tm, index, demand);
+                self.job_mut(key).mem = Some(Box::new(mj));
+            }
+        }
         if spec.overrun == OverrunPolicy::Abort {
             self.queue.push(now + spec.deadline, Event::AbortAt { key, seq });
         }
@@ -286,10 +320,15 @@ impl<'a> Simulation<'a> {
     /// Asks an off-CPU job's program for its next step and applies it: compute makes the
     /// job eligible, a suspension puts it to sleep, done completes it.
     fn advance(&mut self, key: JobKey) {
-        let spec = &self.scenario.tasks[self.job(key).task as usize];
+        debug_assert!(self.job(key).cpu.is_none());
+        let step = self.next_step(key);
+        self.apply_off_cpu(key, step);
+    }
+
+    /// Applies a step to a job that is not on a CPU.
+    fn apply_off_cpu(&mut self, key: JobKey, step: Step) {
         let job = self.jobs[key as usize].as_mut().expect("live job");
-        debug_assert!(job.cpu.is_none());
-        match job.program.next_step(spec, job.demand) {
+        match step {
             Step::Compute(left) => {
                 job.step_left = left;
                 if job.state != JobState::Ready {
@@ -307,6 +346,7 @@ impl<'a> Simulation<'a> {
                 self.queue.push(self.now + duration, Event::Resume { key, seq });
             }
             Step::Done => self.end_job(key, Outcome::Completed),
+            Step::Killed => self.end_job(key, Outcome::Killed),
         }
     }
 
@@ -314,14 +354,13 @@ impl<'a> Simulation<'a> {
     /// compute it keeps the CPU, and its trace segment stays whole.
     fn reach_stop(&mut self, key: JobKey, cpu: usize) {
         let now = self.now;
-        let spec = &self.scenario.tasks[self.job(key).task as usize];
-        let job = self.jobs[key as usize].as_mut().expect("live job");
+        let job = self.job_mut(key);
         job.account(now);
         debug_assert_eq!(job.step_left, Nanos::ZERO);
-        let mut probe = job.program.clone();
-        if let Step::Compute(left) = probe.next_step(spec, job.demand) {
-            job.program = probe;
-            job.step_left = left;
+        // The step is taken now, at the instant it begins, whatever it turns out to be.
+        let step = self.next_step(key);
+        if let Step::Compute(left) = step {
+            self.job_mut(key).step_left = left;
             let c = &mut self.cpus[cpu];
             c.gen += 1;
             let gen = c.gen;
@@ -329,7 +368,28 @@ impl<'a> Simulation<'a> {
             return;
         }
         self.leave_cpu(key, cpu);
-        self.advance(key);
+        self.apply_off_cpu(key, step);
+    }
+
+    /// The next step of a job at `now`, from its reference string or its task's program;
+    /// keeps the task's PSI state in line with it.
+    fn next_step(&mut self, key: JobKey) -> Step {
+        let now = self.now;
+        let job = self.jobs[key as usize].as_mut().expect("live job");
+        let ti = job.task as usize;
+        if let (Some(mj), Some(ms)) = (job.mem.as_deref_mut(), self.memsim.as_mut()) {
+            return ms.next_step(ti, mj, now);
+        }
+        let step = job.program.next_step(&self.scenario.tasks[ti], job.demand);
+        if let Some(ms) = self.memsim.as_mut() {
+            match step {
+                Step::Compute(_) => ms.set_state(ti, now, TaskPsiState::RUNNABLE),
+                // A plain self-suspension is sleep, not a stall.
+                Step::Suspend(_) => ms.set_state(ti, now, TaskPsiState::IDLE),
+                Step::Done | Step::Killed => {}
+            }
+        }
+        step
     }
 
     /// Takes a job off its CPU, recording the segment it ran. Its progress is the caller's.
@@ -388,6 +448,9 @@ impl<'a> Simulation<'a> {
         if let Some(pos) = pending.iter().position(|&k| k == key) {
             pending.remove(pos);
         }
+        if let Some(ms) = self.memsim.as_mut() {
+            ms.job_ended(ti, self.now, pending.is_empty());
+        }
         if pos_is_head_queued(pending, &self.jobs) {
             let next = pending[0];
             self.advance(next);
@@ -443,7 +506,8 @@ impl<'a> Simulation<'a> {
             }
             let head = self.tasks[j.task as usize].pending.front() == Some(&(key as JobKey));
             assert_eq!(head, j.state != JobState::Queued, "only a task's oldest job may be eligible");
-            assert!(j.program.executed <= j.demand);
+            // Fault handling adds CPU time beyond the drawn demand of memory-touching jobs.
+            assert!(j.mem.is_some() || j.program.executed <= j.demand);
         }
     }
 
@@ -528,6 +592,9 @@ impl<'a> Simulation<'a> {
             jobs: self.records,
             segments: self.segments,
             events: self.events,
+            memory: self.memsim.map(|ms| {
+                ms.finish(horizon, self.scenario.memory.as_ref().expect("memsim implies memory"), &self.scenario.task_memory)
+            }),
         }
     }
 }

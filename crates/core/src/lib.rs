@@ -5,6 +5,7 @@
 pub mod engine;
 pub mod event;
 pub mod mem;
+pub mod memsim;
 pub mod program;
 pub mod result;
 pub mod rng;
@@ -12,6 +13,7 @@ pub mod scenario;
 pub mod sched;
 pub mod task;
 pub mod time;
+pub mod workload;
 
 pub use engine::{simulate, SimOptions, Simulation};
 pub use result::{ExecSegment, JobRecord, Outcome, SimResult, TaskStats, TaskSummary};

@@ -17,6 +17,9 @@ pub enum Step {
     Suspend(Nanos),
     /// The job is finished.
     Done,
+    /// The job cannot go on and is killed (e.g. the memory model found no frame it could ever
+    /// reclaim: an OOM kill).
+    Killed,
 }
 
 /// Per-job progress through a task's program.

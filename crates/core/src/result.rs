@@ -11,6 +11,8 @@ pub enum Outcome {
     Completed,
     /// Aborted at its deadline (overrun = "abort").
     Aborted,
+    /// Killed before it could finish (out of memory).
+    Killed,
     /// Unfinished at the horizon, deadline already passed: a miss.
     Unfinished,
     /// Unfinished at the horizon, deadline still ahead: not judged.
@@ -22,6 +24,7 @@ impl Outcome {
         match self {
             Outcome::Completed => "completed",
             Outcome::Aborted => "aborted",
+            Outcome::Killed => "killed",
             Outcome::Unfinished => "unfinished",
             Outcome::Pending => "pending",
         }
@@ -50,7 +53,7 @@ impl JobRecord {
     pub fn missed(&self) -> bool {
         match self.outcome {
             Outcome::Completed => self.completion.is_some_and(|c| c > self.abs_deadline),
-            Outcome::Aborted | Outcome::Unfinished => true,
+            Outcome::Aborted | Outcome::Killed | Outcome::Unfinished => true,
             Outcome::Pending => false,
         }
     }
@@ -58,11 +61,12 @@ impl JobRecord {
         self.completion.map(|c| c - self.release)
     }
     /// Lateness past the deadline: for a completed job, completion − deadline; for one
-    /// unfinished at `horizon`, the lateness so far; an aborted job ended at its deadline.
+    /// unfinished at `horizon`, the lateness so far; an aborted job ended at its deadline, and
+    /// a killed one is not judged late (it never produced a result).
     pub fn tardiness(&self, horizon: Nanos) -> Nanos {
         let end = match self.outcome {
             Outcome::Completed => self.completion.expect("completed jobs have a completion time"),
-            Outcome::Aborted => self.abs_deadline,
+            Outcome::Aborted | Outcome::Killed => self.abs_deadline,
             Outcome::Unfinished | Outcome::Pending => horizon,
         };
         end.saturating_sub(self.abs_deadline)
@@ -86,6 +90,8 @@ pub struct TaskStats {
     pub completed: u64,
     pub deadline_misses: u64,
     pub aborted: u64,
+    /// Jobs killed (out of memory).
+    pub killed: u64,
     /// Releases dropped because the previous job was unfinished (overrun = "skip").
     pub skipped: u64,
     /// Unfinished at the horizon with the deadline still ahead.
@@ -105,6 +111,7 @@ impl TaskStats {
                 self.max_response = Some(self.max_response.map_or(r, |m| m.max(r)));
             }
             Outcome::Aborted => self.aborted += 1,
+            Outcome::Killed => self.killed += 1,
             Outcome::Pending => self.pending += 1,
             Outcome::Unfinished => {}
         }
@@ -147,6 +154,8 @@ pub struct SimResult {
     pub segments: Vec<ExecSegment>,
     /// Events the engine handled (stale, superseded events not counted).
     pub events: u64,
+    /// Page-level memory results, when the scenario declares `[memory]`.
+    pub memory: Option<crate::memsim::MemoryResult>,
 }
 
 #[derive(Serialize)]
@@ -158,6 +167,7 @@ struct JsonTask<'a> {
     completed: u64,
     deadline_misses: u64,
     aborted: u64,
+    killed: u64,
     skipped: u64,
     pending: u64,
     hit_ratio: Option<f64>,
@@ -174,6 +184,63 @@ struct JsonResult<'a> {
     horizon_ms: f64,
     seed: u64,
     tasks: Vec<JsonTask<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memory: Option<JsonMemory<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonMemory<'a> {
+    page_bytes: u64,
+    total_frames: u64,
+    swap: &'a str,
+    tasks: Vec<JsonTaskMemory<'a>>,
+    groups: Vec<JsonGroup<'a>>,
+    reservations: Vec<JsonReservation<'a>>,
+    reserved_physical_mb: f64,
+    auto_decisions: Vec<JsonAuto<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonTaskMemory<'a> {
+    name: &'a str,
+    group: &'a str,
+    reservation: Option<&'a str>,
+    minor_faults: u64,
+    major_faults: u64,
+    pages_swapped_in: u64,
+    pages_swapped_out: u64,
+    resident_pages: u64,
+    fault_wait_ms: f64,
+    oom_kills: u64,
+}
+
+#[derive(Serialize)]
+struct JsonGroup<'a> {
+    name: &'a str,
+    memory_some_us: u64,
+    memory_full_us: u64,
+    io_some_us: u64,
+    io_full_us: u64,
+}
+
+#[derive(Serialize)]
+struct JsonReservation<'a> {
+    name: &'a str,
+    size_pages: u64,
+    charged_pages: u64,
+    frames_held: u64,
+    evictions: u64,
+    spc_unmaps: u64,
+    writebacks: u64,
+}
+
+#[derive(Serialize)]
+struct JsonAuto<'a> {
+    region: &'a str,
+    chosen: &'static str,
+    max_pages: u64,
+    avg_pages: f64,
+    sharers: u64,
 }
 
 impl SimResult {
@@ -190,6 +257,7 @@ impl SimResult {
                 completed: t.stats.completed,
                 deadline_misses: t.stats.deadline_misses,
                 aborted: t.stats.aborted,
+                killed: t.stats.killed,
                 skipped: t.stats.skipped,
                 pending: t.stats.pending,
                 hit_ratio: t.stats.hit_ratio(),
@@ -198,6 +266,58 @@ impl SimResult {
                 max_tardiness_ms: t.stats.max_tardiness.as_ms_f64(),
             })
             .collect();
+        let memory = self.memory.as_ref().map(|m| JsonMemory {
+            page_bytes: m.page_bytes,
+            total_frames: m.total_frames,
+            swap: &m.swap,
+            tasks: self
+                .tasks
+                .iter()
+                .zip(&m.tasks)
+                .map(|(t, tm)| JsonTaskMemory {
+                    name: &t.name,
+                    group: &tm.group,
+                    reservation: tm.reservation.as_deref(),
+                    minor_faults: tm.stats.minor_faults,
+                    major_faults: tm.stats.major_faults,
+                    pages_swapped_in: tm.stats.pages_swapped_in,
+                    pages_swapped_out: tm.stats.pages_swapped_out,
+                    resident_pages: tm.stats.resident_pages,
+                    fault_wait_ms: tm.fault_wait.as_ms_f64(),
+                    oom_kills: tm.oom_kills,
+                })
+                .collect(),
+            groups: m
+                .groups
+                .iter()
+                .map(|(n, p)| JsonGroup {
+                    name: n,
+                    memory_some_us: p.memory.some_us,
+                    memory_full_us: p.memory.full_us,
+                    io_some_us: p.io.some_us,
+                    io_full_us: p.io.full_us,
+                })
+                .collect(),
+            reservations: m
+                .reservations
+                .iter()
+                .map(|(n, r)| JsonReservation {
+                    name: n,
+                    size_pages: r.size_pages,
+                    charged_pages: r.charged_pages,
+                    frames_held: r.frames_held,
+                    evictions: r.evictions,
+                    spc_unmaps: r.spc_unmaps,
+                    writebacks: r.writebacks,
+                })
+                .collect(),
+            reserved_physical_mb: m.stats.reserved_physical_frames as f64 * m.page_bytes as f64 / 1_048_576.0,
+            auto_decisions: m
+                .auto_decisions
+                .iter()
+                .map(|(region, d)| JsonAuto { region, chosen: d.chosen.name(), max_pages: d.max_pages, avg_pages: d.avg_pages, sharers: d.n })
+                .collect(),
+        });
         let r = JsonResult {
             scenario: &self.source_name,
             scheduler: self.scheduler,
@@ -205,6 +325,7 @@ impl SimResult {
             horizon_ms: self.horizon.as_ms_f64(),
             seed: self.seed,
             tasks,
+            memory,
         };
         serde_json::to_string(&r).expect("plain data serialises")
     }

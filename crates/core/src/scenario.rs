@@ -4,7 +4,9 @@
 //! integer nanoseconds. Every problem is reported as one line naming the file, the key and
 //! the reason, e.g. `rm.toml: task[2].period_ms: must be greater than 0`.
 
+use crate::mem::{DeviceSpec, RegionKind, ReservationKind, SharePolicy};
 use crate::task::{Arrival, Criticality, ExecTime, OverrunPolicy, Suspension, TaskSpec};
+use crate::workload::{MemorySpec, Pattern, RegionDecl, ReservationDecl, Stream, StreamOrder, Target, TaskMemory};
 use crate::time::{lcm_all, Nanos};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -128,6 +130,10 @@ pub struct Scenario {
     pub tasks: Vec<TaskSpec>,
     pub horizon: Nanos,
     pub seed: u64,
+    /// Page-level memory, when the scenario declares `[memory]`.
+    pub memory: Option<MemorySpec>,
+    /// What each task touches (parallel to `tasks`; all `Some` exactly when `memory` is).
+    pub task_memory: Vec<Option<TaskMemory>>,
 }
 
 impl Scenario {
@@ -158,6 +164,59 @@ struct RawScenario {
     #[serde(default)]
     task: Vec<RawTask>,
     run: Option<RawRun>,
+    memory: Option<RawMemory>,
+    #[serde(default)]
+    reservation: Vec<RawReservation>,
+    #[serde(default)]
+    region: Vec<RawRegion>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct RawMemory {
+    total_mb: Option<f64>,
+    page_bytes: Option<i64>,
+    swap: Option<String>,
+    readahead_pages: Option<i64>,
+    sample_ms: Option<f64>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct RawReservation {
+    name: String,
+    size_mb: f64,
+    kind: Option<String>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct RawRegion {
+    name: String,
+    size_mb: f64,
+    kind: Option<String>,
+    policy: Option<String>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct RawAccess {
+    pattern: String,
+    region: Option<String>,
+    /// Sweep: MiB per job.
+    mb: Option<f64>,
+    /// Random, hot/cold: references per job.
+    refs: Option<i64>,
+    offset_mb: Option<f64>,
+    span_mb: Option<f64>,
+    hot_fraction: Option<f64>,
+    hot_share: Option<f64>,
+    /// Trace: page numbers within the target.
+    pages: Option<Vec<i64>>,
+    passes: Option<i64>,
+    writes: Option<f64>,
+    from_job: Option<i64>,
+    until_job: Option<i64>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -211,6 +270,12 @@ struct RawTask {
     overrun: Option<String>,
     #[serde(default)]
     suspend: Vec<RawSuspend>,
+    reservation: Option<String>,
+    group: Option<String>,
+    private_mb: Option<f64>,
+    access_order: Option<String>,
+    #[serde(default)]
+    access: Vec<RawAccess>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -430,14 +495,241 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
         })?,
     };
 
-    Ok(Scenario {
+    let memory = validate_memory(&cx, &raw, horizon)?;
+    let task_memory = raw
+        .task
+        .iter()
+        .enumerate()
+        .map(|(i, rt)| validate_task_memory(&cx, i, rt, memory.as_ref()))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let scenario = Scenario {
         source_name: source_name.to_string(),
         cpus,
         scheduler: SchedulerSpec { kind, priorities, cyclic },
         tasks,
         horizon,
         seed,
-    })
+        memory,
+        task_memory,
+    };
+    // Building the memory once here turns admission failures into load errors.
+    crate::memsim::check_setup(&scenario).map_err(|e| cx.err(e.key, e.error.to_string()))?;
+    Ok(scenario)
+}
+
+const MIB: f64 = 1_048_576.0;
+
+impl Ctx<'_> {
+    /// A size in MiB as whole pages (rounded up), at least `min_pages`.
+    fn pages(&self, key: &str, mb: f64, page_bytes: u64, min_pages: u64) -> Result<u64, ScenarioError> {
+        if !mb.is_finite() || mb < 0.0 {
+            return Err(self.err(key, format!("must be a non-negative number of MiB (got {mb})")));
+        }
+        let pages = (mb * MIB / page_bytes as f64).ceil();
+        if pages > f64::from(u32::MAX / 2) {
+            return Err(self.err(key, format!("is too large (got {mb} MiB)")));
+        }
+        let pages = pages as u64;
+        if pages < min_pages {
+            return Err(self.err(key, format!("must be at least {min_pages} page(s) of {page_bytes} bytes (got {mb} MiB)")));
+        }
+        Ok(pages)
+    }
+    fn count(&self, key: &str, v: Option<i64>, default: i64, min: i64) -> Result<u32, ScenarioError> {
+        let v = v.unwrap_or(default);
+        if v < min || v > i64::from(u32::MAX / 2) {
+            return Err(self.err(key, format!("must be a whole number from {min} to {} (got {v})", u32::MAX / 2)));
+        }
+        Ok(v as u32)
+    }
+    fn fraction(&self, key: &str, v: Option<f64>, default: f64) -> Result<f64, ScenarioError> {
+        let v = v.unwrap_or(default);
+        if !(0.0..=1.0).contains(&v) {
+            return Err(self.err(key, format!("must be a fraction from 0 to 1 (got {v})")));
+        }
+        Ok(v)
+    }
+}
+
+fn validate_memory(cx: &Ctx, raw: &RawScenario, horizon: Nanos) -> Result<Option<MemorySpec>, ScenarioError> {
+    let Some(m) = &raw.memory else {
+        if !raw.reservation.is_empty() {
+            return Err(cx.err("reservation", "memory reservations need a [memory] section"));
+        }
+        if !raw.region.is_empty() {
+            return Err(cx.err("region", "shared regions need a [memory] section"));
+        }
+        return Ok(None);
+    };
+    let page_bytes = match m.page_bytes {
+        None => 4096,
+        Some(b) if b >= 512 && b <= (1 << 30) && (b as u64).is_power_of_two() => b as u64,
+        Some(b) => return Err(cx.err("memory.page_bytes", format!("must be a power of two from 512 to 2^30 (got {b})"))),
+    };
+    let total_frames = cx.pages("memory.total_mb", m.total_mb.unwrap_or(4096.0), page_bytes, 16)?;
+    let swap_name = m.swap.clone().unwrap_or_else(|| "slow-ssd".to_string());
+    let swap = DeviceSpec::preset(&swap_name)
+        .ok_or_else(|| cx.err("memory.swap", format!("unknown device {swap_name:?}; expected hdd, slow-ssd, fast-ssd or zram")))?;
+    let readahead_pages = match m.readahead_pages {
+        None => 8,
+        Some(r) if (1..=1024).contains(&r) && (r as u64).is_power_of_two() => r as u32,
+        Some(r) => return Err(cx.err("memory.readahead_pages", format!("must be a power of two from 1 to 1024 (got {r})"))),
+    };
+    let sample_interval = match m.sample_ms {
+        Some(ms) => cx.positive("memory.sample_ms", ms)?,
+        None => Nanos((horizon.0 / 500).max(1_000_000)),
+    };
+    let mut reservations = Vec::new();
+    for (i, r) in raw.reservation.iter().enumerate() {
+        if reservations.iter().any(|x: &ReservationDecl| x.name == r.name) || r.name.is_empty() {
+            return Err(cx.err(format!("reservation[{i}].name"), format!("must be unique and non-empty (got {:?})", r.name)));
+        }
+        let kind = match r.kind.as_deref() {
+            None | Some("hard") => ReservationKind::Hard,
+            Some("firm") => ReservationKind::Firm,
+            Some(k) => return Err(cx.err(format!("reservation[{i}].kind"), format!("unknown kind {k:?}; expected hard or firm"))),
+        };
+        let pages = cx.pages(&format!("reservation[{i}].size_mb"), r.size_mb, page_bytes, 1)?;
+        reservations.push(ReservationDecl { name: r.name.clone(), pages, kind });
+    }
+    let mut regions = Vec::new();
+    for (i, r) in raw.region.iter().enumerate() {
+        if regions.iter().any(|x: &RegionDecl| x.name == r.name) || r.name.is_empty() || r.name == "private" {
+            return Err(cx.err(format!("region[{i}].name"), format!("must be unique, non-empty and not \"private\" (got {:?})", r.name)));
+        }
+        let kind = match r.kind.as_deref() {
+            None | Some("shm") => RegionKind::SharedAnon,
+            Some("file") => RegionKind::SharedFile { device: crate::mem::DeviceId::SWAP },
+            Some(k) => return Err(cx.err(format!("region[{i}].kind"), format!("unknown kind {k:?}; expected shm or file"))),
+        };
+        let policy = match r.policy.as_deref() {
+            None => SharePolicy::Global,
+            Some(p) => SharePolicy::from_name(p).ok_or_else(|| {
+                cx.err(format!("region[{i}].policy"), format!("unknown policy {p:?}; expected global, private, first-touch, spc, spel or auto"))
+            })?,
+        };
+        let pages = cx.pages(&format!("region[{i}].size_mb"), r.size_mb, page_bytes, 1)? as u32;
+        regions.push(RegionDecl { name: r.name.clone(), pages, kind, policy });
+    }
+    Ok(Some(MemorySpec { page_bytes, total_frames: total_frames as u32, swap_name, swap, readahead_pages, sample_interval, reservations, regions }))
+}
+
+fn validate_task_memory(cx: &Ctx, i: usize, rt: &RawTask, memory: Option<&MemorySpec>) -> Result<Option<TaskMemory>, ScenarioError> {
+    let k = |field: &str| format!("task[{i}].{field}");
+    let Some(m) = memory else {
+        for (present, field) in [
+            (rt.reservation.is_some(), "reservation"),
+            (rt.group.is_some(), "group"),
+            (rt.private_mb.is_some(), "private_mb"),
+            (rt.access_order.is_some(), "access_order"),
+            (!rt.access.is_empty(), "access"),
+        ] {
+            if present {
+                return Err(cx.err(k(field), "needs a [memory] section"));
+            }
+        }
+        return Ok(None);
+    };
+    if !rt.access.is_empty() && !rt.suspend.is_empty() {
+        return Err(cx.err(k("suspend"), "explicit self-suspensions cannot be combined with memory access streams (faults suspend jobs by themselves)"));
+    }
+    let reservation = match &rt.reservation {
+        None => None,
+        Some(name) => Some(m.reservations.iter().position(|r| &r.name == name).ok_or_else(|| cx.err(k("reservation"), format!("no reservation named {name:?}")))?),
+    };
+    let group = rt.group.clone().or_else(|| reservation.map(|r| m.reservations[r].name.clone())).unwrap_or_else(|| rt.name.clone());
+    let private_pages = cx.pages(&k("private_mb"), rt.private_mb.unwrap_or(0.0), m.page_bytes, 0)? as u32;
+    let order = match rt.access_order.as_deref() {
+        None | Some("sequence") => StreamOrder::Sequence,
+        Some("interleave") => StreamOrder::Interleave,
+        Some(o) => return Err(cx.err(k("access_order"), format!("unknown order {o:?}; expected sequence or interleave"))),
+    };
+    let mut streams = Vec::with_capacity(rt.access.len());
+    for (j, a) in rt.access.iter().enumerate() {
+        let k = |field: &str| format!("task[{i}].access[{j}].{field}");
+        let (target, size) = match a.region.as_deref() {
+            None | Some("private") => (Target::Private, private_pages),
+            Some(name) => {
+                let r = m.regions.iter().position(|r| r.name == name).ok_or_else(|| cx.err(k("region"), format!("no region named {name:?}")))?;
+                (Target::Region(r), m.regions[r].pages)
+            }
+        };
+        if size == 0 {
+            return Err(cx.err(k("region"), "the target has no pages: set the task's private_mb or name a shared region"));
+        }
+        let offset = cx.pages(&k("offset_mb"), a.offset_mb.unwrap_or(0.0), m.page_bytes, 0)? as u32;
+        if offset >= size {
+            return Err(cx.err(k("offset_mb"), format!("lies beyond the target's {size} pages")));
+        }
+        let span = match a.span_mb {
+            Some(mb) => cx.pages(&k("span_mb"), mb, m.page_bytes, 1)? as u32,
+            None => size - offset,
+        };
+        if offset + span > size {
+            return Err(cx.err(k("span_mb"), format!("offset + span exceeds the target's {size} pages")));
+        }
+        let forbid = |present: bool, field: &str| if present { Err(cx.err(k(field), format!("does not apply to pattern = {:?}", a.pattern))) } else { Ok(()) };
+        let pattern = match a.pattern.as_str() {
+            "sweep" => {
+                forbid(a.refs.is_some(), "refs")?;
+                forbid(a.pages.is_some(), "pages")?;
+                forbid(a.hot_fraction.is_some() || a.hot_share.is_some(), "hot_fraction")?;
+                let pages = match a.mb {
+                    Some(mb) => cx.pages(&k("mb"), mb, m.page_bytes, 1)? as u32,
+                    None => span,
+                };
+                Pattern::Sweep { pages, offset, span }
+            }
+            "random" | "hotcold" => {
+                forbid(a.mb.is_some(), "mb")?;
+                forbid(a.pages.is_some(), "pages")?;
+                let refs = cx.count(&k("refs"), a.refs, 0, 1)?;
+                if a.pattern == "random" {
+                    forbid(a.hot_fraction.is_some() || a.hot_share.is_some(), "hot_fraction")?;
+                    Pattern::Random { refs, offset, span }
+                } else {
+                    let hot_fraction = cx.fraction(&k("hot_fraction"), a.hot_fraction, 0.2)?;
+                    let hot_pages = ((f64::from(span) * hot_fraction).round() as u32).clamp(1, span);
+                    let hot_share = cx.fraction(&k("hot_share"), a.hot_share, 0.8)?;
+                    Pattern::HotCold { refs, offset, span, hot_pages, hot_share }
+                }
+            }
+            "trace" => {
+                forbid(a.mb.is_some(), "mb")?;
+                forbid(a.refs.is_some(), "refs")?;
+                let list = a.pages.as_ref().ok_or_else(|| cx.err(k("pages"), "missing: pattern = \"trace\" needs pages = [page numbers]"))?;
+                if list.is_empty() {
+                    return Err(cx.err(k("pages"), "must list at least one page"));
+                }
+                let pages = list
+                    .iter()
+                    .enumerate()
+                    .map(|(n, &p)| {
+                        if p < 0 || p as u64 >= u64::from(span) {
+                            Err(cx.err(format!("task[{i}].access[{j}].pages[{n}]"), format!("page {p} is outside the span of {span} pages")))
+                        } else {
+                            Ok(offset + p as u32)
+                        }
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Pattern::Trace { pages }
+            }
+            other => return Err(cx.err(k("pattern"), format!("unknown pattern {other:?}; expected sweep, random, hotcold or trace"))),
+        };
+        let passes = cx.count(&k("passes"), a.passes, 1, 1)?;
+        let write_fraction = cx.fraction(&k("writes"), a.writes, 0.0)?;
+        let from_job = cx.count(&k("from_job"), a.from_job, 0, 0)? as u64;
+        let until_job = match a.until_job {
+            None => None,
+            Some(u) => Some(u64::from(cx.count(&k("until_job"), Some(u), 0, 0)?)),
+        };
+        if until_job.is_some_and(|u| u <= from_job) {
+            return Err(cx.err(k("until_job"), "must be greater than from_job"));
+        }
+        streams.push(Stream { target, pattern, passes, write_fraction, from_job, until_job });
+    }
+    Ok(Some(TaskMemory { reservation, group, private_pages, order, streams }))
 }
 
 fn default_horizon(tasks: &[TaskSpec]) -> Option<Nanos> {

@@ -281,6 +281,7 @@ fn check_work_conserving(r: &SimResult, text: &str, cpu_of_task: Option<Vec<usiz
     let end_of = |j: &critmem_core::JobRecord| match j.outcome {
         Outcome::Completed => j.completion.unwrap(),
         Outcome::Aborted => j.abs_deadline,
+        Outcome::Killed => unreachable!("scenarios without memory never kill jobs"),
         Outcome::Unfinished | Outcome::Pending => r.horizon,
     };
     let mut jobs: Vec<_> = r.jobs.iter().collect();

@@ -5,8 +5,35 @@
 //! that calls it belongs to the platform (the simulator's engine, or the Linux agent), so the
 //! same controller object runs unchanged on both. Nothing here names a simulator or Linux
 //! type: times are integer nanoseconds or microseconds, sizes are bytes.
+//!
+//! Controllers: [`Sara`] (`sara`), [`Greedy`] (`greedy`), [`FixedLimits`] (`offline`, `static`),
+//! [`Tmo`] (`tmo-low`, `tmo-high`) and [`Senpai`] (`senpai`); [`make_controller`] builds one by
+//! name from any serde source. In all of them the non-real-time groups get the memory the soft
+//! real-time groups do not hold ([`budget`]). Pure profiling helpers the platform's profiling
+//! runs feed: [`estimate_bcet_ns`], [`fit_exec_vs_stall`], [`pick_offline_limit`],
+//! [`pick_tmo_threshold`].
 
 use serde::{Deserialize, Serialize};
+
+pub mod budget;
+mod error;
+pub mod factory;
+pub mod fixed;
+pub mod greedy;
+pub mod profile;
+pub mod sara;
+pub mod senpai;
+pub mod tmo;
+
+pub use budget::{interval_stall_ns, LimitKnob, StallKind};
+pub use error::PolicyError;
+pub use factory::{make_controller, ControllerConfig, CONTROLLER_NAMES};
+pub use fixed::{pick_offline_limit, FixedLimits, OfflineConfig, StaticConfig};
+pub use greedy::{Greedy, GreedyConfig};
+pub use profile::{estimate_bcet_ns, fit_exec_vs_stall, JobProfile, LinearFit};
+pub use sara::{is_long_stall, is_severe_interval, Sara, SaraConfig, SaraInterval, SaraJob};
+pub use senpai::{Senpai, SenpaiConfig, SenpaiState};
+pub use tmo::{pick_tmo_threshold, tmo_reclaim_bytes, ThresholdSearch, Tmo, TmoConfig, TMO_LOW_THRESHOLD_PCT};
 
 /// Index of a workload group in [`Observation::groups`]; stable for a run.
 pub type GroupId = usize;
@@ -99,6 +126,11 @@ pub trait Controller {
     fn name(&self) -> &str;
     /// Decides this tick's actions.
     fn tick(&mut self, obs: &Observation) -> Vec<Action>;
+    /// The tick period this controller is designed for; the platform's loop should call
+    /// [`Controller::tick`] at this period. SARA counts one tick as one monitoring interval.
+    fn interval_ns(&self) -> u64 {
+        DEFAULT_INTERVAL_NS
+    }
 }
 
 /// The narrow interface a control loop needs from a platform. The simulator implements it

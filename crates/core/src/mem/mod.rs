@@ -797,6 +797,21 @@ impl Memory {
             .is_some_and(|&f| f != NIL)
     }
 
+    /// Whether a reference of `kind` to `vpn` would be a hit now (present, and writable for
+    /// a write). The engine applies a run of hits ahead and stops a job's compute step
+    /// exactly where the first reference that faults falls.
+    #[inline]
+    pub fn would_hit(&self, space: AsId, vpn: Vpn, kind: RefKind) -> bool {
+        let need = match kind {
+            RefKind::Read => PRESENT,
+            RefKind::Write => PRESENT | WRITABLE,
+        };
+        self.spaces
+            .get(space.0 as usize)
+            .and_then(|s| s.ptes.get(vpn.0 as usize))
+            .is_some_and(|p| p.flags & need == need)
+    }
+
     /// Whether `vpn` is mapped present in `space`'s page table.
     pub fn is_mapped(&self, space: AsId, vpn: Vpn) -> bool {
         self.spaces

@@ -1,0 +1,373 @@
+//! The page-level memory model driven by the engine: one address space per task, each job's
+//! references spread evenly over its compute, faults taken at the exact simulated instant
+//! they happen, PSI states updated as jobs run, stall and resume.
+
+use crate::mem::{
+    AsId, Access, AutoDecision, DeviceStats, MemConfig, MemError, MemStats, Memory, PsiAccounting, PsiGroupId,
+    PsiTaskId, PsiTotals, RefKind, RegionId, ReservationSpec, ReservationStats, ResId, SharePolicy, SpaceStats,
+    TaskPsiState, Vpn,
+};
+use crate::program::Step;
+use crate::rng::{sub_rng, SimRng};
+use crate::scenario::Scenario;
+use crate::time::Nanos;
+use crate::workload::{MemorySpec, StreamCursor, Target, TaskMemory};
+
+/// Hits are applied ahead of time in runs of at most this much compute, so tasks on other
+/// CPUs see a run's references at most this early.
+const HIT_RUN_NS: u64 = 1_000_000;
+/// An `auto` region is decided once every task mapping it has finished this many jobs.
+const AUTO_WINDOWS: u64 = 3;
+
+/// A job's progress through its reference string.
+#[derive(Clone, Debug)]
+pub(crate) struct MemJob {
+    refs: Vec<(Vpn, RefKind)>,
+    cursor: usize,
+    per_ref: Nanos,
+    /// Compute left after the last reference.
+    tail: Nanos,
+    /// Compute owed before the next reference (the faulting reference's own work).
+    owed: Nanos,
+    /// A device read the job must wait for, and what it is stalled on meanwhile.
+    wait_until: Option<(Nanos, TaskPsiState)>,
+    /// Compute owed once the wait is over (the faulting reference's own work).
+    after_wait: Nanos,
+}
+
+struct TaskMem {
+    space: AsId,
+    private_base: Vpn,
+    /// Where each declared region is mapped in this task's space.
+    region_base: Vec<Option<Vpn>>,
+    psi_task: PsiTaskId,
+    cursors: Vec<StreamCursor>,
+    rng: SimRng,
+    /// Time its jobs spent suspended waiting for the device.
+    fault_wait: Nanos,
+    oom_kills: u64,
+}
+
+/// One point of the memory timeline.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemSample {
+    pub time: Nanos,
+    /// Pages each reservation accounts (its active and inactive lists).
+    pub reservation_pages: Vec<u64>,
+    /// Resident pages of each task's address space.
+    pub task_resident_pages: Vec<u64>,
+    /// Physical memory set aside for reservations (see [`MemStats::reserved_physical_frames`]).
+    pub reserved_physical_frames: u64,
+    /// Frames in use machine-wide.
+    pub used_frames: u64,
+}
+
+/// Per-task memory totals at the end of a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskMemResult {
+    pub group: String,
+    pub reservation: Option<String>,
+    pub stats: SpaceStats,
+    pub fault_wait: Nanos,
+    /// Jobs killed because no frame could be found for them.
+    pub oom_kills: u64,
+}
+
+/// What a run with page-level memory adds to its results.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemoryResult {
+    pub page_bytes: u64,
+    pub total_frames: u64,
+    pub swap: String,
+    pub tasks: Vec<TaskMemResult>,
+    /// PSI totals per group, in order of first appearance.
+    pub groups: Vec<(String, PsiTotals)>,
+    pub reservations: Vec<(String, ReservationStats)>,
+    pub stats: MemStats,
+    pub device: DeviceStats,
+    pub timeline: Vec<MemSample>,
+    /// Decisions taken for `auto` regions: (region name, decision).
+    pub auto_decisions: Vec<(String, AutoDecision)>,
+}
+
+pub(crate) struct MemSim {
+    mem: Memory,
+    psi: PsiAccounting,
+    groups: Vec<(String, PsiGroupId)>,
+    tasks: Vec<TaskMem>,
+    reservations: Vec<ResId>,
+    regions: Vec<RegionId>,
+    /// Auto regions not yet decided: (region index, tasks mapping it).
+    auto_pending: Vec<(usize, Vec<usize>)>,
+    auto_decisions: Vec<(String, AutoDecision)>,
+    timeline: Vec<MemSample>,
+}
+
+/// Where a setup error comes from, so the loader can name the key.
+pub(crate) struct SetupError {
+    pub key: String,
+    pub error: MemError,
+}
+
+impl MemSim {
+    /// Builds the machine's memory from a validated scenario.
+    pub(crate) fn new(spec: &MemorySpec, task_memory: &[Option<TaskMemory>], task_names: &[String], seed: u64) -> Result<MemSim, SetupError> {
+        let at = |key: String| move |error: MemError| SetupError { key: key.clone(), error };
+        let cfg = MemConfig {
+            page_bytes: spec.page_bytes,
+            total_frames: spec.total_frames,
+            readahead_pages: spec.readahead_pages,
+            // Checking every frame after every operation is O(frames): only on small machines.
+            debug_checks: cfg!(debug_assertions) && spec.total_frames <= 1 << 16,
+            ..MemConfig::default()
+        };
+        let mut mem = Memory::new(cfg, spec.swap.clone()).map_err(at("memory".into()))?;
+        let mut reservations = Vec::new();
+        for (i, r) in spec.reservations.iter().enumerate() {
+            let rs = ReservationSpec { name: r.name.clone(), pages: r.pages, kind: r.kind };
+            reservations.push(mem.create_reservation(Nanos::ZERO, rs).map_err(at(format!("reservation[{i}].size_mb")))?);
+        }
+        let mut regions = Vec::new();
+        for (i, r) in spec.regions.iter().enumerate() {
+            regions.push(mem.create_shared(&r.name, r.kind, r.pages, r.policy).map_err(at(format!("region[{i}]")))?);
+        }
+        let mut psi = PsiAccounting::new();
+        let mut groups: Vec<(String, PsiGroupId)> = Vec::new();
+        let mut tasks = Vec::new();
+        for (ti, tm) in task_memory.iter().enumerate() {
+            let tm = tm.as_ref().expect("every task has a memory declaration when [memory] exists");
+            let key = |f: &str| format!("task[{ti}].{f}");
+            let space = mem.create_space(&task_names[ti], tm.reservation.map(|r| reservations[r])).map_err(at(key("reservation")))?;
+            let private_base = if tm.private_pages > 0 {
+                mem.map_private(space, "private", tm.private_pages).map_err(at(key("private_mb")))?.1
+            } else {
+                Vpn(0)
+            };
+            let mut region_base = vec![None; regions.len()];
+            for s in &tm.streams {
+                if let Target::Region(r) = s.target {
+                    if region_base[r].is_none() {
+                        region_base[r] = Some(mem.map_shared(Nanos::ZERO, space, regions[r], true).map_err(at(key("access")))?);
+                    }
+                }
+            }
+            let group = match groups.iter().find(|(n, _)| *n == tm.group) {
+                Some(&(_, g)) => g,
+                None => {
+                    let g = psi.add_group(None);
+                    groups.push((tm.group.clone(), g));
+                    g
+                }
+            };
+            tasks.push(TaskMem {
+                space,
+                private_base,
+                region_base,
+                psi_task: psi.add_task(group),
+                cursors: vec![StreamCursor::default(); tm.streams.len()],
+                rng: sub_rng(seed, "task-memory", ti as u64),
+                fault_wait: Nanos::ZERO,
+                oom_kills: 0,
+            });
+        }
+        let mut auto_pending = Vec::new();
+        for (ri, r) in spec.regions.iter().enumerate() {
+            match r.policy {
+                SharePolicy::Spel => {
+                    mem.lock_region(Nanos::ZERO, regions[ri]).map_err(at(format!("region[{ri}].policy")))?;
+                }
+                SharePolicy::Auto => {
+                    let users = (0..tasks.len()).filter(|&t| tasks[t].region_base[ri].is_some()).collect();
+                    auto_pending.push((ri, users));
+                }
+                _ => {}
+            }
+        }
+        Ok(MemSim { mem, psi, groups, tasks, reservations, regions, auto_pending, auto_decisions: Vec::new(), timeline: Vec::new() })
+    }
+
+    /// The reference string of job `job_index` of task `ti`, with `demand` of compute spread
+    /// evenly over it.
+    pub(crate) fn start_job(&mut self, ti: usize, tm: &TaskMemory, job_index: u64, demand: Nanos) -> MemJob {
+        let t = &mut self.tasks[ti];
+        let mut refs = Vec::new();
+        let (private_base, region_base) = (t.private_base, &t.region_base);
+        tm.job_refs(
+            job_index,
+            &mut t.cursors,
+            &mut t.rng,
+            |target| match target {
+                Target::Private => private_base,
+                Target::Region(r) => region_base[r].expect("mapped at setup"),
+            },
+            &mut refs,
+        );
+        let n = refs.len() as u64;
+        let per_ref = if n == 0 { Nanos::ZERO } else { Nanos(demand.0 / n) };
+        let tail = demand - Nanos(per_ref.0 * n);
+        MemJob { refs, cursor: 0, per_ref, tail, owed: Nanos::ZERO, wait_until: None, after_wait: Nanos::ZERO }
+    }
+
+    /// The job's next step at `now`; references whose time has come are made here.
+    pub(crate) fn next_step(&mut self, ti: usize, job: &mut MemJob, now: Nanos) -> Step {
+        let space = self.tasks[ti].space;
+        // Order within a faulting reference: the kernel's CPU work, the wait for the device,
+        // then the reference's own compute.
+        loop {
+            if job.owed > Nanos::ZERO {
+                self.set_state(ti, now, TaskPsiState::RUNNABLE);
+                return Step::Compute(std::mem::take(&mut job.owed));
+            }
+            if let Some((until, stall)) = job.wait_until.take() {
+                job.owed = std::mem::take(&mut job.after_wait);
+                if until > now {
+                    self.set_state(ti, now, stall);
+                    self.tasks[ti].fault_wait += until - now;
+                    return Step::Suspend(until - now);
+                }
+                continue;
+            }
+            let Some(&(vpn, kind)) = job.refs.get(job.cursor) else {
+                if job.tail > Nanos::ZERO {
+                    self.set_state(ti, now, TaskPsiState::RUNNABLE);
+                    return Step::Compute(std::mem::take(&mut job.tail));
+                }
+                return Step::Done;
+            };
+            job.cursor += 1;
+            let access = match self.mem.access(now, space, vpn, kind) {
+                Ok(a) => a,
+                Err(MemError::OutOfMemory | MemError::ReservationExhausted(_)) => {
+                    // Every reclaimable frame is under I/O: wait in reclaim for the device and
+                    // retry, as direct reclaim does. With the device idle nothing will ever free
+                    // up: the task is OOM-killed.
+                    let idle_at = self.mem.device(crate::mem::DeviceId::SWAP).map(|d| d.busy_until()).unwrap_or(now);
+                    if idle_at > now {
+                        job.cursor -= 1;
+                        job.wait_until = Some((idle_at, TaskPsiState::blocked(true, false)));
+                        continue;
+                    }
+                    self.tasks[ti].oom_kills += 1;
+                    return Step::Killed;
+                }
+                Err(e) => panic!("streams only address mapped pages: {e}"),
+            };
+            match access {
+                Access::Hit => {
+                    // Apply the run of hits that follows now: their timing cannot change.
+                    let max_run = if job.per_ref.0 == 0 { u64::MAX } else { (HIT_RUN_NS / job.per_ref.0).max(1) };
+                    let mut n = 1u64;
+                    while n < max_run {
+                        match job.refs.get(job.cursor) {
+                            Some(&(v, k)) if self.mem.would_hit(space, v, k) => {
+                                let hit = self.mem.access(now, space, v, k).expect("mapped");
+                                debug_assert!(hit.is_hit());
+                                job.cursor += 1;
+                                n += 1;
+                            }
+                            _ => break,
+                        }
+                    }
+                    job.owed = Nanos(job.per_ref.0 * n);
+                }
+                Access::Minor { cpu } => job.owed = cpu + job.per_ref,
+                major @ Access::Major { cpu, ready_at, .. } => {
+                    job.owed = cpu;
+                    job.wait_until = Some((ready_at, major.stall_state().expect("a major fault stalls")));
+                    job.after_wait = job.per_ref;
+                }
+            }
+        }
+    }
+
+    pub(crate) fn set_state(&mut self, ti: usize, now: Nanos, state: TaskPsiState) {
+        let t = self.tasks[ti].psi_task;
+        if self.psi.state(t) != state {
+            self.psi.set_state(now, t, state);
+        }
+    }
+
+    /// A job of task `ti` ended at `now`; `idle` if the task has no job left.
+    pub(crate) fn job_ended(&mut self, ti: usize, now: Nanos, idle: bool) {
+        self.mem.end_window(self.tasks[ti].space).expect("space exists");
+        if idle {
+            self.set_state(ti, now, TaskPsiState::IDLE);
+        }
+        let mut k = 0;
+        while k < self.auto_pending.len() {
+            let (ri, users) = &self.auto_pending[k];
+            let region = self.regions[*ri];
+            let usage = self.mem.region_usage(region).expect("region exists");
+            let measured = |t: usize| usage.iter().any(|(s, u)| *s == self.tasks[t].space && u.windows >= AUTO_WINDOWS);
+            if users.iter().all(|&t| measured(t)) {
+                let name = self.mem.region_name(region).unwrap_or("?").to_string();
+                if let Ok(d) = self.mem.resolve_auto(now, region) {
+                    self.auto_decisions.push((name, d));
+                }
+                self.auto_pending.remove(k);
+            } else {
+                k += 1;
+            }
+        }
+    }
+
+    pub(crate) fn sample(&mut self, now: Nanos) {
+        let stats = self.mem.stats();
+        self.timeline.push(MemSample {
+            time: now,
+            reservation_pages: self
+                .reservations
+                .iter()
+                .map(|&r| self.mem.reservation_stats(r).map(|s| s.charged_pages).unwrap_or(0))
+                .collect(),
+            task_resident_pages: self.tasks.iter().map(|t| self.mem.space_stats(t.space).map(|s| s.resident_pages).unwrap_or(0)).collect(),
+            reserved_physical_frames: stats.reserved_physical_frames,
+            used_frames: stats.total_frames - stats.global_free_frames,
+        });
+    }
+
+    pub(crate) fn finish(self, now: Nanos, spec: &MemorySpec, task_memory: &[Option<TaskMemory>]) -> MemoryResult {
+        let tasks = self
+            .tasks
+            .iter()
+            .zip(task_memory)
+            .map(|(t, tm)| {
+                let tm = tm.as_ref().expect("declared");
+                TaskMemResult {
+                    group: tm.group.clone(),
+                    reservation: tm.reservation.map(|r| spec.reservations[r].name.clone()),
+                    stats: self.mem.space_stats(t.space).unwrap_or_default(),
+                    fault_wait: t.fault_wait,
+                    oom_kills: t.oom_kills,
+                }
+            })
+            .collect();
+        MemoryResult {
+            page_bytes: spec.page_bytes,
+            total_frames: u64::from(spec.total_frames),
+            swap: spec.swap_name.clone(),
+            tasks,
+            groups: self.groups.iter().map(|(n, g)| (n.clone(), self.psi.totals(*g, now))).collect(),
+            reservations: spec
+                .reservations
+                .iter()
+                .zip(&self.reservations)
+                .map(|(d, &r)| (d.name.clone(), self.mem.reservation_stats(r).expect("exists")))
+                .collect(),
+            stats: self.mem.stats(),
+            device: self.mem.device(crate::mem::DeviceId::SWAP).map(|d| d.stats()).unwrap_or_default(),
+            timeline: self.timeline,
+            auto_decisions: self.auto_decisions,
+        }
+    }
+}
+
+/// Checks at load time that the scenario's memory can be built (admission control, SPEL
+/// admission), so a run never fails half-way.
+pub(crate) fn check_setup(s: &Scenario) -> Result<(), SetupError> {
+    if let Some(spec) = &s.memory {
+        let names: Vec<String> = s.tasks.iter().map(|t| t.name.clone()).collect();
+        MemSim::new(spec, &s.task_memory, &names, s.seed)?;
+    }
+    Ok(())
+}

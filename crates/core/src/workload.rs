@@ -1,0 +1,226 @@
+//! Memory behaviour of tasks: the declarations a scenario makes (machine memory,
+//! reservations, shared regions, what each job touches) and the generation of each job's
+//! page-reference string from them.
+
+use crate::mem::{DeviceSpec, RefKind, RegionKind, ReservationKind, SharePolicy, Vpn};
+use crate::rng::SimRng;
+use crate::time::Nanos;
+use rand::Rng;
+
+/// Machine memory and the objects in it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemorySpec {
+    pub page_bytes: u64,
+    pub total_frames: u32,
+    /// Swap device preset name and its parameters.
+    pub swap_name: String,
+    pub swap: DeviceSpec,
+    pub readahead_pages: u32,
+    /// Interval of the memory timeline samples.
+    pub sample_interval: Nanos,
+    pub reservations: Vec<ReservationDecl>,
+    pub regions: Vec<RegionDecl>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReservationDecl {
+    pub name: String,
+    pub pages: u64,
+    pub kind: ReservationKind,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct RegionDecl {
+    pub name: String,
+    pub pages: u32,
+    pub kind: RegionKind,
+    pub policy: SharePolicy,
+}
+
+/// What a task's jobs touch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskMemory {
+    /// Index into [`MemorySpec::reservations`] charged for the task's pages.
+    pub reservation: Option<usize>,
+    /// Stall-accounting (PSI) and controller group.
+    pub group: String,
+    /// Private anonymous footprint (code, data, heap).
+    pub private_pages: u32,
+    pub order: StreamOrder,
+    pub streams: Vec<Stream>,
+}
+
+/// How a job's streams combine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamOrder {
+    /// One stream after the other (phases within a job).
+    Sequence,
+    /// One reference from each stream in turn.
+    Interleave,
+}
+
+/// Which pages a stream addresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Private,
+    /// Index into [`MemorySpec::regions`].
+    Region(usize),
+}
+
+/// One stream of references per job.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stream {
+    pub target: Target,
+    pub pattern: Pattern,
+    /// Repeat the job's references this many times.
+    pub passes: u32,
+    /// Share of references that write.
+    pub write_fraction: f64,
+    /// Active for jobs `from_job..until_job` (phases over time).
+    pub from_job: u64,
+    pub until_job: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Pattern {
+    /// `pages` consecutive pages per job from where the previous job stopped, wrapping
+    /// around `[offset, offset + span)`.
+    Sweep { pages: u32, offset: u32, span: u32 },
+    /// `refs` references uniform over `[offset, offset + span)`.
+    Random { refs: u32, offset: u32, span: u32 },
+    /// `refs` references, `hot_share` of them to the first `hot_pages` of the span.
+    HotCold { refs: u32, offset: u32, span: u32, hot_pages: u32, hot_share: f64 },
+    /// A fixed page-number sequence (offsets into the target) per job.
+    Trace { pages: Vec<u32> },
+}
+
+/// Per-task state carried from job to job.
+#[derive(Clone, Debug, Default)]
+pub struct StreamCursor {
+    next: u32,
+}
+
+impl TaskMemory {
+    /// Appends job `job_index`'s references to `out`; `base(target)` is where the target
+    /// starts in the task's address space.
+    pub fn job_refs(
+        &self,
+        job_index: u64,
+        cursors: &mut [StreamCursor],
+        rng: &mut SimRng,
+        base: impl Fn(Target) -> Vpn,
+        out: &mut Vec<(Vpn, RefKind)>,
+    ) {
+        let mut per_stream: Vec<Vec<(Vpn, RefKind)>> = Vec::with_capacity(self.streams.len());
+        for (s, cur) in self.streams.iter().zip(cursors.iter_mut()) {
+            let active = job_index >= s.from_job && s.until_job.is_none_or(|u| job_index < u);
+            let mut refs = Vec::new();
+            if active {
+                s.generate(cur, rng, base(s.target), &mut refs);
+            }
+            per_stream.push(refs);
+        }
+        match self.order {
+            StreamOrder::Sequence => per_stream.into_iter().for_each(|r| out.extend(r)),
+            StreamOrder::Interleave => {
+                let longest = per_stream.iter().map(Vec::len).max().unwrap_or(0);
+                for i in 0..longest {
+                    out.extend(per_stream.iter().filter_map(|r| r.get(i).copied()));
+                }
+            }
+        }
+    }
+}
+
+impl Stream {
+    fn generate(&self, cur: &mut StreamCursor, rng: &mut SimRng, base: Vpn, out: &mut Vec<(Vpn, RefKind)>) {
+        let mut one_pass: Vec<u32> = Vec::new();
+        match &self.pattern {
+            Pattern::Sweep { pages, offset, span } => {
+                let start = cur.next;
+                one_pass.extend((0..*pages).map(|k| offset + (start + k) % span));
+                cur.next = (start + pages) % span;
+            }
+            Pattern::Random { refs, offset, span } => {
+                one_pass.extend((0..*refs).map(|_| offset + rng.random_range(0..*span)));
+            }
+            Pattern::HotCold { refs, offset, span, hot_pages, hot_share } => {
+                let cold = span - hot_pages;
+                for _ in 0..*refs {
+                    let hot = cold == 0 || rng.random_bool(*hot_share);
+                    let p = if hot { rng.random_range(0..*hot_pages) } else { hot_pages + rng.random_range(0..cold) };
+                    one_pass.push(offset + p);
+                }
+            }
+            Pattern::Trace { pages } => one_pass.extend(pages.iter().copied()),
+        }
+        for _ in 0..self.passes {
+            for &p in &one_pass {
+                let kind = if self.write_fraction >= 1.0 || (self.write_fraction > 0.0 && rng.random_bool(self.write_fraction)) {
+                    RefKind::Write
+                } else {
+                    RefKind::Read
+                };
+                out.push((base.offset(p), kind));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::sub_rng;
+
+    fn stream(pattern: Pattern) -> Stream {
+        Stream { target: Target::Private, pattern, passes: 1, write_fraction: 0.0, from_job: 0, until_job: None }
+    }
+
+    #[test]
+    fn sweeps_continue_where_the_previous_job_stopped_and_wrap() {
+        let tm = TaskMemory {
+            reservation: None,
+            group: "g".into(),
+            private_pages: 10,
+            order: StreamOrder::Sequence,
+            streams: vec![stream(Pattern::Sweep { pages: 4, offset: 0, span: 10 })],
+        };
+        let mut cur = vec![StreamCursor::default()];
+        let mut rng = sub_rng(0, "m", 0);
+        let mut pages = |job| {
+            let mut out = Vec::new();
+            tm.job_refs(job, &mut cur, &mut rng, |_| Vpn(100), &mut out);
+            out.iter().map(|(v, _)| v.0 - 100).collect::<Vec<_>>()
+        };
+        assert_eq!(pages(0), vec![0, 1, 2, 3]);
+        assert_eq!(pages(1), vec![4, 5, 6, 7]);
+        assert_eq!(pages(2), vec![8, 9, 0, 1]);
+    }
+
+    #[test]
+    fn interleaving_alternates_streams_and_phases_switch_by_job() {
+        let mut a = stream(Pattern::Trace { pages: vec![1, 2, 3] });
+        a.until_job = Some(1);
+        let mut b = stream(Pattern::Trace { pages: vec![7, 8] });
+        b.passes = 2;
+        let tm = TaskMemory { reservation: None, group: "g".into(), private_pages: 10, order: StreamOrder::Interleave, streams: vec![a, b] };
+        let mut cur = vec![StreamCursor::default(), StreamCursor::default()];
+        let mut rng = sub_rng(0, "m", 0);
+        let mut out = Vec::new();
+        tm.job_refs(0, &mut cur, &mut rng, |_| Vpn(0), &mut out);
+        assert_eq!(out.iter().map(|(v, _)| v.0).collect::<Vec<_>>(), vec![1, 7, 2, 8, 3, 7, 8]);
+        out.clear();
+        tm.job_refs(1, &mut cur, &mut rng, |_| Vpn(0), &mut out);
+        assert_eq!(out.iter().map(|(v, _)| v.0).collect::<Vec<_>>(), vec![7, 8, 7, 8], "stream a ended after job 0");
+    }
+
+    #[test]
+    fn hot_cold_concentrates_on_the_hot_set() {
+        let s = stream(Pattern::HotCold { refs: 10_000, offset: 0, span: 100, hot_pages: 10, hot_share: 0.9 });
+        let mut out = Vec::new();
+        s.generate(&mut StreamCursor::default(), &mut sub_rng(3, "m", 0), Vpn(0), &mut out);
+        let hot = out.iter().filter(|(v, _)| v.0 < 10).count();
+        assert!((8_800..=9_200).contains(&hot), "{hot}");
+        assert!(out.iter().all(|(v, _)| v.0 < 100));
+    }
+}

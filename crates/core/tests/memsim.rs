@@ -1,0 +1,213 @@
+//! The memory model driven by the engine: faults lengthen and suspend jobs, shared-page
+//! policies decide whether one task's evictions reach another, PSI follows the stalls.
+
+use critmem_core::{load_toml_str, simulate, Nanos, SimOptions, SimResult};
+use proptest::prelude::*;
+
+const SHARED_PAGES: &str = include_str!("../../../examples/shared-pages.toml");
+
+fn run(text: &str) -> SimResult {
+    let s = load_toml_str(text, "test.toml").unwrap_or_else(|e| panic!("{e}"));
+    simulate(&s, SimOptions { record_jobs: true, record_segments: false })
+}
+
+fn with_policy(policy: &str) -> String {
+    SHARED_PAGES.replace("policy = \"private\"", &format!("policy = \"{policy}\""))
+}
+
+/// τ1's deadline misses per τ2 period (500 ms), by the period in which the job was released.
+fn tau1_misses_per_tau2_period(r: &SimResult) -> Vec<usize> {
+    let periods = (r.horizon.0 / 500_000_000) as usize;
+    let mut per = vec![0; periods];
+    for j in r.jobs.iter().filter(|j| j.task == 0 && j.missed()) {
+        per[(j.release.0 / 500_000_000) as usize] += 1;
+    }
+    per
+}
+
+#[test]
+fn without_shared_page_management_tau2_evictions_make_tau1_miss_in_every_tau2_period() {
+    let r = run(&with_policy("private"));
+    let per = tau1_misses_per_tau2_period(&r);
+    // The first τ2 period only fills memory; from then on each τ2 job evicts shared pages.
+    assert!(per[2..].iter().all(|&m| m >= 1), "{per:?}");
+    assert_eq!(r.tasks[1].stats.deadline_misses, 0, "τ2 itself is schedulable");
+    let m = r.memory.as_ref().unwrap();
+    assert!(m.tasks[0].stats.major_faults > 0 && m.tasks[1].stats.pages_swapped_out > 0);
+}
+
+#[test]
+fn spc_spel_and_running_alone_keep_tau1_free_of_faults_after_warm_up() {
+    for (policy, tau2_mb) in [("spc", 2), ("spel", 11)] {
+        let text = with_policy(policy).replace("name = \"r2\"\nsize_mb = 2", &format!("name = \"r2\"\nsize_mb = {tau2_mb}"));
+        let r = run(&text);
+        assert_eq!(r.tasks[0].stats.deadline_misses, 0, "{policy}");
+        assert_eq!(r.memory.as_ref().unwrap().tasks[0].stats.major_faults, 0, "{policy}");
+    }
+    // τ1 alone: drop τ2 and its reservation.
+    let alone = SHARED_PAGES.split("[[task]]\nname = \"tau2\"").next().unwrap().replace("[[reservation]]\nname = \"r2\"\nsize_mb = 2\n", "");
+    let r = run(&alone);
+    assert_eq!(r.tasks.len(), 1);
+    assert_eq!(r.tasks[0].stats.deadline_misses, 0);
+}
+
+#[test]
+fn physical_memory_follows_the_shared_page_policy() {
+    let mb = |r: &SimResult| {
+        let m = r.memory.as_ref().unwrap();
+        m.stats.reserved_physical_frames as f64 * m.page_bytes as f64 / 1_048_576.0
+    };
+    // SPC conserves a page per shared page a non-owner maps: the sum of the reservations.
+    assert_eq!(mb(&run(&with_policy("spc"))), 13.0);
+    // SPEL locks the region once; each sharer gives its size up: 11 + 11 − 10.
+    let spel = with_policy("spel").replace("name = \"r2\"\nsize_mb = 2", "name = \"r2\"\nsize_mb = 11");
+    assert_eq!(mb(&run(&spel)), 12.0);
+}
+
+#[test]
+fn psi_memory_stall_of_a_single_task_group_equals_its_fault_waits() {
+    let r = run(&with_policy("private"));
+    let m = r.memory.as_ref().unwrap();
+    let (name, tau1) = &m.groups[0];
+    assert_eq!(name, "r1");
+    let wait_us = m.tasks[0].fault_wait.as_us();
+    // Swap-ins are refaults (memory and io); one task: some == full == its waits.
+    assert!(wait_us > 0);
+    assert!(tau1.memory.some_us.abs_diff(wait_us) <= 1, "{} vs {wait_us}", tau1.memory.some_us);
+    assert_eq!(tau1.memory.some_us, tau1.memory.full_us);
+    assert_eq!(tau1.io.some_us, tau1.memory.some_us);
+    assert_eq!(m.groups[1].1.memory.some_us, 0, "τ2 never waits");
+}
+
+#[test]
+fn faults_lengthen_jobs_by_their_cpu_cost_and_waits() {
+    let r = run(&with_policy("private"));
+    let m = r.memory.as_ref().unwrap();
+    // τ1's busiest job is longer than its compute by at least the device time it waited.
+    let worst = r.tasks[0].stats.max_response.unwrap();
+    assert!(worst > Nanos::from_ms(40) + Nanos::from_ms(60), "{worst}");
+    assert!(m.device.reads > 0 && m.device.writes > 0);
+}
+
+#[test]
+fn same_seed_same_bytes_with_memory() {
+    let text = with_policy("private");
+    let (a, b) = (run(&text), run(&text));
+    assert_eq!(a.to_json(), b.to_json());
+    assert_eq!(a.jobs, b.jobs);
+    assert_eq!(a.memory, b.memory);
+}
+
+#[test]
+fn memory_errors_name_the_key() {
+    let err = |text: &str| load_toml_str(text, "m.toml").unwrap_err().to_string();
+    let base = "[scheduler]\nkind = \"rm\"\n[run]\nhorizon_ms = 10\n[memory]\ntotal_mb = 16\n[[task]]\nname = \"a\"\nwcet_ms = 1\nperiod_ms = 5\n";
+    assert!(err(&base.replace("total_mb = 16", "total_mb = 16\nswap = \"floppy\"")).starts_with("m.toml: memory.swap: unknown device"));
+    assert!(err(&format!("{base}reservation = \"nope\"\n")).starts_with("m.toml: task[0].reservation: no reservation named"));
+    assert!(err(&format!("{base}access = [{{ pattern = \"sweep\" }}]\n")).starts_with("m.toml: task[0].access[0].region: the target has no pages"));
+    assert!(err(&format!("{base}private_mb = 1\naccess = [{{ pattern = \"zigzag\" }}]\n")).starts_with("m.toml: task[0].access[0].pattern: unknown pattern"));
+    // Admission control: reservations larger than the machine are a load error, not a crash.
+    let over = format!("{base}[[reservation]]\nname = \"big\"\nsize_mb = 64\n");
+    assert!(err(&over).starts_with("m.toml: reservation[0].size_mb: "), "{}", err(&over));
+    // Memory keys without [memory].
+    let plain = base.replace("[memory]\ntotal_mb = 16\n", "");
+    assert_eq!(err(&format!("{plain}private_mb = 1\n")), "m.toml: task[0].private_mb: needs a [memory] section");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Random memory workloads through the engine. Machines are small (≤ 64 Mi), so in debug builds
+// the memory model checks every invariant — frames conserved, each in exactly one place, hard
+// reservations within their size, page tables consistent — after every operation.
+
+fn memory_scenario(
+    cpus: usize,
+    total_mb: u32,
+    tasks: &[(u8, u8, u8, u8, bool)],
+    policy: &str,
+    swap: &str,
+    res_mb: &[u32],
+    seed: u64,
+) -> String {
+    let kind = if cpus == 1 { "rm" } else { "gedf" };
+    let mut s = format!(
+        "[machine]\ncpus = {cpus}\n[scheduler]\nkind = \"{kind}\"\n[run]\nhorizon_ms = 300\nseed = {seed}\n\
+         [memory]\ntotal_mb = {total_mb}\nswap = \"{swap}\"\nsample_ms = 20\n\
+         [[region]]\nname = \"shm\"\nsize_mb = 2\npolicy = \"{policy}\"\n"
+    );
+    for (i, mb) in res_mb.iter().enumerate() {
+        let kind = if i % 2 == 0 { "hard" } else { "firm" };
+        s += &format!("[[reservation]]\nname = \"r{i}\"\nsize_mb = {mb}\nkind = \"{kind}\"\n");
+    }
+    for (i, &(pattern, period, work, res, write)) in tasks.iter().enumerate() {
+        let period_ms = [10, 20, 25, 50][usize::from(period % 4)];
+        let wcet = f64::from(work % 8 + 1) * period_ms as f64 / 40.0;
+        s += &format!("[[task]]\nname = \"t{i}\"\nwcet_ms = {wcet}\nperiod_ms = {period_ms}\nprivate_mb = 0.5\n");
+        if !res_mb.is_empty() && res % 3 != 0 {
+            s += &format!("reservation = \"r{}\"\n", usize::from(res) % res_mb.len());
+        }
+        let writes = if write { 0.3 } else { 0.0 };
+        let stream = match pattern % 4 {
+            0 => format!("{{ pattern = \"sweep\", region = \"shm\", mb = 0.5, writes = {writes} }}"),
+            1 => format!("{{ pattern = \"random\", refs = 200, writes = {writes} }}"),
+            2 => format!("{{ pattern = \"hotcold\", region = \"shm\", refs = 300, hot_fraction = 0.1, writes = {writes} }}"),
+            _ => format!("{{ pattern = \"sweep\", mb = 0.25, passes = 2, writes = {writes} }}"),
+        };
+        s += &format!("access = [{stream}, {{ pattern = \"random\", region = \"shm\", refs = 50 }}]\naccess_order = \"interleave\"\n");
+    }
+    s
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_memory_workloads_keep_every_invariant_and_a_valid_schedule(
+        cpus in 1usize..3,
+        total_mb in 4u32..12,
+        tasks in prop::collection::vec((any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>(), any::<bool>()), 1..5),
+        policy in prop::sample::select(vec!["global", "private", "first-touch", "spc", "spel", "auto"]),
+        swap in prop::sample::select(vec!["hdd", "slow-ssd", "fast-ssd", "zram"]),
+        res_mb in prop::collection::vec(1u32..4, 0..3),
+        seed in any::<u16>(),
+    ) {
+        let text = memory_scenario(cpus, total_mb, &tasks, policy, swap, &res_mb, u64::from(seed));
+        let s = match load_toml_str(&text, "gen.toml") {
+            Ok(s) => s,
+            // Admission control may refuse the reservations (or SPEL's lock): a one-line error.
+            Err(e) => {
+                let line = e.to_string();
+                prop_assert!(!line.contains('\n'));
+                prop_assert!(line.contains("reservation") || line.contains("region"), "{line}\n{text}");
+                return Ok(());
+            }
+        };
+        let r = simulate(&s, SimOptions { record_jobs: true, record_segments: true });
+        let m = r.memory.as_ref().unwrap();
+        let st = m.stats;
+        prop_assert!(st.global_free_frames <= st.total_frames);
+        for (_, res) in &m.reservations {
+            if res.kind == critmem_core::mem::ReservationKind::Hard {
+                prop_assert!(res.frames_held <= res.size_pages, "hard reservation over its size\n{text}");
+            }
+        }
+        for (_, g) in &m.groups {
+            prop_assert!(g.memory.full_us <= g.memory.some_us && g.io.full_us <= g.io.some_us);
+        }
+        // Every executed nanosecond is in a segment; no CPU runs two jobs at once.
+        let mut segs = r.segments.clone();
+        segs.sort_by_key(|s| (s.cpu, s.start));
+        for w in segs.windows(2) {
+            if w[0].cpu == w[1].cpu {
+                prop_assert!(w[0].end <= w[1].start);
+            }
+        }
+        for j in &r.jobs {
+            let ran: u64 = r.segments.iter().filter(|s| s.task == j.task && s.job == j.index).map(|s| (s.end - s.start).0).sum();
+            prop_assert_eq!(ran, j.executed.0);
+            if j.outcome == critmem_core::Outcome::Completed {
+                prop_assert!(j.executed >= j.demand, "faults only add CPU time");
+            }
+        }
+        println!("seed {seed}: ok");
+    }
+}

@@ -1,0 +1,378 @@
+//! SARA, the stall-aware real-time memory allocator (Lee et al., papers/sara-stall-aware-allocation).
+//!
+//! Each tick is one monitoring interval of length `l_intv` (`interval_ns`). For every soft
+//! real-time group, independently:
+//!
+//! - Eq. 3: `s_intv = max(s_mem, s_IO)`, the deltas of the group's PSI `some` (or `full`) totals
+//!   since the previous tick — absolute stall time of the soft RT task's own cgroup. `some` by
+//!   default: the paper's long-stall intervals reach 4.5–5 ms of 5 ms, i.e. wall-clock time in
+//!   which the task was held up, which is what `some` measures (for the paper's one-process
+//!   tasks `some` and `full` coincide). PSI totals are read only at ticks, so an interval's
+//!   stall belongs to the job running at its end; a job that started inside the interval counts
+//!   it from its start.
+//! - Eq. 4: when a job starts, `s_ideal_period = d − t_BCET − t_wait`, with `d` its relative
+//!   deadline and `t_wait = start − release`: how long the previous job overran into this job's
+//!   period (Fig. 8). A job starts at its release, or when the previous job completes or is
+//!   dropped, whichever is later.
+//! - Eq. 2/5: `s_ideal_intv = (s_ideal_period − Σ s_intv_previous) / n_remain`, where the sum runs
+//!   over the job's earlier intervals and `n_remain = ⌈(absolute deadline − interval start) / l_intv⌉`
+//!   counts the intervals left in the period including the current one. Once an interval starts
+//!   at or after the deadline no intervals are left and the target is zero stall (the paper
+//!   leaves this case open; any further stall only delays the next job).
+//! - Eq. 6: `mem_alloc = x · (s_intv − s_ideal_intv) / l_intv` is added to the group's limit,
+//!   computed as `x · (s_intv · n_remain − remaining) / (l_intv · n_remain)` in exact integers
+//!   with one truncation toward zero; the result is clamped to `[floor, total − others]`.
+//! - Definition 1: an interval is severe when `s_intv > n % · l_intv`; the job is in a long stall
+//!   when at least `m %` of its intervals so far were severe. As §III-D prescribes, the check is
+//!   made when the remaining ideal stall `s_ideal_period − Σ s_intv` falls below zero, and then
+//!   (with early dropping on) the job is dropped that same tick.
+//!
+//! Between jobs the limit is held. The non-real-time groups get `total − Σ soft-RT limits`
+//! (§IV-A: "the non-RT workload uses the remaining memory after allocation for soft RT
+//! workloads"), see [`crate::budget`].
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+use crate::budget::{interval_stall_ns, is_soft_rt, plan_nrt, ActionPlan, Budget, LimitKnob, StallKind};
+use crate::{Action, Controller, GroupId, GroupRole, JobEvent, Observation, PolicyError, StallTotals};
+
+/// SARA's parameters; defaults are the paper's (§IV-A).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SaraConfig {
+    /// `l_intv`, the monitoring interval. The platform must tick SARA at this period
+    /// ([`Controller::interval_ns`] reports it).
+    pub interval_ns: u64,
+    /// `x`, the base adjustment unit of Eq. 6.
+    pub step_bytes: u64,
+    /// `m` of Definition 1: share of a job's intervals that must be severe.
+    pub long_stall_intervals_pct: u8,
+    /// `n` of Definition 1: an interval is severe when its stall exceeds this share of `l_intv`.
+    pub long_stall_threshold_pct: u8,
+    /// Drop a job in a long stall as soon as its remaining ideal stall is negative (§III-D).
+    pub early_drop: bool,
+    /// PSI line used for `s_mem` and `s_IO`.
+    pub stall: StallKind,
+    /// Knob the soft-RT (and non-RT) limits are written to.
+    pub knob: LimitKnob,
+    /// Starting limit of each soft-RT group; by default an even share of what the non-RT floors
+    /// leave, so the first job is not starved before SARA has any stall evidence.
+    pub initial_limit_bytes: Option<u64>,
+}
+
+impl Default for SaraConfig {
+    fn default() -> Self {
+        SaraConfig {
+            interval_ns: crate::DEFAULT_INTERVAL_NS,
+            step_bytes: 1 << 20,
+            long_stall_intervals_pct: 80,
+            long_stall_threshold_pct: 90,
+            early_drop: true,
+            stall: StallKind::Some,
+            knob: LimitKnob::Max,
+            initial_limit_bytes: None,
+        }
+    }
+}
+
+impl SaraConfig {
+    pub fn validate(&self) -> Result<(), PolicyError> {
+        let bad = |field, requirement, got: String| {
+            Err(PolicyError::InvalidParameter { controller: "sara", field, requirement, got })
+        };
+        if self.interval_ns == 0 {
+            return bad("interval_ns", "must be > 0 (the paper uses 5_000_000)", "0".into());
+        }
+        if self.step_bytes == 0 {
+            return bad("step_bytes", "must be > 0 (the paper uses 1048576)", "0".into());
+        }
+        if self.long_stall_intervals_pct > 100 {
+            return bad(
+                "long_stall_intervals_pct",
+                "must be a percentage 0..=100",
+                self.long_stall_intervals_pct.to_string(),
+            );
+        }
+        if self.long_stall_threshold_pct > 100 {
+            return bad(
+                "long_stall_threshold_pct",
+                "must be a percentage 0..=100",
+                self.long_stall_threshold_pct.to_string(),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Definition 1, per interval: the stall exceeds `n %` of the interval length.
+pub fn is_severe_interval(stall_ns: u64, interval_ns: u64, threshold_pct: u8) -> bool {
+    u128::from(stall_ns) * 100 > u128::from(interval_ns) * u128::from(threshold_pct)
+}
+
+/// Definition 1: at least `m %` of the intervals were severe (never with no intervals).
+pub fn is_long_stall(severe_intervals: u32, intervals: u32, intervals_pct: u8) -> bool {
+    intervals > 0 && u64::from(severe_intervals) * 100 >= u64::from(intervals) * u64::from(intervals_pct)
+}
+
+/// The job SARA is steering in one group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SaraJob {
+    pub job: u64,
+    pub release_ns: u64,
+    /// Absolute deadline.
+    pub deadline_ns: u64,
+    /// When the job could start: its release, or the previous job's completion if later.
+    pub start_ns: u64,
+    /// `t_wait` of Eq. 4.
+    pub wait_ns: u64,
+    /// `s_ideal_period` of Eq. 4 (negative when the wait alone exhausts the slack).
+    pub ideal_stall_ns: i64,
+    /// `Σ s_intv` over the job's intervals so far.
+    pub stall_so_far_ns: i64,
+    pub intervals: u32,
+    /// Intervals whose stall exceeded `n %` of `l_intv`.
+    pub severe_intervals: u32,
+    pub drop_requested: bool,
+}
+
+impl SaraJob {
+    /// `s_ideal_period − Σ s_intv`: stall the job may still absorb and meet its deadline.
+    pub fn remaining_ideal_stall_ns(&self) -> i64 {
+        self.ideal_stall_ns.saturating_sub(self.stall_so_far_ns)
+    }
+}
+
+/// What SARA computed for one group in the latest interval that had a running job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SaraInterval {
+    pub job: u64,
+    /// `s_intv` (Eq. 3).
+    pub stall_ns: u64,
+    /// `n_remain` of Eq. 5 (including this interval); 0 once the deadline has passed.
+    pub remaining_intervals: u64,
+    /// `s_ideal_intv` of Eq. 5, truncated to whole nanoseconds (Eq. 6 uses the exact ratio);
+    /// 0 past the deadline.
+    pub target_ns: i64,
+    /// `mem_alloc` of Eq. 6 before clamping.
+    pub delta_bytes: i64,
+    /// The limit after adjustment and clamping.
+    pub limit_bytes: u64,
+    /// Definition 1 held when the remaining ideal stall went negative.
+    pub long_stall: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Released {
+    job: u64,
+    release_ns: u64,
+    deadline_ns: u64,
+}
+
+#[derive(Clone, Debug)]
+struct GroupState {
+    limit_bytes: u64,
+    last_stall: Option<StallTotals>,
+    running: Option<SaraJob>,
+    /// Released jobs waiting for the running one, oldest first.
+    pending: VecDeque<Released>,
+    last_interval: Option<SaraInterval>,
+}
+
+/// The SARA controller.
+#[derive(Clone, Debug)]
+pub struct Sara {
+    config: SaraConfig,
+    last_tick_ns: Option<u64>,
+    groups: BTreeMap<GroupId, GroupState>,
+}
+
+impl Sara {
+    pub fn new(config: SaraConfig) -> Result<Self, PolicyError> {
+        config.validate()?;
+        Ok(Sara { config, last_tick_ns: None, groups: BTreeMap::new() })
+    }
+
+    pub fn config(&self) -> &SaraConfig {
+        &self.config
+    }
+
+    /// The soft-RT limit SARA holds for `group` (after the latest tick).
+    pub fn limit_bytes(&self, group: GroupId) -> Option<u64> {
+        self.groups.get(&group).map(|s| s.limit_bytes)
+    }
+
+    /// The job SARA is steering in `group`, if any.
+    pub fn running_job(&self, group: GroupId) -> Option<&SaraJob> {
+        self.groups.get(&group)?.running.as_ref()
+    }
+
+    /// Released jobs of `group` queued behind the running one.
+    pub fn pending_jobs(&self, group: GroupId) -> usize {
+        self.groups.get(&group).map_or(0, |s| s.pending.len())
+    }
+
+    /// The latest interval computation for `group`.
+    pub fn last_interval(&self, group: GroupId) -> Option<&SaraInterval> {
+        self.groups.get(&group)?.last_interval.as_ref()
+    }
+
+    fn on_event(&mut self, obs: &Observation, event: &JobEvent) {
+        match *event {
+            JobEvent::Release { group, job, at_ns, deadline_ns } => {
+                let Some(bcet_ns) = bcet_of(obs, group) else { return };
+                let Some(st) = self.groups.get_mut(&group) else { return };
+                let known = st.running.is_some_and(|r| r.job == job) || st.pending.iter().any(|p| p.job == job);
+                if known {
+                    return;
+                }
+                let released = Released { job, release_ns: at_ns, deadline_ns };
+                if st.running.is_none() {
+                    st.running = Some(start_job(released, at_ns, bcet_ns));
+                } else {
+                    st.pending.push_back(released);
+                }
+            }
+            JobEvent::Completion { group, job, at_ns } | JobEvent::Drop { group, job, at_ns } => {
+                let Some(bcet_ns) = bcet_of(obs, group) else { return };
+                let Some(st) = self.groups.get_mut(&group) else { return };
+                if st.running.is_some_and(|r| r.job == job) {
+                    // The next job starts now; how late that is past its release is its t_wait.
+                    st.running = st.pending.pop_front().map(|next| start_job(next, at_ns, bcet_ns));
+                } else {
+                    st.pending.retain(|p| p.job != job);
+                }
+            }
+        }
+    }
+}
+
+fn bcet_of(obs: &Observation, group: GroupId) -> Option<u64> {
+    match obs.groups.get(group)?.role {
+        GroupRole::SoftRealTime { bcet_ns, .. } => Some(bcet_ns),
+        GroupRole::NonRealTime => None,
+    }
+}
+
+fn start_job(r: Released, now_ns: u64, bcet_ns: u64) -> SaraJob {
+    let start_ns = now_ns.max(r.release_ns);
+    let wait_ns = start_ns - r.release_ns;
+    let deadline_rel_ns = i128::from(r.deadline_ns.saturating_sub(r.release_ns));
+    let ideal = deadline_rel_ns - i128::from(bcet_ns) - i128::from(wait_ns);
+    SaraJob {
+        job: r.job,
+        release_ns: r.release_ns,
+        deadline_ns: r.deadline_ns,
+        start_ns,
+        wait_ns,
+        ideal_stall_ns: clamp_i64(ideal),
+        stall_so_far_ns: 0,
+        intervals: 0,
+        severe_intervals: 0,
+        drop_requested: false,
+    }
+}
+
+fn clamp_i64(v: i128) -> i64 {
+    v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+}
+
+impl Controller for Sara {
+    fn name(&self) -> &str {
+        "sara"
+    }
+
+    fn interval_ns(&self) -> u64 {
+        self.config.interval_ns
+    }
+
+    fn tick(&mut self, obs: &Observation) -> Vec<Action> {
+        let prev_tick_ns = self.last_tick_ns.replace(obs.now_ns);
+        self.groups.retain(|id, _| obs.groups.get(*id).is_some_and(is_soft_rt));
+        let initial = self.config.initial_limit_bytes.unwrap_or_else(|| Budget::even_srt_share(obs));
+        for (id, g) in obs.groups.iter().enumerate().filter(|(_, g)| is_soft_rt(g)) {
+            self.groups.entry(id).or_insert_with(|| GroupState {
+                limit_bytes: initial.max(g.floor_bytes),
+                last_stall: None,
+                running: None,
+                pending: VecDeque::new(),
+                last_interval: None,
+            });
+        }
+        for event in &obs.events {
+            self.on_event(obs, event);
+        }
+
+        let cfg = &self.config;
+        let mut plan = ActionPlan::default();
+        let mut budget = Budget::new(obs);
+        for (id, g) in obs.groups.iter().enumerate().filter(|(_, g)| is_soft_rt(g)) {
+            let st = self.groups.get_mut(&id).expect("state created above for every soft-RT group");
+            let (lo, hi) = budget.bounds(g.floor_bytes);
+            let stall_ns = st.last_stall.map(|prev| interval_stall_ns(&prev, &g.stall, cfg.stall));
+            st.last_stall = Some(g.stall);
+            let mut limit = i128::from(st.limit_bytes);
+            let mut drop_job = None;
+            let mut record = None;
+            if let (Some(s_intv), Some(prev_ns), Some(job)) = (stall_ns, prev_tick_ns, st.running.as_mut()) {
+                // A job that starts exactly at this tick has not run in the interval just measured.
+                if job.start_ns < obs.now_ns {
+                    let l = i128::from(cfg.interval_ns);
+                    let interval_start_ns = prev_ns.max(job.start_ns);
+                    let left_ns = job.deadline_ns.saturating_sub(interval_start_ns);
+                    let n_remain = left_ns.div_ceil(cfg.interval_ns);
+                    let remaining = i128::from(job.remaining_ideal_stall_ns());
+                    let s = i128::from(s_intv);
+                    let x = i128::from(cfg.step_bytes);
+                    let (delta, target_ns) = if n_remain > 0 {
+                        // Eq. 6 with Eq. 5 substituted: x·(s − R/n)/l = x·(s·n − R)/(l·n).
+                        let n = i128::from(n_remain);
+                        // Saturating: absurd totals must not panic; the limit is clamped anyway.
+                        let excess = s.saturating_mul(n).saturating_sub(remaining);
+                        (x.saturating_mul(excess) / l.saturating_mul(n), remaining / n)
+                    } else {
+                        // Past the deadline Eq. 5 has no intervals left; every further stall
+                        // delays the next job (its t_wait), so the target is zero stall.
+                        (x.saturating_mul(s) / l, 0)
+                    };
+                    limit = limit.saturating_add(delta);
+
+                    job.stall_so_far_ns = clamp_i64(i128::from(job.stall_so_far_ns) + s);
+                    job.intervals = job.intervals.saturating_add(1);
+                    if is_severe_interval(s_intv, cfg.interval_ns, cfg.long_stall_threshold_pct) {
+                        job.severe_intervals = job.severe_intervals.saturating_add(1);
+                    }
+                    let hopeless = job.remaining_ideal_stall_ns() < 0;
+                    let long_stall =
+                        hopeless && is_long_stall(job.severe_intervals, job.intervals, cfg.long_stall_intervals_pct);
+                    if long_stall && cfg.early_drop && !job.drop_requested {
+                        job.drop_requested = true;
+                        drop_job = Some(job.job);
+                    }
+                    record = Some(SaraInterval {
+                        job: job.job,
+                        stall_ns: s_intv,
+                        remaining_intervals: n_remain,
+                        target_ns: clamp_i64(target_ns),
+                        delta_bytes: clamp_i64(delta),
+                        limit_bytes: 0, // filled in after clamping
+                        long_stall,
+                    });
+                }
+            }
+            let clamped = if hi < lo { lo } else { limit.clamp(i128::from(lo), i128::from(hi)) as u64 };
+            st.limit_bytes = clamped;
+            if let Some(record) = record {
+                st.last_interval = Some(SaraInterval { limit_bytes: clamped, ..record });
+            }
+            budget.hold(g.floor_bytes, clamped);
+            plan.set(obs, id, cfg.knob, Some(clamped));
+            if let Some(job) = drop_job {
+                plan.drop_job(id, job);
+            }
+        }
+        plan_nrt(&mut plan, obs, &budget, cfg.knob);
+        plan.finish()
+    }
+}
