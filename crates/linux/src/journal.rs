@@ -1,0 +1,459 @@
+//! The restore journal: every cgroup file the agent changes gets its original value written to
+//! disk first, so the machine can be put back as it was on shutdown, and on the next start
+//! after a crash (`kill -9`, power loss).
+//!
+//! Format: one JSON object per line, appended and fsynced before the change it describes:
+//!
+//! ```text
+//! {"v":1,"op":"original","path":"/sys/fs/cgroup/memory/db/memory.limit_in_bytes","value":"9223372036854771712"}
+//! {"v":1,"op":"created","dir":"/sys/fs/cgroup/memory/critmem/rt","evacuate_to":"/sys/fs/cgroup/memory"}
+//! {"v":1,"op":"abandoned","dir":"/sys/fs/cgroup/memory/critmem/rt"}
+//! ```
+//!
+//! `original` is recorded once per file (the value before the agent's first change);
+//! `created` before a mkdir (`abandoned` if the mkdir then failed). Files inside directories
+//! the agent created are not recorded: the directories are removed on restore.
+//!
+//! Restoring undoes the entries newest first: originals are written back (for
+//! `cgroup.subtree_control`, as the `+ctrl`/`-ctrl` difference), and created directories are
+//! emptied (their processes moved to `evacuate_to`) and removed. An exclusive `flock` on the
+//! journal keeps two agents from sharing one.
+
+use crate::cgroup::{self, Change, FileWrite};
+use crate::error::{Error, Result};
+use nix::fcntl::{Flock, FlockArg};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, Write};
+use std::path::{Path, PathBuf};
+
+const VERSION: u32 = 1;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+enum Entry {
+    Original { v: u32, path: PathBuf, value: String },
+    Created { v: u32, dir: PathBuf, evacuate_to: PathBuf },
+    Abandoned { v: u32, dir: PathBuf },
+}
+
+impl Entry {
+    fn version(&self) -> u32 {
+        match self {
+            Entry::Original { v, .. } | Entry::Created { v, .. } | Entry::Abandoned { v, .. } => *v,
+        }
+    }
+}
+
+/// What a restore did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RestoreReport {
+    /// Files written back to their original value.
+    pub restored: Vec<PathBuf>,
+    /// Directories the agent had created, now removed.
+    pub removed_dirs: Vec<PathBuf>,
+    /// Processes moved out of removed directories.
+    pub evacuated_pids: Vec<u32>,
+    /// Files or directories that were already gone (someone removed the group).
+    pub gone: Vec<PathBuf>,
+    /// What could not be restored, one line each.
+    pub failures: Vec<String>,
+    /// Journal lines that could not be read (a line torn by a crash mid-append, or garbage).
+    pub skipped_lines: usize,
+}
+
+/// An open journal; see the module documentation.
+#[derive(Debug)]
+pub struct Journal {
+    path: PathBuf,
+    file: Flock<File>,
+    recorded: BTreeSet<PathBuf>,
+    created: BTreeSet<PathBuf>,
+}
+
+impl Journal {
+    /// Opens (creating) the journal at `path` and takes its lock. If it holds entries, a
+    /// previous run did not shut down cleanly: they are restored first and the report returned.
+    /// A restore with failures leaves the journal in place and fails, so nothing is lost.
+    pub fn open(path: &Path) -> Result<(Journal, Option<RestoreReport>)> {
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .mode_0600()
+            .open(path)
+            .map_err(|e| Error::io("open journal", path, e))?;
+        let mut file = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| Error::Journal {
+            path: path.to_owned(),
+            reason: format!("cannot lock it ({errno}): another critmem agent is running with this journal; stop it first"),
+        })?;
+        sync_parent(path)?;
+        let mut text = String::new();
+        file.rewind().and_then(|()| file.read_to_string(&mut text)).map_err(|e| Error::io("read journal", path, e))?;
+        let report = if text.trim().is_empty() {
+            None
+        } else {
+            tracing::warn!(journal = %path.display(), "journal from a previous run found: it did not shut down cleanly; restoring its changes");
+            let report = restore_entries(&text, path);
+            if !report.failures.is_empty() {
+                return Err(Error::Journal {
+                    path: path.to_owned(),
+                    reason: format!(
+                        "restoring a previous run's changes failed: {}; fix these by hand, then delete the journal",
+                        report.failures.join("; ")
+                    ),
+                });
+            }
+            file.set_len(0).and_then(|()| file.sync_all()).map_err(|e| Error::io("truncate journal", path, e))?;
+            Some(report)
+        };
+        Ok((Journal { path: path.to_owned(), file, recorded: BTreeSet::new(), created: BTreeSet::new() }, report))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Records what is needed to undo `change`, before it is made. Use this when the change
+    /// itself goes through the off-thread writer; otherwise [`Journal::perform`].
+    pub fn record(&mut self, change: &Change) -> Result<()> {
+        match change {
+            Change::Write(write) => self.record_write(write),
+            Change::Mkdir { dir, evacuate_to } => {
+                if dir.exists() || self.created.contains(dir) {
+                    return Ok(());
+                }
+                self.append(&Entry::Created { v: VERSION, dir: dir.clone(), evacuate_to: evacuate_to.clone() })?;
+                self.created.insert(dir.clone());
+                Ok(())
+            }
+        }
+    }
+
+    /// Records and then makes `change` on the calling thread.
+    pub fn perform(&mut self, change: &Change) -> Result<()> {
+        self.record(change)?;
+        let result = change.perform();
+        if let (Err(_), Change::Mkdir { dir, .. }) = (&result, change) {
+            if !dir.exists() && self.created.remove(dir) {
+                self.append(&Entry::Abandoned { v: VERSION, dir: dir.clone() })?;
+            }
+        }
+        result
+    }
+
+    fn record_write(&mut self, write: &FileWrite) -> Result<()> {
+        let inside_created = write.path.parent().is_some_and(|dir| self.created.contains(dir));
+        if !write.restorable || inside_created || self.recorded.contains(&write.path) {
+            return Ok(());
+        }
+        let value = std::fs::read_to_string(&write.path).map_err(|e| Error::io("read original value of", &write.path, e))?;
+        self.append(&Entry::Original { v: VERSION, path: write.path.clone(), value: value.trim().to_owned() })?;
+        self.recorded.insert(write.path.clone());
+        Ok(())
+    }
+
+    fn append(&mut self, entry: &Entry) -> Result<()> {
+        let mut line = serde_json::to_string(entry).map_err(|e| Error::Journal { path: self.path.clone(), reason: format!("cannot encode entry: {e}") })?;
+        line.push('\n');
+        // One write per line keeps a crash from interleaving; fsync makes it durable before
+        // the change it guards is made.
+        self.file.write_all(line.as_bytes()).and_then(|()| self.file.sync_data()).map_err(|e| Error::io("append to journal", &self.path, e))
+    }
+
+    /// Restores everything recorded (newest first), then deletes the journal. If something
+    /// could not be restored the journal is kept, so the next start tries again.
+    pub fn restore_all(self) -> Result<RestoreReport> {
+        let mut text = String::new();
+        let mut file = self.file;
+        file.rewind().and_then(|()| file.read_to_string(&mut text)).map_err(|e| Error::io("read journal", &self.path, e))?;
+        let report = restore_entries(&text, &self.path);
+        if report.failures.is_empty() {
+            std::fs::remove_file(&self.path).map_err(|e| Error::io("remove journal", &self.path, e))?;
+            sync_parent(&self.path)?;
+        }
+        Ok(report)
+    }
+}
+
+trait Mode0600 {
+    fn mode_0600(&mut self) -> &mut Self;
+}
+
+impl Mode0600 for OpenOptions {
+    /// The journal names every file the agent touches: root-only.
+    fn mode_0600(&mut self) -> &mut Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        self.mode(0o600)
+    }
+}
+
+/// fsync of the directory, so a newly created or removed journal survives a crash.
+fn sync_parent(path: &Path) -> Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io("sync directory", dir, e))
+}
+
+fn parse_entries(text: &str, path: &Path, report: &mut RestoreReport) -> Vec<Entry> {
+    let mut entries = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Entry>(line) {
+            Ok(entry) if entry.version() == VERSION => entries.push(entry),
+            Ok(entry) => {
+                tracing::warn!(journal = %path.display(), line = index + 1, version = entry.version(), "journal entry of an unknown version skipped");
+                report.skipped_lines += 1;
+            }
+            Err(e) => {
+                tracing::warn!(journal = %path.display(), line = index + 1, error = %e, "unreadable journal line skipped");
+                report.skipped_lines += 1;
+            }
+        }
+    }
+    entries
+}
+
+fn restore_entries(text: &str, path: &Path) -> RestoreReport {
+    let mut report = RestoreReport::default();
+    let entries = parse_entries(text, path, &mut report);
+    for entry in entries.iter().rev() {
+        match entry {
+            Entry::Original { path, value, .. } => restore_original(path, value, &mut report),
+            Entry::Created { dir, evacuate_to, .. } => {
+                let abandoned = entries.iter().any(|e| matches!(e, Entry::Abandoned { dir: d, .. } if d == dir));
+                if !abandoned {
+                    remove_created(dir, evacuate_to, &mut report);
+                }
+            }
+            Entry::Abandoned { .. } => {}
+        }
+    }
+    report
+}
+
+fn restore_original(path: &Path, original: &str, report: &mut RestoreReport) {
+    if !path.exists() {
+        report.gone.push(path.to_owned());
+        return;
+    }
+    let value = if path.file_name().is_some_and(|n| n == "cgroup.subtree_control") {
+        // Writing the old list would not disable what was added; write the difference.
+        match std::fs::read_to_string(path) {
+            Ok(current) => subtree_control_diff(&current, original),
+            Err(e) => {
+                report.failures.push(format!("read {}: {e}", path.display()));
+                return;
+            }
+        }
+    } else {
+        original.to_owned()
+    };
+    if value.is_empty() {
+        report.restored.push(path.to_owned());
+        return;
+    }
+    match cgroup::write_value(path, &value) {
+        Ok(()) => report.restored.push(path.to_owned()),
+        Err(Error::GroupVanished { .. }) => report.gone.push(path.to_owned()),
+        Err(e) => report.failures.push(format!("restore {} to {value:?}: {e}", path.display())),
+    }
+}
+
+/// The `+ctrl -ctrl` write that turns `current` into `original` (both space-separated lists).
+fn subtree_control_diff(current: &str, original: &str) -> String {
+    let current: BTreeSet<&str> = current.split_whitespace().collect();
+    let original: BTreeSet<&str> = original.split_whitespace().collect();
+    let disable = current.difference(&original).map(|c| format!("-{c}"));
+    let enable = original.difference(&current).map(|c| format!("+{c}"));
+    disable.chain(enable).collect::<Vec<_>>().join(" ")
+}
+
+fn remove_created(dir: &Path, evacuate_to: &Path, report: &mut RestoreReport) {
+    if !dir.exists() {
+        report.gone.push(dir.to_owned());
+        return;
+    }
+    let procs = dir.join("cgroup.procs");
+    let pids = std::fs::read_to_string(&procs).ok().and_then(|t| cgroup::parse_pids(&t, &procs.display().to_string()).ok()).unwrap_or_default();
+    for pid in pids {
+        match cgroup::write_value(&evacuate_to.join("cgroup.procs"), &pid.to_string()) {
+            Ok(()) => report.evacuated_pids.push(pid),
+            // The process exited meanwhile.
+            Err(Error::WriteRejected { source, .. }) if source.raw_os_error() == Some(nix::libc::ESRCH) => {}
+            Err(e) => report.failures.push(format!("move pid {pid} out of {}: {e}", dir.display())),
+        }
+    }
+    match cgroup::remove_cgroup_dir(dir) {
+        Ok(()) => report.removed_dirs.push(dir.to_owned()),
+        Err(e) => report.failures.push(format!("remove {}: {e}", dir.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cgroup::fake::*;
+    use crate::cgroup::{CgroupBackend, GroupPath, HybridBackend, Knob, V2Backend};
+
+    fn group(path: &str) -> GroupPath {
+        GroupPath::new(path).unwrap()
+    }
+
+    /// Performs planned changes through the journal and fills new directories like the kernel.
+    fn create_journaled(journal: &mut Journal, backend: &dyn CgroupBackend, g: &GroupPath, files: &'static [(&'static str, &'static str)], unified_files: &'static [(&'static str, &'static str)]) {
+        for change in backend.plan_create(g).unwrap() {
+            journal.perform(&change).unwrap();
+            if let Change::Mkdir { dir, .. } = &change {
+                populate(dir, if dir.to_string_lossy().contains("/unified") { unified_files } else { files });
+            }
+        }
+    }
+
+    fn set(journal: &mut Journal, backend: &dyn CgroupBackend, g: &GroupPath, knob: Knob, bytes: Option<u64>) {
+        let write = backend.plan_knob(g, knob, bytes).unwrap().unwrap();
+        journal.perform(&Change::Write(write)).unwrap();
+    }
+
+    #[test]
+    fn a_crashed_run_is_restored_by_the_next_journal_hybrid() {
+        let dir = tempfile::tempdir().unwrap();
+        let (memory, unified) = hybrid_roots(dir.path());
+        let backend = HybridBackend::new(memory.clone(), unified.clone());
+        // Two groups that existed before the agent, with their own limits.
+        let (db, web) = (group("db"), group("web"));
+        for g in [&db, &web] {
+            populate(&g.dir_in(&memory), V1_MEMORY_FILES);
+            populate(&g.dir_in(&unified), UNIFIED_FILES);
+        }
+        std::fs::write(db.dir_in(&memory).join("memory.limit_in_bytes"), "1073741824\n").unwrap();
+        let journal_path = dir.path().join("journal.jsonl");
+
+        {
+            let (mut journal, report) = Journal::open(&journal_path).unwrap();
+            assert_eq!(report, None);
+            set(&mut journal, &backend, &db, Knob::Max, Some(512 << 20));
+            set(&mut journal, &backend, &db, Knob::Max, Some(256 << 20));
+            set(&mut journal, &backend, &web, Knob::Max, Some(128 << 20));
+            let rt = group("critmem/rt");
+            create_journaled(&mut journal, &backend, &rt, V1_MEMORY_FILES, UNIFIED_FILES);
+            set(&mut journal, &backend, &rt, Knob::Max, Some(64 << 20));
+            backend.move_pid(&rt, 4321).unwrap();
+            // Crash: the journal is dropped without restore_all.
+        }
+        assert_eq!(read(&db.dir_in(&memory).join("memory.limit_in_bytes")), "268435456");
+        let lines = read(&journal_path);
+        assert_eq!(lines.lines().count(), 6, "two originals, four created dirs (limits inside them not recorded):\n{lines}");
+
+        let (journal, report) = Journal::open(&journal_path).unwrap();
+        let report = report.expect("a previous run's journal is restored");
+        assert_eq!(read(&db.dir_in(&memory).join("memory.limit_in_bytes")), "1073741824");
+        assert_eq!(read(&web.dir_in(&memory).join("memory.limit_in_bytes")), "9223372036854771712");
+        for d in ["memory/critmem", "unified/critmem"] {
+            assert!(!dir.path().join(d).exists(), "{d} left behind");
+        }
+        assert_eq!(report.restored.len(), 2);
+        assert_eq!(report.removed_dirs.len(), 4);
+        assert_eq!(report.evacuated_pids, vec![4321, 4321]);
+        assert_eq!(read(&memory.join("cgroup.procs")), "4321");
+        assert!(report.failures.is_empty());
+        // The new journal starts empty; a clean shutdown removes it.
+        assert_eq!(read(&journal_path), "");
+        assert_eq!(journal.restore_all().unwrap(), RestoreReport::default());
+        assert!(!journal_path.exists());
+    }
+
+    #[test]
+    fn v2_subtree_control_is_restored_by_difference() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("cg");
+        v2_root(&root);
+        std::fs::write(root.join("cgroup.subtree_control"), "cpu\n").unwrap();
+        let backend = V2Backend::new(root.clone());
+        let existing = group("existing");
+        populate(&existing.dir_in(&root), V2_FILES);
+        let journal_path = dir.path().join("journal.jsonl");
+        {
+            let (mut journal, _) = Journal::open(&journal_path).unwrap();
+            create_journaled(&mut journal, &backend, &group("critmem/a"), V2_FILES, V2_FILES);
+            // The fake root does not merge `+memory` into its list as the kernel would.
+            std::fs::write(root.join("cgroup.subtree_control"), "cpu memory\n").unwrap();
+            for knob in Knob::ALL {
+                set(&mut journal, &backend, &existing, knob, Some(1 << 20));
+            }
+        }
+        let (_journal, report) = Journal::open(&journal_path).unwrap();
+        let report = report.unwrap();
+        assert_eq!(read(&root.join("cgroup.subtree_control")), "-memory");
+        assert_eq!(backend.knobs(&existing).unwrap(), Default::default());
+        assert!(!root.join("critmem").exists());
+        assert_eq!(report.restored.len(), 5);
+    }
+
+    #[test]
+    fn torn_last_line_and_vanished_groups_do_not_stop_the_restore() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("memory.limit_in_bytes");
+        std::fs::write(&file, "42").unwrap();
+        let journal_path = dir.path().join("journal.jsonl");
+        let lines = [
+            serde_json::to_string(&Entry::Original { v: 1, path: file.clone(), value: "7".into() }).unwrap(),
+            serde_json::to_string(&Entry::Original { v: 1, path: dir.path().join("gone/memory.max"), value: "max".into() }).unwrap(),
+            serde_json::to_string(&Entry::Original { v: 9, path: file.clone(), value: "8".into() }).unwrap(),
+            r#"{"v":1,"op":"original","path":"/x"#.to_owned(),
+        ];
+        std::fs::write(&journal_path, lines.join("\n")).unwrap();
+        let (_journal, report) = Journal::open(&journal_path).unwrap();
+        let report = report.unwrap();
+        assert_eq!(read(&file), "7");
+        assert_eq!(report.skipped_lines, 2);
+        assert_eq!(report.gone, vec![dir.path().join("gone/memory.max")]);
+    }
+
+    #[test]
+    fn failed_restore_keeps_the_journal_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("limit");
+        std::fs::create_dir(&target).unwrap(); // a directory cannot be written: the restore fails
+        let journal_path = dir.path().join("journal.jsonl");
+        let line = serde_json::to_string(&Entry::Original { v: 1, path: target, value: "7".into() }).unwrap();
+        std::fs::write(&journal_path, format!("{line}\n")).unwrap();
+        let err = Journal::open(&journal_path).unwrap_err();
+        assert!(err.to_string().contains("delete the journal"), "{err}");
+        assert!(read(&journal_path).contains("limit"));
+    }
+
+    #[test]
+    fn only_one_agent_holds_a_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let (_first, _) = Journal::open(&path).unwrap();
+        let err = Journal::open(&path).unwrap_err();
+        assert!(err.to_string().contains("another critmem agent"), "{err}");
+    }
+
+    #[test]
+    fn failed_mkdir_is_abandoned_not_removed_later() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal_path = dir.path().join("journal.jsonl");
+        let target = dir.path().join("missing-parent/child");
+        {
+            let (mut journal, _) = Journal::open(&journal_path).unwrap();
+            let change = Change::Mkdir { dir: target.clone(), evacuate_to: dir.path().to_owned() };
+            assert!(journal.perform(&change).is_err());
+        }
+        // Someone else creates it later; the restore must leave it alone.
+        std::fs::create_dir_all(&target).unwrap();
+        let (_journal, report) = Journal::open(&journal_path).unwrap();
+        assert!(target.exists());
+        assert!(report.unwrap().removed_dirs.is_empty());
+    }
+
+    #[test]
+    fn subtree_control_diff_adds_and_removes() {
+        assert_eq!(subtree_control_diff("cpu memory io", "cpu pids"), "-io -memory +pids");
+        assert_eq!(subtree_control_diff("cpu", "cpu"), "");
+    }
+}

@@ -1,0 +1,586 @@
+//! The job protocol: soft real-time processes report job release, completion and drops to the
+//! agent over a Unix-domain stream socket.
+//!
+//! Wire format, version 1: one JSON object per line (UTF-8, at most [`MAX_LINE_BYTES`] bytes
+//! including the newline), client to agent only; the agent never answers.
+//!
+//! ```text
+//! {"v":1,"op":"release","job":12,"deadline_ns":1700000000}
+//! {"v":1,"op":"complete","job":12}
+//! {"v":1,"op":"drop","job":12,"at_ns":1650000000}
+//! ```
+//!
+//! - `v` (required): protocol version, 1.
+//! - `op` (required): `release`, `complete` or `drop`.
+//! - `job` (required): the job's sequence number within its task (u64).
+//! - `deadline_ns` (release only, required there): absolute deadline on CLOCK_MONOTONIC.
+//! - `at_ns` (optional): when it happened on CLOCK_MONOTONIC; the agent uses the time it
+//!   received the line if absent.
+//! - `group` (optional): the group the sender believes it is in; if present it must be the
+//!   group the sender really is in.
+//!
+//! Unknown fields are rejected (a new field means a new version). The sender is identified
+//! with SO_PEERCRED (pid, uid) when it connects, and its group is read from
+//! `/proc/<pid>/cgroup` for every message, so a process can report only for the group it is in
+//! now. Connections from processes in no managed group, and messages naming another group,
+//! are refused (counted, logged, connection closed). Malformed lines are counted and logged
+//! and the connection goes on; nothing a client sends can stop the agent.
+
+use crate::error::{Error, Result};
+use crate::procfs::{is_within, Hierarchy, ProcFs};
+use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+use serde::Deserialize;
+use std::io::{ErrorKind, Read};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+
+/// Protocol version this agent speaks.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// Longest accepted line, newline included.
+pub const MAX_LINE_BYTES: usize = 512;
+/// Longest accepted `group` name.
+const MAX_GROUP_NAME_BYTES: usize = 128;
+
+/// What a job message reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobOp {
+    /// The job was released; its absolute deadline (CLOCK_MONOTONIC) is `deadline_ns`.
+    Release { deadline_ns: u64 },
+    Complete,
+    Drop,
+}
+
+/// One parsed message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobMessage {
+    pub op: JobOp,
+    pub job: u64,
+    pub at_ns: Option<u64>,
+    pub group: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Wire {
+    v: u32,
+    op: String,
+    job: u64,
+    #[serde(default)]
+    deadline_ns: Option<u64>,
+    #[serde(default)]
+    at_ns: Option<u64>,
+    #[serde(default)]
+    group: Option<String>,
+}
+
+/// Parses one line (with or without its trailing newline). Never panics, whatever the bytes.
+pub fn parse_message(line: &[u8]) -> Result<JobMessage> {
+    let bad = |reason: String| Error::parse("job message", "socket", reason);
+    if line.len() > MAX_LINE_BYTES {
+        return Err(bad(format!("{} bytes is longer than {MAX_LINE_BYTES}", line.len())));
+    }
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let wire: Wire = serde_json::from_slice(line).map_err(|e| bad(e.to_string()))?;
+    if wire.v != PROTOCOL_VERSION {
+        return Err(bad(format!("version {} is not supported (this agent speaks {PROTOCOL_VERSION})", wire.v)));
+    }
+    if wire.group.as_ref().is_some_and(|g| g.is_empty() || g.len() > MAX_GROUP_NAME_BYTES) {
+        return Err(bad(format!("group must be 1..={MAX_GROUP_NAME_BYTES} bytes")));
+    }
+    let op = match (wire.op.as_str(), wire.deadline_ns) {
+        ("release", Some(deadline_ns)) => JobOp::Release { deadline_ns },
+        ("release", None) => return Err(bad("release needs deadline_ns".into())),
+        ("complete" | "drop", Some(_)) => return Err(bad(format!("{} takes no deadline_ns", wire.op))),
+        ("complete", None) => JobOp::Complete,
+        ("drop", None) => JobOp::Drop,
+        (other, _) => return Err(bad(format!("unknown op {other:?} (expected release, complete or drop)"))),
+    };
+    Ok(JobMessage { op, job: wire.job, at_ns: wire.at_ns, group: wire.group })
+}
+
+/// Formats a message as its line (for clients and tests).
+pub fn format_message(message: &JobMessage) -> String {
+    let mut object = serde_json::Map::new();
+    object.insert("v".into(), PROTOCOL_VERSION.into());
+    let (op, deadline) = match message.op {
+        JobOp::Release { deadline_ns } => ("release", Some(deadline_ns)),
+        JobOp::Complete => ("complete", None),
+        JobOp::Drop => ("drop", None),
+    };
+    object.insert("op".into(), op.into());
+    object.insert("job".into(), message.job.into());
+    if let Some(d) = deadline {
+        object.insert("deadline_ns".into(), d.into());
+    }
+    if let Some(at) = message.at_ns {
+        object.insert("at_ns".into(), at.into());
+    }
+    if let Some(g) = &message.group {
+        object.insert("group".into(), g.clone().into());
+    }
+    let mut line = serde_json::Value::Object(object).to_string();
+    line.push('\n');
+    line
+}
+
+/// A group that may report jobs: its name in the configuration and its cgroup path in the
+/// deciding hierarchy (e.g. `/critmem/rt`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReportingGroup {
+    pub name: String,
+    pub cgroup: String,
+}
+
+/// A message accepted from a process in a managed group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReportedJob {
+    /// Index into the server's groups.
+    pub group: usize,
+    pub pid: u32,
+    pub uid: u32,
+    pub job: u64,
+    pub op: JobOp,
+    pub at_ns: Option<u64>,
+}
+
+/// Counters for metrics and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProtocolStats {
+    pub connections: u64,
+    pub accepted_messages: u64,
+    pub malformed_messages: u64,
+    /// Connections or messages from a process outside the group it reported for.
+    pub refused: u64,
+    /// Connections turned away because too many were open.
+    pub over_limit: u64,
+}
+
+/// Server settings.
+#[derive(Clone, Debug)]
+pub struct JobServerConfig {
+    /// The socket's path; its directory must be owned by the agent's user and writable by no
+    /// one else (it is created 0755 if missing).
+    pub socket_path: PathBuf,
+    /// Group that may connect (socket owner group, mode 0660); `None` leaves it the agent's.
+    pub socket_gid: Option<u32>,
+    pub groups: Vec<ReportingGroup>,
+    /// The hierarchy whose membership counts (memory's: v1 on hybrid, cgroup2 on v2).
+    pub hierarchy: Hierarchy,
+    pub proc: ProcFs,
+    pub max_connections: usize,
+}
+
+struct Connection {
+    stream: UnixStream,
+    pid: u32,
+    uid: u32,
+    buffer: Vec<u8>,
+    /// Inside an over-long line: drop bytes up to the next newline.
+    discarding: bool,
+    warned: bool,
+}
+
+/// The agent's end of the job socket; non-blocking, driven by [`JobServer::poll`] from the
+/// control loop.
+pub struct JobServer {
+    config: JobServerConfig,
+    listener: UnixListener,
+    connections: Vec<Connection>,
+    stats: ProtocolStats,
+}
+
+impl JobServer {
+    /// Binds the socket (replacing a stale socket file, never any other kind of file).
+    pub fn bind(config: JobServerConfig) -> Result<Self> {
+        let path = config.socket_path.clone();
+        let socket_err = |reason: String| Error::Socket { path: path.clone(), reason };
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).ok_or_else(|| socket_err("needs a directory".into()))?;
+        if !dir.exists() {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io("create socket directory", dir, e))?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).map_err(|e| Error::io("chmod", dir, e))?;
+        }
+        let meta = std::fs::metadata(dir).map_err(|e| Error::io("stat", dir, e))?;
+        if meta.uid() != nix::unistd::geteuid().as_raw() || meta.mode() & 0o022 != 0 {
+            return Err(socket_err(format!(
+                "directory {} must be owned by the agent's user and not writable by group or others (else another user could replace the socket)",
+                dir.display()
+            )));
+        }
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.file_type().is_socket() => std::fs::remove_file(&path).map_err(|e| Error::io("remove stale socket", &path, e))?,
+            Ok(_) => return Err(socket_err("exists and is not a socket; refusing to replace it".into())),
+            Err(_) => {}
+        }
+        let listener = UnixListener::bind(&path).map_err(|e| Error::io("bind", &path, e))?;
+        if let Some(gid) = config.socket_gid {
+            nix::unistd::chown(&path, None, Some(nix::unistd::Gid::from_raw(gid))).map_err(|e| Error::io("chown", &path, e.into()))?;
+        }
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o660)).map_err(|e| Error::io("chmod", &path, e))?;
+        listener.set_nonblocking(true).map_err(|e| Error::io("set non-blocking", &path, e))?;
+        Ok(JobServer { config, listener, connections: Vec::new(), stats: ProtocolStats::default() })
+    }
+
+    pub fn stats(&self) -> ProtocolStats {
+        self.stats
+    }
+
+    pub fn groups(&self) -> &[ReportingGroup] {
+        &self.config.groups
+    }
+
+    pub fn socket_path(&self) -> &Path {
+        &self.config.socket_path
+    }
+
+    /// Open connections.
+    pub fn connections(&self) -> usize {
+        self.connections.len()
+    }
+
+    /// Accepts waiting connections and reads every complete line available, without blocking.
+    pub fn poll(&mut self) -> Vec<ReportedJob> {
+        self.accept_all();
+        let mut jobs = Vec::new();
+        let mut index = 0;
+        while index < self.connections.len() {
+            if self.service(index, &mut jobs) {
+                index += 1;
+            } else {
+                self.connections.swap_remove(index);
+            }
+        }
+        jobs
+    }
+
+    fn accept_all(&mut self) {
+        loop {
+            let stream = match self.listener.accept() {
+                Ok((stream, _)) => stream,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // EMFILE and friends: leave the connection queued for a later tick.
+                    tracing::warn!(socket = %self.config.socket_path.display(), error = %e, "accept failed");
+                    return;
+                }
+            };
+            self.stats.connections += 1;
+            if self.connections.len() >= self.config.max_connections {
+                self.stats.over_limit += 1;
+                tracing::warn!(limit = self.config.max_connections, "job socket connection refused: too many open");
+                continue;
+            }
+            let credentials = match getsockopt(&stream, PeerCredentials) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "SO_PEERCRED failed; connection dropped");
+                    continue;
+                }
+            };
+            if stream.set_nonblocking(true).is_err() {
+                continue;
+            }
+            let (pid, uid) = (credentials.pid() as u32, credentials.uid());
+            if self.group_of(pid).is_none() {
+                self.stats.refused += 1;
+                tracing::warn!(pid, uid, "job socket connection refused: the process is in no managed group");
+                continue;
+            }
+            self.connections.push(Connection { stream, pid, uid, buffer: Vec::new(), discarding: false, warned: false });
+        }
+    }
+
+    /// The managed group (index) `pid` is in now: the deepest whose cgroup contains the
+    /// process's cgroup.
+    fn group_of(&self, pid: u32) -> Option<usize> {
+        let cgroup = match self.config.proc.cgroup_of(pid, &self.config.hierarchy) {
+            Ok(Some(path)) => path,
+            Ok(None) => return None,
+            Err(e) => {
+                tracing::debug!(pid, error = %e, "cannot read the peer's cgroup");
+                return None;
+            }
+        };
+        self.config
+            .groups
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| is_within(&cgroup, &g.cgroup))
+            .max_by_key(|(_, g)| g.cgroup.len())
+            .map(|(i, _)| i)
+    }
+
+    /// Reads what connection `index` has; returns false when it is to be closed.
+    fn service(&mut self, index: usize, jobs: &mut Vec<ReportedJob>) -> bool {
+        let mut chunk = [0u8; 4096];
+        loop {
+            let read = match self.connections[index].stream.read(&mut chunk) {
+                Ok(0) => return false,
+                Ok(n) => n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => return false,
+            };
+            for &byte in &chunk[..read] {
+                let conn = &mut self.connections[index];
+                if byte != b'\n' {
+                    if conn.discarding {
+                        continue;
+                    }
+                    conn.buffer.push(byte);
+                    if conn.buffer.len() >= MAX_LINE_BYTES {
+                        conn.buffer.clear();
+                        conn.discarding = true;
+                        self.malformed(index, &format!("line longer than {MAX_LINE_BYTES} bytes"));
+                    }
+                    continue;
+                }
+                if std::mem::take(&mut conn.discarding) {
+                    continue;
+                }
+                let line = std::mem::take(&mut conn.buffer);
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                if !self.handle_line(index, &line, jobs) {
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// Returns false when the sender is refused (the connection is then closed).
+    fn handle_line(&mut self, index: usize, line: &[u8], jobs: &mut Vec<ReportedJob>) -> bool {
+        let message = match parse_message(line) {
+            Ok(m) => m,
+            Err(e) => {
+                self.malformed(index, &e.to_string());
+                return true;
+            }
+        };
+        let (pid, uid) = (self.connections[index].pid, self.connections[index].uid);
+        let Some(group) = self.group_of(pid) else {
+            self.stats.refused += 1;
+            tracing::warn!(pid, uid, "job message refused: the sender has left its managed group");
+            return false;
+        };
+        if let Some(claimed) = &message.group {
+            if *claimed != self.config.groups[group].name {
+                self.stats.refused += 1;
+                tracing::warn!(pid, uid, claimed = %claimed, actual = %self.config.groups[group].name, "job message refused: the sender reported for a group it is not in");
+                return false;
+            }
+        }
+        self.stats.accepted_messages += 1;
+        jobs.push(ReportedJob { group, pid, uid, job: message.job, op: message.op, at_ns: message.at_ns });
+        true
+    }
+
+    /// Counts a malformed line; logs the first per connection at warn, the rest at debug so a
+    /// broken client cannot flood the log.
+    fn malformed(&mut self, index: usize, reason: &str) {
+        self.stats.malformed_messages += 1;
+        let conn = &mut self.connections[index];
+        if std::mem::replace(&mut conn.warned, true) {
+            tracing::debug!(pid = conn.pid, reason, "malformed job message");
+        } else {
+            tracing::warn!(pid = conn.pid, reason, "malformed job message (further ones from this connection are logged at debug)");
+        }
+    }
+}
+
+impl Drop for JobServer {
+    fn drop(&mut self) {
+        // Only our own socket: bind refused to replace anything else.
+        let _ = std::fs::remove_file(&self.config.socket_path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::io::Write;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn messages_parse() {
+        assert_eq!(
+            parse_message(br#"{"v":1,"op":"release","job":12,"deadline_ns":1700}"#).unwrap(),
+            JobMessage { op: JobOp::Release { deadline_ns: 1700 }, job: 12, at_ns: None, group: None }
+        );
+        assert_eq!(
+            parse_message(b"{\"v\":1,\"op\":\"complete\",\"job\":12,\"at_ns\":5,\"group\":\"rt\"}\r\n").unwrap(),
+            JobMessage { op: JobOp::Complete, job: 12, at_ns: Some(5), group: Some("rt".into()) }
+        );
+        assert_eq!(parse_message(br#"{"v":1,"op":"drop","job":0}"#).unwrap().op, JobOp::Drop);
+    }
+
+    #[test]
+    fn bad_messages_are_rejected_with_a_reason() {
+        for (line, reason) in [
+            (&br#"{"v":2,"op":"release","job":1,"deadline_ns":1}"#[..], "version"),
+            (br#"{"v":1,"op":"release","job":1}"#, "needs deadline_ns"),
+            (br#"{"v":1,"op":"complete","job":1,"deadline_ns":1}"#, "takes no deadline_ns"),
+            (br#"{"v":1,"op":"finish","job":1}"#, "unknown op"),
+            (br#"{"v":1,"op":"drop","job":-1}"#, "invalid value"),
+            (br#"{"v":1,"op":"drop","job":1,"extra":true}"#, "unknown field"),
+            (br#"{"v":1,"op":"drop","job":1,"group":""}"#, "group must be"),
+            (b"\xff\xfe", "expected value"),
+            (b"", "EOF"),
+        ] {
+            let err = parse_message(line).unwrap_err().to_string();
+            assert!(err.contains(reason), "{line:?}: {err}");
+        }
+        assert!(parse_message(&[b' '; MAX_LINE_BYTES + 1]).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn parser_never_panics_on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..700)) {
+            let _ = parse_message(&bytes);
+        }
+
+        #[test]
+        fn parser_never_panics_on_json_like_text(text in r#"\{("[a-z_]{0,12}":(-?[0-9]{0,25}|"[a-z]{0,8}"|null|true|\[\]|\{\}),?){0,8}\}"#) {
+            let _ = parse_message(text.as_bytes());
+        }
+
+        #[test]
+        fn formatted_messages_parse_back(job in any::<u64>(), deadline in any::<u64>(), at in proptest::option::of(any::<u64>()), kind in 0..3u8, group in proptest::option::of("[a-z]{1,10}")) {
+            let op = match kind { 0 => JobOp::Release { deadline_ns: deadline }, 1 => JobOp::Complete, _ => JobOp::Drop };
+            let message = JobMessage { op, job, at_ns: at, group };
+            prop_assert_eq!(parse_message(format_message(&message).as_bytes()).unwrap(), message);
+        }
+    }
+
+    fn self_pid() -> u32 {
+        std::process::id()
+    }
+
+    fn server(dir: &Path, proc: ProcFs, groups: Vec<ReportingGroup>, hierarchy: Hierarchy) -> JobServer {
+        JobServer::bind(JobServerConfig {
+            socket_path: dir.join("run/critmem.sock"),
+            socket_gid: None,
+            groups,
+            hierarchy,
+            proc,
+            max_connections: 4,
+        })
+        .unwrap()
+    }
+
+    /// Polls until `n` jobs arrived, or a refusal closed the last connection.
+    fn poll_for(server: &mut JobServer, n: usize) -> Vec<ReportedJob> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut jobs = Vec::new();
+        while jobs.len() < n && Instant::now() < deadline && !(server.stats().refused > 0 && server.connections() == 0) {
+            jobs.extend(server.poll());
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        jobs
+    }
+
+    fn fake_proc(dir: &Path, cgroup_file: &str) -> ProcFs {
+        let root = dir.join("proc");
+        std::fs::create_dir_all(root.join(self_pid().to_string())).unwrap();
+        std::fs::write(root.join(self_pid().to_string()).join("cgroup"), cgroup_file).unwrap();
+        ProcFs::new(root)
+    }
+
+    fn groups() -> Vec<ReportingGroup> {
+        vec![
+            ReportingGroup { name: "rt".into(), cgroup: "/critmem/rt".into() },
+            ReportingGroup { name: "batch".into(), cgroup: "/critmem/batch".into() },
+        ]
+    }
+
+    #[test]
+    fn a_process_in_no_managed_group_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let proc = fake_proc(dir.path(), "4:memory:/elsewhere\n0::/elsewhere\n");
+        let mut server = server(dir.path(), proc, groups(), Hierarchy::V1("memory".into()));
+        let mut client = UnixStream::connect(server.socket_path()).unwrap();
+        client.write_all(br#"{"v":1,"op":"release","job":1,"deadline_ns":10}"#).unwrap();
+        client.write_all(b"\n").unwrap();
+        assert!(poll_for(&mut server, 1).is_empty());
+        assert_eq!(server.stats().refused, 1);
+        assert_eq!(server.connections(), 0);
+    }
+
+    #[test]
+    fn a_process_cannot_report_for_a_group_it_is_not_in() {
+        let dir = tempfile::tempdir().unwrap();
+        // The sender is in batch (in the memory hierarchy; the unified line would say rt).
+        let proc = fake_proc(dir.path(), "4:memory:/critmem/batch/worker\n0::/critmem/rt\n");
+        let mut server = server(dir.path(), proc, groups(), Hierarchy::V1("memory".into()));
+        let mut client = UnixStream::connect(server.socket_path()).unwrap();
+        client.write_all(b"{\"v\":1,\"op\":\"complete\",\"job\":1,\"group\":\"batch\"}\n").unwrap();
+        client.write_all(b"{\"v\":1,\"op\":\"complete\",\"job\":2,\"group\":\"rt\"}\n").unwrap();
+        client.write_all(b"{\"v\":1,\"op\":\"complete\",\"job\":3,\"group\":\"batch\"}\n").unwrap();
+        let jobs = poll_for(&mut server, 2);
+        assert_eq!(jobs.iter().map(|j| (j.group, j.job)).collect::<Vec<_>>(), [(1, 1)], "only the honest message, then the connection is closed");
+        assert_eq!(server.stats().refused, 1);
+        assert_eq!(server.connections(), 0);
+    }
+
+    #[test]
+    fn a_process_in_its_real_group_reports_and_garbage_is_survived() {
+        // The real /proc: the managed group is whatever cgroup this test runs in.
+        let proc = ProcFs::new("/proc".into());
+        let hierarchy = [Hierarchy::V1("memory".into()), Hierarchy::Unified]
+            .into_iter()
+            .find(|h| proc.cgroup_of(self_pid(), h).ok().flatten().is_some())
+            .expect("this process is in some cgroup hierarchy");
+        let own = proc.cgroup_of(self_pid(), &hierarchy).unwrap().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut server = server(dir.path(), proc, vec![ReportingGroup { name: "self".into(), cgroup: own }], hierarchy);
+        let mode = std::fs::metadata(server.socket_path()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o660);
+
+        let mut client = UnixStream::connect(server.socket_path()).unwrap();
+        let mut stream = Vec::new();
+        stream.extend(format_message(&JobMessage { op: JobOp::Release { deadline_ns: 99 }, job: 7, at_ns: Some(1), group: Some("self".into()) }).bytes());
+        stream.extend(b"not json\n");
+        stream.extend(vec![b'x'; 2000]);
+        stream.extend(b"\n\n");
+        stream.extend(b"{\"v\":1,\"op\":\"comp");
+        client.write_all(&stream).unwrap();
+        let mut jobs = poll_for(&mut server, 1);
+        // The rest of a line split across writes.
+        client.write_all(b"lete\",\"job\":7}\n{\"v\":1,\"op\":\"drop\",\"job\":8}\n").unwrap();
+        jobs.extend(poll_for(&mut server, 2));
+        assert_eq!(
+            jobs.iter().map(|j| (j.job, j.op, j.pid)).collect::<Vec<_>>(),
+            [(7, JobOp::Release { deadline_ns: 99 }, self_pid()), (7, JobOp::Complete, self_pid()), (8, JobOp::Drop, self_pid())]
+        );
+        let stats = server.stats();
+        assert_eq!((stats.accepted_messages, stats.malformed_messages, stats.refused), (3, 2, 0));
+        assert_eq!(server.connections(), 1);
+        drop(client);
+        server.poll();
+        assert_eq!(server.connections(), 0);
+    }
+
+    #[test]
+    fn bind_refuses_to_replace_a_regular_file_and_cleans_up_its_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("run")).unwrap();
+        std::fs::write(dir.path().join("run/critmem.sock"), "precious").unwrap();
+        let config = JobServerConfig {
+            socket_path: dir.path().join("run/critmem.sock"),
+            socket_gid: None,
+            groups: groups(),
+            hierarchy: Hierarchy::Unified,
+            proc: ProcFs::new("/proc".into()),
+            max_connections: 4,
+        };
+        assert!(JobServer::bind(config.clone()).is_err());
+        std::fs::remove_file(&config.socket_path).unwrap();
+        let server = JobServer::bind(config.clone()).unwrap();
+        drop(server);
+        assert!(!config.socket_path.exists());
+    }
+}

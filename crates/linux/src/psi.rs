@@ -1,0 +1,340 @@
+//! Pressure stall information: parsing pressure files, deltas of `total`, and triggers.
+//!
+//! The averages are recomputed by the kernel only about every 2 s, so a millisecond control
+//! loop uses deltas of `total` (microseconds of stall, fresh on every read). Triggers are too
+//! coarse to control with (at best one event per 50 ms slot of a ≥500 ms window); they only
+//! wake a sleeping loop early.
+
+use crate::error::{Error, Result};
+use critmem_policy::StallTotals;
+use nix::poll::{PollFd, PollFlags, PollTimeout};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::fd::AsFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// One line of a pressure file.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PsiLine {
+    /// Share of wall time stalled, percent, averaged over 10/60/300 s.
+    pub avg10: f64,
+    pub avg60: f64,
+    pub avg300: f64,
+    /// Cumulative stall time, microseconds.
+    pub total_us: u64,
+}
+
+/// A whole pressure file.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pressure {
+    pub some: PsiLine,
+    /// Absent in `cpu.pressure` before Linux 5.13.
+    pub full: Option<PsiLine>,
+}
+
+/// Parses a pressure file (`/proc/pressure/*`, or a cgroup's `memory.pressure`,
+/// `io.pressure`, `cpu.pressure`); format from `kernel/sched/psi.c`:
+///
+/// ```text
+/// some avg10=0.00 avg60=0.00 avg300=0.00 total=123
+/// full avg10=0.00 avg60=0.00 avg300=0.00 total=0
+/// ```
+///
+/// The `some` line is required; the `full` line may be missing (older kernels' cpu.pressure).
+/// Unknown keys on a line are ignored so a future field does not break the agent; anything
+/// else (other line kinds, missing keys, non-numbers, duplicates) is an error.
+pub fn parse_pressure(text: &str, origin: &str) -> Result<Pressure> {
+    let mut some = None;
+    let mut full = None;
+    for line in text.lines() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let mut words = line.split_whitespace();
+        let kind = words.next().unwrap_or_default();
+        let slot = match kind {
+            "some" => &mut some,
+            "full" => &mut full,
+            _ => return Err(Error::parse("PSI", origin, format!("unexpected line {line:?} (expected `some ...` or `full ...`)"))),
+        };
+        if slot.is_some() {
+            return Err(Error::parse("PSI", origin, format!("duplicate `{kind}` line")));
+        }
+        *slot = Some(parse_psi_line(words, origin, line)?);
+    }
+    let some = some.ok_or_else(|| Error::parse("PSI", origin, "no `some` line"))?;
+    Ok(Pressure { some, full })
+}
+
+fn parse_psi_line<'a>(words: impl Iterator<Item = &'a str>, origin: &str, line: &str) -> Result<PsiLine> {
+    let bad = |reason: &str| Error::parse("PSI", origin, format!("{reason} in {line:?}"));
+    let (mut avg10, mut avg60, mut avg300, mut total_us) = (None, None, None, None);
+    for word in words {
+        let (key, value) = word.split_once('=').ok_or_else(|| bad("expected key=value"))?;
+        let avg = |value: &str| match value.parse::<f64>() {
+            Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+            _ => Err(bad("average is not a non-negative number")),
+        };
+        match key {
+            "avg10" => avg10 = Some(avg(value)?),
+            "avg60" => avg60 = Some(avg(value)?),
+            "avg300" => avg300 = Some(avg(value)?),
+            "total" => total_us = Some(value.parse::<u64>().map_err(|_| bad("total is not an unsigned integer"))?),
+            _ => {}
+        }
+    }
+    Ok(PsiLine {
+        avg10: avg10.ok_or_else(|| bad("missing avg10"))?,
+        avg60: avg60.ok_or_else(|| bad("missing avg60"))?,
+        avg300: avg300.ok_or_else(|| bad("missing avg300"))?,
+        total_us: total_us.ok_or_else(|| bad("missing total"))?,
+    })
+}
+
+/// Reads and parses one pressure file; a missing file is [`Error::PsiMissing`].
+pub fn read_pressure(path: &Path) -> Result<Pressure> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => parse_pressure(&text, &path.display().to_string()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::PsiMissing { path: path.to_owned() }),
+        Err(e) => Err(Error::io("read", path, e)),
+    }
+}
+
+/// Combines a group's memory and io pressure into the controllers' totals.
+pub fn stall_totals(memory: &Pressure, io: &Pressure) -> StallTotals {
+    StallTotals {
+        memory_some_us: memory.some.total_us,
+        memory_full_us: memory.full.map_or(0, |l| l.total_us),
+        io_some_us: io.some.total_us,
+        io_full_us: io.full.map_or(0, |l| l.total_us),
+    }
+}
+
+/// Stall accumulated between two readings. A total that went backwards means the group was
+/// recreated under the same name; the new totals are then the stall since recreation.
+pub fn stall_delta(previous: &StallTotals, now: &StallTotals) -> StallTotals {
+    let d = |prev: u64, now: u64| if now >= prev { now - prev } else { now };
+    StallTotals {
+        memory_some_us: d(previous.memory_some_us, now.memory_some_us),
+        memory_full_us: d(previous.memory_full_us, now.memory_full_us),
+        io_some_us: d(previous.io_some_us, now.io_some_us),
+        io_full_us: d(previous.io_full_us, now.io_full_us),
+    }
+}
+
+/// Which stall a trigger watches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StallKind {
+    Some,
+    Full,
+}
+
+/// What waiting on a trigger found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TriggerEvent {
+    /// The stall threshold was crossed within the window.
+    Fired,
+    /// The timeout passed first.
+    Timeout,
+    /// The group was removed (POLLERR): stop watching it.
+    GroupGone,
+}
+
+/// A PSI trigger on one pressure file: `<some|full> <stall_us> <window_us>` written to the file
+/// opened O_RDWR|O_NONBLOCK, then POLLPRI when the group stalled `stall_us` within a window.
+/// The kernel allows one trigger per open file, so each trigger owns its descriptor.
+#[derive(Debug)]
+pub struct PsiTrigger {
+    file: File,
+    path: PathBuf,
+}
+
+/// Window bounds the kernel accepts (psi.rst).
+pub const TRIGGER_WINDOW_MIN_US: u64 = 500_000;
+pub const TRIGGER_WINDOW_MAX_US: u64 = 10_000_000;
+
+impl PsiTrigger {
+    /// Arms a trigger. `stall_us` must be positive and at most `window_us`; `window_us` must lie
+    /// in [500 ms, 10 s].
+    pub fn new(path: &Path, kind: StallKind, stall_us: u64, window_us: u64) -> Result<Self> {
+        if !(TRIGGER_WINDOW_MIN_US..=TRIGGER_WINDOW_MAX_US).contains(&window_us) || stall_us == 0 || stall_us > window_us {
+            return Err(Error::parse(
+                "PSI trigger",
+                path.display().to_string(),
+                format!("window_us={window_us} must be in 500000..=10000000 and stall_us={stall_us} in 1..=window_us"),
+            ));
+        }
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(nix::libc::O_NONBLOCK)
+            .open(path)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => Error::PsiMissing { path: path.to_owned() },
+                _ => Error::io("open", path, e),
+            })?;
+        let kind = match kind {
+            StallKind::Some => "some",
+            StallKind::Full => "full",
+        };
+        let spec = format!("{kind} {stall_us} {window_us}");
+        // The kernel wants the spec in one write.
+        file.write_all(spec.as_bytes()).map_err(|e| match e.raw_os_error() {
+            Some(nix::libc::EINVAL) => {
+                // `%` rather than is_multiple_of: the workspace's rust-version predates it.
+                #[allow(clippy::manual_is_multiple_of)]
+                let hint = if window_us % UNPRIVILEGED_WINDOW_STEP_US != 0 && !has_cap_sys_resource(Path::new("/proc")) {
+                    "without CAP_SYS_RESOURCE (this process lacks it, e.g. in a container) the window must be a multiple of 2 s; use window_us=2000000 or grant the capability".to_owned()
+                } else {
+                    "stall_us must be at most window_us and the window within 500 ms..10 s".to_owned()
+                };
+                Error::PsiTriggerRejected { path: path.to_owned(), spec: spec.clone(), hint }
+            }
+            Some(nix::libc::EOPNOTSUPP) => Error::PsiTriggerRejected {
+                path: path.to_owned(),
+                spec: spec.clone(),
+                hint: "pressure accounting is disabled for this group (cgroup.pressure is 0); write 1 to it".to_owned(),
+            },
+            _ => Error::io("arm PSI trigger on", path, e),
+        })?;
+        Ok(PsiTrigger { file, path: path.to_owned() })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Waits up to `timeout` for this trigger.
+    pub fn wait(&self, timeout: Duration) -> Result<TriggerEvent> {
+        Ok(wait_any(&[self], timeout)?.into_iter().next().map_or(TriggerEvent::Timeout, |(_, event)| event))
+    }
+}
+
+/// Without CAP_SYS_RESOURCE the kernel accepts only windows that are multiples of 2 s (such
+/// triggers ride on the 2 s averaging work instead of the real-time poller).
+pub const UNPRIVILEGED_WINDOW_STEP_US: u64 = 2_000_000;
+
+/// Whether this process has CAP_SYS_RESOURCE in its effective set, from the `CapEff:` line of
+/// `<proc_root>/self/status` (hexadecimal capability mask, e.g. `CapEff:\t000001ffffffffff`).
+/// Root in a container often lacks it, which restricts PSI trigger windows.
+pub fn has_cap_sys_resource(proc_root: &Path) -> bool {
+    const CAP_SYS_RESOURCE: u32 = 24;
+    std::fs::read_to_string(proc_root.join("self/status"))
+        .ok()
+        .and_then(|status| parse_cap_eff(&status))
+        .is_some_and(|caps| caps & (1 << CAP_SYS_RESOURCE) != 0)
+}
+
+fn parse_cap_eff(status: &str) -> Option<u64> {
+    let line = status.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
+    u64::from_str_radix(line.trim(), 16).ok()
+}
+
+/// Waits up to `timeout` for any of `triggers`; returns the index and event of each that is
+/// ready (empty on timeout). Interrupted waits (EINTR) return empty so the loop runs a tick.
+pub fn wait_any(triggers: &[&PsiTrigger], timeout: Duration) -> Result<Vec<(usize, TriggerEvent)>> {
+    let mut fds: Vec<PollFd> = triggers.iter().map(|t| PollFd::new(t.file.as_fd(), PollFlags::POLLPRI)).collect();
+    let timeout = PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX);
+    match nix::poll::poll(&mut fds, timeout) {
+        Ok(_) => {}
+        Err(nix::errno::Errno::EINTR) => return Ok(Vec::new()),
+        Err(errno) => return Err(Error::io("poll", Path::new("PSI triggers"), errno.into())),
+    }
+    let mut ready = Vec::new();
+    for (index, fd) in fds.iter().enumerate() {
+        let revents = fd.revents().unwrap_or(PollFlags::empty());
+        // POLLERR comes with POLLPRI when the group is destroyed, so check it first.
+        if revents.intersects(PollFlags::POLLERR | PollFlags::POLLNVAL | PollFlags::POLLHUP) {
+            ready.push((index, TriggerEvent::GroupGone));
+        } else if revents.contains(PollFlags::POLLPRI) {
+            ready.push((index, TriggerEvent::Fired));
+        }
+    }
+    Ok(ready)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MEMORY: &str = "some avg10=1.50 avg60=0.25 avg300=0.00 total=123456\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=789\n";
+
+    #[test]
+    fn both_lines_are_parsed() {
+        let p = parse_pressure(MEMORY, "memory.pressure").unwrap();
+        assert_eq!(p.some, PsiLine { avg10: 1.5, avg60: 0.25, avg300: 0.0, total_us: 123_456 });
+        assert_eq!(p.full.unwrap().total_us, 789);
+    }
+
+    #[test]
+    fn cpu_pressure_without_full_line_is_accepted() {
+        let p = parse_pressure("some avg10=0.00 avg60=0.00 avg300=0.00 total=5\n", "cpu.pressure").unwrap();
+        assert_eq!(p.some.total_us, 5);
+        assert_eq!(p.full, None);
+        let totals = stall_totals(&p, &p);
+        assert_eq!(totals.memory_full_us, 0);
+    }
+
+    #[test]
+    fn unknown_keys_are_ignored() {
+        let p = parse_pressure("some avg10=0.00 avg60=0.00 avg300=0.00 total=5 avg1=3.0\n", "x").unwrap();
+        assert_eq!(p.some.total_us, 5);
+    }
+
+    #[test]
+    fn garbage_is_rejected() {
+        for text in [
+            "",
+            "full avg10=0.00 avg60=0.00 avg300=0.00 total=1\n",
+            "some avg10=0.00 avg60=0.00 avg300=0.00\n",
+            "some avg10=0.00 avg60=0.00 avg300=0.00 total=-1\n",
+            "some avg10=x avg60=0.00 avg300=0.00 total=1\n",
+            "some avg10=NaN avg60=0.00 avg300=0.00 total=1\n",
+            "some avg10=0.00 avg60=0.00 avg300=0.00 total=1\nsome avg10=0.00 avg60=0.00 avg300=0.00 total=1\n",
+            "some avg10 avg60=0.00 avg300=0.00 total=1\n",
+            "partial avg10=0.00 avg60=0.00 avg300=0.00 total=1\n",
+            "\u{0}\u{1}binary",
+        ] {
+            assert!(parse_pressure(text, "fixture").is_err(), "accepted {text:?}");
+        }
+    }
+
+    #[test]
+    fn deltas_subtract_and_survive_a_recreated_group() {
+        let a = StallTotals { memory_some_us: 100, memory_full_us: 10, io_some_us: 50, io_full_us: 5 };
+        let b = StallTotals { memory_some_us: 160, memory_full_us: 10, io_some_us: 20, io_full_us: 7 };
+        assert_eq!(stall_delta(&a, &b), StallTotals { memory_some_us: 60, memory_full_us: 0, io_some_us: 20, io_full_us: 2 });
+    }
+
+    #[test]
+    fn missing_pressure_file_is_psi_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = read_pressure(&dir.path().join("memory.pressure")).unwrap_err();
+        assert!(err.to_string().starts_with("PSI missing"), "{err}");
+    }
+
+    #[test]
+    fn effective_capabilities_are_read_from_status() {
+        assert_eq!(parse_cap_eff("Name:\tx\nCapEff:\t000001fffeffffff\n"), Some(0x1fffeffffff));
+        assert_eq!(parse_cap_eff("Name:\tx\n"), None);
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("self")).unwrap();
+        std::fs::write(dir.path().join("self/status"), "CapEff:\t000001fffeffffff\n").unwrap();
+        assert!(!has_cap_sys_resource(dir.path()));
+        std::fs::write(dir.path().join("self/status"), "CapEff:\t000001ffffffffff\n").unwrap();
+        assert!(has_cap_sys_resource(dir.path()));
+    }
+
+    #[test]
+    fn trigger_parameters_are_checked_before_touching_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("memory.pressure");
+        std::fs::write(&path, MEMORY).unwrap();
+        assert!(PsiTrigger::new(&path, StallKind::Some, 1000, 100_000).is_err());
+        assert!(PsiTrigger::new(&path, StallKind::Some, 0, 1_000_000).is_err());
+        assert!(PsiTrigger::new(&path, StallKind::Some, 2_000_000, 1_000_000).is_err());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), MEMORY);
+    }
+}

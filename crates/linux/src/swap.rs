@@ -1,0 +1,394 @@
+//! critmem's own swapfile: set up, tear down, and never touch any other swap.
+//!
+//! Ownership is proved twice: a state file records the swapfile's path and the UUID critmem
+//! gave it, and the swap header of the file must carry that UUID and the label
+//! [`SWAP_LABEL`]. `teardown` refuses to swapoff or delete anything that fails either check.
+//! The state file is written before the swapfile is created, so a crash mid-setup leaves
+//! enough behind for `teardown` to clean up.
+
+use crate::error::{Error, Result};
+use crate::layout::unescape_octal;
+use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Label mkswap writes into critmem's swapfile.
+pub const SWAP_LABEL: &str = "critmem-swap";
+/// mkswap needs at least 10 pages; anything under 1 MiB is surely a mistake.
+pub const MIN_SWAP_BYTES: u64 = 1 << 20;
+
+/// One line of `/proc/swaps`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SwapEntry {
+    pub path: PathBuf,
+    /// `file` or `partition`.
+    pub kind: String,
+    pub size_bytes: u64,
+    pub used_bytes: u64,
+    pub priority: i32,
+}
+
+/// Parses `/proc/swaps` (whitespace-separated, sizes in KiB, the path escaped like mount
+/// fields):
+///
+/// ```text
+/// Filename                Type        Size        Used        Priority
+/// /var/lib/critmem/swapfile               file        65532        0        -2
+/// ```
+pub fn parse_proc_swaps(text: &str) -> Result<Vec<SwapEntry>> {
+    let mut entries = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() || (index == 0 && line.starts_with("Filename")) {
+            continue;
+        }
+        let bad = |reason: &str| Error::parse("/proc/swaps", format!("line {}", index + 1), format!("{reason} in {line:?}"));
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [path, kind, size_kib, used_kib, priority] = fields[..] else {
+            return Err(bad("expected 5 fields"));
+        };
+        let kib = |s: &str| s.parse::<u64>().map(|k| k * 1024).map_err(|_| bad("size is not a number"));
+        entries.push(SwapEntry {
+            path: PathBuf::from(unescape_octal(path)),
+            kind: kind.to_owned(),
+            size_bytes: kib(size_kib)?,
+            used_bytes: kib(used_kib)?,
+            priority: priority.parse().map_err(|_| bad("priority is not a number"))?,
+        });
+    }
+    Ok(entries)
+}
+
+/// What the state file records.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwapState {
+    pub v: u32,
+    /// Absolute path of the swapfile.
+    pub path: PathBuf,
+    pub size_bytes: u64,
+    /// UUID given to mkswap.
+    pub uuid: String,
+    pub label: String,
+}
+
+/// Manages critmem's swapfile.
+#[derive(Clone, Debug)]
+pub struct SwapManager {
+    state_file: PathBuf,
+    proc_root: PathBuf,
+}
+
+impl SwapManager {
+    /// `state_file` records ownership (e.g. `/var/lib/critmem/swap.json`); `proc_root` is
+    /// `/proc` or a fake tree.
+    pub fn new(state_file: PathBuf, proc_root: PathBuf) -> Self {
+        SwapManager { state_file, proc_root }
+    }
+
+    /// Active swap areas.
+    pub fn active(&self) -> Result<Vec<SwapEntry>> {
+        let path = self.proc_root.join("swaps");
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::io("read", &path, e))?;
+        parse_proc_swaps(&text)
+    }
+
+    /// The recorded swapfile, if critmem set one up.
+    pub fn state(&self) -> Result<Option<SwapState>> {
+        match std::fs::read_to_string(&self.state_file) {
+            Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| Error::Journal {
+                path: self.state_file.clone(),
+                reason: format!("swap state is unreadable ({e}); check the swapfile it names by hand, then delete it"),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io("read", &self.state_file, e)),
+        }
+    }
+
+    /// Whether the recorded swapfile is in `/proc/swaps`.
+    pub fn is_active(&self, state: &SwapState) -> Result<bool> {
+        Ok(self.active()?.iter().any(|e| e.path == state.path))
+    }
+
+    /// Creates a swapfile of `size_bytes` (rounded up to 4 KiB) at `path`, which must not
+    /// exist, labels it, and enables it. Refuses if critmem already has one.
+    pub fn setup(&self, path: &Path, size_bytes: u64) -> Result<SwapState> {
+        if let Some(existing) = self.state()? {
+            return Err(Error::SwapNotOurs {
+                path: existing.path,
+                reason: "critmem already has a swapfile recorded; run `critmem swap teardown` first".into(),
+            });
+        }
+        if size_bytes < MIN_SWAP_BYTES {
+            return Err(Error::parse("swap size", "setup", format!("{size_bytes} bytes is below the minimum of {MIN_SWAP_BYTES}")));
+        }
+        let size_bytes = size_bytes.div_ceil(4096) * 4096;
+        if path.exists() {
+            return Err(Error::SwapNotOurs { path: path.to_owned(), reason: "the file already exists; choose a new path".into() });
+        }
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let dir = std::fs::canonicalize(dir).map_err(|e| Error::io("resolve", dir, e))?;
+        let path = dir.join(path.file_name().ok_or_else(|| Error::parse("swap path", path.display().to_string(), "has no file name"))?);
+        let state = SwapState { v: 1, path: path.clone(), size_bytes, uuid: random_uuid()?, label: SWAP_LABEL.to_owned() };
+        self.write_state(&state)?;
+        let file = match OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path) {
+            Ok(file) => file,
+            Err(e) => {
+                let _ = std::fs::remove_file(&self.state_file);
+                return Err(Error::io("create swapfile", &path, e));
+            }
+        };
+        if let Err(e) = self.format_and_enable(&file, &state) {
+            // Undo what this call made: the file it created exclusively (unless the kernel
+            // is using it after all) and the state.
+            if !self.is_active(&state).unwrap_or(true) {
+                let _ = std::fs::remove_file(&path);
+                let _ = std::fs::remove_file(&self.state_file);
+            }
+            return Err(e);
+        }
+        Ok(state)
+    }
+
+    fn format_and_enable(&self, file: &File, state: &SwapState) -> Result<()> {
+        let path = &state.path;
+        allocate(file, path, state.size_bytes)?;
+        run("mkswap", &["-L", SWAP_LABEL, "-U", &state.uuid, &path.to_string_lossy()])?;
+        let swapon = Command::new(tool("swapon")).arg(path).output().map_err(|e| Error::io("run", Path::new("swapon"), e))?;
+        if !swapon.status.success() {
+            return Err(Error::SwapUnsupported { path: path.clone(), stderr: String::from_utf8_lossy(&swapon.stderr).trim().to_owned() });
+        }
+        if !self.is_active(state)? {
+            return Err(Error::SwapUnsupported { path: path.clone(), stderr: "swapon succeeded but /proc/swaps does not list the file".into() });
+        }
+        Ok(())
+    }
+
+    fn write_state(&self, state: &SwapState) -> Result<()> {
+        if let Some(dir) = self.state_file.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io("create state directory", dir, e))?;
+        }
+        let text = serde_json::to_string_pretty(state).map_err(|e| Error::parse("swap state", "setup", e.to_string()))?;
+        let mut file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&self.state_file).map_err(|e| Error::io("create", &self.state_file, e))?;
+        file.write_all(text.as_bytes()).and_then(|()| file.sync_all()).map_err(|e| Error::io("write", &self.state_file, e))
+    }
+
+    /// Disables and deletes critmem's swapfile. Returns its path, or `None` when critmem has
+    /// none. Refuses (touching nothing) if the file's swap header is not the one critmem wrote.
+    pub fn teardown(&self) -> Result<Option<PathBuf>> {
+        let Some(state) = self.state()? else { return Ok(None) };
+        let path = &state.path;
+        if path.exists() {
+            match read_swap_header(path)? {
+                Some(header) if header.label == state.label && header.uuid == state.uuid => {}
+                Some(header) => {
+                    return Err(Error::SwapNotOurs {
+                        path: path.clone(),
+                        reason: format!("its swap header (label {:?}, UUID {}) is not the one critmem wrote ({})", header.label, header.uuid, state.uuid),
+                    })
+                }
+                // No swap signature: setup stopped between creating the file and mkswap.
+                None if self.is_active(&state)? => {
+                    return Err(Error::SwapNotOurs { path: path.clone(), reason: "it is active but has no swap header critmem can read".into() })
+                }
+                None => {}
+            }
+            if self.is_active(&state)? {
+                run("swapoff", &[&path.to_string_lossy()])?;
+            }
+            std::fs::remove_file(path).map_err(|e| Error::io("remove swapfile", path, e))?;
+        }
+        std::fs::remove_file(&self.state_file).map_err(|e| Error::io("remove", &self.state_file, e))?;
+        Ok(Some(state.path))
+    }
+}
+
+/// Label and UUID from a swap header (`union swap_header` in include/linux/swap.h): the
+/// `SWAPSPACE2` magic ends the first page; `sws_uuid[16]` is at byte 1036 and
+/// `sws_volume[16]` (the label) at 1052.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SwapHeader {
+    pub uuid: String,
+    pub label: String,
+}
+
+/// Reads the header; `None` if the file carries no swap signature.
+pub fn read_swap_header(path: &Path) -> Result<Option<SwapHeader>> {
+    let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE).ok().flatten().map_or(4096, |p| p as usize);
+    let mut buffer = vec![0u8; page];
+    let mut file = File::open(path).map_err(|e| Error::io("open", path, e))?;
+    let mut filled = 0;
+    while filled < page {
+        match file.read(&mut buffer[filled..]) {
+            Ok(0) => return Ok(None),
+            Ok(n) => filled += n,
+            Err(e) => return Err(Error::io("read", path, e)),
+        }
+    }
+    if &buffer[page - 10..] != b"SWAPSPACE2" {
+        return Ok(None);
+    }
+    let uuid = format_uuid(buffer[1036..1052].try_into().expect("16 bytes"));
+    let label_bytes = &buffer[1052..1068];
+    let label = String::from_utf8_lossy(&label_bytes[..label_bytes.iter().position(|&b| b == 0).unwrap_or(16)]).into_owned();
+    Ok(Some(SwapHeader { uuid, label }))
+}
+
+fn format_uuid(bytes: [u8; 16]) -> String {
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+}
+
+/// A random (version 4) UUID.
+fn random_uuid() -> Result<String> {
+    let mut bytes = [0u8; 16];
+    File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes)).map_err(|e| Error::io("read", Path::new("/dev/urandom"), e))?;
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    Ok(format_uuid(bytes))
+}
+
+/// Reserves the file's blocks. Swap needs real blocks (no holes): fallocate, or zeros where
+/// the filesystem lacks it.
+fn allocate(file: &File, path: &Path, size_bytes: u64) -> Result<()> {
+    let len = i64::try_from(size_bytes).map_err(|_| Error::parse("swap size", "setup", "too large"))?;
+    match nix::fcntl::fallocate(file, nix::fcntl::FallocateFlags::empty(), 0, len) {
+        Ok(()) => {}
+        Err(nix::errno::Errno::EOPNOTSUPP) => {
+            let zeros = vec![0u8; 1 << 20];
+            let mut left = size_bytes;
+            let mut writer = file;
+            while left > 0 {
+                let n = left.min(zeros.len() as u64) as usize;
+                writer.write_all(&zeros[..n]).map_err(|e| Error::io("fill swapfile", path, e))?;
+                left -= n as u64;
+            }
+        }
+        Err(e) => return Err(Error::io("allocate swapfile", path, e.into())),
+    }
+    file.sync_all().map_err(|e| Error::io("sync swapfile", path, e))
+}
+
+/// util-linux tools live in sbin, which a non-login PATH may lack.
+fn tool(name: &str) -> PathBuf {
+    for dir in ["/usr/sbin", "/sbin", "/usr/bin", "/bin"] {
+        let candidate = Path::new(dir).join(name);
+        if candidate.exists() {
+            return candidate;
+        }
+    }
+    PathBuf::from(name)
+}
+
+fn run(name: &str, args: &[&str]) -> Result<()> {
+    let output = Command::new(tool(name)).args(args).output().map_err(|e| Error::io("run", Path::new(name), e))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(Error::Command {
+            command: format!("{name} {}", args.join(" ")),
+            status: output.status.to_string(),
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SWAPS: &str = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n/dev/vdb                                partition\t1048572\t\t0\t\t-2\n/var/lib/my\\040swap                     file\t\t65532\t\t1024\t\t-3\n";
+
+    #[test]
+    fn proc_swaps_is_parsed() {
+        let entries = parse_proc_swaps(SWAPS).unwrap();
+        assert_eq!(entries.len(), 2);
+        assert_eq!(entries[1], SwapEntry { path: "/var/lib/my swap".into(), kind: "file".into(), size_bytes: 65532 * 1024, used_bytes: 1024 * 1024, priority: -3 });
+        assert!(parse_proc_swaps("Filename Type Size Used Priority\n").unwrap().is_empty());
+        assert!(parse_proc_swaps("Filename Type Size Used Priority\n/x file 1 2\n").is_err());
+        assert!(parse_proc_swaps("/x file big 2 -1\n").is_err());
+    }
+
+    fn manager(dir: &Path, swaps: &str) -> SwapManager {
+        let proc = dir.join("proc");
+        std::fs::create_dir_all(&proc).unwrap();
+        std::fs::write(proc.join("swaps"), swaps).unwrap();
+        SwapManager::new(dir.join("state/swap.json"), proc)
+    }
+
+    /// A file with a swap header as mkswap writes it.
+    fn fake_swapfile(path: &Path, uuid: [u8; 16], label: &str) {
+        let mut page = vec![0u8; 4096];
+        page[1036..1052].copy_from_slice(&uuid);
+        page[1052..1052 + label.len()].copy_from_slice(label.as_bytes());
+        page[4086..].copy_from_slice(b"SWAPSPACE2");
+        std::fs::write(path, page).unwrap();
+    }
+
+    #[test]
+    fn swap_header_label_and_uuid_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("swapfile");
+        fake_swapfile(&path, [0x12; 16], "critmem-swap");
+        assert_eq!(
+            read_swap_header(&path).unwrap(),
+            Some(SwapHeader { uuid: "12121212-1212-1212-1212-121212121212".into(), label: "critmem-swap".into() })
+        );
+        std::fs::write(&path, vec![0u8; 8192]).unwrap();
+        assert_eq!(read_swap_header(&path).unwrap(), None);
+    }
+
+    #[test]
+    fn teardown_without_state_does_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let manager = manager(dir.path(), SWAPS);
+        assert_eq!(manager.teardown().unwrap(), None);
+    }
+
+    #[test]
+    fn teardown_refuses_a_file_whose_header_is_not_ours() {
+        let dir = tempfile::tempdir().unwrap();
+        let manager = manager(dir.path(), SWAPS);
+        let path = dir.path().join("swapfile");
+        fake_swapfile(&path, [0x34; 16], "someone-else");
+        let state = SwapState { v: 1, path: path.clone(), size_bytes: 4096, uuid: "12121212-1212-1212-1212-121212121212".into(), label: SWAP_LABEL.into() };
+        manager.write_state(&state).unwrap();
+        let err = manager.teardown().unwrap_err();
+        assert!(err.to_string().contains("refusing to touch swap"), "{err}");
+        assert!(path.exists(), "the file must be left alone");
+    }
+
+    #[test]
+    fn teardown_cleans_up_after_a_setup_that_died_before_mkswap() {
+        let dir = tempfile::tempdir().unwrap();
+        let manager = manager(dir.path(), SWAPS);
+        let path = dir.path().join("swapfile");
+        std::fs::write(&path, vec![0u8; 8192]).unwrap();
+        let state = SwapState { v: 1, path: path.clone(), size_bytes: 8192, uuid: random_uuid().unwrap(), label: SWAP_LABEL.into() };
+        manager.write_state(&state).unwrap();
+        assert_eq!(manager.teardown().unwrap(), Some(path.clone()));
+        assert!(!path.exists());
+        assert_eq!(manager.state().unwrap(), None);
+    }
+
+    #[test]
+    fn setup_refuses_existing_files_and_tiny_sizes() {
+        let dir = tempfile::tempdir().unwrap();
+        let manager = manager(dir.path(), SWAPS);
+        let existing = dir.path().join("data");
+        std::fs::write(&existing, "precious").unwrap();
+        assert!(manager.setup(&existing, 64 << 20).is_err());
+        assert_eq!(std::fs::read_to_string(&existing).unwrap(), "precious");
+        assert!(manager.setup(&dir.path().join("new"), 4096).is_err());
+        assert_eq!(manager.state().unwrap(), None);
+    }
+
+    #[test]
+    fn uuids_are_version_4() {
+        let uuid = random_uuid().unwrap();
+        assert_eq!(uuid.len(), 36);
+        assert_eq!(&uuid[14..15], "4");
+    }
+}
