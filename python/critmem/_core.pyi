@@ -2,7 +2,7 @@
 
 from typing import Any, Final, final
 
-__all__ = ["__version__", "ScenarioError", "SimOutput", "simulate", "analyze"]
+__all__ = ["__version__", "ScenarioError", "SimOutput", "simulate", "analyze", "measure_memory_ops"]
 
 __version__: Final[str]
 
@@ -33,6 +33,10 @@ class SimOutput:
     @property
     def segments(self) -> dict[str, list[Any]]:
         """Execution-segment columns: cpu, task, job, start_ms, end_ms."""
+    @property
+    def memory_timeline(self) -> dict[str, list[Any]]:
+        """Memory timeline columns (empty without [memory]): time_ms, reserved_physical_mb,
+        used_mb, reservation:<name> (pages it accounts), resident:<task> (resident pages)."""
 
 def simulate(
     text: str,
@@ -50,3 +54,14 @@ def simulate(
 
 def analyze(text: str, source_name: str, format: str) -> str:
     """Loads `text` and runs the schedulability analyses; returns the report as JSON."""
+
+def measure_memory_ops(iterations: int = 20, pages: int = 4096) -> dict[str, float]:
+    """Wall-clock nanoseconds per operation of the memory model's own data structures (not
+    kernel cycles), the median over `iterations` fresh machines of `pages` operations each.
+
+    Keys are `"<operation>/<column>"`: operations `alloc` (first touch of a private anonymous
+    page), `free` (its frame released when the address space exits), `map` (a second address
+    space's first read of a resident shared page), `unmap` (that space exiting); columns
+    `global` (no reservation, shared region left to the global LRU), `reservation`
+    (reservations, No-SP-Mgmt) and `spc` (reservations with Shared-Page Conservation).
+    Raises ValueError if `iterations` is 0 or `pages` is not from 1 to 2**22."""

@@ -60,6 +60,8 @@ class RunResult:
     """Scheduler events the engine handled."""
     hyperperiod_ms: float | None
     """Least common multiple of the task periods, if it is representable."""
+    memory_timeline: pd.DataFrame = field(repr=False)
+    """Samples of memory use over time (empty unless the scenario declares [memory])."""
     summary_json: str = field(repr=False)
 
     def to_json(self) -> str:
@@ -80,6 +82,12 @@ class RunResult:
     @property
     def horizon_ms(self) -> float:
         return float(self.summary["horizon_ms"])
+
+    @property
+    def memory(self) -> dict[str, Any] | None:
+        """Per-task faults and swapping, PSI totals per group, reservations (with [memory])."""
+        m = self.summary.get("memory")
+        return None if m is None else dict(m)
 
 
 @dataclass(frozen=True, eq=False)
@@ -142,6 +150,7 @@ def _run_source(
         seed=out.seed,
         events=out.events,
         hyperperiod_ms=out.hyperperiod_ms,
+        memory_timeline=pd.DataFrame(out.memory_timeline),
         summary_json=out.summary_json,
     )
 

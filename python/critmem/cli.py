@@ -7,11 +7,14 @@ one line `critmem: error: ...` on stderr and exit code 2; never a traceback.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import TracebackType
 from typing import Any, NoReturn
 
 from rich import box
@@ -23,6 +26,7 @@ from critmem import __version__
 from critmem._core import ScenarioError
 from critmem._source import read_path
 from critmem.api import AnalysisResult, RunResult, _analyze_source, _run_source
+from critmem.reproduce import PAPERS, QuietProgress, get
 
 EXIT_USAGE = 2
 # An exception that is not the user's fault: a bug in critmem.
@@ -142,6 +146,47 @@ def _print_run(result: RunResult) -> None:
     columns = ["task", "crit", "cpu", "released", "completed", "misses", "hit ratio",
                "max resp ms", "mean resp ms", "max tard ms"]  # fmt: skip
     console.print(_table(columns, rows, left=2))
+    if result.memory is not None:
+        _print_memory(console, result.memory)
+
+
+def _print_memory(console: Console, memory: dict[str, Any]) -> None:
+    """Per-task faults and swapping, then per-group PSI stall totals."""
+    page_mb = float(memory["page_bytes"]) / 1_048_576
+    console.print(
+        Text(
+            f"memory: {memory['total_frames'] * page_mb:g} MB in {memory['page_bytes']} B pages, swap {memory['swap']}, "
+            f"reserved physical memory at the end {memory['reserved_physical_mb']:g} MB"
+        )
+    )
+    rows = [
+        [
+            t["name"],
+            t["reservation"] or "-",
+            _fmt(t["minor_faults"]),
+            _fmt(t["major_faults"]),
+            _fmt(t["pages_swapped_in"]),
+            _fmt(t["pages_swapped_out"]),
+            _fmt(t["resident_pages"] * page_mb),
+            _fmt(float(t["fault_wait_ms"])),
+        ]
+        for t in memory["tasks"]
+    ]
+    columns = ["task", "reservation", "minor faults", "major faults", "swapped in", "swapped out",
+               "resident MB", "fault wait ms"]  # fmt: skip
+    console.print(_table(columns, rows, left=2))
+    groups = [
+        [
+            g["name"],
+            _fmt(g["memory_some_us"] / 1000),
+            _fmt(g["memory_full_us"] / 1000),
+            _fmt(g["io_some_us"] / 1000),
+            _fmt(g["io_full_us"] / 1000),
+        ]
+        for g in memory["groups"]
+    ]
+    console.print(Text("stall totals per group (PSI: some = at least one task stalled, full = all non-idle tasks stalled)"))
+    console.print(_table(["group", "memory some ms", "memory full ms", "io some ms", "io full ms"], groups))
 
 
 def _prepare_out_dir(out: str) -> Path:
@@ -161,14 +206,21 @@ def _write_results(result: RunResult, out_dir: Path) -> list[Path]:
     jobs_csv = out_dir / "jobs.csv"
     segments_csv = out_dir / "segments.csv"
     summary_json = out_dir / "summary.json"
+    written = [jobs_csv, segments_csv, summary_json]
     try:
         result.jobs.to_csv(jobs_csv, index=False, lineterminator="\n")
         result.segments.to_csv(segments_csv, index=False, lineterminator="\n")
         summary_json.write_text(result.to_json() + "\n", encoding="utf-8")
-        gantt_png = plot_gantt(result, out_dir / "gantt.png")
+        written.append(plot_gantt(result, out_dir / "gantt.png"))
+        if result.memory is not None:
+            from critmem.memplot import plot_memory
+
+            timeline_csv = out_dir / "memory_timeline.csv"
+            result.memory_timeline.to_csv(timeline_csv, index=False, lineterminator="\n")
+            written += [timeline_csv, plot_memory(result, out_dir / "memory.png")]
     except OSError as e:
         raise CliError(f"cannot write results to {str(out_dir)!r}: {e.strerror or e}") from None
-    return [jobs_csv, segments_csv, summary_json, gantt_png]
+    return written
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -241,6 +293,101 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------
+# critmem reproduce
+
+
+class _BarProgress:
+    """A rich progress bar on stderr (used only when stderr is a terminal)."""
+
+    def __init__(self) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._bar = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=Console(file=sys.stderr), transient=True,
+        )  # fmt: skip
+        self._task = self._bar.add_task("starting", total=None)
+
+    def __enter__(self) -> _BarProgress:
+        self._bar.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._bar.stop()
+
+    def start(self, total: int) -> None:
+        self._bar.update(self._task, total=total, completed=0)
+
+    def step(self, description: str) -> None:
+        self._bar.update(self._task, advance=1, description=description)
+
+
+class _QuietContext(QuietProgress):
+    def __enter__(self) -> _QuietContext:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        pass
+
+
+def _print_reproduction(summary: dict[str, Any]) -> None:
+    """The headline numbers beside the paper's, for people; the report has everything."""
+    console = _console()
+    mins, paper_mins = summary.get("min_reservation_mb", {}), summary.get("paper_min_reservation_mb", {})
+    if mins:
+        rows = [[k, _fmt(v), _fmt(paper_mins.get(k))] for k, v in mins.items()]
+        console.print(Text("minimum schedulable reservation (MB)"))
+        console.print(_table(["task", "model", "paper"], rows))
+    table3 = summary.get("table3", {})
+    if table3:
+        rows = []
+        for set_key, techs in table3.items():
+            for tech, c in techs.items():
+                rows.append(
+                    [
+                        set_key, tech, " + ".join(str(x) for x in c["reservations_mb"]), _fmt(c["total_mb"]),
+                        " + ".join(str(x) for x in c["paper_reservations_mb"]), _fmt(c["paper_total_mb"]),
+                    ]
+                )  # fmt: skip
+        console.print(Text("physical memory usage (Table III)"))
+        console.print(_table(["task set", "technique", "reserve MB", "total MB", "paper reserve MB", "paper total MB"], rows, left=2))
+    misses = summary.get("tau1_misses", {})
+    if misses:
+        periods = summary.get("tau2_periods_with_tau1_miss", {})
+        steady = summary.get("tau1_steady_misses", {})
+        rows = [
+            [k, _fmt(v), _fmt(steady.get(k)), "-" if k not in periods else f"{periods[k][0]} of {periods[k][1]}"]
+            for k, v in misses.items()
+        ]
+        console.print(Text("tau1 with tau2 (Fig. 9)"))
+        console.print(_table(["policy", "tau1 misses", "after warm-up", "tau2 periods with a miss"], rows))
+    ops = summary.get("table2_ns", {})
+    if ops:
+        cols = list(next(iter(ops.values())))
+        rows = [[op, *(_fmt(v.get(c), 1) for c in cols)] for op, v in ops.items()]
+        console.print(Text("memory operations, wall-clock ns of the simulator's data structures (Table II)"))
+        console.print(_table(["operation", *cols], rows))
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    paper = get(args.paper)
+    out_dir = _prepare_out_dir(args.out if args.out is not None else str(paper.default_out))
+    started = time.monotonic()
+    progress = _BarProgress() if sys.stderr.isatty() else _QuietContext()
+    with progress:
+        reproduction = paper.run(out_dir, quick=args.quick, progress=progress)
+    elapsed = time.monotonic() - started
+    note = sys.stderr if args.json else sys.stdout
+    if args.json:
+        sys.stdout.write(json.dumps(reproduction.summary, allow_nan=False) + "\n")
+    else:
+        _print_reproduction(reproduction.summary)
+    files = ", ".join(p.name for p in reproduction.files)
+    print(f"wrote {files} to {out_dir}/ in {elapsed:.1f} s", file=note)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------
 # Parser and entry point
 
 _DESCRIPTION = """\
@@ -253,6 +400,7 @@ examples:
   critmem run examples/quickstart.toml --seed 7 --out results/quickstart
   critmem run examples/rm-textbook.toml --json
   critmem analyze examples/rm-textbook.toml
+  critmem reproduce shared-pages
 
 Errors print one line on stderr and exit with code 2."""
 
@@ -263,12 +411,29 @@ examples:
   critmem run examples/rm-textbook.toml --json | python3 -m json.tool
 
 --out DIR writes jobs.csv (one row per job), segments.csv (one row per stretch a job
-ran on a CPU), summary.json (as --json prints it) and gantt.png."""
+ran on a CPU), summary.json (as --json prints it) and gantt.png; for a scenario with
+[memory], also memory_timeline.csv and memory.png (resident pages per reservation and
+per task, and reserved physical memory, over time)."""
 
 _ANALYZE_EPILOG = """\
 examples:
   critmem analyze examples/rm-textbook.toml
   critmem analyze examples/partitioned-fp.toml --json"""
+
+
+def _reproduce_epilog() -> str:
+    papers = "\n".join(f"  {p.name:<14} {p.summary}" for p in PAPERS.values())
+    return f"""\
+papers:
+{papers}
+
+examples:
+  critmem reproduce shared-pages
+  critmem reproduce shared-pages --quick --out /tmp/sp
+  critmem reproduce shared-pages --json | python3 -m json.tool
+
+Writes report.md (each table and figure beside the paper's own numbers), PNG figures and
+results.json (identical bytes for identical code) to DIR, by simulation only."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -307,6 +472,20 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("file", metavar="FILE", help="scenario file (.toml or .json)")
     analyze.add_argument("--json", action="store_true", help="print the analysis report as one JSON object")
     analyze.set_defaults(handler=_cmd_analyze)
+
+    reproduce = commands.add_parser(
+        "reproduce",
+        help="regenerate a paper's tables and figures by simulation",
+        description="Regenerate PAPER's experiments from scratch in the simulator and write a report\n"
+        "with the results beside the paper's own numbers.",
+        epilog=_reproduce_epilog(),
+        formatter_class=fmt,
+    )
+    reproduce.add_argument("paper", metavar="PAPER", choices=sorted(PAPERS), help=f"one of: {', '.join(sorted(PAPERS))}")
+    reproduce.add_argument("--out", metavar="DIR", help="output folder (default: results/reproduce/PAPER)")
+    reproduce.add_argument("--json", action="store_true", help="print the headline numbers as one JSON object")
+    reproduce.add_argument("--quick", action="store_true", help="a reduced version (shorter steady state, fewer timing runs)")
+    reproduce.set_defaults(handler=_cmd_reproduce)
     return parser
 
 

@@ -4,6 +4,7 @@
 //! (unit-tested below without Python); the `#[pyfunction]`s only move data across.
 //! Core scenario errors become the Python `ScenarioError` in one place, [`to_py_err`].
 
+use critmem_core::mem::{DeviceSpec, MemConfig, MemError, Memory, RefKind, RegionKind, ResId, ReservationKind, ReservationSpec, SharePolicy, Vpn};
 use critmem_core::{load_str, Format, Nanos, Overrides, Scenario, SimOptions, SimResult, Simulation};
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
@@ -129,6 +130,24 @@ impl SegmentColumns {
     }
 }
 
+/// The memory timeline as columns: time_ms, reserved_physical_mb, used_mb, then
+/// `reservation:<name>` (pages it accounts) and `resident:<task>` (resident pages) per object.
+fn timeline_dict(py: Python<'_>, result: &SimResult) -> PyResult<Py<PyDict>> {
+    let d = PyDict::new(py);
+    let Some(m) = &result.memory else { return Ok(d.unbind()) };
+    let mb = |frames: u64| frames as f64 * m.page_bytes as f64 / 1_048_576.0;
+    d.set_item("time_ms", m.timeline.iter().map(|s| s.time.as_ms_f64()).collect::<Vec<_>>())?;
+    d.set_item("reserved_physical_mb", m.timeline.iter().map(|s| mb(s.reserved_physical_frames)).collect::<Vec<_>>())?;
+    d.set_item("used_mb", m.timeline.iter().map(|s| mb(s.used_frames)).collect::<Vec<_>>())?;
+    for (i, (name, _)) in m.reservations.iter().enumerate() {
+        d.set_item(format!("reservation:{name}"), m.timeline.iter().map(|s| s.reservation_pages[i]).collect::<Vec<_>>())?;
+    }
+    for (i, t) in result.tasks.iter().enumerate() {
+        d.set_item(format!("resident:{}", t.name), m.timeline.iter().map(|s| s.task_resident_pages[i]).collect::<Vec<_>>())?;
+    }
+    Ok(d.unbind())
+}
+
 /// What one simulation run hands to Python.
 #[pyclass(frozen, get_all, module = "critmem._core")]
 struct SimOutput {
@@ -144,6 +163,8 @@ struct SimOutput {
     jobs: Py<PyDict>,
     /// Execution-segment columns (empty lists unless segments were recorded).
     segments: Py<PyDict>,
+    /// Memory timeline columns (empty unless the scenario declares [memory]).
+    memory_timeline: Py<PyDict>,
 }
 
 /// Loads `text` (TOML or JSON), simulates it to its horizon and returns the summary JSON
@@ -163,15 +184,24 @@ fn simulate(
 ) -> PyResult<SimOutput> {
     let format = parse_format(format)?;
     let opts = SimOptions { record_jobs, record_segments };
-    let (summary_json, seed, events, hyperperiod_ms, jobs, segments) = py
+    let (result, seed, hyperperiod_ms, jobs, segments) = py
         .detach(|| {
             let scenario = load(text, source_name, format, horizon_ms, seed)?;
             let result = Simulation::new(&scenario, scenario.seed, opts).run();
             let hyper = scenario.hyperperiod().map(Nanos::as_ms_f64);
-            Ok((result.to_json(), scenario.seed, result.events, hyper, JobColumns::new(&result), SegmentColumns::new(&result)))
+            let (jobs, segments) = (JobColumns::new(&result), SegmentColumns::new(&result));
+            Ok((result, scenario.seed, hyper, jobs, segments))
         })
         .map_err(to_py_err)?;
-    Ok(SimOutput { summary_json, seed, events, hyperperiod_ms, jobs: jobs.into_dict(py)?, segments: segments.into_dict(py)? })
+    Ok(SimOutput {
+        summary_json: result.to_json(),
+        seed,
+        events: result.events,
+        hyperperiod_ms,
+        jobs: jobs.into_dict(py)?,
+        segments: segments.into_dict(py)?,
+        memory_timeline: timeline_dict(py, &result)?,
+    })
 }
 
 /// Loads `text` (TOML or JSON) and runs the schedulability analyses; returns the report JSON.
@@ -183,6 +213,109 @@ fn analyze(py: Python<'_>, text: &str, source_name: &str, format: &str) -> PyRes
         .map_err(to_py_err)
 }
 
+// ---------------------------------------------------------------------------------------------
+// Cost of the memory model's own operations (the paper's Table II, as wall-clock time).
+//
+// Timing lives here, in the front end: critmem-core never reads a clock.
+
+/// The three columns of the paper's Table II: global management (no reservation, the shared
+/// region left to the global LRU), reservations without shared-page management (No-SP-Mgmt),
+/// reservations with it (SPC).
+const OP_COLUMNS: [(&str, bool, SharePolicy); 3] =
+    [("global", false, SharePolicy::Global), ("reservation", true, SharePolicy::Private), ("spc", true, SharePolicy::Spc)];
+
+/// The rows: allocate (first touch of a private anonymous page: zero-fill fault that takes a
+/// frame and installs the entry), free (the frames of those pages released when their address
+/// space exits), map (a second address space's first read of a resident shared page) and
+/// unmap (that space exiting, which unmaps each shared page and undoes its charge).
+const OP_ROWS: [&str; 4] = ["alloc", "free", "map", "unmap"];
+
+/// Nanoseconds per operation of one row, for each of `pages` operations, in one fresh machine.
+fn time_ops_once(reserved: bool, policy: SharePolicy, pages: u32) -> Result<[f64; 4], MemError> {
+    use std::time::Instant;
+    let cfg = MemConfig { debug_checks: false, ..MemConfig::with_frames(pages * 4 + 4096) };
+    let mut mem = Memory::new(cfg, DeviceSpec::hdd())?;
+    let t0 = Nanos::ZERO;
+    let res = |mem: &mut Memory, name: &str| -> Result<Option<ResId>, MemError> {
+        if !reserved {
+            return Ok(None);
+        }
+        let spec = ReservationSpec { name: name.into(), pages: u64::from(pages) + 64, kind: ReservationKind::Hard };
+        mem.create_reservation(t0, spec).map(Some)
+    };
+    let (ra, rb, rc) = (res(&mut mem, "a")?, res(&mut mem, "b")?, res(&mut mem, "c")?);
+    let shm = mem.create_shared("shm", RegionKind::SharedAnon, pages, policy)?;
+    let (a, b, c) = (mem.create_space("a", ra)?, mem.create_space("b", rb)?, mem.create_space("c", rc)?);
+    let va = mem.map_shared(t0, a, shm, true)?;
+    let vb = mem.map_shared(t0, b, shm, true)?;
+    let (_, vc) = mem.map_private(c, "private", pages)?;
+    // `a` brings the shared pages in (not timed): they are resident, owned by `a`'s pool.
+    for i in 0..pages {
+        mem.access(t0, a, va.offset(i), RefKind::Write)?;
+    }
+    let per_op = |start: Instant| start.elapsed().as_nanos() as f64 / f64::from(pages);
+    let touch = |mem: &mut Memory, space, base: Vpn, kind| -> Result<(), MemError> {
+        for i in 0..pages {
+            std::hint::black_box(mem.access(t0, space, base.offset(i), kind)?);
+        }
+        Ok(())
+    };
+    let start = Instant::now();
+    touch(&mut mem, c, vc, RefKind::Write)?;
+    let alloc = per_op(start);
+    let start = Instant::now();
+    mem.exit_space(t0, c)?;
+    let free = per_op(start);
+    let start = Instant::now();
+    touch(&mut mem, b, vb, RefKind::Read)?;
+    let map = per_op(start);
+    let start = Instant::now();
+    mem.exit_space(t0, b)?;
+    let unmap = per_op(start);
+    std::hint::black_box(&mem);
+    Ok([alloc, free, map, unmap])
+}
+
+/// Median over `iterations` fresh machines of ns per operation, keyed `"<row>/<column>"`.
+fn measure_ops(iterations: u32, pages: u32) -> Result<Vec<(String, f64)>, MemError> {
+    let mut out = Vec::new();
+    for (col, reserved, policy) in OP_COLUMNS {
+        let mut samples: [Vec<f64>; 4] = Default::default();
+        for _ in 0..iterations {
+            let t = time_ops_once(reserved, policy, pages)?;
+            for (k, v) in t.into_iter().enumerate() {
+                samples[k].push(v);
+            }
+        }
+        for (row, mut s) in OP_ROWS.into_iter().zip(samples) {
+            s.sort_by(f64::total_cmp);
+            let median = if s.is_empty() { f64::NAN } else { (s[(s.len() - 1) / 2] + s[s.len() / 2]) / 2.0 };
+            out.push((format!("{row}/{col}"), median));
+        }
+    }
+    Ok(out)
+}
+
+/// Wall-clock nanoseconds per operation of the memory model's own data structures, median
+/// over `iterations` runs of `pages` operations each: `alloc`, `free`, `map` and `unmap`
+/// under global management, reservations without shared-page management, and SPC. Keys are
+/// `"<operation>/<global|reservation|spc>"`.
+#[pyfunction]
+#[pyo3(signature = (iterations=20, pages=4096))]
+fn measure_memory_ops(py: Python<'_>, iterations: u32, pages: u32) -> PyResult<Py<PyDict>> {
+    if iterations == 0 || pages == 0 || pages > 1 << 22 {
+        return Err(PyValueError::new_err(format!(
+            "iterations must be at least 1 and pages from 1 to 4194304 (got iterations={iterations}, pages={pages})"
+        )));
+    }
+    let rows = py.detach(|| measure_ops(iterations, pages)).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let d = PyDict::new(py);
+    for (k, v) in rows {
+        d.set_item(k, v)?;
+    }
+    Ok(d.unbind())
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -190,6 +323,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SimOutput>()?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(analyze, m)?)?;
+    m.add_function(wrap_pyfunction!(measure_memory_ops, m)?)?;
     Ok(())
 }
 
@@ -231,6 +365,19 @@ mod tests {
         let last_b = (0..n).find(|&i| c.task[i] == "b" && c.release_ms[i] == 20.0).expect("b released at 20 ms");
         assert_eq!(c.outcome[last_b], "pending");
         assert_eq!(c.completion_ms[last_b], None);
+    }
+
+    #[test]
+    fn memory_ops_are_measured_for_every_row_and_column() {
+        let rows = measure_ops(2, 64).unwrap();
+        let keys: Vec<&str> = rows.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys.len(), 12);
+        for col in ["global", "reservation", "spc"] {
+            for row in OP_ROWS {
+                assert!(keys.contains(&format!("{row}/{col}").as_str()), "{row}/{col}");
+            }
+        }
+        assert!(rows.iter().all(|(_, v)| v.is_finite() && *v >= 0.0), "{rows:?}");
     }
 
     #[test]

@@ -1,0 +1,69 @@
+"""`critmem run` on a scenario with page-level memory: the memory tables and files."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import matplotlib.image
+import pytest
+from conftest import EXAMPLES, RM_TEXTBOOK, cli
+
+from critmem import run
+from critmem.memplot import plot_memory
+
+SHARED_PAGES = EXAMPLES / "shared-pages.toml"
+
+
+def test_run_prints_per_task_memory_and_per_group_stall_tables() -> None:
+    o = cli("run", str(SHARED_PAGES))
+    assert o.code == 0, o.stderr
+    lines = o.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("task") and "major faults" in line)
+    for column in ("reservation", "minor faults", "major faults", "swapped in", "swapped out", "resident MB", "fault wait ms"):
+        assert column in lines[header], column
+    rows = {line.split()[0]: line.split() for line in lines[header + 2 : header + 4]}
+    assert sorted(rows) == ["tau1", "tau2"]
+    memory = run(SHARED_PAGES).memory
+    assert memory is not None
+    tau1 = next(t for t in memory["tasks"] if t["name"] == "tau1")
+    # task reservation minor major in out resident wait
+    assert rows["tau1"][1:6] == ["r1", str(tau1["minor_faults"]), str(tau1["major_faults"]), str(tau1["pages_swapped_in"]), str(tau1["pages_swapped_out"])]
+    assert float(rows["tau1"][7]) == pytest.approx(tau1["fault_wait_ms"], abs=1e-3)
+    groups = next(i for i, line in enumerate(lines) if line.startswith("group"))
+    for column in ("memory some ms", "memory full ms", "io some ms", "io full ms"):
+        assert column in lines[groups]
+    assert {lines[groups + 2].split()[0], lines[groups + 3].split()[0]} == {"r1", "r2"}
+
+
+def test_a_run_without_memory_prints_no_memory_tables() -> None:
+    o = cli("run", str(RM_TEXTBOOK))
+    assert o.code == 0
+    assert "major faults" not in o.stdout and "memory some" not in o.stdout
+
+
+def test_out_writes_the_memory_timeline_and_its_chart(tmp_path: Path) -> None:
+    o = cli("run", str(SHARED_PAGES), "--out", str(tmp_path))
+    assert o.code == 0, o.stderr
+    assert {"memory.png", "memory_timeline.csv"} <= {p.name for p in tmp_path.iterdir()}
+    assert "memory.png" in o.stdout.splitlines()[-1]
+    with (tmp_path / "memory_timeline.csv").open(newline="") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == ["time_ms", "reserved_physical_mb", "used_mb", "reservation:r1", "reservation:r2", "resident:tau1", "resident:tau2"]
+    times = [float(r[0]) for r in rows[1:]]
+    assert len(times) > 10 and times == sorted(times)
+    pixels = matplotlib.image.imread(tmp_path / "memory.png")
+    assert pixels.shape[0] > 300 and pixels.std() > 0.05
+
+
+def test_memory_chart_is_byte_identical_for_identical_runs(tmp_path: Path) -> None:
+    a = plot_memory(run(SHARED_PAGES), tmp_path / "a.png").read_bytes()
+    b = plot_memory(run(SHARED_PAGES), tmp_path / "b.png").read_bytes()
+    assert a == b
+
+
+def test_a_run_without_memory_writes_no_memory_files(tmp_path: Path) -> None:
+    assert cli("run", str(RM_TEXTBOOK), "--out", str(tmp_path)).code == 0
+    assert not (tmp_path / "memory.png").exists() and not (tmp_path / "memory_timeline.csv").exists()
+    with pytest.raises(ValueError, match=r"\[memory\]"):
+        plot_memory(run(RM_TEXTBOOK), tmp_path / "m.png")
