@@ -67,6 +67,9 @@ pub enum Error {
     #[error("journal {path}: {reason}")]
     Journal { path: PathBuf, reason: String },
 
+    #[error("configuration {path}: {reason}")]
+    Config { path: PathBuf, reason: String },
+
     #[error("job socket {path}: {reason}")]
     Socket { path: PathBuf, reason: String },
 }

@@ -11,21 +11,33 @@
 //! - [`swap`]: critmem's own swapfile, and nothing else's.
 //! - [`procfs`]: which cgroup a process is in.
 //! - [`protocol`]: the job socket soft real-time processes report to.
+//! - [`platform`]: [`LinuxPlatform`] (the controllers' [`critmem_policy::Platform`]) and the
+//!   [`ControlLoop`] that ticks a controller on it.
+//! - [`conformance`]: the platform contract, as a body any platform can run.
+//! - [`metrics`]: Prometheus text-format metrics.
+//! - [`agent`]: the agent daemon's configuration and run.
+//! - [`workload`]: pieces of the shipped soft real-time and throughput workers.
 //!
 //! Every fallible function returns [`Error`], whose messages say what to do.
 
+pub mod agent;
 pub mod cgroup;
+pub mod conformance;
 pub mod error;
 pub mod journal;
 pub mod layout;
+pub mod metrics;
+pub mod platform;
 pub mod procfs;
 pub mod protocol;
 pub mod psi;
 pub mod swap;
+pub mod workload;
 pub mod writer;
 
 pub use cgroup::{knob_change, open_backend, CgroupBackend, Change, FileWrite, GroupPath, HybridBackend, Knob, MemoryStat, PsiResource, V2Backend};
 pub use error::{Error, Result};
 pub use journal::{Journal, RestoreReport};
 pub use layout::{detect_layout, detect_layout_in, Layout};
+pub use platform::{ControlLoop, GroupSpec, LinuxPlatform, PlatformOptions};
 pub use writer::KnobWriter;

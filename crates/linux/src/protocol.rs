@@ -2,7 +2,7 @@
 //! agent over a Unix-domain stream socket.
 //!
 //! Wire format, version 1: one JSON object per line (UTF-8, at most [`MAX_LINE_BYTES`] bytes
-//! including the newline), client to agent only; the agent never answers.
+//! including the newline). Client to agent:
 //!
 //! ```text
 //! {"v":1,"op":"release","job":12,"deadline_ns":1700000000}
@@ -18,6 +18,17 @@
 //!   received the line if absent.
 //! - `group` (optional): the group the sender believes it is in; if present it must be the
 //!   group the sender really is in.
+//!
+//! Agent to client, one kind of line (clients that never read may ignore it; the agent's
+//! writes are non-blocking and a full socket buffer only loses the request):
+//!
+//! ```text
+//! {"v":1,"op":"drop","job":12}
+//! ```
+//!
+//! asks every process of the group connected on this socket to abort job 12 now (a
+//! controller's [`critmem_policy::Action::DropJob`]); the client then reports
+//! `{"v":1,"op":"drop","job":12}` back when it has.
 //!
 //! Unknown fields are rejected (a new field means a new version). The sender is identified
 //! with SO_PEERCRED (pid, uid) when it connects, and its group is read from
@@ -155,6 +166,10 @@ pub struct ProtocolStats {
     pub refused: u64,
     /// Connections turned away because too many were open.
     pub over_limit: u64,
+    /// Drop requests written to a client.
+    pub drops_delivered: u64,
+    /// Drop requests that found no connection of the group, or a full socket buffer.
+    pub drops_undelivered: u64,
 }
 
 /// Server settings.
@@ -176,6 +191,8 @@ struct Connection {
     stream: UnixStream,
     pid: u32,
     uid: u32,
+    /// The group the peer was in when it connected (re-checked for every message).
+    group: usize,
     buffer: Vec<u8>,
     /// Inside an over-long line: drop bytes up to the next newline.
     discarding: bool,
@@ -254,6 +271,29 @@ impl JobServer {
         jobs
     }
 
+    /// Asks the processes of `group` (every connection from it) to abort `job`; returns how
+    /// many connections the request was written to. Never blocks: a client whose socket buffer
+    /// is full misses the request (counted in `drops_undelivered`).
+    pub fn deliver_drop(&mut self, group: usize, job: u64) -> usize {
+        use std::io::Write;
+        let line = format!("{{\"v\":{PROTOCOL_VERSION},\"op\":\"drop\",\"job\":{job}}}\n");
+        let mut delivered = 0;
+        for conn in self.connections.iter_mut().filter(|c| c.group == group) {
+            // A short write (buffer almost full) leaves a torn line the client rejects as
+            // malformed; it is counted as not delivered.
+            match conn.stream.write(line.as_bytes()) {
+                Ok(n) if n == line.len() => delivered += 1,
+                Ok(_) | Err(_) => tracing::debug!(pid = conn.pid, job, "drop request not delivered"),
+            }
+        }
+        if delivered == 0 {
+            self.stats.drops_undelivered += 1;
+        } else {
+            self.stats.drops_delivered += 1;
+        }
+        delivered
+    }
+
     fn accept_all(&mut self) {
         loop {
             let stream = match self.listener.accept() {
@@ -283,12 +323,12 @@ impl JobServer {
                 continue;
             }
             let (pid, uid) = (credentials.pid() as u32, credentials.uid());
-            if self.group_of(pid).is_none() {
+            let Some(group) = self.group_of(pid) else {
                 self.stats.refused += 1;
                 tracing::warn!(pid, uid, "job socket connection refused: the process is in no managed group");
                 continue;
-            }
-            self.connections.push(Connection { stream, pid, uid, buffer: Vec::new(), discarding: false, warned: false });
+            };
+            self.connections.push(Connection { stream, pid, uid, group, buffer: Vec::new(), discarding: false, warned: false });
         }
     }
 

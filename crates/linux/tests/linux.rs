@@ -520,3 +520,332 @@ fn writes_through_the_off_thread_writer_land_on_real_files() {
     assert!(writer.completed()[0].result.is_err());
     assert!(writer.shutdown(Duration::from_secs(5)).is_empty());
 }
+
+// ---------------------------------------------------------------------------------------------
+// The Linux platform, the shipped workers and the agent, end to end.
+
+use critmem_linux::agent::AgentConfig;
+use critmem_linux::platform::{ControlLoop, GroupSpec, LinuxPlatform, PlatformOptions};
+use critmem_policy::{make_controller, GroupRole};
+
+const SRT_WORKER: &str = env!("CARGO_BIN_EXE_critmem-srt-worker");
+const NRT_WORKER: &str = env!("CARGO_BIN_EXE_critmem-nrt-worker");
+const AGENT: &str = env!("CARGO_BIN_EXE_critmem-agent");
+
+/// A shipped worker started inside a group: a shell waits for one line, then execs the worker
+/// under the same pid, so the test moves it into the group before it allocates anything (v1
+/// does not move charges with a process). SIGKILLed and reaped on drop unless stopped.
+struct Worker {
+    child: Option<Child>,
+}
+
+impl Worker {
+    fn start(move_into: impl FnOnce(u32), exe: &str, args: &[&str]) -> Worker {
+        let mut child = Command::new("/bin/sh")
+            .arg("-c")
+            .arg("read go; exec \"$0\" \"$@\"")
+            .arg(exe)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        move_into(child.id());
+        child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+        Worker { child: Some(child) }
+    }
+
+    fn running(&mut self) -> bool {
+        self.child.as_mut().unwrap().try_wait().unwrap().is_none()
+    }
+
+    /// SIGTERM, then the JSON summary the worker printed last, and its exit code.
+    fn stop(mut self) -> (serde_json::Value, Option<i32>) {
+        let child = self.child.take().unwrap();
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+        let output = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let last = stdout.lines().last().unwrap_or("");
+        let summary = serde_json::from_str(last).unwrap_or_else(|e| panic!("worker summary {last:?}: {e}"));
+        (summary, output.status.code())
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Restores a platform (removing the groups it created) even when an assertion fails.
+/// Declare it before the workers in it, so they are killed first.
+struct PlatformGuard(Option<LinuxPlatform>);
+
+impl PlatformGuard {
+    fn get(&mut self) -> &mut LinuxPlatform {
+        self.0.as_mut().unwrap()
+    }
+
+    fn restore(mut self) -> critmem_linux::RestoreReport {
+        self.0.take().unwrap().restore(Duration::from_secs(30)).unwrap()
+    }
+}
+
+impl Drop for PlatformGuard {
+    fn drop(&mut self) {
+        if let Some(platform) = self.0.take() {
+            if let Err(e) = platform.restore(Duration::from_secs(30)) {
+                let _ = writeln!(std::io::stderr(), "LEAK: platform not restored: {e}");
+            }
+        }
+    }
+}
+
+fn srt_role() -> GroupRole {
+    GroupRole::SoftRealTime { deadline_ns: 20_000_000, bcet_ns: 3_000_000 }
+}
+
+fn srt_args(socket: &str) -> Vec<String> {
+    ["--socket", socket, "--period-ms", "20", "--compute-us", "2000", "--wss-mib", "48", "--pages-per-job", "2048", "--pattern", "random"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+
+#[test]
+fn srt_and_nrt_workers_run_under_greedy_then_sara_and_everything_is_restored() {
+    let test = "srt_and_nrt_workers_run_under_greedy_then_sara_and_everything_is_restored";
+    let Some(machine) = machine(test) else { return };
+    let _swap_changes = SWAP_SENSITIVE.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let swap = SwapManager::new(dir.path().join("swap.json"), PathBuf::from("/proc"));
+    let swap_guard = SwapGuard(swap.clone());
+    match swap.setup(&dir.path().join("critmem-e2e.swap"), 512 * MIB) {
+        Ok(_) => {}
+        Err(Error::SwapUnsupported { stderr, .. }) => {
+            skip(test, &format!("swapon refused a file in {}: {stderr}", dir.path().display()));
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    }
+    for controller_name in ["greedy", "sara"] {
+        let socket = dir.path().join(format!("run-{controller_name}/jobs.sock"));
+        let socket_arg = socket.to_string_lossy().into_owned();
+        let (srt_path, nrt_path) = (GroupPath::new(&unique_name()).unwrap(), GroupPath::new(&unique_name()).unwrap());
+        let specs = vec![
+            // The floor covers the worker's working set: a v1 limit far below a working set
+            // that is being touched can OOM-kill at fault time even with swap free.
+            GroupSpec { name: "srt".into(), path: srt_path.clone(), role: srt_role(), floor_bytes: 56 * MIB, create: true },
+            GroupSpec { name: "nrt".into(), path: nrt_path.clone(), role: GroupRole::NonRealTime, floor_bytes: 32 * MIB, create: true },
+        ];
+        let server = JobServer::bind(JobServerConfig {
+            socket_path: socket.clone(),
+            socket_gid: None,
+            groups: specs.iter().map(|s| ReportingGroup { name: s.name.clone(), cgroup: s.path.to_string() }).collect(),
+            hierarchy: Hierarchy::for_layout(&machine.layout),
+            proc: ProcFs::new("/proc".into()),
+            max_connections: 8,
+        })
+        .unwrap();
+        let backend = open_backend(&machine.layout).unwrap();
+        // 60 % of the two workers' combined peak (48 + 192 MiB of data, ~8 MiB of the rest).
+        let options = PlatformOptions {
+            total_memory_bytes: 150 * MIB,
+            dry_run: false,
+            journal_path: Some(dir.path().join(format!("journal-{controller_name}.jsonl"))),
+            job_server: Some(server),
+            proc_root: "/proc".into(),
+        };
+        let mut guard = PlatformGuard(Some(LinuxPlatform::open(backend, specs, options).unwrap()));
+        let platform = guard.get();
+        let srt = Worker::start(|pid| platform.add_process(0, pid).unwrap(), SRT_WORKER, &srt_args(&socket_arg).iter().map(String::as_str).collect::<Vec<_>>());
+        let nrt = Worker::start(|pid| platform.add_process(1, pid).unwrap(), NRT_WORKER, &["--wss-mib", "192", "--report-ms", "1000"]);
+        let config = match controller_name {
+            "sara" => serde_json::json!({ "initial_limit_bytes": 64 * MIB }),
+            _ => serde_json::json!({}),
+        };
+        let mut controller = make_controller(controller_name, config).unwrap();
+        let mut control = ControlLoop::new(controller.interval_ns());
+        let started = Instant::now();
+        let mut nrt_limits = Vec::new();
+        control
+            .run(platform, controller.as_mut(), || started.elapsed() >= Duration::from_secs(5), |p, _, _| {
+                if let Some(limit) = p.last_seen(1).1.max_bytes {
+                    nrt_limits.push(limit);
+                }
+            })
+            .unwrap();
+        let cost = control.stats.summary();
+        let (srt_jobs, stats) = (platform.job_counts(0).clone(), platform.stats().clone());
+        let (srt_summary, srt_code) = srt.stop();
+        let (nrt_summary, nrt_code) = nrt.stop();
+        let report = guard.restore();
+        let _ = writeln!(
+            std::io::stderr(),
+            "{controller_name}: loop {cost:?}, early wakes {}, jobs {srt_jobs:?}, writes ok {} failed {}, nrt limit min {:?} max {:?}\n  srt {srt_summary}\n  nrt {nrt_summary}\n  restore {report:?}",
+            control.stats.early_wakes,
+            stats.writes_ok,
+            stats.writes_failed,
+            nrt_limits.iter().min(),
+            nrt_limits.iter().max(),
+        );
+        assert_eq!((srt_code, nrt_code), (Some(0), Some(0)), "workers exit cleanly");
+        assert_eq!(srt_summary["checksum_failures"], 0);
+        assert_eq!(nrt_summary["checksum_failures"], 0);
+        assert!(srt_summary["jobs"].as_u64().unwrap() > 50, "{srt_summary}");
+        assert!(nrt_summary["work_units"].as_u64().unwrap() > 0, "{nrt_summary}");
+        assert!(srt_jobs.released > 50 && srt_jobs.completed > 50, "the agent saw the jobs: {srt_jobs:?}");
+        assert!(stats.writes_ok > 0, "limits were written");
+        assert!(nrt_limits.iter().all(|&l| l >= 32 * MIB), "never below the floor: {nrt_limits:?}");
+        assert!(nrt_limits.iter().any(|&l| l < 192 * MIB), "the non-RT group was limited: {nrt_limits:?}");
+        assert!(report.failures.is_empty(), "{report:?}");
+        for path in [&srt_path, &nrt_path] {
+            assert!(!machine.backend.exists(path) && machine.backend.group_dirs(path).iter().all(|d| !d.exists()), "{path} left behind");
+        }
+    }
+    drop(swap_guard);
+    assert!(swap.state().unwrap().is_none() && !dir.path().join("critmem-e2e.swap").exists(), "swapfile left behind");
+}
+
+#[test]
+fn the_platform_conformance_body_passes_on_real_cgroups() {
+    let Some(machine) = machine("the_platform_conformance_body_passes_on_real_cgroups") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let paths = [GroupPath::new(&unique_name()).unwrap(), GroupPath::new(&unique_name()).unwrap()];
+    let specs = vec![
+        GroupSpec { name: "srt".into(), path: paths[0].clone(), role: srt_role(), floor_bytes: 8 * MIB, create: true },
+        GroupSpec { name: "nrt".into(), path: paths[1].clone(), role: GroupRole::NonRealTime, floor_bytes: 16 * MIB, create: true },
+    ];
+    let options = PlatformOptions { total_memory_bytes: 256 * MIB, dry_run: false, journal_path: Some(dir.path().join("journal.jsonl")), job_server: None, proc_root: "/proc".into() };
+    let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
+    let result = critmem_linux::conformance::check_platform(guard.get(), |p| assert!(p.wait_writes(Duration::from_secs(10))));
+    let report = guard.restore();
+    result.unwrap();
+    assert!(report.failures.is_empty(), "{report:?}");
+    assert!(paths.iter().all(|p| !machine.backend.exists(p)));
+}
+
+/// Reads the nrt group's hard limit until `condition` holds.
+fn wait_for_limit(machine: &Machine, group: &GroupPath, what: &str, condition: impl Fn(Option<u64>) -> bool) {
+    wait_until(what, Duration::from_secs(10), || condition(machine.backend.knob(group, Knob::Max).unwrap()));
+}
+
+#[test]
+fn kill_9_of_the_agent_then_a_restart_restores_every_original_and_workers_stay_intact() {
+    let Some(machine) = machine("kill_9_of_the_agent_then_a_restart_restores_every_original_and_workers_stay_intact") else { return };
+    let mut srt_guard = GroupGuard::create(&machine);
+    let mut nrt_guard = GroupGuard::create(&machine);
+    let original = 1024 * MIB;
+    machine.backend.set_knob(&nrt_guard.group, Knob::Max, Some(original)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("run/jobs.sock");
+    let journal = dir.path().join("journal.jsonl");
+    let metrics = dir.path().join("metrics.prom");
+    let config_path = dir.path().join("agent.toml");
+    // Above both workers' usage (no swap needed), below the original limit: greedy lowers it.
+    let config = format!(
+        r#"
+controller = "greedy"
+total_memory_bytes = {total}
+socket = "{socket}"
+journal = "{journal}"
+metrics_file = "{metrics}"
+
+[[group]]
+name = "srt"
+cgroup = "{srt}"
+role = "soft-real-time"
+floor_bytes = {floor}
+deadline_ns = 20000000
+bcet_ns = 3000000
+
+[[group]]
+name = "nrt"
+cgroup = "{nrt}"
+role = "non-real-time"
+floor_bytes = {floor}
+"#,
+        total = 512 * MIB,
+        socket = socket.display(),
+        journal = journal.display(),
+        metrics = metrics.display(),
+        srt = srt_guard.group.as_str(),
+        nrt = nrt_guard.group.as_str(),
+        floor = 16 * MIB,
+    );
+    std::fs::write(&config_path, config).unwrap();
+    AgentConfig::load(&config_path).unwrap();
+    let socket_arg = socket.to_string_lossy().into_owned();
+    let srt = Worker::start(|pid| machine.backend.move_pid(&srt_guard.group, pid).unwrap(), SRT_WORKER, &srt_args(&socket_arg).iter().map(String::as_str).collect::<Vec<_>>());
+    let nrt = Worker::start(|pid| machine.backend.move_pid(&nrt_guard.group, pid).unwrap(), NRT_WORKER, &["--wss-mib", "64"]);
+    let agent = |extra: &[&str]| {
+        Command::new(AGENT).arg("--config").arg(&config_path).args(extra).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+    };
+
+    // Killed if an assertion fails before the test kills it on purpose.
+    let first = Worker { child: Some(agent(&[])) };
+    wait_for_limit(&machine, &nrt_guard.group, "the agent to lower the limit", |l| l.is_some_and(|l| l < original));
+    // The worker connects (it retries every 200 ms) and its jobs show in the metrics.
+    let released = |text: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix("critmem_group_jobs_total{group=\"srt\",event=\"released\"} "))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    wait_until("the first agent to see jobs", Duration::from_secs(10), || released(&std::fs::read_to_string(&metrics).unwrap_or_default()) > 0.0);
+    drop(first); // SIGKILL, as kill -9
+    let lowered = machine.backend.knob(&nrt_guard.group, Knob::Max).unwrap();
+    assert!(lowered.is_some_and(|l| l < original), "kill -9 left the changed limit: {lowered:?}");
+    assert!(journal.exists(), "the journal survives the crash");
+
+    // Long enough for the reconnecting worker to report even on a loaded 2-core machine.
+    let second = agent(&["--duration-s", "5"]).wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(second.status.success(), "restarted agent failed: {stderr}");
+    let summary: serde_json::Value = serde_json::from_slice(&second.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    let _ = writeln!(std::io::stderr(), "restarted agent: {summary}");
+    assert_eq!(summary["recovered_from_crash"], true);
+    assert!(summary["jobs_released"].as_u64().unwrap() > 0, "the worker reported to the restarted agent: {summary}");
+    assert_eq!(machine.backend.knob(&nrt_guard.group, Knob::Max).unwrap(), Some(original), "original restored");
+    assert_eq!(machine.backend.knob(&srt_guard.group, Knob::Max).unwrap(), None);
+    assert!(!journal.exists());
+    let text = std::fs::read_to_string(&metrics).unwrap();
+    assert!(text.contains("critmem_ticks_total") && text.contains("critmem_group_usage_bytes{group=\"nrt\"}"), "{text}");
+
+    let (mut srt, mut nrt) = (srt, nrt);
+    assert!(srt.running() && nrt.running(), "workers survived the agent's crash");
+    let (srt_summary, srt_code) = srt.stop();
+    let (nrt_summary, nrt_code) = nrt.stop();
+    let _ = writeln!(std::io::stderr(), "srt {srt_summary}\nnrt {nrt_summary}");
+    assert_eq!((srt_code, nrt_code), (Some(0), Some(0)));
+    assert_eq!(srt_summary["checksum_failures"], 0);
+    assert_eq!(nrt_summary["checksum_failures"], 0);
+    assert!(srt_summary["connects"].as_u64().unwrap() >= 2, "the worker reconnected to the restarted agent: {srt_summary}");
+    srt_guard.helpers.clear();
+    nrt_guard.helpers.clear();
+}
+
+#[test]
+fn the_agent_fails_with_one_line_and_exit_code_2_on_a_missing_group() {
+    let Some(_machine) = machine("the_agent_fails_with_one_line_and_exit_code_2_on_a_missing_group") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let config_path = dir.path().join("agent.toml");
+    std::fs::write(
+        &config_path,
+        format!(
+            "controller = \"greedy\"\ntotal_memory_bytes = 1073741824\nsocket = \"{}\"\njournal = \"{}\"\n[[group]]\nname = \"nrt\"\ncgroup = \"{}\"\nrole = \"non-real-time\"\nfloor_bytes = 0\n",
+            dir.path().join("run/jobs.sock").display(),
+            dir.path().join("journal.jsonl").display(),
+            unique_name(),
+        ),
+    )
+    .unwrap();
+    let output = Command::new(AGENT).arg("--config").arg(&config_path).arg("--log-level").arg("error").output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("does not exist"), "{stderr}");
+}

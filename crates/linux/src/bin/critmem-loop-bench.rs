@@ -1,0 +1,123 @@
+//! Control-loop cost on the real machine: creates `--groups` cgroups of its own (half soft
+//! real-time, half non-real-time), optionally runs a throughput worker in each, ticks a
+//! controller at `--interval-ms` for `--seconds`, prints the per-tick and per-group cost as
+//! JSON, and removes everything it created. Needs root. A benchmark, not a test: it asserts
+//! nothing.
+
+use clap::Parser;
+use critmem_linux::agent::shutdown_signals;
+use critmem_linux::cgroup::{open_backend, GroupPath};
+use critmem_linux::layout::detect_layout_in;
+use critmem_linux::platform::{ControlLoop, GroupSpec, LinuxPlatform, PlatformOptions};
+use critmem_linux::workload::signalled;
+use critmem_policy::{make_controller, GroupRole};
+use std::io::Write;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Parser, Debug)]
+#[command(name = "critmem-loop-bench", about = "Measures the critmem control loop's cost per tick and per group")]
+struct Args {
+    #[arg(long, default_value_t = 4)]
+    groups: usize,
+    #[arg(long, default_value_t = 5)]
+    interval_ms: u64,
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    #[arg(long, default_value = "sara")]
+    controller: String,
+    /// Run a critmem-nrt-worker of this many MiB in every group (0: idle groups).
+    #[arg(long, default_value_t = 0)]
+    worker_mib: u64,
+}
+
+fn main() {
+    let args = Args::parse();
+    let signals = shutdown_signals().unwrap_or_else(|e| fail(&e));
+    let layout = detect_layout_in(Path::new("/proc")).unwrap_or_else(|e| fail(&e));
+    let backend = open_backend(&layout).unwrap_or_else(|e| fail(&e));
+    let dir = std::env::temp_dir().join(format!("critmem-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| fail(&e));
+    let specs: Vec<GroupSpec> = (0..args.groups)
+        .map(|i| GroupSpec {
+            name: format!("g{i}"),
+            path: GroupPath::new(&format!("critmem-bench-{}-{i}", std::process::id())).unwrap_or_else(|e| fail(&e)),
+            role: if i % 2 == 0 { GroupRole::SoftRealTime { deadline_ns: 20_000_000, bcet_ns: 2_000_000 } } else { GroupRole::NonRealTime },
+            floor_bytes: 16 << 20,
+            create: true,
+        })
+        .collect();
+    let options = PlatformOptions {
+        total_memory_bytes: (args.groups as u64) * (args.worker_mib.max(64) << 20),
+        dry_run: false,
+        journal_path: Some(dir.join("journal.jsonl")),
+        job_server: None,
+        proc_root: "/proc".into(),
+    };
+    let mut platform = LinuxPlatform::open(backend, specs, options).unwrap_or_else(|e| fail(&e));
+    let mut workers: Vec<Child> = Vec::new();
+    if args.worker_mib > 0 {
+        let exe = std::env::current_exe().unwrap_or_else(|e| fail(&e)).with_file_name("critmem-nrt-worker");
+        for group in 0..args.groups {
+            let mut child = Command::new("/bin/sh")
+                .arg("-c")
+                .arg("read go; exec \"$0\" \"$@\"")
+                .arg(&exe)
+                .args(["--wss-mib", &args.worker_mib.to_string(), "--report-ms", "100000"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| fail(&e));
+            if let Err(e) = platform.add_process(group, child.id()) {
+                let _ = child.kill();
+                eprintln!("critmem-loop-bench: {e}");
+                break;
+            }
+            let _ = child.stdin.as_mut().map(|s| s.write_all(b"go\n"));
+            workers.push(child);
+        }
+    }
+    let config: serde_json::Value = serde_json::json!({ "interval_ns": args.interval_ms * 1_000_000 });
+    let config = if args.controller == "sara" || args.controller == "senpai" { config } else { serde_json::json!({}) };
+    let mut controller = make_controller(&args.controller, config).unwrap_or_else(|e| fail(&e));
+    let mut control = ControlLoop::new(args.interval_ms * 1_000_000);
+    let started = Instant::now();
+    let run = Duration::from_secs_f64(args.seconds);
+    let result = control.run(&mut platform, controller.as_mut(), || started.elapsed() >= run || signalled(&signals), |_, _, _| {});
+    let elapsed_s = started.elapsed().as_secs_f64();
+    for mut w in workers {
+        let _ = w.kill();
+        let _ = w.wait();
+    }
+    let restore = platform.restore(Duration::from_secs(30));
+    let _ = std::fs::remove_dir_all(&dir);
+    if let Err(e) = result {
+        fail(&e);
+    }
+    if let Err(e) = restore {
+        fail(&e);
+    }
+    let s = control.stats.summary();
+    let groups = args.groups.max(1) as u64;
+    let summary = serde_json::json!({
+        "controller": args.controller,
+        "groups": args.groups,
+        "interval_ms": args.interval_ms,
+        "worker_mib": args.worker_mib,
+        "ticks": s.ticks,
+        "overruns": control.stats.overruns,
+        "tick_cost_mean_us": s.mean_ns as f64 / 1e3,
+        "tick_cost_p50_us": s.p50_ns as f64 / 1e3,
+        "tick_cost_p99_us": s.p99_ns as f64 / 1e3,
+        "tick_cost_max_us": s.max_ns as f64 / 1e3,
+        "group_cost_mean_us": (s.mean_ns / groups) as f64 / 1e3,
+        "loop_share_of_one_core_pct": control.stats.cost_sum_ns as f64 / 1e9 / elapsed_s * 100.0,
+    });
+    println!("{summary}");
+}
+
+fn fail(e: &dyn std::fmt::Display) -> ! {
+    eprintln!("critmem-loop-bench: {e}");
+    std::process::exit(2);
+}

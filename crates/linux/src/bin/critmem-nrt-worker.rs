@@ -1,0 +1,79 @@
+//! Memory-intensive throughput worker: walks its whole working set again and again, verifying
+//! every page, and reports work units (MiB verified) per second on stdout, one JSON line per
+//! report period. Exits 0 on SIGINT/SIGTERM or after --duration-s, 3 on a checksum mismatch,
+//! 2 on bad arguments; prints a JSON summary line at exit.
+
+use clap::Parser;
+use critmem_linux::agent::shutdown_signals;
+use critmem_linux::workload::{signalled, Pattern, Region, Walker, PAGE_BYTES};
+use std::time::{Duration, Instant};
+
+#[derive(Parser, Debug)]
+#[command(name = "critmem-nrt-worker", about = "Memory-intensive throughput worker for critmem")]
+struct Args {
+    #[arg(long, default_value_t = 256)]
+    wss_mib: u64,
+    #[arg(long, value_enum, default_value_t = Pattern::Sequential)]
+    pattern: Pattern,
+    #[arg(long, default_value_t = 1000)]
+    report_ms: u64,
+    /// Stop after this long; runs until a signal if absent.
+    #[arg(long)]
+    duration_s: Option<f64>,
+    #[arg(long, default_value_t = 2)]
+    seed: u64,
+}
+
+const PAGES_PER_UNIT: u64 = (1 << 20) / PAGE_BYTES as u64;
+
+#[derive(serde::Serialize)]
+struct Summary {
+    worker: &'static str,
+    work_units: u64,
+    work_units_per_s: f64,
+    checksum_failures: u64,
+    elapsed_s: f64,
+}
+
+fn main() {
+    let args = Args::parse();
+    let signals = match shutdown_signals() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("critmem-nrt-worker: {e}");
+            std::process::exit(2);
+        }
+    };
+    let region = Region::new((args.wss_mib << 20) as usize, args.seed);
+    let mut walker = Walker::new(args.pattern, args.seed);
+    let started = Instant::now();
+    let end = args.duration_s.map(|d| started + Duration::from_secs_f64(d));
+    let report = Duration::from_millis(args.report_ms.max(1));
+    let (mut pages, mut last_report, mut units_at_report) = (0u64, Instant::now(), 0u64);
+    let mut checksum_failures = 0;
+    loop {
+        let page = walker.next_page(region.pages());
+        if !region.verify_page(page) {
+            eprintln!("critmem-nrt-worker: CHECKSUM MISMATCH in page {page}: memory contents changed under the worker");
+            checksum_failures += 1;
+            break;
+        }
+        pages += 1;
+        if pages % 256 == 0 {
+            if signalled(&signals) || end.is_some_and(|e| Instant::now() >= e) {
+                break;
+            }
+            if last_report.elapsed() >= report {
+                let units = pages / PAGES_PER_UNIT;
+                let rate = (units - units_at_report) as f64 / last_report.elapsed().as_secs_f64();
+                println!("{{\"t_s\":{:.3},\"work_units_per_s\":{rate:.1}}}", started.elapsed().as_secs_f64());
+                (last_report, units_at_report) = (Instant::now(), units);
+            }
+        }
+    }
+    let elapsed_s = started.elapsed().as_secs_f64();
+    let work_units = pages / PAGES_PER_UNIT;
+    let summary = Summary { worker: "nrt", work_units, work_units_per_s: work_units as f64 / elapsed_s.max(1e-9), checksum_failures, elapsed_s };
+    println!("{}", serde_json::to_string(&summary).expect("summary serialises"));
+    std::process::exit(if checksum_failures == 0 { 0 } else { 3 });
+}

@@ -1,0 +1,166 @@
+//! Periodic soft real-time worker: each job touches part of its working set (verifying every
+//! page's pattern), computes for a fixed time, and reports release and completion on the job
+//! socket. Exits 0 on SIGINT/SIGTERM or after --duration-s, 3 on a checksum mismatch, 2 on bad
+//! arguments; prints a JSON summary on stdout at exit.
+
+use clap::Parser;
+use critmem_linux::agent::shutdown_signals;
+use critmem_linux::platform::monotonic_ns;
+use critmem_linux::protocol::JobOp;
+use critmem_linux::workload::{busy_ns, signalled, wait_signal, JobClient, Pattern, Region, Walker, PAGE_BYTES};
+use std::time::Duration;
+
+#[derive(Parser, Debug)]
+#[command(name = "critmem-srt-worker", about = "Periodic soft real-time worker for critmem")]
+struct Args {
+    /// Job socket of the agent; jobs are not reported without it.
+    #[arg(long)]
+    socket: Option<std::path::PathBuf>,
+    #[arg(long, default_value_t = 20)]
+    period_ms: u64,
+    /// Relative deadline; the period if absent.
+    #[arg(long)]
+    deadline_ms: Option<u64>,
+    /// Busy compute per job, after the memory accesses.
+    #[arg(long, default_value_t = 2000)]
+    compute_us: u64,
+    #[arg(long, default_value_t = 64)]
+    wss_mib: u64,
+    /// Pages touched (and verified) per job; the whole working set if absent.
+    #[arg(long)]
+    pages_per_job: Option<usize>,
+    #[arg(long, value_enum, default_value_t = Pattern::Sequential)]
+    pattern: Pattern,
+    /// Phase changes, `AT_S:WSS_MIB:COMPUTE_US` (from AT_S seconds on, use this working set
+    /// and compute); repeatable.
+    #[arg(long = "phase", value_parser = parse_phase)]
+    phases: Vec<Phase>,
+    /// Stop after this long; runs until a signal if absent.
+    #[arg(long)]
+    duration_s: Option<f64>,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Phase {
+    at_ns: u64,
+    wss_bytes: u64,
+    compute_ns: u64,
+}
+
+fn parse_phase(text: &str) -> Result<Phase, String> {
+    let parts: Vec<&str> = text.split(':').collect();
+    let [at, wss, compute] = parts.as_slice() else { return Err("expected AT_S:WSS_MIB:COMPUTE_US".into()) };
+    let at_s: f64 = at.parse().map_err(|_| format!("bad AT_S {at:?}"))?;
+    let wss: u64 = wss.parse().map_err(|_| format!("bad WSS_MIB {wss:?}"))?;
+    let compute: u64 = compute.parse().map_err(|_| format!("bad COMPUTE_US {compute:?}"))?;
+    Ok(Phase { at_ns: (at_s * 1e9) as u64, wss_bytes: wss << 20, compute_ns: compute * 1000 })
+}
+
+#[derive(serde::Serialize, Default)]
+struct Summary {
+    worker: &'static str,
+    jobs: u64,
+    deadline_hits: u64,
+    deadline_misses: u64,
+    dropped: u64,
+    checksum_failures: u64,
+    pages_verified: u64,
+    max_response_ns: u64,
+    reports_sent: u64,
+    reports_unsent: u64,
+    connects: u64,
+}
+
+fn main() {
+    let args = Args::parse();
+    let signals = match shutdown_signals() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("critmem-srt-worker: {e}");
+            std::process::exit(2);
+        }
+    };
+    let period_ns = args.period_ms.max(1) * 1_000_000;
+    let deadline_ns = args.deadline_ms.map_or(period_ns, |d| d * 1_000_000);
+    let base = Phase { at_ns: 0, wss_bytes: args.wss_mib << 20, compute_ns: args.compute_us * 1000 };
+    let mut phases = vec![base];
+    phases.extend(args.phases.iter().copied());
+    phases.sort_by_key(|p| p.at_ns);
+    let region_bytes = phases.iter().map(|p| p.wss_bytes).max().unwrap_or(0) as usize;
+    let region = Region::new(region_bytes, args.seed);
+    let mut walker = Walker::new(args.pattern, args.seed);
+    let mut client = args.socket.clone().map(JobClient::new);
+    let mut summary = Summary { worker: "srt", ..Summary::default() };
+    let start_ns = monotonic_ns();
+    let end_ns = args.duration_s.map(|d| start_ns + (d * 1e9) as u64);
+    let mut job = 0u64;
+    let mut checksum_ok = true;
+    'jobs: loop {
+        let release_ns = start_ns + job * period_ns;
+        let now = monotonic_ns();
+        if release_ns > now && wait_signal(&signals, Duration::from_nanos(release_ns - now)) {
+            break;
+        }
+        if end_ns.is_some_and(|e| monotonic_ns() >= e) || signalled(&signals) {
+            break;
+        }
+        let elapsed_ns = release_ns - start_ns;
+        let phase = phases.iter().rev().find(|p| p.at_ns <= elapsed_ns).copied().unwrap_or(base);
+        let active = ((phase.wss_bytes as usize).div_ceil(PAGE_BYTES)).clamp(1, region.pages());
+        let touches = args.pages_per_job.unwrap_or(active);
+        let absolute_deadline_ns = release_ns + deadline_ns;
+        if let Some(c) = client.as_mut() {
+            c.send(JobOp::Release { deadline_ns: absolute_deadline_ns }, job, release_ns);
+        }
+        let mut dropped = false;
+        for i in 0..touches {
+            let page = walker.next_page(active);
+            if !region.verify_page(page) {
+                eprintln!("critmem-srt-worker: CHECKSUM MISMATCH in page {page} during job {job}: memory contents changed under the worker");
+                summary.checksum_failures += 1;
+                checksum_ok = false;
+                break 'jobs;
+            }
+            summary.pages_verified += 1;
+            if i % 256 == 255 {
+                if let Some(c) = client.as_mut() {
+                    if c.drop_requests().contains(&job) {
+                        dropped = true;
+                        break;
+                    }
+                }
+            }
+        }
+        if !dropped {
+            busy_ns(phase.compute_ns);
+        }
+        let done_ns = monotonic_ns();
+        if dropped {
+            summary.dropped += 1;
+            if let Some(c) = client.as_mut() {
+                c.send(JobOp::Drop, job, done_ns);
+            }
+        } else {
+            summary.jobs += 1;
+            summary.max_response_ns = summary.max_response_ns.max(done_ns - release_ns);
+            if done_ns <= absolute_deadline_ns {
+                summary.deadline_hits += 1;
+            } else {
+                summary.deadline_misses += 1;
+            }
+            if let Some(c) = client.as_mut() {
+                c.send(JobOp::Complete, job, done_ns);
+                // Requests for jobs already finished are stale; read them away.
+                c.drop_requests();
+            }
+        }
+        job += 1;
+    }
+    if let Some(c) = &client {
+        (summary.reports_sent, summary.reports_unsent, summary.connects) = (c.sent, c.unsent, c.connects);
+    }
+    println!("{}", serde_json::to_string(&summary).expect("summary serialises"));
+    std::process::exit(if checksum_ok { 0 } else { 3 });
+}

@@ -1,0 +1,834 @@
+//! [`LinuxPlatform`]: the [`Platform`] the controllers drive on a real machine, and
+//! [`ControlLoop`], the loop that ticks them at their interval.
+//!
+//! One managed cgroup per workload group, created (and journaled, so restore removes it) or
+//! adopted (only its knobs' originals are journaled). `observe` reads PSI totals, usage and
+//! knobs through the [`CgroupBackend`] and drains job events from the [`JobServer`]; `apply`
+//! clamps every limit to the group's floor (and, on cgroup v2, to the memory it cannot
+//! reclaim, so a hard limit never OOM-kills), journals the original before the first change
+//! of each file, and hands writes to the [`KnobWriter`] so a write stuck in reclaim never
+//! stalls the loop. In dry-run mode writes are logged, never made.
+
+use crate::cgroup::{knob_change, CgroupBackend, Change, GroupPath, Knob, PsiResource};
+use crate::error::{Error, Result};
+use crate::journal::{Journal, RestoreReport};
+use crate::protocol::{JobOp, JobServer};
+use crate::psi::{wait_any, PsiTrigger, StallKind, TriggerEvent};
+use crate::writer::KnobWriter;
+use critmem_policy::{Action, Controller, GroupId, GroupObservation, GroupRole, JobEvent, MemoryKnobs, Observation, Platform, StallTotals};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Limits are written page-aligned.
+const PAGE_BYTES: u64 = 4096;
+/// Head-room kept above unreclaimable memory when a v2 hard limit is lowered: the kernel
+/// needs a little slack to reclaim into before it resorts to the OOM killer.
+const V2_UNRECLAIMABLE_MARGIN_BYTES: u64 = 8 << 20;
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock the job protocol's `deadline_ns`/`at_ns` use.
+pub fn monotonic_ns() -> u64 {
+    let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC is always available");
+    ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64
+}
+
+/// A workload group as configured.
+#[derive(Clone, Debug)]
+pub struct GroupSpec {
+    /// Name in reports, metrics and the job protocol's `group` field.
+    pub name: String,
+    pub path: GroupPath,
+    pub role: GroupRole,
+    /// The smallest limit ever applied.
+    pub floor_bytes: u64,
+    /// Create the cgroup if it is missing (removed again on restore); otherwise it must exist.
+    pub create: bool,
+}
+
+/// Counters of what the platform did; exported as metrics.
+#[derive(Clone, Debug, Default)]
+pub struct PlatformStats {
+    pub writes_submitted: u64,
+    pub writes_ok: u64,
+    /// Writes the kernel refused (e.g. EBUSY lowering a v1 limit below unreclaimable usage).
+    pub writes_failed: u64,
+    /// Writes skipped because the queue was full.
+    pub writes_dropped: u64,
+    /// Limits raised to a group's floor.
+    pub clamped_to_floor: u64,
+    /// v2 hard limits raised to the group's unreclaimable memory.
+    pub clamped_to_unreclaimable: u64,
+    /// Requests for knobs the backend does not have (v1 min/low), not applied.
+    pub unsupported: u64,
+    pub dry_run_writes: u64,
+    pub drops_requested: u64,
+}
+
+/// Per-group job accounting from the job socket.
+#[derive(Clone, Debug, Default)]
+pub struct JobCounts {
+    pub released: u64,
+    pub completed: u64,
+    pub dropped: u64,
+    /// Completions at or before the released deadline.
+    pub deadline_hits: u64,
+    pub deadline_misses: u64,
+    /// Deadlines of released jobs not yet completed or dropped, by job number.
+    open: BTreeMap<u64, u64>,
+}
+
+/// The files a tick reads, kept open: re-reading an open cgroup file from offset 0 skips the
+/// path lookup and open/close that dominate a tick's cost.
+struct OpenFiles {
+    memory_pressure: std::fs::File,
+    io_pressure: std::fs::File,
+    usage: std::fs::File,
+    /// Per knob (max, high, min, low); `None` where the backend has no such file.
+    knobs: [Option<std::fs::File>; 4],
+}
+
+impl OpenFiles {
+    fn open(backend: &dyn CgroupBackend, group: &GroupPath) -> Option<Self> {
+        let open = |path: &Path| std::fs::File::open(path).ok();
+        let memory_dir = backend.group_dirs(group).into_iter().next()?;
+        let usage = open(&memory_dir.join("memory.current")).or_else(|| open(&memory_dir.join("memory.usage_in_bytes")))?;
+        let mut knobs: [Option<std::fs::File>; 4] = Default::default();
+        for (slot, knob) in knobs.iter_mut().zip(Knob::ALL) {
+            if let Some(write) = backend.plan_knob(group, knob, None).ok().flatten() {
+                *slot = Some(open(&write.path)?);
+            }
+        }
+        Some(OpenFiles {
+            memory_pressure: open(&backend.pressure_file(group, PsiResource::Memory))?,
+            io_pressure: open(&backend.pressure_file(group, PsiResource::Io))?,
+            usage,
+            knobs,
+        })
+    }
+
+    /// Reads everything; `None` on any failure (the caller then goes the slow way, which
+    /// names the error, e.g. a vanished group).
+    fn read(&self, buf: &mut Vec<u8>) -> Option<(StallTotals, u64, MemoryKnobs)> {
+        let memory = crate::psi::parse_pressure(read_at_start(&self.memory_pressure, buf)?, "memory.pressure").ok()?;
+        let io = crate::psi::parse_pressure(read_at_start(&self.io_pressure, buf)?, "io.pressure").ok()?;
+        let usage = read_at_start(&self.usage, buf)?.trim().parse().ok()?;
+        let mut values = [None; 4];
+        for ((value, file), knob) in values.iter_mut().zip(&self.knobs).zip(Knob::ALL) {
+            if let Some(file) = file {
+                *value = parse_knob(read_at_start(file, buf)?.trim(), matches!(knob, Knob::Min | Knob::Low))?;
+            }
+        }
+        let knobs = MemoryKnobs { max_bytes: values[0], high_bytes: values[1], min_bytes: values[2], low_bytes: values[3] };
+        Some((crate::psi::stall_totals(&memory, &io), usage, knobs))
+    }
+}
+
+/// pread from offset 0: cgroupfs regenerates the contents on every read from the start.
+fn read_at_start<'b>(file: &std::fs::File, buf: &'b mut Vec<u8>) -> Option<&'b str> {
+    use std::os::unix::fs::FileExt;
+    buf.resize(4096, 0);
+    let n = file.read_at(buf, 0).ok()?;
+    std::str::from_utf8(&buf[..n]).ok()
+}
+
+/// A knob file's value: `max` or, on v1, a huge number (`9223372036854771712`) is no limit; a
+/// protection of 0 is no protection. `None` when unparsable.
+fn parse_knob(text: &str, is_protection: bool) -> Option<Option<u64>> {
+    const V1_UNLIMITED_FROM_BYTES: u64 = 1 << 62;
+    if text == "max" {
+        return Some(None);
+    }
+    let bytes: u64 = text.parse().ok()?;
+    Some(if bytes >= V1_UNLIMITED_FROM_BYTES || (is_protection && bytes == 0) { None } else { Some(bytes) })
+}
+
+struct Managed {
+    spec: GroupSpec,
+    files: Option<OpenFiles>,
+    /// Knobs as last read (for dedup and the v2 clamp).
+    knobs: MemoryKnobs,
+    usage_bytes: u64,
+    stall: StallTotals,
+    jobs: JobCounts,
+}
+
+/// Options for [`LinuxPlatform::open`].
+pub struct PlatformOptions {
+    /// Budget the controller divides among the groups.
+    pub total_memory_bytes: u64,
+    /// Log intended writes only; nothing on the machine changes (no journal either).
+    pub dry_run: bool,
+    /// Restore journal; required unless dry-run.
+    pub journal_path: Option<PathBuf>,
+    /// The job socket, already bound with one [`crate::protocol::ReportingGroup`] per group,
+    /// in the same order as the groups.
+    pub job_server: Option<JobServer>,
+    /// `/proc` (or a fake tree): swap accounting for the v2 unreclaimable clamp.
+    pub proc_root: PathBuf,
+}
+
+/// The Linux [`Platform`]; see the module documentation.
+pub struct LinuxPlatform {
+    backend: Box<dyn CgroupBackend>,
+    groups: Vec<Managed>,
+    total_memory_bytes: u64,
+    dry_run: bool,
+    journal: Option<Journal>,
+    writer: KnobWriter,
+    server: Option<JobServer>,
+    proc_root: PathBuf,
+    stats: PlatformStats,
+    /// Journal replay done when opening (a previous run crashed).
+    recovered: Option<RestoreReport>,
+    warned_paths: std::collections::BTreeSet<PathBuf>,
+    read_buf: Vec<u8>,
+    /// Last value logged per knob in dry-run mode.
+    dry_run_intended: BTreeMap<(GroupId, Knob), Option<u64>>,
+}
+
+impl LinuxPlatform {
+    /// Opens the journal (restoring a crashed run's changes first), then creates or adopts
+    /// every group.
+    pub fn open(backend: Box<dyn CgroupBackend>, specs: Vec<GroupSpec>, options: PlatformOptions) -> Result<Self> {
+        let (mut journal, recovered) = match (&options.journal_path, options.dry_run) {
+            (Some(path), false) => {
+                let (journal, report) = Journal::open(path)?;
+                if let Some(r) = &report {
+                    tracing::warn!(restored = r.restored.len(), removed_dirs = r.removed_dirs.len(), "restored the changes of a previous run that did not shut down");
+                }
+                (Some(journal), report)
+            }
+            (None, false) => {
+                return Err(Error::Journal { path: PathBuf::new(), reason: "a journal path is required unless --dry-run".into() });
+            }
+            (_, true) => (None, None),
+        };
+        if let Some(server) = &options.job_server {
+            if server.groups().len() != specs.len() {
+                return Err(Error::Socket {
+                    path: server.socket_path().to_owned(),
+                    reason: format!("the job server knows {} groups but the platform manages {}", server.groups().len(), specs.len()),
+                });
+            }
+        }
+        let mut groups = Vec::with_capacity(specs.len());
+        for spec in specs {
+            if !backend.exists(&spec.path) {
+                if !spec.create {
+                    return Err(Error::Config {
+                        path: spec.path.dir_in(Path::new("/")),
+                        reason: format!("cgroup of group {:?} does not exist; create it, or set create = true to let the agent create it", spec.name),
+                    });
+                }
+                for change in backend.plan_create(&spec.path)? {
+                    match journal.as_mut() {
+                        Some(j) => j.perform(&change)?,
+                        None => tracing::info!(group = %spec.name, change = %change, "dry run: would create"),
+                    }
+                }
+            }
+            // A group created just now has no limits; reading them is for adopted groups.
+            let knobs = if spec.create && journal.is_some() { MemoryKnobs::default() } else if backend.exists(&spec.path) { backend.knobs(&spec.path)? } else { MemoryKnobs::default() };
+            let files = OpenFiles::open(backend.as_ref(), &spec.path);
+            groups.push(Managed { spec, files, knobs, usage_bytes: 0, stall: StallTotals::default(), jobs: JobCounts::default() });
+        }
+        Ok(LinuxPlatform {
+            backend,
+            groups,
+            total_memory_bytes: options.total_memory_bytes,
+            dry_run: options.dry_run,
+            journal,
+            writer: KnobWriter::new(crate::writer::DEFAULT_WORKERS, crate::writer::DEFAULT_CAPACITY),
+            server: options.job_server,
+            proc_root: options.proc_root,
+            stats: PlatformStats::default(),
+            recovered,
+            warned_paths: Default::default(),
+            read_buf: Vec::with_capacity(4096),
+            dry_run_intended: BTreeMap::new(),
+        })
+    }
+
+    pub fn backend(&self) -> &dyn CgroupBackend {
+        self.backend.as_ref()
+    }
+
+    pub fn group_specs(&self) -> impl Iterator<Item = &GroupSpec> {
+        self.groups.iter().map(|g| &g.spec)
+    }
+
+    pub fn stats(&self) -> &PlatformStats {
+        &self.stats
+    }
+
+    pub fn job_counts(&self, group: GroupId) -> &JobCounts {
+        &self.groups[group].jobs
+    }
+
+    pub fn job_server(&self) -> Option<&JobServer> {
+        self.server.as_ref()
+    }
+
+    /// What opening restored from a crashed previous run.
+    pub fn recovered(&self) -> Option<&RestoreReport> {
+        self.recovered.as_ref()
+    }
+
+    /// Usage and knobs of `group` as last observed.
+    pub fn last_seen(&self, group: GroupId) -> (u64, MemoryKnobs) {
+        (self.groups[group].usage_bytes, self.groups[group].knobs)
+    }
+
+    /// Waits up to `timeout` for every submitted write to land; for tests and shutdown,
+    /// never for the control loop.
+    pub fn wait_writes(&self, timeout: Duration) -> bool {
+        self.writer.wait_idle(timeout)
+    }
+
+    /// Places a process in a managed group.
+    pub fn add_process(&self, group: GroupId, pid: u32) -> Result<()> {
+        self.backend.move_pid(&self.groups[group].spec.path, pid)
+    }
+
+    /// One PSI trigger per group on `memory.pressure`, to wake the loop early. The window must
+    /// be a multiple of 2 s without CAP_SYS_RESOURCE.
+    pub fn arm_triggers(&self, stall_us: u64, window_us: u64) -> Result<Vec<PsiTrigger>> {
+        self.groups
+            .iter()
+            .map(|g| PsiTrigger::new(&self.backend.pressure_file(&g.spec.path, PsiResource::Memory), StallKind::Some, stall_us, window_us))
+            .collect()
+    }
+
+    /// Outcomes of finished writes: failures are counted and logged, never fatal (the next
+    /// tick decides again from what the files then say).
+    fn collect_writes(&mut self) {
+        for outcome in self.writer.completed() {
+            match &outcome.result {
+                Ok(()) => self.stats.writes_ok += 1,
+                Err(e) => {
+                    self.stats.writes_failed += 1;
+                    // A refused limit is asked for again every tick; say so once per file.
+                    if self.warned_paths.insert(outcome.path.clone()) {
+                        tracing::warn!(path = %outcome.path.display(), value = %outcome.contents, took_us = outcome.took.as_micros() as u64, error = %e, "cgroup write failed (further failures of this file are logged at debug)");
+                    } else {
+                        tracing::debug!(path = %outcome.path.display(), value = %outcome.contents, error = %e, "cgroup write failed");
+                    }
+                }
+            }
+        }
+    }
+
+    fn take_job_events(&mut self, now_ns: u64) -> Vec<JobEvent> {
+        let Some(server) = self.server.as_mut() else { return Vec::new() };
+        let mut events = Vec::new();
+        for report in server.poll() {
+            let at_ns = report.at_ns.unwrap_or(now_ns);
+            let (group, job) = (report.group, report.job);
+            let jobs = &mut self.groups[group].jobs;
+            events.push(match report.op {
+                JobOp::Release { deadline_ns } => {
+                    jobs.released += 1;
+                    jobs.open.insert(job, deadline_ns);
+                    // A client that never completes must not grow this without bound.
+                    while jobs.open.len() > 1024 {
+                        jobs.open.pop_first();
+                    }
+                    JobEvent::Release { group, job, at_ns, deadline_ns }
+                }
+                JobOp::Complete => {
+                    jobs.completed += 1;
+                    if let Some(deadline_ns) = jobs.open.remove(&job) {
+                        if at_ns <= deadline_ns {
+                            jobs.deadline_hits += 1;
+                        } else {
+                            jobs.deadline_misses += 1;
+                        }
+                    }
+                    JobEvent::Completion { group, job, at_ns }
+                }
+                JobOp::Drop => {
+                    jobs.dropped += 1;
+                    jobs.open.remove(&job);
+                    JobEvent::Drop { group, job, at_ns }
+                }
+            });
+        }
+        events
+    }
+
+    /// The limit actually written for a request: page-aligned, at least the floor and, for a
+    /// v2 hard limit below usage, at least what the group cannot give back.
+    fn clamp_limit(&mut self, group: GroupId, knob: Knob, bytes: u64) -> Result<u64> {
+        let g = &self.groups[group];
+        let mut bytes = bytes.div_ceil(PAGE_BYTES) * PAGE_BYTES;
+        if bytes < g.spec.floor_bytes {
+            bytes = g.spec.floor_bytes.div_ceil(PAGE_BYTES) * PAGE_BYTES;
+            self.stats.clamped_to_floor += 1;
+        }
+        // v1 refuses such a write with EBUSY on its own; v2 would OOM-kill instead.
+        if knob == Knob::Max && self.backend.supports(Knob::Min) && bytes < g.usage_bytes {
+            let stat = self.backend.memory_stat(&g.spec.path)?;
+            let swap_free = swap_free_bytes(&self.proc_root);
+            let unevictable = stat.fields.get("unevictable").copied().unwrap_or(0);
+            let unreclaimable = stat.anon_bytes.saturating_sub(swap_free) + unevictable + V2_UNRECLAIMABLE_MARGIN_BYTES;
+            if bytes < unreclaimable {
+                bytes = unreclaimable.div_ceil(PAGE_BYTES) * PAGE_BYTES;
+                self.stats.clamped_to_unreclaimable += 1;
+            }
+        }
+        Ok(bytes)
+    }
+
+    fn apply_knob(&mut self, group: GroupId, knob: Knob, bytes: Option<u64>) -> Result<Option<Action>> {
+        // v1 has no throttling limit: a `high` request becomes the hard limit (reclaim, and
+        // EBUSY rather than OOM if it cannot be met); v1 has no protections at all.
+        let knob = match knob {
+            Knob::High if !self.backend.supports(Knob::High) => Knob::Max,
+            Knob::Min | Knob::Low if !self.backend.supports(knob) => {
+                if bytes.is_some() {
+                    self.stats.unsupported += 1;
+                    tracing::debug!(group = %self.groups[group].spec.name, knob = knob.name(), "protection requested on a backend without it; ignored");
+                }
+                return Ok(None);
+            }
+            other => other,
+        };
+        let bytes = match bytes {
+            Some(b) if matches!(knob, Knob::Max | Knob::High) => Some(self.clamp_limit(group, knob, b)?),
+            other => other,
+        };
+        let current = match knob {
+            Knob::Max => self.groups[group].knobs.max_bytes,
+            Knob::High => self.groups[group].knobs.high_bytes,
+            Knob::Min => self.groups[group].knobs.min_bytes,
+            Knob::Low => self.groups[group].knobs.low_bytes,
+        };
+        let path = &self.groups[group].spec.path;
+        let Some(write) = self.backend.plan_knob(path, knob, bytes)? else { return Ok(None) };
+        let applied = knob_action(group, knob, bytes);
+        if current == bytes && !self.writer.is_outstanding(&write.path) {
+            return Ok(None);
+        }
+        if self.dry_run {
+            // Nothing changes on the machine, so the controller asks again every tick; log
+            // each intended value once.
+            if self.dry_run_intended.insert((group, knob), bytes) == Some(bytes) {
+                return Ok(Some(applied));
+            }
+            self.stats.dry_run_writes += 1;
+            tracing::info!(group = %self.groups[group].spec.name, path = %write.path.display(), value = %write.contents, "dry run: would write");
+            return Ok(Some(applied));
+        }
+        if let Some(journal) = self.journal.as_mut() {
+            journal.record(&Change::Write(write.clone()))?;
+        }
+        match self.writer.submit(write) {
+            Ok(_) => {
+                self.stats.writes_submitted += 1;
+                Ok(Some(applied))
+            }
+            Err(e @ Error::WriterQueueFull { .. }) => {
+                self.stats.writes_dropped += 1;
+                tracing::warn!(error = %e, "write skipped this tick");
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Stops the writer (waiting up to `timeout` for writes in flight) and puts every file
+    /// back as it was; groups this platform created are removed, their processes moved to
+    /// the root first.
+    pub fn restore(self, timeout: Duration) -> Result<RestoreReport> {
+        let stuck = self.writer.shutdown(timeout);
+        if !stuck.is_empty() {
+            tracing::warn!(files = ?stuck, "writes still stuck in the kernel at shutdown; restoring anyway");
+        }
+        drop(self.server);
+        match self.journal {
+            Some(journal) => journal.restore_all(),
+            None => Ok(RestoreReport::default()),
+        }
+    }
+}
+
+fn knob_action(group: GroupId, knob: Knob, bytes: Option<u64>) -> Action {
+    match knob {
+        Knob::Max => Action::SetMax { group, bytes },
+        Knob::High => Action::SetHigh { group, bytes },
+        Knob::Min => Action::SetMin { group, bytes },
+        Knob::Low => Action::SetLow { group, bytes },
+    }
+}
+
+/// `SwapFree:` of `<proc_root>/meminfo` in bytes (`SwapFree:        1048572 kB`); 0 if absent.
+fn swap_free_bytes(proc_root: &Path) -> u64 {
+    std::fs::read_to_string(proc_root.join("meminfo"))
+        .ok()
+        .and_then(|text| parse_meminfo_kb(&text, "SwapFree:"))
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// The value of `key` in /proc/meminfo text, in kB.
+pub fn parse_meminfo_kb(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|l| l.strip_prefix(key)).and_then(|rest| rest.split_whitespace().next()).and_then(|v| v.parse().ok())
+}
+
+impl Platform for LinuxPlatform {
+    type Error = Error;
+
+    fn observe(&mut self) -> Result<Observation> {
+        self.collect_writes();
+        let now_ns = monotonic_ns();
+        let mut observed = Vec::with_capacity(self.groups.len());
+        for g in &mut self.groups {
+            if self.dry_run && !self.backend.exists(&g.spec.path) {
+                // Dry run over a group it would have created.
+                observed.push(GroupObservation {
+                    name: g.spec.name.clone(),
+                    role: g.spec.role.clone(),
+                    stall: g.stall,
+                    usage_bytes: 0,
+                    knobs: g.knobs,
+                    floor_bytes: g.spec.floor_bytes,
+                });
+                continue;
+            }
+            if g.files.is_none() {
+                g.files = OpenFiles::open(self.backend.as_ref(), &g.spec.path);
+            }
+            match g.files.as_ref().and_then(|f| f.read(&mut self.read_buf)) {
+                Some((stall, usage, knobs)) => (g.stall, g.usage_bytes, g.knobs) = (stall, usage, knobs),
+                None => {
+                    g.files = None;
+                    g.stall = self.backend.stall_totals(&g.spec.path)?;
+                    g.usage_bytes = self.backend.usage_bytes(&g.spec.path)?;
+                    g.knobs = self.backend.knobs(&g.spec.path)?;
+                }
+            }
+            observed.push(GroupObservation {
+                name: g.spec.name.clone(),
+                role: g.spec.role.clone(),
+                stall: g.stall,
+                usage_bytes: g.usage_bytes,
+                knobs: g.knobs,
+                floor_bytes: g.spec.floor_bytes,
+            });
+        }
+        let events = self.take_job_events(now_ns);
+        Ok(Observation { now_ns, total_memory_bytes: self.total_memory_bytes, groups: observed, events })
+    }
+
+    fn apply(&mut self, actions: &[Action]) -> Result<Vec<Action>> {
+        let mut applied = Vec::new();
+        for action in actions {
+            if let Action::DropJob { group, job } = *action {
+                if group >= self.groups.len() {
+                    continue;
+                }
+                self.stats.drops_requested += 1;
+                if self.dry_run {
+                    tracing::info!(group = %self.groups[group].spec.name, job, "dry run: would ask the worker to drop the job");
+                    applied.push(*action);
+                } else if let Some(server) = self.server.as_mut() {
+                    if server.deliver_drop(group, job) > 0 {
+                        applied.push(*action);
+                    }
+                }
+                continue;
+            }
+            let Some((group, knob, bytes)) = knob_change(action) else { continue };
+            if group >= self.groups.len() {
+                tracing::warn!(group, "controller named a group that does not exist; ignored");
+                continue;
+            }
+            match self.apply_knob(group, knob, bytes) {
+                Ok(Some(a)) => applied.push(a),
+                Ok(None) => {}
+                Err(e @ Error::GroupVanished { .. }) => return Err(e),
+                Err(e @ (Error::Journal { .. } | Error::Io { op: "append to journal", .. })) => return Err(e),
+                Err(e) => {
+                    self.stats.writes_failed += 1;
+                    tracing::warn!(group = %self.groups[group].spec.name, error = %e, "cannot apply");
+                }
+            }
+        }
+        Ok(applied)
+    }
+}
+
+/// Figures of a control loop's run.
+#[derive(Clone, Debug, Default)]
+pub struct LoopStats {
+    pub ticks: u64,
+    /// Ticks run before their time because a PSI trigger fired.
+    pub early_wakes: u64,
+    /// Ticks that started more than one interval late.
+    pub overruns: u64,
+    /// Cost (observe + tick + apply) of each tick, in ns; capped at [`LoopStats::MAX_SAMPLES`].
+    pub cost_ns: Vec<u64>,
+    pub cost_sum_ns: u64,
+    pub cost_max_ns: u64,
+    pub actions_applied: u64,
+}
+
+/// Percentiles of the per-tick cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CostSummary {
+    pub ticks: u64,
+    pub mean_ns: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+}
+
+impl LoopStats {
+    pub const MAX_SAMPLES: usize = 1 << 20;
+
+    fn record(&mut self, cost_ns: u64) {
+        self.ticks += 1;
+        self.cost_sum_ns += cost_ns;
+        self.cost_max_ns = self.cost_max_ns.max(cost_ns);
+        if self.cost_ns.len() < Self::MAX_SAMPLES {
+            self.cost_ns.push(cost_ns);
+        }
+    }
+
+    pub fn summary(&self) -> CostSummary {
+        let mut sorted = self.cost_ns.clone();
+        sorted.sort_unstable();
+        let at = |q: f64| sorted.get(((sorted.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(0);
+        CostSummary {
+            ticks: self.ticks,
+            mean_ns: self.cost_sum_ns.checked_div(self.ticks).unwrap_or(0),
+            p50_ns: at(0.5),
+            p99_ns: at(0.99),
+            max_ns: self.cost_max_ns,
+        }
+    }
+}
+
+/// Ticks a controller at its interval on CLOCK_MONOTONIC (std's `Instant`). Between ticks it
+/// waits on the PSI triggers, if any: one firing runs the next tick at once (a hint that the
+/// situation changed; the schedule then restarts from that tick).
+pub struct ControlLoop {
+    pub interval: Duration,
+    pub triggers: Vec<PsiTrigger>,
+    pub stats: LoopStats,
+}
+
+impl ControlLoop {
+    pub fn new(interval_ns: u64) -> Self {
+        ControlLoop { interval: Duration::from_nanos(interval_ns.max(1)), triggers: Vec::new(), stats: LoopStats::default() }
+    }
+
+    /// Runs until `stop` says so (checked before every tick) or an error. `after_tick` sees
+    /// the platform and this tick's applied actions (metrics, logs).
+    pub fn run<P: Platform, C: Controller + ?Sized>(
+        &mut self,
+        platform: &mut P,
+        controller: &mut C,
+        mut stop: impl FnMut() -> bool,
+        mut after_tick: impl FnMut(&mut P, &[Action], &LoopStats),
+    ) -> std::result::Result<(), P::Error> {
+        let mut next = Instant::now();
+        while !stop() {
+            let started = Instant::now();
+            if started.duration_since(next) > self.interval {
+                self.stats.overruns += 1;
+            }
+            let applied = critmem_policy::step(platform, controller)?;
+            self.stats.record(started.elapsed().as_nanos() as u64);
+            self.stats.actions_applied += applied.len() as u64;
+            after_tick(platform, &applied, &self.stats);
+            next = started + self.interval;
+            // A tick that took longer than the interval starts the next one now, not a burst.
+            if next < Instant::now() {
+                next = Instant::now();
+            }
+            if self.wait_until(next) {
+                self.stats.early_wakes += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sleeps until `deadline`, or returns `true` early when a trigger fires. Triggers whose
+    /// group is gone are dropped (the next observe reports the vanished group).
+    fn wait_until(&mut self, deadline: Instant) -> bool {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if self.triggers.is_empty() {
+            std::thread::sleep(left);
+            return false;
+        }
+        let refs: Vec<&PsiTrigger> = self.triggers.iter().collect();
+        match wait_any(&refs, left) {
+            Ok(ready) => {
+                let gone: Vec<usize> = ready.iter().filter(|(_, e)| *e == TriggerEvent::GroupGone).map(|(i, _)| *i).collect();
+                let fired = ready.iter().any(|(_, e)| *e == TriggerEvent::Fired);
+                for i in gone.into_iter().rev() {
+                    self.triggers.remove(i);
+                }
+                if !fired {
+                    // Interrupted or only gone-events: sleep out the rest.
+                    std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+                }
+                fired
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "waiting on PSI triggers failed; ticking on the timer only");
+                self.triggers.clear();
+                std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+                false
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cgroup::fake::{populate, v2_root, V2_FILES};
+    use crate::cgroup::V2Backend;
+
+    const MIB: u64 = 1 << 20;
+
+    fn specs() -> Vec<GroupSpec> {
+        vec![
+            GroupSpec {
+                name: "rt".into(),
+                path: GroupPath::new("crit-rt").unwrap(),
+                role: GroupRole::SoftRealTime { deadline_ns: 10_000_000, bcet_ns: 1_000_000 },
+                floor_bytes: 64 * MIB,
+                create: true,
+            },
+            GroupSpec { name: "batch".into(), path: GroupPath::new("batch").unwrap(), role: GroupRole::NonRealTime, floor_bytes: 16 * MIB, create: false },
+        ]
+    }
+
+    /// A fake v2 tree with `batch` existing (adopted) and `critmem/rt` to be created.
+    fn fake(dir: &Path) -> PlatformOptions {
+        v2_root(&dir.join("cg"));
+        populate(&dir.join("cg/batch"), V2_FILES);
+        populate(&dir.join("proc"), &[("meminfo", "MemTotal: 100 kB\nSwapFree:        0 kB\n")]);
+        PlatformOptions {
+            total_memory_bytes: 512 * MIB,
+            dry_run: false,
+            journal_path: Some(dir.join("journal.jsonl")),
+            job_server: None,
+            proc_root: dir.join("proc"),
+        }
+    }
+
+    /// The fake tree has no kernel to fill a new directory; do it after open.
+    fn open(dir: &Path, options: PlatformOptions) -> LinuxPlatform {
+        let backend = Box::new(V2Backend::new(dir.join("cg")));
+        // mkdir happens inside open; pre-create the files the kernel would add afterwards.
+        let platform = LinuxPlatform::open(backend, specs(), options);
+        let platform = platform.unwrap();
+        populate(&dir.join("cg/crit-rt"), V2_FILES);
+        platform
+    }
+
+    fn settle(platform: &LinuxPlatform) {
+        assert!(platform.writer.wait_idle(Duration::from_secs(5)));
+    }
+
+    #[test]
+    fn limits_are_clamped_to_floors_journaled_and_restored() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = fake(dir.path());
+        let mut platform = open(dir.path(), options);
+        platform.observe().unwrap();
+        let applied = platform.apply(&[Action::SetMax { group: 0, bytes: Some(MIB) }, Action::SetMax { group: 1, bytes: Some(100 * MIB + 1) }]).unwrap();
+        assert_eq!(applied, vec![Action::SetMax { group: 0, bytes: Some(64 * MIB) }, Action::SetMax { group: 1, bytes: Some(100 * MIB + 4096) }]);
+        settle(&platform);
+        assert_eq!(std::fs::read_to_string(dir.path().join("cg/batch/memory.max")).unwrap(), (100 * MIB + 4096).to_string());
+        let obs = platform.observe().unwrap();
+        assert_eq!(obs.groups[1].knobs.max_bytes, Some(100 * MIB + 4096));
+        assert_eq!(platform.stats().clamped_to_floor, 1);
+        // The same value again is not rewritten.
+        assert!(platform.apply(&[Action::SetMax { group: 1, bytes: Some(100 * MIB + 4096) }]).unwrap().is_empty());
+        let report = platform.restore(Duration::from_secs(5)).unwrap();
+        assert_eq!(std::fs::read_to_string(dir.path().join("cg/batch/memory.max")).unwrap(), "max");
+        assert!(!dir.path().join("cg/crit-rt").exists(), "created groups are removed: {report:?}");
+    }
+
+    #[test]
+    fn a_v2_hard_limit_never_goes_below_unreclaimable_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = fake(dir.path());
+        let mut platform = open(dir.path(), options);
+        let batch = dir.path().join("cg/batch");
+        std::fs::write(batch.join("memory.current"), (200 * MIB).to_string()).unwrap();
+        std::fs::write(batch.join("memory.stat"), format!("anon {}\nfile 0\nunevictable 0\n", 150 * MIB)).unwrap();
+        platform.observe().unwrap();
+        let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(32 * MIB) }]).unwrap();
+        assert_eq!(applied, vec![Action::SetMax { group: 1, bytes: Some(158 * MIB) }]);
+        // With enough free swap the anon memory is reclaimable, so the request stands.
+        std::fs::write(dir.path().join("proc/meminfo"), "SwapFree: 1048576 kB\n").unwrap();
+        let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(32 * MIB) }]).unwrap();
+        assert_eq!(applied, vec![Action::SetMax { group: 1, bytes: Some(32 * MIB) }]);
+        platform.restore(Duration::from_secs(5)).unwrap();
+    }
+
+    #[test]
+    fn dry_run_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut options = fake(dir.path());
+        options.dry_run = true;
+        let backend = Box::new(V2Backend::new(dir.path().join("cg")));
+        let mut platform = LinuxPlatform::open(backend, specs(), options).unwrap();
+        assert!(!dir.path().join("cg/crit-rt").exists());
+        let obs = platform.observe().unwrap();
+        assert_eq!(obs.groups.len(), 2);
+        for _ in 0..3 {
+            let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(32 * MIB) }]).unwrap();
+            assert_eq!(applied.len(), 1);
+        }
+        assert_eq!(platform.stats().dry_run_writes, 1, "an unchanged intention is logged once");
+        assert_eq!(std::fs::read_to_string(dir.path().join("cg/batch/memory.max")).unwrap(), "max\n");
+        platform.restore(Duration::from_secs(1)).unwrap();
+        assert!(!dir.path().join("journal.jsonl").exists());
+    }
+
+    #[test]
+    fn the_conformance_body_passes_on_a_fake_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = fake(dir.path());
+        let mut platform = open(dir.path(), options);
+        crate::conformance::check_platform(&mut platform, |p| settle(p)).unwrap();
+        platform.restore(Duration::from_secs(5)).unwrap();
+    }
+
+    #[test]
+    fn the_loop_ticks_at_its_interval_and_measures_cost() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = fake(dir.path());
+        let mut platform = open(dir.path(), options);
+        let mut controller = critmem_policy::make_controller("greedy", serde_json::json!({})).unwrap();
+        let mut control = ControlLoop::new(2_000_000);
+        let started = Instant::now();
+        control.run(&mut platform, controller.as_mut(), || started.elapsed() > Duration::from_millis(100), |_, _, _| {}).unwrap();
+        let summary = control.stats.summary();
+        assert!((30..=55).contains(&summary.ticks), "{summary:?}");
+        assert!(summary.max_ns >= summary.p50_ns && summary.p50_ns > 0);
+        platform.restore(Duration::from_secs(5)).unwrap();
+    }
+
+    #[test]
+    fn knob_files_parse_like_the_backends_read_them() {
+        assert_eq!(parse_knob("max", false), Some(None));
+        assert_eq!(parse_knob("9223372036854771712", false), Some(None));
+        assert_eq!(parse_knob("0", true), Some(None));
+        assert_eq!(parse_knob("0", false), Some(Some(0)));
+        assert_eq!(parse_knob("4096", true), Some(Some(4096)));
+        assert_eq!(parse_knob("x", false), None);
+    }
+
+    #[test]
+    fn meminfo_parses() {
+        assert_eq!(parse_meminfo_kb("MemTotal:       24570000 kB\nSwapFree:        1024 kB\n", "SwapFree:"), Some(1024));
+        assert_eq!(parse_meminfo_kb("MemTotal: 1 kB\n", "SwapFree:"), None);
+    }
+}

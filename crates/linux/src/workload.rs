@@ -1,0 +1,229 @@
+//! Building blocks of the shipped workloads (`critmem-srt-worker`, `critmem-nrt-worker`):
+//! a working set whose every page holds a known pattern and is verified when touched, a job
+//! socket client, and signal-aware waiting.
+
+use crate::protocol::{format_message, JobMessage, JobOp};
+use nix::poll::{PollFd, PollFlags, PollTimeout};
+use nix::sys::signalfd::SignalFd;
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+pub const PAGE_BYTES: usize = 4096;
+const WORDS_PER_PAGE: usize = PAGE_BYTES / 8;
+
+/// splitmix64: a full-period mix, so every word's expected value is cheap to recompute.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// An anonymous working set (a large `Vec` is an anonymous private mapping from the
+/// allocator), every word written with a pattern derived from its position and a seed.
+pub struct Region {
+    words: Vec<u64>,
+    seed: u64,
+}
+
+impl Region {
+    /// Allocates `bytes` (rounded up to whole pages) and writes the pattern into every page,
+    /// so all of it is resident (or swapped) and charged to the caller's cgroup.
+    pub fn new(bytes: usize, seed: u64) -> Self {
+        let pages = bytes.div_ceil(PAGE_BYTES).max(1);
+        let mut words = vec![0u64; pages * WORDS_PER_PAGE];
+        for (i, w) in words.iter_mut().enumerate() {
+            *w = mix(seed ^ i as u64);
+        }
+        Region { words, seed }
+    }
+
+    pub fn pages(&self) -> usize {
+        self.words.len() / WORDS_PER_PAGE
+    }
+
+    /// Reads page `page` and checks every word; returns false on any mismatch.
+    pub fn verify_page(&self, page: usize) -> bool {
+        let start = page * WORDS_PER_PAGE;
+        let mut bad = 0u64;
+        for (j, w) in self.words[start..start + WORDS_PER_PAGE].iter().enumerate() {
+            bad |= w ^ mix(self.seed ^ (start + j) as u64);
+        }
+        bad == 0
+    }
+}
+
+/// Which pages a job or pass touches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Pattern {
+    Sequential,
+    Random,
+}
+
+/// A page cursor over the first `active` pages of a region.
+pub struct Walker {
+    pattern: Pattern,
+    cursor: usize,
+    rng: u64,
+}
+
+impl Walker {
+    pub fn new(pattern: Pattern, seed: u64) -> Self {
+        Walker { pattern, cursor: 0, rng: mix(seed) | 1 }
+    }
+
+    pub fn next_page(&mut self, active: usize) -> usize {
+        match self.pattern {
+            Pattern::Sequential => {
+                let page = self.cursor % active;
+                self.cursor = page + 1;
+                page
+            }
+            Pattern::Random => {
+                // xorshift64
+                self.rng ^= self.rng << 13;
+                self.rng ^= self.rng >> 7;
+                self.rng ^= self.rng << 17;
+                (self.rng % active as u64) as usize
+            }
+        }
+    }
+}
+
+/// Spins for `ns` of wall-clock time: compute that takes the same time on every machine.
+pub fn busy_ns(ns: u64) {
+    let started = Instant::now();
+    let target = Duration::from_nanos(ns);
+    let mut x = 1u64;
+    while started.elapsed() < target {
+        for _ in 0..64 {
+            x = std::hint::black_box(mix(x));
+        }
+    }
+}
+
+/// Waits up to `timeout` for SIGINT/SIGTERM on `signals`; returns whether one arrived.
+pub fn wait_signal(signals: &SignalFd, timeout: Duration) -> bool {
+    let mut fds = [PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
+    let timeout = PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX);
+    matches!(nix::poll::poll(&mut fds, timeout), Ok(n) if n > 0) && signals.read_signal().is_ok_and(|s| s.is_some())
+}
+
+/// Whether SIGINT/SIGTERM is pending, without waiting.
+pub fn signalled(signals: &SignalFd) -> bool {
+    signals.read_signal().is_ok_and(|s| s.is_some())
+}
+
+/// The workload's end of the job socket: never blocks, reconnects when the agent restarts.
+pub struct JobClient {
+    path: PathBuf,
+    stream: Option<UnixStream>,
+    last_attempt: Option<Instant>,
+    inbox: Vec<u8>,
+    pub sent: u64,
+    pub unsent: u64,
+    pub connects: u64,
+}
+
+impl JobClient {
+    pub fn new(path: PathBuf) -> Self {
+        JobClient { path, stream: None, last_attempt: None, inbox: Vec::new(), sent: 0, unsent: 0, connects: 0 }
+    }
+
+    fn ensure_connected(&mut self) {
+        if self.stream.is_some() || self.last_attempt.is_some_and(|t| t.elapsed() < Duration::from_millis(200)) {
+            return;
+        }
+        self.last_attempt = Some(Instant::now());
+        if let Ok(stream) = UnixStream::connect(&self.path) {
+            if stream.set_nonblocking(true).is_ok() {
+                self.stream = Some(stream);
+                self.connects += 1;
+            }
+        }
+    }
+
+    /// Sends one message; lost (and counted) when the agent is not there.
+    pub fn send(&mut self, op: JobOp, job: u64, at_ns: u64) {
+        self.ensure_connected();
+        let line = format_message(&JobMessage { op, job, at_ns: Some(at_ns), group: None });
+        let ok = match self.stream.as_mut() {
+            Some(s) => matches!(s.write(line.as_bytes()), Ok(n) if n == line.len()),
+            None => false,
+        };
+        if ok {
+            self.sent += 1;
+        } else {
+            self.unsent += 1;
+            if self.stream.is_some() {
+                self.stream = None;
+            }
+        }
+    }
+
+    /// Jobs the agent asked to drop since the last call (`{"v":1,"op":"drop","job":N}`).
+    pub fn drop_requests(&mut self) -> Vec<u64> {
+        let Some(stream) = self.stream.as_mut() else { return Vec::new() };
+        let mut chunk = [0u8; 1024];
+        loop {
+            match stream.read(&mut chunk) {
+                Ok(0) => {
+                    self.stream = None;
+                    break;
+                }
+                Ok(n) => self.inbox.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    self.stream = None;
+                    break;
+                }
+            }
+        }
+        let mut jobs = Vec::new();
+        while let Some(end) = self.inbox.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.inbox.drain(..=end).collect();
+            if let Ok(value) = serde_json::from_slice::<serde_json::Value>(&line) {
+                if value["v"] == 1 && value["op"] == "drop" {
+                    if let Some(job) = value["job"].as_u64() {
+                        jobs.push(job);
+                    }
+                }
+            }
+        }
+        jobs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_region_verifies_until_a_word_changes() {
+        let mut region = Region::new(3 * PAGE_BYTES + 1, 7);
+        assert_eq!(region.pages(), 4);
+        assert!((0..4).all(|p| region.verify_page(p)));
+        region.words[2 * WORDS_PER_PAGE + 5] ^= 1;
+        assert!(!region.verify_page(2));
+        assert!(region.verify_page(3));
+    }
+
+    #[test]
+    fn walkers_stay_in_the_active_range() {
+        let mut seq = Walker::new(Pattern::Sequential, 1);
+        assert_eq!((0..5).map(|_| seq.next_page(3)).collect::<Vec<_>>(), [0, 1, 2, 0, 1]);
+        let mut random = Walker::new(Pattern::Random, 1);
+        assert!((0..1000).all(|_| random.next_page(10) < 10));
+    }
+
+    #[test]
+    fn busy_spins_for_about_the_asked_time() {
+        let started = Instant::now();
+        busy_ns(2_000_000);
+        assert!(started.elapsed() >= Duration::from_millis(2));
+    }
+}
