@@ -16,7 +16,7 @@ import critmem
 from critmem.api import JOB_DTYPES, SEGMENT_DTYPES
 
 TASK_COLUMNS = [
-    "name", "criticality", "cpu", "jobs", "completed", "deadline_misses", "aborted", "killed", "skipped",
+    "name", "criticality", "cpu", "jobs", "completed", "deadline_misses", "aborted", "dropped", "killed", "skipped",
     "pending", "hit_ratio", "max_response_ms", "mean_response_ms", "max_tardiness_ms",
 ]  # fmt: skip
 

@@ -6,6 +6,7 @@
 //! time-triggered scheduler decision). Superseded events are left in the queue and skipped
 //! when they surface, recognised by generation numbers.
 
+use crate::control::Control;
 use crate::event::EventQueue;
 use crate::mem::TaskPsiState;
 use crate::memsim::{MemJob, MemSim};
@@ -38,6 +39,8 @@ enum Event {
     SchedulerWake,
     /// A point of the memory timeline.
     MemSample,
+    /// A controller tick (`[control]`).
+    Tick,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,6 +122,7 @@ pub struct Simulation<'a> {
     segments: Vec<ExecSegment>,
     events: u64,
     memsim: Option<MemSim>,
+    control: Option<Control>,
 }
 
 /// Runs `scenario` to its horizon with its own seed.
@@ -146,6 +150,15 @@ impl<'a> Simulation<'a> {
         if memsim.is_some() {
             queue.push(Nanos::ZERO, Event::MemSample);
         }
+        let control = match (&scenario.control, &scenario.memory) {
+            (Some(c), Some(m)) => {
+                let control = Control::new(c, m, &scenario.task_memory);
+                // The first tick closes the first interval (SARA counts ticks as intervals).
+                queue.push(control.interval, Event::Tick);
+                Some(control)
+            }
+            _ => None,
+        };
         let m = scenario.cpus;
         Simulation {
             scenario,
@@ -167,6 +180,7 @@ impl<'a> Simulation<'a> {
             segments: Vec::new(),
             events: 0,
             memsim,
+            control,
         }
     }
 
@@ -227,8 +241,40 @@ impl<'a> Simulation<'a> {
                 let every = self.scenario.memory.as_ref().expect("sampling implies memory").sample_interval;
                 self.queue.push(now + every, Event::MemSample);
             }
+            Event::Tick => {
+                let now = self.now;
+                let (Some(c), Some(ms)) = (self.control.as_mut(), self.memsim.as_mut()) else {
+                    return false;
+                };
+                let drops = c.tick(now, ms);
+                let next = now + c.interval;
+                for (group, job) in drops {
+                    self.drop_job(group, job);
+                }
+                self.queue.push(next, Event::Tick);
+            }
         }
         true
+    }
+
+    /// Aborts the live job with id (sequence number) `job` of managed group `group` now, at a
+    /// controller's request.
+    fn drop_job(&mut self, group: usize, job: u64) {
+        let control = self.control.as_ref().expect("drops come from the controller");
+        let key = self
+            .jobs
+            .iter()
+            .position(|j| j.as_ref().is_some_and(|j| j.seq == job && control.group_of(j.task as usize) == Some(group)));
+        let control = self.control.as_mut().expect("drops come from the controller");
+        match key {
+            Some(key) => {
+                control.count_drop();
+                let ti = self.job(key as JobKey).task as usize;
+                self.stats[ti].dropped += 1;
+                self.abort(key as JobKey);
+            }
+            None => control.count_ignored(),
+        }
     }
 
     fn is_live(&self, key: JobKey, seq: u64) -> bool {
@@ -300,6 +346,9 @@ impl<'a> Simulation<'a> {
                 let mj = ms.start_job(ti, tm, index, demand);
                 self.job_mut(key).mem = Some(Box::new(mj));
             }
+        }
+        if let Some(c) = self.control.as_mut() {
+            c.on_release(ti, seq, now, now + spec.deadline);
         }
         if spec.overrun == OverrunPolicy::Abort {
             self.queue.push(now + spec.deadline, Event::AbortAt { key, seq });
@@ -440,6 +489,9 @@ impl<'a> Simulation<'a> {
             last_cpu: job.last_cpu,
         };
         let ti = job.task as usize;
+        if let Some(c) = self.control.as_mut() {
+            c.on_end(ti, job.seq, self.now, outcome == Outcome::Completed);
+        }
         self.stats[ti].record(&rec, self.scenario.horizon);
         if self.opts.record_jobs {
             self.records.push(rec);
@@ -595,6 +647,7 @@ impl<'a> Simulation<'a> {
             memory: self.memsim.map(|ms| {
                 ms.finish(horizon, self.scenario.memory.as_ref().expect("memsim implies memory"), &self.scenario.task_memory)
             }),
+            control: self.control.map(Control::finish),
         }
     }
 }

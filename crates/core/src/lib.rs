@@ -2,6 +2,7 @@
 //!
 //! No I/O, no clocks, no Python: everything here is a pure function of a scenario and a seed.
 
+pub mod control;
 pub mod engine;
 pub mod event;
 pub mod mem;

@@ -4,7 +4,7 @@
 
 use crate::mem::{
     AsId, Access, AutoDecision, DeviceStats, MemConfig, MemError, MemStats, Memory, PsiAccounting, PsiGroupId,
-    PsiTaskId, PsiTotals, RefKind, RegionId, ReservationSpec, ReservationStats, ResId, SharePolicy, SpaceStats,
+    PsiTaskId, PsiTotals, RefKind, RegionId, ReservationKind, ReservationSpec, ReservationStats, ResId, SharePolicy, SpaceStats,
     TaskPsiState, Vpn,
 };
 use crate::program::Step;
@@ -83,6 +83,8 @@ pub struct MemoryResult {
     /// PSI totals per group, in order of first appearance.
     pub groups: Vec<(String, PsiTotals)>,
     pub reservations: Vec<(String, ReservationStats)>,
+    /// Memory-limited groups (`[[group]]`) at the end: size is the final `memory.max`.
+    pub limit_groups: Vec<(String, ReservationStats)>,
     pub stats: MemStats,
     pub device: DeviceStats,
     pub timeline: Vec<MemSample>,
@@ -101,6 +103,9 @@ pub(crate) struct MemSim {
     auto_pending: Vec<(usize, Vec<usize>)>,
     auto_decisions: Vec<(String, AutoDecision)>,
     timeline: Vec<MemSample>,
+    /// The limit group of each `[[group]]`, with its PSI group.
+    limit_groups: Vec<(ResId, PsiGroupId)>,
+    page_bytes: u64,
 }
 
 /// Where a setup error comes from, so the loader can name the key.
@@ -133,11 +138,25 @@ impl MemSim {
         }
         let mut psi = PsiAccounting::new();
         let mut groups: Vec<(String, PsiGroupId)> = Vec::new();
+        let mut limit_groups = Vec::new();
+        for (i, g) in spec.groups.iter().enumerate() {
+            let pages = g.max_pages.unwrap_or(u64::from(spec.total_frames));
+            let rs = ReservationSpec { name: g.name.clone(), pages, kind: ReservationKind::Limit };
+            let res = mem.create_reservation(Nanos::ZERO, rs).map_err(at(format!("group[{i}].max_mb")))?;
+            mem.set_limit_protection(res, g.high_pages, g.min_pages, g.low_pages).map_err(at(format!("group[{i}]")))?;
+            let pg = psi.add_group(None);
+            groups.push((g.name.clone(), pg));
+            limit_groups.push((res, pg));
+        }
         let mut tasks = Vec::new();
         for (ti, tm) in task_memory.iter().enumerate() {
             let tm = tm.as_ref().expect("every task has a memory declaration when [memory] exists");
             let key = |f: &str| format!("task[{ti}].{f}");
-            let space = mem.create_space(&task_names[ti], tm.reservation.map(|r| reservations[r])).map_err(at(key("reservation")))?;
+            let bound = match spec.groups.iter().position(|g| g.name == tm.group) {
+                Some(gi) => Some(limit_groups[gi].0),
+                None => tm.reservation.map(|r| reservations[r]),
+            };
+            let space = mem.create_space(&task_names[ti], bound).map_err(at(key("reservation")))?;
             let private_base = if tm.private_pages > 0 {
                 mem.map_private(space, "private", tm.private_pages).map_err(at(key("private_mb")))?.1
             } else {
@@ -183,7 +202,19 @@ impl MemSim {
                 _ => {}
             }
         }
-        Ok(MemSim { mem, psi, groups, tasks, reservations, regions, auto_pending, auto_decisions: Vec::new(), timeline: Vec::new() })
+        Ok(MemSim {
+            mem,
+            psi,
+            groups,
+            tasks,
+            reservations,
+            regions,
+            auto_pending,
+            auto_decisions: Vec::new(),
+            timeline: Vec::new(),
+            limit_groups,
+            page_bytes: spec.page_bytes,
+        })
     }
 
     /// The reference string of job `job_index` of task `ti`, with `demand` of compute spread
@@ -311,6 +342,37 @@ impl MemSim {
         }
     }
 
+    /// Memory the managed groups share: the machine minus what reservations and locks took.
+    pub(crate) fn managed_bytes(&self) -> u64 {
+        let st = self.mem.stats();
+        (st.total_frames - st.committed_frames) * self.page_bytes
+    }
+
+    /// Stall totals and charged memory of `[[group]]` `gi` at `now`.
+    pub(crate) fn group_state(&self, gi: usize, now: Nanos) -> (PsiTotals, u64) {
+        let (res, pg) = self.limit_groups[gi];
+        let charged = self.mem.reservation_stats(res).expect("group exists").charged_pages;
+        (self.psi.totals(pg, now), charged * self.page_bytes)
+    }
+
+    /// Sets `memory.max` of group `gi` (pages; evicting down to it); false if it could not
+    /// (every page of the group is pinned).
+    pub(crate) fn set_group_max(&mut self, gi: usize, now: Nanos, pages: u64) -> bool {
+        self.mem.set_reservation_size(now, self.limit_groups[gi].0, pages).is_ok()
+    }
+
+    pub(crate) fn set_group_protection(&mut self, gi: usize, high: Option<u64>, min: Option<u64>, low: Option<u64>) {
+        self.mem.set_limit_protection(self.limit_groups[gi].0, high, min, low).expect("a limit group");
+    }
+
+    pub(crate) fn page_bytes(&self) -> u64 {
+        self.page_bytes
+    }
+
+    pub(crate) fn total_frames(&self) -> u64 {
+        u64::from(self.mem.config().total_frames)
+    }
+
     pub(crate) fn sample(&mut self, now: Nanos) {
         let stats = self.mem.stats();
         self.timeline.push(MemSample {
@@ -353,6 +415,12 @@ impl MemSim {
                 .iter()
                 .zip(&self.reservations)
                 .map(|(d, &r)| (d.name.clone(), self.mem.reservation_stats(r).expect("exists")))
+                .collect(),
+            limit_groups: spec
+                .groups
+                .iter()
+                .zip(&self.limit_groups)
+                .map(|(g, &(r, _))| (g.name.clone(), self.mem.reservation_stats(r).expect("exists")))
                 .collect(),
             stats: self.mem.stats(),
             device: self.mem.device(crate::mem::DeviceId::SWAP).map(|d| d.stats()).unwrap_or_default(),

@@ -90,6 +90,8 @@ pub struct TaskStats {
     pub completed: u64,
     pub deadline_misses: u64,
     pub aborted: u64,
+    /// Of the aborted jobs, those a controller dropped (`DropJob`).
+    pub dropped: u64,
     /// Jobs killed (out of memory).
     pub killed: u64,
     /// Releases dropped because the previous job was unfinished (overrun = "skip").
@@ -156,6 +158,8 @@ pub struct SimResult {
     pub events: u64,
     /// Page-level memory results, when the scenario declares `[memory]`.
     pub memory: Option<crate::memsim::MemoryResult>,
+    /// The controller loop's results, when the scenario declares `[control]`.
+    pub control: Option<crate::control::ControlResult>,
 }
 
 #[derive(Serialize)]
@@ -167,6 +171,7 @@ struct JsonTask<'a> {
     completed: u64,
     deadline_misses: u64,
     aborted: u64,
+    dropped: u64,
     killed: u64,
     skipped: u64,
     pending: u64,
@@ -186,6 +191,27 @@ struct JsonResult<'a> {
     tasks: Vec<JsonTask<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     memory: Option<JsonMemory<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    control: Option<JsonControl<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonControl<'a> {
+    controller: &'a str,
+    interval_ms: f64,
+    ticks: u64,
+    dropped_jobs: u64,
+    ignored_actions: u64,
+    groups: Vec<JsonControlGroup<'a>>,
+}
+
+/// A managed group's limits over the run (`null` max: unlimited).
+#[derive(Serialize)]
+struct JsonControlGroup<'a> {
+    name: &'a str,
+    final_max_mb: Option<f64>,
+    lowest_max_mb: Option<f64>,
+    peak_usage_mb: f64,
 }
 
 #[derive(Serialize)]
@@ -196,6 +222,8 @@ struct JsonMemory<'a> {
     tasks: Vec<JsonTaskMemory<'a>>,
     groups: Vec<JsonGroup<'a>>,
     reservations: Vec<JsonReservation<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    limit_groups: Vec<JsonReservation<'a>>,
     reserved_physical_mb: f64,
     auto_decisions: Vec<JsonAuto<'a>>,
 }
@@ -257,6 +285,7 @@ impl SimResult {
                 completed: t.stats.completed,
                 deadline_misses: t.stats.deadline_misses,
                 aborted: t.stats.aborted,
+                dropped: t.stats.dropped,
                 killed: t.stats.killed,
                 skipped: t.stats.skipped,
                 pending: t.stats.pending,
@@ -311,11 +340,46 @@ impl SimResult {
                     writebacks: r.writebacks,
                 })
                 .collect(),
+            limit_groups: m
+                .limit_groups
+                .iter()
+                .map(|(n, r)| JsonReservation {
+                    name: n,
+                    size_pages: r.size_pages,
+                    charged_pages: r.charged_pages,
+                    frames_held: r.frames_held,
+                    evictions: r.evictions,
+                    spc_unmaps: r.spc_unmaps,
+                    writebacks: r.writebacks,
+                })
+                .collect(),
             reserved_physical_mb: m.stats.reserved_physical_frames as f64 * m.page_bytes as f64 / 1_048_576.0,
             auto_decisions: m
                 .auto_decisions
                 .iter()
                 .map(|(region, d)| JsonAuto { region, chosen: d.chosen.name(), max_pages: d.max_pages, avg_pages: d.avg_pages, sharers: d.n })
+                .collect(),
+        });
+        let mb = |b: u64| b as f64 / 1_048_576.0;
+        let control = self.control.as_ref().map(|c| JsonControl {
+            controller: &c.controller,
+            interval_ms: c.interval.as_ms_f64(),
+            ticks: c.ticks,
+            dropped_jobs: c.dropped_jobs,
+            ignored_actions: c.ignored_actions,
+            groups: c
+                .groups
+                .iter()
+                .enumerate()
+                .map(|(gi, name)| {
+                    let points = || c.timeline.iter().map(|s| s.groups[gi]);
+                    JsonControlGroup {
+                        name,
+                        final_max_mb: c.timeline.last().and_then(|s| s.groups[gi].max_bytes).map(mb),
+                        lowest_max_mb: points().filter_map(|p| p.max_bytes).min().map(mb),
+                        peak_usage_mb: mb(points().map(|p| p.usage_bytes).max().unwrap_or(0)),
+                    }
+                })
                 .collect(),
         });
         let r = JsonResult {
@@ -326,6 +390,7 @@ impl SimResult {
             seed: self.seed,
             tasks,
             memory,
+            control,
         };
         serde_json::to_string(&r).expect("plain data serialises")
     }

@@ -6,7 +6,9 @@
 
 use crate::mem::{DeviceSpec, RegionKind, ReservationKind, SharePolicy};
 use crate::task::{Arrival, Criticality, ExecTime, OverrunPolicy, Suspension, TaskSpec};
-use crate::workload::{MemorySpec, Pattern, RegionDecl, ReservationDecl, Stream, StreamOrder, Target, TaskMemory};
+use crate::workload::{
+    ControlSpec, GroupDecl, GroupKind, MemorySpec, Pattern, RegionDecl, ReservationDecl, Stream, StreamOrder, Target, TaskMemory,
+};
 use crate::time::{lcm_all, Nanos};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -134,6 +136,8 @@ pub struct Scenario {
     pub memory: Option<MemorySpec>,
     /// What each task touches (parallel to `tasks`; all `Some` exactly when `memory` is).
     pub task_memory: Vec<Option<TaskMemory>>,
+    /// The controller tick loop over the memory's `groups`, when the scenario has `[control]`.
+    pub control: Option<ControlSpec>,
 }
 
 impl Scenario {
@@ -169,6 +173,31 @@ struct RawScenario {
     reservation: Vec<RawReservation>,
     #[serde(default)]
     region: Vec<RawRegion>,
+    control: Option<RawControl>,
+    #[serde(default)]
+    group: Vec<RawGroup>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct RawControl {
+    controller: String,
+    interval_ms: Option<f64>,
+    /// The controller's own table, checked by the controller's parser.
+    config: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct RawGroup {
+    name: String,
+    role: Option<String>,
+    bcet_ms: Option<f64>,
+    floor_mb: Option<f64>,
+    max_mb: Option<f64>,
+    high_mb: Option<f64>,
+    min_mb: Option<f64>,
+    low_mb: Option<f64>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -495,13 +524,19 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
         })?,
     };
 
-    let memory = validate_memory(&cx, &raw, horizon)?;
+    let mut memory = validate_memory(&cx, &raw, horizon)?;
     let task_memory = raw
         .task
         .iter()
         .enumerate()
         .map(|(i, rt)| validate_task_memory(&cx, i, rt, memory.as_ref()))
         .collect::<Result<Vec<_>, _>>()?;
+    if let Some(m) = memory.as_mut() {
+        m.groups = validate_groups(&cx, &raw, m, &tasks, &task_memory)?;
+    } else if !raw.group.is_empty() {
+        return Err(cx.err("group", "memory-limited groups need a [memory] section"));
+    }
+    let control = validate_control(&cx, &raw, memory.as_ref())?;
 
     let scenario = Scenario {
         source_name: source_name.to_string(),
@@ -512,6 +547,7 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
         seed,
         memory,
         task_memory,
+        control,
     };
     // Building the memory once here turns admission failures into load errors.
     crate::memsim::check_setup(&scenario).map_err(|e| cx.err(e.key, e.error.to_string()))?;
@@ -612,7 +648,101 @@ fn validate_memory(cx: &Ctx, raw: &RawScenario, horizon: Nanos) -> Result<Option
         let pages = cx.pages(&format!("region[{i}].size_mb"), r.size_mb, page_bytes, 1)? as u32;
         regions.push(RegionDecl { name: r.name.clone(), pages, kind, policy });
     }
-    Ok(Some(MemorySpec { page_bytes, total_frames: total_frames as u32, swap_name, swap, readahead_pages, sample_interval, reservations, regions }))
+    Ok(Some(MemorySpec {
+        page_bytes,
+        total_frames: total_frames as u32,
+        swap_name,
+        swap,
+        readahead_pages,
+        sample_interval,
+        reservations,
+        regions,
+        groups: Vec::new(),
+    }))
+}
+
+fn validate_groups(
+    cx: &Ctx,
+    raw: &RawScenario,
+    m: &MemorySpec,
+    tasks: &[TaskSpec],
+    task_memory: &[Option<TaskMemory>],
+) -> Result<Vec<GroupDecl>, ScenarioError> {
+    let mut groups: Vec<GroupDecl> = Vec::new();
+    let total = u64::from(m.total_frames);
+    for (i, g) in raw.group.iter().enumerate() {
+        let k = |f: &str| format!("group[{i}].{f}");
+        if g.name.is_empty() || groups.iter().any(|x| x.name == g.name) || m.reservations.iter().any(|r| r.name == g.name) {
+            return Err(cx.err(k("name"), format!("must be unique, non-empty and not a reservation's name (got {:?})", g.name)));
+        }
+        let members: Vec<usize> =
+            (0..tasks.len()).filter(|&t| task_memory[t].as_ref().is_some_and(|tm| tm.group == g.name)).collect();
+        if let Some(&t) = members.iter().find(|&&t| task_memory[t].as_ref().is_some_and(|tm| tm.reservation.is_some())) {
+            return Err(cx.err(format!("task[{t}].reservation"), format!("task is in memory-limited group {:?}, which is its reservation; remove the key", g.name)));
+        }
+        let kind = match g.role.as_deref() {
+            None | Some("non-rt") => {
+                if g.bcet_ms.is_some() {
+                    return Err(cx.err(k("bcet_ms"), "only applies to role = \"soft-rt\""));
+                }
+                GroupKind::NonRealTime
+            }
+            Some("soft-rt") => {
+                let bcet = g.bcet_ms.ok_or_else(|| cx.err(k("bcet_ms"), "missing: a soft-rt group needs its best-case execution time"))?;
+                if members.is_empty() {
+                    return Err(cx.err(k("name"), format!("soft-rt group {:?} has no tasks (set group = {:?} on its task)", g.name, g.name)));
+                }
+                GroupKind::SoftRealTime { bcet: cx.time(&k("bcet_ms"), bcet)? }
+            }
+            Some(r) => return Err(cx.err(k("role"), format!("unknown role {r:?}; expected soft-rt or non-rt"))),
+        };
+        let size = |f: &str, mb: Option<f64>, min: u64| -> Result<Option<u64>, ScenarioError> {
+            let Some(mb) = mb else { return Ok(None) };
+            let p = cx.pages(&k(f), mb, m.page_bytes, min)?;
+            if p > total {
+                return Err(cx.err(k(f), format!("exceeds the machine's memory ({} MiB)", total * m.page_bytes / 1_048_576)));
+            }
+            Ok(Some(p))
+        };
+        let floor_pages = size("floor_mb", g.floor_mb, 1)?.unwrap_or(1);
+        let max_pages = size("max_mb", g.max_mb, 1)?;
+        if max_pages.is_some_and(|x| x < floor_pages) {
+            return Err(cx.err(k("max_mb"), "must be at least floor_mb"));
+        }
+        let high_pages = size("high_mb", g.high_mb, 1)?;
+        if high_pages.is_some_and(|x| x < floor_pages) {
+            return Err(cx.err(k("high_mb"), "must be at least floor_mb"));
+        }
+        let deadline = members.first().map_or(Nanos::ZERO, |&t| tasks[t].deadline);
+        groups.push(GroupDecl {
+            name: g.name.clone(),
+            kind,
+            deadline,
+            floor_pages,
+            max_pages,
+            high_pages,
+            min_pages: size("min_mb", g.min_mb, 0)?,
+            low_pages: size("low_mb", g.low_mb, 0)?,
+        });
+    }
+    Ok(groups)
+}
+
+fn validate_control(cx: &Ctx, raw: &RawScenario, memory: Option<&MemorySpec>) -> Result<Option<ControlSpec>, ScenarioError> {
+    let Some(c) = &raw.control else { return Ok(None) };
+    if memory.is_none_or(|m| m.groups.is_empty()) {
+        return Err(cx.err("control", "a controller needs [memory] and at least one [[group]] to manage"));
+    }
+    let config = c.config.clone().unwrap_or_else(|| serde_json::Value::Object(Default::default()));
+    let controller = critmem_policy::make_controller(&c.controller, &config).map_err(|e| {
+        let key = if matches!(e, critmem_policy::PolicyError::UnknownController { .. }) { "control.controller" } else { "control.config" };
+        cx.err(key, e.to_string())
+    })?;
+    let interval = match c.interval_ms {
+        Some(ms) => cx.positive("control.interval_ms", ms)?,
+        None => Nanos(controller.interval_ns()),
+    };
+    Ok(Some(ControlSpec { controller: c.controller.clone(), config, interval }))
 }
 
 fn validate_task_memory(cx: &Ctx, i: usize, rt: &RawTask, memory: Option<&MemorySpec>) -> Result<Option<TaskMemory>, ScenarioError> {

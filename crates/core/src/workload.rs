@@ -20,6 +20,42 @@ pub struct MemorySpec {
     pub sample_interval: Nanos,
     pub reservations: Vec<ReservationDecl>,
     pub regions: Vec<RegionDecl>,
+    /// Memory-limited workload groups (`[[group]]`), the ones a controller manages.
+    pub groups: Vec<GroupDecl>,
+}
+
+/// What a managed group is for (the controller's [`critmem_policy::GroupRole`] without the
+/// deadline, which comes from the group's tasks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupKind {
+    SoftRealTime { bcet: Nanos },
+    NonRealTime,
+}
+
+/// A memory-limited group with cgroup v2 semantics (see [`crate::mem::ReservationKind::Limit`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupDecl {
+    pub name: String,
+    pub kind: GroupKind,
+    /// Relative deadline of the group's jobs (its first task's), for soft real-time groups.
+    pub deadline: Nanos,
+    /// The smallest max/high a controller may set.
+    pub floor_pages: u64,
+    /// Initial `memory.max`; `None` = unlimited (the whole machine).
+    pub max_pages: Option<u64>,
+    pub high_pages: Option<u64>,
+    pub min_pages: Option<u64>,
+    pub low_pages: Option<u64>,
+}
+
+/// The controller tick loop of a scenario (`[control]`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ControlSpec {
+    /// A name [`critmem_policy::make_controller`] accepts.
+    pub controller: String,
+    /// Its configuration table, passed through as it was written.
+    pub config: serde_json::Value,
+    pub interval: Nanos,
 }
 
 #[derive(Clone, Debug, PartialEq)]

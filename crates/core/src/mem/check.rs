@@ -219,6 +219,24 @@ impl Memory {
                 !(pool.lent > 0 && pool.borrowed > 0),
                 "pool {p} both lends and borrows"
             );
+            if pool.kind == PoolKind::Limit {
+                // A cap, not a reservation: no slots, nothing set aside, never above max.
+                ensure!(
+                    pool.lent == 0 && pool.borrowed == 0 && free == 0 && cpl == 0 && pool.locked_charge == 0,
+                    "limit group {} has slots (lent {}, borrowed {}, free {free}, conserved {cpl}, locked {})",
+                    p - 1,
+                    pool.lent,
+                    pool.borrowed,
+                    pool.locked_charge
+                );
+                ensure!(
+                    entries <= pool.size,
+                    "limit group {} charges {entries} pages above its max {}",
+                    p - 1,
+                    pool.size
+                );
+                continue;
+            }
             let charge = entries + free + pool.lent + pool.locked_charge;
             let held = holders + free + cpl;
             match pool.kind {
@@ -260,7 +278,7 @@ impl Memory {
                         p - 1
                     );
                 }
-                PoolKind::Global => unreachable!(),
+                PoolKind::Global | PoolKind::Limit => unreachable!(),
             }
             ensure!(
                 pool.locked_charge <= pool.size,

@@ -18,6 +18,16 @@
 //!   by nothing because their frame was returned to the global pool (No-SP-Mgmt).
 //! * **Pools**: pool 0 is the global pool (unreserved memory, two-list LRU); reservation `r` is
 //!   pool `r + 1` (free, active, inactive and conserved lists; FIFO second chance).
+//! * **Limit groups** (cgroup v2 memory controller, [`ReservationKind::Limit`]) are pools too,
+//!   with their own active/inactive lists but no slots: `size` is `memory.max`, a cap on the
+//!   pages charged to the group that sets nothing aside (limits may overcommit). A fault at
+//!   the cap evicts one of the group's own pages; at or above `high` the group first reclaims
+//!   its own idle pages (throttling: the fault pays the reclaim cost), otherwise it takes a
+//!   global frame, and global reclaim picks among the global LRU and the limit groups the one
+//!   with most pages above its protection — `low` counts only until nothing else is left,
+//!   `min` always. [`Memory::set_reservation_size`] lowers `max` by evicting (dirty pages
+//!   written back) and [`Memory::set_limit_protection`] sets high/min/low. Shared regions
+//!   they map must be `global`, `private` or `first-touch` (no SPC/SPEL conserved frames).
 //! * **Address spaces** get virtual pages allocated contiguously as regions are mapped, so a
 //!   page table is one dense `Vec` indexed by virtual page number and a hit is one array
 //!   lookup and one bit-or. Referenced and dirty bits live in the page table entries, as on
@@ -149,6 +159,8 @@ enum PoolKind {
     Global,
     Hard,
     Firm,
+    /// cgroup-style limit: `size` caps charged pages, nothing is set aside.
+    Limit,
 }
 
 #[derive(Clone, Debug)]
@@ -163,6 +175,11 @@ struct Pool {
     spc_unmaps: u64,
     transfers: u64,
     writebacks: u64,
+    /// Limit groups only (pages): throttle above `high`; `min`/`low` protection from reclaim
+    /// by others (`u64::MAX` = no high, 0 = no protection).
+    high: u64,
+    min: u64,
+    low: u64,
 }
 
 /// Effective management of a region's pages.
@@ -273,6 +290,9 @@ impl Memory {
             spc_unmaps: 0,
             transfers: 0,
             writebacks: 0,
+            high: u64::MAX,
+            min: 0,
+            low: 0,
         };
         Ok(Memory {
             cfg,
@@ -330,7 +350,8 @@ impl Memory {
         }
         let capacity = u64::from(self.cfg.total_frames - self.cfg.unreserved_min_frames);
         let committed = self.committed_frames();
-        if committed + spec.pages > capacity {
+        let is_limit = spec.kind == ReservationKind::Limit;
+        if !is_limit && committed + spec.pages > capacity {
             return Err(MemError::AdmissionRejected {
                 name: spec.name,
                 requested: spec.pages,
@@ -344,16 +365,21 @@ impl Memory {
             kind: match spec.kind {
                 ReservationKind::Hard => PoolKind::Hard,
                 ReservationKind::Firm => PoolKind::Firm,
+                ReservationKind::Limit => PoolKind::Limit,
             },
             size: spec.pages,
-            // All slots start unbacked and are filled from the global pool right away.
-            lent: spec.pages,
+            // All slots start unbacked and are filled from the global pool right away (a
+            // limit group has no slots: its frames come from the global pool on demand).
+            lent: if is_limit { 0 } else { spec.pages },
             borrowed: 0,
             locked_charge: 0,
             evictions: 0,
             spc_unmaps: 0,
             transfers: 0,
             writebacks: 0,
+            high: u64::MAX,
+            min: 0,
+            low: 0,
         });
         self.flists.grow_lists(cpl_list(p) as usize + 1);
         self.elists.grow_lists(inactive(p) as usize + 1);
@@ -378,13 +404,138 @@ impl Memory {
         }
     }
 
-    /// Frames promised to reservations and locked regions.
+    /// Frames promised to reservations and locked regions (limit groups promise nothing).
     pub fn committed_frames(&self) -> u64 {
         let sizes: u64 = self.pools[1..]
             .iter()
+            .filter(|p| p.kind != PoolKind::Limit)
             .map(|p| p.size - p.locked_charge)
             .sum();
         sizes + u64::from(self.flists.len(LOCKED))
+    }
+
+    /// Resizes a reservation at `now`. Growing a hard or firm reservation is subject to
+    /// admission (physical memory); its new slots start lent to the global pool and are taken
+    /// back on demand. Shrinking gives slots up: lent ones, then free ones, then a hard
+    /// reservation evicts its own pages (dirty ones written back through the device) while a
+    /// firm one keeps them as borrowed pages.
+    /// A limit group (`memory.max`) may be set to any size from 1 page up to the machine's
+    /// frames; shrinking evicts its own pages down to the new size. On error nothing is
+    /// resized, though pages already evicted stay evicted.
+    pub fn set_reservation_size(
+        &mut self,
+        now: Nanos,
+        res: ResId,
+        pages: u64,
+    ) -> Result<(), MemError> {
+        let p = self.pool_of(res)?;
+        let pi = p as usize;
+        let (kind, size) = (self.pools[pi].kind, self.pools[pi].size);
+        let name = self.pools[pi].name.clone();
+        let floor = if kind == PoolKind::Limit {
+            1
+        } else {
+            self.cfg.min_reservation_pages.max(1).max(self.pools[pi].locked_charge + 1)
+        };
+        if pages < floor {
+            return Err(MemError::ReservationTooSmall { name, pages, min: floor });
+        }
+        if kind == PoolKind::Limit {
+            let total = u64::from(self.cfg.total_frames);
+            if pages > total {
+                return Err(MemError::AdmissionRejected { name, requested: pages, available: total, total });
+            }
+            while self.charged_pages(p) > pages {
+                let f = self
+                    .reclaim_one(p, now, true)
+                    .ok_or(MemError::ReservationExhausted(res.0))?;
+                self.flists.push_back(free_list(GLOBAL), f);
+            }
+            self.pools[pi].size = pages;
+        } else if pages > size {
+            let capacity = u64::from(self.cfg.total_frames - self.cfg.unreserved_min_frames);
+            let committed = self.committed_frames();
+            if committed + (pages - size) > capacity {
+                return Err(MemError::AdmissionRejected {
+                    name,
+                    requested: pages,
+                    available: capacity.saturating_sub(committed) + size,
+                    total: u64::from(self.cfg.total_frames),
+                });
+            }
+            let pool = &mut self.pools[pi];
+            let mut grow = pages - size;
+            // A firm reservation's borrowed frames become its own first.
+            let absorbed = grow.min(pool.borrowed);
+            pool.borrowed -= absorbed;
+            grow -= absorbed;
+            pool.lent += grow;
+            pool.size = pages;
+        } else {
+            // One slot at a time, so an eviction failure leaves the books balanced.
+            while self.pools[pi].size > pages {
+                if self.pools[pi].lent > 0 {
+                    self.pools[pi].lent -= 1;
+                } else if let Some(g) = self.flists.pop_front(free_list(p)) {
+                    self.flists.push_back(free_list(GLOBAL), g);
+                } else if self.pools[pi].kind == PoolKind::Firm {
+                    // A firm reservation keeps its pages beyond the new size as borrowed ones,
+                    // which global memory pressure takes back first.
+                    self.pools[pi].borrowed += 1;
+                } else {
+                    let g = self
+                        .reclaim_one(p, now, true)
+                        .ok_or(MemError::ReservationExhausted(res.0))?;
+                    self.flists.push_back(free_list(GLOBAL), g);
+                }
+                self.pools[pi].size -= 1;
+            }
+        }
+        self.debug_check();
+        Ok(())
+    }
+
+    /// Sets a limit group's `memory.high`, `memory.min` and `memory.low`, in pages (`None`:
+    /// no throttle / no protection). Above `high` a faulting task of the group reclaims the
+    /// group's own pages first (synchronously, paying the reclaim cost) and only takes a new
+    /// frame when none of them can be evicted, so `high` may be exceeded, never `size` (max).
+    /// Pages of a group charged at or below `min` are never reclaimed by other pools' faults;
+    /// below `low` only when no unprotected page is left anywhere. Lowering `high` reclaims
+    /// nothing by itself (Linux reclaims on the next charge too).
+    pub fn set_limit_protection(
+        &mut self,
+        res: ResId,
+        high: Option<u64>,
+        min: Option<u64>,
+        low: Option<u64>,
+    ) -> Result<(), MemError> {
+        let p = self.pool_of(res)?;
+        let pool = &mut self.pools[p as usize];
+        if pool.kind != PoolKind::Limit {
+            return Err(MemError::NotALimitGroup(res.0));
+        }
+        pool.high = high.unwrap_or(u64::MAX);
+        pool.min = min.unwrap_or(0);
+        pool.low = low.unwrap_or(0);
+        Ok(())
+    }
+
+    /// A limit group's high, min and low in pages, as [`Memory::set_limit_protection`] set them.
+    pub fn limit_protection(&self, res: ResId) -> Result<LimitProtection, MemError> {
+        let p = &self.pools[self.pool_of(res)? as usize];
+        if p.kind != PoolKind::Limit {
+            return Err(MemError::NotALimitGroup(res.0));
+        }
+        Ok(LimitProtection {
+            high_pages: (p.high != u64::MAX).then_some(p.high),
+            min_pages: (p.min > 0).then_some(p.min),
+            low_pages: (p.low > 0).then_some(p.low),
+        })
+    }
+
+    /// Pages charged to pool `p` (its active and inactive lists).
+    pub(super) fn charged_pages(&self, p: u32) -> u64 {
+        u64::from(self.elists.len(active(p))) + u64::from(self.elists.len(inactive(p)))
     }
 
     // ---------------------------------------------------------------- address spaces
@@ -473,6 +624,15 @@ impl Memory {
         shadow: u32,
         writable: bool,
     ) -> Result<Vpn, MemError> {
+        let pool = self.spaces[s].pool;
+        if self.pools[pool as usize].kind == PoolKind::Limit
+            && matches!(
+                self.regions[region as usize].policy,
+                SharePolicy::Spc | SharePolicy::Spel | SharePolicy::Auto
+            )
+        {
+            return Err(MemError::UnsupportedForLimit(pool - 1));
+        }
         let pages = self.regions[region as usize].pages;
         let start = self.spaces[s].ptes.len() as u64;
         if start + u64::from(pages) >= u64::from(u32::MAX) {
@@ -607,6 +767,16 @@ impl Memory {
         ) {
             return Err(MemError::UnsupportedCowPolicy(cow_policy));
         }
+        let limit_pool = |p: u32| self.pools[p as usize].kind == PoolKind::Limit;
+        let child_limit = match reservation {
+            Some(r) => limit_pool(self.pool_of(r)?),
+            None => false,
+        };
+        if cow_policy == SharePolicy::Spc && (child_limit || limit_pool(self.spaces[ps].pool)) {
+            return Err(MemError::UnsupportedForLimit(
+                reservation.map_or(self.spaces[ps].pool - 1, |r| r.0),
+            ));
+        }
         // The child joins the SPEL locks of the regions it inherits: admit it to all of them
         // before changing anything.
         if let Some(res) = reservation {
@@ -729,10 +899,10 @@ impl Memory {
         let inact = u64::from(self.elists.len(inactive(p)));
         Ok(ReservationStats {
             size_pages: pool.size,
-            kind: if pool.kind == PoolKind::Firm {
-                ReservationKind::Firm
-            } else {
-                ReservationKind::Hard
+            kind: match pool.kind {
+                PoolKind::Firm => ReservationKind::Firm,
+                PoolKind::Limit => ReservationKind::Limit,
+                PoolKind::Hard | PoolKind::Global => ReservationKind::Hard,
             },
             frames_held: self.frames_held(p),
             charged_pages: act + inact,
@@ -771,6 +941,7 @@ impl Memory {
 
     pub fn stats(&self) -> MemStats {
         let held: u64 = (1..self.pools.len() as u32)
+            .filter(|&p| self.pools[p as usize].kind != PoolKind::Limit)
             .map(|p| self.frames_held(p))
             .sum();
         let lent: u64 = self.pools.iter().map(|p| p.lent).sum();

@@ -94,6 +94,9 @@ impl Memory {
         if pool == GLOBAL {
             return self.global_take(now, allow_busy);
         }
+        if self.pools[pool as usize].kind == PoolKind::Limit {
+            return self.limit_take(pool, now, allow_busy);
+        }
         if self.pools[pool as usize].lent > 0 {
             let f = self.take_free(GLOBAL, now, allow_busy)?;
             self.pools[pool as usize].lent -= 1;
@@ -109,6 +112,29 @@ impl Memory {
             .ok_or(MemError::ReservationExhausted(pool - 1))
     }
 
+    /// A frame for limit group `pool` (cgroup `memory.max`/`memory.high`): at its size it
+    /// must evict one of its own pages; at or above `high` it tries its own idle pages first
+    /// (throttling), then takes from the global pool; below `high` it takes from the global
+    /// pool, whose reclaim may take other groups' unprotected pages.
+    fn limit_take(&mut self, pool: u32, now: Nanos, allow_busy: bool) -> Result<u32, MemError> {
+        let charged = self.charged_pages(pool);
+        let p = &self.pools[pool as usize];
+        if charged >= p.size {
+            return self
+                .reclaim_one(pool, now, allow_busy)
+                .ok_or(MemError::ReservationExhausted(pool - 1));
+        }
+        if charged >= p.high {
+            if let Some(f) = self.reclaim_one(pool, now, false) {
+                return Ok(f);
+            }
+        }
+        if let Some(f) = self.flists.pop_front(free_list(GLOBAL)) {
+            return Ok(f);
+        }
+        self.global_take(now, allow_busy)
+    }
+
     fn global_take(&mut self, now: Nanos, allow_busy: bool) -> Result<u32, MemError> {
         // Memory pressure: firm reservations give borrowed pages back first.
         let mut lenders: Vec<(u64, u32)> = (1..self.pools.len() as u32)
@@ -122,15 +148,47 @@ impl Memory {
                 return Ok(f);
             }
         }
-        self.reclaim_one(GLOBAL, now, allow_busy)
-            .ok_or(MemError::OutOfMemory)
+        // Then the global LRU and the limit groups, the one with the most unprotected pages
+        // first (ties: lower pool index); pages below `low` only when nothing else is left,
+        // pages below `min` never.
+        let mut victims: Vec<(u64, u32)> = Vec::new();
+        for use_low in [true, false] {
+            victims.clear();
+            let global = self.charged_pages(GLOBAL);
+            if global > 0 {
+                victims.push((global, GLOBAL));
+            }
+            let mut held_by_low = false;
+            for q in 1..self.pools.len() as u32 {
+                let pl = &self.pools[q as usize];
+                if pl.kind != PoolKind::Limit {
+                    continue;
+                }
+                let protected = if use_low { pl.min.max(pl.low) } else { pl.min };
+                let charged = self.charged_pages(q);
+                held_by_low |= use_low && pl.low > pl.min && charged > pl.min;
+                if charged > protected {
+                    victims.push((charged - protected, q));
+                }
+            }
+            victims.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+            for &(_, q) in &victims {
+                if let Some(f) = self.reclaim_one(q, now, allow_busy) {
+                    return Ok(f);
+                }
+            }
+            if !held_by_low {
+                break;
+            }
+        }
+        Err(MemError::OutOfMemory)
     }
 
     /// A frame no longer used by `pool` (a firm reservation returns borrowed ones first).
     pub(super) fn release_frame(&mut self, pool: u32, f: u32) {
         debug_assert_eq!(self.frames[f as usize].region, NIL);
         let p = &mut self.pools[pool as usize];
-        if pool != GLOBAL && p.borrowed > 0 {
+        if p.kind == PoolKind::Limit || (pool != GLOBAL && p.borrowed > 0) {
             p.borrowed -= 1;
             self.flists.push_back(free_list(GLOBAL), f);
         } else {
@@ -141,6 +199,16 @@ impl Memory {
     /// A slot of `pool` for a page whose frame is paid for elsewhere (No-SP-Mgmt duplicate):
     /// its frame goes to the global pool.
     pub(super) fn acquire_unbacked_slot(&mut self, pool: u32, now: Nanos) -> Result<(), MemError> {
+        if self.pools[pool as usize].kind == PoolKind::Limit {
+            // No slots: only the cap counts, so at the cap one of its own pages goes.
+            if self.charged_pages(pool) >= self.pools[pool as usize].size {
+                let g = self
+                    .reclaim_one(pool, now, true)
+                    .ok_or(MemError::ReservationExhausted(pool - 1))?;
+                self.flists.push_back(free_list(GLOBAL), g);
+            }
+            return Ok(());
+        }
         let p = &mut self.pools[pool as usize];
         if p.lent > 0 {
             p.lent -= 1;
@@ -166,7 +234,7 @@ impl Memory {
     /// `pool` lost a page it accounted without getting its frame: the slot stays, unbacked
     /// (a firm reservation first gives up a borrowed slot).
     pub(super) fn release_unbacked_slot(&mut self, pool: u32) {
-        if pool == GLOBAL {
+        if pool == GLOBAL || self.pools[pool as usize].kind == PoolKind::Limit {
             return;
         }
         let p = &mut self.pools[pool as usize];

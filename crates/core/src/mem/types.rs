@@ -173,6 +173,19 @@ pub enum ReservationKind {
     /// pages are taken back (the reservation evicts its own pages) when the global pool runs
     /// out of free pages.
     Firm,
+    /// A cgroup-style memory-limited group (`memory.max`): its size is a cap on the pages
+    /// charged to it, not memory set aside (limits may overcommit the machine). Its pages
+    /// live on its own FIFO second-chance lists; its frames come from and go back to the
+    /// global pool. See [`crate::mem::Memory::set_limit_protection`] for high/min/low.
+    Limit,
+}
+
+/// A limit group's throttle and protection thresholds in pages (`None`: none).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LimitProtection {
+    pub high_pages: Option<u64>,
+    pub min_pages: Option<u64>,
+    pub low_pages: Option<u64>,
 }
 
 /// A reservation request.
@@ -475,6 +488,10 @@ pub enum MemError {
     ReservationExhausted(u32),
     #[error("out of memory: no free frame and nothing the global pool can reclaim; add frames or shrink reservations")]
     OutOfMemory,
+    #[error("memory-limited group {0}: shared pages under `spc`, `spel` or `auto` need per-reservation accounting a limit group does not have; use `global`, `private` or `first-touch` regions")]
+    UnsupportedForLimit(u32),
+    #[error("{0} applies to memory-limited groups (kind = limit) only")]
+    NotALimitGroup(u32),
     #[error("copy-on-write memory can be managed by `private`, `first-touch` or `spc`, not `{0}`")]
     UnsupportedCowPolicy(SharePolicy),
 }

@@ -1,0 +1,339 @@
+//! The simulator's side of the controller tick loop (`[control]`): every interval the engine
+//! builds a [`critmem_policy::Observation`] of the memory-limited groups from the memory model
+//! and its job boundaries, calls the controller, and applies its actions — the semantics of
+//! [`critmem_policy::Platform`], inside the deterministic engine.
+
+use crate::memsim::MemSim;
+use crate::time::Nanos;
+use crate::workload::{ControlSpec, GroupDecl, GroupKind, MemorySpec, TaskMemory};
+use critmem_policy::{
+    Action, Controller, GroupObservation, GroupRole, JobEvent, MemoryKnobs, Observation, Platform, StallTotals,
+};
+use std::convert::Infallible;
+
+/// One group at one tick, after the tick's actions were applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupPoint {
+    /// `memory.max` in force (`None`: unlimited).
+    pub max_bytes: Option<u64>,
+    pub high_bytes: Option<u64>,
+    /// Memory charged to the group.
+    pub usage_bytes: u64,
+}
+
+/// One tick of the control timeline (for plots of limits and usage over time).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ControlSample {
+    pub time: Nanos,
+    /// Per group, in `[[group]]` order.
+    pub groups: Vec<GroupPoint>,
+}
+
+/// What a run with `[control]` adds to its results.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ControlResult {
+    pub controller: String,
+    pub interval: Nanos,
+    /// Group names in `[[group]]` order.
+    pub groups: Vec<String>,
+    pub ticks: u64,
+    /// Jobs aborted at the controller's request (also counted in each task's `dropped`).
+    pub dropped_jobs: u64,
+    /// Actions naming a group or job that does not exist (ignored).
+    pub ignored_actions: u64,
+    pub timeline: Vec<ControlSample>,
+}
+
+pub(crate) struct Control {
+    controller: Box<dyn Controller + Send>,
+    name: String,
+    pub(crate) interval: Nanos,
+    state: State,
+}
+
+/// What the platform side keeps between ticks.
+struct State {
+    groups: Vec<GroupDecl>,
+    /// Managed group of each task, if any.
+    task_group: Vec<Option<usize>>,
+    knobs: Vec<MemoryKnobs>,
+    events: Vec<JobEvent>,
+    timeline: Vec<ControlSample>,
+    ticks: u64,
+    dropped: u64,
+    ignored: u64,
+}
+
+impl Control {
+    pub(crate) fn new(spec: &ControlSpec, memory: &MemorySpec, task_memory: &[Option<TaskMemory>]) -> Control {
+        let controller = match critmem_policy::make_controller(&spec.controller, &spec.config) {
+            Ok(c) => c,
+            // The loader built the same controller once already (scenario::validate_control).
+            Err(e) => panic!("controller setup failed after validation: {e}"),
+        };
+        let pb = memory.page_bytes;
+        let bytes = |p: Option<u64>| p.map(|p| p * pb);
+        let state = State {
+            knobs: memory
+                .groups
+                .iter()
+                .map(|g| MemoryKnobs {
+                    max_bytes: bytes(g.max_pages),
+                    high_bytes: bytes(g.high_pages),
+                    min_bytes: bytes(g.min_pages),
+                    low_bytes: bytes(g.low_pages),
+                })
+                .collect(),
+            task_group: task_memory
+                .iter()
+                .map(|tm| tm.as_ref().and_then(|tm| memory.groups.iter().position(|g| g.name == tm.group)))
+                .collect(),
+            groups: memory.groups.clone(),
+            events: Vec::new(),
+            timeline: Vec::new(),
+            ticks: 0,
+            dropped: 0,
+            ignored: 0,
+        };
+        Control { controller, name: spec.controller.clone(), interval: spec.interval, state }
+    }
+
+    pub(crate) fn group_of(&self, ti: usize) -> Option<usize> {
+        self.state.task_group[ti]
+    }
+
+    pub(crate) fn on_release(&mut self, ti: usize, job: u64, at: Nanos, deadline: Nanos) {
+        self.state.on_release(ti, job, at, deadline);
+    }
+
+    pub(crate) fn on_end(&mut self, ti: usize, job: u64, at: Nanos, completed: bool) {
+        self.state.on_end(ti, job, at, completed);
+    }
+
+    pub(crate) fn count_drop(&mut self) {
+        self.state.dropped += 1;
+    }
+
+    pub(crate) fn count_ignored(&mut self) {
+        self.state.ignored += 1;
+    }
+
+    /// One iteration of the platform-neutral loop ([`critmem_policy::step`]) over the
+    /// simulator platform; returns the jobs to drop (group, job id) for the engine.
+    pub(crate) fn tick(&mut self, now: Nanos, ms: &mut MemSim) -> Vec<(usize, u64)> {
+        self.state.ticks += 1;
+        let mut drops = Vec::new();
+        let mut platform = SimPlatform { state: &mut self.state, ms, now, drops: &mut drops };
+        critmem_policy::step(&mut platform, &mut *self.controller).unwrap_or_else(|never| match never {});
+        let st = &mut self.state;
+        st.timeline.push(ControlSample {
+            time: now,
+            groups: (0..st.groups.len())
+                .map(|gi| GroupPoint {
+                    max_bytes: st.knobs[gi].max_bytes,
+                    high_bytes: st.knobs[gi].high_bytes,
+                    usage_bytes: ms.group_state(gi, now).1,
+                })
+                .collect(),
+        });
+        drops
+    }
+
+    pub(crate) fn finish(self) -> ControlResult {
+        let st = self.state;
+        ControlResult {
+            controller: self.name,
+            interval: self.interval,
+            groups: st.groups.iter().map(|g| g.name.clone()).collect(),
+            ticks: st.ticks,
+            dropped_jobs: st.dropped,
+            ignored_actions: st.ignored,
+            timeline: st.timeline,
+        }
+    }
+}
+
+impl State {
+    /// The managed group of task `ti`, if it is soft real-time (only those report jobs).
+    fn soft_rt_group(&self, ti: usize) -> Option<usize> {
+        self.task_group[ti].filter(|&g| matches!(self.groups[g].kind, GroupKind::SoftRealTime { .. }))
+    }
+
+    fn on_release(&mut self, ti: usize, job: u64, at: Nanos, deadline: Nanos) {
+        if let Some(group) = self.soft_rt_group(ti) {
+            self.events.push(JobEvent::Release { group, job, at_ns: at.0, deadline_ns: deadline.0 });
+        }
+    }
+
+    /// A job ended: `completed`, or dropped (aborted, killed, dropped by request).
+    fn on_end(&mut self, ti: usize, job: u64, at: Nanos, completed: bool) {
+        if let Some(group) = self.soft_rt_group(ti) {
+            self.events.push(if completed {
+                JobEvent::Completion { group, job, at_ns: at.0 }
+            } else {
+                JobEvent::Drop { group, job, at_ns: at.0 }
+            });
+        }
+    }
+}
+
+/// The simulator as a [`Platform`]: observations come from the memory model and the job
+/// boundaries the engine reported; limits apply at once (synchronously, at `now`).
+struct SimPlatform<'a> {
+    state: &'a mut State,
+    ms: &'a mut MemSim,
+    now: Nanos,
+    /// `DropJob`s for the engine, which owns the jobs.
+    drops: &'a mut Vec<(usize, u64)>,
+}
+
+impl Platform for SimPlatform<'_> {
+    type Error = Infallible;
+
+    fn observe(&mut self) -> Result<Observation, Infallible> {
+        Ok(Observation {
+            now_ns: self.now.0,
+            total_memory_bytes: self.ms.managed_bytes(),
+            groups: self
+                .state
+                .groups
+                .iter()
+                .enumerate()
+                .map(|(gi, g)| {
+                    let (psi, usage_bytes) = self.ms.group_state(gi, self.now);
+                    GroupObservation {
+                        name: g.name.clone(),
+                        role: match g.kind {
+                            GroupKind::SoftRealTime { bcet } => {
+                                GroupRole::SoftRealTime { deadline_ns: g.deadline.0, bcet_ns: bcet.0 }
+                            }
+                            GroupKind::NonRealTime => GroupRole::NonRealTime,
+                        },
+                        stall: StallTotals {
+                            memory_some_us: psi.memory.some_us,
+                            memory_full_us: psi.memory.full_us,
+                            io_some_us: psi.io.some_us,
+                            io_full_us: psi.io.full_us,
+                        },
+                        usage_bytes,
+                        knobs: self.state.knobs[gi],
+                        floor_bytes: g.floor_pages * self.ms.page_bytes(),
+                    }
+                })
+                .collect(),
+            events: std::mem::take(&mut self.state.events),
+        })
+    }
+
+    /// Applies limit and protection changes, clamped as the platform promises: max and high
+    /// to `[floor, machine]`, min and low to the machine; a limit is rounded down to whole
+    /// pages so it never exceeds the request (except to honour the floor). Returns what was
+    /// applied, as applied; actions for groups that do not exist are left out.
+    fn apply(&mut self, actions: &[Action]) -> Result<Vec<Action>, Infallible> {
+        let (pb, total) = (self.ms.page_bytes(), self.ms.total_frames());
+        let st = &mut *self.state;
+        let mut applied = Vec::with_capacity(actions.len());
+        for &a in actions {
+            let group = match a {
+                Action::SetMax { group, .. }
+                | Action::SetHigh { group, .. }
+                | Action::SetMin { group, .. }
+                | Action::SetLow { group, .. }
+                | Action::DropJob { group, .. } => group,
+            };
+            if group >= st.groups.len() {
+                st.ignored += 1;
+                continue;
+            }
+            let floor = st.groups[group].floor_pages;
+            let limit = |b: Option<u64>| b.map(|b| (b / pb).clamp(floor, total) * pb);
+            let protect = |b: Option<u64>| b.map(|b| (b / pb).min(total) * pb);
+            let k = &mut st.knobs[group];
+            let done = match a {
+                Action::SetMax { bytes, .. } => {
+                    let bytes = limit(bytes);
+                    // Fails only when every page of the group is pinned: the old limit stays.
+                    if !self.ms.set_group_max(group, self.now, bytes.map_or(total, |b| b / pb)) {
+                        continue;
+                    }
+                    k.max_bytes = bytes;
+                    Action::SetMax { group, bytes }
+                }
+                Action::SetHigh { bytes, .. } => {
+                    k.high_bytes = limit(bytes);
+                    Action::SetHigh { group, bytes: k.high_bytes }
+                }
+                Action::SetMin { bytes, .. } => {
+                    k.min_bytes = protect(bytes);
+                    Action::SetMin { group, bytes: k.min_bytes }
+                }
+                Action::SetLow { bytes, .. } => {
+                    k.low_bytes = protect(bytes);
+                    Action::SetLow { group, bytes: k.low_bytes }
+                }
+                Action::DropJob { job, .. } => {
+                    self.drops.push((group, job));
+                    applied.push(a);
+                    continue;
+                }
+            };
+            let pages = |b: Option<u64>| b.map(|b| b / pb);
+            self.ms.set_group_protection(group, pages(k.high_bytes), pages(k.min_bytes), pages(k.low_bytes));
+            applied.push(done);
+        }
+        Ok(applied)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::load_toml_str;
+
+    const SCENARIO: &str = r#"
+[scheduler]
+kind = "edf"
+[run]
+horizon_ms = 100
+[memory]
+total_mb = 16
+[[group]]
+name = "srt"
+role = "soft-rt"
+bcet_ms = 5
+floor_mb = 2
+max_mb = 8
+[[task]]
+name = "t"
+wcet_ms = 10
+period_ms = 50
+group = "srt"
+private_mb = 4
+access = [{ pattern = "sweep" }]
+"#;
+
+    /// The contract the Linux platform's conformance body checks, on the simulator side.
+    #[test]
+    fn the_simulator_platform_clamps_reports_what_it_applied_and_ignores_strays() {
+        let s = load_toml_str(SCENARIO, "p.toml").unwrap();
+        let spec = s.memory.as_ref().unwrap();
+        let mut ms = MemSim::new(spec, &s.task_memory, &["t".to_string()], 1).ok().unwrap();
+        let cs = ControlSpec { controller: "greedy".into(), config: serde_json::json!({}), interval: Nanos::from_ms(5) };
+        let mut c = Control::new(&cs, spec, &s.task_memory);
+        let mut drops = Vec::new();
+        let mut p = SimPlatform { state: &mut c.state, ms: &mut ms, now: Nanos::from_ms(1), drops: &mut drops };
+        let obs = p.observe().unwrap();
+        assert_eq!(obs.total_memory_bytes, 16 << 20);
+        assert_eq!(obs.groups[0].knobs.max_bytes, Some(8 << 20));
+        assert_eq!(obs.groups[0].floor_bytes, 2 << 20);
+        let applied = p.apply(&[Action::SetMax { group: 0, bytes: Some(1 << 20) }]).unwrap();
+        assert_eq!(applied, [Action::SetMax { group: 0, bytes: Some(2 << 20) }], "raised to the floor");
+        assert_eq!(p.observe().unwrap().groups[0].knobs.max_bytes, Some(2 << 20));
+        let applied = p.apply(&[Action::SetMax { group: 0, bytes: Some((3 << 20) + 100) }]).unwrap();
+        assert_eq!(applied, [Action::SetMax { group: 0, bytes: Some(3 << 20) }], "rounded down to pages");
+        let applied = p.apply(&[Action::SetMax { group: 0, bytes: None }, Action::SetMin { group: 0, bytes: Some(1 << 40) }]).unwrap();
+        assert_eq!(applied, [Action::SetMax { group: 0, bytes: None }, Action::SetMin { group: 0, bytes: Some(16 << 20) }]);
+        assert!(p.apply(&[Action::SetMax { group: 1, bytes: Some(1 << 30) }]).unwrap().is_empty());
+        assert_eq!(p.observe().unwrap().groups[0].knobs.max_bytes, None);
+    }
+}

@@ -1,0 +1,234 @@
+//! The controller tick loop in the engine (`[control]`, `[[group]]`): memory-limited groups
+//! under real controllers from critmem-policy.
+
+use critmem_core::control::ControlResult;
+use critmem_core::{load_toml_str, simulate, SimOptions, SimResult};
+use proptest::prelude::*;
+
+const MIB: u64 = 1 << 20;
+
+/// One soft-rt task sweeping `ws_mb` per 100 ms job (deadline `deadline_ms`, 20 ms of
+/// compute) in group `srt` with initial limit `max_mb`, and one non-rt task doing random
+/// references over 24 MiB in group `batch`, on a 64 MiB machine with two CPUs.
+fn scenario(controller: &str, config: &str, ws_mb: u32, max_mb: u32, deadline_ms: u32, swap: &str, seed: u64) -> String {
+    format!(
+        r#"
+[machine]
+cpus = 2
+
+[scheduler]
+kind = "gedf"
+
+[run]
+horizon_ms = 1500
+seed = {seed}
+
+[memory]
+total_mb = 64
+swap = "{swap}"
+readahead_pages = 8
+
+[control]
+controller = "{controller}"
+interval_ms = 5
+config = {config}
+
+[[group]]
+name = "srt"
+role = "soft-rt"
+bcet_ms = 20
+floor_mb = 2
+max_mb = {max_mb}
+
+[[group]]
+name = "batch"
+role = "non-rt"
+floor_mb = 4
+
+[[task]]
+name = "srt"
+wcet_ms = 20
+period_ms = 100
+deadline_ms = {deadline_ms}
+group = "srt"
+private_mb = {ws_mb}
+access = [{{ pattern = "sweep", mb = {ws_mb}, writes = 0.5 }}]
+
+[[task]]
+name = "nrt"
+wcet_ms = 40
+period_ms = 50
+group = "batch"
+private_mb = 24
+access = [{{ pattern = "random", refs = 2000, writes = 0.3 }}]
+"#
+    )
+}
+
+fn run(text: &str) -> SimResult {
+    let s = load_toml_str(text, "control.toml").unwrap_or_else(|e| panic!("{e}"));
+    simulate(&s, SimOptions { record_jobs: true, record_segments: false })
+}
+
+fn control(r: &SimResult) -> &ControlResult {
+    r.control.as_ref().expect("a [control] run has control results")
+}
+
+/// Limits (None = unlimited) of group `g` per tick.
+fn limits(c: &ControlResult, g: usize) -> Vec<Option<u64>> {
+    c.timeline.iter().map(|s| s.groups[g].max_bytes).collect()
+}
+
+/// Every tick: each group's usage is within its max, and no max is below its floor.
+fn assert_within_limits(c: &ControlResult, floors_bytes: &[u64]) {
+    for s in &c.timeline {
+        for (g, p) in s.groups.iter().enumerate() {
+            if let Some(max) = p.max_bytes {
+                assert!(max >= floors_bytes[g], "t={:?}: group {g} limit {max} below floor", s.time);
+                assert!(p.usage_bytes <= max, "t={:?}: group {g} uses {} above max {max}", s.time, p.usage_bytes);
+            }
+            if let Some(high) = p.high_bytes {
+                assert!(high >= floors_bytes[g], "t={:?}: group {g} high {high} below floor", s.time);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_loop_ticks_at_the_configured_interval() {
+    let r = run(&scenario("greedy", "{}", 8, 32, 100, "fast-ssd", 1));
+    let c = control(&r);
+    assert_eq!(c.controller, "greedy");
+    assert_eq!(c.ticks, 1500 / 5 - 1, "ticks at 5, 10, ... 1495 ms");
+    let times: Vec<u64> = c.timeline.iter().map(|s| s.time.0).collect();
+    assert!(times.windows(2).all(|w| w[1] - w[0] == 5_000_000));
+    assert_eq!(times[0], 5_000_000);
+    assert_eq!(c.groups, ["srt", "batch"]);
+}
+
+#[test]
+fn greedy_leaves_the_soft_rt_group_unlimited_and_gives_non_rt_the_rest() {
+    let r = run(&scenario("greedy", "{}", 8, 32, 100, "fast-ssd", 1));
+    let c = control(&r);
+    assert!(limits(c, 0).iter().all(Option::is_none), "soft-rt unconstrained");
+    let last = c.timeline.last().unwrap();
+    let nrt = last.groups[1].max_bytes.expect("non-rt limited");
+    assert!(nrt <= 64 * MIB - last.groups[0].usage_bytes + 4096, "non-rt gets the rest");
+    assert_within_limits(c, &[2 * MIB, 4 * MIB]);
+}
+
+#[test]
+fn sara_lowers_the_limit_of_a_soft_rt_group_whose_jobs_finish_early() {
+    // 4 MiB working set, 32 MiB to start with: every job finishes long before its deadline.
+    let r = run(&scenario("sara", "{ initial_limit_bytes = 33554432 }", 4, 32, 100, "fast-ssd", 1));
+    let c = control(&r);
+    let l = limits(c, 0);
+    assert_eq!(l[0], Some(32 * MIB), "starts at the configured limit");
+    let lowest = l.iter().flatten().min().copied().unwrap();
+    assert!(lowest < 16 * MIB, "SARA gives memory back: lowest limit {lowest}");
+    assert_within_limits(c, &[2 * MIB, 4 * MIB]);
+    assert_eq!(r.tasks[0].stats.deadline_misses, 0);
+}
+
+#[test]
+fn sara_raises_the_limit_of_a_soft_rt_group_that_stalls() {
+    // 24 MiB swept per job but only 6 MiB to start with: the job stalls on swap-ins.
+    let r = run(&scenario("sara", "{ initial_limit_bytes = 6291456 }", 24, 6, 100, "slow-ssd", 1));
+    let c = control(&r);
+    let l = limits(c, 0);
+    let first = l[0].expect("SARA always sets a limit");
+    let highest = l.iter().flatten().max().copied().unwrap();
+    assert!(first <= 7 * MIB, "starts near 6 MiB: {first}");
+    assert!(highest > first + 4 * MIB, "SARA adds memory under stall: {first} -> {highest}");
+    assert_within_limits(c, &[2 * MIB, 4 * MIB]);
+}
+
+#[test]
+fn sara_drops_a_job_in_a_long_stall_and_the_drop_counts() {
+    // Hopeless: 32 MiB per job within a 2 MiB limit on a slow disk, and a tight deadline.
+    let r = run(&scenario("sara", "{ initial_limit_bytes = 2097152, step_bytes = 1 }", 40, 2, 40, "hdd", 1));
+    let c = control(&r);
+    assert!(c.dropped_jobs > 0, "no job dropped");
+    let srt = &r.tasks[0].stats;
+    assert_eq!(srt.dropped, c.dropped_jobs);
+    assert!(srt.aborted >= srt.dropped);
+    assert!(r.to_json().contains(&format!("\"dropped\":{}", srt.dropped)));
+    // A dropped job ends there: it is recorded as aborted and never completes.
+    let aborted = r.jobs.iter().filter(|j| j.task == 0 && j.outcome == critmem_core::Outcome::Aborted).count() as u64;
+    assert_eq!(aborted, srt.aborted);
+}
+
+#[test]
+fn the_same_seed_gives_the_same_bytes() {
+    let text = scenario("sara", "{}", 24, 12, 100, "slow-ssd", 7);
+    let a = run(&text);
+    let b = run(&text);
+    assert_eq!(a.to_json(), b.to_json());
+    assert_eq!(a.control, b.control);
+    assert!(a.to_json().contains("\"control\":{\"controller\":\"sara\""));
+}
+
+#[test]
+fn bad_control_configuration_is_one_line_naming_the_key() {
+    let err = |text: String| load_toml_str(&text, "c.toml").unwrap_err().to_string();
+    let e = err(scenario("nope", "{}", 4, 8, 100, "hdd", 1));
+    assert!(e.starts_with("c.toml: control.controller: unknown controller `nope`"), "{e}");
+    let e = err(scenario("sara", "{ bogus = 1 }", 4, 8, 100, "hdd", 1));
+    assert!(e.starts_with("c.toml: control.config: ") && e.contains("bogus"), "{e}");
+    let e = err(scenario("tmo-high", "{}", 4, 8, 100, "hdd", 1));
+    assert!(e.contains("control.config") && e.contains("psi_threshold_pct"), "{e}");
+    let e = err(scenario("greedy", "{}", 4, 1, 100, "hdd", 1));
+    assert!(e.contains("group[0].max_mb: must be at least floor_mb"), "{e}");
+    let e = err(scenario("greedy", "{}", 4, 8, 100, "hdd", 1).replace("role = \"soft-rt\"", "role = \"hard\""));
+    assert!(e.contains("group[0].role: unknown role"), "{e}");
+    let e = err(scenario("greedy", "{}", 4, 8, 100, "hdd", 1).replace("group = \"srt\"", "group = \"srt\"\nreservation = \"x\""));
+    assert!(e.contains("task[0].reservation"), "{e}");
+    assert!(!e.contains('\n'));
+}
+
+#[test]
+fn static_groups_without_a_controller_keep_their_limits() {
+    let text = scenario("greedy", "{}", 24, 8, 100, "fast-ssd", 1);
+    let text = text.replace("[control]\ncontroller = \"greedy\"\ninterval_ms = 5\nconfig = {}\n", "");
+    let r = run(&text);
+    assert!(r.control.is_none());
+    let m = r.memory.as_ref().unwrap();
+    let (name, srt) = &m.limit_groups[0];
+    assert_eq!(name, "srt");
+    assert_eq!(srt.kind, critmem_core::mem::ReservationKind::Limit);
+    assert_eq!(srt.size_pages, 8 * 256);
+    assert!(srt.charged_pages <= 8 * 256 && srt.evictions > 0);
+}
+
+/// Minimal configuration of each controller.
+fn minimal_config(name: &str) -> &'static str {
+    match name {
+        "offline" => "{ limit_bytes = 16777216 }",
+        "tmo-high" => "{ psi_threshold_pct = 30.0 }",
+        "static" => "{ default_limit_bytes = 16777216 }",
+        _ => "{}",
+    }
+}
+
+proptest! {
+    // Debug builds check every memory invariant after every operation: fewer cases there.
+    #![proptest_config(ProptestConfig { cases: if cfg!(debug_assertions) { 3 } else { 24 }, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_controller_keeps_every_group_within_floor_and_max(
+        which in 0..critmem_policy::CONTROLLER_NAMES.len(),
+        ws_mb in 2u32..40,
+        max_mb in 2u32..64,
+        deadline_ms in 30u32..100,
+        swap in prop::sample::select(vec!["hdd", "slow-ssd", "fast-ssd", "zram"]),
+        seed in 0u64..1000,
+    ) {
+        let name = critmem_policy::CONTROLLER_NAMES[which];
+        let text = scenario(name, minimal_config(name), ws_mb, max_mb, deadline_ms, swap, seed)
+            .replace("horizon_ms = 1500", "horizon_ms = 400");
+        let r = run(&text);
+        let c = control(&r);
+        prop_assert_eq!(c.ticks, 79);
+        assert_within_limits(c, &[2 * MIB, 4 * MIB]);
+    }
+}
