@@ -77,6 +77,22 @@ struct Job {
 }
 
 impl Job {
+    /// The trace record of this job as it ends with `outcome`.
+    fn record(&self, outcome: Outcome, completion: Option<Nanos>) -> JobRecord {
+        JobRecord {
+            task: self.task,
+            index: self.index,
+            release: self.release,
+            abs_deadline: self.abs_deadline,
+            demand: self.demand,
+            executed: self.program.executed,
+            start: self.start,
+            completion,
+            outcome,
+            last_cpu: self.last_cpu,
+        }
+    }
+
     /// Credits the time run since the last accounting to the current compute step.
     #[inline]
     fn account(&mut self, now: Nanos) {
@@ -476,18 +492,7 @@ impl<'a> Simulation<'a> {
         self.sched.remove(key);
         let job = self.jobs[key as usize].take().expect("live job");
         self.free_keys.push(key);
-        let rec = JobRecord {
-            task: job.task,
-            index: job.index,
-            release: job.release,
-            abs_deadline: job.abs_deadline,
-            demand: job.demand,
-            executed: job.program.executed,
-            start: job.start,
-            completion: (outcome == Outcome::Completed).then_some(self.now),
-            outcome,
-            last_cpu: job.last_cpu,
-        };
+        let rec = job.record(outcome, (outcome == Outcome::Completed).then_some(self.now));
         let ti = job.task as usize;
         if let Some(c) = self.control.as_mut() {
             c.on_end(ti, job.seq, self.now, outcome == Outcome::Completed);
@@ -603,18 +608,7 @@ impl<'a> Simulation<'a> {
         left.sort_by_key(|j| j.seq);
         for job in left {
             let outcome = if job.abs_deadline <= horizon { Outcome::Unfinished } else { Outcome::Pending };
-            let rec = JobRecord {
-                task: job.task,
-                index: job.index,
-                release: job.release,
-                abs_deadline: job.abs_deadline,
-                demand: job.demand,
-                executed: job.program.executed,
-                start: job.start,
-                completion: None,
-                outcome,
-                last_cpu: job.last_cpu,
-            };
+            let rec = job.record(outcome, None);
             self.stats[job.task as usize].record(&rec, horizon);
             if self.opts.record_jobs {
                 self.records.push(rec);

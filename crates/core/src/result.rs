@@ -262,6 +262,20 @@ struct JsonReservation<'a> {
     writebacks: u64,
 }
 
+impl<'a> JsonReservation<'a> {
+    fn new((name, r): &'a (String, crate::mem::ReservationStats)) -> Self {
+        JsonReservation {
+            name,
+            size_pages: r.size_pages,
+            charged_pages: r.charged_pages,
+            frames_held: r.frames_held,
+            evictions: r.evictions,
+            spc_unmaps: r.spc_unmaps,
+            writebacks: r.writebacks,
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct JsonAuto<'a> {
     region: &'a str,
@@ -327,32 +341,8 @@ impl SimResult {
                     io_full_us: p.io.full_us,
                 })
                 .collect(),
-            reservations: m
-                .reservations
-                .iter()
-                .map(|(n, r)| JsonReservation {
-                    name: n,
-                    size_pages: r.size_pages,
-                    charged_pages: r.charged_pages,
-                    frames_held: r.frames_held,
-                    evictions: r.evictions,
-                    spc_unmaps: r.spc_unmaps,
-                    writebacks: r.writebacks,
-                })
-                .collect(),
-            limit_groups: m
-                .limit_groups
-                .iter()
-                .map(|(n, r)| JsonReservation {
-                    name: n,
-                    size_pages: r.size_pages,
-                    charged_pages: r.charged_pages,
-                    frames_held: r.frames_held,
-                    evictions: r.evictions,
-                    spc_unmaps: r.spc_unmaps,
-                    writebacks: r.writebacks,
-                })
-                .collect(),
+            reservations: m.reservations.iter().map(JsonReservation::new).collect(),
+            limit_groups: m.limit_groups.iter().map(JsonReservation::new).collect(),
             reserved_physical_mb: m.stats.reserved_physical_frames as f64 * m.page_bytes as f64 / 1_048_576.0,
             auto_decisions: m
                 .auto_decisions
