@@ -339,22 +339,32 @@ impl Memory {
                 }
             }
             budget -= 1;
-            let e = self.elists.front(ina).expect("refilled");
-            let fr = self.frames[self.entries[e as usize].frame as usize];
-            if fr.pinned || fr.ready_at > now {
-                if allow_busy && !fr.pinned && fallback.is_none() {
-                    fallback = Some(e);
-                }
-                self.elists.move_to_back(act, e);
-                continue;
+            if let Some(e) = self.judge_inactive_head(p, now, allow_busy, &mut fallback) {
+                return Some(e);
             }
-            if self.test_referenced(p, self.entries[e as usize].frame) {
-                self.elists.move_to_back(act, e);
-                continue;
-            }
-            return Some(e);
         }
         fallback
+    }
+
+    /// The last step of both replacement policies: the inactive head of `pool` is the victim
+    /// unless it is busy (back to the active tail, remembered as a last resort when busy pages
+    /// may be taken) or referenced again (promoted to the active tail).
+    fn judge_inactive_head(&mut self, pool: u32, now: Nanos, allow_busy: bool, fallback: &mut Option<u32>) -> Option<u32> {
+        let (act, ina) = (active(pool), inactive(pool));
+        let e = self.elists.front(ina).expect("refilled");
+        let fr = self.frames[self.entries[e as usize].frame as usize];
+        if fr.pinned || fr.ready_at > now {
+            if allow_busy && !fr.pinned && fallback.is_none() {
+                *fallback = Some(e);
+            }
+            self.elists.move_to_back(act, e);
+            return None;
+        }
+        if self.test_referenced(pool, self.entries[e as usize].frame) {
+            self.elists.move_to_back(act, e);
+            return None;
+        }
+        Some(e)
     }
 
     /// Linux-like two-list LRU of the global pool. New pages enter the inactive tail. Before
@@ -384,20 +394,9 @@ impl Memory {
                 self.test_referenced(GLOBAL, self.entries[e as usize].frame);
                 self.elists.move_to_back(ina, e);
             }
-            let e = self.elists.front(ina).expect("refilled");
-            let fr = self.frames[self.entries[e as usize].frame as usize];
-            if fr.pinned || fr.ready_at > now {
-                if allow_busy && !fr.pinned && fallback.is_none() {
-                    fallback = Some(e);
-                }
-                self.elists.move_to_back(act, e);
-                continue;
+            if let Some(e) = self.judge_inactive_head(GLOBAL, now, allow_busy, &mut fallback) {
+                return Some(e);
             }
-            if self.test_referenced(GLOBAL, self.entries[e as usize].frame) {
-                self.elists.move_to_back(act, e);
-                continue;
-            }
-            return Some(e);
         }
         fallback
     }
