@@ -182,6 +182,27 @@ struct Pool {
     low: u64,
 }
 
+impl Pool {
+    /// A pool with no activity yet, no high limit and no protection.
+    fn new(name: String, kind: PoolKind, size: u64, lent: u64) -> Pool {
+        Pool {
+            name,
+            kind,
+            size,
+            lent,
+            borrowed: 0,
+            locked_charge: 0,
+            evictions: 0,
+            spc_unmaps: 0,
+            transfers: 0,
+            writebacks: 0,
+            high: u64::MAX,
+            min: 0,
+            low: 0,
+        }
+    }
+}
+
 /// Effective management of a region's pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
@@ -279,21 +300,7 @@ impl Memory {
         for f in 0..n as u32 {
             flists.push_back(free_list(GLOBAL), f);
         }
-        let global = Pool {
-            name: "global".into(),
-            kind: PoolKind::Global,
-            size: 0,
-            lent: 0,
-            borrowed: 0,
-            locked_charge: 0,
-            evictions: 0,
-            spc_unmaps: 0,
-            transfers: 0,
-            writebacks: 0,
-            high: u64::MAX,
-            min: 0,
-            low: 0,
-        };
+        let global = Pool::new("global".into(), PoolKind::Global, 0, 0);
         Ok(Memory {
             cfg,
             frames: vec![FREE_FRAME; n],
@@ -360,27 +367,15 @@ impl Memory {
             });
         }
         let p = self.pools.len() as u32;
-        self.pools.push(Pool {
-            name: spec.name,
-            kind: match spec.kind {
-                ReservationKind::Hard => PoolKind::Hard,
-                ReservationKind::Firm => PoolKind::Firm,
-                ReservationKind::Limit => PoolKind::Limit,
-            },
-            size: spec.pages,
-            // All slots start unbacked and are filled from the global pool right away (a
-            // limit group has no slots: its frames come from the global pool on demand).
-            lent: if is_limit { 0 } else { spec.pages },
-            borrowed: 0,
-            locked_charge: 0,
-            evictions: 0,
-            spc_unmaps: 0,
-            transfers: 0,
-            writebacks: 0,
-            high: u64::MAX,
-            min: 0,
-            low: 0,
-        });
+        let kind = match spec.kind {
+            ReservationKind::Hard => PoolKind::Hard,
+            ReservationKind::Firm => PoolKind::Firm,
+            ReservationKind::Limit => PoolKind::Limit,
+        };
+        // All slots start unbacked and are filled from the global pool right away (a limit
+        // group has no slots: its frames come from the global pool on demand).
+        let lent = if is_limit { 0 } else { spec.pages };
+        self.pools.push(Pool::new(spec.name, kind, spec.pages, lent));
         self.flists.grow_lists(cpl_list(p) as usize + 1);
         self.elists.grow_lists(inactive(p) as usize + 1);
         while self.pools[p as usize].lent > 0 {
