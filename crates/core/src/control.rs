@@ -71,6 +71,17 @@ impl Control {
             // The loader built the same controller once already (scenario::validate_control).
             Err(e) => panic!("controller setup failed after validation: {e}"),
         };
+        Control::with_controller(controller, spec.controller.clone(), spec, memory, task_memory)
+    }
+
+    /// A loop around a controller the caller built (the scenario's name and config unused).
+    pub(crate) fn with_controller(
+        controller: Box<dyn Controller + Send>,
+        name: String,
+        spec: &ControlSpec,
+        memory: &MemorySpec,
+        task_memory: &[Option<TaskMemory>],
+    ) -> Control {
         let pb = memory.page_bytes;
         let bytes = |p: Option<u64>| p.map(|p| p * pb);
         let state = State {
@@ -95,7 +106,7 @@ impl Control {
             dropped: 0,
             ignored: 0,
         };
-        Control { controller, name: spec.controller.clone(), interval: spec.interval, state }
+        Control { controller, name, interval: spec.interval, state }
     }
 
     pub(crate) fn group_of(&self, ti: usize) -> Option<usize> {

@@ -146,6 +146,21 @@ pub fn simulate(scenario: &Scenario, opts: SimOptions) -> SimResult {
     Simulation::new(scenario, scenario.seed, opts).run()
 }
 
+/// Runs `scenario` with `controller` in place of the one its `[control]` table names (same
+/// interval and groups): for controllers built in code, such as test probes. `None` if the
+/// scenario has no `[control]` table.
+pub fn simulate_with_controller(
+    scenario: &Scenario,
+    opts: SimOptions,
+    controller: Box<dyn critmem_policy::Controller + Send>,
+    name: &str,
+) -> Option<SimResult> {
+    let (c, m) = (scenario.control.as_ref()?, scenario.memory.as_ref()?);
+    let mut sim = Simulation::new(scenario, scenario.seed, opts);
+    sim.control = Some(Control::with_controller(controller, name.to_string(), c, m, &scenario.task_memory));
+    Some(sim.run())
+}
+
 impl<'a> Simulation<'a> {
     pub fn new(scenario: &'a Scenario, seed: u64, opts: SimOptions) -> Self {
         let tasks = (0..scenario.tasks.len())
