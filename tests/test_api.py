@@ -17,7 +17,7 @@ from critmem.api import JOB_DTYPES, SEGMENT_DTYPES
 
 TASK_COLUMNS = [
     "name", "criticality", "cpu", "jobs", "completed", "deadline_misses", "aborted", "dropped", "killed", "skipped",
-    "pending", "hit_ratio", "max_response_ms", "mean_response_ms", "max_tardiness_ms",
+    "pending", "hit_ratio", "max_response_ms", "mean_response_ms", "max_tardiness_ms", "throughput_per_s",
 ]  # fmt: skip
 
 RM_TEXT = RM_TEXTBOOK.read_text()

@@ -2,7 +2,18 @@
 
 from typing import Any, Final, final
 
-__all__ = ["__version__", "ScenarioError", "SimOutput", "simulate", "analyze", "measure_memory_ops"]
+__all__ = [
+    "__version__",
+    "ScenarioError",
+    "SimOutput",
+    "simulate",
+    "analyze",
+    "measure_memory_ops",
+    "fit_exec_vs_stall",
+    "estimate_bcet_ms",
+    "pick_offline_limit",
+    "pick_tmo_threshold",
+]
 
 __version__: Final[str]
 
@@ -37,6 +48,11 @@ class SimOutput:
     def memory_timeline(self) -> dict[str, list[Any]]:
         """Memory timeline columns (empty without [memory]): time_ms, reserved_physical_mb,
         used_mb, reservation:<name> (pages it accounts), resident:<task> (resident pages)."""
+    @property
+    def control_timeline(self) -> dict[str, list[Any]]:
+        """Control-loop columns (empty without [control]), one row per tick: time_ms, then per
+        group max_mb:<g> (NaN when unlimited), usage_mb:<g>, and cumulative PSI totals
+        memory_some_us:<g> and io_some_us:<g>."""
 
 def simulate(
     text: str,
@@ -65,3 +81,16 @@ def measure_memory_ops(iterations: int = 20, pages: int = 4096) -> dict[str, flo
     `global` (no reservation, shared region left to the global LRU), `reservation`
     (reservations, No-SP-Mgmt) and `spc` (reservations with Shared-Page Conservation).
     Raises ValueError if `iterations` is 0 or `pages` is not from 1 to 2**22."""
+
+def fit_exec_vs_stall(stall_ms: list[float], exec_ms: list[float]) -> tuple[float, float, float]:
+    """Least-squares line of execution time against stall per period (SARA's Fig. 7):
+    (slope, intercept_ms, r_squared)."""
+
+def estimate_bcet_ms(stall_ms: list[float], exec_ms: list[float]) -> float:
+    """BCET from profiled jobs: the smallest execution time minus stall."""
+
+def pick_offline_limit(profile: list[tuple[int, float]], target_hit_ratio: float) -> int:
+    """The smallest profiled limit (bytes) whose hit ratio reaches the target."""
+
+def pick_tmo_threshold(evaluated: list[tuple[float, float]], deadline_ms: float) -> float:
+    """The largest PSI threshold (%) whose mean elapsed time stays below the deadline."""

@@ -62,6 +62,9 @@ class RunResult:
     """Least common multiple of the task periods, if it is representable."""
     memory_timeline: pd.DataFrame = field(repr=False)
     """Samples of memory use over time (empty unless the scenario declares [memory])."""
+    control_timeline: pd.DataFrame = field(repr=False)
+    """One row per controller tick: limits, usage and PSI totals per group (empty unless the
+    scenario declares [control])."""
     summary_json: str = field(repr=False)
 
     def to_json(self) -> str:
@@ -151,6 +154,7 @@ def _run_source(
         events=out.events,
         hyperperiod_ms=out.hyperperiod_ms,
         memory_timeline=pd.DataFrame(out.memory_timeline),
+        control_timeline=pd.DataFrame(out.control_timeline),
         summary_json=out.summary_json,
     )
 

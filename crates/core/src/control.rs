@@ -19,6 +19,9 @@ pub struct GroupPoint {
     pub high_bytes: Option<u64>,
     /// Memory charged to the group.
     pub usage_bytes: u64,
+    /// The group's PSI totals so far (for per-job stall, e.g. SARA's `s_period`).
+    pub memory_some_us: u64,
+    pub io_some_us: u64,
 }
 
 /// One tick of the control timeline (for plots of limits and usage over time).
@@ -140,10 +143,15 @@ impl Control {
         st.timeline.push(ControlSample {
             time: now,
             groups: (0..st.groups.len())
-                .map(|gi| GroupPoint {
-                    max_bytes: st.knobs[gi].max_bytes,
-                    high_bytes: st.knobs[gi].high_bytes,
-                    usage_bytes: ms.group_state(gi, now).1,
+                .map(|gi| {
+                    let (psi, usage_bytes) = ms.group_state(gi, now);
+                    GroupPoint {
+                        max_bytes: st.knobs[gi].max_bytes,
+                        high_bytes: st.knobs[gi].high_bytes,
+                        usage_bytes,
+                        memory_some_us: psi.memory.some_us,
+                        io_some_us: psi.io.some_us,
+                    }
                 })
                 .collect(),
         });

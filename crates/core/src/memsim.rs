@@ -351,7 +351,7 @@ impl MemSim {
     /// Stall totals and charged memory of `[[group]]` `gi` at `now`.
     pub(crate) fn group_state(&self, gi: usize, now: Nanos) -> (PsiTotals, u64) {
         let (res, pg) = self.limit_groups[gi];
-        let charged = self.mem.reservation_stats(res).expect("group exists").charged_pages;
+        let charged = self.mem.reservation_charged_pages(res).expect("group exists");
         (self.psi.totals(pg, now), charged * self.page_bytes)
     }
 
@@ -380,7 +380,7 @@ impl MemSim {
             reservation_pages: self
                 .reservations
                 .iter()
-                .map(|&r| self.mem.reservation_stats(r).map(|s| s.charged_pages).unwrap_or(0))
+                .map(|&r| self.mem.reservation_charged_pages(r).unwrap_or(0))
                 .collect(),
             task_resident_pages: self.tasks.iter().map(|t| self.mem.space_stats(t.space).map(|s| s.resident_pages).unwrap_or(0)).collect(),
             reserved_physical_frames: stats.reserved_physical_frames,

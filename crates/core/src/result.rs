@@ -179,6 +179,8 @@ struct JsonTask<'a> {
     max_response_ms: Option<f64>,
     mean_response_ms: Option<f64>,
     max_tardiness_ms: f64,
+    /// Completed jobs per simulated second (a non-real-time task's work units per second).
+    throughput_per_s: f64,
 }
 
 #[derive(Serialize)]
@@ -307,6 +309,7 @@ impl SimResult {
                 max_response_ms: t.stats.max_response.map(Nanos::as_ms_f64),
                 mean_response_ms: t.stats.mean_response().map(Nanos::as_ms_f64),
                 max_tardiness_ms: t.stats.max_tardiness.as_ms_f64(),
+                throughput_per_s: if self.horizon.0 == 0 { 0.0 } else { t.stats.completed as f64 / (self.horizon.0 as f64 * 1e-9) },
             })
             .collect();
         let memory = self.memory.as_ref().map(|m| JsonMemory {

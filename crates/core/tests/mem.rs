@@ -1606,6 +1606,32 @@ mod limit_groups {
     }
 
     #[test]
+    fn global_reclaim_takes_from_groups_in_proportion_so_a_growing_group_can_grow() {
+        // Memory full with two equal groups; `a` keeps touching new pages. Taking victims
+        // in proportion to size (as Linux scans cgroups) lets `a` grow at `b`'s expense; a
+        // largest-first rule would pin `a` at `b`'s size forever.
+        let mut m = machine(200, 1);
+        let (a, b) = (limit(&mut m, "a", 200), limit(&mut m, "b", 200));
+        let (sa, sb) = (m.create_space("ta", Some(a)).unwrap(), m.create_space("tb", Some(b)).unwrap());
+        let (_, va) = m.map_private(sa, "heap", 400).unwrap();
+        let (_, vb) = m.map_private(sb, "heap", 100).unwrap();
+        let mut now = Nanos::ZERO;
+        for i in 0..100 {
+            now += Nanos::from_us(10);
+            wr(&mut m, now, sa, va.offset(i));
+            wr(&mut m, now, sb, vb.offset(i));
+        }
+        assert_eq!((charged(&m, a), charged(&m, b)), (100, 100));
+        for i in 100..400 {
+            now += Nanos::from_ms(1);
+            wr(&mut m, now, sa, va.offset(i));
+        }
+        ok(&m);
+        assert!(charged(&m, a) >= 150, "a holds {} of 200 frames", charged(&m, a));
+        assert_eq!(charged(&m, a) + charged(&m, b), 200);
+    }
+
+    #[test]
     fn lowering_max_evicts_down_to_it_and_writes_dirty_pages_back() {
         let mut m = machine(256, 1);
         let g = limit(&mut m, "g", 100);

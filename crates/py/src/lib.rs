@@ -148,6 +148,24 @@ fn timeline_dict(py: Python<'_>, result: &SimResult) -> PyResult<Py<PyDict>> {
     Ok(d.unbind())
 }
 
+/// The control timeline (one row per tick) as columns: time_ms, then per group
+/// `max_mb:<g>` (NaN when unlimited), `usage_mb:<g>`, and the cumulative PSI totals
+/// `memory_some_us:<g>` and `io_some_us:<g>`. Empty without `[control]`.
+fn control_dict(py: Python<'_>, result: &SimResult) -> PyResult<Py<PyDict>> {
+    let d = PyDict::new(py);
+    let Some(c) = &result.control else { return Ok(d.unbind()) };
+    let mb = |b: u64| b as f64 / 1_048_576.0;
+    d.set_item("time_ms", c.timeline.iter().map(|s| s.time.as_ms_f64()).collect::<Vec<_>>())?;
+    for (gi, name) in c.groups.iter().enumerate() {
+        let col = |f: &dyn Fn(&critmem_core::control::GroupPoint) -> f64| c.timeline.iter().map(|s| f(&s.groups[gi])).collect::<Vec<_>>();
+        d.set_item(format!("max_mb:{name}"), col(&|p| p.max_bytes.map_or(f64::NAN, mb)))?;
+        d.set_item(format!("usage_mb:{name}"), col(&|p| mb(p.usage_bytes)))?;
+        d.set_item(format!("memory_some_us:{name}"), c.timeline.iter().map(|s| s.groups[gi].memory_some_us).collect::<Vec<_>>())?;
+        d.set_item(format!("io_some_us:{name}"), c.timeline.iter().map(|s| s.groups[gi].io_some_us).collect::<Vec<_>>())?;
+    }
+    Ok(d.unbind())
+}
+
 /// What one simulation run hands to Python.
 #[pyclass(frozen, get_all, module = "critmem._core")]
 struct SimOutput {
@@ -165,6 +183,8 @@ struct SimOutput {
     segments: Py<PyDict>,
     /// Memory timeline columns (empty unless the scenario declares [memory]).
     memory_timeline: Py<PyDict>,
+    /// Control-loop timeline columns (empty unless the scenario declares [control]).
+    control_timeline: Py<PyDict>,
 }
 
 /// Loads `text` (TOML or JSON), simulates it to its horizon and returns the summary JSON
@@ -201,6 +221,7 @@ fn simulate(
         jobs: jobs.into_dict(py)?,
         segments: segments.into_dict(py)?,
         memory_timeline: timeline_dict(py, &result)?,
+        control_timeline: control_dict(py, &result)?,
     })
 }
 
@@ -316,6 +337,56 @@ fn measure_memory_ops(py: Python<'_>, iterations: u32, pages: u32) -> PyResult<P
     Ok(d.unbind())
 }
 
+fn profiles(stall_ms: &[f64], exec_ms: &[f64]) -> PyResult<Vec<critmem_policy::JobProfile>> {
+    if stall_ms.len() != exec_ms.len() {
+        return Err(PyValueError::new_err(format!("stall_ms and exec_ms differ in length ({} vs {})", stall_ms.len(), exec_ms.len())));
+    }
+    let ns = |ms: f64| -> PyResult<u64> {
+        if ms.is_finite() && ms >= 0.0 {
+            Ok((ms * 1e6).round() as u64)
+        } else {
+            Err(PyValueError::new_err(format!("times must be finite and non-negative (got {ms})")))
+        }
+    };
+    stall_ms.iter().zip(exec_ms).map(|(&s, &e)| Ok(critmem_policy::JobProfile { stall_ns: ns(s)?, exec_ns: ns(e)? })).collect()
+}
+
+fn policy_err(e: critmem_policy::PolicyError) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+/// Fig. 7 of the SARA paper: least-squares line of execution time against stall per period.
+/// Returns (slope, intercept_ms, r_squared).
+#[pyfunction]
+fn fit_exec_vs_stall(stall_ms: Vec<f64>, exec_ms: Vec<f64>) -> PyResult<(f64, f64, f64)> {
+    let fit = critmem_policy::fit_exec_vs_stall(&profiles(&stall_ms, &exec_ms)?).map_err(policy_err)?;
+    Ok((fit.slope, fit.intercept_ns / 1e6, fit.r_squared))
+}
+
+/// BCET from profiled jobs: the smallest execution time minus stall (ms).
+#[pyfunction]
+fn estimate_bcet_ms(stall_ms: Vec<f64>, exec_ms: Vec<f64>) -> PyResult<f64> {
+    let bcet = critmem_policy::estimate_bcet_ns(&profiles(&stall_ms, &exec_ms)?).map_err(policy_err)?;
+    Ok(bcet as f64 / 1e6)
+}
+
+/// Offline profiling's choice from (limit_bytes, hit_ratio) pairs: the smallest limit that
+/// reaches `target_hit_ratio`.
+#[pyfunction]
+fn pick_offline_limit(profile: Vec<(u64, f64)>, target_hit_ratio: f64) -> PyResult<u64> {
+    critmem_policy::pick_offline_limit(&profile, target_hit_ratio).map_err(policy_err)
+}
+
+/// TMO-High's threshold from (threshold_pct, mean_elapsed_ms) results of its exhaustive
+/// search: the largest threshold whose mean elapsed time stays below `deadline_ms`.
+#[pyfunction]
+fn pick_tmo_threshold(evaluated: Vec<(f64, f64)>, deadline_ms: f64) -> PyResult<f64> {
+    let thresholds: Vec<f64> = evaluated.iter().map(|e| e.0).collect();
+    let mean_of = |t: f64| evaluated.iter().find(|e| e.0 == t).map_or(u64::MAX, |e| (e.1 * 1e6).round() as u64);
+    let search = critmem_policy::pick_tmo_threshold(&thresholds, (deadline_ms * 1e6).round() as u64, mean_of).map_err(policy_err)?;
+    Ok(search.threshold_pct)
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -324,6 +395,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(analyze, m)?)?;
     m.add_function(wrap_pyfunction!(measure_memory_ops, m)?)?;
+    m.add_function(wrap_pyfunction!(fit_exec_vs_stall, m)?)?;
+    m.add_function(wrap_pyfunction!(estimate_bcet_ms, m)?)?;
+    m.add_function(wrap_pyfunction!(pick_offline_limit, m)?)?;
+    m.add_function(wrap_pyfunction!(pick_tmo_threshold, m)?)?;
     Ok(())
 }
 

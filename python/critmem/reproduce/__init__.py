@@ -85,6 +85,14 @@ PAPERS: dict[str, Paper] = {
             summary="minimum reservations (Fig. 8), physical memory of No-SP-Mgmt/SPC/SPEL (Table III), "
             "tau1's misses with tau2 (Fig. 9), cost of the memory operations (Table II)",
         ),
+        Paper(
+            name="sara",
+            title="Stall-Aware Real-Time Memory Allocation for Mixed-Criticality Edge Systems (SARA)",
+            source="sara-stall-aware-allocation.txt",
+            module="critmem.reproduce.sara",
+            summary="BCET and Fig. 7 profiling, Offline/TMO-High searches, every controller on 8 configurations "
+            "(Fig. 11), memory over time (Fig. 12), early job dropping (Fig. 13)",
+        ),
     ]
 }
 

@@ -180,6 +180,8 @@ struct Pool {
     high: u64,
     min: u64,
     low: u64,
+    /// Smooth weighted round-robin credit for global reclaim (see `global_take`).
+    reclaim_credit: i64,
 }
 
 impl Pool {
@@ -199,6 +201,7 @@ impl Pool {
             high: u64::MAX,
             min: 0,
             low: 0,
+            reclaim_credit: 0,
         }
     }
 }
@@ -885,6 +888,11 @@ impl Memory {
 
     pub fn space_stats(&self, space: AsId) -> Option<SpaceStats> {
         self.spaces.get(space.0 as usize).map(|s| s.stats)
+    }
+
+    /// Pages charged to `res` (O(1); `reservation_stats` also walks its lists).
+    pub fn reservation_charged_pages(&self, res: ResId) -> Result<u64, MemError> {
+        Ok(self.charged_pages(self.pool_of(res)?))
     }
 
     pub fn reservation_stats(&self, res: ResId) -> Result<ReservationStats, MemError> {

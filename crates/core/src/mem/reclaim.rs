@@ -148,9 +148,10 @@ impl Memory {
                 return Ok(f);
             }
         }
-        // Then the global LRU and the limit groups, the one with the most unprotected pages
-        // first (ties: lower pool index); pages below `low` only when nothing else is left,
-        // pages below `min` never.
+        // Then the global LRU and the limit groups, each in proportion to its unprotected
+        // pages as Linux scans cgroups in proportion to their size (smooth weighted
+        // round-robin, so it stays deterministic); pages below `low` only when nothing else
+        // is left, pages below `min` never.
         let mut victims: Vec<(u64, u32)> = Vec::new();
         for use_low in [true, false] {
             victims.clear();
@@ -171,9 +172,22 @@ impl Memory {
                     victims.push((charged - protected, q));
                 }
             }
-            victims.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+            let total: u64 = victims.iter().map(|v| v.0).sum();
+            for p in 0..self.pools.len() as u32 {
+                let weight = victims.iter().find(|v| v.1 == p).map_or(0, |v| v.0);
+                let pl = &mut self.pools[p as usize];
+                // A pool with nothing to give keeps no credit for later.
+                pl.reclaim_credit = if weight == 0 { 0 } else { pl.reclaim_credit.saturating_add(weight as i64) };
+            }
+            // Highest credit first (ties: lower pool index); the chosen one pays the total.
+            victims.sort_by(|a, b| {
+                let (ca, cb) = (self.pools[a.1 as usize].reclaim_credit, self.pools[b.1 as usize].reclaim_credit);
+                cb.cmp(&ca).then(a.1.cmp(&b.1))
+            });
             for &(_, q) in &victims {
                 if let Some(f) = self.reclaim_one(q, now, allow_busy) {
+                    let pl = &mut self.pools[q as usize];
+                    pl.reclaim_credit = pl.reclaim_credit.saturating_sub(total as i64);
                     return Ok(f);
                 }
             }

@@ -1,0 +1,334 @@
+"""Figures and the Markdown report of `critmem reproduce sara` (from `sara.compute`'s data)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from critmem.reproduce.sara import (
+    CONTROLLERS,
+    MEMORY_PCTS,
+    PAPER_BASELINE_HIT_RATIO,
+    PAPER_FIG7,
+    PAPER_SARA_HIT_RATIO,
+    SSDS,
+)
+
+_COLORS = {
+    "sara": "#d62728",
+    "greedy": "#1f77b4",
+    "offline": "#9467bd",
+    "tmo-low": "#2ca02c",
+    "tmo-high": "#17becf",
+    "senpai": "#8c564b",
+    "static": "#7f7f7f",
+}
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    FigureCanvasAgg(fig)
+    # No "Software" entry (matplotlib's version): the bytes depend only on the results.
+    fig.savefig(path, format="png", metadata={"Software": None})
+    return path
+
+
+def _rows(data: dict[str, Any], controller: str | None = None) -> list[dict[str, Any]]:
+    runs: list[dict[str, Any]] = data["runs"]
+    return [r for r in runs if controller is None or r["controller"] == controller]
+
+
+def _find(data: dict[str, Any], workload: str, pct: int, ssd: str, controller: str) -> dict[str, Any] | None:
+    for r in _rows(data, controller):
+        if (r["workload"], r["memory_pct"], r["ssd"]) == (workload, pct, ssd):
+            return r
+    return None
+
+
+def plot_fig7(data: dict[str, Any], path: Path) -> Path:
+    fig = Figure(figsize=(10, 4), dpi=100)
+    items = list(data["fig7"].items())
+    for i, (name, f) in enumerate(items):
+        ax = fig.add_subplot(1, len(items), i + 1)
+        x = np.array(f["stall_ms"]) / 1000.0
+        y = np.array(f["exec_ms"]) / 1000.0
+        ax.scatter(x, y, s=8, color="#1f77b4", label="jobs")
+        if len(x):
+            xs = np.linspace(0, max(x.max(), 1e-3), 50)
+            ax.plot(xs, f["slope"] * xs + f["intercept_ms"] / 1000.0, color="#d62728",
+                    label=f"fit: y = {f['slope']:.3f}x + {f['intercept_ms'] / 1000:.3f} s")
+        ax.set_title(f"{name}: limit {f['limit_mb']:.0f} MB (R² {f['r_squared']:.3f})")
+        ax.set_xlabel("stall per period s_period (s)")
+        ax.set_ylabel("execution time t_exec (s)")
+        ax.legend(loc="upper left", fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.suptitle("Fig. 7 (model): execution time against stall per period, fixed limit beside graphchi")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_fig11(data: dict[str, Any], path: Path) -> Path:
+    fig = Figure(figsize=(16, 7), dpi=100)
+    panels = [(pct, ssd) for pct in MEMORY_PCTS for ssd in SSDS]
+    workloads = [w["name"] for w in data["workloads"]]
+    width = 0.8 / len(CONTROLLERS)
+    for col, (pct, ssd) in enumerate(panels):
+        for row, metric in enumerate(("deadline_hit_ratio", "nonrt_throughput")):
+            ax = fig.add_subplot(2, len(panels), row * len(panels) + col + 1)
+            for k, c in enumerate(CONTROLLERS):
+                vals = []
+                for w in workloads:
+                    r = _find(data, w, pct, ssd, c)
+                    v = r[metric] if r is not None else None
+                    vals.append(v if v is not None else 0.0)
+                xs = np.arange(len(workloads)) + (k - (len(CONTROLLERS) - 1) / 2) * width
+                ax.bar(xs, vals, width, color=_COLORS[c], label=c if (row, col) == (0, 0) else None)
+            ax.set_xticks(np.arange(len(workloads)), workloads)
+            ax.grid(axis="y", alpha=0.3)
+            if row == 0:
+                ax.set_title(f"{'small' if pct == 60 else 'large'} memory ({pct} %), {ssd}")
+                ax.set_ylim(0, 1.05)
+                ax.set_ylabel("soft RT deadline hit ratio")
+            else:
+                ax.set_ylabel("graphchi work units / s")
+    fig.legend(loc="upper center", ncol=len(CONTROLLERS), fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 0.94))
+    return _save(fig, path)
+
+
+def plot_fig12(data: dict[str, Any], path: Path) -> Path:
+    fig = Figure(figsize=(12, 4), dpi=100)
+    workloads = [w["name"] for w in data["workloads"]]
+    for i, w in enumerate(workloads):
+        ax = fig.add_subplot(1, len(workloads), i + 1)
+        for c in ("greedy", "sara"):
+            r = _find(data, w, 60, "slow-ssd", c)
+            if r is None or "series" not in r:
+                continue
+            s = r["series"]
+            ax.plot(s["time_s"], s["srt_usage_mb"], color=_COLORS[c], lw=0.8, label=f"{c}: memory used")
+        ax.set_title(f"{w} beside graphchi, 60 % memory, slow SSD")
+        ax.set_xlabel("time (s)")
+        ax.set_ylabel("soft RT memory (MB)")
+        ax.legend(loc="lower right", fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.suptitle("Fig. 12 (model): memory held by the soft real-time task, SARA vs Greedy")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def fig13_config(data: dict[str, Any]) -> tuple[str, int, str]:
+    """The configuration Fig. 13 shows: the one where early dropping dropped most jobs
+    (ties and no drops at all: Sphinx, small memory, slow SSD)."""
+    best = ("sphinx", 60, "slow-ssd")
+    most = 0
+    for r in _rows(data, "sara"):
+        if "series" in r and r["dropped"] > most:
+            most, best = r["dropped"], (r["workload"], r["memory_pct"], r["ssd"])
+    return best
+
+
+def plot_fig13(data: dict[str, Any], path: Path) -> Path:
+    w, pct, ssd = fig13_config(data)
+    fig = Figure(figsize=(12, 4), dpi=100)
+    ax = fig.add_subplot(1, 1, 1)
+    deadline = next(x["deadline_ms"] for x in data["workloads"] if x["name"] == w)
+    for c, label, marker in (("sara-no-drop", "without early dropping", "o"), ("sara", "with early dropping", "x")):
+        r = _find(data, w, pct, ssd, c)
+        if r is None or "series" not in r:
+            continue
+        s = r["series"]
+        resp = [x if x is not None else np.nan for x in s["job_response_ms"]]
+        ax.plot(np.arange(len(resp)), np.array(resp) / 1000.0, marker=marker, ms=3, lw=0.6, label=label)
+        dropped = [i for i, o in enumerate(s["job_outcome"]) if o == "aborted"]
+        if dropped:
+            ax.scatter(dropped, [deadline / 1000.0] * len(dropped), color="black", s=12, label="dropped", zorder=3)
+    ax.axhline(deadline / 1000.0, color="red", ls="--", lw=0.8, label="deadline")
+    ax.set_xlabel("job (period)")
+    ax.set_ylabel("elapsed time from release (s)")
+    ax.set_title(f"Fig. 13 (model): SARA with and without early job dropping — {w}, {pct} % memory, {ssd}")
+    ax.legend(loc="upper right", fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def _f(x: Any, digits: int = 3) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, float):
+        return f"{x:.{digits}f}"
+    return str(x)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_f(c) if not isinstance(c, str) else c for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def render(data: dict[str, Any], summary: dict[str, Any], files: Sequence[str]) -> str:
+    plan = data["plan"]
+    out: list[str] = []
+    out.append("# SARA: stall-aware real-time memory allocation — reproduction by simulation\n")
+    if data["quick"]:
+        out.append("**Quick run** (`--quick`): fewer periods and candidates; numbers are indicative only.\n")
+    out.append(
+        "Every *model* number below was computed by critmem's simulator from the bundled workloads "
+        "(`python/critmem/reproduce/workloads/sara-*.toml`, also under `examples/`); *paper* numbers are "
+        "quoted from the paper for comparison. The controllers are the `critmem-policy` objects the Linux "
+        f"agent runs. Evaluation runs: {plan['periods']} soft real-time periods each, seed 1; profiling runs "
+        f"(BCET, Fig. 7, Offline and TMO-High searches) use seed 1001. {data['simulation_runs']} simulations "
+        f"in all. Files: {', '.join(files)}.\n"
+    )
+    out.append("## Workloads (Table I)\n")
+    out.append(
+        _table(
+            ["workload", "deadline (ms)", "BCET configured (ms)", "SRT memory min/max (MB)", "graphchi max (MB)", "aggregate peak (MB)"],
+            [[w["name"], w["deadline_ms"], w["configured_bcet_ms"], f"{w['srt_min_mb']}/{w['srt_max_mb']}", w["nrt_max_mb"], w["peak_mb"]] for w in data["workloads"]],
+        )
+    )
+    out.append(
+        "\nMemory is 60 % (small) or 80 % (large) of the aggregate peak; swap on the `slow-ssd` "
+        "(560/510 MB/s) or `fast-ssd` (2100/1000 MB/s) device preset. SARA: l_intv = 5 ms, x = 1 MiB, "
+        "(m, n) = (80 %, 90 %), early dropping on.\n"
+    )
+    out.append("## Profiling: BCET and Fig. 7\n")
+    out.append(
+        _table(
+            ["workload/swap", "BCET configured (ms)", "BCET measured (ms)"],
+            [[k, v["configured_ms"], v["measured_ms"]] for k, v in data["bcet"].items()],
+        )
+    )
+    out.append("\nThe measured BCET (smallest execution time minus stall, memory unconstrained) is what the controllers are given.\n")
+    out.append(
+        _table(
+            ["workload", "fixed limit (MB)", "slope (paper ≈ 1)", "intercept (ms)", "configured BCET (ms)", "intercept error", "R²"],
+            [
+                [k, v["limit_mb"], v["slope"], v["intercept_ms"], v["configured_bcet_ms"], f"{v['intercept_error_pct']:+.1f} %", v["r_squared"]]
+                for k, v in data["fig7"].items()
+            ],
+        )
+    )
+    out.append(
+        f"\nPaper (Sphinx): slope approaches {PAPER_FIG7['slope']}, intercept approximates "
+        f"{PAPER_FIG7['intercept_s']} s. ![Fig. 7](fig7.png)\n"
+    )
+    out.append("## The baselines' searches\n")
+    out.append(
+        _table(
+            ["configuration", "Offline limit (MB)", "Offline profile (MB: hit ratio)", "TMO-High threshold (%)", "TMO-High search (%: mean response ms)"],
+            [
+                [
+                    k,
+                    data["offline"][k]["limit_mb"],
+                    ", ".join(f"{p['limit_mb']:.0f}: {_f(p['hit_ratio'], 2)}" for p in data["offline"][k]["profile"]),
+                    data["tmo_high"][k]["threshold_pct"],
+                    ", ".join(f"{p['threshold_pct']:.0f}: {_f(p['mean_response_ms'], 0)}" for p in data["tmo_high"][k]["search"]),
+                ]
+                for k in data["offline"]
+            ],
+        )
+    )
+    out.append(f"\nOffline picks the smallest limit whose profiled hit ratio reaches {plan['offline_target_hit_ratio']}.\n")
+    out.append("## Fig. 11: deadline hit ratio and non-real-time throughput\n")
+    header = ["workload", "memory", "swap"] + [f"{c} hit / thr" for c in CONTROLLERS]
+    rows: list[list[Any]] = []
+    for w in data["workloads"]:
+        for pct in MEMORY_PCTS:
+            for ssd in SSDS:
+                row: list[Any] = [w["name"], f"{pct} %", ssd]
+                for c in CONTROLLERS:
+                    r = _find(data, w["name"], pct, ssd, c)
+                    row.append(f"{_f(r['deadline_hit_ratio'], 2)} / {_f(r['nonrt_throughput'], 1)}" if r else "–")
+                rows.append(row)
+    out.append(_table(header, rows))
+    out.append("\n(thr = graphchi work units per simulated second.) ![Fig. 11](fig11.png)\n")
+    hit = summary["mean_deadline_hit_ratio"]
+    gains = summary["sara_throughput_gain"]
+    out.append("### Headline numbers beside the paper's\n")
+    out.append(
+        _table(
+            ["quantity", "model", "paper"],
+            [
+                ["SARA mean deadline hit ratio", _f(hit.get("sara"), 4), _f(PAPER_SARA_HIT_RATIO, 4)],
+                ["Offline mean deadline hit ratio", _f(hit.get("offline"), 4), _f(PAPER_BASELINE_HIT_RATIO["offline"], 4)],
+                ["TMO-High mean deadline hit ratio", _f(hit.get("tmo-high"), 4), _f(PAPER_BASELINE_HIT_RATIO["tmo-high"], 4)],
+                ["Greedy mean deadline hit ratio", _f(hit.get("greedy"), 4), "high (not given)"],
+                ["TMO-Low mean deadline hit ratio", _f(hit.get("tmo-low"), 4), "high (not given)"],
+                ["SARA / Greedy throughput (mean of per-config ratios)", _f(gains["greedy"]["mean_of_ratios"], 2), _f(gains["greedy"]["paper_mean"], 2)],
+                ["SARA / Greedy throughput (ratio of means)", _f(gains["greedy"]["ratio_of_means"], 2), "–"],
+                ["SARA / Greedy largest ratio", _f(gains["greedy"]["max_ratio"], 2), _f(gains["greedy"]["paper_max"], 2)],
+                ["SARA / TMO-Low throughput (mean of per-config ratios)", _f(gains["tmo-low"]["mean_of_ratios"], 2), _f(gains["tmo-low"]["paper_mean"], 2)],
+                ["SARA / TMO-Low throughput (ratio of means)", _f(gains["tmo-low"]["ratio_of_means"], 2), "–"],
+                ["SARA / TMO-Low largest ratio", _f(gains["tmo-low"]["max_ratio"], 2), _f(gains["tmo-low"]["paper_max"], 2)],
+            ],
+        )
+    )
+    out.append("\n## Fig. 12: memory of the soft real-time task over time\n")
+    out.append("![Fig. 12](fig12.png)\n")
+    usage_rows = []
+    for w in data["workloads"]:
+        for pct in MEMORY_PCTS:
+            for ssd in SSDS:
+                s, g = _find(data, w["name"], pct, ssd, "sara"), _find(data, w["name"], pct, ssd, "greedy")
+                if s and g:
+                    usage_rows.append([f"{w['name']}/{pct} %/{ssd}", s["srt_mean_usage_mb"], g["srt_mean_usage_mb"], s["nrt_mean_usage_mb"], g["nrt_mean_usage_mb"]])
+    out.append(_table(["configuration", "SRT MB (SARA)", "SRT MB (Greedy)", "graphchi MB (SARA)", "graphchi MB (Greedy)"], usage_rows))
+    out.append("\n## Fig. 13: early job dropping\n")
+    w13, p13, s13 = fig13_config(data)
+    out.append(f"Shown: {w13}, {p13} % memory, {s13}. ![Fig. 13](fig13.png)\n")
+    out.append(
+        _table(
+            ["configuration", "jobs dropped", "cascaded misses with dropping", "cascaded misses without"],
+            [[e["config"], e["dropped"], e["cascaded_misses_with_drop"], e["cascaded_misses_without_drop"]] for e in summary["early_drop"]],
+        )
+    )
+    out.append(
+        "\nA cascaded miss is a missed job that started late because its predecessor overran. A job is "
+        "dropped only when Definition 1 holds (≥ 80 % of its intervals stalled > 90 % of l_intv) and its "
+        "remaining ideal stall is negative.\n"
+    )
+    out.append("## Acceptance checks (computed)\n")
+    out.append(_acceptance(data, summary))
+    return "\n".join(out) + "\n"
+
+
+def _acceptance(data: dict[str, Any], summary: dict[str, Any]) -> str:
+    hit = summary["mean_deadline_hit_ratio"]
+    g = summary["sara_throughput_gain"]
+    early = summary["early_drop"]
+    fig7 = data["fig7"]
+    checks = [
+        ("SARA mean deadline hit ratio ≥ 0.95", hit.get("sara") is not None and hit["sara"] >= 0.95, _f(hit.get("sara"), 4)),
+        (
+            "SARA non-RT throughput ≥ 3× Greedy's (ratio of means)",
+            (g["greedy"]["ratio_of_means"] or 0) >= 3,
+            _f(g["greedy"]["ratio_of_means"], 2),
+        ),
+        (
+            "SARA non-RT throughput ≥ 3× TMO-Low's (ratio of means)",
+            (g["tmo-low"]["ratio_of_means"] or 0) >= 3,
+            _f(g["tmo-low"]["ratio_of_means"], 2),
+        ),
+        (
+            "Offline and TMO-High hit ratio clearly below SARA's",
+            all(hit.get(c) is not None and hit.get("sara") is not None and hit[c] < hit["sara"] - 0.05 for c in ("offline", "tmo-high")),
+            f"offline {_f(hit.get('offline'), 3)}, tmo-high {_f(hit.get('tmo-high'), 3)}",
+        ),
+        (
+            "Fig. 7 slope within 0.9–1.1 and intercept within 10 % of the configured BCET",
+            all(0.9 <= v["slope"] <= 1.1 and abs(v["intercept_error_pct"]) <= 10 for v in fig7.values()),
+            "; ".join(f"{k}: {v['slope']:.3f}, {v['intercept_error_pct']:+.1f} %" for k, v in fig7.items()),
+        ),
+        (
+            "Early dropping reduces cascaded misses in a configuration with long stalls",
+            any(e["dropped"] > 0 and e["cascaded_misses_with_drop"] < e["cascaded_misses_without_drop"] for e in early),
+            f"{sum(e['dropped'] for e in early)} jobs dropped in all",
+        ),
+    ]
+    return _table(["check", "holds", "value"], [[c, "yes" if ok else "**no**", v] for c, ok, v in checks])
