@@ -159,20 +159,29 @@ def _cfg(**kw: Any) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted(kw.items()))
 
 
-def job_stall_ms(r: RunResult, group: str, starts_ms: np.ndarray, ends_ms: np.ndarray) -> np.ndarray:
-    """`s_period` per job (Eq. 2): the sum of `s_intv = max(s_mem, s_io)` (Eq. 3, PSI some)
-    over the controller intervals that overlap the job's execution."""
+SEVERE_SHARE = 0.9
+"""Definition 1's n: an interval is severe when its stall exceeds 90 % of l_intv."""
+
+
+def job_stall_ms(r: RunResult, group: str, starts_ms: np.ndarray, ends_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per job: `s_period` (Eq. 2), the sum of `s_intv = max(s_mem, s_io)` (Eq. 3, PSI some)
+    over the controller intervals that overlap the job's execution, and the share of those
+    intervals that were severe (Definition 1)."""
     ct = r.control_timeline
     t = ct["time_ms"].to_numpy()
     interval_ms = float(t[1] - t[0]) if len(t) > 1 else 5.0
     mem = np.diff(ct[f"memory_some_us:{group}"].to_numpy(dtype=np.int64), prepend=0)
     io = np.diff(ct[f"io_some_us:{group}"].to_numpy(dtype=np.int64), prepend=0)
-    cum = np.concatenate([[0.0], np.cumsum(np.maximum(mem, io) / 1000.0)])
+    s_intv_ms = np.maximum(mem, io) / 1000.0
+    cum = np.concatenate([[0.0], np.cumsum(s_intv_ms)])
+    severe = np.concatenate([[0], np.cumsum(s_intv_ms > SEVERE_SHARE * interval_ms)])
     # The tick at t[k] measured (t[k] - interval, t[k]].
     lo = np.searchsorted(t, starts_ms, side="right")
     hi = np.searchsorted(t, ends_ms + interval_ms, side="left")
-    result: np.ndarray = cum[hi] - cum[lo]
-    return result
+    n = np.maximum(hi - lo, 1)
+    stall: np.ndarray = cum[hi] - cum[lo]
+    share: np.ndarray = (severe[hi] - severe[lo]) / n
+    return stall, share
 
 
 def srt_jobs(r: RunResult, w: Workload) -> pd.DataFrame:
@@ -181,10 +190,11 @@ def srt_jobs(r: RunResult, w: Workload) -> pd.DataFrame:
     j = r.jobs[r.jobs["task"] == w.srt].reset_index(drop=True)
     end = j["completion_ms"].fillna(j["deadline_ms"]).to_numpy(dtype=float)
     start = j["start_ms"].fillna(j["release_ms"]).to_numpy(dtype=float)
-    stall = job_stall_ms(r, w.srt, start, end)
+    stall, severe = job_stall_ms(r, w.srt, start, end)
     return j.assign(
         exec_ms=j["completion_ms"] - j["start_ms"],
         stall_ms=stall,
+        severe_share=severe,
         late_start=(j["start_ms"] - j["release_ms"]) > 1e-6,
     )
 
@@ -217,6 +227,10 @@ def measure(spec: Spec) -> dict[str, Any]:
         "mean_elapsed_ms": _num(completed["exec_ms"].mean(), 2),
         "mean_response_ms": _num(completed["response_ms"].mean(), 2),
         "mean_stall_ms": _num(judged["stall_ms"].mean(), 2),
+        # How late the missed jobs were: SARA aims every job at its deadline.
+        "median_tardiness_ms": _num(judged.loc[missed, "tardiness_ms"].median(), 2) if missed.any() else 0.0,
+        # Definition 1: the largest share of a job's intervals that were severe (m = 80 %).
+        "max_severe_share": _num(judged["severe_share"].max(), 3),
         "srt_mean_usage_mb": _num(ct[f"usage_mb:{w.srt}"].mean(), 2),
         "nrt_mean_usage_mb": _num(ct[f"usage_mb:{w.nrt}"].mean(), 2),
     }
