@@ -27,6 +27,9 @@ pub(crate) struct MemJob {
     per_ref: Nanos,
     /// Compute left after the last reference.
     tail: Nanos,
+    /// Kernel work owed that PSI counts as a memory stall (reclaim, refault handling);
+    /// done before `owed`.
+    owed_memstall: Nanos,
     /// Compute owed before the next reference (the faulting reference's own work).
     owed: Nanos,
     /// A device read the job must wait for, and what it is stalled on meanwhile.
@@ -236,7 +239,16 @@ impl MemSim {
         let n = refs.len() as u64;
         let per_ref = if n == 0 { Nanos::ZERO } else { Nanos(demand.0 / n) };
         let tail = demand - Nanos(per_ref.0 * n);
-        MemJob { refs, cursor: 0, per_ref, tail, owed: Nanos::ZERO, wait_until: None, after_wait: Nanos::ZERO }
+        MemJob {
+            refs,
+            cursor: 0,
+            per_ref,
+            tail,
+            owed_memstall: Nanos::ZERO,
+            owed: Nanos::ZERO,
+            wait_until: None,
+            after_wait: Nanos::ZERO,
+        }
     }
 
     /// The job's next step at `now`; references whose time has come are made here.
@@ -245,6 +257,11 @@ impl MemSim {
         // Order within a faulting reference: the kernel's CPU work, the wait for the device,
         // then the reference's own compute.
         loop {
+            if job.owed_memstall > Nanos::ZERO {
+                // Reclaim (and a refault's kernel work) first: on the CPU, but a memory stall.
+                self.set_state(ti, now, TaskPsiState::RECLAIMING);
+                return Step::Compute(std::mem::take(&mut job.owed_memstall));
+            }
             if job.owed > Nanos::ZERO {
                 self.set_state(ti, now, TaskPsiState::RUNNABLE);
                 return Step::Compute(std::mem::take(&mut job.owed));
@@ -301,9 +318,13 @@ impl MemSim {
                     }
                     job.owed = Nanos(job.per_ref.0 * n);
                 }
-                Access::Minor { cpu } => job.owed = cpu + job.per_ref,
-                major @ Access::Major { cpu, ready_at, .. } => {
-                    job.owed = cpu;
+                Access::Minor { cpu, memstall_cpu } => {
+                    job.owed_memstall = memstall_cpu;
+                    job.owed = cpu - memstall_cpu + job.per_ref;
+                }
+                major @ Access::Major { cpu, memstall_cpu, ready_at, .. } => {
+                    job.owed_memstall = memstall_cpu;
+                    job.owed = cpu - memstall_cpu;
                     job.wait_until = Some((ready_at, major.stall_state().expect("a major fault stalls")));
                     job.after_wait = job.per_ref;
                 }

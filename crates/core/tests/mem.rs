@@ -158,7 +158,7 @@ mod paper {
             };
             match m.access(now, t.space, v, kind).unwrap() {
                 Access::Hit => now += Nanos(1_000),
-                Access::Minor { cpu } => now += Nanos(1_000) + cpu,
+                Access::Minor { cpu, .. } => now += Nanos(1_000) + cpu,
                 Access::Major { cpu, ready_at, .. } => {
                     stall += ready_at - (now + cpu);
                     now = ready_at + Nanos(1_000);

@@ -8,6 +8,9 @@ use super::*;
 #[derive(Default)]
 struct FaultOut {
     cpu: Nanos,
+    /// The part of `cpu` Linux counts as a memory stall: direct reclaim, and the kernel work
+    /// of a refault (swap_read_folio runs inside psi_memstall_enter for workingset pages).
+    memstall_cpu: Nanos,
     /// Set when the job must wait for a device read.
     ready_at: Option<Nanos>,
     refault: bool,
@@ -114,21 +117,23 @@ impl Memory {
         };
         self.map_pte(s, vpn.0, f, writable, write);
 
-        out.cpu +=
-            Nanos(self.cfg.costs.reclaim_per_page.as_ns() * (self.reclaim_work - evictions_before));
+        let reclaim = Nanos(self.cfg.costs.reclaim_per_page.as_ns() * (self.reclaim_work - evictions_before));
+        out.cpu += reclaim;
+        out.memstall_cpu += reclaim;
         let st = &mut self.spaces[s].stats;
         Ok(match out.ready_at {
             Some(ready_at) if ready_at > now => {
                 st.major_faults += 1;
                 Access::Major {
                     cpu: out.cpu,
+                    memstall_cpu: out.memstall_cpu,
                     ready_at,
                     refault: out.refault,
                 }
             }
             _ => {
                 st.minor_faults += 1;
-                Access::Minor { cpu: out.cpu }
+                Access::Minor { cpu: out.cpu, memstall_cpu: out.memstall_cpu }
             }
         })
     }
@@ -255,8 +260,12 @@ impl Memory {
         let anon = !matches!(self.regions[r as usize].kind, RegionKind::SharedFile { .. });
         // A swapped-out anonymous page was necessarily in memory before; a file page is a
         // refault only if it was evicted.
+        let refault = anon || flags & EVICTED != 0;
         out.cpu += self.cfg.costs.major;
-        out.wait_for(done, anon || flags & EVICTED != 0);
+        if refault {
+            out.memstall_cpu += self.cfg.costs.major;
+        }
+        out.wait_for(done, refault);
         Ok(f)
     }
 

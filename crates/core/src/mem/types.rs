@@ -49,14 +49,17 @@ pub enum Access {
     /// Resident and mapped with the needed permission: nothing beyond the access itself.
     Hit,
     /// Minor fault (map a resident page, zero-fill, copy-on-write, reclaim without waiting):
-    /// the job spends `cpu` in the kernel and continues.
-    Minor { cpu: Nanos },
+    /// the job spends `cpu` in the kernel and continues; `memstall_cpu` of it (direct
+    /// reclaim) is a memory stall as PSI counts it.
+    Minor { cpu: Nanos, memstall_cpu: Nanos },
     /// Major fault: the job spends `cpu` in the kernel, then self-suspends until `ready_at`,
     /// when the device read completes. During the suspension it is stalled on io, and on
     /// memory too if `refault` (the page had been in memory before and was evicted — what
     /// Linux counts as a memory stall; a first read of a file page is io only).
     Major {
         cpu: Nanos,
+        /// The part of `cpu` that is a memory stall (reclaim, and a refault's own kernel work).
+        memstall_cpu: Nanos,
         ready_at: Nanos,
         refault: bool,
     },
@@ -79,7 +82,7 @@ impl Access {
     pub fn cpu(self) -> Nanos {
         match self {
             Access::Hit => Nanos::ZERO,
-            Access::Minor { cpu } | Access::Major { cpu, .. } => cpu,
+            Access::Minor { cpu, .. } | Access::Major { cpu, .. } => cpu,
         }
     }
 }
