@@ -246,6 +246,7 @@ struct RawAccess {
     writes: Option<f64>,
     from_job: Option<i64>,
     until_job: Option<i64>,
+    every_jobs: Option<i64>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -857,7 +858,8 @@ fn validate_task_memory(cx: &Ctx, i: usize, rt: &RawTask, memory: Option<&Memory
         if until_job.is_some_and(|u| u <= from_job) {
             return Err(cx.err(k("until_job"), "must be greater than from_job"));
         }
-        streams.push(Stream { target, pattern, passes, write_fraction, from_job, until_job });
+        let every_jobs = u64::from(cx.count(&k("every_jobs"), a.every_jobs, 1, 1)?);
+        streams.push(Stream { target, pattern, passes, write_fraction, from_job, until_job, every_jobs });
     }
     Ok(Some(TaskMemory { reservation, group, private_pages, order, streams }))
 }

@@ -115,6 +115,9 @@ pub struct Stream {
     /// Active for jobs `from_job..until_job` (phases over time).
     pub from_job: u64,
     pub until_job: Option<u64>,
+    /// Active only on every `every_jobs`-th job counted from `from_job` (periodic bursts,
+    /// such as loading the next shard); 1 = every job.
+    pub every_jobs: u64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -149,7 +152,9 @@ impl TaskMemory {
     ) {
         let mut per_stream: Vec<Vec<(Vpn, RefKind)>> = Vec::with_capacity(self.streams.len());
         for (s, cur) in self.streams.iter().zip(cursors.iter_mut()) {
-            let active = job_index >= s.from_job && s.until_job.is_none_or(|u| job_index < u);
+            let active = job_index >= s.from_job
+                && s.until_job.is_none_or(|u| job_index < u)
+                && (job_index - s.from_job) % s.every_jobs.max(1) == 0;
             let mut refs = Vec::new();
             if active {
                 s.generate(cur, rng, base(s.target), &mut refs);
@@ -209,7 +214,7 @@ mod tests {
     use crate::rng::sub_rng;
 
     fn stream(pattern: Pattern) -> Stream {
-        Stream { target: Target::Private, pattern, passes: 1, write_fraction: 0.0, from_job: 0, until_job: None }
+        Stream { target: Target::Private, pattern, passes: 1, write_fraction: 0.0, from_job: 0, until_job: None, every_jobs: 1 }
     }
 
     #[test]
@@ -248,6 +253,24 @@ mod tests {
         out.clear();
         tm.job_refs(1, &mut cur, &mut rng, |_| Vpn(0), &mut out);
         assert_eq!(out.iter().map(|(v, _)| v.0).collect::<Vec<_>>(), vec![7, 8, 7, 8], "stream a ended after job 0");
+    }
+
+    #[test]
+    fn a_periodic_stream_runs_on_every_nth_job_from_its_first() {
+        let mut burst = stream(Pattern::Trace { pages: vec![9] });
+        burst.from_job = 2;
+        burst.every_jobs = 3;
+        let tm = TaskMemory { reservation: None, group: "g".into(), private_pages: 10, order: StreamOrder::Sequence, streams: vec![burst] };
+        let mut cur = vec![StreamCursor::default()];
+        let mut rng = sub_rng(0, "m", 0);
+        let active: Vec<u64> = (0..10)
+            .filter(|&j| {
+                let mut out = Vec::new();
+                tm.job_refs(j, &mut cur, &mut rng, |_| Vpn(0), &mut out);
+                !out.is_empty()
+            })
+            .collect();
+        assert_eq!(active, vec![2, 5, 8]);
     }
 
     #[test]
