@@ -465,6 +465,27 @@ def compute(plan: Plan, progress: Progress | None = None) -> dict[str, Any]:
     }
 
 
+def early_drop_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """SARA with and without early dropping, per configuration."""
+    runs: list[dict[str, Any]] = data["runs"]
+    without = {(r["workload"], r["memory_pct"], r["ssd"]): r for r in runs if r["controller"] == "sara-no-drop"}
+    out = []
+    for a in (r for r in runs if r["controller"] == "sara"):
+        b = without.get((a["workload"], a["memory_pct"], a["ssd"]))
+        if b is not None:
+            out.append(
+                {
+                    "config": f"{a['workload']}/{a['memory_pct']}%/{a['ssd']}",
+                    "cascaded_misses_with_drop": a["cascaded_misses"],
+                    "cascaded_misses_without_drop": b["cascaded_misses"],
+                    "dropped": a["dropped"],
+                    "hit_ratio_with_drop": a["deadline_hit_ratio"],
+                    "hit_ratio_without_drop": b["deadline_hit_ratio"],
+                }
+            )
+    return out
+
+
 def headline(data: dict[str, Any]) -> dict[str, Any]:
     """What `--json` prints: one row per configuration and controller, then the acceptance
     numbers beside the paper's."""
@@ -498,17 +519,7 @@ def headline(data: dict[str, Any]) -> dict[str, Any]:
             "paper_mean": PAPER_THROUGHPUT_GAIN[base],
             "paper_max": PAPER_MAX_THROUGHPUT_GAIN[base],
         }
-    drop = [r for r in data["runs"] if r["controller"] == "sara-no-drop"]
-    sara_rows = by.get("sara", [])
-    early = [
-        {
-            "config": f"{a['workload']}/{a['memory_pct']}%/{a['ssd']}",
-            "cascaded_misses_with_drop": a["cascaded_misses"],
-            "cascaded_misses_without_drop": b["cascaded_misses"],
-            "dropped": a["dropped"],
-        }
-        for a, b in zip(sara_rows, drop)
-    ]
+    early = early_drop_rows(data)
     return {
         "configs": configs_out,
         "mean_deadline_hit_ratio": hit,
