@@ -431,6 +431,7 @@ examples:
   critmem reproduce shared-pages
   critmem reproduce shared-pages --quick --out /tmp/sp
   critmem reproduce shared-pages --json | python3 -m json.tool
+  critmem reproduce sara --quick
 
 Writes report.md (each table and figure beside the paper's own numbers), PNG figures and
 results.json (identical bytes for identical code) to DIR, by simulation only."""
@@ -484,7 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("paper", metavar="PAPER", choices=sorted(PAPERS), help=f"one of: {', '.join(sorted(PAPERS))}")
     reproduce.add_argument("--out", metavar="DIR", help="output folder (default: results/reproduce/PAPER)")
     reproduce.add_argument("--json", action="store_true", help="print the headline numbers as one JSON object")
-    reproduce.add_argument("--quick", action="store_true", help="a reduced version (shorter steady state, fewer timing runs)")
+    reproduce.add_argument("--quick", action="store_true", help="a reduced version: fewer periods and runs (a first look; under a minute)")
     reproduce.set_defaults(handler=_cmd_reproduce)
     return parser
 
