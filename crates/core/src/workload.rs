@@ -5,7 +5,7 @@
 use crate::mem::{DeviceSpec, RefKind, RegionKind, ReservationKind, SharePolicy, Vpn};
 use crate::rng::SimRng;
 use crate::time::Nanos;
-use rand::Rng;
+use rand::RngCore;
 
 /// Machine memory and the objects in it.
 #[derive(Clone, Debug, PartialEq)]
@@ -183,21 +183,29 @@ impl Stream {
                 cur.next = (start + pages) % span;
             }
             Pattern::Random { refs, offset, span } => {
-                one_pass.extend((0..*refs).map(|_| offset + rng.random_range(0..*span)));
+                one_pass.extend((0..*refs).map(|_| offset + below(rng.next_u32(), *span)));
             }
             Pattern::HotCold { refs, offset, span, hot_pages, hot_share } => {
                 let cold = span - hot_pages;
+                let hot_below = threshold(*hot_share);
+                // One draw per reference: the low half decides hot or cold, the high half picks
+                // the page (references are the simulator's innermost loop).
                 for _ in 0..*refs {
-                    let hot = cold == 0 || rng.random_bool(*hot_share);
-                    let p = if hot { rng.random_range(0..*hot_pages) } else { hot_pages + rng.random_range(0..cold) };
+                    let r = rng.next_u64();
+                    let hot = cold == 0 || (r & 0xffff_ffff) < hot_below;
+                    let pick = (r >> 32) as u32;
+                    let p = if hot { below(pick, *hot_pages) } else { hot_pages + below(pick, cold) };
                     one_pass.push(offset + p);
                 }
             }
             Pattern::Trace { pages } => one_pass.extend(pages.iter().copied()),
         }
+        let write_below = threshold(self.write_fraction);
         for _ in 0..self.passes {
             for &p in &one_pass {
-                let kind = if self.write_fraction >= 1.0 || (self.write_fraction > 0.0 && rng.random_bool(self.write_fraction)) {
+                let kind = if self.write_fraction >= 1.0
+                    || (self.write_fraction > 0.0 && u64::from(rng.next_u32()) < write_below)
+                {
                     RefKind::Write
                 } else {
                     RefKind::Read
@@ -206,6 +214,17 @@ impl Stream {
             }
         }
     }
+}
+
+/// A uniform pick from `0..n` out of 32 random bits (multiply-shift: no rejection loop; the
+/// bias is below n / 2^32).
+fn below(bits: u32, n: u32) -> u32 {
+    ((u64::from(bits) * u64::from(n)) >> 32) as u32
+}
+
+/// `p` as a threshold on 32 random bits: `bits < threshold(p)` with probability `p`.
+fn threshold(p: f64) -> u64 {
+    (p.clamp(0.0, 1.0) * 4_294_967_296.0) as u64
 }
 
 #[cfg(test)]
