@@ -25,6 +25,15 @@ const PAGE_BYTES: u64 = 4096;
 /// Head-room kept above unreclaimable memory when a v2 hard limit is lowered: the kernel
 /// needs a little slack to reclaim into before it resorts to the OOM killer.
 const V2_UNRECLAIMABLE_MARGIN_BYTES: u64 = 8 << 20;
+/// A group whose usage is this close to its hard limit has its OOM file checked: further away
+/// it cannot be out of memory (v1 usage is approximate by per-CPU charge batches, < 1 MiB).
+const OOM_NEAR_LIMIT_BYTES: u64 = 4 << 20;
+/// An OOM rescue raises the limit by a quarter, at least this much.
+const OOM_RESCUE_MIN_STEP_BYTES: u64 = 16 << 20;
+/// How long a rescued limit is held against lower requests; doubled for each further rescue
+/// within [`OOM_BACKOFF_RESET_NS`], up to 16 times as long.
+const OOM_HOLD_NS: u64 = 2_000_000_000;
+const OOM_BACKOFF_RESET_NS: u64 = 30_000_000_000;
 
 /// CLOCK_MONOTONIC in nanoseconds: the clock the job protocol's `deadline_ns`/`at_ns` use.
 pub fn monotonic_ns() -> u64 {
@@ -62,6 +71,13 @@ pub struct PlatformStats {
     pub unsupported: u64,
     pub dry_run_writes: u64,
     pub drops_requested: u64,
+    /// Times a group was found out of memory at its limit (v1 `under_oom`, v2 a new `oom`
+    /// event) and its limit raised at once.
+    pub oom_rescues: u64,
+    /// Limits raised to a rescued group's held limit (backing off after an OOM).
+    pub clamped_to_oom_hold: u64,
+    /// Groups whose OOM killer could not be switched off (v1 `memory.oom_control`).
+    pub oom_guard_failures: u64,
 }
 
 /// Per-group job accounting from the job socket.
@@ -142,9 +158,25 @@ fn parse_knob(text: &str, is_protection: bool) -> Option<Option<u64>> {
     Some(if bytes >= V1_UNLIMITED_FROM_BYTES || (is_protection && bytes == 0) { None } else { Some(bytes) })
 }
 
+/// OOM watch of one group: the file read when usage nears the limit, and the back-off after a
+/// rescue.
+#[derive(Default)]
+struct OomWatch {
+    file: Option<std::fs::File>,
+    /// v2 `oom` events seen so far (a rise means a new OOM).
+    events_seen: u64,
+    /// Requests below this are raised to it until `hold_until_ns`.
+    hold_bytes: u64,
+    hold_until_ns: u64,
+    /// Rescues in a row (each doubles the hold), and when the last was.
+    streak: u32,
+    last_rescue_ns: u64,
+}
+
 struct Managed {
     spec: GroupSpec,
     files: Option<OpenFiles>,
+    oom: OomWatch,
     /// Knobs as last read (for dedup and the v2 clamp).
     knobs: MemoryKnobs,
     usage_bytes: u64,
@@ -178,6 +210,8 @@ pub struct LinuxPlatform {
     server: Option<JobServer>,
     proc_root: PathBuf,
     stats: PlatformStats,
+    /// Time of the last observation.
+    now_ns: u64,
     /// Journal replay done when opening (a previous run crashed).
     recovered: Option<RestoreReport>,
     warned_paths: std::collections::BTreeSet<PathBuf>,
@@ -230,7 +264,14 @@ impl LinuxPlatform {
             // A group created just now has no limits; reading them is for adopted groups.
             let knobs = if spec.create && journal.is_some() { MemoryKnobs::default() } else if backend.exists(&spec.path) { backend.knobs(&spec.path)? } else { MemoryKnobs::default() };
             let files = OpenFiles::open(backend.as_ref(), &spec.path);
-            groups.push(Managed { spec, files, knobs, usage_bytes: 0, stall: StallTotals::default(), jobs: JobCounts::default() });
+            let oom = OomWatch { file: std::fs::File::open(backend.oom_file(&spec.path)).ok(), ..OomWatch::default() };
+            groups.push(Managed { spec, files, oom, knobs, usage_bytes: 0, stall: StallTotals::default(), jobs: JobCounts::default() });
+        }
+        let mut stats = PlatformStats::default();
+        if let Some(journal) = journal.as_mut() {
+            for g in &mut groups {
+                guard_against_oom_kills(backend.as_ref(), journal, g, &mut stats)?;
+            }
         }
         Ok(LinuxPlatform {
             backend,
@@ -241,7 +282,8 @@ impl LinuxPlatform {
             writer: KnobWriter::new(crate::writer::DEFAULT_WORKERS, crate::writer::DEFAULT_CAPACITY),
             server: options.job_server,
             proc_root: options.proc_root,
-            stats: PlatformStats::default(),
+            stats,
+            now_ns: 0,
             recovered,
             warned_paths: Default::default(),
             read_buf: Vec::with_capacity(4096),
@@ -356,6 +398,55 @@ impl LinuxPlatform {
         events
     }
 
+    /// If group `id` is out of memory at its limit (v1: tasks waiting in `under_oom`, as the
+    /// OOM killer is off; v2: a new `oom` event), raises the limit at once on this thread
+    /// (raising never reclaims, so it cannot block) and holds it against lower requests for a
+    /// while, longer after each rescue in a row. Returns whether it raised the limit.
+    fn rescue_if_out_of_memory(&mut self, id: GroupId) -> Result<bool> {
+        let now_ns = self.now_ns;
+        let g = &mut self.groups[id];
+        if g.oom.file.is_none() {
+            g.oom.file = std::fs::File::open(self.backend.oom_file(&g.spec.path)).ok();
+        }
+        let Some(file) = g.oom.file.as_ref() else { return Ok(false) };
+        let Some(state) = read_at_start(file, &mut self.read_buf).and_then(crate::cgroup::parse_oom_state) else { return Ok(false) };
+        let new_event = state.oom_events > g.oom.events_seen;
+        g.oom.events_seen = state.oom_events;
+        if !(state.under_oom || new_event) {
+            return Ok(false);
+        }
+        let limit = g.knobs.max_bytes.unwrap_or(g.usage_bytes);
+        let raised = (limit.max(g.usage_bytes) + (limit / 4).max(OOM_RESCUE_MIN_STEP_BYTES)).div_ceil(PAGE_BYTES) * PAGE_BYTES;
+        if now_ns.saturating_sub(g.oom.last_rescue_ns) > OOM_BACKOFF_RESET_NS {
+            g.oom.streak = 0;
+        }
+        g.oom.hold_bytes = raised;
+        g.oom.hold_until_ns = now_ns + (OOM_HOLD_NS << g.oom.streak.min(4));
+        g.oom.streak += 1;
+        g.oom.last_rescue_ns = now_ns;
+        let Some(write) = self.backend.plan_knob(&g.spec.path, Knob::Max, Some(raised))? else { return Ok(false) };
+        if let Some(journal) = self.journal.as_mut() {
+            journal.record(&Change::Write(write.clone()))?;
+        }
+        tracing::warn!(group = %g.spec.name, usage_bytes = g.usage_bytes, limit_bytes = limit, raised_bytes = raised, hold_ms = (g.oom.hold_until_ns - now_ns) / 1_000_000, "group out of memory at its limit: raised the limit so the kernel kills nothing");
+        match write.perform() {
+            Ok(()) => {}
+            Err(e @ Error::GroupVanished { .. }) => return Err(e),
+            Err(e) => {
+                self.stats.writes_failed += 1;
+                tracing::warn!(group = %g.spec.name, error = %e, "cannot raise the limit of a group out of memory");
+                return Ok(false);
+            }
+        }
+        // A lower value still queued in the writer must not land after this one.
+        if self.writer.is_outstanding(&write.path) {
+            let _ = self.writer.submit(write);
+        }
+        g.knobs.max_bytes = Some(raised);
+        self.stats.oom_rescues += 1;
+        Ok(true)
+    }
+
     /// The limit actually written for a request: page-aligned, at least the floor and, for a
     /// v2 hard limit below usage, at least what the group cannot give back.
     fn clamp_limit(&mut self, group: GroupId, knob: Knob, bytes: u64) -> Result<u64> {
@@ -364,6 +455,11 @@ impl LinuxPlatform {
         if bytes < g.spec.floor_bytes {
             bytes = g.spec.floor_bytes.div_ceil(PAGE_BYTES) * PAGE_BYTES;
             self.stats.clamped_to_floor += 1;
+        }
+        // Backing off after an OOM rescue: no lower limit until the hold ends.
+        if knob == Knob::Max && self.now_ns < g.oom.hold_until_ns && bytes < g.oom.hold_bytes {
+            bytes = g.oom.hold_bytes;
+            self.stats.clamped_to_oom_hold += 1;
         }
         // v1 refuses such a write with EBUSY on its own; v2 would OOM-kill instead.
         if knob == Knob::Max && self.backend.supports(Knob::Min) && bytes < g.usage_bytes {
@@ -452,6 +548,29 @@ impl LinuxPlatform {
     }
 }
 
+/// Switches the kernel's OOM killer off for a group (where the backend can) with the original
+/// journaled, so a limit the group outgrows makes its tasks wait for the agent to raise it
+/// rather than die. A failure is logged and counted, not fatal: the rescue still works on v2's
+/// events, and on v1 only the kill cannot be prevented.
+fn guard_against_oom_kills(backend: &dyn CgroupBackend, journal: &mut Journal, g: &mut Managed, stats: &mut PlatformStats) -> Result<()> {
+    if let Some(file) = g.oom.file.as_ref() {
+        let mut buf = Vec::new();
+        if let Some(state) = read_at_start(file, &mut buf).and_then(crate::cgroup::parse_oom_state) {
+            g.oom.events_seen = state.oom_events;
+        }
+    }
+    let Some(write) = backend.plan_oom_guard(&g.spec.path) else { return Ok(()) };
+    match journal.perform(&Change::Write(write)) {
+        Ok(()) => Ok(()),
+        Err(e @ (Error::Journal { .. } | Error::Io { op: "append to journal", .. })) => Err(e),
+        Err(e) => {
+            stats.oom_guard_failures += 1;
+            tracing::warn!(group = %g.spec.name, error = %e, "cannot switch off the OOM killer of the group; an OOM at its limit may kill a task before the agent raises it");
+            Ok(())
+        }
+    }
+}
+
 fn knob_action(group: GroupId, knob: Knob, bytes: Option<u64>) -> Action {
     match knob {
         Knob::Max => Action::SetMax { group, bytes },
@@ -480,6 +599,7 @@ impl Platform for LinuxPlatform {
     fn observe(&mut self) -> Result<Observation> {
         self.collect_writes();
         let now_ns = monotonic_ns();
+        self.now_ns = now_ns;
         let mut observed = Vec::with_capacity(self.groups.len());
         for g in &mut self.groups {
             if self.dry_run && !self.backend.exists(&g.spec.path) {
@@ -514,6 +634,13 @@ impl Platform for LinuxPlatform {
                 knobs: g.knobs,
                 floor_bytes: g.spec.floor_bytes,
             });
+        }
+        if !self.dry_run {
+            for (id, seen) in observed.iter_mut().enumerate() {
+                if seen.knobs.max_bytes.is_some_and(|limit| seen.usage_bytes + OOM_NEAR_LIMIT_BYTES >= limit) && self.rescue_if_out_of_memory(id)? {
+                    seen.knobs = self.groups[id].knobs;
+                }
+            }
         }
         let events = self.take_job_events(now_ns);
         Ok(Observation { now_ns, total_memory_bytes: self.total_memory_bytes, groups: observed, events })
@@ -770,6 +897,56 @@ mod tests {
         let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(32 * MIB) }]).unwrap();
         assert_eq!(applied, vec![Action::SetMax { group: 1, bytes: Some(32 * MIB) }]);
         platform.restore(Duration::from_secs(5)).unwrap();
+    }
+
+    #[test]
+    fn a_v2_group_out_of_memory_gets_its_limit_raised_and_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = fake(dir.path());
+        let mut platform = open(dir.path(), options);
+        let batch = dir.path().join("cg/batch");
+        std::fs::write(batch.join("memory.max"), (64 * MIB).to_string()).unwrap();
+        std::fs::write(batch.join("memory.current"), (63 * MIB).to_string()).unwrap();
+        assert_eq!(platform.observe().unwrap().groups[1].knobs.max_bytes, Some(64 * MIB), "no OOM yet");
+        std::fs::write(batch.join("memory.events"), "low 0\nhigh 0\nmax 9\noom 1\noom_kill 0\n").unwrap();
+        let obs = platform.observe().unwrap();
+        assert_eq!(obs.groups[1].knobs.max_bytes, Some(80 * MIB), "raised by 16 MiB at once");
+        assert_eq!(std::fs::read_to_string(batch.join("memory.max")).unwrap(), (80 * MIB).to_string());
+        assert_eq!(platform.stats().oom_rescues, 1);
+        // Held against the controller's lower requests for a while.
+        let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(32 * MIB) }]).unwrap();
+        assert!(applied.is_empty(), "{applied:?}");
+        assert_eq!(platform.stats().clamped_to_oom_hold, 1);
+        // The same event is not a new OOM.
+        platform.observe().unwrap();
+        assert_eq!(platform.stats().oom_rescues, 1);
+        platform.restore(Duration::from_secs(5)).unwrap();
+        assert_eq!(std::fs::read_to_string(batch.join("memory.max")).unwrap(), (64 * MIB).to_string(), "restored to its value before the rescue");
+    }
+
+    #[test]
+    fn a_v1_group_under_oom_gets_its_limit_raised_and_the_oom_killer_switch_restored() {
+        use crate::cgroup::fake::{hybrid_roots, UNIFIED_FILES, V1_MEMORY_FILES};
+        let dir = tempfile::tempdir().unwrap();
+        let (memory, unified) = hybrid_roots(&dir.path().join("cg"));
+        populate(&memory.join("batch"), V1_MEMORY_FILES);
+        populate(&unified.join("batch"), UNIFIED_FILES);
+        let mut options = fake(dir.path());
+        options.journal_path = Some(dir.path().join("journal-v1.jsonl"));
+        let specs = vec![GroupSpec { name: "batch".into(), path: GroupPath::new("batch").unwrap(), role: GroupRole::NonRealTime, floor_bytes: 16 * MIB, create: false }];
+        let mut platform = LinuxPlatform::open(Box::new(crate::cgroup::HybridBackend::new(memory.clone(), unified)), specs, options).unwrap();
+        let oom_control = memory.join("batch/memory.oom_control");
+        assert_eq!(std::fs::read_to_string(&oom_control).unwrap(), "1", "the OOM killer is switched off");
+        std::fs::write(memory.join("batch/memory.limit_in_bytes"), (100 * MIB).to_string()).unwrap();
+        std::fs::write(memory.join("batch/memory.usage_in_bytes"), (100 * MIB).to_string()).unwrap();
+        std::fs::write(&oom_control, "oom_kill_disable 1\nunder_oom 1\noom_kill 0\n").unwrap();
+        let obs = platform.observe().unwrap();
+        assert_eq!(obs.groups[0].knobs.max_bytes, Some(125 * MIB), "raised by a quarter at once");
+        assert_eq!(platform.stats().oom_rescues, 1);
+        let report = platform.restore(Duration::from_secs(5)).unwrap();
+        assert!(report.failures.is_empty(), "{report:?}");
+        assert_eq!(std::fs::read_to_string(&oom_control).unwrap(), "0", "switch restored");
+        assert_eq!(std::fs::read_to_string(memory.join("batch/memory.limit_in_bytes")).unwrap(), (100 * MIB).to_string(), "limit restored to its value before the rescue");
     }
 
     #[test]
