@@ -771,8 +771,24 @@ fn the_platform_conformance_body_passes_on_real_cgroups() {
     let options = PlatformOptions { total_memory_bytes: 256 * MIB, dry_run: false, journal_path: Some(dir.path().join("journal.jsonl")), job_server: None, proc_root: "/proc".into() };
     let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
     let result = critmem_linux::conformance::check_platform(guard.get(), |p| assert!(p.wait_writes(Duration::from_secs(10))));
+    // The body shared with the simulator (crates/core/tests/conformance.rs), as a controller
+    // in the real control loop.
+    let (mut probe, probe_report) = critmem_policy::ConformanceProbe::new(5_000_000);
+    let mut control = ControlLoop::new(5_000_000);
+    let started = Instant::now();
+    let mut probe_run = Ok(());
+    if result.is_ok() {
+        let done = probe_report.clone();
+        probe_run = control.run(guard.get(), &mut probe, || done.lock().unwrap().finished || started.elapsed() > Duration::from_secs(20), |_, _, _| {});
+    }
     let report = guard.restore();
     result.unwrap();
+    probe_run.unwrap();
+    let probe_report = probe_report.lock().unwrap().clone();
+    let _ = writeln!(std::io::stderr(), "conformance probe on real cgroups: {} ticks, finished {}", probe_report.ticks, probe_report.finished);
+    if let Err(violations) = probe_report.verdict() {
+        panic!("the Linux platform broke the platform contract:\n{violations}");
+    }
     assert!(report.failures.is_empty(), "{report:?}");
     assert!(paths.iter().all(|p| !machine.backend.exists(p)));
 }
