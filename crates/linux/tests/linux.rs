@@ -1123,3 +1123,134 @@ fn a_managed_group_vanishing_mid_run_stops_the_agent_with_one_line_and_the_rest_
     assert_eq!(machine.backend.knob(&kept.group, Knob::Max).unwrap(), Some(original), "the rest is restored");
     assert!(!journal.exists(), "a complete restore removes the journal");
 }
+
+/// The Python client's script for [`the_c_and_python_job_clients_report_to_the_real_agent_socket`]:
+/// the module file is loaded on its own (it needs only the standard library).
+const PYTHON_CLIENT: &str = r#"
+import importlib.util, sys, time
+spec = importlib.util.spec_from_file_location("jobclient", sys.argv[1])
+jc = importlib.util.module_from_spec(spec); spec.loader.exec_module(jc)
+c = jc.JobClient(sys.argv[2])
+now = time.monotonic_ns()
+c.release(1, now + 20_000_000, at_ns=now)
+c.complete(1)
+c.release(2, now + 40_000_000)
+for _ in range(500):
+    if 2 in c.drop_requests():
+        break
+    time.sleep(0.01)
+c.drop(2)
+time.sleep(0.3)  # the agent checks the sender's cgroup as it reads each message
+print(f"sent {c.sent} unsent {c.unsent}")
+sys.exit(0 if c.unsent == 0 else 1)
+"#;
+
+const C_CLIENT: &str = r#"
+#include "critmem_job.h"
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    struct critmem_job_client c;
+    if (argc != 2 || critmem_job_init(&c, argv[1]) != 0) return 2;
+    uint64_t now = critmem_job_now_ns();
+    critmem_job_release_at(&c, 1, now + 20000000ULL, now);
+    critmem_job_complete(&c, 1);
+    critmem_job_release(&c, 2, now + 40000000ULL);
+    for (int i = 0; i < 500 && !critmem_job_drop_requested(&c, 2); i++) {
+        struct timespec pause = {0, 10000000L};
+        nanosleep(&pause, NULL);
+    }
+    critmem_job_drop(&c, 2);
+    /* The agent checks the sender's cgroup as it reads each message: stay until it has. */
+    struct timespec linger = {0, 300000000L};
+    nanosleep(&linger, NULL);
+    printf("sent %llu unsent %llu\n", (unsigned long long)c.sent, (unsigned long long)c.unsent);
+    critmem_job_close(&c);
+    return c.unsent == 0 ? 0 : 1;
+}
+"#;
+
+/// Runs one client program inside a managed group against a real job server: it reports
+/// release 1, complete 1, release 2, receives the agent's drop request for job 2 and reports
+/// the drop. Returns the server's view, in order.
+fn exercise_client(machine: &Machine, program: &str, args: &[&str]) -> Vec<(JobOp, u64)> {
+    let mut guard = GroupGuard::create(machine);
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("run/jobs.sock");
+    let mut server = JobServer::bind(JobServerConfig {
+        socket_path: socket.clone(),
+        socket_gid: None,
+        groups: vec![ReportingGroup { name: "rt".into(), cgroup: guard.group.to_string() }],
+        hierarchy: Hierarchy::for_layout(&machine.layout),
+        proc: ProcFs::new("/proc".into()),
+        max_connections: 8,
+    })
+    .unwrap();
+    let socket_arg = socket.to_string_lossy().into_owned();
+    let mut argv: Vec<&str> = args.to_vec();
+    argv.push(&socket_arg);
+    let mut worker = Worker::start(|pid| machine.backend.move_pid(&guard.group, pid).unwrap(), program, &argv);
+    let mut seen = Vec::new();
+    let mut asked = false;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while seen.len() < 4 && Instant::now() < deadline {
+        for report in server.poll() {
+            seen.push((report.op, report.job));
+        }
+        if !asked && seen.iter().any(|&(op, job)| job == 2 && matches!(op, JobOp::Release { .. })) {
+            asked = server.deliver_drop(0, 2) > 0;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut child = worker.child.take().unwrap();
+    let status = child.wait().unwrap();
+    let mut out = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    let _ = writeln!(std::io::stderr(), "{program}: {out:?}, server saw {seen:?}, stats {:?}", server.stats());
+    assert!(status.success(), "{program} exited with {status}");
+    assert_eq!(server.stats().malformed_messages, 0);
+    guard.helpers.clear();
+    seen
+}
+
+fn assert_client_conversation(seen: &[(JobOp, u64)]) {
+    assert_eq!(seen.len(), 4, "{seen:?}");
+    assert!(matches!(seen[0], (JobOp::Release { .. }, 1)), "{seen:?}");
+    assert_eq!(seen[1], (JobOp::Complete, 1));
+    assert!(matches!(seen[2], (JobOp::Release { .. }, 2)), "{seen:?}");
+    assert_eq!(seen[3], (JobOp::Drop, 2), "the client received the agent's drop request and reported the drop");
+}
+
+#[test]
+fn the_c_and_python_job_clients_report_to_the_real_agent_socket() {
+    let test = "the_c_and_python_job_clients_report_to_the_real_agent_socket";
+    let Some(machine) = machine(test) else { return };
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = tempfile::tempdir().unwrap();
+
+    let python = if Path::new("/usr/bin/python3").exists() { "/usr/bin/python3" } else { "python3" };
+    let script = dir.path().join("client.py");
+    std::fs::write(&script, PYTHON_CLIENT).unwrap();
+    let module = repo.join("python/critmem/jobclient.py");
+    let seen = exercise_client(&machine, python, &[&script.to_string_lossy(), &module.to_string_lossy()]);
+    assert_client_conversation(&seen);
+
+    let Ok(cc) = Command::new("cc").arg("--version").output() else {
+        skip(test, "no C compiler (cc) on this machine: the C header was not tested");
+        return;
+    };
+    assert!(cc.status.success());
+    let source = dir.path().join("client.c");
+    std::fs::write(&source, C_CLIENT).unwrap();
+    let exe = dir.path().join("client");
+    let compile = Command::new("cc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I"])
+        .arg(repo.join("include"))
+        .arg(&source)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(compile.status.success(), "include/critmem_job.h does not compile cleanly: {}", String::from_utf8_lossy(&compile.stderr));
+    let seen = exercise_client(&machine, &exe.to_string_lossy(), &[]);
+    assert_client_conversation(&seen);
+}
