@@ -38,6 +38,9 @@ const OOM_BACKOFF_RESET_NS: u64 = 30_000_000_000;
 /// skipping them in between cuts a tick's file reads from 4 to 3 per group on the hybrid
 /// layout and from 7 to 3 on cgroup v2.
 const KNOB_REFRESH_TICKS: u32 = 20;
+/// cgroup v2: while a hard limit below usage is applied as `memory.high`, `memory.max` stays
+/// this far above usage (room for the kernel to throttle before any hard limit is hit).
+const V2_HIGH_FIRST_HEADROOM_BYTES: u64 = 16 << 20;
 
 /// CLOCK_MONOTONIC in nanoseconds: the clock the job protocol's `deadline_ns`/`at_ns` use.
 pub fn monotonic_ns() -> u64 {
@@ -82,6 +85,8 @@ pub struct PlatformStats {
     pub clamped_to_oom_hold: u64,
     /// Groups whose OOM killer could not be switched off (v1 `memory.oom_control`).
     pub oom_guard_failures: u64,
+    /// cgroup v2 hard limits below usage applied as `memory.high` first.
+    pub lowered_via_high: u64,
 }
 
 /// Per-group job accounting from the job socket.
@@ -221,6 +226,9 @@ struct Managed {
     /// platform last read or wrote; they are re-read every [`KNOB_REFRESH_TICKS`] ticks (to see
     /// changes made by others) and on the tick after one of this platform's writes lands.
     knobs_age_ticks: u32,
+    /// cgroup v2: `memory.high` is this platform's stand-in for a hard limit below usage (see
+    /// `apply_v2_max`), cleared again when the hard limit takes over.
+    high_is_ours: bool,
     files: Option<OpenFiles>,
     oom: OomWatch,
     /// Knobs as last read (for dedup and the v2 clamp).
@@ -314,7 +322,7 @@ impl LinuxPlatform {
             let files = OpenFiles::open(backend.as_ref(), &spec.path);
             let oom = OomWatch { file: std::fs::File::open(backend.oom_file(&spec.path)).ok(), ..OomWatch::default() };
             let knob_paths = Knob::ALL.map(|k| backend.plan_knob(&spec.path, k, None).ok().flatten().map(|w| w.path));
-            groups.push(Managed { spec, knob_paths, knobs_age_ticks: u32::MAX, files, oom, knobs, usage_bytes: 0, stall: StallTotals::default(), jobs: JobCounts::default() });
+            groups.push(Managed { spec, knob_paths, knobs_age_ticks: u32::MAX, high_is_ours: false, files, oom, knobs, usage_bytes: 0, stall: StallTotals::default(), jobs: JobCounts::default() });
         }
         let mut stats = PlatformStats::default();
         if let Some(journal) = journal.as_mut() {
@@ -529,6 +537,43 @@ impl LinuxPlatform {
         Ok(bytes)
     }
 
+    /// A cgroup v2 hard limit. Lowering `memory.max` below what the group uses makes the kernel
+    /// reclaim in the writer and OOM-kill in the group if that fails; `memory.high` throttles
+    /// and reclaims and never kills. So a limit below current usage is applied as `memory.high`
+    /// first, with `memory.max` kept [`V2_HIGH_FIRST_HEADROOM_BYTES`] above usage; once usage
+    /// is at or below the limit, `memory.max` takes it and the helper `memory.high` is cleared.
+    fn apply_v2_max(&mut self, group: GroupId, bytes: Option<u64>, applied: &mut Vec<Action>) -> Result<()> {
+        let g = &self.groups[group];
+        let (usage, high_is_ours) = (g.usage_bytes, g.high_is_ours);
+        let Some(requested) = bytes else {
+            applied.extend(self.apply_knob(group, Knob::Max, None)?);
+            if high_is_ours {
+                applied.extend(self.apply_knob(group, Knob::High, None)?);
+                self.groups[group].high_is_ours = false;
+            }
+            return Ok(());
+        };
+        let limit = self.clamp_limit(group, Knob::Max, requested)?;
+        if limit >= usage {
+            applied.extend(self.apply_knob(group, Knob::Max, Some(limit))?);
+            if high_is_ours {
+                applied.extend(self.apply_knob(group, Knob::High, None)?);
+                self.groups[group].high_is_ours = false;
+            }
+            return Ok(());
+        }
+        // A `high` the controller set itself is left to it.
+        if high_is_ours || self.groups[group].knobs.high_bytes.is_none() {
+            applied.extend(self.apply_knob(group, Knob::High, Some(limit))?);
+            self.groups[group].high_is_ours = true;
+            self.stats.lowered_via_high += 1;
+        }
+        let above_usage = (usage + V2_HIGH_FIRST_HEADROOM_BYTES).div_ceil(PAGE_BYTES) * PAGE_BYTES;
+        let max = self.groups[group].knobs.max_bytes.map_or(above_usage, |m| m.min(above_usage)).max(limit);
+        applied.extend(self.apply_knob(group, Knob::Max, Some(max))?);
+        Ok(())
+    }
+
     fn apply_knob(&mut self, group: GroupId, knob: Knob, bytes: Option<u64>) -> Result<Option<Action>> {
         // v1 has no throttling limit: a `high` request becomes the hard limit (reclaim, and
         // EBUSY rather than OOM if it cannot be met); v1 has no protections at all.
@@ -737,9 +782,13 @@ impl Platform for LinuxPlatform {
                 tracing::warn!(group, "controller named a group that does not exist; ignored");
                 continue;
             }
-            match self.apply_knob(group, knob, bytes) {
-                Ok(Some(a)) => applied.push(a),
-                Ok(None) => {}
+            let result = if knob == Knob::Max && self.backend.supports(Knob::High) {
+                self.apply_v2_max(group, bytes, &mut applied)
+            } else {
+                self.apply_knob(group, knob, bytes).map(|a| applied.extend(a))
+            };
+            match result {
+                Ok(()) => {}
                 Err(e @ Error::GroupVanished { .. }) => return Err(e),
                 Err(e @ (Error::Journal { .. } | Error::Io { op: "append to journal", .. })) => return Err(e),
                 Err(e) => {
@@ -959,11 +1008,24 @@ mod tests {
         std::fs::write(batch.join("memory.stat"), format!("anon {}\nfile 0\nunevictable 0\n", 150 * MIB)).unwrap();
         platform.observe().unwrap();
         let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(32 * MIB) }]).unwrap();
-        assert_eq!(applied, vec![Action::SetMax { group: 1, bytes: Some(158 * MIB) }]);
-        // With enough free swap the anon memory is reclaimable, so the request stands.
+        // Below usage: throttled through memory.high, memory.max kept above usage.
+        assert_eq!(applied, vec![Action::SetHigh { group: 1, bytes: Some(158 * MIB) }, Action::SetMax { group: 1, bytes: Some(216 * MIB) }]);
+        settle(&platform);
+        platform.observe().unwrap();
+        // With enough free swap the anon memory is reclaimable, so the request stands (as high).
         std::fs::write(dir.path().join("proc/meminfo"), "SwapFree: 1048576 kB\n").unwrap();
         let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(32 * MIB) }]).unwrap();
-        assert_eq!(applied, vec![Action::SetMax { group: 1, bytes: Some(32 * MIB) }]);
+        assert_eq!(applied, vec![Action::SetHigh { group: 1, bytes: Some(32 * MIB) }]);
+        settle(&platform);
+        // Once usage is down, the hard limit takes over and the helper high is cleared.
+        std::fs::write(batch.join("memory.current"), (30 * MIB).to_string()).unwrap();
+        platform.observe().unwrap();
+        let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(32 * MIB) }]).unwrap();
+        assert_eq!(applied, vec![Action::SetMax { group: 1, bytes: Some(32 * MIB) }, Action::SetHigh { group: 1, bytes: None }]);
+        settle(&platform);
+        assert_eq!(std::fs::read_to_string(batch.join("memory.high")).unwrap(), "max");
+        assert_eq!(std::fs::read_to_string(batch.join("memory.max")).unwrap(), (32 * MIB).to_string());
+        assert_eq!(platform.stats().lowered_via_high, 2);
         platform.restore(Duration::from_secs(5)).unwrap();
     }
 
