@@ -621,7 +621,12 @@ fn srt_args(socket: &str) -> Vec<String> {
 /// - soft real-time worker: period 20 ms, deadline 20 ms, 2 ms of compute after verifying 2048
 ///   random pages (8 MiB) of a 32 MiB hot working set; beside it 64 MiB of cold data written at
 ///   start and verified only at exit. BCET declared 4 ms (compute plus the page checks, about
-///   0.5–1 ms, with margin). Floor 40 MiB: the hot set plus the process itself.
+///   1 ms, with margin; measured responses average 8–9 ms because the worker shares the 2
+///   cores with the throughput worker, reclaim and the agent). Floor 40 MiB: the hot set plus
+///   the process itself.
+/// - measured here (first run): SARA 99.0 % of deadlines, throughput worker 62.2 MiB/s; Greedy
+///   99.9 %, 32.3 MiB/s. Under a load average of 6 from other work: SARA 97.5 %, 59.2 MiB/s;
+///   Greedy 99.8 %, 26.5 MiB/s.
 /// - non-real-time worker: random verified reads over 160 MiB; floor 32 MiB.
 /// - budget: 60 % of the combined peak (32 + 64 + 160 MiB of data, about 2 MiB of processes):
 ///   155 MiB. Greedy leaves the soft real-time group unconstrained, so it keeps its cold data
@@ -689,14 +694,18 @@ fn run_acceptance(machine: &Machine, dir: &Path, controller_name: &str) -> Accep
     // Over the ticks with a limit set (Greedy never limits the soft real-time group).
     let mean_mib = |limits: &[Option<u64>]| {
         let set: Vec<f64> = limits.iter().flatten().map(|&b| b as f64 / MIB as f64).collect();
-        set.iter().sum::<f64>() / set.len().max(1) as f64
+        if set.is_empty() {
+            "unlimited".to_owned()
+        } else {
+            format!("{:.1} MiB", set.iter().sum::<f64>() / set.len() as f64)
+        }
     };
     let srt_done = srt_summary["jobs"].as_u64().unwrap() + srt_summary["dropped"].as_u64().unwrap();
     let hit_ratio = srt_summary["deadline_hits"].as_u64().unwrap() as f64 / srt_done.max(1) as f64;
     let nrt_units_per_s = nrt_summary["work_units_per_s"].as_f64().unwrap();
     let _ = writeln!(
         std::io::stderr(),
-        "{controller_name}: hit ratio {:.1} %, nrt {nrt_units_per_s:.1} MiB verified/s; mean limits srt {:.1} MiB, nrt {:.1} MiB; loop {cost:?}; jobs {srt_jobs:?}; writes ok {} failed {}, oom rescues {}\n  srt {srt_summary}\n  nrt {nrt_summary}\n  restore {report:?}",
+        "{controller_name}: hit ratio {:.1} %, nrt {nrt_units_per_s:.1} MiB verified/s; mean limits srt {}, nrt {}; loop {cost:?}; jobs {srt_jobs:?}; writes ok {} failed {}, oom rescues {}\n  srt {srt_summary}\n  nrt {nrt_summary}\n  restore {report:?}",
         hit_ratio * 100.0,
         mean_mib(&srt_limits),
         mean_mib(&nrt_limits),
