@@ -44,4 +44,14 @@ export VIRTUAL_ENV=$PWD/$venv
 # An editable install: python/critmem is imported in place, the built _core sits beside it.
 # Its runtime dependencies are already satisfied from the lock, so pip fetches nothing.
 quiet "$venv/bin/maturin" develop --release --locked
+# The Linux platform's binaries (agent, scenario runner, workers, swapfile tool), beside the
+# interpreter where `critmem run --platform linux`, `critmem agent` and `critmem swap` find them.
+say "building the Linux agent and workers (release) and installing them into $venv/bin"
+quiet cargo build --release --locked -p critmem-linux --bins
+target_dir=$(cargo metadata --format-version 1 --no-deps --locked 2>>"$log" | "$venv/bin/python" -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+for bin in critmem-agent critmem-linux-run critmem-srt-worker critmem-nrt-worker critmem-swap critmem-loop-bench; do
+    # Copy to a temporary name, then rename: a running binary is never overwritten in place.
+    install -m 0755 "$target_dir/release/$bin" "$venv/bin/.$bin.new"
+    mv -f "$venv/bin/.$bin.new" "$venv/bin/$bin"
+done
 say "done: $("$venv/bin/critmem" --version)"

@@ -26,6 +26,7 @@ from critmem import __version__
 from critmem._core import ScenarioError
 from critmem._source import read_path
 from critmem.api import AnalysisResult, RunResult, _analyze_source, _run_source
+from critmem.linux import LinuxError
 from critmem.reproduce import PAPERS, QuietProgress, get
 
 EXIT_USAGE = 2
@@ -224,6 +225,10 @@ def _write_results(result: RunResult, out_dir: Path) -> list[Path]:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    if args.platform == "linux":
+        return _cmd_run_linux(args)
+    if args.duration is not None or args.controller is not None or args.controller_config is not None:
+        raise CliError("--duration, --controller and --controller-config need --platform linux (the simulator runs to the scenario's horizon with its [control] controller)")
     src = read_path(args.file)
     out_dir = _prepare_out_dir(args.out) if args.out is not None else None
     record = out_dir is not None
@@ -244,6 +249,103 @@ def _cmd_run(args: argparse.Namespace) -> int:
             f"{_plural(len(result.segments), 'segment')})",
             file=note,
         )
+    return 0
+
+
+def _cmd_run_linux(args: argparse.Namespace) -> int:
+    from critmem import linux
+
+    if args.seed is not None or args.horizon_ms is not None:
+        raise CliError("--seed and --horizon-ms are for the simulator; on Linux use --duration")
+    read_path(args.file)  # a missing or unreadable file is the usual one-line OSError
+    duration_s = linux.parse_duration_s(args.duration if args.duration is not None else "60s")
+    out_dir = _prepare_out_dir(args.out) if args.out is not None else None
+    summary = linux.run_scenario(args.file, duration_s, args.controller, args.controller_config)
+    if args.json:
+        sys.stdout.write(json.dumps(summary, allow_nan=False) + "\n")
+    else:
+        _print_linux_run(summary)
+    if out_dir is not None:
+        try:
+            summary_json = out_dir / "summary.json"
+            summary_json.write_text(json.dumps(summary, allow_nan=False, indent=1) + "\n", encoding="utf-8")
+            written = [summary_json, linux.write_timeline_csv(summary, out_dir / "timeline.csv"), linux.plot_timeline(summary, out_dir / "memory.png")]
+        except OSError as e:
+            raise CliError(f"cannot write results to {str(out_dir)!r}: {e.strerror or e}") from None
+        note = sys.stderr if args.json else sys.stdout
+        print(f"wrote {', '.join(p.name for p in written)} to {out_dir}/", file=note)
+    return 0
+
+
+def _print_linux_run(summary: dict[str, Any]) -> None:
+    """The simulator's per-task table and PSI table, for real processes."""
+    console = _console()
+    control = summary["control"]
+    console.print(
+        Text(
+            f"{summary['scenario']}: Linux ({summary['backend']}) on {_plural(summary['cpus'], 'CPU')}, "
+            f"{summary['horizon_ms'] / 1000:.1f} s under {summary['controller']}, {control['ticks']} ticks of "
+            f"{control['interval_ms']:g} ms, {control['tick_cost_mean_us']:.0f} us each"
+        )
+    )
+    rows = []
+    for t in summary["tasks"]:
+        hit = t["hit_ratio"]
+        rate = t["work_units_per_s"]
+        rows.append(
+            [
+                t["name"], t["criticality"], t["group"], _fmt(t["jobs"]), _fmt(t["completed"]), _fmt(t["deadline_misses"]),
+                "-" if hit is None else f"{100 * hit:.1f}%", _fmt(t["max_response_ms"]), _fmt(t["mean_response_ms"]),
+                _fmt(t["max_tardiness_ms"]), "-" if rate is None else f"{rate:.1f}", _fmt(t["checksum_failures"]),
+            ]
+        )  # fmt: skip
+    columns = ["task", "crit", "group", "released", "completed", "misses", "hit ratio", "max resp ms",
+               "mean resp ms", "max tard ms", "MiB/s", "checksum fails"]  # fmt: skip
+    console.print(_table(columns, rows, left=3))
+    groups = [
+        [g["name"], _fmt(g["memory_some_us"] / 1000), _fmt(g["memory_full_us"] / 1000), _fmt(g["io_some_us"] / 1000), _fmt(g["io_full_us"] / 1000)]
+        for g in summary["memory"]["groups"]
+    ]
+    console.print(Text("stall totals per group (PSI: some = at least one task stalled, full = all non-idle tasks stalled)"))
+    console.print(_table(["group", "memory some ms", "memory full ms", "io some ms", "io full ms"], groups))
+    console.print(
+        Text(
+            f"limit writes {control['writes_ok']} ok, {control['writes_failed']} refused by the kernel; "
+            f"OOM rescues {control['oom_rescues']}; everything restored ({control['removed_dirs']} cgroup directories removed)"
+        )
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# critmem agent, critmem swap
+
+
+def _cmd_agent(args: argparse.Namespace) -> int:
+    from critmem import linux
+
+    duration_s = None if args.duration is None else linux.parse_duration_s(args.duration)
+    argv = linux.agent_argv(args.config, args.dry_run, duration_s, args.log_level)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # exec: the daemon gets SIGTERM/SIGINT itself and restores everything before it exits.
+    os.execv(argv[0], argv)
+
+
+def _cmd_swap(args: argparse.Namespace) -> int:
+    from critmem import linux
+
+    if args.action == "setup":
+        if args.size is None:
+            raise CliError("swap setup needs --size (e.g. --size 4G)")
+        result = linux.swap_setup(linux.parse_size_bytes(args.size), args.path, args.state_file)
+        print(f"swapfile {result['swapfile']} ({result['size_bytes'] / 2**30:.2f} GiB) enabled; `critmem swap teardown` removes it")
+    elif args.action == "teardown":
+        result = linux.swap_teardown(args.state_file)
+        removed = result["removed"]
+        print("critmem has no swapfile; nothing to do" if removed is None else f"swapfile {removed} disabled and deleted")
+    else:
+        result = linux.swap_status(args.state_file)
+        print(json.dumps(result))
     return 0
 
 
@@ -401,6 +503,8 @@ examples:
   critmem run examples/rm-textbook.toml --json
   critmem analyze examples/rm-textbook.toml
   critmem reproduce shared-pages
+  sudo critmem run examples/linux-sara.toml --platform linux --duration 60s
+  sudo critmem swap setup --size 4G
 
 Errors print one line on stderr and exit with code 2."""
 
@@ -459,6 +563,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--horizon-ms", type=_positive_ms, metavar="X",
         help="simulated time in ms (default: [run] horizon_ms, else one hyperperiod plus the largest offset)",
     )  # fmt: skip
+    run.add_argument(
+        "--platform", choices=["sim", "linux"], default="sim",
+        help="sim (default): simulate; linux: run the tasks as real processes in cgroups (root)",
+    )  # fmt: skip
+    run.add_argument("--duration", metavar="D", help="linux: how long the processes run, e.g. 60s, 2m (default 60s)")
+    run.add_argument(
+        "--controller", metavar="NAME",
+        help="linux: controller in place of the scenario's: sara, greedy, offline, tmo-low, tmo-high, senpai, static",
+    )  # fmt: skip
+    run.add_argument("--controller-config", metavar="JSON", help="linux: the controller's parameters as a JSON object, e.g. '{\"limit_bytes\": 67108864}'")
     run.set_defaults(handler=_cmd_run)
 
     analyze = commands.add_parser(
@@ -487,6 +601,35 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--json", action="store_true", help="print the headline numbers as one JSON object")
     reproduce.add_argument("--quick", action="store_true", help="a reduced version: fewer periods and runs (a first look; under a minute)")
     reproduce.set_defaults(handler=_cmd_reproduce)
+
+    agent = commands.add_parser(
+        "agent",
+        help="run the memory agent daemon over existing cgroups (root)",
+        description="Run critmem-agent with FILE: it controls the configured cgroups' memory from PSI\n"
+        "until SIGINT/SIGTERM, then restores every value it changed (also after a crash, on the\n"
+        "next start). See crates/linux/dist/agent.example.toml and critmem-agent.service.",
+        epilog="examples:\n  sudo critmem agent --config /etc/critmem/agent.toml\n  sudo critmem agent --config agent.toml --dry-run --duration 30s",
+        formatter_class=fmt,
+    )
+    agent.add_argument("--config", metavar="FILE", required=True, help="agent configuration (TOML)")
+    agent.add_argument("--dry-run", action="store_true", help="log the writes the controller asks for; change nothing")
+    agent.add_argument("--duration", metavar="D", help="stop (restoring everything) after D, e.g. 60s")
+    agent.add_argument("--log-level", choices=["error", "warn", "info", "debug", "trace"], help="log level (default info)")
+    agent.set_defaults(handler=_cmd_agent)
+
+    swap = commands.add_parser(
+        "swap",
+        help="set up or tear down critmem's own swapfile (root)",
+        description="Manage a swapfile of critmem's own (recorded in a state file, labelled critmem);\n"
+        "teardown removes exactly that file and never touches any other swap.",
+        epilog="examples:\n  sudo critmem swap setup --size 4G\n  sudo critmem swap teardown\n  critmem swap status",
+        formatter_class=fmt,
+    )
+    swap.add_argument("action", choices=["setup", "teardown", "status"], metavar="ACTION", help="setup, teardown or status")
+    swap.add_argument("--size", metavar="SIZE", help="setup: size, e.g. 4G, 512M")
+    swap.add_argument("--path", metavar="FILE", help="setup: where (ext4/xfs; default /var/lib/critmem/critmem.swap)")
+    swap.add_argument("--state-file", metavar="FILE", help="where critmem records its swapfile (default /var/lib/critmem/swap.json)")
+    swap.set_defaults(handler=_cmd_swap)
     return parser
 
 
@@ -507,6 +650,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as e:
         return _fail(str(e))
     except ScenarioError as e:
+        return _fail(str(e))
+    except LinuxError as e:
         return _fail(str(e))
     except OSError as e:
         where = f"{e.filename}: " if e.filename is not None else ""

@@ -276,6 +276,17 @@ pub trait CgroupBackend: fmt::Debug + Send + Sync {
     /// Removes an empty group (no processes, no children). A group already gone is fine.
     fn remove(&self, group: &GroupPath) -> Result<()>;
 
+    /// The write that keeps the kernel from OOM-killing the group's processes when its limit
+    /// is hit (v1 `memory.oom_control` = 1: they wait instead, for the agent to raise the
+    /// limit); `None` where the backend has no such switch (v2).
+    fn plan_oom_guard(&self, _group: &GroupPath) -> Option<FileWrite> {
+        None
+    }
+
+    /// The file that tells whether the group hit its limit with nothing left to reclaim: v1
+    /// `memory.oom_control` (`under_oom`), v2 `memory.events` (`oom` counter).
+    fn oom_file(&self, group: &GroupPath) -> PathBuf;
+
     /// Whether every directory of the group exists.
     fn exists(&self, group: &GroupPath) -> bool {
         self.group_dirs(group).iter().all(|d| d.is_dir())
@@ -560,6 +571,54 @@ impl CgroupBackend for V2Backend {
     fn remove(&self, group: &GroupPath) -> Result<()> {
         remove_dirs(group, &self.group_dirs(group))
     }
+
+    fn oom_file(&self, group: &GroupPath) -> PathBuf {
+        self.file(group, "memory.events")
+    }
+}
+
+/// What a group's OOM file says: v1 `memory.oom_control` or v2 `memory.events`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OomState {
+    /// v1: tasks are waiting for memory right now (only with the OOM killer disabled).
+    pub under_oom: bool,
+    /// v1 `oom_kill_disable`.
+    pub kill_disabled: bool,
+    /// Times the limit was hit with reclaim failing (v2 `oom`; v1 has no such counter and
+    /// reports 0).
+    pub oom_events: u64,
+    /// Processes the kernel OOM-killed in the group (v1 and v2 `oom_kill`).
+    pub oom_kills: u64,
+}
+
+/// Parses v1 `memory.oom_control` or v2 `memory.events` (both `key value` lines):
+///
+/// ```text
+/// oom_kill_disable 1      # v1
+/// under_oom 0
+/// oom_kill 0
+/// low 0                   # v2
+/// high 12
+/// max 3
+/// oom 0
+/// oom_kill 0
+/// oom_group_kill 0
+/// ```
+pub fn parse_oom_state(text: &str) -> Option<OomState> {
+    let mut state = OomState::default();
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        let (Some(key), Some(value)) = (words.next(), words.next()) else { continue };
+        let value: u64 = value.parse().ok()?;
+        match key {
+            "under_oom" => state.under_oom = value != 0,
+            "oom_kill_disable" => state.kill_disabled = value != 0,
+            "oom" => state.oom_events = value,
+            "oom_kill" => state.oom_kills = value,
+            _ => {}
+        }
+    }
+    Some(state)
 }
 
 /// `workingset_refault_anon + workingset_refault_file`, or the older single field.
@@ -700,6 +759,14 @@ impl CgroupBackend for HybridBackend {
     fn remove(&self, group: &GroupPath) -> Result<()> {
         remove_dirs(group, &self.group_dirs(group))
     }
+
+    fn plan_oom_guard(&self, group: &GroupPath) -> Option<FileWrite> {
+        Some(FileWrite::new(self.memory_file(group, "memory.oom_control"), "1", true))
+    }
+
+    fn oom_file(&self, group: &GroupPath) -> PathBuf {
+        self.memory_file(group, "memory.oom_control")
+    }
 }
 
 #[cfg(test)]
@@ -718,6 +785,7 @@ pub(crate) mod fake {
         ("memory.low", "0\n"),
         ("memory.reclaim", ""),
         ("memory.stat", "anon 1000\nfile 2000\npgmajfault 3\nworkingset_refault_anon 4\nworkingset_refault_file 5\n"),
+        ("memory.events", "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n"),
         ("memory.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=100\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=40\n"),
         ("io.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=7\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=3\n"),
     ];
@@ -728,6 +796,7 @@ pub(crate) mod fake {
         ("memory.limit_in_bytes", "9223372036854771712\n"),
         ("memory.soft_limit_in_bytes", "9223372036854771712\n"),
         ("memory.stat", "cache 1\nrss 2\ntotal_cache 3000\ntotal_rss 4000\ntotal_pgmajfault 9\ntotal_workingset_refault_file 6\n"),
+        ("memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n"),
     ];
 
     pub const UNIFIED_FILES: &[(&str, &str)] = &[
@@ -981,6 +1050,20 @@ mod tests {
         assert_eq!(knob_change(&Action::SetHigh { group: 2, bytes: Some(7) }), Some((2, Knob::High, Some(7))));
         assert_eq!(knob_change(&Action::SetLow { group: 0, bytes: None }), Some((0, Knob::Low, None)));
         assert_eq!(knob_change(&Action::DropJob { group: 0, job: 1 }), None);
+    }
+
+    #[test]
+    fn oom_files_of_both_versions_parse() {
+        let v1 = parse_oom_state("oom_kill_disable 1\nunder_oom 1\noom_kill 2\n").unwrap();
+        assert_eq!(v1, OomState { under_oom: true, kill_disabled: true, oom_events: 0, oom_kills: 2 });
+        let events = parse_oom_state("low 0\nhigh 12\nmax 3\noom 4\noom_kill 1\noom_group_kill 0\n").unwrap();
+        assert_eq!(events, OomState { under_oom: false, kill_disabled: false, oom_events: 4, oom_kills: 1 });
+        assert_eq!(parse_oom_state("oom x\n"), None);
+        let (_dir, hybrid) = hybrid();
+        assert_eq!(hybrid.plan_oom_guard(&group("g")).map(|w| w.contents), Some("1".to_owned()));
+        let (_dir, v2b) = v2();
+        assert!(v2b.plan_oom_guard(&group("g")).is_none());
+        assert!(v2b.oom_file(&group("g")).ends_with("g/memory.events"));
     }
 
     #[test]

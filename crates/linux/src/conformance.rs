@@ -1,7 +1,8 @@
 //! The platform conformance body: what every [`Platform`] must do, whatever it runs on.
 //!
-//! It names no Linux type, so the simulator's platform can run the same body (it belongs in
-//! `critmem-policy` once the simulator implements [`Platform`]; it lives here until then).
+//! It names no Linux type and drives [`Platform`] directly (synchronous checks of what `apply`
+//! returns). The body shared with the simulator, which runs inside any control loop, is
+//! [`critmem_policy::ConformanceProbe`]; the real-machine tests run both.
 //! Preconditions: at least one group, each with a floor above one page and no limits the
 //! body would collide with; the body leaves every group with no `max` limit.
 

@@ -248,6 +248,15 @@ fn restore_original(path: &Path, original: &str, report: &mut RestoreReport) {
                 return;
             }
         }
+    } else if path.file_name().is_some_and(|n| n == "memory.oom_control") {
+        // Reads show three `key value` lines; only `oom_kill_disable` can be written back.
+        match crate::cgroup::parse_oom_state(original) {
+            Some(state) => if state.kill_disabled { "1" } else { "0" }.to_owned(),
+            None => {
+                report.failures.push(format!("unreadable original of {}: {original:?}", path.display()));
+                return;
+            }
+        }
     } else {
         original.to_owned()
     };
@@ -363,6 +372,26 @@ mod tests {
         assert_eq!(read(&journal_path), "");
         assert_eq!(journal.restore_all().unwrap(), RestoreReport::default());
         assert!(!journal_path.exists());
+    }
+
+    #[test]
+    fn the_oom_guard_of_an_adopted_v1_group_is_restored_to_its_switch_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let (memory, unified) = hybrid_roots(dir.path());
+        let backend = HybridBackend::new(memory.clone(), unified.clone());
+        let db = group("db");
+        populate(&db.dir_in(&memory), V1_MEMORY_FILES);
+        populate(&db.dir_in(&unified), UNIFIED_FILES);
+        let journal_path = dir.path().join("journal.jsonl");
+        {
+            let (mut journal, _) = Journal::open(&journal_path).unwrap();
+            journal.perform(&Change::Write(backend.plan_oom_guard(&db).unwrap())).unwrap();
+            assert_eq!(read(&db.dir_in(&memory).join("memory.oom_control")), "1");
+        }
+        let (_journal, report) = Journal::open(&journal_path).unwrap();
+        assert!(report.unwrap().failures.is_empty());
+        // The kernel file would now read `oom_kill_disable 0`; the write is the bare switch.
+        assert_eq!(read(&db.dir_in(&memory).join("memory.oom_control")), "0");
     }
 
     #[test]

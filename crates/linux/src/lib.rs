@@ -10,7 +10,8 @@
 //!   crash.
 //! - [`swap`]: critmem's own swapfile, and nothing else's.
 //! - [`procfs`]: which cgroup a process is in.
-//! - [`protocol`]: the job socket soft real-time processes report to.
+//! - [`protocol`]: the job socket soft real-time processes report to; [`client`]: its Rust
+//!   client (Python: `critmem.jobclient`, C: `include/critmem_job.h`).
 //! - [`platform`]: [`LinuxPlatform`] (the controllers' [`critmem_policy::Platform`]) and the
 //!   [`ControlLoop`] that ticks a controller on it.
 //! - [`conformance`]: the platform contract, as a body any platform can run.
@@ -22,6 +23,7 @@
 
 pub mod agent;
 pub mod cgroup;
+pub mod client;
 pub mod conformance;
 pub mod error;
 pub mod journal;

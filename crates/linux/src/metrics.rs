@@ -47,8 +47,13 @@ pub fn render(platform: &LinuxPlatform, loop_stats: &LoopStats) -> String {
         "critmem_clamps_total",
         "counter",
         "Limits raised by the platform.",
-        &[("{to=\"floor\"}".into(), s.clamped_to_floor as f64), ("{to=\"unreclaimable\"}".into(), s.clamped_to_unreclaimable as f64)],
+        &[
+            ("{to=\"floor\"}".into(), s.clamped_to_floor as f64),
+            ("{to=\"unreclaimable\"}".into(), s.clamped_to_unreclaimable as f64),
+            ("{to=\"oom_hold\"}".into(), s.clamped_to_oom_hold as f64),
+        ],
     );
+    metric("critmem_oom_rescues_total", "counter", "Limits raised at once because a group was out of memory at its limit.", &single(s.oom_rescues as f64));
     if let Some(server) = platform.job_server() {
         let p = server.stats();
         metric(

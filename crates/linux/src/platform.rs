@@ -25,6 +25,22 @@ const PAGE_BYTES: u64 = 4096;
 /// Head-room kept above unreclaimable memory when a v2 hard limit is lowered: the kernel
 /// needs a little slack to reclaim into before it resorts to the OOM killer.
 const V2_UNRECLAIMABLE_MARGIN_BYTES: u64 = 8 << 20;
+/// A group whose usage is this close to its hard limit has its OOM file checked: further away
+/// it cannot be out of memory (v1 usage is approximate by per-CPU charge batches, < 1 MiB).
+const OOM_NEAR_LIMIT_BYTES: u64 = 4 << 20;
+/// An OOM rescue raises the limit by a quarter, at least this much.
+const OOM_RESCUE_MIN_STEP_BYTES: u64 = 16 << 20;
+/// How long a rescued limit is held against lower requests; doubled for each further rescue
+/// within [`OOM_BACKOFF_RESET_NS`], up to 16 times as long.
+const OOM_HOLD_NS: u64 = 2_000_000_000;
+const OOM_BACKOFF_RESET_NS: u64 = 30_000_000_000;
+/// Knob files are re-read at least this often (20 ticks: 100 ms at the default 5 ms interval);
+/// skipping them in between cuts a tick's file reads from 4 to 3 per group on the hybrid
+/// layout and from 7 to 3 on cgroup v2.
+const KNOB_REFRESH_TICKS: u32 = 20;
+/// cgroup v2: while a hard limit below usage is applied as `memory.high`, `memory.max` stays
+/// this far above usage (room for the kernel to throttle before any hard limit is hit).
+const V2_HIGH_FIRST_HEADROOM_BYTES: u64 = 16 << 20;
 
 /// CLOCK_MONOTONIC in nanoseconds: the clock the job protocol's `deadline_ns`/`at_ns` use.
 pub fn monotonic_ns() -> u64 {
@@ -62,6 +78,15 @@ pub struct PlatformStats {
     pub unsupported: u64,
     pub dry_run_writes: u64,
     pub drops_requested: u64,
+    /// Times a group was found out of memory at its limit (v1 `under_oom`, v2 a new `oom`
+    /// event) and its limit raised at once.
+    pub oom_rescues: u64,
+    /// Limits raised to a rescued group's held limit (backing off after an OOM).
+    pub clamped_to_oom_hold: u64,
+    /// Groups whose OOM killer could not be switched off (v1 `memory.oom_control`).
+    pub oom_guard_failures: u64,
+    /// cgroup v2 hard limits below usage applied as `memory.high` first.
+    pub lowered_via_high: u64,
 }
 
 /// Per-group job accounting from the job socket.
@@ -107,19 +132,55 @@ impl OpenFiles {
     }
 
     /// Reads everything; `None` on any failure (the caller then goes the slow way, which
-    /// names the error, e.g. a vanished group).
-    fn read(&self, buf: &mut Vec<u8>) -> Option<(StallTotals, u64, MemoryKnobs)> {
-        let memory = crate::psi::parse_pressure(read_at_start(&self.memory_pressure, buf)?, "memory.pressure").ok()?;
-        let io = crate::psi::parse_pressure(read_at_start(&self.io_pressure, buf)?, "io.pressure").ok()?;
-        let usage = read_at_start(&self.usage, buf)?.trim().parse().ok()?;
+    /// names the error, e.g. a vanished group). Parses bytes in place: only the PSI totals and
+    /// plain numbers, no UTF-8 check, no allocation.
+    fn read(&self, buf: &mut [u8; READ_BUF_BYTES], knobs_now: Option<MemoryKnobs>) -> Option<(StallTotals, u64, MemoryKnobs)> {
+        let (memory_some_us, memory_full_us) = crate::psi::parse_totals(pread_start(&self.memory_pressure, buf)?)?;
+        let (io_some_us, io_full_us) = crate::psi::parse_totals(pread_start(&self.io_pressure, buf)?)?;
+        let usage = parse_u64(pread_start(&self.usage, buf)?)?;
+        if let Some(knobs) = knobs_now {
+            return Some((StallTotals { memory_some_us, memory_full_us, io_some_us, io_full_us }, usage, knobs));
+        }
         let mut values = [None; 4];
         for ((value, file), knob) in values.iter_mut().zip(&self.knobs).zip(Knob::ALL) {
             if let Some(file) = file {
-                *value = parse_knob(read_at_start(file, buf)?.trim(), matches!(knob, Knob::Min | Knob::Low))?;
+                let bytes = pread_start(file, buf)?;
+                *value = if bytes.trim_ascii() == b"max" { None } else { knob_value(parse_u64(bytes)?, matches!(knob, Knob::Min | Knob::Low)) };
             }
         }
         let knobs = MemoryKnobs { max_bytes: values[0], high_bytes: values[1], min_bytes: values[2], low_bytes: values[3] };
-        Some((crate::psi::stall_totals(&memory, &io), usage, knobs))
+        Some((StallTotals { memory_some_us, memory_full_us, io_some_us, io_full_us }, usage, knobs))
+    }
+}
+
+/// Every file a tick reads fits: a pressure file is two lines of under 80 bytes.
+const READ_BUF_BYTES: usize = 512;
+
+/// pread from offset 0 into a fixed buffer; the bytes read.
+fn pread_start<'b>(file: &std::fs::File, buf: &'b mut [u8; READ_BUF_BYTES]) -> Option<&'b [u8]> {
+    use std::os::unix::fs::FileExt;
+    let n = file.read_at(buf, 0).ok()?;
+    // A full buffer may be a truncated file: go the slow way.
+    (n < buf.len()).then(|| &buf[..n])
+}
+
+/// A decimal number with optional surrounding whitespace (`4096\n`).
+fn parse_u64(bytes: &[u8]) -> Option<u64> {
+    let digits = bytes.trim_ascii();
+    if digits.is_empty() || digits.len() > 20 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, d| n.checked_mul(10)?.checked_add(u64::from(d - b'0')))
+}
+
+/// A knob's byte count as the controllers see it: v1's huge "no limit" value and a
+/// protection of 0 are `None`.
+fn knob_value(bytes: u64, is_protection: bool) -> Option<u64> {
+    const V1_UNLIMITED_FROM_BYTES: u64 = 1 << 62;
+    if bytes >= V1_UNLIMITED_FROM_BYTES || (is_protection && bytes == 0) {
+        None
+    } else {
+        Some(bytes)
     }
 }
 
@@ -133,18 +194,43 @@ fn read_at_start<'b>(file: &std::fs::File, buf: &'b mut Vec<u8>) -> Option<&'b s
 
 /// A knob file's value: `max` or, on v1, a huge number (`9223372036854771712`) is no limit; a
 /// protection of 0 is no protection. `None` when unparsable.
+#[cfg(test)]
 fn parse_knob(text: &str, is_protection: bool) -> Option<Option<u64>> {
-    const V1_UNLIMITED_FROM_BYTES: u64 = 1 << 62;
     if text == "max" {
         return Some(None);
     }
-    let bytes: u64 = text.parse().ok()?;
-    Some(if bytes >= V1_UNLIMITED_FROM_BYTES || (is_protection && bytes == 0) { None } else { Some(bytes) })
+    Some(knob_value(parse_u64(text.as_bytes())?, is_protection))
+}
+
+/// OOM watch of one group: the file read when usage nears the limit, and the back-off after a
+/// rescue.
+#[derive(Default)]
+struct OomWatch {
+    file: Option<std::fs::File>,
+    /// v2 `oom` events seen so far (a rise means a new OOM).
+    events_seen: u64,
+    /// Requests below this are raised to it until `hold_until_ns`.
+    hold_bytes: u64,
+    hold_until_ns: u64,
+    /// Rescues in a row (each doubles the hold), and when the last was.
+    streak: u32,
+    last_rescue_ns: u64,
 }
 
 struct Managed {
     spec: GroupSpec,
+    /// Each knob's file (max, high, min, low), where the backend has one: checked for writes in
+    /// flight without building the path every tick.
+    knob_paths: [Option<PathBuf>; 4],
+    /// Ticks since the knob files were last read. Between reads the knobs are what this
+    /// platform last read or wrote; they are re-read every [`KNOB_REFRESH_TICKS`] ticks (to see
+    /// changes made by others) and on the tick after one of this platform's writes lands.
+    knobs_age_ticks: u32,
+    /// cgroup v2: `memory.high` is this platform's stand-in for a hard limit below usage (see
+    /// `apply_v2_max`), cleared again when the hard limit takes over.
+    high_is_ours: bool,
     files: Option<OpenFiles>,
+    oom: OomWatch,
     /// Knobs as last read (for dedup and the v2 clamp).
     knobs: MemoryKnobs,
     usage_bytes: u64,
@@ -178,10 +264,14 @@ pub struct LinuxPlatform {
     server: Option<JobServer>,
     proc_root: PathBuf,
     stats: PlatformStats,
+    /// Time of the last observation.
+    now_ns: u64,
     /// Journal replay done when opening (a previous run crashed).
     recovered: Option<RestoreReport>,
     warned_paths: std::collections::BTreeSet<PathBuf>,
     read_buf: Vec<u8>,
+    /// The control loop's fixed read buffer.
+    tick_buf: Box<[u8; READ_BUF_BYTES]>,
     /// Last value logged per knob in dry-run mode.
     dry_run_intended: BTreeMap<(GroupId, Knob), Option<u64>>,
 }
@@ -230,7 +320,15 @@ impl LinuxPlatform {
             // A group created just now has no limits; reading them is for adopted groups.
             let knobs = if spec.create && journal.is_some() { MemoryKnobs::default() } else if backend.exists(&spec.path) { backend.knobs(&spec.path)? } else { MemoryKnobs::default() };
             let files = OpenFiles::open(backend.as_ref(), &spec.path);
-            groups.push(Managed { spec, files, knobs, usage_bytes: 0, stall: StallTotals::default(), jobs: JobCounts::default() });
+            let oom = OomWatch { file: std::fs::File::open(backend.oom_file(&spec.path)).ok(), ..OomWatch::default() };
+            let knob_paths = Knob::ALL.map(|k| backend.plan_knob(&spec.path, k, None).ok().flatten().map(|w| w.path));
+            groups.push(Managed { spec, knob_paths, knobs_age_ticks: u32::MAX, high_is_ours: false, files, oom, knobs, usage_bytes: 0, stall: StallTotals::default(), jobs: JobCounts::default() });
+        }
+        let mut stats = PlatformStats::default();
+        if let Some(journal) = journal.as_mut() {
+            for g in &mut groups {
+                guard_against_oom_kills(backend.as_ref(), journal, g, &mut stats)?;
+            }
         }
         Ok(LinuxPlatform {
             backend,
@@ -241,10 +339,12 @@ impl LinuxPlatform {
             writer: KnobWriter::new(crate::writer::DEFAULT_WORKERS, crate::writer::DEFAULT_CAPACITY),
             server: options.job_server,
             proc_root: options.proc_root,
-            stats: PlatformStats::default(),
+            stats,
+            now_ns: 0,
             recovered,
             warned_paths: Default::default(),
             read_buf: Vec::with_capacity(4096),
+            tick_buf: Box::new([0; READ_BUF_BYTES]),
             dry_run_intended: BTreeMap::new(),
         })
     }
@@ -303,6 +403,10 @@ impl LinuxPlatform {
     /// tick decides again from what the files then say).
     fn collect_writes(&mut self) {
         for outcome in self.writer.completed() {
+            // Whatever happened, the file now says something new: read it next tick.
+            if let Some(g) = self.groups.iter_mut().find(|g| g.knob_paths.iter().flatten().any(|p| *p == outcome.path)) {
+                g.knobs_age_ticks = u32::MAX;
+            }
             match &outcome.result {
                 Ok(()) => self.stats.writes_ok += 1,
                 Err(e) => {
@@ -356,6 +460,55 @@ impl LinuxPlatform {
         events
     }
 
+    /// If group `id` is out of memory at its limit (v1: tasks waiting in `under_oom`, as the
+    /// OOM killer is off; v2: a new `oom` event), raises the limit at once on this thread
+    /// (raising never reclaims, so it cannot block) and holds it against lower requests for a
+    /// while, longer after each rescue in a row. Returns whether it raised the limit.
+    fn rescue_if_out_of_memory(&mut self, id: GroupId) -> Result<bool> {
+        let now_ns = self.now_ns;
+        let g = &mut self.groups[id];
+        if g.oom.file.is_none() {
+            g.oom.file = std::fs::File::open(self.backend.oom_file(&g.spec.path)).ok();
+        }
+        let Some(file) = g.oom.file.as_ref() else { return Ok(false) };
+        let Some(state) = read_at_start(file, &mut self.read_buf).and_then(crate::cgroup::parse_oom_state) else { return Ok(false) };
+        let new_event = state.oom_events > g.oom.events_seen;
+        g.oom.events_seen = state.oom_events;
+        if !(state.under_oom || new_event) {
+            return Ok(false);
+        }
+        let limit = g.knobs.max_bytes.unwrap_or(g.usage_bytes);
+        let raised = (limit.max(g.usage_bytes) + (limit / 4).max(OOM_RESCUE_MIN_STEP_BYTES)).div_ceil(PAGE_BYTES) * PAGE_BYTES;
+        if now_ns.saturating_sub(g.oom.last_rescue_ns) > OOM_BACKOFF_RESET_NS {
+            g.oom.streak = 0;
+        }
+        g.oom.hold_bytes = raised;
+        g.oom.hold_until_ns = now_ns + (OOM_HOLD_NS << g.oom.streak.min(4));
+        g.oom.streak += 1;
+        g.oom.last_rescue_ns = now_ns;
+        let Some(write) = self.backend.plan_knob(&g.spec.path, Knob::Max, Some(raised))? else { return Ok(false) };
+        if let Some(journal) = self.journal.as_mut() {
+            journal.record(&Change::Write(write.clone()))?;
+        }
+        tracing::warn!(group = %g.spec.name, usage_bytes = g.usage_bytes, limit_bytes = limit, raised_bytes = raised, hold_ms = (g.oom.hold_until_ns - now_ns) / 1_000_000, "group out of memory at its limit: raised the limit so the kernel kills nothing");
+        match write.perform() {
+            Ok(()) => {}
+            Err(e @ Error::GroupVanished { .. }) => return Err(e),
+            Err(e) => {
+                self.stats.writes_failed += 1;
+                tracing::warn!(group = %g.spec.name, error = %e, "cannot raise the limit of a group out of memory");
+                return Ok(false);
+            }
+        }
+        // A lower value still queued in the writer must not land after this one.
+        if self.writer.is_outstanding(&write.path) {
+            let _ = self.writer.submit(write);
+        }
+        g.knobs.max_bytes = Some(raised);
+        self.stats.oom_rescues += 1;
+        Ok(true)
+    }
+
     /// The limit actually written for a request: page-aligned, at least the floor and, for a
     /// v2 hard limit below usage, at least what the group cannot give back.
     fn clamp_limit(&mut self, group: GroupId, knob: Knob, bytes: u64) -> Result<u64> {
@@ -364,6 +517,11 @@ impl LinuxPlatform {
         if bytes < g.spec.floor_bytes {
             bytes = g.spec.floor_bytes.div_ceil(PAGE_BYTES) * PAGE_BYTES;
             self.stats.clamped_to_floor += 1;
+        }
+        // Backing off after an OOM rescue: no lower limit until the hold ends.
+        if knob == Knob::Max && self.now_ns < g.oom.hold_until_ns && bytes < g.oom.hold_bytes {
+            bytes = g.oom.hold_bytes;
+            self.stats.clamped_to_oom_hold += 1;
         }
         // v1 refuses such a write with EBUSY on its own; v2 would OOM-kill instead.
         if knob == Knob::Max && self.backend.supports(Knob::Min) && bytes < g.usage_bytes {
@@ -377,6 +535,43 @@ impl LinuxPlatform {
             }
         }
         Ok(bytes)
+    }
+
+    /// A cgroup v2 hard limit. Lowering `memory.max` below what the group uses makes the kernel
+    /// reclaim in the writer and OOM-kill in the group if that fails; `memory.high` throttles
+    /// and reclaims and never kills. So a limit below current usage is applied as `memory.high`
+    /// first, with `memory.max` kept [`V2_HIGH_FIRST_HEADROOM_BYTES`] above usage; once usage
+    /// is at or below the limit, `memory.max` takes it and the helper `memory.high` is cleared.
+    fn apply_v2_max(&mut self, group: GroupId, bytes: Option<u64>, applied: &mut Vec<Action>) -> Result<()> {
+        let g = &self.groups[group];
+        let (usage, high_is_ours) = (g.usage_bytes, g.high_is_ours);
+        let Some(requested) = bytes else {
+            applied.extend(self.apply_knob(group, Knob::Max, None)?);
+            if high_is_ours {
+                applied.extend(self.apply_knob(group, Knob::High, None)?);
+                self.groups[group].high_is_ours = false;
+            }
+            return Ok(());
+        };
+        let limit = self.clamp_limit(group, Knob::Max, requested)?;
+        if limit >= usage {
+            applied.extend(self.apply_knob(group, Knob::Max, Some(limit))?);
+            if high_is_ours {
+                applied.extend(self.apply_knob(group, Knob::High, None)?);
+                self.groups[group].high_is_ours = false;
+            }
+            return Ok(());
+        }
+        // A `high` the controller set itself is left to it.
+        if high_is_ours || self.groups[group].knobs.high_bytes.is_none() {
+            applied.extend(self.apply_knob(group, Knob::High, Some(limit))?);
+            self.groups[group].high_is_ours = true;
+            self.stats.lowered_via_high += 1;
+        }
+        let above_usage = (usage + V2_HIGH_FIRST_HEADROOM_BYTES).div_ceil(PAGE_BYTES) * PAGE_BYTES;
+        let max = self.groups[group].knobs.max_bytes.map_or(above_usage, |m| m.min(above_usage)).max(limit);
+        applied.extend(self.apply_knob(group, Knob::Max, Some(max))?);
+        Ok(())
     }
 
     fn apply_knob(&mut self, group: GroupId, knob: Knob, bytes: Option<u64>) -> Result<Option<Action>> {
@@ -403,6 +598,15 @@ impl LinuxPlatform {
             Knob::Min => self.groups[group].knobs.min_bytes,
             Knob::Low => self.groups[group].knobs.low_bytes,
         };
+        // The common case: the controller asks again for what is already there.
+        if current == bytes {
+            let slot = Knob::ALL.iter().position(|&k| k == knob).unwrap_or(0);
+            if let Some(path) = &self.groups[group].knob_paths[slot] {
+                if !self.writer.is_outstanding(path) {
+                    return Ok(None);
+                }
+            }
+        }
         let path = &self.groups[group].spec.path;
         let Some(write) = self.backend.plan_knob(path, knob, bytes)? else { return Ok(None) };
         let applied = knob_action(group, knob, bytes);
@@ -452,6 +656,29 @@ impl LinuxPlatform {
     }
 }
 
+/// Switches the kernel's OOM killer off for a group (where the backend can) with the original
+/// journaled, so a limit the group outgrows makes its tasks wait for the agent to raise it
+/// rather than die. A failure is logged and counted, not fatal: the rescue still works on v2's
+/// events, and on v1 only the kill cannot be prevented.
+fn guard_against_oom_kills(backend: &dyn CgroupBackend, journal: &mut Journal, g: &mut Managed, stats: &mut PlatformStats) -> Result<()> {
+    if let Some(file) = g.oom.file.as_ref() {
+        let mut buf = Vec::new();
+        if let Some(state) = read_at_start(file, &mut buf).and_then(crate::cgroup::parse_oom_state) {
+            g.oom.events_seen = state.oom_events;
+        }
+    }
+    let Some(write) = backend.plan_oom_guard(&g.spec.path) else { return Ok(()) };
+    match journal.perform(&Change::Write(write)) {
+        Ok(()) => Ok(()),
+        Err(e @ (Error::Journal { .. } | Error::Io { op: "append to journal", .. })) => Err(e),
+        Err(e) => {
+            stats.oom_guard_failures += 1;
+            tracing::warn!(group = %g.spec.name, error = %e, "cannot switch off the OOM killer of the group; an OOM at its limit may kill a task before the agent raises it");
+            Ok(())
+        }
+    }
+}
+
 fn knob_action(group: GroupId, knob: Knob, bytes: Option<u64>) -> Action {
     match knob {
         Knob::Max => Action::SetMax { group, bytes },
@@ -480,6 +707,7 @@ impl Platform for LinuxPlatform {
     fn observe(&mut self) -> Result<Observation> {
         self.collect_writes();
         let now_ns = monotonic_ns();
+        self.now_ns = now_ns;
         let mut observed = Vec::with_capacity(self.groups.len());
         for g in &mut self.groups {
             if self.dry_run && !self.backend.exists(&g.spec.path) {
@@ -497,13 +725,18 @@ impl Platform for LinuxPlatform {
             if g.files.is_none() {
                 g.files = OpenFiles::open(self.backend.as_ref(), &g.spec.path);
             }
-            match g.files.as_ref().and_then(|f| f.read(&mut self.read_buf)) {
-                Some((stall, usage, knobs)) => (g.stall, g.usage_bytes, g.knobs) = (stall, usage, knobs),
+            let knobs_now = (g.knobs_age_ticks < KNOB_REFRESH_TICKS).then_some(g.knobs);
+            match g.files.as_ref().and_then(|f| f.read(&mut self.tick_buf, knobs_now)) {
+                Some((stall, usage, knobs)) => {
+                    (g.stall, g.usage_bytes, g.knobs) = (stall, usage, knobs);
+                    g.knobs_age_ticks = if knobs_now.is_some() { g.knobs_age_ticks + 1 } else { 0 };
+                }
                 None => {
                     g.files = None;
                     g.stall = self.backend.stall_totals(&g.spec.path)?;
                     g.usage_bytes = self.backend.usage_bytes(&g.spec.path)?;
                     g.knobs = self.backend.knobs(&g.spec.path)?;
+                    g.knobs_age_ticks = 0;
                 }
             }
             observed.push(GroupObservation {
@@ -514,6 +747,13 @@ impl Platform for LinuxPlatform {
                 knobs: g.knobs,
                 floor_bytes: g.spec.floor_bytes,
             });
+        }
+        if !self.dry_run {
+            for (id, seen) in observed.iter_mut().enumerate() {
+                if seen.knobs.max_bytes.is_some_and(|limit| seen.usage_bytes + OOM_NEAR_LIMIT_BYTES >= limit) && self.rescue_if_out_of_memory(id)? {
+                    seen.knobs = self.groups[id].knobs;
+                }
+            }
         }
         let events = self.take_job_events(now_ns);
         Ok(Observation { now_ns, total_memory_bytes: self.total_memory_bytes, groups: observed, events })
@@ -542,9 +782,13 @@ impl Platform for LinuxPlatform {
                 tracing::warn!(group, "controller named a group that does not exist; ignored");
                 continue;
             }
-            match self.apply_knob(group, knob, bytes) {
-                Ok(Some(a)) => applied.push(a),
-                Ok(None) => {}
+            let result = if knob == Knob::Max && self.backend.supports(Knob::High) {
+                self.apply_v2_max(group, bytes, &mut applied)
+            } else {
+                self.apply_knob(group, knob, bytes).map(|a| applied.extend(a))
+            };
+            match result {
+                Ok(()) => {}
                 Err(e @ Error::GroupVanished { .. }) => return Err(e),
                 Err(e @ (Error::Journal { .. } | Error::Io { op: "append to journal", .. })) => return Err(e),
                 Err(e) => {
@@ -764,12 +1008,75 @@ mod tests {
         std::fs::write(batch.join("memory.stat"), format!("anon {}\nfile 0\nunevictable 0\n", 150 * MIB)).unwrap();
         platform.observe().unwrap();
         let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(32 * MIB) }]).unwrap();
-        assert_eq!(applied, vec![Action::SetMax { group: 1, bytes: Some(158 * MIB) }]);
-        // With enough free swap the anon memory is reclaimable, so the request stands.
+        // Below usage: throttled through memory.high, memory.max kept above usage.
+        assert_eq!(applied, vec![Action::SetHigh { group: 1, bytes: Some(158 * MIB) }, Action::SetMax { group: 1, bytes: Some(216 * MIB) }]);
+        settle(&platform);
+        platform.observe().unwrap();
+        // With enough free swap the anon memory is reclaimable, so the request stands (as high).
         std::fs::write(dir.path().join("proc/meminfo"), "SwapFree: 1048576 kB\n").unwrap();
         let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(32 * MIB) }]).unwrap();
-        assert_eq!(applied, vec![Action::SetMax { group: 1, bytes: Some(32 * MIB) }]);
+        assert_eq!(applied, vec![Action::SetHigh { group: 1, bytes: Some(32 * MIB) }]);
+        settle(&platform);
+        // Once usage is down, the hard limit takes over and the helper high is cleared.
+        std::fs::write(batch.join("memory.current"), (30 * MIB).to_string()).unwrap();
+        platform.observe().unwrap();
+        let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(32 * MIB) }]).unwrap();
+        assert_eq!(applied, vec![Action::SetMax { group: 1, bytes: Some(32 * MIB) }, Action::SetHigh { group: 1, bytes: None }]);
+        settle(&platform);
+        assert_eq!(std::fs::read_to_string(batch.join("memory.high")).unwrap(), "max");
+        assert_eq!(std::fs::read_to_string(batch.join("memory.max")).unwrap(), (32 * MIB).to_string());
+        assert_eq!(platform.stats().lowered_via_high, 2);
         platform.restore(Duration::from_secs(5)).unwrap();
+    }
+
+    #[test]
+    fn a_v2_group_out_of_memory_gets_its_limit_raised_and_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = fake(dir.path());
+        let mut platform = open(dir.path(), options);
+        let batch = dir.path().join("cg/batch");
+        std::fs::write(batch.join("memory.max"), (64 * MIB).to_string()).unwrap();
+        std::fs::write(batch.join("memory.current"), (63 * MIB).to_string()).unwrap();
+        assert_eq!(platform.observe().unwrap().groups[1].knobs.max_bytes, Some(64 * MIB), "no OOM yet");
+        std::fs::write(batch.join("memory.events"), "low 0\nhigh 0\nmax 9\noom 1\noom_kill 0\n").unwrap();
+        let obs = platform.observe().unwrap();
+        assert_eq!(obs.groups[1].knobs.max_bytes, Some(80 * MIB), "raised by 16 MiB at once");
+        assert_eq!(std::fs::read_to_string(batch.join("memory.max")).unwrap(), (80 * MIB).to_string());
+        assert_eq!(platform.stats().oom_rescues, 1);
+        // Held against the controller's lower requests for a while.
+        let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(32 * MIB) }]).unwrap();
+        assert!(applied.is_empty(), "{applied:?}");
+        assert_eq!(platform.stats().clamped_to_oom_hold, 1);
+        // The same event is not a new OOM.
+        platform.observe().unwrap();
+        assert_eq!(platform.stats().oom_rescues, 1);
+        platform.restore(Duration::from_secs(5)).unwrap();
+        assert_eq!(std::fs::read_to_string(batch.join("memory.max")).unwrap(), (64 * MIB).to_string(), "restored to its value before the rescue");
+    }
+
+    #[test]
+    fn a_v1_group_under_oom_gets_its_limit_raised_and_the_oom_killer_switch_restored() {
+        use crate::cgroup::fake::{hybrid_roots, UNIFIED_FILES, V1_MEMORY_FILES};
+        let dir = tempfile::tempdir().unwrap();
+        let (memory, unified) = hybrid_roots(&dir.path().join("cg"));
+        populate(&memory.join("batch"), V1_MEMORY_FILES);
+        populate(&unified.join("batch"), UNIFIED_FILES);
+        let mut options = fake(dir.path());
+        options.journal_path = Some(dir.path().join("journal-v1.jsonl"));
+        let specs = vec![GroupSpec { name: "batch".into(), path: GroupPath::new("batch").unwrap(), role: GroupRole::NonRealTime, floor_bytes: 16 * MIB, create: false }];
+        let mut platform = LinuxPlatform::open(Box::new(crate::cgroup::HybridBackend::new(memory.clone(), unified)), specs, options).unwrap();
+        let oom_control = memory.join("batch/memory.oom_control");
+        assert_eq!(std::fs::read_to_string(&oom_control).unwrap(), "1", "the OOM killer is switched off");
+        std::fs::write(memory.join("batch/memory.limit_in_bytes"), (100 * MIB).to_string()).unwrap();
+        std::fs::write(memory.join("batch/memory.usage_in_bytes"), (100 * MIB).to_string()).unwrap();
+        std::fs::write(&oom_control, "oom_kill_disable 1\nunder_oom 1\noom_kill 0\n").unwrap();
+        let obs = platform.observe().unwrap();
+        assert_eq!(obs.groups[0].knobs.max_bytes, Some(125 * MIB), "raised by a quarter at once");
+        assert_eq!(platform.stats().oom_rescues, 1);
+        let report = platform.restore(Duration::from_secs(5)).unwrap();
+        assert!(report.failures.is_empty(), "{report:?}");
+        assert_eq!(std::fs::read_to_string(&oom_control).unwrap(), "0", "switch restored");
+        assert_eq!(std::fs::read_to_string(memory.join("batch/memory.limit_in_bytes")).unwrap(), (100 * MIB).to_string(), "limit restored to its value before the rescue");
     }
 
     #[test]

@@ -68,7 +68,7 @@ fn unique_name() -> String {
 struct Helper {
     child: Child,
     stdin: Option<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
+    stdout: Option<BufReader<ChildStdout>>,
 }
 
 impl Helper {
@@ -85,7 +85,7 @@ impl Helper {
             .spawn()
             .expect("python3 is needed for the real-machine tests (scripts/setup.sh installs the project's Python)");
         let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let stdout = Some(BufReader::new(child.stdout.take().unwrap()));
         Helper { child, stdin, stdout }
     }
 
@@ -101,7 +101,7 @@ impl Helper {
             .spawn()
             .unwrap();
         let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let stdout = Some(BufReader::new(child.stdout.take().unwrap()));
         Helper { child, stdin, stdout }
     }
 
@@ -118,7 +118,7 @@ impl Helper {
 
     fn expect(&mut self, want: &str) {
         let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
+        self.stdout.as_mut().unwrap().read_line(&mut line).unwrap();
         assert_eq!(line.trim(), want, "helper {} said {line:?}", self.pid());
     }
 }
@@ -615,15 +615,134 @@ fn srt_args(socket: &str) -> Vec<String> {
         .collect()
 }
 
+/// The acceptance experiment's parameters, chosen so the experiment means something on this
+/// machine kind (2 cores, 24 GiB, a swapfile on /tmp's ext4):
+///
+/// - soft real-time worker: period 20 ms, deadline 20 ms, 2 ms of compute after verifying 2048
+///   random pages (8 MiB) of a 32 MiB hot working set; beside it 64 MiB of cold data written at
+///   start and verified only at exit. BCET declared 4 ms (compute plus the page checks, about
+///   1 ms, with margin; measured responses average 8–9 ms because the worker shares the 2
+///   cores with the throughput worker, reclaim and the agent). Floor 40 MiB: the hot set plus
+///   the process itself.
+/// - measured here (first run): SARA 99.0 % of deadlines, throughput worker 62.2 MiB/s; Greedy
+///   99.9 %, 32.3 MiB/s. Under a load average of 6 from other work: SARA 97.5 %, 59.2 MiB/s;
+///   Greedy 99.8 %, 26.5 MiB/s.
+/// - non-real-time worker: random verified reads over 160 MiB; floor 32 MiB.
+/// - budget: 60 % of the combined peak (32 + 64 + 160 MiB of data, about 2 MiB of processes):
+///   155 MiB. Greedy leaves the soft real-time group unconstrained, so it keeps its cold data
+///   resident and the non-real-time worker gets about 57 MiB of its 160; SARA sees no stall and
+///   shrinks the soft real-time limit toward its floor, so the cold data goes to swap and the
+///   non-real-time worker gets about 115 MiB.
+/// - swapfile: 512 MiB (the cold data plus the non-real-time overflow, with room).
+const ACCEPTANCE_RUN: Duration = Duration::from_secs(60);
+const ACCEPTANCE_BUDGET_BYTES: u64 = 155 * MIB;
+
+fn acceptance_srt_args(socket: &str) -> Vec<String> {
+    let args = ["--socket", socket, "--period-ms", "20", "--deadline-ms", "20", "--compute-us", "2000", "--wss-mib", "32", "--cold-mib", "64", "--pages-per-job", "2048", "--pattern", "random"];
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+/// What one controller's run gave.
+struct AcceptanceRun {
+    hit_ratio: f64,
+    nrt_units_per_s: f64,
+}
+
+fn run_acceptance(machine: &Machine, dir: &Path, controller_name: &str) -> AcceptanceRun {
+    let socket = dir.join(format!("run-{controller_name}/jobs.sock"));
+    let socket_arg = socket.to_string_lossy().into_owned();
+    let (srt_path, nrt_path) = (GroupPath::new(&unique_name()).unwrap(), GroupPath::new(&unique_name()).unwrap());
+    let specs = vec![
+        GroupSpec { name: "srt".into(), path: srt_path.clone(), role: GroupRole::SoftRealTime { deadline_ns: 20_000_000, bcet_ns: 4_000_000 }, floor_bytes: 40 * MIB, create: true },
+        GroupSpec { name: "nrt".into(), path: nrt_path.clone(), role: GroupRole::NonRealTime, floor_bytes: 32 * MIB, create: true },
+    ];
+    let server = JobServer::bind(JobServerConfig {
+        socket_path: socket.clone(),
+        socket_gid: None,
+        groups: specs.iter().map(|s| ReportingGroup { name: s.name.clone(), cgroup: s.path.to_string() }).collect(),
+        hierarchy: Hierarchy::for_layout(&machine.layout),
+        proc: ProcFs::new("/proc".into()),
+        max_connections: 8,
+    })
+    .unwrap();
+    let options = PlatformOptions {
+        total_memory_bytes: ACCEPTANCE_BUDGET_BYTES,
+        dry_run: false,
+        journal_path: Some(dir.join(format!("journal-{controller_name}.jsonl"))),
+        job_server: Some(server),
+        proc_root: "/proc".into(),
+    };
+    let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
+    let platform = guard.get();
+    let srt = Worker::start(|pid| platform.add_process(0, pid).unwrap(), SRT_WORKER, &acceptance_srt_args(&socket_arg).iter().map(String::as_str).collect::<Vec<_>>());
+    let nrt = Worker::start(|pid| platform.add_process(1, pid).unwrap(), NRT_WORKER, &["--wss-mib", "160", "--pattern", "random", "--report-ms", "10000"]);
+    let mut controller = make_controller(controller_name, serde_json::json!({})).unwrap();
+    let mut control = ControlLoop::new(controller.interval_ns());
+    let started = Instant::now();
+    let (mut srt_limits, mut nrt_limits) = (Vec::new(), Vec::new());
+    control
+        .run(platform, controller.as_mut(), || started.elapsed() >= ACCEPTANCE_RUN, |p, _, _| {
+            srt_limits.push(p.last_seen(0).1.max_bytes);
+            nrt_limits.push(p.last_seen(1).1.max_bytes);
+        })
+        .unwrap();
+    let cost = control.stats.summary();
+    let (srt_jobs, stats) = (platform.job_counts(0).clone(), platform.stats().clone());
+    let (srt_summary, srt_code) = srt.stop();
+    let (nrt_summary, nrt_code) = nrt.stop();
+    let report = guard.restore();
+    // Over the ticks with a limit set (Greedy never limits the soft real-time group).
+    let mean_mib = |limits: &[Option<u64>]| {
+        let set: Vec<f64> = limits.iter().flatten().map(|&b| b as f64 / MIB as f64).collect();
+        if set.is_empty() {
+            "unlimited".to_owned()
+        } else {
+            format!("{:.1} MiB", set.iter().sum::<f64>() / set.len() as f64)
+        }
+    };
+    let srt_done = srt_summary["jobs"].as_u64().unwrap() + srt_summary["dropped"].as_u64().unwrap();
+    let hit_ratio = srt_summary["deadline_hits"].as_u64().unwrap() as f64 / srt_done.max(1) as f64;
+    let nrt_units_per_s = nrt_summary["work_units_per_s"].as_f64().unwrap();
+    let _ = writeln!(
+        std::io::stderr(),
+        "{controller_name}: hit ratio {:.1} %, nrt {nrt_units_per_s:.1} MiB verified/s; mean limits srt {}, nrt {}; loop {cost:?}; jobs {srt_jobs:?}; writes ok {} failed {}, oom rescues {}\n  srt {srt_summary}\n  nrt {nrt_summary}\n  restore {report:?}",
+        hit_ratio * 100.0,
+        mean_mib(&srt_limits),
+        mean_mib(&nrt_limits),
+        stats.writes_ok,
+        stats.writes_failed,
+        stats.oom_rescues,
+    );
+    assert_eq!((srt_code, nrt_code), (Some(0), Some(0)), "{controller_name}: workers exit cleanly (3 would be a checksum failure)");
+    assert_eq!(srt_summary["checksum_failures"], 0);
+    assert_eq!(nrt_summary["checksum_failures"], 0);
+    assert_eq!(srt_summary["cold_pages_verified"].as_u64(), Some(64 * MIB / 4096), "the cold data came back intact");
+    assert!(srt_done >= 2900, "{controller_name}: about 3000 jobs in 60 s: {srt_summary}");
+    assert!(srt_jobs.released >= 2900, "the agent saw the jobs: {srt_jobs:?}");
+    assert!(stats.writes_ok > 0, "limits were written");
+    for (limits, floor) in [(&srt_limits, 40 * MIB), (&nrt_limits, 32 * MIB)] {
+        assert!(limits.iter().flatten().all(|&l| l >= floor), "never below the floor: {limits:?}");
+    }
+    assert!(report.failures.is_empty(), "{report:?}");
+    for path in [&srt_path, &nrt_path] {
+        assert!(!machine.backend.exists(path) && machine.backend.group_dirs(path).iter().all(|d| !d.exists()), "{path} left behind");
+    }
+    AcceptanceRun { hit_ratio, nrt_units_per_s }
+}
+
+/// Issue 5's acceptance experiment: one soft real-time and one non-real-time worker capped
+/// together at 60 % of their combined peak, 60 s under SARA and 60 s under Greedy, on a
+/// swapfile of the test's own.
 #[test]
-fn srt_and_nrt_workers_run_under_greedy_then_sara_and_everything_is_restored() {
-    let test = "srt_and_nrt_workers_run_under_greedy_then_sara_and_everything_is_restored";
+fn sara_keeps_soft_real_time_deadlines_and_gives_non_real_time_more_than_greedy() {
+    let test = "sara_keeps_soft_real_time_deadlines_and_gives_non_real_time_more_than_greedy";
     let Some(machine) = machine(test) else { return };
     let _swap_changes = SWAP_SENSITIVE.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
     let swap = SwapManager::new(dir.path().join("swap.json"), PathBuf::from("/proc"));
+    let others_before = swap.active().unwrap();
     let swap_guard = SwapGuard(swap.clone());
-    match swap.setup(&dir.path().join("critmem-e2e.swap"), 512 * MIB) {
+    match swap.setup(&dir.path().join("critmem-acceptance.swap"), 512 * MIB) {
         Ok(_) => {}
         Err(Error::SwapUnsupported { stderr, .. }) => {
             skip(test, &format!("swapon refused a file in {}: {stderr}", dir.path().display()));
@@ -631,83 +750,22 @@ fn srt_and_nrt_workers_run_under_greedy_then_sara_and_everything_is_restored() {
         }
         Err(e) => panic!("{e}"),
     }
-    for controller_name in ["greedy", "sara"] {
-        let socket = dir.path().join(format!("run-{controller_name}/jobs.sock"));
-        let socket_arg = socket.to_string_lossy().into_owned();
-        let (srt_path, nrt_path) = (GroupPath::new(&unique_name()).unwrap(), GroupPath::new(&unique_name()).unwrap());
-        let specs = vec![
-            // The floor covers the worker's working set: a v1 limit far below a working set
-            // that is being touched can OOM-kill at fault time even with swap free.
-            GroupSpec { name: "srt".into(), path: srt_path.clone(), role: srt_role(), floor_bytes: 56 * MIB, create: true },
-            GroupSpec { name: "nrt".into(), path: nrt_path.clone(), role: GroupRole::NonRealTime, floor_bytes: 32 * MIB, create: true },
-        ];
-        let server = JobServer::bind(JobServerConfig {
-            socket_path: socket.clone(),
-            socket_gid: None,
-            groups: specs.iter().map(|s| ReportingGroup { name: s.name.clone(), cgroup: s.path.to_string() }).collect(),
-            hierarchy: Hierarchy::for_layout(&machine.layout),
-            proc: ProcFs::new("/proc".into()),
-            max_connections: 8,
-        })
-        .unwrap();
-        let backend = open_backend(&machine.layout).unwrap();
-        // 60 % of the two workers' combined peak (48 + 192 MiB of data, ~8 MiB of the rest).
-        let options = PlatformOptions {
-            total_memory_bytes: 150 * MIB,
-            dry_run: false,
-            journal_path: Some(dir.path().join(format!("journal-{controller_name}.jsonl"))),
-            job_server: Some(server),
-            proc_root: "/proc".into(),
-        };
-        let mut guard = PlatformGuard(Some(LinuxPlatform::open(backend, specs, options).unwrap()));
-        let platform = guard.get();
-        let srt = Worker::start(|pid| platform.add_process(0, pid).unwrap(), SRT_WORKER, &srt_args(&socket_arg).iter().map(String::as_str).collect::<Vec<_>>());
-        let nrt = Worker::start(|pid| platform.add_process(1, pid).unwrap(), NRT_WORKER, &["--wss-mib", "192", "--report-ms", "1000"]);
-        let config = match controller_name {
-            "sara" => serde_json::json!({ "initial_limit_bytes": 64 * MIB }),
-            _ => serde_json::json!({}),
-        };
-        let mut controller = make_controller(controller_name, config).unwrap();
-        let mut control = ControlLoop::new(controller.interval_ns());
-        let started = Instant::now();
-        let mut nrt_limits = Vec::new();
-        control
-            .run(platform, controller.as_mut(), || started.elapsed() >= Duration::from_secs(5), |p, _, _| {
-                if let Some(limit) = p.last_seen(1).1.max_bytes {
-                    nrt_limits.push(limit);
-                }
-            })
-            .unwrap();
-        let cost = control.stats.summary();
-        let (srt_jobs, stats) = (platform.job_counts(0).clone(), platform.stats().clone());
-        let (srt_summary, srt_code) = srt.stop();
-        let (nrt_summary, nrt_code) = nrt.stop();
-        let report = guard.restore();
-        let _ = writeln!(
-            std::io::stderr(),
-            "{controller_name}: loop {cost:?}, early wakes {}, jobs {srt_jobs:?}, writes ok {} failed {}, nrt limit min {:?} max {:?}\n  srt {srt_summary}\n  nrt {nrt_summary}\n  restore {report:?}",
-            control.stats.early_wakes,
-            stats.writes_ok,
-            stats.writes_failed,
-            nrt_limits.iter().min(),
-            nrt_limits.iter().max(),
-        );
-        assert_eq!((srt_code, nrt_code), (Some(0), Some(0)), "workers exit cleanly");
-        assert_eq!(srt_summary["checksum_failures"], 0);
-        assert_eq!(nrt_summary["checksum_failures"], 0);
-        assert!(srt_summary["jobs"].as_u64().unwrap() > 50, "{srt_summary}");
-        assert!(nrt_summary["work_units"].as_u64().unwrap() > 0, "{nrt_summary}");
-        assert!(srt_jobs.released > 50 && srt_jobs.completed > 50, "the agent saw the jobs: {srt_jobs:?}");
-        assert!(stats.writes_ok > 0, "limits were written");
-        assert!(nrt_limits.iter().all(|&l| l >= 32 * MIB), "never below the floor: {nrt_limits:?}");
-        assert!(nrt_limits.iter().any(|&l| l < 192 * MIB), "the non-RT group was limited: {nrt_limits:?}");
-        assert!(report.failures.is_empty(), "{report:?}");
-        for path in [&srt_path, &nrt_path] {
-            assert!(!machine.backend.exists(path) && machine.backend.group_dirs(path).iter().all(|d| !d.exists()), "{path} left behind");
-        }
-    }
+    let sara = run_acceptance(&machine, dir.path(), "sara");
+    let greedy = run_acceptance(&machine, dir.path(), "greedy");
     drop(swap_guard);
-    assert!(swap.state().unwrap().is_none() && !dir.path().join("critmem-e2e.swap").exists(), "swapfile left behind");
+    let _ = writeln!(
+        std::io::stderr(),
+        "acceptance: sara hit ratio {:.1} %, nrt {:.1}/s; greedy hit ratio {:.1} %, nrt {:.1}/s (sara/greedy {:.2})",
+        sara.hit_ratio * 100.0,
+        sara.nrt_units_per_s,
+        greedy.hit_ratio * 100.0,
+        greedy.nrt_units_per_s,
+        sara.nrt_units_per_s / greedy.nrt_units_per_s
+    );
+    assert!(swap.state().unwrap().is_none() && !dir.path().join("critmem-acceptance.swap").exists(), "swapfile left behind");
+    assert_eq!(swap.active().unwrap(), others_before, "other swap exactly as it was");
+    assert!(sara.hit_ratio >= 0.90, "SARA keeps the soft real-time deadline-hit ratio at or above 90 %: {:.1} %", sara.hit_ratio * 100.0);
+    assert!(sara.nrt_units_per_s > greedy.nrt_units_per_s, "SARA gives the non-real-time worker more throughput than Greedy: {:.1} vs {:.1}", sara.nrt_units_per_s, greedy.nrt_units_per_s);
 }
 
 #[test]
@@ -722,8 +780,24 @@ fn the_platform_conformance_body_passes_on_real_cgroups() {
     let options = PlatformOptions { total_memory_bytes: 256 * MIB, dry_run: false, journal_path: Some(dir.path().join("journal.jsonl")), job_server: None, proc_root: "/proc".into() };
     let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
     let result = critmem_linux::conformance::check_platform(guard.get(), |p| assert!(p.wait_writes(Duration::from_secs(10))));
+    // The body shared with the simulator (crates/core/tests/conformance.rs), as a controller
+    // in the real control loop.
+    let (mut probe, probe_report) = critmem_policy::ConformanceProbe::new(5_000_000);
+    let mut control = ControlLoop::new(5_000_000);
+    let started = Instant::now();
+    let mut probe_run = Ok(());
+    if result.is_ok() {
+        let done = probe_report.clone();
+        probe_run = control.run(guard.get(), &mut probe, || done.lock().unwrap().finished || started.elapsed() > Duration::from_secs(20), |_, _, _| {});
+    }
     let report = guard.restore();
     result.unwrap();
+    probe_run.unwrap();
+    let probe_report = probe_report.lock().unwrap().clone();
+    let _ = writeln!(std::io::stderr(), "conformance probe on real cgroups: {} ticks, finished {}", probe_report.ticks, probe_report.finished);
+    if let Err(violations) = probe_report.verdict() {
+        panic!("the Linux platform broke the platform contract:\n{violations}");
+    }
     assert!(report.failures.is_empty(), "{report:?}");
     assert!(paths.iter().all(|p| !machine.backend.exists(p)));
 }
@@ -848,4 +922,344 @@ fn the_agent_fails_with_one_line_and_exit_code_2_on_a_missing_group() {
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("does not exist"), "{stderr}");
+}
+
+/// Asks for the same hard limit on every group, every tick, whatever happens: the controller
+/// that once got a worker OOM-killed (SARA lowering a v1 limit toward a floor below the
+/// worker's working set), reduced to its essence.
+struct Squeeze {
+    limit_bytes: u64,
+}
+
+impl critmem_policy::Controller for Squeeze {
+    fn name(&self) -> &str {
+        "squeeze"
+    }
+
+    fn tick(&mut self, obs: &critmem_policy::Observation) -> Vec<critmem_policy::Action> {
+        (0..obs.groups.len()).map(|group| critmem_policy::Action::SetMax { group, bytes: Some(self.limit_bytes) }).collect()
+    }
+}
+
+/// The OOM state of a v1 group (`memory.oom_control`) or v2 group (`memory.events`).
+fn oom_state(machine: &Machine, group: &GroupPath) -> critmem_linux::cgroup::OomState {
+    let path = machine.backend.oom_file(group);
+    critmem_linux::cgroup::parse_oom_state(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+#[test]
+fn a_worker_whose_working_set_exceeds_the_asked_limit_is_never_oom_killed() {
+    let test = "a_worker_whose_working_set_exceeds_the_asked_limit_is_never_oom_killed";
+    let Some(machine) = machine(test) else { return };
+    let _no_swap_changes = SWAP_SENSITIVE.lock().unwrap_or_else(|p| p.into_inner());
+    if std::fs::read_to_string("/proc/swaps").unwrap().lines().count() > 1 {
+        skip(test, "swap is on, so the working set would be swapped out instead of hitting OOM");
+        return;
+    }
+    let working_set = (96 * MIB).to_string();
+    let asked_limit_bytes = 16 * MIB;
+
+    // The hazard is real: without the agent, that limit OOM-kills the worker.
+    if matches!(machine.layout, Layout::Hybrid { .. }) {
+        let mut bare = GroupGuard::create(&machine);
+        machine.backend.set_knob(&bare.group, Knob::Max, Some(asked_limit_bytes)).unwrap();
+        let helper = bare.adopt(Helper::python(ALLOCATE, &[&working_set]));
+        helper.say("go");
+        let status = helper.child.wait().unwrap();
+        assert!(!status.success(), "a {working_set}-byte working set under a 16 MiB limit without swap should be killed");
+        assert_eq!(oom_state(&machine, &bare.group).oom_kills, 1, "the kernel's OOM killer did it");
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = GroupPath::new(&unique_name()).unwrap();
+    let specs = vec![GroupSpec { name: "hog".into(), path: path.clone(), role: GroupRole::NonRealTime, floor_bytes: 8 * MIB, create: true }];
+    let options = PlatformOptions { total_memory_bytes: 1024 * MIB, dry_run: false, journal_path: Some(dir.path().join("journal.jsonl")), job_server: None, proc_root: "/proc".into() };
+    let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
+    let platform = guard.get();
+    let mut controller = Squeeze { limit_bytes: asked_limit_bytes };
+    // The limit is in place before the worker allocates anything.
+    critmem_policy::step(platform, &mut controller).unwrap();
+    assert!(platform.wait_writes(Duration::from_secs(5)));
+    assert_eq!(machine.backend.knob(&path, Knob::Max).unwrap(), Some(asked_limit_bytes));
+    let mut helper = Helper::python(ALLOCATE, &[&working_set]);
+    platform.add_process(0, helper.pid()).unwrap();
+    helper.say("go");
+    // The worker reports on its stdout when it has touched its whole working set.
+    let (tx, ready) = std::sync::mpsc::channel();
+    let mut stdout = helper.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = stdout.read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let mut control = ControlLoop::new(5_000_000);
+    let started = Instant::now();
+    let mut said = None;
+    control
+        .run(platform, &mut controller, || {
+            if said.is_none() {
+                said = ready.try_recv().ok();
+            }
+            // Past ready, keep squeezing a while: the held limit must stay held.
+            said.is_some() && started.elapsed() > Duration::from_secs(3) || started.elapsed() > Duration::from_secs(30)
+        }, |_, _, _| {})
+        .unwrap();
+    let stats = platform.stats().clone();
+    let state = oom_state(&machine, &path);
+    let limit = machine.backend.knob(&path, Knob::Max).unwrap();
+    let alive = helper.child.try_wait().unwrap().is_none();
+    let _ = writeln!(std::io::stderr(), "squeezed to 16 MiB: said {said:?} after {:?}, alive {alive}, {state:?}, limit {limit:?}, rescues {}, held {}, failed writes {}", started.elapsed(), stats.oom_rescues, stats.clamped_to_oom_hold, stats.writes_failed);
+    assert_eq!(said.as_deref().map(str::trim), Some("ready"), "the worker touched its whole working set");
+    assert!(alive, "the worker is alive");
+    assert_eq!(state.oom_kills, 0, "nothing was OOM-killed");
+    assert!(stats.oom_rescues > 0, "the agent had to raise the limit");
+    assert!(limit.is_some_and(|l| l >= 96 * MIB), "the limit was raised to the working set: {limit:?}");
+    if matches!(machine.layout, Layout::Hybrid { .. }) {
+        assert!(state.kill_disabled, "the agent switched the OOM killer off while it manages the group");
+    }
+    drop(helper);
+    let report = guard.restore();
+    assert!(report.failures.is_empty(), "{report:?}");
+    assert!(!machine.backend.exists(&path));
+}
+
+/// Drops every odd job of group 0 as soon as its release is seen, and records the drops the
+/// workload reports back.
+struct DropOddJobs {
+    reported_drops: std::sync::Arc<Mutex<Vec<u64>>>,
+}
+
+impl critmem_policy::Controller for DropOddJobs {
+    fn name(&self) -> &str {
+        "drop-odd-jobs"
+    }
+
+    fn tick(&mut self, obs: &critmem_policy::Observation) -> Vec<critmem_policy::Action> {
+        use critmem_policy::{Action, JobEvent};
+        let mut actions = Vec::new();
+        for event in &obs.events {
+            match *event {
+                JobEvent::Release { group, job, .. } if job % 2 == 1 => actions.push(Action::DropJob { group, job }),
+                JobEvent::Drop { job, .. } => self.reported_drops.lock().unwrap().push(job),
+                _ => {}
+            }
+        }
+        actions
+    }
+}
+
+#[test]
+fn a_job_the_controller_drops_is_abandoned_by_the_soft_real_time_worker() {
+    let Some(machine) = machine("a_job_the_controller_drops_is_abandoned_by_the_soft_real_time_worker") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("run/jobs.sock");
+    let path = GroupPath::new(&unique_name()).unwrap();
+    let specs = vec![GroupSpec { name: "srt".into(), path: path.clone(), role: srt_role(), floor_bytes: 16 * MIB, create: true }];
+    let server = JobServer::bind(JobServerConfig {
+        socket_path: socket.clone(),
+        socket_gid: None,
+        groups: vec![ReportingGroup { name: "srt".into(), cgroup: path.to_string() }],
+        hierarchy: Hierarchy::for_layout(&machine.layout),
+        proc: ProcFs::new("/proc".into()),
+        max_connections: 8,
+    })
+    .unwrap();
+    let options = PlatformOptions { total_memory_bytes: 256 * MIB, dry_run: false, journal_path: Some(dir.path().join("journal.jsonl")), job_server: Some(server), proc_root: "/proc".into() };
+    let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
+    let platform = guard.get();
+    // Jobs of 20 ms compute every 50 ms: a drop asked within a tick of the release lands
+    // while the job still runs.
+    let socket_arg = socket.to_string_lossy().into_owned();
+    let srt = Worker::start(|pid| platform.add_process(0, pid).unwrap(), SRT_WORKER, &["--socket", &socket_arg, "--period-ms", "50", "--compute-us", "20000", "--wss-mib", "8"]);
+    let reported = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let mut controller = DropOddJobs { reported_drops: reported.clone() };
+    let mut control = ControlLoop::new(5_000_000);
+    let started = Instant::now();
+    control.run(platform, &mut controller, || started.elapsed() >= Duration::from_secs(4), |_, _, _| {}).unwrap();
+    let (counts, stats) = (platform.job_counts(0).clone(), platform.stats().clone());
+    let (summary, code) = srt.stop();
+    let report = guard.restore();
+    let reported = reported.lock().unwrap().clone();
+    let _ = writeln!(std::io::stderr(), "drops asked {}, reported back {reported:?}, agent counts {counts:?}, worker {summary}", stats.drops_requested);
+    assert_eq!(code, Some(0));
+    assert_eq!(summary["checksum_failures"], 0);
+    let dropped = summary["dropped"].as_u64().unwrap();
+    assert!(dropped >= 20, "the worker abandoned the dropped jobs: {summary}");
+    assert!(summary["jobs"].as_u64().unwrap() >= 20, "and completed the others: {summary}");
+    assert!(stats.drops_requested >= 20);
+    assert!(reported.len() as u64 >= dropped - 1, "the worker reported its drops back: {reported:?}");
+    assert!(reported.iter().all(|job| job % 2 == 1), "only the jobs asked for were dropped: {reported:?}");
+    assert_eq!(counts.dropped, reported.len() as u64);
+    assert!(report.failures.is_empty() && !machine.backend.exists(&path), "{report:?}");
+}
+
+#[test]
+fn a_managed_group_vanishing_mid_run_stops_the_agent_with_one_line_and_the_rest_is_restored() {
+    let Some(machine) = machine("a_managed_group_vanishing_mid_run_stops_the_agent_with_one_line_and_the_rest_is_restored") else { return };
+    let doomed = GroupGuard::create(&machine);
+    let kept = GroupGuard::create(&machine);
+    let original = 1024 * MIB;
+    machine.backend.set_knob(&kept.group, Knob::Max, Some(original)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config_path = dir.path().join("agent.toml");
+    let journal = dir.path().join("journal.jsonl");
+    std::fs::write(
+        &config_path,
+        format!(
+            "controller = \"greedy\"\ntotal_memory_bytes = {}\nsocket = \"{}\"\njournal = \"{}\"\n\
+             [[group]]\nname = \"doomed\"\ncgroup = \"{}\"\nrole = \"non-real-time\"\nfloor_bytes = {}\n\
+             [[group]]\nname = \"kept\"\ncgroup = \"{}\"\nrole = \"non-real-time\"\nfloor_bytes = {}\n",
+            512 * MIB,
+            dir.path().join("run/jobs.sock").display(),
+            journal.display(),
+            doomed.group.as_str(),
+            16 * MIB,
+            kept.group.as_str(),
+            16 * MIB,
+        ),
+    )
+    .unwrap();
+    let agent = Worker { child: Some(Command::new(AGENT).arg("--config").arg(&config_path).args(["--log-level", "error"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()) };
+    wait_for_limit(&machine, &kept.group, "the agent to lower the kept group's limit", |l| l.is_some_and(|l| l < original));
+    machine.backend.remove(&doomed.group).unwrap();
+    let mut agent = agent;
+    let output = agent.child.take().unwrap().wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let _ = writeln!(std::io::stderr(), "agent after the group vanished: {:?}: {stderr}", output.status.code());
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.contains("vanished mid-run") && stderr.contains(doomed.group.as_str()), "{stderr}");
+    assert_eq!(machine.backend.knob(&kept.group, Knob::Max).unwrap(), Some(original), "the rest is restored");
+    assert!(!journal.exists(), "a complete restore removes the journal");
+}
+
+/// The Python client's script for [`the_c_and_python_job_clients_report_to_the_real_agent_socket`]:
+/// the module file is loaded on its own (it needs only the standard library).
+const PYTHON_CLIENT: &str = r#"
+import importlib.util, sys, time
+spec = importlib.util.spec_from_file_location("jobclient", sys.argv[1])
+jc = importlib.util.module_from_spec(spec); spec.loader.exec_module(jc)
+c = jc.JobClient(sys.argv[2])
+now = time.monotonic_ns()
+c.release(1, now + 20_000_000, at_ns=now)
+c.complete(1)
+c.release(2, now + 40_000_000)
+for _ in range(500):
+    if 2 in c.drop_requests():
+        break
+    time.sleep(0.01)
+c.drop(2)
+time.sleep(0.3)  # the agent checks the sender's cgroup as it reads each message
+print(f"sent {c.sent} unsent {c.unsent}")
+sys.exit(0 if c.unsent == 0 else 1)
+"#;
+
+const C_CLIENT: &str = r#"
+#include "critmem_job.h"
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    struct critmem_job_client c;
+    if (argc != 2 || critmem_job_init(&c, argv[1]) != 0) return 2;
+    uint64_t now = critmem_job_now_ns();
+    critmem_job_release_at(&c, 1, now + 20000000ULL, now);
+    critmem_job_complete(&c, 1);
+    critmem_job_release(&c, 2, now + 40000000ULL);
+    for (int i = 0; i < 500 && !critmem_job_drop_requested(&c, 2); i++) {
+        struct timespec pause = {0, 10000000L};
+        nanosleep(&pause, NULL);
+    }
+    critmem_job_drop(&c, 2);
+    /* The agent checks the sender's cgroup as it reads each message: stay until it has. */
+    struct timespec linger = {0, 300000000L};
+    nanosleep(&linger, NULL);
+    printf("sent %llu unsent %llu\n", (unsigned long long)c.sent, (unsigned long long)c.unsent);
+    critmem_job_close(&c);
+    return c.unsent == 0 ? 0 : 1;
+}
+"#;
+
+/// Runs one client program inside a managed group against a real job server: it reports
+/// release 1, complete 1, release 2, receives the agent's drop request for job 2 and reports
+/// the drop. Returns the server's view, in order.
+fn exercise_client(machine: &Machine, program: &str, args: &[&str]) -> Vec<(JobOp, u64)> {
+    let mut guard = GroupGuard::create(machine);
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("run/jobs.sock");
+    let mut server = JobServer::bind(JobServerConfig {
+        socket_path: socket.clone(),
+        socket_gid: None,
+        groups: vec![ReportingGroup { name: "rt".into(), cgroup: guard.group.to_string() }],
+        hierarchy: Hierarchy::for_layout(&machine.layout),
+        proc: ProcFs::new("/proc".into()),
+        max_connections: 8,
+    })
+    .unwrap();
+    let socket_arg = socket.to_string_lossy().into_owned();
+    let mut argv: Vec<&str> = args.to_vec();
+    argv.push(&socket_arg);
+    let mut worker = Worker::start(|pid| machine.backend.move_pid(&guard.group, pid).unwrap(), program, &argv);
+    let mut seen = Vec::new();
+    let mut asked = false;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while seen.len() < 4 && Instant::now() < deadline {
+        for report in server.poll() {
+            seen.push((report.op, report.job));
+        }
+        if !asked && seen.iter().any(|&(op, job)| job == 2 && matches!(op, JobOp::Release { .. })) {
+            asked = server.deliver_drop(0, 2) > 0;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut child = worker.child.take().unwrap();
+    let status = child.wait().unwrap();
+    let mut out = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    let _ = writeln!(std::io::stderr(), "{program}: {out:?}, server saw {seen:?}, stats {:?}", server.stats());
+    assert!(status.success(), "{program} exited with {status}");
+    assert_eq!(server.stats().malformed_messages, 0);
+    guard.helpers.clear();
+    seen
+}
+
+fn assert_client_conversation(seen: &[(JobOp, u64)]) {
+    assert_eq!(seen.len(), 4, "{seen:?}");
+    assert!(matches!(seen[0], (JobOp::Release { .. }, 1)), "{seen:?}");
+    assert_eq!(seen[1], (JobOp::Complete, 1));
+    assert!(matches!(seen[2], (JobOp::Release { .. }, 2)), "{seen:?}");
+    assert_eq!(seen[3], (JobOp::Drop, 2), "the client received the agent's drop request and reported the drop");
+}
+
+#[test]
+fn the_c_and_python_job_clients_report_to_the_real_agent_socket() {
+    let test = "the_c_and_python_job_clients_report_to_the_real_agent_socket";
+    let Some(machine) = machine(test) else { return };
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = tempfile::tempdir().unwrap();
+
+    let python = if Path::new("/usr/bin/python3").exists() { "/usr/bin/python3" } else { "python3" };
+    let script = dir.path().join("client.py");
+    std::fs::write(&script, PYTHON_CLIENT).unwrap();
+    let module = repo.join("python/critmem/jobclient.py");
+    let seen = exercise_client(&machine, python, &[&script.to_string_lossy(), &module.to_string_lossy()]);
+    assert_client_conversation(&seen);
+
+    let Ok(cc) = Command::new("cc").arg("--version").output() else {
+        skip(test, "no C compiler (cc) on this machine: the C header was not tested");
+        return;
+    };
+    assert!(cc.status.success());
+    let source = dir.path().join("client.c");
+    std::fs::write(&source, C_CLIENT).unwrap();
+    let exe = dir.path().join("client");
+    let compile = Command::new("cc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I"])
+        .arg(repo.join("include"))
+        .arg(&source)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(compile.status.success(), "include/critmem_job.h does not compile cleanly: {}", String::from_utf8_lossy(&compile.stderr));
+    let seen = exercise_client(&machine, &exe.to_string_lossy(), &[]);
+    assert_client_conversation(&seen);
 }

@@ -16,6 +16,7 @@
 use serde::{Deserialize, Serialize};
 
 pub mod budget;
+pub mod conformance;
 mod error;
 pub mod factory;
 pub mod fixed;
@@ -26,6 +27,7 @@ pub mod senpai;
 pub mod tmo;
 
 pub use budget::{interval_stall_ns, LimitKnob, StallKind};
+pub use conformance::{ConformanceProbe, ConformanceReport};
 pub use error::PolicyError;
 pub use factory::{make_controller, ControllerConfig, CONTROLLER_NAMES};
 pub use fixed::{pick_offline_limit, FixedLimits, OfflineConfig, StaticConfig};

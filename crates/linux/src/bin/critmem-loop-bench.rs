@@ -86,6 +86,7 @@ fn main() {
     let run = Duration::from_secs_f64(args.seconds);
     let result = control.run(&mut platform, controller.as_mut(), || started.elapsed() >= run || signalled(&signals), |_, _, _| {});
     let elapsed_s = started.elapsed().as_secs_f64();
+    let baseline = bare_reads(&platform, args.interval_ms, run.min(Duration::from_secs(5)));
     for mut w in workers {
         let _ = w.kill();
         let _ = w.wait();
@@ -113,8 +114,41 @@ fn main() {
         "tick_cost_max_us": s.max_ns as f64 / 1e3,
         "group_cost_mean_us": (s.mean_ns / groups) as f64 / 1e3,
         "loop_share_of_one_core_pct": control.stats.cost_sum_ns as f64 / 1e9 / elapsed_s * 100.0,
+        "baseline_files_per_tick": baseline.0,
+        "baseline_bare_reads_mean_us": baseline.1 as f64 / 1e3,
+        "tick_cost_over_bare_reads": s.mean_ns as f64 / baseline.1.max(1) as f64,
     });
     println!("{summary}");
+}
+
+/// The baseline: the same cgroup files a tick reads (both pressure files, usage and every knob
+/// file of every group), opened once and read with one pread each from offset 0, at the same
+/// cadence, with nothing parsed or decided. Returns (files per tick, mean ns per tick).
+fn bare_reads(platform: &LinuxPlatform, interval_ms: u64, run: Duration) -> (usize, u64) {
+    use critmem_linux::cgroup::{Knob, PsiResource};
+    use std::os::unix::fs::FileExt;
+    let backend = platform.backend();
+    let mut files = Vec::new();
+    for spec in platform.group_specs() {
+        let memory_dir = &backend.group_dirs(&spec.path)[0];
+        let usage = ["memory.current", "memory.usage_in_bytes"].iter().map(|n| memory_dir.join(n)).find(|p| p.exists());
+        let knobs = Knob::ALL.iter().filter_map(|&k| backend.plan_knob(&spec.path, k, None).ok().flatten().map(|w| w.path));
+        let paths = [backend.pressure_file(&spec.path, PsiResource::Memory), backend.pressure_file(&spec.path, PsiResource::Io)].into_iter().chain(usage).chain(knobs);
+        files.extend(paths.filter_map(|p| std::fs::File::open(p).ok()));
+    }
+    let mut buf = [0u8; 512];
+    let (mut ticks, mut sum_ns) = (0u64, 0u64);
+    let started = Instant::now();
+    while started.elapsed() < run {
+        let tick = Instant::now();
+        for f in &files {
+            let _ = std::hint::black_box(f.read_at(&mut buf, 0));
+        }
+        sum_ns += tick.elapsed().as_nanos() as u64;
+        ticks += 1;
+        std::thread::sleep(Duration::from_millis(interval_ms).saturating_sub(tick.elapsed()));
+    }
+    (files.len(), sum_ns / ticks.max(1))
 }
 
 fn fail(e: &dyn std::fmt::Display) -> ! {

@@ -26,6 +26,11 @@ struct Args {
     compute_us: u64,
     #[arg(long, default_value_t = 64)]
     wss_mib: u64,
+    /// Memory allocated (and checksummed) at start beside the working set but never touched by
+    /// jobs: initialisation data a real task keeps, which a controller may push to swap. It is
+    /// verified once more at exit.
+    #[arg(long, default_value_t = 0)]
+    cold_mib: u64,
     /// Pages touched (and verified) per job; the whole working set if absent.
     #[arg(long)]
     pages_per_job: Option<usize>,
@@ -68,6 +73,10 @@ struct Summary {
     checksum_failures: u64,
     pages_verified: u64,
     max_response_ns: u64,
+    mean_response_ns: u64,
+    max_tardiness_ns: u64,
+    /// Pages of the cold memory verified at exit.
+    cold_pages_verified: u64,
     reports_sent: u64,
     reports_unsent: u64,
     connects: u64,
@@ -88,8 +97,11 @@ fn main() {
     let mut phases = vec![base];
     phases.extend(args.phases.iter().copied());
     phases.sort_by_key(|p| p.at_ns);
-    let region_bytes = phases.iter().map(|p| p.wss_bytes).max().unwrap_or(0) as usize;
-    let region = Region::new(region_bytes, args.seed);
+    let hot_bytes = phases.iter().map(|p| p.wss_bytes).max().unwrap_or(0) as usize;
+    let hot_pages = hot_bytes.div_ceil(PAGE_BYTES).max(1);
+    // The cold pages sit after the hot ones; jobs address only the first `active` pages.
+    let region = Region::new(hot_pages * PAGE_BYTES + (args.cold_mib << 20) as usize, args.seed);
+    let mut response_sum_ns = 0u64;
     let mut walker = Walker::new(args.pattern, args.seed);
     let mut client = args.socket.clone().map(JobClient::new);
     let mut summary = Summary { worker: "srt", ..Summary::default() };
@@ -108,7 +120,7 @@ fn main() {
         }
         let elapsed_ns = release_ns - start_ns;
         let phase = phases.iter().rev().find(|p| p.at_ns <= elapsed_ns).copied().unwrap_or(base);
-        let active = ((phase.wss_bytes as usize).div_ceil(PAGE_BYTES)).clamp(1, region.pages());
+        let active = ((phase.wss_bytes as usize).div_ceil(PAGE_BYTES)).clamp(1, hot_pages);
         let touches = args.pages_per_job.unwrap_or(active);
         let absolute_deadline_ns = release_ns + deadline_ns;
         if let Some(c) = client.as_mut() {
@@ -134,7 +146,17 @@ fn main() {
             }
         }
         if !dropped {
-            busy_ns(phase.compute_ns);
+            // In slices, so a drop request abandons the job within about a millisecond.
+            let mut left_ns = phase.compute_ns;
+            while left_ns > 0 {
+                let slice_ns = left_ns.min(1_000_000);
+                busy_ns(slice_ns);
+                left_ns -= slice_ns;
+                if left_ns > 0 && client.as_mut().is_some_and(|c| c.drop_requests().contains(&job)) {
+                    dropped = true;
+                    break;
+                }
+            }
         }
         let done_ns = monotonic_ns();
         if dropped {
@@ -145,6 +167,8 @@ fn main() {
         } else {
             summary.jobs += 1;
             summary.max_response_ns = summary.max_response_ns.max(done_ns - release_ns);
+            response_sum_ns += done_ns - release_ns;
+            summary.max_tardiness_ns = summary.max_tardiness_ns.max(done_ns.saturating_sub(absolute_deadline_ns));
             if done_ns <= absolute_deadline_ns {
                 summary.deadline_hits += 1;
             } else {
@@ -157,6 +181,18 @@ fn main() {
             }
         }
         job += 1;
+    }
+    summary.mean_response_ns = response_sum_ns.checked_div(summary.jobs).unwrap_or(0);
+    if checksum_ok {
+        for page in hot_pages..region.pages() {
+            if !region.verify_page(page) {
+                eprintln!("critmem-srt-worker: CHECKSUM MISMATCH in cold page {page} at exit: memory contents changed under the worker");
+                summary.checksum_failures += 1;
+                checksum_ok = false;
+                break;
+            }
+            summary.cold_pages_verified += 1;
+        }
     }
     if let Some(c) = &client {
         (summary.reports_sent, summary.reports_unsent, summary.connects) = (c.sent, c.unsent, c.connects);

@@ -1,0 +1,53 @@
+//! critmem's own swapfile: `setup --size-bytes N` creates, labels and enables it (recording it
+//! in the state file); `teardown` disables and deletes exactly that file and refuses to touch
+//! any other swap; `status` prints the state and the active swap areas as JSON. `critmem swap`
+//! calls this. Errors: one line on stderr, exit code 2.
+
+use clap::{Parser, Subcommand};
+use critmem_linux::swap::SwapManager;
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(name = "critmem-swap", about = "Sets up and tears down critmem's own swapfile")]
+struct Args {
+    /// Where critmem records the swapfile it owns.
+    #[arg(long, default_value = "/var/lib/critmem/swap.json")]
+    state_file: PathBuf,
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Create and enable a swapfile (on a filesystem that supports swapfiles: ext4, xfs).
+    Setup {
+        #[arg(long)]
+        size_bytes: u64,
+        #[arg(long, default_value = "/var/lib/critmem/critmem.swap")]
+        path: PathBuf,
+    },
+    /// Disable and delete the swapfile critmem created; other swap is never touched.
+    Teardown,
+    /// Print the recorded swapfile and the active swap areas.
+    Status,
+}
+
+fn main() {
+    let args = Args::parse();
+    let manager = SwapManager::new(args.state_file.clone(), PathBuf::from("/proc"));
+    let result = match args.command {
+        Cmd::Setup { size_bytes, path } => manager.setup(&path, size_bytes).map(|s| serde_json::json!({"swapfile": s.path, "size_bytes": s.size_bytes, "uuid": s.uuid})),
+        Cmd::Teardown => manager.teardown().map(|p| serde_json::json!({"removed": p})),
+        Cmd::Status => manager.state().and_then(|s| {
+            let active: Vec<_> = manager.active()?.into_iter().map(|e| serde_json::json!({"path": e.path, "kind": e.kind, "size_bytes": e.size_bytes})).collect();
+            Ok(serde_json::json!({"swapfile": s.map(|s| s.path), "active": active}))
+        }),
+    };
+    match result {
+        Ok(value) => println!("{value}"),
+        Err(e) => {
+            eprintln!("critmem-swap: {}", e.to_string().split_whitespace().collect::<Vec<_>>().join(" "));
+            std::process::exit(2);
+        }
+    }
+}

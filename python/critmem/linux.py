@@ -1,0 +1,187 @@
+"""The real-Linux side of the `critmem` command: it drives the Rust binaries that scripts/setup.sh
+installs beside the interpreter (.venv/bin): `critmem-linux-run` (a scenario on real processes
+in cgroups), `critmem-agent` (the daemon) and `critmem-swap` (critmem's own swapfile).
+
+Every failure is a `LinuxError` whose message is one line; the CLI prints it and exits 2.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+CONTROLLERS = ("sara", "greedy", "offline", "tmo-low", "tmo-high", "senpai", "static")
+MIB = 1_048_576
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$", re.IGNORECASE)
+
+
+class LinuxError(Exception):
+    """A one-line error of the Linux commands."""
+
+
+def parse_size_bytes(text: str) -> int:
+    """`4G`, `512M`, `1.5GiB`, `4096` (bytes) → bytes (binary units)."""
+    m = _SIZE.match(text)
+    if m is None:
+        raise LinuxError(f"not a size: {text!r} (use e.g. 4G, 512M or a number of bytes)")
+    value = float(m.group(1)) * 1024 ** "_kmgt".index(m.group(2).lower() or "_")
+    if value < 1:
+        raise LinuxError(f"size must be positive (got {text!r})")
+    return int(value)
+
+
+def parse_duration_s(text: str) -> float:
+    """`60s`, `2m`, `500ms`, `90` (seconds) → seconds."""
+    m = _DURATION.match(text)
+    if m is None:
+        raise LinuxError(f"not a duration: {text!r} (use e.g. 60s, 2m or 500ms)")
+    scale = {"ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}[(m.group(2) or "s").lower()]
+    value = float(m.group(1)) * scale
+    if not (math.isfinite(value) and value > 0):
+        raise LinuxError(f"duration must be positive (got {text!r})")
+    return value
+
+
+def binary(name: str) -> str:
+    """A critmem binary: beside the interpreter (the project's .venv/bin), else on PATH."""
+    here = Path(sys.executable).parent / name
+    if here.is_file() and os.access(here, os.X_OK):
+        return str(here)
+    found = shutil.which(name)
+    if found is not None:
+        return found
+    raise LinuxError(f"{name} not found beside {sys.executable} or on PATH: run scripts/setup.sh, which installs the Linux binaries into .venv/bin")
+
+
+def require_root(what: str) -> None:
+    if os.geteuid() != 0:
+        raise LinuxError(f"not root: {what} changes cgroups or swap and needs root; run it with sudo")
+
+
+def _one_line(stderr: str, prefix: str) -> str:
+    lines = [line for line in stderr.strip().splitlines() if line.strip()]
+    last = lines[-1] if lines else "failed without a message"
+    return " ".join(last.removeprefix(prefix).split())
+
+
+def _call(name: str, args: Sequence[str]) -> dict[str, Any]:
+    """Runs binary `name` and returns the JSON object it prints last; its one-line error on failure."""
+    proc = subprocess.run([binary(name), *args], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise LinuxError(_one_line(proc.stderr, f"{name}: "))
+    lines = proc.stdout.strip().splitlines()
+    try:
+        value = json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        value = None
+    if not isinstance(value, dict):
+        raise LinuxError(f"{name} printed no JSON summary (stderr: {_one_line(proc.stderr, name + ': ')})")
+    return value
+
+
+def run_scenario(path: str, duration_s: float, controller: str | None, controller_config: str | None = None) -> dict[str, Any]:
+    """Runs scenario `path` on real processes for `duration_s`; the summary `critmem-linux-run` prints."""
+    if controller is not None and controller not in CONTROLLERS:
+        raise LinuxError(f"unknown controller {controller!r} (expected one of: {', '.join(CONTROLLERS)})")
+    if controller_config is not None:
+        try:
+            parsed = json.loads(controller_config)
+        except json.JSONDecodeError as e:
+            raise LinuxError(f"--controller-config is not JSON: {e}") from None
+        if not isinstance(parsed, dict):
+            raise LinuxError("--controller-config must be a JSON object")
+    require_root("critmem run --platform linux")
+    args = [path, "--duration-s", repr(duration_s)]
+    if controller is not None:
+        args += ["--controller", controller]
+    if controller_config is not None:
+        args += ["--controller-config", controller_config]
+    return _call("critmem-linux-run", args)
+
+
+def swap_setup(size_bytes: int, path: str | None, state_file: str | None) -> dict[str, Any]:
+    require_root("critmem swap setup")
+    args = _state(state_file) + ["setup", "--size-bytes", str(size_bytes)]
+    if path is not None:
+        args += ["--path", path]
+    return _call("critmem-swap", args)
+
+
+def swap_teardown(state_file: str | None) -> dict[str, Any]:
+    require_root("critmem swap teardown")
+    return _call("critmem-swap", _state(state_file) + ["teardown"])
+
+
+def swap_status(state_file: str | None) -> dict[str, Any]:
+    return _call("critmem-swap", _state(state_file) + ["status"])
+
+
+def _state(state_file: str | None) -> list[str]:
+    return [] if state_file is None else ["--state-file", state_file]
+
+
+def agent_argv(config: str, dry_run: bool, duration_s: float | None, log_level: str | None) -> list[str]:
+    """The command line that runs the agent daemon (the CLI execs it, so signals reach it)."""
+    if not Path(config).is_file():
+        raise LinuxError(f"{config}: no such configuration file")
+    argv = [binary("critmem-agent"), "--config", config]
+    if dry_run:
+        argv.append("--dry-run")
+    if duration_s is not None:
+        argv += ["--duration-s", repr(duration_s)]
+    if log_level is not None:
+        argv += ["--log-level", log_level]
+    return argv
+
+
+def write_timeline_csv(summary: dict[str, Any], path: Path) -> Path:
+    """One row per sample: t_ms, then usage and limit (MiB) of every group."""
+    names = [g["name"] for g in summary["memory"]["groups"]]
+    header = ["t_ms"] + [f"{n}:{k}" for n in names for k in ("usage_mb", "max_mb")]
+    rows = [",".join(header)]
+    for sample in summary["control"]["timeline"]:
+        cells = [f"{sample['t_ms']:.3f}"]
+        for g in sample["groups"]:
+            cells.append(f"{g['usage_bytes'] / MIB:.3f}")
+            cells.append("" if g["max_bytes"] is None else f"{g['max_bytes'] / MIB:.3f}")
+        rows.append(",".join(cells))
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+def plot_timeline(summary: dict[str, Any], path: Path) -> Path:
+    """Usage (solid) and hard limit (dashed) of every group over the run, in MiB."""
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    names = [g["name"] for g in summary["memory"]["groups"]]
+    timeline = summary["control"]["timeline"]
+    t_s = [s["t_ms"] / 1000.0 for s in timeline]
+    fig = Figure(figsize=(11, 4.5), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    cmap = matplotlib.colormaps["tab10"]
+    for i, name in enumerate(names):
+        usage = [s["groups"][i]["usage_bytes"] / MIB for s in timeline]
+        limit = [math.nan if s["groups"][i]["max_bytes"] is None else s["groups"][i]["max_bytes"] / MIB for s in timeline]
+        ax.plot(t_s, usage, color=cmap(i % 10), label=f"{name} usage")
+        ax.plot(t_s, limit, color=cmap(i % 10), linestyle="--", label=f"{name} limit")
+    ax.axhline(summary["memory"]["total_bytes"] / MIB, color="grey", linewidth=0.8, label="budget")
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("MiB")
+    ax.set_title(f"{summary['scenario']} on Linux under {summary['controller']}")
+    ax.legend(loc="upper right", fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path)
+    return path

@@ -1,0 +1,283 @@
+"""`critmem run --platform linux`, `critmem agent`, `critmem swap` and the Python job client.
+
+Bad input is checked everywhere (one line, exit 2). The real-machine tests need root and a
+cgroup layout critmem supports; elsewhere they skip saying why. Everything they create has a
+name of its own and is removed (the commands restore it themselves; the tests check).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from critmem import jobclient
+from critmem.linux import parse_duration_s, parse_size_bytes
+
+from conftest import CRITMEM, EXAMPLES, cli
+
+LINUX_EXAMPLE = EXAMPLES / "linux-sara.toml"
+BIN = Path(sys.executable).parent
+
+
+def _run(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(CRITMEM), *argv], capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def _one_line_error(p: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert p.returncode == 2, p
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("critmem: error: "), p.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def _machine_reason() -> str | None:
+    """Why the real-machine tests cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "not root (cgroups and swap need root)"
+    mounts = Path("/proc/self/mounts").read_text()
+    if " cgroup2 " not in mounts:
+        return "no cgroup2 mount (PSI)"
+    if not (BIN / "critmem-linux-run").is_file():
+        return "the Linux binaries are not installed in .venv/bin (run scripts/setup.sh)"
+    return None
+
+
+needs_machine = pytest.mark.skipif(_machine_reason() is not None, reason=f"real Linux: {_machine_reason()}")
+
+
+def _leftover_cgroups(prefix: str) -> list[str]:
+    found = []
+    for root in (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup/unified")):
+        if root.is_dir():
+            found += [str(p) for p in root.glob(f"{prefix}*")]
+    return found
+
+
+# -------------------------------------------------------------------------------------------
+# Bad input: one line, exit 2, before anything is touched.
+
+
+def test_sizes_and_durations_parse_in_the_usual_units() -> None:
+    assert parse_size_bytes("4G") == 4 * 2**30
+    assert parse_size_bytes("512MiB") == 512 * 2**20
+    assert parse_size_bytes("1.5g") == 3 * 2**29
+    assert parse_size_bytes("4096") == 4096
+    assert parse_duration_s("60s") == 60.0
+    assert parse_duration_s("2m") == 120.0
+    assert parse_duration_s("500ms") == 0.5
+    assert parse_duration_s("90") == 90.0
+
+
+@pytest.mark.parametrize(
+    ("argv", "needles"),
+    [
+        (["run", str(LINUX_EXAMPLE), "--platform", "linux", "--duration", "soon"], ["not a duration"]),
+        (["run", str(LINUX_EXAMPLE), "--platform", "linux", "--duration", "0s"], ["positive"]),
+        (["run", str(LINUX_EXAMPLE), "--platform", "linux", "--controller", "nope"], ["unknown controller 'nope'"]),
+        (["run", str(LINUX_EXAMPLE), "--platform", "linux", "--seed", "3"], ["--seed"]),
+        (["run", str(LINUX_EXAMPLE), "--platform", "linux", "--controller-config", "{oops"], ["not JSON"]),
+        (["run", str(LINUX_EXAMPLE), "--platform", "mars"], ["invalid choice"]),
+        (["run", "no-such-file.toml", "--platform", "linux"], ["no-such-file.toml"]),
+        (["run", str(LINUX_EXAMPLE), "--duration", "5s"], ["need --platform linux"]),
+        (["swap", "setup", "--size", "4X"], ["not a size"]),
+        (["swap", "setup"], ["--size"]),
+        (["swap", "explode"], ["invalid choice"]),
+        (["agent", "--config", "no-such-agent.toml"], ["no such configuration file"]),
+        (["agent"], ["--config"]),
+    ],
+)
+def test_bad_linux_input_is_one_line_and_exit_code_2(argv: list[str], needles: list[str]) -> None:
+    out = cli(*argv)
+    assert out.code == 2, out
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("critmem: error: "), out.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv to run as another user")
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["run", str(LINUX_EXAMPLE), "--platform", "linux", "--duration", "1s"], "not root"),
+        (["swap", "setup", "--size", "1G"], "not root"),
+        (["swap", "teardown"], "not root"),
+    ],
+)
+def test_not_root_is_one_line(argv: list[str], needle: str) -> None:
+    p = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m", "critmem", *argv],
+        capture_output=True, text=True, timeout=60, check=False, cwd="/",
+    )  # fmt: skip
+    _one_line_error(p, needle)
+
+
+def test_a_scenario_without_groups_is_refused_on_linux(tmp_path: Path) -> None:
+    if _machine_reason() is not None:
+        pytest.skip(f"real Linux: {_machine_reason()}")
+    p = _run("run", str(EXAMPLES / "rm-textbook.toml"), "--platform", "linux", "--duration", "1s")
+    _one_line_error(p, "needs [memory] and at least one [[group]]")
+
+
+# -------------------------------------------------------------------------------------------
+# Real runs.
+
+
+@needs_machine
+@pytest.mark.parametrize(
+    ("controller", "config"),
+    [
+        (None, None),
+        ("greedy", None),
+        ("tmo-low", None),
+        ("senpai", None),
+        ("static", '{"default_limit_bytes": 104857600}'),
+        ("offline", '{"limit_bytes": 62914560}'),
+        ("tmo-high", '{"psi_threshold_pct": 30.0}'),
+    ],
+)
+def test_a_scenario_runs_on_real_processes_and_leaves_nothing_behind(controller: str | None, config: str | None) -> None:
+    argv = ["run", str(LINUX_EXAMPLE), "--platform", "linux", "--duration", "3s", "--json"]
+    if controller is not None:
+        argv += ["--controller", controller]
+    if config is not None:
+        argv += ["--controller-config", config]
+    p = _run(*argv)
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout)
+    assert summary["platform"] == "linux" and summary["controller"] == (controller or "sara")
+    tasks = {t["name"]: t for t in summary["tasks"]}
+    srt, nrt = tasks["control-loop"], tasks["analytics"]
+    assert srt["jobs"] >= 100 and srt["hit_ratio"] is not None, srt
+    assert nrt["work_units_per_s"] > 0 and nrt["jobs"] is None, nrt
+    assert srt["checksum_failures"] == 0 and nrt["checksum_failures"] == 0
+    assert srt["exit_code"] == 0 and nrt["exit_code"] == 0
+    assert [g["name"] for g in summary["memory"]["groups"]] == ["srt", "nrt"]
+    assert summary["control"]["ticks"] > 100 and summary["control"]["timeline"]
+    assert summary["control"]["removed_dirs"] >= 2
+    assert not _leftover_cgroups("critmem-run-"), _leftover_cgroups("critmem-run-")
+
+
+@needs_machine
+def test_linux_run_prints_the_tables_and_writes_plots(tmp_path: Path) -> None:
+    p = _run("run", str(LINUX_EXAMPLE), "--platform", "linux", "--duration", "2s", "--out", str(tmp_path / "out"))
+    assert p.returncode == 0, p.stderr
+    assert "hit ratio" in p.stdout and "control-loop" in p.stdout and "memory some ms" in p.stdout
+    for name in ("summary.json", "timeline.csv", "memory.png"):
+        assert (tmp_path / "out" / name).stat().st_size > 0
+    header = (tmp_path / "out" / "timeline.csv").read_text().splitlines()[0]
+    assert header == "t_ms,srt:usage_mb,srt:max_mb,nrt:usage_mb,nrt:max_mb"
+
+
+@needs_machine
+def test_swap_setup_and_teardown_manage_only_critmems_own_swapfile(tmp_path: Path) -> None:
+    def swaps() -> list[str]:
+        return Path("/proc/swaps").read_text().splitlines()[1:]
+
+    before = swaps()
+    state, path = tmp_path / "state.json", tmp_path / "critmem-test.swap"
+    common = ["--state-file", str(state)]
+    p = _run("swap", "setup", "--size", "64M", "--path", str(path), *common)
+    try:
+        assert p.returncode == 0, p.stderr
+        assert "enabled" in p.stdout
+        assert any(str(path) in line for line in swaps())
+        again = _run("swap", "setup", "--size", "64M", "--path", str(tmp_path / "second.swap"), *common)
+        _one_line_error(again, "already has a swapfile")
+        status = json.loads(_run("swap", "status", *common).stdout)
+        assert status["swapfile"] == str(path)
+    finally:
+        down = _run("swap", "teardown", *common)
+    assert down.returncode == 0 and "disabled and deleted" in down.stdout, down
+    assert swaps() == before and not path.exists()
+    nothing = _run("swap", "teardown", *common)
+    assert nothing.returncode == 0 and "nothing to do" in nothing.stdout
+
+
+@needs_machine
+def test_the_agent_command_runs_the_daemon_and_restores(tmp_path: Path) -> None:
+    group = f"critmem-pytest-{os.getpid()}"
+    config = tmp_path / "agent.toml"
+    config.write_text(
+        f'controller = "greedy"\ntotal_memory_bytes = {512 * 2**20}\nsocket = "{tmp_path}/run/jobs.sock"\n'
+        f'journal = "{tmp_path}/journal.jsonl"\n'
+        f'[[group]]\nname = "batch"\ncgroup = "{group}/batch"\nrole = "non-real-time"\nfloor_bytes = {32 * 2**20}\ncreate = true\n'
+    )
+    p = _run("agent", "--config", str(config), "--duration", "1s", "--log-level", "error")
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout)
+    assert summary["controller"] == "greedy" and summary["ticks"] > 50 and summary["removed_dirs"] >= 2
+    assert not _leftover_cgroups(group)
+    assert not (tmp_path / "journal.jsonl").exists()
+
+
+# -------------------------------------------------------------------------------------------
+# The Python job client against a stand-in agent (the wire format is checked against the
+# Rust parser in crates/linux/tests/linux.rs, with the real agent's socket).
+
+
+def test_the_python_job_client_speaks_protocol_version_1(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(1)
+    received: list[dict[str, object]] = []
+
+    def agent() -> None:
+        conn, _ = server.accept()
+        buf = b""
+        with conn:
+            while len(received) < 4:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    break
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                for line in lines:
+                    received.append(json.loads(line))
+                    if received[-1].get("op") == "release" and received[-1].get("job") == 2:
+                        conn.sendall(b'{"v":1,"op":"drop","job":9}\n{"v":1,"op":"drop","job":2}\ngarbage\n')
+
+    thread = threading.Thread(target=agent)
+    thread.start()
+    with jobclient.JobClient(path) as client:
+        assert client.release(1, deadline_ns=1_000, at_ns=10)
+        assert client.complete(1, at_ns=20)
+        assert client.release(2, deadline_ns=2_000)
+        asked: list[int] = []
+        for _ in range(500):
+            asked += client.drop_requests()
+            if 2 in asked:
+                break
+            threading.Event().wait(0.01)
+        assert asked == [9, 2]
+        assert client.drop(2)
+        thread.join(5)
+        assert (client.sent, client.unsent, client.connects) == (4, 0, 1)
+    server.close()
+    assert received[0] == {"v": 1, "op": "release", "job": 1, "deadline_ns": 1000, "at_ns": 10}
+    assert received[1] == {"v": 1, "op": "complete", "job": 1, "at_ns": 20}
+    assert received[2]["op"] == "release" and received[2]["deadline_ns"] == 2000
+    assert received[3]["op"] == "drop" and received[3]["job"] == 2
+
+
+def test_the_python_job_client_never_raises_without_an_agent(tmp_path: Path) -> None:
+    client = jobclient.JobClient(tmp_path / "nobody.sock")
+    assert not client.release(0, deadline_ns=1)
+    assert client.drop_requests() == []
+    assert (client.sent, client.unsent) == (0, 1)
+    with pytest.raises(ValueError, match="deadline_ns"):
+        jobclient.format_message("complete", 1, deadline_ns=5)
+    with pytest.raises(ValueError, match="unknown op"):
+        jobclient.format_message("finish", 1)
+    assert jobclient.parse_drop_request(b'{"v":2,"op":"drop","job":1}') is None
+    assert jobclient.parse_drop_request(b'{"v":1,"op":"drop","job":true}') is None
