@@ -38,6 +38,19 @@ struct Machine {
 }
 
 /// The real cgroup setup, or `None` (after saying why) when these tests cannot run here.
+/// A job server on `socket` for `groups` (name, cgroup path), as the agent binds it.
+fn bind_job_server(machine: &Machine, socket: &std::path::Path, groups: Vec<ReportingGroup>) -> JobServer {
+    JobServer::bind(JobServerConfig {
+        socket_path: socket.to_path_buf(),
+        socket_gid: None,
+        groups,
+        hierarchy: Hierarchy::for_layout(&machine.layout),
+        proc: ProcFs::new("/proc".into()),
+        max_connections: 8,
+    })
+    .unwrap()
+}
+
 fn machine(test: &str) -> Option<Machine> {
     if !nix::unistd::geteuid().is_root() {
         skip(test, "not root (cgroup and swap changes need root)");
@@ -380,15 +393,7 @@ fn only_a_process_inside_the_group_can_report_its_jobs() {
     let mut guard = GroupGuard::create(&machine);
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("run/critmem.sock");
-    let mut server = JobServer::bind(JobServerConfig {
-        socket_path: socket.clone(),
-        socket_gid: None,
-        groups: vec![ReportingGroup { name: "rt".into(), cgroup: guard.group.to_string() }],
-        hierarchy: Hierarchy::for_layout(&machine.layout),
-        proc: ProcFs::new("/proc".into()),
-        max_connections: 8,
-    })
-    .unwrap();
+    let mut server = bind_job_server(&machine, &socket, vec![ReportingGroup { name: "rt".into(), cgroup: guard.group.to_string() }]);
     let message = r#"{"v":1,"op":"release","job":3,"deadline_ns":1000,"group":"rt"}"#;
     let socket_arg = socket.to_string_lossy().into_owned();
 
@@ -656,15 +661,7 @@ fn run_acceptance(machine: &Machine, dir: &Path, controller_name: &str) -> Accep
         GroupSpec { name: "srt".into(), path: srt_path.clone(), role: GroupRole::SoftRealTime { deadline_ns: 20_000_000, bcet_ns: 4_000_000 }, floor_bytes: 40 * MIB, create: true },
         GroupSpec { name: "nrt".into(), path: nrt_path.clone(), role: GroupRole::NonRealTime, floor_bytes: 32 * MIB, create: true },
     ];
-    let server = JobServer::bind(JobServerConfig {
-        socket_path: socket.clone(),
-        socket_gid: None,
-        groups: specs.iter().map(|s| ReportingGroup { name: s.name.clone(), cgroup: s.path.to_string() }).collect(),
-        hierarchy: Hierarchy::for_layout(&machine.layout),
-        proc: ProcFs::new("/proc".into()),
-        max_connections: 8,
-    })
-    .unwrap();
+    let server = bind_job_server(&machine, &socket, specs.iter().map(|s| ReportingGroup { name: s.name.clone(), cgroup: s.path.to_string() }).collect());
     let options = PlatformOptions {
         total_memory_bytes: ACCEPTANCE_BUDGET_BYTES,
         dry_run: false,
@@ -1055,15 +1052,7 @@ fn a_job_the_controller_drops_is_abandoned_by_the_soft_real_time_worker() {
     let socket = dir.path().join("run/jobs.sock");
     let path = GroupPath::new(&unique_name()).unwrap();
     let specs = vec![GroupSpec { name: "srt".into(), path: path.clone(), role: srt_role(), floor_bytes: 16 * MIB, create: true }];
-    let server = JobServer::bind(JobServerConfig {
-        socket_path: socket.clone(),
-        socket_gid: None,
-        groups: vec![ReportingGroup { name: "srt".into(), cgroup: path.to_string() }],
-        hierarchy: Hierarchy::for_layout(&machine.layout),
-        proc: ProcFs::new("/proc".into()),
-        max_connections: 8,
-    })
-    .unwrap();
+    let server = bind_job_server(&machine, &socket, vec![ReportingGroup { name: "srt".into(), cgroup: path.to_string() }]);
     let options = PlatformOptions { total_memory_bytes: 256 * MIB, dry_run: false, journal_path: Some(dir.path().join("journal.jsonl")), job_server: Some(server), proc_root: "/proc".into() };
     let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
     let platform = guard.get();
@@ -1185,15 +1174,7 @@ fn exercise_client(machine: &Machine, program: &str, args: &[&str]) -> Vec<(JobO
     let mut guard = GroupGuard::create(machine);
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("run/jobs.sock");
-    let mut server = JobServer::bind(JobServerConfig {
-        socket_path: socket.clone(),
-        socket_gid: None,
-        groups: vec![ReportingGroup { name: "rt".into(), cgroup: guard.group.to_string() }],
-        hierarchy: Hierarchy::for_layout(&machine.layout),
-        proc: ProcFs::new("/proc".into()),
-        max_connections: 8,
-    })
-    .unwrap();
+    let mut server = bind_job_server(&machine, &socket, vec![ReportingGroup { name: "rt".into(), cgroup: guard.group.to_string() }]);
     let socket_arg = socket.to_string_lossy().into_owned();
     let mut argv: Vec<&str> = args.to_vec();
     argv.push(&socket_arg);

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -38,6 +39,14 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
+def _label(ax: Axes, title: str, xlabel: str, ylabel: str, legend_loc: Literal["upper left", "upper right", "lower right"]) -> None:
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(loc=legend_loc, fontsize=8)
+    ax.grid(alpha=0.3)
+
+
 def _rows(data: dict[str, Any], controller: str | None = None) -> list[dict[str, Any]]:
     runs: list[dict[str, Any]] = data["runs"]
     return [r for r in runs if controller is None or r["controller"] == controller]
@@ -62,11 +71,8 @@ def plot_fig7(data: dict[str, Any], path: Path) -> Path:
             xs = np.linspace(0, max(x.max(), 1e-3), 50)
             ax.plot(xs, f["slope"] * xs + f["intercept_ms"] / 1000.0, color="#d62728",
                     label=f"fit: y = {f['slope']:.3f}x + {f['intercept_ms'] / 1000:.3f} s")
-        ax.set_title(f"{name}: limit {f['limit_mb']:.0f} MB (R² {f['r_squared']:.3f})")
-        ax.set_xlabel("stall per period s_period (s)")
-        ax.set_ylabel("execution time t_exec (s)")
-        ax.legend(loc="upper left", fontsize=8)
-        ax.grid(alpha=0.3)
+        _label(ax, f"{name}: limit {f['limit_mb']:.0f} MB (R² {f['r_squared']:.3f})",
+               "stall per period s_period (s)", "execution time t_exec (s)", "upper left")
     fig.suptitle("Fig. 7 (model): execution time against stall per period, fixed limit beside graphchi")
     fig.tight_layout()
     return _save(fig, path)
@@ -112,11 +118,7 @@ def plot_fig12(data: dict[str, Any], path: Path) -> Path:
                 continue
             s = r["series"]
             ax.plot(s["time_s"], s["srt_usage_mb"], color=_COLORS[c], lw=0.8, label=f"{c}: memory used")
-        ax.set_title(f"{w} beside graphchi, 60 % memory, slow SSD")
-        ax.set_xlabel("time (s)")
-        ax.set_ylabel("soft RT memory (MB)")
-        ax.legend(loc="lower right", fontsize=8)
-        ax.grid(alpha=0.3)
+        _label(ax, f"{w} beside graphchi, 60 % memory, slow SSD", "time (s)", "soft RT memory (MB)", "lower right")
     fig.suptitle("Fig. 12 (model): memory held by the soft real-time task, SARA vs Greedy")
     fig.tight_layout()
     return _save(fig, path)
@@ -149,11 +151,8 @@ def plot_fig13(data: dict[str, Any], path: Path) -> Path:
         if dropped:
             ax.scatter(dropped, [deadline / 1000.0] * len(dropped), color="black", s=12, label="dropped", zorder=3)
     ax.axhline(deadline / 1000.0, color="red", ls="--", lw=0.8, label="deadline")
-    ax.set_xlabel("job (period)")
-    ax.set_ylabel("elapsed time from release (s)")
-    ax.set_title(f"Fig. 13 (model): SARA with and without early job dropping — {w}, {pct} % memory, {ssd}")
-    ax.legend(loc="upper right", fontsize=8)
-    ax.grid(alpha=0.3)
+    _label(ax, f"Fig. 13 (model): SARA with and without early job dropping — {w}, {pct} % memory, {ssd}",
+           "job (period)", "elapsed time from release (s)", "upper right")
     fig.tight_layout()
     return _save(fig, path)
 
