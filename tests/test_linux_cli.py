@@ -178,6 +178,106 @@ def test_linux_run_prints_the_tables_and_writes_plots(tmp_path: Path) -> None:
     assert header == "t_ms,srt:usage_mb,srt:max_mb,nrt:usage_mb,nrt:max_mb"
 
 
+def _command_scenario(tmp_path: Path, srt_command: list[str] | None, nrt_command: list[str] | None, reports_jobs: bool = True) -> Path:
+    """examples/linux-command.toml, as JSON, with the two tasks' commands replaced (None: none)."""
+    import tomllib
+
+    scenario = tomllib.loads((EXAMPLES / "linux-command.toml").read_text())
+    for task, command in zip(scenario["task"], (srt_command, nrt_command), strict=True):
+        task.pop("command", None)
+        task.pop("reports_jobs", None)
+        if command is not None:
+            task["command"] = command
+            if task["group"] == "srt" and reports_jobs:
+                task["reports_jobs"] = True
+    path = tmp_path / "commands.json"
+    path.write_text(json.dumps(scenario))
+    return path
+
+
+def _processes_with(marker: str) -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in text:
+            found.append(text)
+    return found
+
+
+PERIODIC_JOB = [sys.executable, str(EXAMPLES / "periodic_job.py"), "--wss-mib", "16"]
+
+
+@needs_machine
+def test_commands_run_as_tasks_report_jobs_and_leave_no_process_behind(tmp_path: Path) -> None:
+    # The non-real-time command leaves a grandchild in a session of its own (out of reach of a
+    # process-group signal) and shows the signal mask it was started with.
+    marker = "987.654"
+    nrt = ["/bin/sh", "-c", f"grep SigBlk /proc/self/status >&2; setsid sleep {marker} & exec sleep {marker}"]
+    path = _command_scenario(tmp_path, PERIODIC_JOB, nrt)
+    p = _run("run", str(path), "--platform", "linux", "--duration", "4s", "--json")
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout)
+    tasks = {t["name"]: t for t in summary["tasks"]}
+    srt, nrt_row = tasks["periodic-job"], tasks["analytics"]
+    assert srt["command"] == PERIODIC_JOB and srt["worker"] is None and srt["reports_jobs"] is True
+    # 100 ms periods for about 4 s, each reported over the job socket and counted by the group.
+    assert srt["jobs"] >= 20 and srt["hit_ratio"] is not None, srt
+    group = {g["name"]: g for g in summary["memory"]["groups"]}["srt"]
+    assert group["jobs_reported"] == srt["jobs"] and group["deadline_hits"] >= 1
+    # periodic_job.py exits 0 on SIGTERM when every page verified.
+    assert srt["stopped_by"] == "SIGTERM" and srt["exit_code"] == 0 and srt["exited_early_s"] is None, srt
+    assert '"checksum_failures": 0' in p.stderr
+    assert nrt_row["command"] == nrt and nrt_row["jobs"] is None
+    assert "SigBlk:\t0000000000000000" in p.stderr, "a command starts with no signal blocked"
+    assert summary["control"]["leftover_processes_killed"] >= 1
+    assert not _processes_with(marker), _processes_with(marker)
+    assert not _leftover_cgroups("critmem-run-"), _leftover_cgroups("critmem-run-")
+
+
+@needs_machine
+def test_the_run_ends_when_every_command_has_exited_and_says_how(tmp_path: Path) -> None:
+    path = _command_scenario(tmp_path, ["/bin/sh", "-c", "exit 3"], ["true"], reports_jobs=False)
+    p = _run("run", str(path), "--platform", "linux", "--duration", "10m", "--json", timeout=120)
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout)
+    assert summary["horizon_ms"] < 60_000, "the run stops once nothing is left running"
+    tasks = {t["name"]: t for t in summary["tasks"]}
+    assert tasks["periodic-job"]["exit_code"] == 3 and tasks["periodic-job"]["exited_early_s"] is not None
+    assert tasks["analytics"]["exit_code"] == 0 and tasks["analytics"]["stopped_by"] is None
+    assert tasks["periodic-job"]["jobs"] is None, "a command that does not report has no job counts"
+    assert "soft real-time group has no task that reports jobs" in p.stderr
+    assert "task process exited before the end of the run" in p.stderr
+    assert not _leftover_cgroups("critmem-run-"), _leftover_cgroups("critmem-run-")
+
+
+@needs_machine
+@pytest.mark.parametrize(
+    ("command", "needle"),
+    [
+        (["no-such-program-critmem"], '"no-such-program-critmem": no such executable file on PATH'),
+        (["./not/here"], '"./not/here": no such executable file'),
+        (["{tmp}/data.txt"], '/data.txt": no such executable file'),
+    ],
+)
+def test_a_command_that_cannot_start_is_one_line_and_exit_code_2(tmp_path: Path, command: list[str], needle: str) -> None:
+    (tmp_path / "data.txt").write_text("not a program\n")
+    path = _command_scenario(tmp_path, PERIODIC_JOB, [c.replace("{tmp}", str(tmp_path)) for c in command])
+    p = _run("run", str(path), "--platform", "linux", "--duration", "5s")
+    _one_line_error(p, "task[1].command", needle)
+    assert not _leftover_cgroups("critmem-run-"), _leftover_cgroups("critmem-run-")
+
+
+def test_the_job_client_takes_its_socket_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(jobclient.SOCKET_ENV, raising=False)
+    with pytest.raises(RuntimeError, match="CRITMEM_JOB_SOCKET is not set"):
+        jobclient.JobClient.from_env()
+    monkeypatch.setenv(jobclient.SOCKET_ENV, "/run/critmem-test/jobs.sock")
+    assert jobclient.JobClient.from_env().path == "/run/critmem-test/jobs.sock"
+
+
 @needs_machine
 def test_swap_setup_and_teardown_manage_only_critmems_own_swapfile(tmp_path: Path) -> None:
     def swaps() -> list[str]:

@@ -8,9 +8,35 @@ A scenario is a path to a .toml/.json file, TOML text, or a dict with the same s
     >>> result.tasks[["name", "max_response_ms"]]
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from critmem._core import ScenarioError, __version__
-from critmem._source import ScenarioInput
-from critmem.api import AnalysisResult, RunResult, analyze, run
+
+if TYPE_CHECKING:
+    from critmem._source import ScenarioInput
+    from critmem.api import AnalysisResult, RunResult, analyze, run
+
+# Loaded on first use, so `critmem.jobclient` in a real-time workload does not pull in pandas.
+_LAZY = {
+    "ScenarioInput": "critmem._source",
+    "AnalysisResult": "critmem.api",
+    "RunResult": "critmem.api",
+    "analyze": "critmem.api",
+    "run": "critmem.api",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'critmem' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "AnalysisResult",

@@ -27,6 +27,9 @@ from typing import Any
 PROTOCOL_VERSION = 1
 # The agent refuses longer lines.
 MAX_LINE_BYTES = 512
+# Set by `critmem run --platform linux` for a task's command (with CRITMEM_GROUP,
+# CRITMEM_TASK, CRITMEM_PERIOD_NS, CRITMEM_DEADLINE_NS, CRITMEM_WCET_NS and CRITMEM_SEED).
+SOCKET_ENV = "CRITMEM_JOB_SOCKET"
 
 
 def format_message(
@@ -76,6 +79,14 @@ class JobClient:
         self._sock: socket.socket | None = None
         self._last_attempt: float | None = None
         self._inbox = b""
+
+    @classmethod
+    def from_env(cls, *, retry_s: float = 0.2) -> JobClient:
+        """The client of the socket named by `CRITMEM_JOB_SOCKET`."""
+        path = os.environ.get(SOCKET_ENV)
+        if not path:
+            raise RuntimeError(f"{SOCKET_ENV} is not set: run this program as a task's command under critmem")
+        return cls(path, retry_s=retry_s)
 
     def _connect(self) -> socket.socket | None:
         if self._sock is not None:

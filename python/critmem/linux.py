@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -74,18 +75,40 @@ def _one_line(stderr: str, prefix: str) -> str:
     return " ".join(last.removeprefix(prefix).split())
 
 
-def _call(name: str, args: Sequence[str]) -> dict[str, Any]:
-    """Runs binary `name` and returns the JSON object it prints last; its one-line error on failure."""
-    proc = subprocess.run([binary(name), *args], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise LinuxError(_one_line(proc.stderr, f"{name}: "))
-    lines = proc.stdout.strip().splitlines()
+def _call(name: str, args: Sequence[str], *, pass_stderr: bool = False) -> dict[str, Any]:
+    """Runs binary `name` and returns the JSON object it prints last; its one-line error on failure.
+
+    With `pass_stderr` its stderr (warnings, the output of a scenario's commands) reaches ours as
+    it is written, all but the last line, which is held back: on failure it is the error."""
+    if not pass_stderr:
+        proc = subprocess.run([binary(name), *args], capture_output=True, text=True, check=False)
+        returncode, stdout, last_err = proc.returncode, proc.stdout, proc.stderr
+    else:
+        with subprocess.Popen([binary(name), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
+            assert child.stdout is not None and child.stderr is not None
+            chunks: list[str] = []
+            reader = threading.Thread(target=lambda: chunks.append(child.stdout.read()), daemon=True)  # type: ignore[union-attr]
+            reader.start()
+            held = ""
+            for line in child.stderr:
+                if held:
+                    sys.stderr.write(held)
+                    sys.stderr.flush()
+                held = line
+            returncode = child.wait()
+            reader.join()
+            stdout, last_err = "".join(chunks), held
+        if returncode == 0 and last_err:
+            sys.stderr.write(last_err)
+    if returncode != 0:
+        raise LinuxError(_one_line(last_err, f"{name}: "))
+    lines = stdout.strip().splitlines()
     try:
         value = json.loads(lines[-1]) if lines else None
     except json.JSONDecodeError:
         value = None
     if not isinstance(value, dict):
-        raise LinuxError(f"{name} printed no JSON summary (stderr: {_one_line(proc.stderr, name + ': ')})")
+        raise LinuxError(f"{name} printed no JSON summary (stderr: {_one_line(last_err, name + ': ')})")
     return value
 
 
@@ -106,7 +129,7 @@ def run_scenario(path: str, duration_s: float, controller: str | None, controlle
         args += ["--controller", controller]
     if controller_config is not None:
         args += ["--controller-config", controller_config]
-    return _call("critmem-linux-run", args)
+    return _call("critmem-linux-run", args, pass_stderr=True)
 
 
 def swap_setup(size_bytes: int, path: str | None, state_file: str | None) -> dict[str, Any]:

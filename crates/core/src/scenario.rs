@@ -138,6 +138,19 @@ pub struct Scenario {
     pub task_memory: Vec<Option<TaskMemory>>,
     /// The controller tick loop over the memory's `groups`, when the scenario has `[control]`.
     pub control: Option<ControlSpec>,
+    /// What each task runs on the Linux platform in place of a shipped worker (parallel to
+    /// `tasks`); the simulator ignores it and simulates the task's declared behaviour.
+    pub task_commands: Vec<Option<TaskCommand>>,
+}
+
+/// An arbitrary program run as a task's workload on the Linux platform.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskCommand {
+    /// Program and arguments, executed directly (no shell); a program without a `/` is looked
+    /// up on `PATH`.
+    pub argv: Vec<String>,
+    /// Whether the program reports its jobs over the job socket (`CRITMEM_JOB_SOCKET`).
+    pub reports_jobs: bool,
 }
 
 impl Scenario {
@@ -306,6 +319,8 @@ struct RawTask {
     access_order: Option<String>,
     #[serde(default)]
     access: Vec<RawAccess>,
+    command: Option<Vec<String>>,
+    reports_jobs: Option<bool>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -538,6 +553,7 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
         return Err(cx.err("group", "memory-limited groups need a [memory] section"));
     }
     let control = validate_control(&cx, &raw, memory.as_ref())?;
+    let task_commands = raw.task.iter().enumerate().map(|(i, rt)| validate_command(&cx, i, rt)).collect::<Result<Vec<_>, _>>()?;
 
     let scenario = Scenario {
         source_name: source_name.to_string(),
@@ -549,6 +565,7 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
         memory,
         task_memory,
         control,
+        task_commands,
     };
     // Building the memory once here turns admission failures into load errors.
     crate::memsim::check_setup(&scenario).map_err(|e| cx.err(e.key, e.error.to_string()))?;
@@ -864,6 +881,25 @@ fn validate_task_memory(cx: &Ctx, i: usize, rt: &RawTask, memory: Option<&Memory
     Ok(Some(TaskMemory { reservation, group, private_pages, order, streams }))
 }
 
+fn validate_command(cx: &Ctx, i: usize, rt: &RawTask) -> Result<Option<TaskCommand>, ScenarioError> {
+    let Some(argv) = &rt.command else {
+        if rt.reports_jobs.is_some() {
+            return Err(cx.err(format!("task[{i}].reports_jobs"), "applies only to a task with a command (the shipped workers always report their jobs)"));
+        }
+        return Ok(None);
+    };
+    match argv.first() {
+        None => return Err(cx.err(format!("task[{i}].command"), "must name a program: command = [\"program\", \"arg\", ...]")),
+        Some(program) if program.is_empty() => return Err(cx.err(format!("task[{i}].command[0]"), "the program name is empty")),
+        Some(_) => {}
+    }
+    // exec takes C strings.
+    if let Some(n) = argv.iter().position(|a| a.contains('\0')) {
+        return Err(cx.err(format!("task[{i}].command[{n}]"), "contains a NUL character"));
+    }
+    Ok(Some(TaskCommand { argv: argv.clone(), reports_jobs: rt.reports_jobs.unwrap_or(false) }))
+}
+
 fn default_horizon(tasks: &[TaskSpec]) -> Option<Nanos> {
     let hyper = lcm_all(tasks.iter().map(|t| t.period.0))?;
     let max_offset = tasks.iter().map(|t| t.offset.0).max().unwrap_or(0);
@@ -1137,6 +1173,19 @@ period_ms = 4
         assert_eq!(e.key, "task[0].period_ms");
         let e = load_json_str(r#"{"scheduler": {"kind": "edf"}} trailing"#, "<dict>").unwrap_err();
         assert!(e.reason.contains("trailing"), "{e}");
+    }
+
+    #[test]
+    fn a_command_is_kept_for_linux_and_checked() {
+        let with = |extra: &str| RM.replace("period_ms = 4", &format!("period_ms = 4\n{extra}"));
+        let s = load_toml_str(&with("command = [\"python3\", \"job.py\", \"\"]\nreports_jobs = true"), "s.toml").unwrap();
+        assert_eq!(s.task_commands, [Some(TaskCommand { argv: vec!["python3".into(), "job.py".into(), String::new()], reports_jobs: true })]);
+        assert_eq!(load_toml_str(RM, "s.toml").unwrap().task_commands, [None]);
+        assert_eq!(err_of(&with("command = []")), "s.toml: task[0].command: must name a program: command = [\"program\", \"arg\", ...]");
+        assert_eq!(err_of(&with("command = [\"\"]")), "s.toml: task[0].command[0]: the program name is empty");
+        assert_eq!(err_of(&with("command = [\"a\", \"b\\u0000\"]")), "s.toml: task[0].command[1]: contains a NUL character");
+        assert!(err_of(&with("reports_jobs = true")).starts_with("s.toml: task[0].reports_jobs: applies only to a task with a command"));
+        assert!(err_of(&with("command = \"ls -l\"")).starts_with("s.toml: "), "a string is not an argv");
     }
 
     #[test]

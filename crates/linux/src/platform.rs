@@ -102,6 +102,14 @@ pub struct JobCounts {
     open: BTreeMap<u64, u64>,
 }
 
+impl JobCounts {
+    /// Released jobs neither completed nor dropped whose deadline is before `now_ns`: misses
+    /// nobody reported (a workload that stopped, or one killed at the end of a run).
+    pub fn overdue(&self, now_ns: u64) -> u64 {
+        self.open.values().filter(|&&d| d < now_ns).count() as u64
+    }
+}
+
 /// The files a tick reads, kept open: re-reading an open cgroup file from offset 0 skips the
 /// path lookup and open/close that dominate a tick's cost.
 struct OpenFiles {
@@ -388,6 +396,11 @@ impl LinuxPlatform {
     /// Places a process in a managed group.
     pub fn add_process(&self, group: GroupId, pid: u32) -> Result<()> {
         self.backend.move_pid(&self.groups[group].spec.path, pid)
+    }
+
+    /// The processes in a managed group now.
+    pub fn pids(&self, group: GroupId) -> Result<Vec<u32>> {
+        self.backend.pids(&self.groups[group].spec.path)
     }
 
     /// One PSI trigger per group on `memory.pressure`, to wake the loop early. The window must

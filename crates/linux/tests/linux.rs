@@ -661,7 +661,7 @@ fn run_acceptance(machine: &Machine, dir: &Path, controller_name: &str) -> Accep
         GroupSpec { name: "srt".into(), path: srt_path.clone(), role: GroupRole::SoftRealTime { deadline_ns: 20_000_000, bcet_ns: 4_000_000 }, floor_bytes: 40 * MIB, create: true },
         GroupSpec { name: "nrt".into(), path: nrt_path.clone(), role: GroupRole::NonRealTime, floor_bytes: 32 * MIB, create: true },
     ];
-    let server = bind_job_server(&machine, &socket, specs.iter().map(|s| ReportingGroup { name: s.name.clone(), cgroup: s.path.to_string() }).collect());
+    let server = bind_job_server(machine, &socket, specs.iter().map(|s| ReportingGroup { name: s.name.clone(), cgroup: s.path.to_string() }).collect());
     let options = PlatformOptions {
         total_memory_bytes: ACCEPTANCE_BUDGET_BYTES,
         dry_run: false,
@@ -1174,7 +1174,7 @@ fn exercise_client(machine: &Machine, program: &str, args: &[&str]) -> Vec<(JobO
     let mut guard = GroupGuard::create(machine);
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("run/jobs.sock");
-    let mut server = bind_job_server(&machine, &socket, vec![ReportingGroup { name: "rt".into(), cgroup: guard.group.to_string() }]);
+    let mut server = bind_job_server(machine, &socket, vec![ReportingGroup { name: "rt".into(), cgroup: guard.group.to_string() }]);
     let socket_arg = socket.to_string_lossy().into_owned();
     let mut argv: Vec<&str> = args.to_vec();
     argv.push(&socket_arg);

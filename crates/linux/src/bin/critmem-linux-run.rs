@@ -12,6 +12,15 @@
 //! working set and the rest cold data (`--cold-mib`); per job it verifies as many pages as the task's streams reference
 //! (`refs`, or a sweep's pages), or the whole working set; random or hot/cold streams make
 //! it walk randomly, sweeps sequentially.
+//!
+//! A task with `command = [...]` runs that program instead (directly, no shell; a name without
+//! `/` is looked up on `PATH`, a relative path from the current directory) in its group's
+//! cgroup, with its output on stderr and the environment `CRITMEM_JOB_SOCKET`,
+//! `CRITMEM_GROUP`, `CRITMEM_TASK`, `CRITMEM_PERIOD_NS`, `CRITMEM_DEADLINE_NS`,
+//! `CRITMEM_WCET_NS` and `CRITMEM_SEED`. With `reports_jobs = true` it reports its jobs through
+//! a job client and its group's job counts are its own. At the end it gets SIGTERM, then
+//! SIGKILL after a grace period, and whatever it left in its cgroup is killed. The run ends at
+//! `--duration-s` or when every task's process has exited, whichever is first.
 
 use clap::Parser;
 use critmem_core::workload::{GroupKind, Pattern as StreamPattern, Target};
@@ -25,8 +34,12 @@ use critmem_linux::protocol::{JobServer, JobServerConfig, ReportingGroup};
 use critmem_linux::workload::signalled;
 use critmem_linux::Error;
 use critmem_policy::{Controller, GroupRole, Platform};
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
 use serde_json::{json, Value};
 use std::io::Write;
+use std::os::fd::AsFd;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -54,12 +67,36 @@ struct Args {
     workers_dir: Option<PathBuf>,
 }
 
+/// The hidden first argument with which this program starts each task's process.
+const EXEC_AFTER_GO: &str = "--exec-after-go";
+
 fn main() {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if argv.get(1).is_some_and(|a| a == EXEC_AFTER_GO) {
+        exec_after_go(&argv[2..]);
+    }
     let args = Args::parse();
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt().with_writer(std::io::stderr).with_ansi(ansi).with_max_level(tracing::Level::WARN).with_target(false).init();
     let signals = shutdown_signals().unwrap_or_else(|e| fail(&e));
     if let Err(message) = run(&args, &signals) {
         fail(&message);
     }
+}
+
+/// How every task process starts: it waits for one line on stdin, sent once its pid is in its
+/// group's cgroup (v1 does not move charges with a process, so it must not allocate before),
+/// unblocks the signals this program blocks for its signalfd (a mask survives exec, and a
+/// command with SIGTERM blocked could never be asked to stop), and execs the program under the
+/// same pid.
+fn exec_after_go(argv: &[std::ffi::OsString]) -> ! {
+    let Some(program) = argv.first() else { fail(&format!("{EXEC_AFTER_GO} needs a program")) };
+    let mut go = String::new();
+    let _ = std::io::stdin().read_line(&mut go);
+    let _ = nix::sys::signal::sigprocmask(nix::sys::signal::SigmaskHow::SIG_SETMASK, Some(&nix::sys::signal::SigSet::empty()), None);
+    let error = Command::new(program).args(&argv[1..]).exec();
+    eprintln!("critmem-linux-run: cannot run {}: {error}", Path::new(program).display());
+    std::process::exit(127);
 }
 
 fn fail(e: &dyn std::fmt::Display) -> ! {
@@ -68,13 +105,54 @@ fn fail(e: &dyn std::fmt::Display) -> ! {
     std::process::exit(2);
 }
 
-/// A worker to start for one task.
+/// What runs for one task.
+enum Launch {
+    /// A shipped worker (`critmem-srt-worker` or `critmem-nrt-worker`) beside this program.
+    Worker { exe: &'static str, args: Vec<String> },
+    /// The scenario's `command`; `program` is resolved before anything is set up.
+    Command { argv: Vec<String>, program: PathBuf, reports_jobs: bool },
+}
+
+/// A process to start for one task.
 struct TaskPlan {
     name: String,
     criticality: &'static str,
     group: usize,
-    exe: &'static str,
-    args: Vec<String>,
+    launch: Launch,
+    period_ns: u64,
+    deadline_ns: u64,
+    wcet_ns: u64,
+    seed: u64,
+}
+
+impl TaskPlan {
+    fn label(&self) -> &str {
+        match &self.launch {
+            Launch::Worker { exe, .. } => exe,
+            Launch::Command { argv, .. } => &argv[0],
+        }
+    }
+    fn is_srt_worker(&self) -> bool {
+        matches!(self.launch, Launch::Worker { exe: "critmem-srt-worker", .. })
+    }
+    fn reports_jobs(&self) -> bool {
+        match self.launch {
+            Launch::Worker { exe, .. } => exe == "critmem-srt-worker",
+            Launch::Command { reports_jobs, .. } => reports_jobs,
+        }
+    }
+}
+
+/// A program as `execvp` would find it: a path with a `/` as given, else the first executable
+/// file of that name on `PATH`.
+fn resolve_program(program: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| p.is_file() && p.metadata().is_ok_and(|m| m.permissions().mode() & 0o111 != 0);
+    if program.contains('/') {
+        let path = PathBuf::from(program);
+        return executable(&path).then_some(path);
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|dir| dir.join(program)).find(|p| executable(p))
 }
 
 fn ms_arg(ns: u64) -> String {
@@ -128,7 +206,25 @@ fn plan(scenario: &Scenario, run_dir: &str) -> Result<(Vec<GroupSpec>, Vec<TaskP
         let cold_mib = to_mib(private_pages.saturating_sub(hot_pages));
         let random = mem.streams.iter().any(|s| matches!(s.pattern, StreamPattern::Random { .. } | StreamPattern::HotCold { .. }));
         let pattern = if random { "random" } else { "sequential" };
-        let seed = (scenario.seed ^ (i as u64 + 1)).to_string();
+        let seed = scenario.seed ^ (i as u64 + 1);
+        let mut plan = TaskPlan {
+            name: task.name.clone(),
+            criticality: task.criticality.as_str(),
+            group,
+            launch: Launch::Worker { exe: "", args: Vec::new() },
+            period_ns: task.period.0,
+            deadline_ns: task.deadline.0,
+            wcet_ns: task.exec.wcet().0,
+            seed,
+        };
+        if let Some(command) = &scenario.task_commands[i] {
+            let program = resolve_program(&command.argv[0])
+                .ok_or_else(|| format!("{source}: task[{i}].command: cannot run {:?}: no such executable file{}", command.argv[0], if command.argv[0].contains('/') { "" } else { " on PATH" }))?;
+            plan.launch = Launch::Command { argv: command.argv.clone(), program, reports_jobs: command.reports_jobs };
+            tasks.push(plan);
+            continue;
+        }
+        let seed = seed.to_string();
         let (exe, args) = match groups[group].role {
             GroupRole::SoftRealTime { .. } => {
                 let refs: u64 = mem
@@ -164,33 +260,105 @@ fn plan(scenario: &Scenario, run_dir: &str) -> Result<(Vec<GroupSpec>, Vec<TaskP
             }
             GroupRole::NonRealTime => ("critmem-nrt-worker", vec!["--wss-mib".into(), to_mib(private_pages).max(1).to_string(), "--pattern".into(), pattern.into(), "--seed".into(), seed, "--report-ms".into(), "3600000".into()]),
         };
-        tasks.push(TaskPlan { name: task.name.clone(), criticality: task.criticality.as_str(), group, exe, args });
+        plan.launch = Launch::Worker { exe, args };
+        tasks.push(plan);
+    }
+    for (g, spec) in groups.iter().enumerate() {
+        if matches!(spec.role, GroupRole::SoftRealTime { .. }) && !tasks.iter().any(|t| t.group == g && t.reports_jobs()) {
+            tracing::warn!(group = %spec.name, "soft real-time group has no task that reports jobs (set reports_jobs = true on its command): its controller sees no job releases or deadlines");
+        }
     }
     Ok((groups, tasks))
 }
 
-/// Worker processes; SIGKILLed and reaped on drop unless stopped.
-struct Workers(Vec<(usize, Child)>);
+/// A task's running process and what became of it.
+struct Running {
+    task: usize,
+    child: Child,
+    /// Seconds into the run at which it exited by itself, if it did.
+    exited_at_s: Option<f64>,
+}
 
-impl Drop for Workers {
+/// Task processes; their process groups are SIGKILLed and reaped on drop unless stopped.
+struct Processes(Vec<Running>);
+
+impl Drop for Processes {
     fn drop(&mut self) {
-        for (_, child) in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
+        for r in &mut self.0 {
+            kill_process_group(&r.child, Signal::SIGKILL);
+            let _ = r.child.wait();
         }
     }
 }
 
-fn stop(mut child: Child) -> Value {
-    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM);
+/// Each task runs as the leader of its own process group, so a signal reaches its children.
+fn kill_process_group(child: &Child, signal: Signal) {
+    let _ = nix::sys::signal::killpg(Pid::from_raw(child.id() as i32), signal);
+}
+
+/// How long a command has between SIGTERM and SIGKILL at the end of the run.
+const COMMAND_GRACE: Duration = Duration::from_secs(5);
+
+fn exit_fields(status: Option<std::process::ExitStatus>) -> (Value, Value) {
+    use std::os::unix::process::ExitStatusExt;
+    match status {
+        Some(s) => (json!(s.code()), json!(s.signal())),
+        None => (Value::Null, Value::Null),
+    }
+}
+
+/// Stops a shipped worker (SIGTERM: it prints its summary and exits) and returns the summary.
+fn stop_worker(mut running: Running) -> Value {
+    let _ = nix::sys::signal::kill(Pid::from_raw(running.child.id() as i32), Signal::SIGTERM);
     let mut stdout = String::new();
-    if let Some(mut out) = child.stdout.take() {
+    if let Some(mut out) = running.child.stdout.take() {
         let _ = std::io::Read::read_to_string(&mut out, &mut stdout);
     }
-    let status = child.wait().ok().and_then(|s| s.code());
+    let status = running.child.wait().ok();
     let mut summary: Value = stdout.lines().last().and_then(|l| serde_json::from_str(l).ok()).unwrap_or(json!({}));
-    summary["exit_code"] = json!(status);
+    (summary["exit_code"], summary["exit_signal"]) = exit_fields(status);
+    summary["exited_early_s"] = json!(running.exited_at_s);
     summary
+}
+
+/// Stops a command: SIGTERM to its process group, SIGKILL after the grace period.
+fn stop_command(mut running: Running) -> Value {
+    let mut stopped_by = Value::Null;
+    if running.exited_at_s.is_none() {
+        kill_process_group(&running.child, Signal::SIGTERM);
+        stopped_by = json!("SIGTERM");
+        let asked = Instant::now();
+        while matches!(running.child.try_wait(), Ok(None)) {
+            if asked.elapsed() >= COMMAND_GRACE {
+                kill_process_group(&running.child, Signal::SIGKILL);
+                stopped_by = json!("SIGKILL");
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let status = running.child.wait().ok();
+    let (code, signal) = exit_fields(status);
+    json!({ "exit_code": code, "exit_signal": signal, "exited_early_s": running.exited_at_s, "stopped_by": stopped_by })
+}
+
+/// Kills whatever is still in the run's own cgroups (what commands forked and left behind), so
+/// the groups can be removed; returns how many processes it killed.
+fn kill_leftovers(platform: &LinuxPlatform, groups: usize) -> usize {
+    let mut killed = std::collections::BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let pids: Vec<u32> = (0..groups).flat_map(|g| platform.pids(g).unwrap_or_default()).collect();
+        if pids.is_empty() || Instant::now() >= deadline {
+            return killed.len();
+        }
+        for pid in pids {
+            // Only processes in our own cgroups get here.
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+            killed.insert(pid);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String> {
@@ -229,9 +397,10 @@ fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String
         None => std::env::current_exe().map_err(|e| e.to_string())?.parent().map(Path::to_path_buf).unwrap_or_default(),
     };
     for t in &tasks {
-        let exe = workers_dir.join(t.exe);
-        if !exe.is_file() {
-            return Err(format!("worker {} not found in {}: run scripts/setup.sh (it installs the workers into .venv/bin)", t.exe, workers_dir.display()));
+        if let Launch::Worker { exe, .. } = t.launch {
+            if !workers_dir.join(exe).is_file() {
+                return Err(format!("worker {exe} not found in {}: run scripts/setup.sh (it installs the workers into .venv/bin)", workers_dir.display()));
+            }
         }
     }
     let state_dir = tempfile::Builder::new().prefix("critmem-run-").tempdir().map_err(|e| format!("temporary directory: {e}"))?;
@@ -256,7 +425,10 @@ fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String
     let mut platform = LinuxPlatform::open(backend, specs, options).map_err(|e| e.to_string())?;
     let outcome = drive(args, &mut platform, controller.as_mut(), interval_ns, &tasks, &workers_dir, &socket, signals);
     let counts: Vec<_> = (0..group_names.len()).map(|g| platform.job_counts(g).clone()).collect();
+    let end_ns = critmem_linux::platform::monotonic_ns();
     let stats = platform.stats().clone();
+    // Before restoring, which would move them to the root cgroup and leave them running.
+    let leftovers_killed = kill_leftovers(&platform, group_names.len());
     let restore = platform.restore(Duration::from_secs(30)).map_err(|e| e.to_string())?;
     let (worker_summaries, control, timeline, final_stall, elapsed_s) = outcome?;
     if !restore.failures.is_empty() {
@@ -269,27 +441,50 @@ fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String
         .map(|(t, w)| {
             let get = |k: &str| w.get(k).and_then(Value::as_u64).unwrap_or(0);
             let ms = |k: &str| w.get(k).and_then(Value::as_u64).map(|ns| ns as f64 / 1e6);
-            let (completed, dropped, hits) = (get("jobs"), get("dropped"), get("deadline_hits"));
-            let is_srt = t.exe == "critmem-srt-worker";
-            let released = completed + dropped;
+            // A shipped soft real-time worker counts its own jobs; a reporting command's jobs are
+            // its group's, when it is the only reporter there.
+            let sole_reporter = t.reports_jobs() && tasks.iter().filter(|o| o.group == t.group && o.reports_jobs()).count() == 1;
+            let jobs: Option<(u64, u64, u64, u64, u64)> = if t.is_srt_worker() {
+                let (completed, dropped) = (get("jobs"), get("dropped"));
+                Some((completed + dropped, completed, dropped, get("deadline_hits"), get("deadline_misses")))
+            } else if sole_reporter {
+                let c = &counts[t.group];
+                Some((c.released, c.completed, c.dropped, c.deadline_hits, c.deadline_misses + c.overdue(end_ns)))
+            } else {
+                None
+            };
+            let is_srt = t.is_srt_worker();
+            let (command, exit_code, exit_signal) = match &t.launch {
+                Launch::Command { argv, .. } => (json!(argv), w["exit_code"].clone(), w["exit_signal"].clone()),
+                Launch::Worker { .. } => (Value::Null, w["exit_code"].clone(), w["exit_signal"].clone()),
+            };
+            let worker = match t.launch {
+                Launch::Worker { exe, .. } => json!(exe),
+                Launch::Command { .. } => Value::Null,
+            };
             json!({
                 "name": t.name,
                 "criticality": t.criticality,
                 "cpu": null,
                 "group": group_names[t.group],
-                "worker": t.exe,
-                "jobs": if is_srt { json!(released) } else { json!(null) },
-                "completed": if is_srt { json!(completed) } else { json!(null) },
-                "deadline_misses": if is_srt { json!(get("deadline_misses") + dropped) } else { json!(null) },
-                "dropped": if is_srt { json!(dropped) } else { json!(null) },
-                "hit_ratio": if is_srt && released > 0 { json!(hits as f64 / released as f64) } else { json!(null) },
+                "worker": worker,
+                "command": command,
+                "reports_jobs": t.reports_jobs(),
+                "jobs": jobs.map(|j| j.0),
+                "completed": jobs.map(|j| j.1),
+                "deadline_misses": jobs.map(|j| j.4 + j.2),
+                "dropped": jobs.map(|j| j.2),
+                "hit_ratio": jobs.filter(|j| j.0 > 0).map(|j| j.3 as f64 / j.0 as f64),
                 "max_response_ms": if is_srt { json!(ms("max_response_ns")) } else { json!(null) },
                 "mean_response_ms": if is_srt { json!(ms("mean_response_ns")) } else { json!(null) },
                 "max_tardiness_ms": if is_srt { json!(ms("max_tardiness_ns")) } else { json!(null) },
                 "work_units": w.get("work_units"),
                 "work_units_per_s": w.get("work_units_per_s"),
-                "checksum_failures": get("checksum_failures"),
-                "exit_code": w.get("exit_code"),
+                "checksum_failures": if matches!(t.launch, Launch::Worker { .. }) { json!(get("checksum_failures")) } else { json!(null) },
+                "exit_code": exit_code,
+                "exit_signal": exit_signal,
+                "exited_early_s": w["exited_early_s"],
+                "stopped_by": w.get("stopped_by"),
             })
         })
         .collect();
@@ -305,7 +500,10 @@ fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String
                 "io_some_us": s.io_some_us,
                 "io_full_us": s.io_full_us,
                 "jobs_reported": counts[g].released,
+                "jobs_completed": counts[g].completed,
                 "jobs_dropped": counts[g].dropped,
+                "deadline_hits": counts[g].deadline_hits,
+                "deadline_misses": counts[g].deadline_misses + counts[g].overdue(end_ns),
             })
         })
         .collect();
@@ -330,6 +528,7 @@ fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String
             "writes_failed": stats.writes_failed,
             "oom_rescues": stats.oom_rescues,
             "drops_requested": stats.drops_requested,
+            "leftover_processes_killed": leftovers_killed,
             "restored_files": restore.restored.len(),
             "removed_dirs": restore.removed_dirs.len(),
             "timeline": timeline,
@@ -352,16 +551,39 @@ fn drive(
     socket: &Path,
     signals: &nix::sys::signalfd::SignalFd,
 ) -> Result<Outcome, String> {
-    let mut workers = Workers(Vec::new());
+    let group_names: Vec<String> = platform.group_specs().map(|g| g.name.clone()).collect();
+    let this_exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
+    let mut processes = Processes(Vec::new());
     for (i, t) in tasks.iter().enumerate() {
-        // A shell waits for one line and then execs the worker under the same pid, so it is in
-        // its group before it allocates (v1 does not move charges with a process).
-        let mut command = Command::new("/bin/sh");
-        command.arg("-c").arg("read go; exec \"$0\" \"$@\"").arg(workers_dir.join(t.exe)).args(&t.args);
-        if t.exe == "critmem-srt-worker" {
-            command.arg("--socket").arg(socket);
+        let mut command = Command::new(&this_exe);
+        command.arg(EXEC_AFTER_GO);
+        match &t.launch {
+            Launch::Worker { exe, args } => {
+                command.arg(workers_dir.join(exe)).args(args).stdout(Stdio::piped());
+                if *exe == "critmem-srt-worker" {
+                    command.arg("--socket").arg(socket);
+                }
+            }
+            Launch::Command { argv, program, .. } => {
+                // Its output goes to stderr: stdout carries only the JSON summary.
+                let stderr = std::io::stderr().as_fd().try_clone_to_owned().map_err(|e| format!("duplicate stderr: {e}"))?;
+                command.arg(program).args(&argv[1..]).stdout(Stdio::from(stderr));
+                command
+                    .env("CRITMEM_JOB_SOCKET", socket)
+                    .env("CRITMEM_GROUP", &group_names[t.group])
+                    .env("CRITMEM_TASK", &t.name)
+                    .env("CRITMEM_PERIOD_NS", t.period_ns.to_string())
+                    .env("CRITMEM_DEADLINE_NS", t.deadline_ns.to_string())
+                    .env("CRITMEM_WCET_NS", t.wcet_ns.to_string())
+                    .env("CRITMEM_SEED", t.seed.to_string());
+            }
         }
-        let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().map_err(|e| format!("start {}: {e}", t.exe))?;
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .process_group(0)
+            .spawn()
+            .map_err(|e| format!("task[{i}] {}: start {}: {e}", t.name, t.label()))?;
         let pid = child.id();
         if let Err(e) = platform.add_process(t.group, pid) {
             let _ = child.kill();
@@ -369,7 +591,7 @@ fn drive(
             return Err(format!("task[{i}] {}: {e}", t.name));
         }
         let _ = child.stdin.take().map(|mut s| s.write_all(b"go\n"));
-        workers.0.push((i, child));
+        processes.0.push(Running { task: i, child, exited_at_s: None });
     }
     let mut control = ControlLoop::new(interval_ns);
     let started = Instant::now();
@@ -377,10 +599,11 @@ fn drive(
     let sample = Duration::from_millis(args.sample_ms.max(1));
     let mut next_sample = Duration::ZERO;
     let mut timeline = Vec::new();
+    let all_exited = std::cell::Cell::new(false);
     let result = control.run(
         platform,
         controller,
-        || started.elapsed() >= run_for || signalled(signals),
+        || started.elapsed() >= run_for || all_exited.get() || signalled(signals),
         |p, _, _| {
             let t = started.elapsed();
             if t >= next_sample {
@@ -394,14 +617,25 @@ fn drive(
                     })
                     .collect();
                 timeline.push(json!({ "t_ms": t.as_secs_f64() * 1e3, "groups": groups }));
+                for r in processes.0.iter_mut().filter(|r| r.exited_at_s.is_none()) {
+                    if let Ok(Some(status)) = r.child.try_wait() {
+                        r.exited_at_s = Some(t.as_secs_f64());
+                        tracing::warn!(task = %tasks[r.task].name, %status, at_s = t.as_secs_f64(), "task process exited before the end of the run");
+                    }
+                }
+                all_exited.set(processes.0.iter().all(|r| r.exited_at_s.is_some()));
             }
         },
     );
     let elapsed_s = started.elapsed().as_secs_f64();
     let final_obs = platform.observe();
     let mut summaries = vec![json!({}); tasks.len()];
-    for (i, child) in std::mem::take(&mut workers.0) {
-        summaries[i] = stop(child);
+    for running in std::mem::take(&mut processes.0) {
+        let i = running.task;
+        summaries[i] = match tasks[i].launch {
+            Launch::Worker { .. } => stop_worker(running),
+            Launch::Command { .. } => stop_command(running),
+        };
     }
     result.map_err(|e| e.to_string())?;
     let final_stall = final_obs.map_err(|e| e.to_string())?.groups.iter().map(|g| g.stall).collect();
