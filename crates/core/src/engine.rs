@@ -522,6 +522,9 @@ impl<'a> Simulation<'a> {
         }
         if let Some(ms) = self.memsim.as_mut() {
             ms.job_ended(ti, self.now, pending.is_empty());
+            if let Some(mj) = job.mem {
+                ms.recycle(ti, *mj);
+            }
         }
         if pos_is_head_queued(pending, &self.jobs) {
             let next = pending[0];

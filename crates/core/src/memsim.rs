@@ -46,6 +46,9 @@ struct TaskMem {
     psi_task: PsiTaskId,
     cursors: Vec<StreamCursor>,
     rng: SimRng,
+    /// Reference buffers of finished jobs, reused: a job's string can be megabytes, and
+    /// fresh ones cost page faults and regrowth on every release.
+    spare_refs: Vec<Vec<(Vpn, RefKind)>>,
     /// Time its jobs spent suspended waiting for the device.
     fault_wait: Nanos,
     oom_kills: u64,
@@ -188,6 +191,7 @@ impl MemSim {
                 psi_task: psi.add_task(group),
                 cursors: vec![StreamCursor::default(); tm.streams.len()],
                 rng: sub_rng(seed, "task-memory", ti as u64),
+                spare_refs: Vec::new(),
                 fault_wait: Nanos::ZERO,
                 oom_kills: 0,
             });
@@ -224,7 +228,7 @@ impl MemSim {
     /// evenly over it.
     pub(crate) fn start_job(&mut self, ti: usize, tm: &TaskMemory, job_index: u64, demand: Nanos) -> MemJob {
         let t = &mut self.tasks[ti];
-        let mut refs = Vec::new();
+        let mut refs = t.spare_refs.pop().unwrap_or_default();
         let (private_base, region_base) = (t.private_base, &t.region_base);
         tm.job_refs(
             job_index,
@@ -249,6 +253,13 @@ impl MemSim {
             wait_until: None,
             after_wait: Nanos::ZERO,
         }
+    }
+
+    /// A job of task `ti` is over: its reference buffer goes back for the task's next jobs.
+    pub(crate) fn recycle(&mut self, ti: usize, job: MemJob) {
+        let mut refs = job.refs;
+        refs.clear();
+        self.tasks[ti].spare_refs.push(refs);
     }
 
     /// The job's next step at `now`; references whose time has come are made here.
@@ -304,19 +315,11 @@ impl MemSim {
                 Access::Hit => {
                     // Apply the run of hits that follows now: their timing cannot change.
                     let max_run = if job.per_ref.0 == 0 { u64::MAX } else { (HIT_RUN_NS / job.per_ref.0).max(1) };
-                    let mut n = 1u64;
-                    while n < max_run {
-                        match job.refs.get(job.cursor) {
-                            Some(&(v, k)) if self.mem.would_hit(space, v, k) => {
-                                let hit = self.mem.access(now, space, v, k).expect("mapped");
-                                debug_assert!(hit.is_hit());
-                                job.cursor += 1;
-                                n += 1;
-                            }
-                            _ => break,
-                        }
-                    }
-                    job.owed = Nanos(job.per_ref.0 * n);
+                    let room = usize::try_from(max_run - 1).unwrap_or(usize::MAX);
+                    let end = job.cursor.saturating_add(room).min(job.refs.len());
+                    let more = self.mem.hit_run(space, &job.refs[job.cursor..end]);
+                    job.cursor += more;
+                    job.owed = Nanos(job.per_ref.0 * (1 + more as u64));
                 }
                 Access::Minor { cpu, memstall_cpu } => {
                     job.owed_memstall = memstall_cpu;
