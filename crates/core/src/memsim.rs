@@ -23,6 +23,8 @@ const AUTO_WINDOWS: u64 = 3;
 #[derive(Clone, Debug)]
 pub(crate) struct MemJob {
     refs: Vec<(Vpn, RefKind)>,
+    /// Until the job first runs, what makes its references (see [`TaskMemory::skip_job`]).
+    deferred: Option<Box<Deferred>>,
     cursor: usize,
     per_ref: Nanos,
     /// Compute left after the last reference.
@@ -36,6 +38,15 @@ pub(crate) struct MemJob {
     wait_until: Option<(Nanos, TaskPsiState)>,
     /// Compute owed once the wait is over (the faulting reference's own work).
     after_wait: Nanos,
+}
+
+/// A job's reference string not made yet: the task's generator and stream cursors as they
+/// were at its release.
+#[derive(Clone, Debug)]
+struct Deferred {
+    job_index: u64,
+    rng: SimRng,
+    cursors: Vec<StreamCursor>,
 }
 
 struct TaskMem {
@@ -225,26 +236,17 @@ impl MemSim {
     }
 
     /// The reference string of job `job_index` of task `ti`, with `demand` of compute spread
-    /// evenly over it.
+    /// evenly over it. The string itself is made when the job first runs, from the draws it
+    /// would have taken now.
     pub(crate) fn start_job(&mut self, ti: usize, tm: &TaskMemory, job_index: u64, demand: Nanos) -> MemJob {
         let t = &mut self.tasks[ti];
-        let mut refs = t.spare_refs.pop().unwrap_or_default();
-        let (private_base, region_base) = (t.private_base, &t.region_base);
-        tm.job_refs(
-            job_index,
-            &mut t.cursors,
-            &mut t.rng,
-            |target| match target {
-                Target::Private => private_base,
-                Target::Region(r) => region_base[r].expect("mapped at setup"),
-            },
-            &mut refs,
-        );
-        let n = refs.len() as u64;
+        let deferred = Deferred { job_index, rng: t.rng.clone(), cursors: t.cursors.clone() };
+        let n = tm.skip_job(job_index, &mut t.cursors, &mut t.rng) as u64;
         let per_ref = if n == 0 { Nanos::ZERO } else { Nanos(demand.0 / n) };
         let tail = demand - Nanos(per_ref.0 * n);
         MemJob {
-            refs,
+            refs: Vec::new(),
+            deferred: (n > 0).then(|| Box::new(deferred)),
             cursor: 0,
             per_ref,
             tail,
@@ -255,6 +257,25 @@ impl MemSim {
         }
     }
 
+    /// Makes a deferred job's reference string.
+    fn make_refs(&mut self, ti: usize, tm: &TaskMemory, d: Deferred) -> Vec<(Vpn, RefKind)> {
+        let Deferred { job_index, mut rng, mut cursors } = d;
+        let t = &mut self.tasks[ti];
+        let mut refs = t.spare_refs.pop().unwrap_or_default();
+        let (private_base, region_base) = (t.private_base, &t.region_base);
+        tm.job_refs(
+            job_index,
+            &mut cursors,
+            &mut rng,
+            |target| match target {
+                Target::Private => private_base,
+                Target::Region(r) => region_base[r].expect("mapped at setup"),
+            },
+            &mut refs,
+        );
+        refs
+    }
+
     /// A job of task `ti` is over: its reference buffer goes back for the task's next jobs.
     pub(crate) fn recycle(&mut self, ti: usize, job: MemJob) {
         let mut refs = job.refs;
@@ -263,7 +284,10 @@ impl MemSim {
     }
 
     /// The job's next step at `now`; references whose time has come are made here.
-    pub(crate) fn next_step(&mut self, ti: usize, job: &mut MemJob, now: Nanos) -> Step {
+    pub(crate) fn next_step(&mut self, ti: usize, tm: &TaskMemory, job: &mut MemJob, now: Nanos) -> Step {
+        if let Some(d) = job.deferred.take() {
+            job.refs = self.make_refs(ti, tm, *d);
+        }
         let space = self.tasks[ti].space;
         // Order within a faulting reference: the kernel's CPU work, the wait for the device,
         // then the reference's own compute.

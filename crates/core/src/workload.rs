@@ -150,11 +150,7 @@ impl TaskMemory {
         base: impl Fn(Target) -> Vpn,
         out: &mut Vec<(Vpn, RefKind)>,
     ) {
-        let active = |s: &Stream| {
-            job_index >= s.from_job
-                && s.until_job.is_none_or(|u| job_index < u)
-                && (job_index - s.from_job) % s.every_jobs.max(1) == 0
-        };
+        let active = |s: &Stream| s.active(job_index);
         match self.order {
             // Straight into `out`: the streams follow one another there anyway.
             StreamOrder::Sequence => {
@@ -179,6 +175,54 @@ impl TaskMemory {
                 }
             }
         }
+    }
+}
+
+impl TaskMemory {
+    /// Leaves `cursors` and `rng` as [`TaskMemory::job_refs`] would for job `job_index`,
+    /// without making the references, and returns how many it would make. The engine
+    /// generates a job's references when the job first runs, from a copy of the generator
+    /// taken at release: the same numbers, but a backlog of queued jobs holds no reference
+    /// strings, and a job that never runs never makes its own.
+    pub fn skip_job(&self, job_index: u64, cursors: &mut [StreamCursor], rng: &mut SimRng) -> usize {
+        let (mut words, mut refs) = (0u128, 0usize);
+        for (s, cur) in self.streams.iter().zip(cursors.iter_mut()) {
+            if !s.active(job_index) {
+                continue;
+            }
+            let one_pass = match &s.pattern {
+                Pattern::Sweep { pages, span, .. } => {
+                    cur.next = (cur.next + pages) % span;
+                    *pages as usize
+                }
+                Pattern::Random { refs, .. } => {
+                    words += u128::from(*refs);
+                    *refs as usize
+                }
+                Pattern::HotCold { refs, .. } => {
+                    words += 2 * u128::from(*refs);
+                    *refs as usize
+                }
+                Pattern::Trace { pages } => pages.len(),
+            };
+            let n = one_pass * s.passes as usize;
+            if s.write_fraction > 0.0 && s.write_fraction < 1.0 {
+                words += n as u128;
+            }
+            refs += n;
+        }
+        if words > 0 {
+            rng.set_word_pos(rng.get_word_pos() + words);
+        }
+        refs
+    }
+}
+
+impl Stream {
+    fn active(&self, job_index: u64) -> bool {
+        job_index >= self.from_job
+            && self.until_job.is_none_or(|u| job_index < u)
+            && (job_index - self.from_job) % self.every_jobs.max(1) == 0
     }
 }
 
@@ -390,6 +434,39 @@ mod tests {
                 assert_eq!(out[1..], one_draw_at_a_time(&s, &mut b, Vpn(64))[..], "{k} {passes} {write_fraction}");
                 assert_eq!(a.get_word_pos(), b.get_word_pos(), "same number of draws");
             }
+        }
+    }
+
+    #[test]
+    fn skipping_a_job_leaves_the_generator_and_cursors_as_making_it_does() {
+        let mut burst = stream(Pattern::Random { refs: 333, offset: 10, span: 90 });
+        burst.from_job = 1;
+        burst.every_jobs = 2;
+        let mut sweep = stream(Pattern::Sweep { pages: 7, offset: 0, span: 10 });
+        sweep.passes = 2;
+        sweep.write_fraction = 0.5;
+        let mut hot = stream(Pattern::HotCold { refs: 501, offset: 0, span: 100, hot_pages: 10, hot_share: 0.9 });
+        hot.write_fraction = 0.3;
+        let mut trace = stream(Pattern::Trace { pages: vec![1, 2, 3] });
+        trace.write_fraction = 1.0;
+        for order in [StreamOrder::Sequence, StreamOrder::Interleave] {
+            let tm = TaskMemory {
+                reservation: None,
+                group: "g".into(),
+                private_pages: 100,
+                order,
+                streams: vec![burst.clone(), sweep.clone(), hot.clone(), trace.clone()],
+            };
+            let (mut cur_a, mut cur_b) = (vec![StreamCursor::default(); 4], vec![StreamCursor::default(); 4]);
+            let (mut a, mut b) = (sub_rng(5, "m", 0), sub_rng(5, "m", 0));
+            for job in 0..6 {
+                let mut out = Vec::new();
+                tm.job_refs(job, &mut cur_a, &mut a, |_| Vpn(0), &mut out);
+                assert_eq!(tm.skip_job(job, &mut cur_b, &mut b), out.len());
+                assert_eq!(a.get_word_pos(), b.get_word_pos(), "job {job}");
+                assert_eq!(cur_a.iter().map(|c| c.next).collect::<Vec<_>>(), cur_b.iter().map(|c| c.next).collect::<Vec<_>>());
+            }
+            assert_eq!(a.next_u64(), b.next_u64());
         }
     }
 
