@@ -279,8 +279,11 @@ impl MemSim {
     /// A job of task `ti` is over: its reference buffer goes back for the task's next jobs.
     pub(crate) fn recycle(&mut self, ti: usize, job: MemJob) {
         let mut refs = job.refs;
-        refs.clear();
-        self.tasks[ti].spare_refs.push(refs);
+        // A job dropped before it ran never had a buffer.
+        if refs.capacity() > 0 {
+            refs.clear();
+            self.tasks[ti].spare_refs.push(refs);
+        }
     }
 
     /// The job's next step at `now`; references whose time has come are made here.
