@@ -10,7 +10,13 @@ A scenario is a path to a .toml/.json file, TOML text, or a dict with the same s
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
+
+# Before numpy is first imported: OpenBLAS's worker threads spin-wait after each call and take
+# CPU from the simulations running in threads (the sweeps); critmem's arrays are too small to
+# gain from them. An explicit setting is kept.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from critmem._core import ScenarioError, __version__
 

@@ -458,7 +458,8 @@ impl<'a> Simulation<'a> {
         let job = self.jobs[key as usize].as_mut().expect("live job");
         let ti = job.task as usize;
         if let (Some(mj), Some(ms)) = (job.mem.as_deref_mut(), self.memsim.as_mut()) {
-            return ms.next_step(ti, mj, now);
+            let tm = self.scenario.task_memory[ti].as_ref().expect("a job with memory has its task's declaration");
+            return ms.next_step(ti, tm, mj, now);
         }
         let step = job.program.next_step(&self.scenario.tasks[ti], job.demand);
         if let Some(ms) = self.memsim.as_mut() {
@@ -522,6 +523,9 @@ impl<'a> Simulation<'a> {
         }
         if let Some(ms) = self.memsim.as_mut() {
             ms.job_ended(ti, self.now, pending.is_empty());
+            if let Some(mj) = job.mem {
+                ms.recycle(ti, *mj);
+            }
         }
         if pos_is_head_queued(pending, &self.jobs) {
             let next = pending[0];

@@ -23,6 +23,8 @@ const AUTO_WINDOWS: u64 = 3;
 #[derive(Clone, Debug)]
 pub(crate) struct MemJob {
     refs: Vec<(Vpn, RefKind)>,
+    /// Until the job first runs, what makes its references (see [`TaskMemory::skip_job`]).
+    deferred: Option<Box<Deferred>>,
     cursor: usize,
     per_ref: Nanos,
     /// Compute left after the last reference.
@@ -38,6 +40,15 @@ pub(crate) struct MemJob {
     after_wait: Nanos,
 }
 
+/// A job's reference string not made yet: the task's generator and stream cursors as they
+/// were at its release.
+#[derive(Clone, Debug)]
+struct Deferred {
+    job_index: u64,
+    rng: SimRng,
+    cursors: Vec<StreamCursor>,
+}
+
 struct TaskMem {
     space: AsId,
     private_base: Vpn,
@@ -46,6 +57,9 @@ struct TaskMem {
     psi_task: PsiTaskId,
     cursors: Vec<StreamCursor>,
     rng: SimRng,
+    /// Reference buffers of finished jobs, reused: a job's string can be megabytes, and
+    /// fresh ones cost page faults and regrowth on every release.
+    spare_refs: Vec<Vec<(Vpn, RefKind)>>,
     /// Time its jobs spent suspended waiting for the device.
     fault_wait: Nanos,
     oom_kills: u64,
@@ -188,6 +202,7 @@ impl MemSim {
                 psi_task: psi.add_task(group),
                 cursors: vec![StreamCursor::default(); tm.streams.len()],
                 rng: sub_rng(seed, "task-memory", ti as u64),
+                spare_refs: Vec::new(),
                 fault_wait: Nanos::ZERO,
                 oom_kills: 0,
             });
@@ -221,26 +236,17 @@ impl MemSim {
     }
 
     /// The reference string of job `job_index` of task `ti`, with `demand` of compute spread
-    /// evenly over it.
+    /// evenly over it. The string itself is made when the job first runs, from the draws it
+    /// would have taken now.
     pub(crate) fn start_job(&mut self, ti: usize, tm: &TaskMemory, job_index: u64, demand: Nanos) -> MemJob {
         let t = &mut self.tasks[ti];
-        let mut refs = Vec::new();
-        let (private_base, region_base) = (t.private_base, &t.region_base);
-        tm.job_refs(
-            job_index,
-            &mut t.cursors,
-            &mut t.rng,
-            |target| match target {
-                Target::Private => private_base,
-                Target::Region(r) => region_base[r].expect("mapped at setup"),
-            },
-            &mut refs,
-        );
-        let n = refs.len() as u64;
+        let deferred = Deferred { job_index, rng: t.rng.clone(), cursors: t.cursors.clone() };
+        let n = tm.skip_job(job_index, &mut t.cursors, &mut t.rng) as u64;
         let per_ref = if n == 0 { Nanos::ZERO } else { Nanos(demand.0 / n) };
         let tail = demand - Nanos(per_ref.0 * n);
         MemJob {
-            refs,
+            refs: Vec::new(),
+            deferred: (n > 0).then(|| Box::new(deferred)),
             cursor: 0,
             per_ref,
             tail,
@@ -251,8 +257,40 @@ impl MemSim {
         }
     }
 
+    /// Makes a deferred job's reference string.
+    fn make_refs(&mut self, ti: usize, tm: &TaskMemory, d: Deferred) -> Vec<(Vpn, RefKind)> {
+        let Deferred { job_index, mut rng, mut cursors } = d;
+        let t = &mut self.tasks[ti];
+        let mut refs = t.spare_refs.pop().unwrap_or_default();
+        let (private_base, region_base) = (t.private_base, &t.region_base);
+        tm.job_refs(
+            job_index,
+            &mut cursors,
+            &mut rng,
+            |target| match target {
+                Target::Private => private_base,
+                Target::Region(r) => region_base[r].expect("mapped at setup"),
+            },
+            &mut refs,
+        );
+        refs
+    }
+
+    /// A job of task `ti` is over: its reference buffer goes back for the task's next jobs.
+    pub(crate) fn recycle(&mut self, ti: usize, job: MemJob) {
+        let mut refs = job.refs;
+        // A job dropped before it ran never had a buffer.
+        if refs.capacity() > 0 {
+            refs.clear();
+            self.tasks[ti].spare_refs.push(refs);
+        }
+    }
+
     /// The job's next step at `now`; references whose time has come are made here.
-    pub(crate) fn next_step(&mut self, ti: usize, job: &mut MemJob, now: Nanos) -> Step {
+    pub(crate) fn next_step(&mut self, ti: usize, tm: &TaskMemory, job: &mut MemJob, now: Nanos) -> Step {
+        if let Some(d) = job.deferred.take() {
+            job.refs = self.make_refs(ti, tm, *d);
+        }
         let space = self.tasks[ti].space;
         // Order within a faulting reference: the kernel's CPU work, the wait for the device,
         // then the reference's own compute.
@@ -304,19 +342,11 @@ impl MemSim {
                 Access::Hit => {
                     // Apply the run of hits that follows now: their timing cannot change.
                     let max_run = if job.per_ref.0 == 0 { u64::MAX } else { (HIT_RUN_NS / job.per_ref.0).max(1) };
-                    let mut n = 1u64;
-                    while n < max_run {
-                        match job.refs.get(job.cursor) {
-                            Some(&(v, k)) if self.mem.would_hit(space, v, k) => {
-                                let hit = self.mem.access(now, space, v, k).expect("mapped");
-                                debug_assert!(hit.is_hit());
-                                job.cursor += 1;
-                                n += 1;
-                            }
-                            _ => break,
-                        }
-                    }
-                    job.owed = Nanos(job.per_ref.0 * n);
+                    let room = usize::try_from(max_run - 1).unwrap_or(usize::MAX);
+                    let end = job.cursor.saturating_add(room).min(job.refs.len());
+                    let more = self.mem.hit_run(space, &job.refs[job.cursor..end]);
+                    job.cursor += more;
+                    job.owed = Nanos(job.per_ref.0 * (1 + more as u64));
                 }
                 Access::Minor { cpu, memstall_cpu } => {
                     job.owed_memstall = memstall_cpu;

@@ -150,20 +150,25 @@ impl TaskMemory {
         base: impl Fn(Target) -> Vpn,
         out: &mut Vec<(Vpn, RefKind)>,
     ) {
-        let mut per_stream: Vec<Vec<(Vpn, RefKind)>> = Vec::with_capacity(self.streams.len());
-        for (s, cur) in self.streams.iter().zip(cursors.iter_mut()) {
-            let active = job_index >= s.from_job
-                && s.until_job.is_none_or(|u| job_index < u)
-                && (job_index - s.from_job) % s.every_jobs.max(1) == 0;
-            let mut refs = Vec::new();
-            if active {
-                s.generate(cur, rng, base(s.target), &mut refs);
-            }
-            per_stream.push(refs);
-        }
+        let active = |s: &Stream| s.active(job_index);
         match self.order {
-            StreamOrder::Sequence => per_stream.into_iter().for_each(|r| out.extend(r)),
+            // Straight into `out`: the streams follow one another there anyway.
+            StreamOrder::Sequence => {
+                for (s, cur) in self.streams.iter().zip(cursors.iter_mut()) {
+                    if active(s) {
+                        s.generate(cur, rng, base(s.target), out);
+                    }
+                }
+            }
             StreamOrder::Interleave => {
+                let mut per_stream: Vec<Vec<(Vpn, RefKind)>> = Vec::with_capacity(self.streams.len());
+                for (s, cur) in self.streams.iter().zip(cursors.iter_mut()) {
+                    let mut refs = Vec::new();
+                    if active(s) {
+                        s.generate(cur, rng, base(s.target), &mut refs);
+                    }
+                    per_stream.push(refs);
+                }
                 let longest = per_stream.iter().map(Vec::len).max().unwrap_or(0);
                 for i in 0..longest {
                     out.extend(per_stream.iter().filter_map(|r| r.get(i).copied()));
@@ -173,45 +178,131 @@ impl TaskMemory {
     }
 }
 
+impl TaskMemory {
+    /// Leaves `cursors` and `rng` as [`TaskMemory::job_refs`] would for job `job_index`,
+    /// without making the references, and returns how many it would make. The engine
+    /// generates a job's references when the job first runs, from a copy of the generator
+    /// taken at release: the same numbers, but a backlog of queued jobs holds no reference
+    /// strings, and a job that never runs never makes its own.
+    pub fn skip_job(&self, job_index: u64, cursors: &mut [StreamCursor], rng: &mut SimRng) -> usize {
+        let (mut words, mut refs) = (0u128, 0usize);
+        for (s, cur) in self.streams.iter().zip(cursors.iter_mut()) {
+            if !s.active(job_index) {
+                continue;
+            }
+            let one_pass = match &s.pattern {
+                Pattern::Sweep { pages, span, .. } => {
+                    cur.next = (cur.next + pages) % span;
+                    *pages as usize
+                }
+                Pattern::Random { refs, .. } => {
+                    words += u128::from(*refs);
+                    *refs as usize
+                }
+                Pattern::HotCold { refs, .. } => {
+                    words += 2 * u128::from(*refs);
+                    *refs as usize
+                }
+                Pattern::Trace { pages } => pages.len(),
+            };
+            let n = one_pass * s.passes as usize;
+            if s.write_fraction > 0.0 && s.write_fraction < 1.0 {
+                words += n as u128;
+            }
+            refs += n;
+        }
+        if words > 0 {
+            rng.set_word_pos(rng.get_word_pos() + words);
+        }
+        refs
+    }
+}
+
 impl Stream {
+    fn active(&self, job_index: u64) -> bool {
+        job_index >= self.from_job
+            && self.until_job.is_none_or(|u| job_index < u)
+            && (job_index - self.from_job) % self.every_jobs.max(1) == 0
+    }
+}
+
+/// Calls `f` on each element of `dst` with one random word, taken from the generator a
+/// buffer at a time: its `fill_bytes` hands out the same little-endian 32-bit words as
+/// `next_u32` (and `next_u64` is two of them, low first), so the draws are the same numbers
+/// in the same order as one call per draw, without the per-draw bookkeeping.
+fn zip_words<T>(rng: &mut SimRng, dst: &mut [T], mut f: impl FnMut(&mut T, u32)) {
+    let mut buf = [0u8; 4 * WORD_CHUNK];
+    for part in dst.chunks_mut(WORD_CHUNK) {
+        let bytes = &mut buf[..4 * part.len()];
+        rng.fill_bytes(bytes);
+        for (d, w) in part.iter_mut().zip(bytes.chunks_exact(4)) {
+            f(d, u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
+        }
+    }
+}
+
+/// As [`zip_words`], with one `next_u64` draw per element.
+fn zip_u64s<T>(rng: &mut SimRng, dst: &mut [T], mut f: impl FnMut(&mut T, u64)) {
+    let mut buf = [0u8; 4 * WORD_CHUNK];
+    for part in dst.chunks_mut(WORD_CHUNK / 2) {
+        let bytes = &mut buf[..8 * part.len()];
+        rng.fill_bytes(bytes);
+        for (d, w) in part.iter_mut().zip(bytes.chunks_exact(8)) {
+            f(d, u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]));
+        }
+    }
+}
+
+/// Words per `fill_bytes` call (4 KiB on the stack).
+const WORD_CHUNK: usize = 1024;
+
+impl Stream {
+    /// Appends one job's references of this stream to `out`: every pass's pages first, then
+    /// the read/write draws in reference order (the draw order of the original
+    /// one-reference-at-a-time loop).
     fn generate(&self, cur: &mut StreamCursor, rng: &mut SimRng, base: Vpn, out: &mut Vec<(Vpn, RefKind)>) {
-        let mut one_pass: Vec<u32> = Vec::new();
+        let start = out.len();
+        let write_fraction = self.write_fraction;
+        let kind = if write_fraction >= 1.0 { RefKind::Write } else { RefKind::Read };
+        let at = |p: u32| (base.offset(p), kind);
         match &self.pattern {
             Pattern::Sweep { pages, offset, span } => {
-                let start = cur.next;
-                one_pass.extend((0..*pages).map(|k| offset + (start + k) % span));
-                cur.next = (start + pages) % span;
+                let s = cur.next;
+                out.extend((0..*pages).map(|k| at(offset + (s + k) % span)));
+                cur.next = (s + pages) % span;
             }
             Pattern::Random { refs, offset, span } => {
-                one_pass.extend((0..*refs).map(|_| offset + below(rng.next_u32(), *span)));
+                out.resize(start + *refs as usize, at(0));
+                zip_words(rng, &mut out[start..], |d, w| d.0 = base.offset(offset + below(w, *span)));
             }
             Pattern::HotCold { refs, offset, span, hot_pages, hot_share } => {
                 let cold = span - hot_pages;
                 let hot_below = threshold(*hot_share);
+                out.resize(start + *refs as usize, at(0));
                 // One draw per reference: the low half decides hot or cold, the high half picks
-                // the page (references are the simulator's innermost loop).
-                for _ in 0..*refs {
-                    let r = rng.next_u64();
+                // the page (references are the simulator's innermost loop). Written as selects,
+                // not branches: hot or cold is unpredictable.
+                zip_u64s(rng, &mut out[start..], |d, r| {
                     let hot = cold == 0 || (r & 0xffff_ffff) < hot_below;
-                    let pick = (r >> 32) as u32;
-                    let p = if hot { below(pick, *hot_pages) } else { hot_pages + below(pick, cold) };
-                    one_pass.push(offset + p);
-                }
+                    let (first, n) = if hot { (0, *hot_pages) } else { (*hot_pages, cold) };
+                    d.0 = base.offset(offset + first + below((r >> 32) as u32, n));
+                });
             }
-            Pattern::Trace { pages } => one_pass.extend(pages.iter().copied()),
+            Pattern::Trace { pages } => out.extend(pages.iter().map(|&p| at(p))),
         }
-        let write_below = threshold(self.write_fraction);
-        for _ in 0..self.passes {
-            for &p in &one_pass {
-                let kind = if self.write_fraction >= 1.0
-                    || (self.write_fraction > 0.0 && u64::from(rng.next_u32()) < write_below)
-                {
-                    RefKind::Write
-                } else {
-                    RefKind::Read
-                };
-                out.push((base.offset(p), kind));
-            }
+        let one_pass = out.len() - start;
+        if self.passes == 0 {
+            out.truncate(start);
+            return;
+        }
+        for _ in 1..self.passes {
+            out.extend_from_within(start..start + one_pass);
+        }
+        if write_fraction > 0.0 && write_fraction < 1.0 {
+            let write_below = threshold(write_fraction);
+            zip_words(rng, &mut out[start..], |d, w| {
+                d.1 = if u64::from(w) < write_below { RefKind::Write } else { RefKind::Read };
+            });
         }
     }
 }
@@ -290,6 +381,93 @@ mod tests {
             })
             .collect();
         assert_eq!(active, vec![2, 5, 8]);
+    }
+
+    /// The generator as it was before the batched draws: one `next_u64`/`next_u32` call per
+    /// draw, every pass's pages first, then one write draw per reference.
+    fn one_draw_at_a_time(s: &Stream, rng: &mut SimRng, base: Vpn) -> Vec<(Vpn, RefKind)> {
+        let mut one_pass = Vec::new();
+        match &s.pattern {
+            Pattern::Random { refs, offset, span } => {
+                one_pass.extend((0..*refs).map(|_| offset + below(rng.next_u32(), *span)));
+            }
+            Pattern::HotCold { refs, offset, span, hot_pages, hot_share } => {
+                let cold = span - hot_pages;
+                for _ in 0..*refs {
+                    let r = rng.next_u64();
+                    let hot = cold == 0 || (r & 0xffff_ffff) < threshold(*hot_share);
+                    let pick = (r >> 32) as u32;
+                    one_pass.push(offset + if hot { below(pick, *hot_pages) } else { hot_pages + below(pick, cold) });
+                }
+            }
+            _ => unreachable!(),
+        }
+        let mut out = Vec::new();
+        for _ in 0..s.passes {
+            for &p in &one_pass {
+                let write = s.write_fraction >= 1.0
+                    || (s.write_fraction > 0.0 && u64::from(rng.next_u32()) < threshold(s.write_fraction));
+                out.push((base.offset(p), if write { RefKind::Write } else { RefKind::Read }));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn batched_draws_are_the_one_at_a_time_draws() {
+        // Odd lengths straddle the generator's blocks and the batch size, in both word widths.
+        let streams = [
+            Pattern::HotCold { refs: 3001, offset: 5, span: 100, hot_pages: 10, hot_share: 0.9 },
+            Pattern::Random { refs: 2049, offset: 7, span: 50 },
+            Pattern::HotCold { refs: 777, offset: 0, span: 40, hot_pages: 40, hot_share: 0.3 },
+        ];
+        for (k, pattern) in streams.into_iter().enumerate() {
+            for (passes, write_fraction) in [(1, 0.2), (3, 0.0), (2, 1.0), (0, 0.5)] {
+                let s = Stream { passes, write_fraction, ..stream(pattern.clone()) };
+                let (mut a, mut b) = (sub_rng(9, "m", k as u64), sub_rng(9, "m", k as u64));
+                // Misalign the word position first: a u64 draw can span two blocks.
+                a.next_u32();
+                b.next_u32();
+                let mut out = vec![(Vpn(1), RefKind::Write)];
+                s.generate(&mut StreamCursor::default(), &mut a, Vpn(64), &mut out);
+                assert_eq!(out[0], (Vpn(1), RefKind::Write), "appends");
+                assert_eq!(out[1..], one_draw_at_a_time(&s, &mut b, Vpn(64))[..], "{k} {passes} {write_fraction}");
+                assert_eq!(a.get_word_pos(), b.get_word_pos(), "same number of draws");
+            }
+        }
+    }
+
+    #[test]
+    fn skipping_a_job_leaves_the_generator_and_cursors_as_making_it_does() {
+        let mut burst = stream(Pattern::Random { refs: 333, offset: 10, span: 90 });
+        burst.from_job = 1;
+        burst.every_jobs = 2;
+        let mut sweep = stream(Pattern::Sweep { pages: 7, offset: 0, span: 10 });
+        sweep.passes = 2;
+        sweep.write_fraction = 0.5;
+        let mut hot = stream(Pattern::HotCold { refs: 501, offset: 0, span: 100, hot_pages: 10, hot_share: 0.9 });
+        hot.write_fraction = 0.3;
+        let mut trace = stream(Pattern::Trace { pages: vec![1, 2, 3] });
+        trace.write_fraction = 1.0;
+        for order in [StreamOrder::Sequence, StreamOrder::Interleave] {
+            let tm = TaskMemory {
+                reservation: None,
+                group: "g".into(),
+                private_pages: 100,
+                order,
+                streams: vec![burst.clone(), sweep.clone(), hot.clone(), trace.clone()],
+            };
+            let (mut cur_a, mut cur_b) = (vec![StreamCursor::default(); 4], vec![StreamCursor::default(); 4]);
+            let (mut a, mut b) = (sub_rng(5, "m", 0), sub_rng(5, "m", 0));
+            for job in 0..6 {
+                let mut out = Vec::new();
+                tm.job_refs(job, &mut cur_a, &mut a, |_| Vpn(0), &mut out);
+                assert_eq!(tm.skip_job(job, &mut cur_b, &mut b), out.len());
+                assert_eq!(a.get_word_pos(), b.get_word_pos(), "job {job}");
+                assert_eq!(cur_a.iter().map(|c| c.next).collect::<Vec<_>>(), cur_b.iter().map(|c| c.next).collect::<Vec<_>>());
+            }
+            assert_eq!(a.next_u64(), b.next_u64());
+        }
     }
 
     #[test]
