@@ -241,12 +241,14 @@ impl MemSim {
     pub(crate) fn start_job(&mut self, ti: usize, tm: &TaskMemory, job_index: u64, demand: Nanos) -> MemJob {
         let t = &mut self.tasks[ti];
         let deferred = Deferred { job_index, rng: t.rng.clone(), cursors: t.cursors.clone() };
-        let n = tm.skip_job(job_index, &mut t.cursors, &mut t.rng) as u64;
+        // Discards are not accesses: the job's compute is spread over the others only.
+        let (n, discards) = tm.skip_job(job_index, &mut t.cursors, &mut t.rng);
+        let n = n as u64;
         let per_ref = if n == 0 { Nanos::ZERO } else { Nanos(demand.0 / n) };
         let tail = demand - Nanos(per_ref.0 * n);
         MemJob {
             refs: Vec::new(),
-            deferred: (n > 0).then(|| Box::new(deferred)),
+            deferred: (n > 0 || discards > 0).then(|| Box::new(deferred)),
             cursor: 0,
             per_ref,
             tail,
@@ -321,6 +323,11 @@ impl MemSim {
                 return Step::Done;
             };
             job.cursor += 1;
+            if kind == RefKind::Discard {
+                // Freeing memory costs the job nothing in this model.
+                self.mem.discard(space, vpn).expect("discard streams address private pages");
+                continue;
+            }
             let access = match self.mem.access(now, space, vpn, kind) {
                 Ok(a) => a,
                 Err(MemError::OutOfMemory | MemError::ReservationExhausted(_)) => {

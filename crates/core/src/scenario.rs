@@ -863,7 +863,20 @@ fn validate_task_memory(cx: &Ctx, i: usize, rt: &RawTask, memory: Option<&Memory
                     .collect::<Result<Vec<_>, _>>()?;
                 Pattern::Trace { pages }
             }
-            other => return Err(cx.err(k("pattern"), format!("unknown pattern {other:?}; expected sweep, random, hotcold or trace"))),
+            "discard" => {
+                if target != Target::Private {
+                    return Err(cx.err(k("region"), "pattern = \"discard\" frees private memory only; drop region or set it to \"private\""));
+                }
+                forbid(a.mb.is_some(), "mb")?;
+                forbid(a.refs.is_some(), "refs")?;
+                forbid(a.pages.is_some(), "pages")?;
+                forbid(a.hot_fraction.is_some(), "hot_fraction")?;
+                forbid(a.hot_share.is_some(), "hot_share")?;
+                forbid(a.writes.is_some(), "writes")?;
+                forbid(a.passes.is_some(), "passes")?;
+                Pattern::Discard { offset, span }
+            }
+            other => return Err(cx.err(k("pattern"), format!("unknown pattern {other:?}; expected sweep, random, hotcold, trace or discard"))),
         };
         let passes = cx.count(&k("passes"), a.passes, 1, 1)?;
         let write_fraction = cx.fraction(&k("writes"), a.writes, 0.0)?;

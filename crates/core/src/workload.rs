@@ -131,6 +131,9 @@ pub enum Pattern {
     HotCold { refs: u32, offset: u32, span: u32, hot_pages: u32, hot_share: f64 },
     /// A fixed page-number sequence (offsets into the target) per job.
     Trace { pages: Vec<u32> },
+    /// Frees `[offset, offset + span)` at this point of the job (`madvise(MADV_DONTNEED)`):
+    /// one [`RefKind::Discard`] per page, no compute and no random draws.
+    Discard { offset: u32, span: u32 },
 }
 
 /// Per-task state carried from job to job.
@@ -180,12 +183,13 @@ impl TaskMemory {
 
 impl TaskMemory {
     /// Leaves `cursors` and `rng` as [`TaskMemory::job_refs`] would for job `job_index`,
-    /// without making the references, and returns how many it would make. The engine
+    /// without making the references, and returns how many accesses and how many discards it
+    /// would make. The engine
     /// generates a job's references when the job first runs, from a copy of the generator
     /// taken at release: the same numbers, but a backlog of queued jobs holds no reference
     /// strings, and a job that never runs never makes its own.
-    pub fn skip_job(&self, job_index: u64, cursors: &mut [StreamCursor], rng: &mut SimRng) -> usize {
-        let (mut words, mut refs) = (0u128, 0usize);
+    pub fn skip_job(&self, job_index: u64, cursors: &mut [StreamCursor], rng: &mut SimRng) -> (usize, usize) {
+        let (mut words, mut refs, mut discards) = (0u128, 0usize, 0usize);
         for (s, cur) in self.streams.iter().zip(cursors.iter_mut()) {
             if !s.active(job_index) {
                 continue;
@@ -204,6 +208,11 @@ impl TaskMemory {
                     *refs as usize
                 }
                 Pattern::Trace { pages } => pages.len(),
+                // No draws, no passes, no writes (the loader refuses them).
+                Pattern::Discard { span, .. } => {
+                    discards += *span as usize;
+                    continue;
+                }
             };
             let n = one_pass * s.passes as usize;
             if s.write_fraction > 0.0 && s.write_fraction < 1.0 {
@@ -214,7 +223,7 @@ impl TaskMemory {
         if words > 0 {
             rng.set_word_pos(rng.get_word_pos() + words);
         }
-        refs
+        (refs, discards)
     }
 }
 
@@ -289,6 +298,10 @@ impl Stream {
                 });
             }
             Pattern::Trace { pages } => out.extend(pages.iter().map(|&p| at(p))),
+            Pattern::Discard { offset, span } => {
+                out.extend((*offset..offset + span).map(|p| (base.offset(p), RefKind::Discard)));
+                return;
+            }
         }
         let one_pass = out.len() - start;
         if self.passes == 0 {
@@ -449,20 +462,23 @@ mod tests {
         hot.write_fraction = 0.3;
         let mut trace = stream(Pattern::Trace { pages: vec![1, 2, 3] });
         trace.write_fraction = 1.0;
+        let mut free = stream(Pattern::Discard { offset: 20, span: 5 });
+        free.every_jobs = 3;
         for order in [StreamOrder::Sequence, StreamOrder::Interleave] {
             let tm = TaskMemory {
                 reservation: None,
                 group: "g".into(),
                 private_pages: 100,
                 order,
-                streams: vec![burst.clone(), sweep.clone(), hot.clone(), trace.clone()],
+                streams: vec![burst.clone(), sweep.clone(), free.clone(), hot.clone(), trace.clone()],
             };
-            let (mut cur_a, mut cur_b) = (vec![StreamCursor::default(); 4], vec![StreamCursor::default(); 4]);
+            let (mut cur_a, mut cur_b) = (vec![StreamCursor::default(); 5], vec![StreamCursor::default(); 5]);
             let (mut a, mut b) = (sub_rng(5, "m", 0), sub_rng(5, "m", 0));
             for job in 0..6 {
                 let mut out = Vec::new();
                 tm.job_refs(job, &mut cur_a, &mut a, |_| Vpn(0), &mut out);
-                assert_eq!(tm.skip_job(job, &mut cur_b, &mut b), out.len());
+                let discards = out.iter().filter(|r| r.1 == RefKind::Discard).count();
+                assert_eq!(tm.skip_job(job, &mut cur_b, &mut b), (out.len() - discards, discards), "job {job}");
                 assert_eq!(a.get_word_pos(), b.get_word_pos(), "job {job}");
                 assert_eq!(cur_a.iter().map(|c| c.next).collect::<Vec<_>>(), cur_b.iter().map(|c| c.next).collect::<Vec<_>>());
             }

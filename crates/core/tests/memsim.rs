@@ -122,6 +122,61 @@ fn memory_errors_name_the_key() {
     assert_eq!(err(&format!("{plain}private_mb = 1\n")), "m.toml: task[0].private_mb: needs a [memory] section");
 }
 
+/// One task on an 8 MiB machine with 4 KiB pages: each 10 ms job writes 2 MiB of private
+/// memory, then (if `discard`) frees its second half.
+fn grow_and_free(extra: &str) -> String {
+    format!(
+        "[scheduler]\nkind = \"rm\"\n[run]\nhorizon_ms = 100\n[memory]\ntotal_mb = 8\nsample_ms = 1\n\
+         [[task]]\nname = \"t\"\nwcet_ms = 2\nperiod_ms = 10\nprivate_mb = 2\naccess_order = \"sequence\"\n\
+         access = [{{ pattern = \"sweep\", mb = 2, writes = 1.0 }}{extra}]\n"
+    )
+}
+
+#[test]
+fn a_discard_frees_its_span_and_the_next_touch_is_a_zero_fill_minor_fault() {
+    const PAGES_MB: u64 = 256;
+    let keep = run(&grow_and_free(""));
+    let free = run(&grow_and_free(", { pattern = \"discard\", offset_mb = 1, span_mb = 1 }"));
+    let (k, f) = (&keep.memory.as_ref().unwrap().tasks[0], &free.memory.as_ref().unwrap().tasks[0]);
+    assert_eq!(keep.jobs.len(), 10);
+    // Without the discard only the first job faults; with it every job refills the freed MiB.
+    assert_eq!(k.stats.minor_faults, 2 * PAGES_MB);
+    assert_eq!(f.stats.minor_faults, 2 * PAGES_MB + 9 * PAGES_MB);
+    assert_eq!((f.stats.major_faults, f.stats.pages_swapped_in, f.stats.pages_swapped_out), (0, 0, 0));
+    assert_eq!(free.memory.as_ref().unwrap().device.bytes_written, 0, "freed dirty pages are not written back");
+    // Usage drops by the span at each job end: 2 MiB while a job runs, 1 MiB between jobs.
+    assert_eq!(k.stats.resident_pages, 2 * PAGES_MB);
+    assert_eq!(f.stats.resident_pages, PAGES_MB);
+    let timeline = &free.memory.as_ref().unwrap().timeline;
+    let between_jobs = timeline.iter().filter(|s| s.time >= Nanos::from_ms(5) && (s.time.0 / 1_000_000) % 10 >= 5);
+    assert!(between_jobs.clone().count() >= 40 && between_jobs.clone().all(|s| s.task_resident_pages[0] == PAGES_MB));
+    let during_jobs = timeline.iter().filter(|s| s.time > Nanos::from_ms(10) && (s.time.0 / 1_000_000) % 10 < 5);
+    assert!(during_jobs.clone().any(|s| s.task_resident_pages[0] > PAGES_MB), "usage grows again within each job");
+    // Freeing costs no CPU: a job runs its compute plus its faults' kernel work only.
+    let zero_fill = critmem_core::mem::FaultCosts::default().zero_fill;
+    let job1 = &free.jobs[1];
+    assert_eq!(job1.executed, job1.demand + Nanos(zero_fill.0 * PAGES_MB));
+}
+
+#[test]
+fn discard_keys_are_checked() {
+    let err = |extra: &str| load_toml_str(&grow_and_free(extra), "m.toml").unwrap_err().to_string();
+    let d = ", { pattern = \"discard\", offset_mb = 1, span_mb = 1";
+    for (key, bad) in [("refs", "refs = 5"), ("mb", "mb = 1"), ("writes", "writes = 0.5"), ("passes", "passes = 2"), ("hot_share", "hot_share = 0.5"), ("pages", "pages = [1]")] {
+        let line = err(&format!("{d}, {bad} }}"));
+        assert_eq!(line, format!("m.toml: task[0].access[1].{key}: does not apply to pattern = \"discard\""));
+    }
+    let line = err(", { pattern = \"discard\", offset_mb = 1, span_mb = 2 }");
+    assert!(line.starts_with("m.toml: task[0].access[1].span_mb: offset + span exceeds"), "{line}");
+    let shm = grow_and_free(", { pattern = \"discard\", region = \"shm\" }").replace("sample_ms = 1\n", "sample_ms = 1\n[[region]]\nname = \"shm\"\nsize_mb = 1\n");
+    let line = load_toml_str(&shm, "m.toml").unwrap_err().to_string();
+    assert!(line.starts_with("m.toml: task[0].access[1].region: pattern = \"discard\" frees private memory only"), "{line}");
+    // Phases apply: a discard every other job from job 1.
+    let s = load_toml_str(&grow_and_free(", { pattern = \"discard\", span_mb = 1, from_job = 1, every_jobs = 2 }"), "m.toml").unwrap();
+    let r = simulate(&s, SimOptions { record_jobs: true, record_segments: false });
+    assert_eq!(r.memory.as_ref().unwrap().tasks[0].stats.minor_faults, 512 + 4 * 256, "jobs 2, 4, 6, 8 refill");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Random memory workloads through the engine. Machines are small (≤ 64 Mi), so in debug builds
 // the memory model checks every invariant — frames conserved, each in exactly one place, hard
@@ -160,7 +215,9 @@ fn memory_scenario(
             2 => format!("{{ pattern = \"hotcold\", region = \"shm\", refs = 300, hot_fraction = 0.1, writes = {writes} }}"),
             _ => format!("{{ pattern = \"sweep\", mb = 0.25, passes = 2, writes = {writes} }}"),
         };
-        s += &format!("access = [{stream}, {{ pattern = \"random\", region = \"shm\", refs = 50 }}]\naccess_order = \"interleave\"\n");
+        // Some tasks free part of their private memory every other job.
+        let discard = if res & 4 != 0 { ", { pattern = \"discard\", offset_mb = 0.125, span_mb = 0.25, every_jobs = 2 }" } else { "" };
+        s += &format!("access = [{stream}, {{ pattern = \"random\", region = \"shm\", refs = 50 }}{discard}]\naccess_order = \"interleave\"\n");
     }
     s
 }

@@ -196,7 +196,7 @@ impl SwapManager {
                 None => {}
             }
             if self.is_active(&state)? {
-                run("swapoff", &[&path.to_string_lossy()])?;
+                swapoff_with_retries(path)?;
             }
             std::fs::remove_file(path).map_err(|e| Error::io("remove swapfile", path, e))?;
         }
@@ -292,6 +292,24 @@ fn run(name: &str, args: &[&str]) -> Result<()> {
             status: output.status.to_string(),
             stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
         })
+    }
+}
+
+/// swapoff, retried for a few seconds: it fails with ENOMEM while a swapped page cannot yet be
+/// charged back to its memory cgroup (one just removed, still being torn down at its limit);
+/// seen once right after a run's cgroups went away, and a retry a moment later succeeds.
+fn swapoff_with_retries(path: &Path) -> Result<()> {
+    let mut attempts = 0;
+    loop {
+        match run("swapoff", &[&path.to_string_lossy()]) {
+            Ok(()) => return Ok(()),
+            Err(e @ Error::Command { .. }) if attempts < 10 => {
+                attempts += 1;
+                tracing::warn!(path = %path.display(), error = %e, attempts, "swapoff failed; retrying");
+                std::thread::sleep(std::time::Duration::from_millis(500));
+            }
+            Err(e) => return Err(e),
+        }
     }
 }
 

@@ -53,6 +53,7 @@ impl Memory {
                 let (need, set) = match kind {
                     RefKind::Read => (PRESENT, REFERENCED | WINDOW),
                     RefKind::Write => (PRESENT | WRITABLE, REFERENCED | WINDOW | DIRTY),
+                    RefKind::Discard => return self.discard(space, vpn).map(|()| Access::Hit),
                 };
                 if pte.flags & need == need {
                     pte.flags |= set;
@@ -63,6 +64,26 @@ impl Memory {
         let r = self.fault(now, space, vpn, kind);
         self.debug_check();
         r
+    }
+
+    /// Frees page `vpn` of `space` as `madvise(MADV_DONTNEED)` (or `free` returning it to the
+    /// kernel) does for private anonymous memory: a resident page's frame is freed and its
+    /// charge undone, its content dropped even if dirty (no write-back); a swapped-out page's
+    /// swap slot is freed. The next reference zero-fills a new page (a minor fault, no read).
+    /// No device time. Shared and copy-on-write pages are refused.
+    pub fn discard(&mut self, space: AsId, vpn: Vpn) -> Result<(), MemError> {
+        let s = self.space_idx(space)?;
+        let vi = self.find_vma(s, vpn.0).ok_or(MemError::Unmapped { space: space.0, vpn: vpn.0 })?;
+        let vma = self.spaces[s].vmas[vi];
+        let reg = &self.regions[vma.region as usize];
+        if vma.shadow != NIL || reg.kind.is_shared() || reg.is_cow_base() {
+            return Err(MemError::NotDiscardable { space: space.0, vpn: vpn.0 });
+        }
+        self.discard_page(vma.region, vpn.0 - vma.start);
+        // Not present and never touched, as after the mapping was created.
+        self.spaces[s].ptes[vpn.0 as usize] = EMPTY_PTE;
+        self.debug_check();
+        Ok(())
     }
 
     fn find_vma(&self, s: usize, vpn: u32) -> Option<usize> {

@@ -48,7 +48,8 @@
 //! job's execution; [`Access::Major`] adds `cpu` and then self-suspends the job until
 //! `ready_at` (the reference is then complete: do not repeat it). While suspended the task
 //! is stalled as [`Access::stall_state`] says; report that, and its return to runnable at
-//! `ready_at`, to a [`psi::PsiAccounting`]. Call [`Memory::end_window`] at each job end (it
+//! `ready_at`, to a [`psi::PsiAccounting`]. [`Memory::discard`] frees a private page the
+//! program no longer needs (`madvise(MADV_DONTNEED)`). Call [`Memory::end_window`] at each job end (it
 //! measures per-task use of shared regions for `auto`), [`Memory::resolve_auto`] when the
 //! measurement is long enough, and [`Memory::exit_space`] when a process ends.
 
@@ -979,6 +980,7 @@ impl Memory {
         let need = match kind {
             RefKind::Read => PRESENT,
             RefKind::Write => PRESENT | WRITABLE,
+            RefKind::Discard => return false,
         };
         self.spaces
             .get(space.0 as usize)
@@ -999,6 +1001,8 @@ impl Memory {
             let (need, set) = match kind {
                 RefKind::Read => (PRESENT, REFERENCED | WINDOW),
                 RefKind::Write => (PRESENT | WRITABLE, REFERENCED | WINDOW | DIRTY),
+                // Not an access: the run ends and the caller frees the page.
+                RefKind::Discard => return n,
             };
             match sp.ptes.get_mut(vpn.0 as usize) {
                 Some(pte) if pte.flags & need == need => pte.flags |= set,
@@ -1067,6 +1071,15 @@ impl Memory {
             Mode::Spc => SharePolicy::Spc,
             Mode::Locked => SharePolicy::Spel,
         })
+    }
+
+    /// Swap slots in use: pages of anonymous regions with a copy on the swap device.
+    pub fn swap_slots_used(&self) -> u64 {
+        self.regions
+            .iter()
+            .filter(|r| r.alive && !matches!(r.kind, RegionKind::SharedFile { .. }))
+            .map(|r| r.pflags.iter().filter(|&&f| f & BACKED != 0).count() as u64)
+            .sum()
     }
 
     pub fn region_pages(&self, region: RegionId) -> Option<u32> {

@@ -202,7 +202,10 @@ impl Memory {
     pub(super) fn release_frame(&mut self, pool: u32, f: u32) {
         debug_assert_eq!(self.frames[f as usize].region, NIL);
         let p = &mut self.pools[pool as usize];
-        if p.kind == PoolKind::Limit || (pool != GLOBAL && p.borrowed > 0) {
+        if p.kind == PoolKind::Limit {
+            // A limit group has no slots: the frame simply goes back to the global pool.
+            self.flists.push_back(free_list(GLOBAL), f);
+        } else if pool != GLOBAL && p.borrowed > 0 {
             p.borrowed -= 1;
             self.flists.push_back(free_list(GLOBAL), f);
         } else {

@@ -41,6 +41,9 @@ impl Vpn {
 pub enum RefKind {
     Read,
     Write,
+    /// Not an access: the program frees the page (`madvise(MADV_DONTNEED)` on private
+    /// anonymous memory, see [`crate::mem::Memory::discard`]).
+    Discard,
 }
 
 /// What one page reference cost the job that made it.
@@ -497,4 +500,6 @@ pub enum MemError {
     NotALimitGroup(u32),
     #[error("copy-on-write memory can be managed by `private`, `first-touch` or `spc`, not `{0}`")]
     UnsupportedCowPolicy(SharePolicy),
+    #[error("address space {space}: page {vpn} is not private anonymous memory (shared or copy-on-write); only private pages can be discarded")]
+    NotDiscardable { space: u32, vpn: u32 },
 }

@@ -198,6 +198,7 @@ fn plan(scenario: &Scenario, run_dir: &str) -> Result<(Vec<GroupSpec>, Vec<TaskP
             .map(|s| match &s.pattern {
                 StreamPattern::Sweep { offset, span, .. } | StreamPattern::Random { offset, span, .. } | StreamPattern::HotCold { offset, span, .. } => u64::from(*offset) + u64::from(*span),
                 StreamPattern::Trace { pages } => pages.iter().max().map_or(0, |&p| u64::from(p) + 1),
+                StreamPattern::Discard { .. } => 0,
             })
             .max()
             .map_or(private_pages, |hot| hot.clamp(1, private_pages.max(1)));
@@ -234,6 +235,7 @@ fn plan(scenario: &Scenario, run_dir: &str) -> Result<(Vec<GroupSpec>, Vec<TaskP
                         StreamPattern::Sweep { pages, .. } => u64::from(*pages),
                         StreamPattern::Random { refs, .. } | StreamPattern::HotCold { refs, .. } => u64::from(*refs),
                         StreamPattern::Trace { pages } => pages.len() as u64,
+                        StreamPattern::Discard { .. } => 0,
                     } * u64::from(s.passes.max(1)))
                     .sum();
                 let mut args = vec![
