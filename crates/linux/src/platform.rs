@@ -15,7 +15,9 @@ use crate::journal::{Journal, RestoreReport};
 use crate::protocol::{JobOp, JobServer};
 use crate::psi::{wait_any, PsiTrigger, StallKind, TriggerEvent};
 use crate::writer::KnobWriter;
-use critmem_policy::{Action, Controller, GroupId, GroupObservation, GroupRole, JobEvent, MemoryKnobs, Observation, Platform, StallTotals};
+use critmem_policy::{
+    Action, Controller, GroupId, GroupObservation, GroupRole, JobEvent, MemoryKnobs, Observation, Platform, StallInputs, StallTotals,
+};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -139,12 +141,24 @@ impl OpenFiles {
         })
     }
 
-    /// Reads everything; `None` on any failure (the caller then goes the slow way, which
-    /// names the error, e.g. a vanished group). Parses bytes in place: only the PSI totals and
-    /// plain numbers, no UTF-8 check, no allocation.
-    fn read(&self, buf: &mut [u8; READ_BUF_BYTES], knobs_now: Option<MemoryKnobs>) -> Option<(StallTotals, u64, MemoryKnobs)> {
-        let (memory_some_us, memory_full_us) = crate::psi::parse_totals(pread_start(&self.memory_pressure, buf)?)?;
-        let (io_some_us, io_full_us) = crate::psi::parse_totals(pread_start(&self.io_pressure, buf)?)?;
+    /// Reads usage, the pressure files `fresh` asks for (the others keep their `kept` totals)
+    /// and, unless `knobs_now` is given, the knob files; `None` on any failure (the caller
+    /// then goes the slow way, which names the error, e.g. a vanished group). Parses bytes in
+    /// place: only the PSI totals and plain numbers, no UTF-8 check, no allocation.
+    fn read(
+        &self,
+        buf: &mut [u8; READ_BUF_BYTES],
+        fresh: StallInputs,
+        kept: StallTotals,
+        knobs_now: Option<MemoryKnobs>,
+    ) -> Option<(StallTotals, u64, MemoryKnobs)> {
+        let (memory_some_us, memory_full_us) = if fresh.memory {
+            crate::psi::parse_totals(pread_start(&self.memory_pressure, buf)?)?
+        } else {
+            (kept.memory_some_us, kept.memory_full_us)
+        };
+        let (io_some_us, io_full_us) =
+            if fresh.io { crate::psi::parse_totals(pread_start(&self.io_pressure, buf)?)? } else { (kept.io_some_us, kept.io_full_us) };
         let usage = parse_u64(pread_start(&self.usage, buf)?)?;
         if let Some(knobs) = knobs_now {
             return Some((StallTotals { memory_some_us, memory_full_us, io_some_us, io_full_us }, usage, knobs));
@@ -234,6 +248,9 @@ struct Managed {
     /// platform last read or wrote; they are re-read every [`KNOB_REFRESH_TICKS`] ticks (to see
     /// changes made by others) and on the tick after one of this platform's writes lands.
     knobs_age_ticks: u32,
+    /// Pressure totals the controller reads of this group: re-read every tick. The others are
+    /// re-read with the knobs (they only feed metrics and logs).
+    stall_inputs: StallInputs,
     /// cgroup v2: `memory.high` is this platform's stand-in for a hard limit below usage (see
     /// `apply_v2_max`), cleared again when the hard limit takes over.
     high_is_ours: bool,
@@ -330,7 +347,7 @@ impl LinuxPlatform {
             let files = OpenFiles::open(backend.as_ref(), &spec.path);
             let oom = OomWatch { file: std::fs::File::open(backend.oom_file(&spec.path)).ok(), ..OomWatch::default() };
             let knob_paths = Knob::ALL.map(|k| backend.plan_knob(&spec.path, k, None).ok().flatten().map(|w| w.path));
-            groups.push(Managed { spec, knob_paths, knobs_age_ticks: u32::MAX, high_is_ours: false, files, oom, knobs, usage_bytes: 0, stall: StallTotals::default(), jobs: JobCounts::default() });
+            groups.push(Managed { spec, knob_paths, knobs_age_ticks: u32::MAX, stall_inputs: StallInputs::ALL, high_is_ours: false, files, oom, knobs, usage_bytes: 0, stall: StallTotals::default(), jobs: JobCounts::default() });
         }
         let mut stats = PlatformStats::default();
         if let Some(journal) = journal.as_mut() {
@@ -380,6 +397,15 @@ impl LinuxPlatform {
     /// What opening restored from a crashed previous run.
     pub fn recovered(&self) -> Option<&RestoreReport> {
         self.recovered.as_ref()
+    }
+
+    /// Tells the platform which pressure totals the controller reads of each group (from
+    /// [`critmem_policy::Controller::stall_inputs`]); the others are then read only every
+    /// [`KNOB_REFRESH_TICKS`] ticks. Until called, everything is read every tick.
+    pub fn set_stall_inputs(&mut self, inputs: impl Fn(&GroupRole) -> StallInputs) {
+        for g in &mut self.groups {
+            g.stall_inputs = inputs(&g.spec.role);
+        }
     }
 
     /// Usage and knobs of `group` as last observed.
@@ -739,7 +765,9 @@ impl Platform for LinuxPlatform {
                 g.files = OpenFiles::open(self.backend.as_ref(), &g.spec.path);
             }
             let knobs_now = (g.knobs_age_ticks < KNOB_REFRESH_TICKS).then_some(g.knobs);
-            match g.files.as_ref().and_then(|f| f.read(&mut self.tick_buf, knobs_now)) {
+            // Everything is fresh on the ticks that re-read the knobs.
+            let fresh = if knobs_now.is_some() { g.stall_inputs } else { StallInputs::ALL };
+            match g.files.as_ref().and_then(|f| f.read(&mut self.tick_buf, fresh, g.stall, knobs_now)) {
                 Some((stall, usage, knobs)) => {
                     (g.stall, g.usage_bytes, g.knobs) = (stall, usage, knobs);
                     g.knobs_age_ticks = if knobs_now.is_some() { g.knobs_age_ticks + 1 } else { 0 };

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::budget::{clamp_bytes, is_soft_rt, plan_nrt, ActionPlan, Budget, LimitKnob};
-use crate::{Action, Controller, GroupObservation, Observation, PolicyError};
+use crate::{Action, Controller, GroupObservation, GroupRole, Observation, PolicyError, StallInputs};
 
 /// Offline: a static soft-RT limit found by profiling (see [`pick_offline_limit`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -82,6 +82,10 @@ impl FixedLimits {
 impl Controller for FixedLimits {
     fn name(&self) -> &str {
         self.name
+    }
+
+    fn stall_inputs(&self, _role: &GroupRole) -> StallInputs {
+        StallInputs::NONE
     }
 
     fn tick(&mut self, obs: &Observation) -> Vec<Action> {

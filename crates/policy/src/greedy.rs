@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::budget::{is_soft_rt, plan_nrt, ActionPlan, Budget, LimitKnob};
-use crate::{Action, Controller, Observation};
+use crate::{Action, Controller, GroupRole, Observation, StallInputs};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -27,6 +27,10 @@ impl Greedy {
 impl Controller for Greedy {
     fn name(&self) -> &str {
         "greedy"
+    }
+
+    fn stall_inputs(&self, _role: &GroupRole) -> StallInputs {
+        StallInputs::NONE
     }
 
     fn tick(&mut self, obs: &Observation) -> Vec<Action> {

@@ -64,6 +64,21 @@ pub struct StallTotals {
     pub io_full_us: u64,
 }
 
+/// Which pressure totals a controller reads of one group. A platform keeps these fresh at
+/// every tick; the others it may refresh less often (they still feed metrics and logs), which
+/// on Linux saves the kernel formatting a pressure file nobody looks at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StallInputs {
+    pub memory: bool,
+    pub io: bool,
+}
+
+impl StallInputs {
+    pub const ALL: StallInputs = StallInputs { memory: true, io: true };
+    pub const MEMORY: StallInputs = StallInputs { memory: true, io: false };
+    pub const NONE: StallInputs = StallInputs { memory: false, io: false };
+}
+
 /// Memory knobs of a group. `None` means "no limit" (max/high) or "no protection" (min/low).
 /// Semantics follow cgroup v2: `max` is a hard limit (reclaim, never exceed), `high` throttles
 /// and reclaims above it, `min`/`low` protect from reclaim (hard/best effort).
@@ -132,6 +147,11 @@ pub trait Controller {
     /// [`Controller::tick`] at this period. SARA counts one tick as one monitoring interval.
     fn interval_ns(&self) -> u64 {
         DEFAULT_INTERVAL_NS
+    }
+    /// The pressure totals [`Controller::tick`] reads of a group with this role. The default,
+    /// everything, is always correct; a narrower answer lets a platform read less per tick.
+    fn stall_inputs(&self, _role: &GroupRole) -> StallInputs {
+        StallInputs::ALL
     }
 }
 

@@ -36,7 +36,7 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use crate::budget::{interval_stall_ns, is_soft_rt, plan_nrt, ActionPlan, Budget, LimitKnob, StallKind};
-use crate::{Action, Controller, GroupId, GroupRole, JobEvent, Observation, PolicyError, StallTotals};
+use crate::{Action, Controller, GroupId, GroupRole, JobEvent, Observation, PolicyError, StallInputs, StallTotals};
 
 /// SARA's parameters; defaults are the paper's (§IV-A).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -285,6 +285,11 @@ impl Controller for Sara {
 
     fn interval_ns(&self) -> u64 {
         self.config.interval_ns
+    }
+
+    /// `s_intv = max(s_mem, s_IO)` of the soft real-time groups; the rest get what is left.
+    fn stall_inputs(&self, role: &GroupRole) -> StallInputs {
+        if matches!(role, GroupRole::SoftRealTime { .. }) { StallInputs::ALL } else { StallInputs::NONE }
     }
 
     fn tick(&mut self, obs: &Observation) -> Vec<Action> {

@@ -33,7 +33,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::budget::{clamp_bytes, is_soft_rt, plan_nrt, ActionPlan, Budget, LimitKnob};
-use crate::{Action, Controller, GroupId, Observation, PolicyError};
+use crate::{Action, Controller, GroupId, GroupRole, Observation, PolicyError, StallInputs};
 
 const PAGE_BYTES: u64 = 4096;
 
@@ -180,6 +180,11 @@ fn senpai_tick(cfg: &SenpaiConfig, st: &mut SenpaiState, total_us: u64, lo: u64,
 impl Controller for Senpai {
     fn name(&self) -> &str {
         "senpai"
+    }
+
+    /// Only the memory `some` total of the soft real-time groups.
+    fn stall_inputs(&self, role: &GroupRole) -> StallInputs {
+        if matches!(role, GroupRole::SoftRealTime { .. }) { StallInputs::MEMORY } else { StallInputs::NONE }
     }
 
     fn tick(&mut self, obs: &Observation) -> Vec<Action> {

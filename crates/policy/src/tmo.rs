@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::budget::{clamp_bytes, is_soft_rt, plan_nrt, ActionPlan, Budget, LimitKnob};
-use crate::{Action, Controller, GroupId, Observation, PolicyError};
+use crate::{Action, Controller, GroupId, GroupRole, Observation, PolicyError, StallInputs};
 
 /// TMO-Low's PSI threshold (SARA §IV-A, "the original TMO parameter setting").
 pub const TMO_LOW_THRESHOLD_PCT: f64 = 0.1;
@@ -107,6 +107,11 @@ pub fn tmo_reclaim_bytes(current_bytes: u64, ratio: f64, psi_some_pct: f64, thre
 impl Controller for Tmo {
     fn name(&self) -> &str {
         self.name
+    }
+
+    /// Only the memory `some` total of the soft real-time groups.
+    fn stall_inputs(&self, role: &GroupRole) -> StallInputs {
+        if matches!(role, GroupRole::SoftRealTime { .. }) { StallInputs::MEMORY } else { StallInputs::NONE }
     }
 
     fn tick(&mut self, obs: &Observation) -> Vec<Action> {

@@ -1049,3 +1049,71 @@ fn sara_closes_the_loop_on_a_toy_plant_and_greedy_holds_everything() {
         greedy_nrt / MIB
     );
 }
+
+/// The pressure totals a group's observation carries with every total the controller says it
+/// does not read replaced by `junk` (what a platform that skipped those reads might hold).
+fn mask_unread(c: &dyn Controller, g: &GroupObservation, junk: u64) -> GroupObservation {
+    let wants = c.stall_inputs(&g.role);
+    let mut g = g.clone();
+    if !wants.memory {
+        (g.stall.memory_some_us, g.stall.memory_full_us) = (junk, junk / 2);
+    }
+    if !wants.io {
+        (g.stall.io_some_us, g.stall.io_full_us) = (junk / 3, junk / 5);
+    }
+    g
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 100, ..ProptestConfig::default() })]
+
+    /// `Controller::stall_inputs` tells the truth: totals a controller says it does not read
+    /// change none of its actions, so a platform may skip reading them.
+    #[test]
+    fn controllers_ignore_the_stall_totals_they_say_they_do_not_read(sc in scenario(), junk in prop::collection::vec(any::<u64>(), 80)) {
+        for ((mut honest, _), (mut fooled, _)) in all_controllers().into_iter().zip(all_controllers()) {
+            let mut groups = sc.groups.clone();
+            let mut now_ns = 0;
+            for (i, step) in sc.steps.iter().enumerate() {
+                now_ns += step.dt_ns;
+                for (g, &(mem, io, full_pct)) in step.stall.iter().enumerate() {
+                    let s = &mut groups[g].stall;
+                    s.memory_some_us += mem;
+                    s.io_some_us += io;
+                    s.memory_full_us += mem * full_pct / 100;
+                    s.io_full_us += io * full_pct / 100;
+                    groups[g].usage_bytes = step.usage[g];
+                }
+                let events: Vec<JobEvent> = step
+                    .events
+                    .iter()
+                    .filter(|e| e.0 < groups.len())
+                    .map(|&(group, kind, job)| match kind {
+                        0 => JobEvent::Release { group, job, at_ns: now_ns, deadline_ns: now_ns + 50 * MS },
+                        1 => JobEvent::Completion { group, job, at_ns: now_ns },
+                        _ => JobEvent::Drop { group, job, at_ns: now_ns },
+                    })
+                    .collect();
+                let obs = Observation { now_ns, total_memory_bytes: sc.total, groups: groups.clone(), events };
+                let masked = Observation {
+                    groups: groups.iter().map(|g| mask_unread(fooled.as_ref(), g, junk[i % junk.len()])).collect(),
+                    ..obs.clone()
+                };
+                let (a, b) = (honest.tick(&obs), fooled.tick(&masked));
+                prop_assert_eq!(a, b, "{} at step {} acted on a total it says it does not read", honest.name(), i);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_controllers_read_only_what_their_rules_use() {
+    let (rt, nrt) = (GroupRole::SoftRealTime { deadline_ns: 100 * MS, bcet_ns: 10 * MS }, GroupRole::NonRealTime);
+    let wants = |name: &str, cfg: serde_json::Value, role: &GroupRole| make_controller(name, cfg).unwrap().stall_inputs(role);
+    assert_eq!(wants("sara", json!({}), &rt), StallInputs::ALL, "s_intv = max(s_mem, s_IO)");
+    assert_eq!(wants("sara", json!({}), &nrt), StallInputs::NONE);
+    assert_eq!(wants("tmo-low", json!({}), &rt), StallInputs::MEMORY);
+    assert_eq!(wants("senpai", json!({}), &rt), StallInputs::MEMORY);
+    assert_eq!(wants("greedy", json!({}), &rt), StallInputs::NONE);
+    assert_eq!(wants("offline", json!({"limit_bytes": MIB}), &rt), StallInputs::NONE);
+}

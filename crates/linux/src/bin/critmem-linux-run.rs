@@ -33,7 +33,7 @@ use critmem_linux::procfs::{Hierarchy, ProcFs};
 use critmem_linux::protocol::{JobServer, JobServerConfig, ReportingGroup};
 use critmem_linux::workload::signalled;
 use critmem_linux::Error;
-use critmem_policy::{Controller, GroupRole, Platform};
+use critmem_policy::{Controller, GroupRole, Platform, StallInputs};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use serde_json::{json, Value};
@@ -425,6 +425,7 @@ fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String
     };
     let group_names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
     let mut platform = LinuxPlatform::open(backend, specs, options).map_err(|e| e.to_string())?;
+    platform.set_stall_inputs(|role| controller.stall_inputs(role));
     let outcome = drive(args, &mut platform, controller.as_mut(), interval_ns, &tasks, &workers_dir, &socket, signals);
     let counts: Vec<_> = (0..group_names.len()).map(|g| platform.job_counts(g).clone()).collect();
     let end_ns = critmem_linux::platform::monotonic_ns();
@@ -630,6 +631,8 @@ fn drive(
         },
     );
     let elapsed_s = started.elapsed().as_secs_f64();
+    // The report's stall totals are fresh for every group, not only the ones the controller read.
+    platform.set_stall_inputs(|_| StallInputs::ALL);
     let final_obs = platform.observe();
     let mut summaries = vec![json!({}); tasks.len()];
     for running in std::mem::take(&mut processes.0) {

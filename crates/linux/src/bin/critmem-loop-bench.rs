@@ -30,6 +30,12 @@ struct Args {
     /// Run a critmem-nrt-worker of this many MiB in every group (0: idle groups).
     #[arg(long, default_value_t = 0)]
     worker_mib: u64,
+    /// Soft real-time groups among the groups (default: every other one).
+    #[arg(long)]
+    srt_groups: Option<usize>,
+    /// Read every pressure file every tick, not only those the controller reads.
+    #[arg(long)]
+    read_all_stall: bool,
 }
 
 fn main() {
@@ -43,7 +49,7 @@ fn main() {
         .map(|i| GroupSpec {
             name: format!("g{i}"),
             path: GroupPath::new(&format!("critmem-bench-{}-{i}", std::process::id())).unwrap_or_else(|e| fail(&e)),
-            role: if i % 2 == 0 { GroupRole::SoftRealTime { deadline_ns: 20_000_000, bcet_ns: 2_000_000 } } else { GroupRole::NonRealTime },
+            role: if args.srt_groups.map_or(i % 2 == 0, |n| i < n) { GroupRole::SoftRealTime { deadline_ns: 20_000_000, bcet_ns: 2_000_000 } } else { GroupRole::NonRealTime },
             floor_bytes: 16 << 20,
             create: true,
         })
@@ -81,12 +87,19 @@ fn main() {
     let config: serde_json::Value = serde_json::json!({ "interval_ns": args.interval_ms * 1_000_000 });
     let config = if args.controller == "sara" || args.controller == "senpai" { config } else { serde_json::json!({}) };
     let mut controller = make_controller(&args.controller, config).unwrap_or_else(|e| fail(&e));
+    if !args.read_all_stall {
+        platform.set_stall_inputs(|role| controller.stall_inputs(role));
+    }
     let mut control = ControlLoop::new(args.interval_ms * 1_000_000);
+    let cpu_before_ns = process_cpu_ns();
     let started = Instant::now();
     let run = Duration::from_secs_f64(args.seconds);
     let result = control.run(&mut platform, controller.as_mut(), || started.elapsed() >= run || signalled(&signals), |_, _, _| {});
     let elapsed_s = started.elapsed().as_secs_f64();
+    let loop_cpu_ns = process_cpu_ns().saturating_sub(cpu_before_ns);
+    let srt_groups = platform.group_specs().filter(|g| matches!(g.role, GroupRole::SoftRealTime { .. })).count();
     let baseline = bare_reads(&platform, args.interval_ms, run.min(Duration::from_secs(5)));
+    let idle_cpu_share_pct = idle_loop_cpu_share_pct(args.interval_ms, run.min(Duration::from_secs(5)));
     for mut w in workers {
         let _ = w.kill();
         let _ = w.wait();
@@ -104,6 +117,8 @@ fn main() {
     let summary = serde_json::json!({
         "controller": args.controller,
         "groups": args.groups,
+        "srt_groups": srt_groups,
+        "read_all_stall": args.read_all_stall,
         "interval_ms": args.interval_ms,
         "worker_mib": args.worker_mib,
         "ticks": s.ticks,
@@ -114,6 +129,8 @@ fn main() {
         "tick_cost_max_us": s.max_ns as f64 / 1e3,
         "group_cost_mean_us": (s.mean_ns / groups) as f64 / 1e3,
         "loop_share_of_one_core_pct": control.stats.cost_sum_ns as f64 / 1e9 / elapsed_s * 100.0,
+        "process_cpu_share_of_one_core_pct": loop_cpu_ns as f64 / 1e9 / elapsed_s * 100.0,
+        "idle_loop_cpu_share_of_one_core_pct": idle_cpu_share_pct,
         "baseline_files_per_tick": baseline.0,
         "baseline_bare_reads_mean_us": baseline.1 as f64 / 1e3,
         "tick_cost_over_bare_reads": s.mean_ns as f64 / baseline.1.max(1) as f64,
@@ -149,6 +166,28 @@ fn bare_reads(platform: &LinuxPlatform, interval_ms: u64, run: Duration) -> (usi
         std::thread::sleep(Duration::from_millis(interval_ms).saturating_sub(tick.elapsed()));
     }
     (files.len(), sum_ns / ticks.max(1))
+}
+
+/// The floor of any loop at this interval: CPU share (scheduler accounting) of a loop that
+/// only sleeps and wakes up.
+fn idle_loop_cpu_share_pct(interval_ms: u64, run: Duration) -> f64 {
+    let (cpu_before_ns, started) = (process_cpu_ns(), Instant::now());
+    while started.elapsed() < run {
+        std::thread::sleep(Duration::from_millis(interval_ms));
+    }
+    process_cpu_ns().saturating_sub(cpu_before_ns) as f64 / 1e9 / started.elapsed().as_secs_f64() * 100.0
+}
+
+/// CPU time of every thread of this process (the loop and the knob writer), in nanoseconds,
+/// from the scheduler's own accounting: `/proc/self/task/*/schedstat` starts with the time
+/// spent on a CPU. This includes what the tick timer cannot see: waking up and going to sleep.
+fn process_cpu_ns() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 0 };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()))
+        .sum()
 }
 
 fn fail(e: &dyn std::fmt::Display) -> ! {
