@@ -72,6 +72,21 @@ def test_fig9_tau1_misses_every_tau2_period_without_management_and_never_with_sp
     assert misses["spc"] == misses["spel"] == misses["alone"] == 0
 
 
+def test_under_first_touch_the_task_that_touched_the_region_first_decides_tau1s_fate(
+    quick: tuple[Outcome, dict[str, Any], Path],
+) -> None:
+    _, _, out = quick
+    rows = json.loads((out / "results.json").read_text())["supplementary"]["first_touch"]
+    ft = {r["first_toucher"]: r for r in rows if r["policy"] == "first-touch"}
+    nosp = {r["first_toucher"]: r for r in rows if r["policy"] == "no-sp-mgmt"}
+    # tau1 first: it owns the region and tau2 cannot evict any of it.
+    assert ft["tau1"]["tau1_misses_total"] == 0 and ft["tau1"]["tau1_major_faults"] == 0
+    # tau2 first: pages tau1 faults back stay charged to tau2 (the swap entry's record), so
+    # tau2's small reservation keeps evicting them and tau1 misses more than with no management.
+    assert ft["tau2"]["tau1_steady_misses"] == ft["tau2"]["tau1_steady_jobs"] > 0
+    assert ft["tau2"]["tau1_steady_misses"] > nosp["tau2"]["tau1_steady_misses"]
+
+
 def test_report_figures_and_results_are_written(quick: tuple[Outcome, dict[str, Any], Path]) -> None:
     _, summary, out = quick
     names = {p.name for p in out.iterdir()}

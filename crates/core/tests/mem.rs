@@ -698,6 +698,12 @@ fn first_touch_lets_the_owner_evict_a_page_another_task_uses() {
             "{policy}: {b_next:?}"
         );
         assert!(m.is_resident(shm, 0));
+        if policy == SharePolicy::FirstTouch {
+            // As a memory cgroup does with the swap entry's record: b faulted the page back
+            // in, but it is a's again, so a can evict it again.
+            assert_eq!(m.charged_to(shm, 0), vec![Some(r[0])], "the owner stays the owner");
+            assert_eq!(m.reservation_stats(r[1]).unwrap().charged_pages, 0);
+        }
         ok(&m);
     }
 }

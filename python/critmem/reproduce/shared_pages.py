@@ -527,6 +527,7 @@ def who_touches_first(ctx: _Ctx, minimum: dict[str, int]) -> list[dict[str, Any]
                     "tau1_misses_total": t1["misses"],
                     "tau1_misses_during_warmup": t1["misses"] - t1["steady_misses"],
                     "tau1_steady_misses": t1["steady_misses"],
+                    "tau1_steady_jobs": t1["steady_jobs"],
                     "tau1_major_faults": t1["major_faults"],
                 }
             )

@@ -428,27 +428,32 @@ def _discussion(data: dict[str, Any]) -> str:
     ft = f9["first-touch"]
     add(
         f"**3. First-touch (memory cgroup rule)** — not in the paper's Fig. 9; the issue expects misses. The model "
-        f"gives τ1 {ft['tau1']['misses']} misses in the standard run. Under first-touch the reservation that "
-        "brings a page into memory owns it and is the only one that may evict it. τ1, with the higher priority, "
+        f"gives τ1 {ft['tau1']['misses']} misses in the standard run. Under first-touch the group that "
+        "first brings a page into memory owns it: only its reservation pays for the page and only its reclaim "
+        "may evict it, and, as a memory cgroup does with the record kept beside the swap entry, a page it "
+        "swapped out is charged to it again when anyone faults it back in. τ1, with the higher priority, "
         "touches the whole region first and never needs to evict (11 MB holds it), so τ2 owns no shared page "
-        "and cannot evict one; it maps τ1's pages without being charged for them. Only pages τ2 brings in "
-        "itself can be taken from τ1, and as soon as τ1 faults such a page back in, τ1 owns it. S2 lets τ2 "
-        "touch the region first (τ1 starts one τ2 lap later):\n"
+        "and cannot evict one; it maps τ1's pages without being charged for them. S2 lets τ2 touch the region "
+        "first (τ1 starts one τ2 lap later):\n"
     )
     rows = [
         [r["policy"], r["first_toucher"], r["tau1_offset_ms"], r["tau1_misses_total"], r["tau1_misses_during_warmup"],
-         r["tau1_steady_misses"], r["tau1_major_faults"]]
+         f"{r['tau1_steady_misses']} of {r['tau1_steady_jobs']}", r["tau1_major_faults"]]
         for r in sup["first_touch"]
     ]  # fmt: skip
     add(_table(["S2: policy", "touches first", "τ1 offset (ms)", "τ1 misses", "of them in warm-up", "judged misses", "τ1 swap-in requests"], rows))
+    t2_first = {r["policy"]: r for r in sup["first_touch"] if r["first_toucher"] == "tau2"}
+    ft2, nosp2 = t2_first["first-touch"], t2_first["no-sp-mgmt"]
     add(
-        "\nWhen τ2 initialises the region, τ1 starts by reading back what τ2 had to swap out, and misses while "
-        "it does; under first-touch that is the end of it, because every page τ1 faults in becomes its own. "
-        "Under No-SP-Mgmt the misses continue every τ2 period. So the cgroup rule's drawback (Sec. III-C: the "
-        "owner may evict pages others use) needs an owner that keeps bringing shared pages in and evicting "
-        "them — a lower-priority task that first-touches data a higher-priority task uses only occasionally. "
-        "In this experiment the high-priority task touches everything every period, so first-touch isolates "
-        "it in steady state.\n"
+        f"\nWhen τ2 initialises the region it owns every page of it, and first-touch is worse than no management: "
+        f"τ1 misses {ft2['tau1_steady_misses']} of its {ft2['tau1_steady_jobs']} judged jobs "
+        f"(No-SP-Mgmt: {nosp2['tau1_steady_misses']}). τ2's {data['min_reservation_mb']['tau2']} MB reservation "
+        "pays for all of the region that is resident, so no more than that can be resident however often τ1 "
+        "reads it: each of τ1's sweeps faults most of the region back in, and each page it brings back is "
+        "τ2's again and pushes out another. This is the drawback of Sec. III-C (the owner's memory pressure "
+        "evicts pages others use) in its strongest form. Whether first-touch hurts τ1 therefore depends only on "
+        "who touched the region first, not on anything τ1 does; with both tasks released at 0, as in the "
+        "standard run, the higher-priority τ1 touches first and is isolated.\n"
     )
     below = data["search"]["tau1"]["series"].get(str(data["min_reservation_mb"]["tau1"] - 1))
     if below is not None:

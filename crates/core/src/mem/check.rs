@@ -320,6 +320,15 @@ impl Memory {
                     fr.page
                 );
             }
+            for (i, &o) in reg.swap_owner.iter().enumerate() {
+                ensure!(
+                    o == NIL
+                        || (reg.frame[i] == NIL
+                            && reg.pflags[i] & BACKED != 0
+                            && (o as usize) < self.pools.len()),
+                    "region {r} page {i}: swap owner {o} recorded for a page that is not swapped out"
+                );
+            }
             for &(s, vi) in &reg.mappers {
                 let sp = &self.spaces[s as usize];
                 ensure!(sp.alive, "region {r} is mapped by dead space {s}");

@@ -231,7 +231,11 @@ impl Memory {
         }
         let mode = self.regions[r as usize].mode;
         debug_assert_ne!(mode, Mode::Locked, "locked pages are always resident");
-        let alloc = if mode == Mode::Global { GLOBAL } else { pool };
+        let alloc = match mode {
+            Mode::Global => GLOBAL,
+            Mode::FirstTouch => self.swap_owner(r, i).unwrap_or(pool),
+            _ => pool,
+        };
         let f = self.take_free(alloc, now, true)?;
         let first_list = if alloc == GLOBAL {
             inactive(GLOBAL)
@@ -258,11 +262,16 @@ impl Memory {
                 if j == i || reg.frame[j as usize] != NIL || reg.pflags[j as usize] & BACKED == 0 {
                     continue;
                 }
+                // Each page is charged to its own recorded owner (first-touch).
+                let owner = match mode {
+                    Mode::FirstTouch => self.swap_owner(r, j).unwrap_or(alloc),
+                    _ => alloc,
+                };
                 // Readahead never waits for or steals pages under I/O.
-                let Ok(g) = self.take_free(alloc, now, false) else {
+                let Ok(g) = self.take_free(owner, now, false) else {
                     break;
                 };
-                self.install(g, r, j, alloc, inactive(alloc), now);
+                self.install(g, r, j, owner, inactive(owner), now);
                 self.frames[g as usize].pinned = true;
                 self.frames[g as usize].readahead = true;
                 batch.push(g);
@@ -288,6 +297,13 @@ impl Memory {
         }
         out.wait_for(done, refault);
         Ok(f)
+    }
+
+    /// The owner recorded when page `i` of first-touch region `r` was swapped out
+    /// (`install` clears it once the page is back).
+    fn swap_owner(&self, r: u32, i: u32) -> Option<u32> {
+        let owner = *self.regions[r as usize].swap_owner.get(i as usize)?;
+        (owner != NIL).then_some(owner)
     }
 
     /// Pages to read around a swap-in of page `i` of region `r`: adaptive like Linux's
@@ -322,6 +338,9 @@ impl Memory {
         let reg = &mut self.regions[r as usize];
         reg.frame[i as usize] = f;
         reg.pflags[i as usize] |= MATERIAL;
+        if let Some(o) = reg.swap_owner.get_mut(i as usize) {
+            *o = NIL;
+        }
     }
 
     /// Accounts a resident page for a new mapping by `pool`, per the region's policy.
@@ -406,6 +425,9 @@ impl Memory {
             // Unmap whatever still maps it through the base (only the writer can).
             self.unmap_all(f, None);
             self.frames[f as usize].region = to;
+        }
+        if let Some(o) = self.regions[from as usize].swap_owner.get_mut(i as usize) {
+            *o = NIL;
         }
         self.regions[to as usize].frame[i as usize] = f;
         self.regions[to as usize].pflags[i as usize] = flags | MATERIAL;

@@ -242,6 +242,11 @@ struct Region {
     /// `swapin_readahead_hits`), and the page of that swap-in.
     ra_hits: u32,
     ra_prev: u32,
+    /// First-touch swap-backed regions: the pool that owned each swapped-out page (NIL: none
+    /// recorded). A swap-in is charged to it, as memory cgroups charge a swapped-in page to
+    /// the group recorded with its swap entry, not to the task that faults it back. Empty
+    /// until the region's first eviction.
+    swap_owner: Vec<u32>,
     alive: bool,
 }
 
@@ -610,6 +615,7 @@ impl Memory {
             usage: BTreeMap::new(),
             ra_hits: 0,
             ra_prev: NIL,
+            swap_owner: Vec::new(),
             alive: true,
         });
         self.regions.len() as u32 - 1

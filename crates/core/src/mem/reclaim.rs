@@ -485,7 +485,19 @@ impl Memory {
             }
         }
         self.scratch_spaces = mapped_by;
+        let owner = match self.frames[f as usize].first {
+            e if e != NIL => self.entries[e as usize].pool,
+            _ => GLOBAL,
+        };
         let reg = &mut self.regions[r as usize];
+        let swapped = reg.pflags[i as usize] & BACKED != 0;
+        if swapped && reg.mode == Mode::FirstTouch && !matches!(reg.kind, RegionKind::SharedFile { .. }) {
+            // The swap entry remembers its group (a page-cache refault has no such record).
+            if reg.swap_owner.is_empty() {
+                reg.swap_owner = vec![NIL; reg.pages as usize];
+            }
+            reg.swap_owner[i as usize] = owner;
+        }
         reg.pflags[i as usize] |= EVICTED;
         reg.frame[i as usize] = NIL;
         let mut e = self.frames[f as usize].first;
@@ -548,6 +560,9 @@ impl Memory {
     pub(super) fn discard_page(&mut self, r: u32, i: u32) {
         let f = self.regions[r as usize].frame[i as usize];
         self.regions[r as usize].pflags[i as usize] = 0;
+        if let Some(o) = self.regions[r as usize].swap_owner.get_mut(i as usize) {
+            *o = NIL;
+        }
         if f == NIL {
             return;
         }

@@ -122,7 +122,9 @@ pub enum SharePolicy {
     Private,
     /// The memory-cgroup rule (Sec. III-C): the reservation that brought the page into memory
     /// owns it and is the only one charged; it may evict the page by its own references alone,
-    /// even while other tasks use it.
+    /// even while other tasks use it. A swapped-out page stays its owner's: whoever faults it
+    /// back in, it is charged to the owner again (memory cgroups record the group with the
+    /// swap entry). A file page dropped from memory has no such record: its next reader owns it.
     FirstTouch,
     /// Shared-Page Conservation (Sec. IV-A): each non-owner conserves one free page in its
     /// conserved-page list (CPL); when a reservation picks a shared page as a victim it only
