@@ -229,7 +229,7 @@ def render(data: dict[str, Any], t2: dict[str, Any], files: Sequence[str]) -> st
             for r in s["sizes"]
         ]  # fmt: skip
         add(f"**{name}** (judged from {s['warmup_ms'] / 1000:g} s to {s['horizon_ms'] / 1000:g} s):\n")
-        add(_table(["size (MB)", "misses", "judged jobs", "worst resp. (ms)", "median resp. (ms)", "swap-in requests", "schedulable"], rows))
+        add(_table(["size (MB)", "misses", "judged jobs", "worst resp. (ms)", "median resp. (ms)", "major faults", "schedulable"], rows))
         add("")
     add(
         _table(
@@ -294,7 +294,7 @@ def render(data: dict[str, Any], t2: dict[str, Any], files: Sequence[str]) -> st
     add(
         _table(
             ["policy", "reservations (MB)", "τ1 misses", "judged", "τ2 periods with a τ1 miss", "τ1 misses per τ2 period",
-             "τ1 worst resp. (ms)", "τ1 swap-in requests", "τ2 judged misses", "paper"],
+             "τ1 worst resp. (ms)", "τ1 major faults", "τ2 judged misses", "paper"],
             rows,
         )  # fmt: skip
     )
@@ -441,7 +441,7 @@ def _discussion(data: dict[str, Any]) -> str:
          f"{r['tau1_steady_misses']} of {r['tau1_steady_jobs']}", r["tau1_major_faults"]]
         for r in sup["first_touch"]
     ]  # fmt: skip
-    add(_table(["S2: policy", "touches first", "τ1 offset (ms)", "τ1 misses", "of them in warm-up", "judged misses", "τ1 swap-in requests"], rows))
+    add(_table(["S2: policy", "touches first", "τ1 offset (ms)", "τ1 misses", "of them in warm-up", "judged misses", "τ1 major faults"], rows))
     t2_first = {r["policy"]: r for r in sup["first_touch"] if r["first_toucher"] == "tau2"}
     ft2, nosp2 = t2_first["first-touch"], t2_first["no-sp-mgmt"]
     add(
