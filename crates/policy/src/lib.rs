@@ -77,6 +77,11 @@ impl StallInputs {
     pub const ALL: StallInputs = StallInputs { memory: true, io: true };
     pub const MEMORY: StallInputs = StallInputs { memory: true, io: false };
     pub const NONE: StallInputs = StallInputs { memory: false, io: false };
+
+    /// These totals for a soft real-time group, none for any other.
+    pub fn of_soft_rt(self, role: &GroupRole) -> StallInputs {
+        if matches!(role, GroupRole::SoftRealTime { .. }) { self } else { StallInputs::NONE }
+    }
 }
 
 /// Memory knobs of a group. `None` means "no limit" (max/high) or "no protection" (min/low).

@@ -289,7 +289,7 @@ impl Controller for Sara {
 
     /// `s_intv = max(s_mem, s_IO)` of the soft real-time groups; the rest get what is left.
     fn stall_inputs(&self, role: &GroupRole) -> StallInputs {
-        if matches!(role, GroupRole::SoftRealTime { .. }) { StallInputs::ALL } else { StallInputs::NONE }
+        StallInputs::ALL.of_soft_rt(role)
     }
 
     fn tick(&mut self, obs: &Observation) -> Vec<Action> {

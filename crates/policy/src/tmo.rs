@@ -111,7 +111,7 @@ impl Controller for Tmo {
 
     /// Only the memory `some` total of the soft real-time groups.
     fn stall_inputs(&self, role: &GroupRole) -> StallInputs {
-        if matches!(role, GroupRole::SoftRealTime { .. }) { StallInputs::MEMORY } else { StallInputs::NONE }
+        StallInputs::MEMORY.of_soft_rt(role)
     }
 
     fn tick(&mut self, obs: &Observation) -> Vec<Action> {

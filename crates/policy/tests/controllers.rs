@@ -701,6 +701,32 @@ struct Step {
     perturb: Option<(usize, Option<u64>)>,
 }
 
+impl Step {
+    /// Adds this step's stall to every group's totals and sets its usage.
+    fn advance(&self, groups: &mut [GroupObservation]) {
+        for (g, &(mem, io, full_pct)) in self.stall.iter().enumerate() {
+            let s = &mut groups[g].stall;
+            s.memory_some_us += mem;
+            s.io_some_us += io;
+            s.memory_full_us += mem * full_pct / 100;
+            s.io_full_us += io * full_pct / 100;
+            groups[g].usage_bytes = self.usage[g];
+        }
+    }
+
+    /// This step's job events, spread over the step that starts at `prev_ns`.
+    fn job_events(&self, prev_ns: u64) -> impl Iterator<Item = JobEvent> + '_ {
+        self.events.iter().enumerate().map(move |(k, &(group, kind, job))| {
+            let at_ns = prev_ns + (self.dt_ns * k as u64) / 3;
+            match kind {
+                0 => JobEvent::Release { group, job, at_ns, deadline_ns: at_ns + 50 * MS },
+                1 => JobEvent::Completion { group, job, at_ns },
+                _ => JobEvent::Drop { group, job, at_ns },
+            }
+        })
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Scenario {
     total: u64,
@@ -775,22 +801,8 @@ fn run_scenario(sc: &Scenario, c: &mut dyn Controller, knob: LimitKnob) -> Resul
     for (i, step) in sc.steps.iter().enumerate() {
         let prev_ns = f.now_ns;
         let now_ns = prev_ns + step.dt_ns;
-        for (g, &(mem, io, full_pct)) in step.stall.iter().enumerate() {
-            let s = &mut f.groups[g].stall;
-            s.memory_some_us += mem;
-            s.io_some_us += io;
-            s.memory_full_us += mem * full_pct / 100;
-            s.io_full_us += io * full_pct / 100;
-            f.groups[g].usage_bytes = step.usage[g];
-        }
-        for (k, &(group, kind, job)) in step.events.iter().enumerate() {
-            let at_ns = prev_ns + (step.dt_ns * k as u64) / 3;
-            f.events.push(match kind {
-                0 => JobEvent::Release { group, job, at_ns, deadline_ns: at_ns + 50 * MS },
-                1 => JobEvent::Completion { group, job, at_ns },
-                _ => JobEvent::Drop { group, job, at_ns },
-            });
-        }
+        step.advance(&mut f.groups);
+        f.events.extend(step.job_events(prev_ns));
         if let Some((g, bytes)) = step.perturb {
             match knob {
                 LimitKnob::Max => f.groups[g].knobs.max_bytes = bytes,
@@ -1075,25 +1087,9 @@ proptest! {
             let mut groups = sc.groups.clone();
             let mut now_ns = 0;
             for (i, step) in sc.steps.iter().enumerate() {
+                step.advance(&mut groups);
+                let events: Vec<JobEvent> = step.job_events(now_ns).collect();
                 now_ns += step.dt_ns;
-                for (g, &(mem, io, full_pct)) in step.stall.iter().enumerate() {
-                    let s = &mut groups[g].stall;
-                    s.memory_some_us += mem;
-                    s.io_some_us += io;
-                    s.memory_full_us += mem * full_pct / 100;
-                    s.io_full_us += io * full_pct / 100;
-                    groups[g].usage_bytes = step.usage[g];
-                }
-                let events: Vec<JobEvent> = step
-                    .events
-                    .iter()
-                    .filter(|e| e.0 < groups.len())
-                    .map(|&(group, kind, job)| match kind {
-                        0 => JobEvent::Release { group, job, at_ns: now_ns, deadline_ns: now_ns + 50 * MS },
-                        1 => JobEvent::Completion { group, job, at_ns: now_ns },
-                        _ => JobEvent::Drop { group, job, at_ns: now_ns },
-                    })
-                    .collect();
                 let obs = Observation { now_ns, total_memory_bytes: sc.total, groups: groups.clone(), events };
                 let masked = Observation {
                     groups: groups.iter().map(|g| mask_unread(fooled.as_ref(), g, junk[i % junk.len()])).collect(),

@@ -231,11 +231,7 @@ impl Memory {
         }
         let mode = self.regions[r as usize].mode;
         debug_assert_ne!(mode, Mode::Locked, "locked pages are always resident");
-        let alloc = match mode {
-            Mode::Global => GLOBAL,
-            Mode::FirstTouch => self.swap_owner(r, i).unwrap_or(pool),
-            _ => pool,
-        };
+        let alloc = if mode == Mode::Global { GLOBAL } else { self.swap_owner(r, i).unwrap_or(pool) };
         let f = self.take_free(alloc, now, true)?;
         let first_list = if alloc == GLOBAL {
             inactive(GLOBAL)
@@ -263,10 +259,7 @@ impl Memory {
                     continue;
                 }
                 // Each page is charged to its own recorded owner (first-touch).
-                let owner = match mode {
-                    Mode::FirstTouch => self.swap_owner(r, j).unwrap_or(alloc),
-                    _ => alloc,
-                };
+                let owner = self.swap_owner(r, j).unwrap_or(alloc);
                 // Readahead never waits for or steals pages under I/O.
                 let Ok(g) = self.take_free(owner, now, false) else {
                     break;
@@ -299,8 +292,8 @@ impl Memory {
         Ok(f)
     }
 
-    /// The owner recorded when page `i` of first-touch region `r` was swapped out
-    /// (`install` clears it once the page is back).
+    /// The owner recorded when page `i` of region `r` was swapped out (only first-touch
+    /// regions record one; `install` clears it once the page is back).
     fn swap_owner(&self, r: u32, i: u32) -> Option<u32> {
         let owner = *self.regions[r as usize].swap_owner.get(i as usize)?;
         (owner != NIL).then_some(owner)

@@ -485,14 +485,12 @@ impl Memory {
             }
         }
         self.scratch_spaces = mapped_by;
-        let owner = match self.frames[f as usize].first {
-            e if e != NIL => self.entries[e as usize].pool,
-            _ => GLOBAL,
-        };
         let reg = &mut self.regions[r as usize];
         let swapped = reg.pflags[i as usize] & BACKED != 0;
         if swapped && reg.mode == Mode::FirstTouch && !matches!(reg.kind, RegionKind::SharedFile { .. }) {
             // The swap entry remembers its group (a page-cache refault has no such record).
+            let e = self.frames[f as usize].first;
+            let owner = if e == NIL { GLOBAL } else { self.entries[e as usize].pool };
             if reg.swap_owner.is_empty() {
                 reg.swap_owner = vec![NIL; reg.pages as usize];
             }
