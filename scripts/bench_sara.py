@@ -16,7 +16,7 @@ from critmem.reproduce import sara
 
 def simulated_s(plan: sara.Plan) -> float:
     """Simulated time of every run the reproduction makes."""
-    eval_ms = sum((len(sara.CONTROLLERS) + 1) * plan.periods * w.period_ms for w, _, _ in sara.configs())
+    eval_ms = sum((len(sara.CONTROLLERS) + len(sara.VARIANTS)) * plan.periods * w.period_ms for w, _, _ in sara.configs())
     profile_ms = sum(plan.profile_periods * w.period_ms for w in sara.WORKLOADS for _ in sara.SSDS)
     fig7_ms = sum(plan.fig7_periods * w.period_ms for w in sara.WORKLOADS)
     search_ms = sum(

@@ -15,7 +15,7 @@ import pytest
 from conftest import Outcome, cli
 
 from critmem.reproduce import PAPERS
-from critmem.reproduce.sara import CONTROLLERS, MEMORY_PCTS, SSDS, WORKLOADS, Spec, _cfg, measure
+from critmem.reproduce.sara import CONTROLLERS, MEMORY_PCTS, SSDS, VARIANTS, WORKLOADS, Spec, _cfg, measure
 
 Quick = tuple[Outcome, dict[str, Any], Path]
 
@@ -76,6 +76,35 @@ def test_sara_gives_the_soft_rt_task_less_memory_than_greedy_and_graphchi_more_w
                 assert greedy["deadline_hit_ratio"] >= 0.95, (w.name, pct, ssd)
     _, summary, _ = quick
     assert summary["mean_nonrt_throughput"]["sara"] > summary["mean_nonrt_throughput"]["greedy"]
+
+
+def test_every_configuration_also_runs_the_sara_variants(quick: Quick) -> None:
+    runs = _results(quick)["runs"]
+    for v, config in VARIANTS.items():
+        rows = [r for r in runs if r["controller"] == v]
+        assert {(r["workload"], r["memory_pct"], r["ssd"]) for r in rows} == {
+            (w.name, pct, ssd) for w in WORKLOADS for pct in MEMORY_PCTS for ssd in SSDS
+        }, v
+        assert all(r["config"] == dict(config) for r in rows), v
+    _, summary, out = quick
+    su = summary["sara_step_up"]
+    assert su["step_up_bytes"] == dict(VARIANTS["sara-step-up"])["step_up_bytes"]
+    assert 0.0 <= su["mean_deadline_hit_ratio"] <= 1.0 and su["mean_nonrt_throughput"] > 0
+    assert "(not the paper's rule)" in (out / "report.md").read_text()
+
+
+def test_step_up_equal_to_step_is_the_papers_rule_exactly() -> None:
+    w = WORKLOADS[1]
+    seed = 3
+    print(f"seed={seed}")
+    paper = measure(Spec(w, 60, "slow-ssd", "sara", _cfg(), 20, seed, w.configured_bcet_ms, keep_series=True))
+    same = measure(Spec(w, 60, "slow-ssd", "sara", _cfg(step_up_bytes=1_048_576), 20, seed, w.configured_bcet_ms, keep_series=True))
+    faster = measure(Spec(w, 60, "slow-ssd", "sara", _cfg(step_up_bytes=2_097_152), 20, seed, w.configured_bcet_ms, keep_series=True))
+    del paper["config"], same["config"], faster["config"]
+    assert same == paper
+    # Climbing back faster after a deep trim misses fewer deadlines with about the same memory.
+    assert paper["misses"] >= 3 and faster["misses"] < paper["misses"], (paper["misses"], faster["misses"])
+    assert abs(faster["srt_mean_usage_mb"] / paper["srt_mean_usage_mb"] - 1) < 0.03
 
 
 def test_baseline_searches_pick_from_their_profiles(quick: Quick) -> None:

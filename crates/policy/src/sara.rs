@@ -22,6 +22,11 @@
 //! - Eq. 6: `mem_alloc = x · (s_intv − s_ideal_intv) / l_intv` is added to the group's limit,
 //!   computed as `x · (s_intv · n_remain − remaining) / (l_intv · n_remain)` in exact integers
 //!   with one truncation toward zero; the result is clamped to `[floor, total − others]`.
+//!   `step_up_bytes` optionally gives growth its own `x` (default: the paper's single `x`).
+//!   Why: with a target of ρ·l_intv per interval, one interval can add at most `x·(1 − ρ)` but
+//!   take back `x·ρ`; at the stall shares of the paper's workloads (ρ ≈ 0.7–0.8) a trim that
+//!   went too deep is undone 3–4× slower than it was made, and a job's time grows as
+//!   BCET/(1 − ρ), so the jobs it steers miss rather than finish early.
 //! - Definition 1: an interval is severe when `s_intv > n % · l_intv`; the job is in a long stall
 //!   when at least `m %` of its intervals so far were severe. As §III-D prescribes, the check is
 //!   made when the remaining ideal stall `s_ideal_period − Σ s_intv` falls below zero, and then
@@ -47,6 +52,9 @@ pub struct SaraConfig {
     pub interval_ns: u64,
     /// `x`, the base adjustment unit of Eq. 6.
     pub step_bytes: u64,
+    /// `x` used when Eq. 6 grows the limit (`s_intv > s_ideal_intv`); `None` uses `step_bytes`
+    /// for both directions, as the paper does. Not in the paper: see the module notes.
+    pub step_up_bytes: Option<u64>,
     /// `m` of Definition 1: share of a job's intervals that must be severe.
     pub long_stall_intervals_pct: u8,
     /// `n` of Definition 1: an interval is severe when its stall exceeds this share of `l_intv`.
@@ -67,6 +75,7 @@ impl Default for SaraConfig {
         SaraConfig {
             interval_ns: crate::DEFAULT_INTERVAL_NS,
             step_bytes: 1 << 20,
+            step_up_bytes: None,
             long_stall_intervals_pct: 80,
             long_stall_threshold_pct: 90,
             early_drop: true,
@@ -87,6 +96,9 @@ impl SaraConfig {
         }
         if self.step_bytes == 0 {
             return bad("step_bytes", "must be > 0 (the paper uses 1048576)", "0".into());
+        }
+        if self.step_up_bytes == Some(0) {
+            return bad("step_up_bytes", "must be > 0, or left out to use step_bytes", "0".into());
         }
         if self.long_stall_intervals_pct > 100 {
             return bad(
@@ -329,17 +341,20 @@ impl Controller for Sara {
                     let n_remain = left_ns.div_ceil(cfg.interval_ns);
                     let remaining = i128::from(job.remaining_ideal_stall_ns());
                     let s = i128::from(s_intv);
-                    let x = i128::from(cfg.step_bytes);
+                    let x_for = |excess: i128| {
+                        let up = cfg.step_up_bytes.filter(|_| excess > 0);
+                        i128::from(up.unwrap_or(cfg.step_bytes))
+                    };
                     let (delta, target_ns) = if n_remain > 0 {
                         // Eq. 6 with Eq. 5 substituted: x·(s − R/n)/l = x·(s·n − R)/(l·n).
                         let n = i128::from(n_remain);
                         // Saturating: absurd totals must not panic; the limit is clamped anyway.
                         let excess = s.saturating_mul(n).saturating_sub(remaining);
-                        (x.saturating_mul(excess) / l.saturating_mul(n), remaining / n)
+                        (x_for(excess).saturating_mul(excess) / l.saturating_mul(n), remaining / n)
                     } else {
                         // Past the deadline Eq. 5 has no intervals left; every further stall
                         // delays the next job (its t_wait), so the target is zero stall.
-                        (x.saturating_mul(s) / l, 0)
+                        (x_for(s).saturating_mul(s) / l, 0)
                     };
                     limit = limit.saturating_add(delta);
 

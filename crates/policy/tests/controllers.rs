@@ -175,6 +175,23 @@ fn sara_takes_memory_back_when_stall_is_below_target() {
 }
 
 #[test]
+fn sara_step_up_bytes_scales_growth_only() {
+    // The interval of the test above with x_up = 2 MiB: 2 MiB · (5 − 2.15)/5 = 1195376.64.
+    let up = SaraConfig { step_up_bytes: Some(2 * MIB), ..SaraConfig::default() };
+    let (mut c, mut f) = sara_setup(up.clone());
+    start_first_job(&mut c, &mut f);
+    f.stall(0, 5_000, 1_000);
+    f.tick(&mut c, 5 * MS);
+    assert_eq!(c.last_interval(0).unwrap().delta_bytes, 1_195_376);
+    // Shrinking still uses x = step_bytes: the −346030 of the paper's rule.
+    let (mut c, mut f) = sara_setup(up);
+    start_first_job(&mut c, &mut f);
+    f.stall(0, 200, 500);
+    f.tick(&mut c, 5 * MS);
+    assert_eq!(c.last_interval(0).unwrap().delta_bytes, -346_030);
+}
+
+#[test]
 fn sara_redistributes_the_remaining_ideal_stall_over_the_remaining_intervals() {
     // After interval 1 stalled 5 ms, 43 − 5 = 38 ms remain over 19 intervals: 2 ms each.
     // Interval 2 stalls 0.75 ms: mem_alloc = 1 MiB · (0.75 − 2)/5 = −262144 exactly.
@@ -398,6 +415,8 @@ fn sara_rejects_bad_parameters_with_a_pointer_to_the_fix() {
     let e = Sara::new(SaraConfig { interval_ns: 0, ..SaraConfig::default() }).unwrap_err();
     assert_eq!(e.to_string(), "controller `sara`: `interval_ns` must be > 0 (the paper uses 5_000_000) (got 0)");
     assert!(Sara::new(SaraConfig { long_stall_intervals_pct: 101, ..SaraConfig::default() }).is_err());
+    let e = Sara::new(SaraConfig { step_up_bytes: Some(0), ..SaraConfig::default() }).unwrap_err();
+    assert!(e.to_string().contains("`step_up_bytes` must be > 0"), "{e}");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -773,6 +792,7 @@ fn all_controllers() -> Vec<(Box<dyn Controller + Send>, LimitKnob)> {
     let specs = [
         ("sara", json!({}), LimitKnob::Max),
         ("sara", json!({"knob": "high", "stall": "full", "long_stall_intervals_pct": 0}), LimitKnob::High),
+        ("sara", json!({"step_up_bytes": 3 * MIB, "step_bytes": 512 * 1024}), LimitKnob::Max),
         ("greedy", json!({}), LimitKnob::Max),
         ("offline", json!({"limit_bytes": 300 * MIB}), LimitKnob::Max),
         ("tmo-low", json!({"period_ns": 20_000_000}), LimitKnob::Max),
