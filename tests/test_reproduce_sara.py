@@ -120,8 +120,9 @@ def test_baseline_searches_pick_from_their_profiles(quick: Quick) -> None:
 
 def test_writes_the_report_and_figures(quick: Quick) -> None:
     _, summary, out = quick
-    assert summary["files"] == ["report.md", "results.json", "fig7.png", "fig11.png", "fig12.png", "fig13.png"]
-    for png in ("fig7.png", "fig11.png", "fig12.png", "fig13.png"):
+    pngs = ["fig7.png", "fig11.png", "fig12.png", "fig13.png", "fig_step_up.png"]
+    assert summary["files"] == ["report.md", "results.json", *pngs]
+    for png in pngs:
         assert matplotlib.image.imread(out / png).shape[0] > 100
     report = (out / "report.md").read_text()
     assert "## Acceptance checks (computed)" in report and "Quick run" in report

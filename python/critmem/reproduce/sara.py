@@ -426,7 +426,7 @@ def compute(plan: Plan, progress: Progress | None = None) -> dict[str, Any]:
 
     def eval_spec(w: Workload, pct: int, ssd: str, c: str, config: tuple[tuple[str, Any], ...]) -> Spec:
         measured = bcet[f"{w.name}/{ssd}"]["measured_ms"]
-        series = pct == 60 and c in ("sara", "greedy", "sara-no-drop")
+        series = pct == 60 and c in ("sara", "greedy", *VARIANTS)
         return Spec(w, pct, ssd, "sara" if c in VARIANTS else c, config, plan.periods, EVAL_SEED, measured, series)
 
     eval_specs: list[Spec] = []
@@ -574,6 +574,7 @@ def reproduce(out_dir: Path, *, quick: bool = False, progress: Progress | None =
         report.plot_fig11(data, out_dir / "fig11.png"),
         report.plot_fig12(data, out_dir / "fig12.png"),
         report.plot_fig13(data, out_dir / "fig13.png"),
+        report.plot_step_up(data, out_dir / "fig_step_up.png"),
     ]
     report_md = out_dir / "report.md"
     report_md.write_text(report.render(data, summary, [p.name for p in files]), encoding="utf-8")
