@@ -237,6 +237,36 @@ def test_commands_run_as_tasks_report_jobs_and_leave_no_process_behind(tmp_path:
     assert not _leftover_cgroups("critmem-run-"), _leftover_cgroups("critmem-run-")
 
 
+NEEDS_MEMORY_TO_STOP = """
+import signal, sys, time
+held = [bytearray(24 << 20)]
+def stop(*_):
+    held.append(bytearray(96 << 20))  # zero-filled: every page is touched
+    print("stopped with", sum(map(len, held)) >> 20, "MiB", file=sys.stderr, flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+while True:
+    time.sleep(0.05)
+"""
+
+
+@needs_machine
+def test_a_task_that_needs_memory_to_stop_gets_it_and_exits_cleanly(tmp_path: Path) -> None:
+    # Offline holds the soft real-time group at 72 MiB, so the other gets 120 - 72 = 48 MiB; on
+    # SIGTERM the command grows to 120 MiB. With no swap it waits at its limit, where it cannot
+    # act on SIGTERM: the run must keep lifting the limit after its control loop has ended.
+    script = tmp_path / "needs_memory_to_stop.py"
+    script.write_text(NEEDS_MEMORY_TO_STOP)
+    path = _command_scenario(tmp_path, None, [sys.executable, str(script)])
+    argv = ["run", str(path), "--platform", "linux", "--duration", "2s", "--json"]
+    p = _run(*argv, "--controller", "offline", "--controller-config", json.dumps({"limit_bytes": 72 << 20}), timeout=120)
+    assert p.returncode == 0, p.stderr
+    nrt = {t["name"]: t for t in json.loads(p.stdout)["tasks"]}["analytics"]
+    assert nrt["stopped_by"] == "SIGTERM" and nrt["exit_code"] == 0, (nrt, p.stderr[-2000:])
+    assert "stopped with 120 MiB" in p.stderr
+    assert not _leftover_cgroups("critmem-run-"), _leftover_cgroups("critmem-run-")
+
+
 @needs_machine
 def test_the_run_ends_when_every_command_has_exited_and_says_how(tmp_path: Path) -> None:
     path = _command_scenario(tmp_path, ["/bin/sh", "-c", "exit 3"], ["true"], reports_jobs=False)

@@ -298,9 +298,6 @@ fn kill_process_group(child: &Child, signal: Signal) {
     let _ = nix::sys::signal::killpg(Pid::from_raw(child.id() as i32), signal);
 }
 
-/// How long a command has between SIGTERM and SIGKILL at the end of the run.
-const COMMAND_GRACE: Duration = Duration::from_secs(5);
-
 fn exit_fields(status: Option<std::process::ExitStatus>) -> (Value, Value) {
     use std::os::unix::process::ExitStatusExt;
     match status {
@@ -309,39 +306,94 @@ fn exit_fields(status: Option<std::process::ExitStatus>) -> (Value, Value) {
     }
 }
 
-/// Stops a shipped worker (SIGTERM: it prints its summary and exits) and returns the summary.
-fn stop_worker(mut running: Running) -> Value {
-    let _ = nix::sys::signal::kill(Pid::from_raw(running.child.id() as i32), Signal::SIGTERM);
-    let mut stdout = String::new();
-    if let Some(mut out) = running.child.stdout.take() {
-        let _ = std::io::Read::read_to_string(&mut out, &mut stdout);
-    }
-    let status = running.child.wait().ok();
-    let mut summary: Value = stdout.lines().last().and_then(|l| serde_json::from_str(l).ok()).unwrap_or(json!({}));
-    (summary["exit_code"], summary["exit_signal"]) = exit_fields(status);
-    summary["exited_early_s"] = json!(running.exited_at_s);
-    summary
-}
+/// How long a task has between SIGTERM and SIGKILL at the end of the run.
+const STOP_GRACE: Duration = Duration::from_secs(5);
 
-/// Stops a command: SIGTERM to its process group, SIGKILL after the grace period.
-fn stop_command(mut running: Running) -> Value {
-    let mut stopped_by = Value::Null;
-    if running.exited_at_s.is_none() {
-        kill_process_group(&running.child, Signal::SIGTERM);
-        stopped_by = json!("SIGTERM");
-        let asked = Instant::now();
-        while matches!(running.child.try_wait(), Ok(None)) {
-            if asked.elapsed() >= COMMAND_GRACE {
-                kill_process_group(&running.child, Signal::SIGKILL);
-                stopped_by = json!("SIGKILL");
-                break;
+/// Stops every task and returns its summary. SIGTERM first: a shipped worker prints its
+/// summary and exits, a command's whole process group is asked to. While they exit the
+/// platform's out-of-memory rescue keeps running (the controller no longer ticks): a process
+/// waiting at its group's limit cannot act on SIGTERM until the limit lets it through. What is
+/// still running after [`STOP_GRACE`] is SIGKILLed with its process group.
+fn stop_tasks(platform: &mut LinuxPlatform, tasks: &[TaskPlan], mut running: Vec<Running>) -> Vec<(usize, Value)> {
+    // Read stdout beside the wait, so a worker never blocks on a full pipe.
+    let readers: Vec<_> = running
+        .iter_mut()
+        .map(|r| {
+            r.child.stdout.take().map(|mut out| {
+                std::thread::spawn(move || {
+                    let mut text = String::new();
+                    let _ = std::io::Read::read_to_string(&mut out, &mut text);
+                    text
+                })
+            })
+        })
+        .collect();
+    let mut asked = Vec::with_capacity(running.len());
+    for r in &running {
+        let ask = match tasks[r.task].launch {
+            Launch::Worker { .. } => {
+                let _ = nix::sys::signal::kill(Pid::from_raw(r.child.id() as i32), Signal::SIGTERM);
+                true
             }
-            std::thread::sleep(Duration::from_millis(10));
+            Launch::Command { .. } if r.exited_at_s.is_none() => {
+                kill_process_group(&r.child, Signal::SIGTERM);
+                true
+            }
+            Launch::Command { .. } => false,
+        };
+        asked.push(ask);
+    }
+    let since = Instant::now();
+    let mut exited: Vec<bool> = vec![false; running.len()];
+    loop {
+        for (r, done) in running.iter_mut().zip(&mut exited) {
+            *done = *done || !matches!(r.child.try_wait(), Ok(None));
+        }
+        if exited.iter().all(|&d| d) || since.elapsed() >= STOP_GRACE {
+            break;
+        }
+        match platform.rescue_waiting_groups() {
+            Ok(raised) if raised > 0 => tracing::info!(groups = raised, "raised a limit so a stopping task can exit"),
+            Ok(_) => {}
+            Err(e) => tracing::debug!(error = %e, "out-of-memory rescue while stopping"),
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut killed = vec![false; running.len()];
+    for ((r, &done), k) in running.iter().zip(&exited).zip(&mut killed) {
+        if !done {
+            tracing::warn!(task = %tasks[r.task].name, grace_s = STOP_GRACE.as_secs(), "task did not exit after SIGTERM: killed");
+            kill_process_group(&r.child, Signal::SIGKILL);
+            *k = true;
         }
     }
-    let status = running.child.wait().ok();
-    let (code, signal) = exit_fields(status);
-    json!({ "exit_code": code, "exit_signal": signal, "exited_early_s": running.exited_at_s, "stopped_by": stopped_by })
+    running
+        .into_iter()
+        .zip(readers)
+        .zip(asked.into_iter().zip(killed))
+        .map(|((mut r, reader), (asked, killed))| {
+            let status = r.child.wait().ok();
+            let stdout = reader.and_then(|h| h.join().ok()).unwrap_or_default();
+            let (code, signal) = exit_fields(status);
+            let summary = match tasks[r.task].launch {
+                Launch::Worker { .. } => {
+                    let mut summary: Value = stdout.lines().last().and_then(|l| serde_json::from_str(l).ok()).unwrap_or(json!({}));
+                    (summary["exit_code"], summary["exit_signal"]) = (code, signal);
+                    summary["exited_early_s"] = json!(r.exited_at_s);
+                    summary
+                }
+                Launch::Command { .. } => {
+                    let stopped_by = match (asked, killed) {
+                        (_, true) => json!("SIGKILL"),
+                        (true, false) => json!("SIGTERM"),
+                        (false, false) => Value::Null,
+                    };
+                    json!({ "exit_code": code, "exit_signal": signal, "exited_early_s": r.exited_at_s, "stopped_by": stopped_by })
+                }
+            };
+            (r.task, summary)
+        })
+        .collect()
 }
 
 /// Kills whatever is still in the run's own cgroups (what commands forked and left behind), so
@@ -635,12 +687,8 @@ fn drive(
     platform.set_stall_inputs(|_| StallInputs::ALL);
     let final_obs = platform.observe();
     let mut summaries = vec![json!({}); tasks.len()];
-    for running in std::mem::take(&mut processes.0) {
-        let i = running.task;
-        summaries[i] = match tasks[i].launch {
-            Launch::Worker { .. } => stop_worker(running),
-            Launch::Command { .. } => stop_command(running),
-        };
+    for (i, summary) in stop_tasks(platform, tasks, std::mem::take(&mut processes.0)) {
+        summaries[i] = summary;
     }
     result.map_err(|e| e.to_string())?;
     let final_stall = final_obs.map_err(|e| e.to_string())?.groups.iter().map(|g| g.stall).collect();
