@@ -502,23 +502,34 @@ impl LinuxPlatform {
     /// Runs the out-of-memory rescue of [`Self::observe`] on every group, without taking job
     /// events, and returns how many groups it raised. For the end of a run, when the
     /// controller no longer ticks but a task waiting at its limit must still get past it to act
-    /// on SIGTERM: without a rescue such a task would never exit.
-    pub fn rescue_waiting_groups(&mut self) -> Result<usize> {
+    /// on SIGTERM: without a rescue such a task would never exit. A group that cannot be read
+    /// or raised is skipped (logged at debug), so it never keeps the others from their rescue.
+    pub fn rescue_waiting_groups(&mut self) -> usize {
         if self.dry_run {
-            return Ok(0);
+            return 0;
         }
         self.collect_writes();
         self.now_ns = monotonic_ns();
         let mut raised = 0;
         for id in 0..self.groups.len() {
             let path = &self.groups[id].spec.path;
-            let (usage, knobs) = (self.backend.usage_bytes(path)?, self.backend.knobs(path)?);
+            let (usage, knobs) = match (self.backend.usage_bytes(path), self.backend.knobs(path)) {
+                (Ok(usage), Ok(knobs)) => (usage, knobs),
+                (Err(e), _) | (_, Err(e)) => {
+                    tracing::debug!(group = %self.groups[id].spec.name, error = %e, "out-of-memory rescue: group not readable");
+                    continue;
+                }
+            };
             (self.groups[id].usage_bytes, self.groups[id].knobs) = (usage, knobs);
-            if knobs.max_bytes.is_some_and(|limit| usage + OOM_NEAR_LIMIT_BYTES >= limit) && self.rescue_if_out_of_memory(id)? {
-                raised += 1;
+            if knobs.max_bytes.is_some_and(|limit| usage + OOM_NEAR_LIMIT_BYTES >= limit) {
+                match self.rescue_if_out_of_memory(id) {
+                    Ok(true) => raised += 1,
+                    Ok(false) => {}
+                    Err(e) => tracing::debug!(group = %self.groups[id].spec.name, error = %e, "out-of-memory rescue failed"),
+                }
             }
         }
-        Ok(raised)
+        raised
     }
 
     /// If group `id` is out of memory at its limit (v1: tasks waiting in `under_oom`, as the
