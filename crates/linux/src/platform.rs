@@ -521,15 +521,23 @@ impl LinuxPlatform {
                 }
             };
             (self.groups[id].usage_bytes, self.groups[id].knobs) = (usage, knobs);
-            if knobs.max_bytes.is_some_and(|limit| usage + OOM_NEAR_LIMIT_BYTES >= limit) {
-                match self.rescue_if_out_of_memory(id) {
-                    Ok(true) => raised += 1,
-                    Ok(false) => {}
-                    Err(e) => tracing::debug!(group = %self.groups[id].spec.name, error = %e, "out-of-memory rescue failed"),
-                }
+            match self.rescue_if_near_limit(id, usage, knobs) {
+                Ok(true) => raised += 1,
+                Ok(false) => {}
+                Err(e) => tracing::debug!(group = %self.groups[id].spec.name, error = %e, "out-of-memory rescue failed"),
             }
         }
         raised
+    }
+
+    /// [`Self::rescue_if_out_of_memory`], checked only when usage is within
+    /// `OOM_NEAR_LIMIT_BYTES` of the hard limit: a group further below it cannot be waiting at it.
+    fn rescue_if_near_limit(&mut self, id: GroupId, usage_bytes: u64, knobs: MemoryKnobs) -> Result<bool> {
+        if knobs.max_bytes.is_some_and(|limit| usage_bytes + OOM_NEAR_LIMIT_BYTES >= limit) {
+            self.rescue_if_out_of_memory(id)
+        } else {
+            Ok(false)
+        }
     }
 
     /// If group `id` is out of memory at its limit (v1: tasks waiting in `under_oom`, as the
@@ -824,7 +832,7 @@ impl Platform for LinuxPlatform {
         }
         if !self.dry_run {
             for (id, seen) in observed.iter_mut().enumerate() {
-                if seen.knobs.max_bytes.is_some_and(|limit| seen.usage_bytes + OOM_NEAR_LIMIT_BYTES >= limit) && self.rescue_if_out_of_memory(id)? {
+                if self.rescue_if_near_limit(id, seen.usage_bytes, seen.knobs)? {
                     seen.knobs = self.groups[id].knobs;
                 }
             }

@@ -14,10 +14,12 @@ from matplotlib.figure import Figure
 from critmem.reproduce.sara import (
     CONTROLLERS,
     MEMORY_PCTS,
+    MIB,
     PAPER_BASELINE_HIT_RATIO,
     PAPER_FIG7,
     PAPER_SARA_HIT_RATIO,
     SSDS,
+    STEP_UP_BYTES,
     early_drop_rows,
 )
 
@@ -138,7 +140,7 @@ def plot_step_up(data: dict[str, Any], path: Path) -> Path:
     workloads = data["workloads"]
     for i, w in enumerate(workloads):
         ax = fig.add_subplot(1, len(workloads), i + 1)
-        for c, label, color in (("sara", "paper's rule (one x)", _COLORS["sara"]), ("sara-step-up", "x_up = 2 x", "#ff7f0e")):
+        for c, label, color in (("sara", "paper's rule (one x)", _COLORS["sara"]), ("sara-step-up", f"x_up = {STEP_UP_BYTES / MIB:g} MiB", "#ff7f0e")):
             r = _find(data, w["name"], 60, "slow-ssd", c)
             if r is None or "series" not in r:
                 continue
@@ -327,7 +329,7 @@ def render(data: dict[str, Any], summary: dict[str, Any], files: Sequence[str]) 
 
 def _step_up_section(data: dict[str, Any], summary: dict[str, Any]) -> str:
     su = summary["sara_step_up"]
-    x_up_mib = su["step_up_bytes"] / 1_048_576
+    x_up_mib = su["step_up_bytes"] / MIB
     rows = []
     for name, pct, ssd in _configs(data):
         a, b = _find(data, name, pct, ssd, "sara"), _find(data, name, pct, ssd, "sara-step-up")
@@ -454,7 +456,7 @@ def _acceptance(data: dict[str, Any], summary: dict[str, Any]) -> str:
     checks = [
         ("SARA mean deadline hit ratio ≥ 0.95", hit.get("sara") is not None and hit["sara"] >= 0.95, _f(hit.get("sara"), 4)),
         (
-            f"(not the paper's rule) SARA with x_up = {su['step_up_bytes'] / 1_048_576:g} MiB: mean hit ratio ≥ 0.95, "
+            f"(not the paper's rule) SARA with x_up = {su['step_up_bytes'] / MIB:g} MiB: mean hit ratio ≥ 0.95, "
             "throughput ≥ 3× Greedy's and TMO-Low's",
             (su["mean_deadline_hit_ratio"] or 0) >= 0.95 and all((g or 0) >= 3 for g in su["throughput_gain"].values()),
             f"{_f(su['mean_deadline_hit_ratio'], 4)}; {_f(su['throughput_gain']['greedy'], 2)}× / {_f(su['throughput_gain']['tmo-low'], 2)}×",

@@ -331,9 +331,7 @@ impl Memory {
         let reg = &mut self.regions[r as usize];
         reg.frame[i as usize] = f;
         reg.pflags[i as usize] |= MATERIAL;
-        if let Some(o) = reg.swap_owner.get_mut(i as usize) {
-            *o = NIL;
-        }
+        reg.forget_swap_owner(i);
     }
 
     /// Accounts a resident page for a new mapping by `pool`, per the region's policy.
@@ -419,9 +417,7 @@ impl Memory {
             self.unmap_all(f, None);
             self.frames[f as usize].region = to;
         }
-        if let Some(o) = self.regions[from as usize].swap_owner.get_mut(i as usize) {
-            *o = NIL;
-        }
+        self.regions[from as usize].forget_swap_owner(i);
         self.regions[to as usize].frame[i as usize] = f;
         self.regions[to as usize].pflags[i as usize] = flags | MATERIAL;
         self.regions[from as usize].frame[i as usize] = NIL;

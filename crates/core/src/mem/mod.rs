@@ -254,6 +254,13 @@ impl Region {
     fn is_cow_base(&self) -> bool {
         !self.cow_refs.is_empty()
     }
+
+    /// Page `i` is no longer swapped out (back in memory, moved or discarded).
+    fn forget_swap_owner(&mut self, i: u32) {
+        if let Some(o) = self.swap_owner.get_mut(i as usize) {
+            *o = NIL;
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug)]

@@ -558,9 +558,7 @@ impl Memory {
     pub(super) fn discard_page(&mut self, r: u32, i: u32) {
         let f = self.regions[r as usize].frame[i as usize];
         self.regions[r as usize].pflags[i as usize] = 0;
-        if let Some(o) = self.regions[r as usize].swap_owner.get_mut(i as usize) {
-            *o = NIL;
-        }
+        self.regions[r as usize].forget_swap_owner(i);
         if f == NIL {
             return;
         }

@@ -328,20 +328,15 @@ fn stop_tasks(platform: &mut LinuxPlatform, tasks: &[TaskPlan], mut running: Vec
             })
         })
         .collect();
-    let mut asked = Vec::with_capacity(running.len());
     for r in &running {
-        let ask = match tasks[r.task].launch {
+        match tasks[r.task].launch {
             Launch::Worker { .. } => {
                 let _ = nix::sys::signal::kill(Pid::from_raw(r.child.id() as i32), Signal::SIGTERM);
-                true
             }
-            Launch::Command { .. } if r.exited_at_s.is_none() => {
-                kill_process_group(&r.child, Signal::SIGTERM);
-                true
-            }
-            Launch::Command { .. } => false,
-        };
-        asked.push(ask);
+            // A command that already exited is not asked (its process group may be gone).
+            Launch::Command { .. } if r.exited_at_s.is_none() => kill_process_group(&r.child, Signal::SIGTERM),
+            Launch::Command { .. } => {}
+        }
     }
     let since = Instant::now();
     let mut exited: Vec<bool> = vec![false; running.len()];
@@ -358,19 +353,15 @@ fn stop_tasks(platform: &mut LinuxPlatform, tasks: &[TaskPlan], mut running: Vec
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    let mut killed = vec![false; running.len()];
-    for ((r, &done), k) in running.iter().zip(&exited).zip(&mut killed) {
-        if !done {
-            tracing::warn!(task = %tasks[r.task].name, grace_s = STOP_GRACE.as_secs(), "task did not exit after SIGTERM: killed");
-            kill_process_group(&r.child, Signal::SIGKILL);
-            *k = true;
-        }
+    for (r, _) in running.iter().zip(&exited).filter(|(_, &done)| !done) {
+        tracing::warn!(task = %tasks[r.task].name, grace_s = STOP_GRACE.as_secs(), "task did not exit after SIGTERM: killed");
+        kill_process_group(&r.child, Signal::SIGKILL);
     }
     running
         .into_iter()
         .zip(readers)
-        .zip(asked.into_iter().zip(killed))
-        .map(|((mut r, reader), (asked, killed))| {
+        .zip(exited)
+        .map(|((mut r, reader), exited)| {
             let status = r.child.wait().ok();
             let stdout = reader.and_then(|h| h.join().ok()).unwrap_or_default();
             let (code, signal) = exit_fields(status);
@@ -382,10 +373,10 @@ fn stop_tasks(platform: &mut LinuxPlatform, tasks: &[TaskPlan], mut running: Vec
                     summary
                 }
                 Launch::Command { .. } => {
-                    let stopped_by = match (asked, killed) {
-                        (_, true) => json!("SIGKILL"),
-                        (true, false) => json!("SIGTERM"),
-                        (false, false) => Value::Null,
+                    let stopped_by = match (r.exited_at_s, exited) {
+                        (Some(_), _) => Value::Null,
+                        (None, true) => json!("SIGTERM"),
+                        (None, false) => json!("SIGKILL"),
                     };
                     json!({ "exit_code": code, "exit_signal": signal, "exited_early_s": r.exited_at_s, "stopped_by": stopped_by })
                 }
