@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import RM_TEXTBOOK, Outcome, WriteScenario, assert_one_line_error, cli, cli_process
+from conftest import EXAMPLES, RM_TEXTBOOK, Outcome, WriteScenario, assert_one_line_error, cli, cli_process
 
 GOOD = """\
 [machine]
@@ -19,6 +19,10 @@ name = "a"
 wcet_ms = 1
 period_ms = 4
 """
+
+MEM = GOOD.replace("[[task]]", "[memory]\ntotal_mb = 64\n[[task]]") + "private_mb = 16\n"
+# Four more tasks of 64 GiB private memory each: 5 × 2^24 pages mapped.
+MANY_BIG_TASKS = "".join(f'[[task]]\nname = "big{i}"\nwcet_ms = 1\nperiod_ms = 40\nprivate_mb = 65536\n' for i in range(4))
 
 # (id, file content, extra CLI arguments, fragments the error line must contain)
 BAD_SCENARIOS: list[tuple[str, str | bytes, list[str], list[str]]] = [
@@ -39,6 +43,13 @@ BAD_SCENARIOS: list[tuple[str, str | bytes, list[str], list[str]]] = [
     ("empty file", "", [], ["scheduler", "missing section"]),
     ("binary garbage", b"\x00\xff\xfe\x89PNG\r\n\x1a\n\x00\x00", [], ["not UTF-8"]),
     ("control-character garbage", "\x00\x01\x02 [[[ = ]]]\x7f", [], ["line 1"]),
+    # Sizes the loader refuses rather than letting the simulation exhaust this machine's memory.
+    ("per-job references over the cap", MEM + 'access = [{ pattern = "random", refs = 2147483647 }]\n', [], ["task[0].access", "references per job"]),
+    ("sweep passes over the cap", MEM + 'access = [{ pattern = "sweep", passes = 2147483647 }]\n', [], ["task[0].access", "references per job"]),
+    ("timeline samples over the cap", MEM.replace("total_mb = 64", "total_mb = 64\nsample_ms = 0.000001"), [], ["memory.sample_ms", "too small"]),
+    ("physical memory over the cap", MEM.replace("total_mb = 64", "total_mb = 4000000"), [], ["memory.total_mb", "too large"]),
+    ("private memory over the cap", MEM.replace("private_mb = 16", "private_mb = 8e6"), [], ["task[0].private_mb", "too large"]),
+    ("mapped pages over the cap", MEM.replace("private_mb = 16", "private_mb = 65536") + MANY_BIG_TASKS, [], ["task", "2^26"]),
     ("bad --seed value", GOOD, ["--seed", "twelve"], ["argument --seed", "twelve"]),
     ("negative --seed", GOOD, ["--seed", "-3"], ["argument --seed"]),
     ("bad --horizon-ms", GOOD, ["--horizon-ms", "-5"], ["argument --horizon-ms"]),
@@ -81,6 +92,29 @@ def test_directory_as_file_is_a_clean_error(tmp_path: Path) -> None:
         assert_one_line_error(o, str(tmp_path), "is a directory")
 
 
+def test_empty_name_and_endless_files_are_clean_errors() -> None:
+    for o in (cli("run", ""), cli("analyze", "")):
+        assert_one_line_error(o, "''", "name is empty")
+    # /dev/zero never ends: the reader stops at its cap instead of filling memory.
+    for o in (cli("run", "/dev/zero"), cli_process("analyze", "/dev/zero")):
+        assert_one_line_error(o, "/dev/zero", "too large for a scenario file")
+
+
+def test_non_finite_controller_parameters_are_refused_by_name(scenario_file: WriteScenario) -> None:
+    text = (EXAMPLES / "sara-opencv.toml").read_text(encoding="utf-8")
+    assert "[control]\n" in text
+    for value in ("nan", "inf", "-inf"):
+        path = scenario_file(text.replace("[control]\n", f"[control]\nconfig = {{ step_up_bytes = {value} }}\n"))
+        assert_one_line_error(cli("analyze", str(path)), "control.config.step_up_bytes", "finite")
+
+
+def test_an_error_echoing_a_huge_value_stays_a_readable_line(scenario_file: WriteScenario) -> None:
+    path = scenario_file(GOOD.replace('"rm"', '"' + "x" * 100_000 + '"'))
+    o = cli("run", str(path))
+    assert_one_line_error(o, "scheduler.kind", "more characters")
+    assert len(o.stderr) < 2200, len(o.stderr)
+
+
 def test_unwritable_out_folder_is_a_clean_error(tmp_path: Path) -> None:
     # Tests may run as root, which ignores permission bits; a file in the way never yields.
     blocker = tmp_path / "a-file"
@@ -97,8 +131,9 @@ def test_unwritable_out_folder_is_a_clean_error(tmp_path: Path) -> None:
         (["frobnicate"], ["invalid choice: 'frobnicate'"]),
         (["run"], ["required: FILE"]),
         (["analyze", str(RM_TEXTBOOK), "--seed", "3"], ["unrecognized arguments: --seed 3"]),
+        (["run", str(RM_TEXTBOOK), "--out", ""], ["argument --out", "empty string"]),
     ],
-    ids=["no command", "unknown command", "run without FILE", "analyze with a run flag"],
+    ids=["no command", "unknown command", "run without FILE", "analyze with a run flag", "empty --out"],
 )
 def test_bad_command_line_is_one_line_and_exit_2(argv: list[str], fragments: list[str]) -> None:
     assert_one_line_error(cli(*argv), *fragments, "--help")

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from critmem import jobclient
-from critmem.linux import parse_duration_s, parse_size_bytes
+from critmem.linux import _one_line, parse_duration_s, parse_size_bytes
 
 from conftest import CRITMEM, EXAMPLES, cli
 
@@ -77,6 +77,12 @@ def test_sizes_and_durations_parse_in_the_usual_units() -> None:
     assert parse_duration_s("90") == 90.0
 
 
+def test_a_tool_error_reads_as_its_error_line_not_the_help_hint() -> None:
+    clap = "error: invalid value 'x' for '--size-bytes <SIZE_BYTES>': invalid digit\n\nFor more information, try '--help'.\n"
+    assert _one_line(clap, "critmem-swap: ") == "invalid value 'x' for '--size-bytes <SIZE_BYTES>': invalid digit"
+    assert _one_line("warning: slow\ncritmem-swap: no swapfile of critmem's\n", "critmem-swap: ") == "no swapfile of critmem's"
+
+
 @pytest.mark.parametrize(
     ("argv", "needles"),
     [
@@ -91,6 +97,11 @@ def test_sizes_and_durations_parse_in_the_usual_units() -> None:
         (["swap", "setup", "--size", "4X"], ["not a size"]),
         (["swap", "setup"], ["--size"]),
         (["swap", "explode"], ["invalid choice"]),
+        (["run", str(LINUX_EXAMPLE), "--platform", "linux", "--duration", "inf"], ["not a duration"]),
+        (["run", str(LINUX_EXAMPLE), "--platform", "linux", "--duration", "2000000000s"], ["too long"]),
+        (["swap", "setup", "--size", "9" * 400], ["too large"]),
+        (["swap", "status", "--state-file", ""], ["--state-file", "empty string"]),
+        (["agent", "--config", "/dev/zero"], ["not a regular file"]),
         (["agent", "--config", "no-such-agent.toml"], ["no such configuration file"]),
         (["agent"], ["--config"]),
     ],

@@ -17,6 +17,7 @@ ScenarioInput: TypeAlias = str | os.PathLike[str] | Mapping[str, Any]
 """A path to a .toml/.json file, TOML text, or the scenario's structure as a dict."""
 
 _SUFFIX_FORMATS: dict[str, Format] = {".toml": "toml", ".json": "json"}
+MAX_SCENARIO_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -36,16 +37,28 @@ def looks_like_path(s: str) -> bool:
 
 
 def read_path(path: str | os.PathLike[str]) -> ScenarioSource:
-    """Reads a scenario file; OSError (missing, a directory, unreadable) propagates as is."""
+    """Reads a scenario file; OSError (missing, a directory, unreadable) propagates with its name."""
     p = Path(path)
     name = os.fspath(path)
+    if not name:
+        raise FileNotFoundError(errno.ENOENT, "no such file (the name is empty)", name)
     if "\x00" in name:
         # open() would raise ValueError; to a user this is just a file that cannot exist.
         raise FileNotFoundError(errno.ENOENT, "no such file (the name contains a NUL byte)", name)
     if p.is_dir():
         # open() on a directory gives a less helpful message on some platforms.
         raise IsADirectoryError(errno.EISDIR, "is a directory, not a scenario file", name)
-    data = p.read_bytes()
+    try:
+        with p.open("rb") as f:
+            # Bounded, so /dev/zero or a runaway pipe gives an error instead of exhausting memory.
+            data = f.read(MAX_SCENARIO_BYTES + 1)
+    except OSError as e:
+        # Some errors (EIO from /proc files, for one) come without the file's name.
+        if e.filename is None:
+            raise OSError(e.errno, e.strerror, name) from None
+        raise
+    if len(data) > MAX_SCENARIO_BYTES:
+        raise ScenarioError(f"{name}: larger than {MAX_SCENARIO_BYTES // (1 << 20)} MiB, too large for a scenario file")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:

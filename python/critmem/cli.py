@@ -56,6 +56,13 @@ def _seed(text: str) -> int:
     return value
 
 
+def _out_dir(text: str) -> str:
+    # An empty name would silently mean the current directory.
+    if not text:
+        raise argparse.ArgumentTypeError("must name a folder (got an empty string)")
+    return text
+
+
 def _positive_ms(text: str) -> float:
     try:
         value = float(text)
@@ -463,12 +470,37 @@ def _print_reproduction(summary: dict[str, Any]) -> None:
         ]
         console.print(Text("tau1 with tau2 (Fig. 9)"))
         console.print(_table(["policy", "tau1 misses", "after warm-up", "tau2 periods with a miss"], rows))
+    _print_sara_headline(console, summary)
     ops = summary.get("table2_ns", {})
     if ops:
         cols = list(next(iter(ops.values())))
         rows = [[op, *(_fmt(v.get(c), 1) for c in cols)] for op, v in ops.items()]
         console.print(Text("memory operations, wall-clock ns of the simulator's data structures (Table II)"))
         console.print(_table(["operation", *cols], rows))
+
+
+def _print_sara_headline(console: Console, summary: dict[str, Any]) -> None:
+    hit, thr = summary.get("mean_deadline_hit_ratio", {}), summary.get("mean_nonrt_throughput", {})
+    if not hit:
+        return
+    paper_hit = {"sara": summary.get("paper_sara_hit_ratio"), **summary.get("paper_baseline_hit_ratio", {})}
+    rows = [[c, _fmt(hit.get(c)), _fmt(paper_hit.get(c)), _fmt(thr.get(c))] for c in hit]
+    step_up = summary.get("sara_step_up", {})
+    if step_up.get("mean_deadline_hit_ratio") is not None:
+        label = f"sara, x_up {step_up['step_up_bytes'] // 1_048_576} MiB (not the paper's rule)"
+        rows.append([label, _fmt(step_up["mean_deadline_hit_ratio"]), "-", _fmt(step_up.get("mean_nonrt_throughput"))])
+    console.print(Text(f"mean over the {len({(c['workload'], c['memory_pct'], c['ssd']) for c in summary.get('configs', [])})} configurations (Fig. 11)"))
+    console.print(_table(["controller", "deadline-hit ratio", "paper", "non-rt throughput /s"], rows, left=1))
+    gains = summary.get("sara_throughput_gain", {})
+    if gains:
+        rows = [[b, _fmt(g.get("ratio_of_means")), _fmt(g.get("paper_mean"))] for b, g in gains.items()]
+        console.print(Text("SARA's non-real-time throughput over the baseline's"))
+        console.print(_table(["baseline", "model", "paper"], rows, left=1))
+    fig7 = summary.get("fig7", {})
+    if fig7:
+        rows = [[w, _fmt(f.get("slope")), _fmt(f.get("intercept_ms")), _fmt(f.get("configured_bcet_ms"))] for w, f in fig7.items()]
+        console.print(Text("execution time against stall per period (Fig. 7)"))
+        console.print(_table(["workload", "slope", "intercept ms", "configured BCET ms"], rows, left=1))
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
@@ -538,7 +570,9 @@ examples:
   critmem reproduce sara --quick
 
 Writes report.md (each table and figure beside the paper's own numbers), PNG figures and
-results.json (identical bytes for identical code) to DIR, by simulation only."""
+results.json (identical bytes for identical code) to DIR, by simulation only; shared-pages
+also writes table2.json (wall-clock timings of the simulator's memory operations, which vary
+from run to run). Without --json the headline numbers are printed as tables."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -557,7 +591,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("file", metavar="FILE", help="scenario file (.toml, or .json with the same structure)")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object instead of the table")
-    run.add_argument("--out", metavar="DIR", help="also write jobs.csv, segments.csv, summary.json and gantt.png to DIR")
+    run.add_argument(
+        "--out", metavar="DIR", type=_out_dir,
+        help="also write jobs.csv, segments.csv, summary.json and gantt.png to DIR (with [memory]: memory_timeline.csv, memory.png)",
+    )  # fmt: skip
     run.add_argument("--seed", type=_seed, metavar="N", help="seed for random execution times and arrivals (default: [run] seed, else 0)")
     run.add_argument(
         "--horizon-ms", type=_positive_ms, metavar="X",
@@ -580,7 +617,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the schedulability analyses for a scenario",
         description="Run the analyses that apply to FILE's scheduler (response-time analysis for\n"
         "fixed priorities, EDF utilization and processor-demand tests, the global-EDF\n"
-        "bounded-tardiness condition) and print the per-task results, each test and the verdict.",
+        "bounded-tardiness condition, a cyclic table's slot supply) and print the per-task\n"
+        "results, each test and the verdict.",
         epilog=_ANALYZE_EPILOG,
         formatter_class=fmt,
     )
@@ -597,7 +635,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=fmt,
     )
     reproduce.add_argument("paper", metavar="PAPER", choices=sorted(PAPERS), help=f"one of: {', '.join(sorted(PAPERS))}")
-    reproduce.add_argument("--out", metavar="DIR", help="output folder (default: results/reproduce/PAPER)")
+    reproduce.add_argument("--out", metavar="DIR", type=_out_dir, help="output folder (default: results/reproduce/PAPER)")
     reproduce.add_argument("--json", action="store_true", help="print the headline numbers as one JSON object")
     reproduce.add_argument("--quick", action="store_true", help="a reduced version: fewer periods and runs (a first look; under a minute)")
     reproduce.set_defaults(handler=_cmd_reproduce)
@@ -633,8 +671,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_MAX_ERROR_CHARS = 2000
+
+
 def _fail(message: str, code: int = EXIT_USAGE) -> int:
     one_line = " ".join(message.split())
+    # A value echoed from the input can be megabytes long; the line stays readable.
+    if len(one_line) > _MAX_ERROR_CHARS:
+        one_line = one_line[:_MAX_ERROR_CHARS] + f" … ({len(one_line) - _MAX_ERROR_CHARS} more characters)"
     print(f"critmem: error: {one_line}", file=sys.stderr)
     return code
 
@@ -654,7 +698,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LinuxError as e:
         return _fail(str(e))
     except OSError as e:
-        where = f"{e.filename}: " if e.filename is not None else ""
+        where = f"{e.filename or repr(e.filename)}: " if e.filename is not None else ""
         return _fail(f"{where}{e.strerror or e}")
     except KeyboardInterrupt:
         return 130

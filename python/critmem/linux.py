@@ -26,6 +26,11 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$", re.IGNORECASE)
 
 
+# The Rust tools refuse more than this (critmem_linux::MAX_RUN_SECONDS).
+MAX_DURATION_S = 1e9
+MAX_SIZE_BYTES = 1 << 60
+
+
 class LinuxError(Exception):
     """A one-line error of the Linux commands."""
 
@@ -38,6 +43,8 @@ def parse_size_bytes(text: str) -> int:
     value = float(m.group(1)) * 1024 ** "_kmgt".index(m.group(2).lower() or "_")
     if value < 1:
         raise LinuxError(f"size must be positive (got {text!r})")
+    if not value <= MAX_SIZE_BYTES:
+        raise LinuxError(f"size too large (got {text!r}; at most 1 EiB)")
     return int(value)
 
 
@@ -48,8 +55,10 @@ def parse_duration_s(text: str) -> float:
         raise LinuxError(f"not a duration: {text!r} (use e.g. 60s, 2m or 500ms)")
     scale = {"ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}[(m.group(2) or "s").lower()]
     value = float(m.group(1)) * scale
-    if not (math.isfinite(value) and value > 0):
+    if not value > 0:
         raise LinuxError(f"duration must be positive (got {text!r})")
+    if not value <= MAX_DURATION_S:
+        raise LinuxError(f"duration too long (got {text!r}; at most {MAX_DURATION_S:.0e} s)")
     return value
 
 
@@ -70,9 +79,10 @@ def require_root(what: str) -> None:
 
 
 def _one_line(stderr: str, prefix: str) -> str:
-    lines = [line for line in stderr.strip().splitlines() if line.strip()]
-    last = lines[-1] if lines else "failed without a message"
-    return " ".join(last.removeprefix(prefix).split())
+    lines = [line.removeprefix(prefix) for line in stderr.strip().splitlines() if line.strip()]
+    # clap puts its "error: ..." line first and a hint about --help last.
+    chosen = next((line for line in lines if line.startswith("error:")), lines[-1] if lines else "failed without a message")
+    return " ".join(chosen.removeprefix("error:").split())
 
 
 def _call(name: str, args: Sequence[str], *, pass_stderr: bool = False) -> dict[str, Any]:
@@ -124,11 +134,13 @@ def run_scenario(path: str, duration_s: float, controller: str | None, controlle
         if not isinstance(parsed, dict):
             raise LinuxError("--controller-config must be a JSON object")
     require_root("critmem run --platform linux")
-    args = [path, "--duration-s", repr(duration_s)]
+    # The --opt=value forms and "--" keep values that start with "-" from reading as options.
+    args = [f"--duration-s={duration_s!r}"]
     if controller is not None:
-        args += ["--controller", controller]
+        args.append(f"--controller={controller}")
     if controller_config is not None:
-        args += ["--controller-config", controller_config]
+        args.append(f"--controller-config={controller_config}")
+    args += ["--", path]
     return _call("critmem-linux-run", args, pass_stderr=True)
 
 
@@ -136,7 +148,7 @@ def swap_setup(size_bytes: int, path: str | None, state_file: str | None) -> dic
     require_root("critmem swap setup")
     args = _state(state_file) + ["setup", "--size-bytes", str(size_bytes)]
     if path is not None:
-        args += ["--path", path]
+        args.append(f"--path={path}")
     return _call("critmem-swap", args)
 
 
@@ -150,20 +162,24 @@ def swap_status(state_file: str | None) -> dict[str, Any]:
 
 
 def _state(state_file: str | None) -> list[str]:
-    return [] if state_file is None else ["--state-file", state_file]
+    if state_file == "":
+        raise LinuxError("--state-file must name a file (got an empty string)")
+    return [] if state_file is None else [f"--state-file={state_file}"]
 
 
 def agent_argv(config: str, dry_run: bool, duration_s: float | None, log_level: str | None) -> list[str]:
     """The command line that runs the agent daemon (the CLI execs it, so signals reach it)."""
+    if not os.path.exists(config):
+        raise LinuxError(f"{config!r}: no such configuration file")
     if not Path(config).is_file():
-        raise LinuxError(f"{config}: no such configuration file")
-    argv = [binary("critmem-agent"), "--config", config]
+        raise LinuxError(f"{config!r}: not a regular file (the agent reads a TOML configuration file)")
+    argv = [binary("critmem-agent"), f"--config={config}"]
     if dry_run:
         argv.append("--dry-run")
     if duration_s is not None:
-        argv += ["--duration-s", repr(duration_s)]
+        argv.append(f"--duration-s={duration_s!r}")
     if log_level is not None:
-        argv += ["--log-level", log_level]
+        argv.append(f"--log-level={log_level}")
     return argv
 
 

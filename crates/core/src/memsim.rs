@@ -244,7 +244,7 @@ impl MemSim {
         // Discards are not accesses: the job's compute is spread over the others only.
         let (n, discards) = tm.skip_job(job_index, &mut t.cursors, &mut t.rng);
         let n = n as u64;
-        let per_ref = if n == 0 { Nanos::ZERO } else { Nanos(demand.0 / n) };
+        let per_ref = Nanos(demand.0.checked_div(n).unwrap_or(0));
         let tail = demand - Nanos(per_ref.0 * n);
         MemJob {
             refs: Vec::new(),
@@ -348,7 +348,7 @@ impl MemSim {
             match access {
                 Access::Hit => {
                     // Apply the run of hits that follows now: their timing cannot change.
-                    let max_run = if job.per_ref.0 == 0 { u64::MAX } else { (HIT_RUN_NS / job.per_ref.0).max(1) };
+                    let max_run = HIT_RUN_NS.checked_div(job.per_ref.0).map_or(u64::MAX, |r| r.max(1));
                     let room = usize::try_from(max_run - 1).unwrap_or(usize::MAX);
                     let end = job.cursor.saturating_add(room).min(job.refs.len());
                     let more = self.mem.hit_run(space, &job.refs[job.cursor..end]);

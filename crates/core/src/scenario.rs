@@ -197,7 +197,65 @@ struct RawControl {
     controller: String,
     interval_ms: Option<f64>,
     /// The controller's own table, checked by the controller's parser.
-    config: Option<serde_json::Value>,
+    config: Option<FiniteJson>,
+}
+
+/// `[control] config` as JSON. serde_json turns NaN and infinities into null, which a
+/// controller would read as "left out"; this refuses them where they are written instead.
+#[derive(Debug, Clone)]
+struct FiniteJson(serde_json::Value);
+
+impl<'de> Deserialize<'de> for FiniteJson {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(FiniteJsonVisitor).map(FiniteJson)
+    }
+}
+
+struct FiniteJsonVisitor;
+
+impl<'de> serde::de::Visitor<'de> for FiniteJsonVisitor {
+    type Value = serde_json::Value;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        serde_json::Number::from_f64(v).map(serde_json::Value::Number).ok_or_else(|| E::custom(format!("must be a finite number (got {v})")))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(serde_json::Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(serde_json::Value::Null)
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        FiniteJson::deserialize(d).map(|v| v.0)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(FiniteJson(v)) = seq.next_element()? {
+            items.push(v);
+        }
+        Ok(serde_json::Value::Array(items))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut object = serde_json::Map::new();
+        while let Some((k, FiniteJson(v))) = map.next_entry::<String, FiniteJson>()? {
+            object.insert(k, v);
+        }
+        Ok(serde_json::Value::Object(object))
+    }
 }
 
 #[derive(Deserialize, Debug)]
@@ -547,6 +605,9 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
         .enumerate()
         .map(|(i, rt)| validate_task_memory(&cx, i, rt, memory.as_ref()))
         .collect::<Result<Vec<_>, _>>()?;
+    if let Some(m) = memory.as_ref() {
+        check_mapped_pages(&cx, m, &task_memory)?;
+    }
     if let Some(m) = memory.as_mut() {
         m.groups = validate_groups(&cx, &raw, m, &tasks, &task_memory)?;
     } else if !raw.group.is_empty() {
@@ -572,7 +633,33 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
     Ok(scenario)
 }
 
+/// Every task maps its private pages and each region it touches; each mapped page has an
+/// entry in the task's page table.
+fn check_mapped_pages(cx: &Ctx, m: &MemorySpec, task_memory: &[Option<TaskMemory>]) -> Result<(), ScenarioError> {
+    let mut mapped_pages = 0u64;
+    for tm in task_memory.iter().flatten() {
+        let mut touched = vec![false; m.regions.len()];
+        for s in &tm.streams {
+            if let Target::Region(r) = s.target {
+                touched[r] = true;
+            }
+        }
+        let regions: u64 = m.regions.iter().zip(&touched).filter(|(_, &t)| t).map(|(r, _)| u64::from(r.pages)).sum();
+        mapped_pages += u64::from(tm.private_pages) + regions;
+    }
+    if mapped_pages > MAX_MAPPED_PAGES {
+        return Err(cx.err("task", format!("the tasks map {mapped_pages} pages in all (private plus shared regions per task); at most 2^26 are allowed")));
+    }
+    Ok(())
+}
+
 const MIB: f64 = 1_048_576.0;
+/// Caps that keep a scenario within this machine's memory: frames and pages cost their
+/// tables, references are made a job at a time, and the timeline keeps every sample.
+const MAX_PAGES: u64 = 1 << 24;
+const MAX_MAPPED_PAGES: u64 = 1 << 26;
+const MAX_REFS_PER_JOB: u64 = 1 << 24;
+const MAX_TIMELINE_VALUES: u64 = 1 << 24;
 
 impl Ctx<'_> {
     /// A size in MiB as whole pages (rounded up), at least `min_pages`.
@@ -581,8 +668,8 @@ impl Ctx<'_> {
             return Err(self.err(key, format!("must be a non-negative number of MiB (got {mb})")));
         }
         let pages = (mb * MIB / page_bytes as f64).ceil();
-        if pages > f64::from(u32::MAX / 2) {
-            return Err(self.err(key, format!("is too large (got {mb} MiB)")));
+        if pages > MAX_PAGES as f64 {
+            return Err(self.err(key, format!("is too large: at most 2^24 pages of {page_bytes} bytes (got {mb} MiB)")));
         }
         let pages = pages as u64;
         if pages < min_pages {
@@ -618,7 +705,7 @@ fn validate_memory(cx: &Ctx, raw: &RawScenario, horizon: Nanos) -> Result<Option
     };
     let page_bytes = match m.page_bytes {
         None => 4096,
-        Some(b) if b >= 512 && b <= (1 << 30) && (b as u64).is_power_of_two() => b as u64,
+        Some(b) if (512..=(1 << 30)).contains(&b) && (b as u64).is_power_of_two() => b as u64,
         Some(b) => return Err(cx.err("memory.page_bytes", format!("must be a power of two from 512 to 2^30 (got {b})"))),
     };
     let total_frames = cx.pages("memory.total_mb", m.total_mb.unwrap_or(4096.0), page_bytes, 16)?;
@@ -634,6 +721,14 @@ fn validate_memory(cx: &Ctx, raw: &RawScenario, horizon: Nanos) -> Result<Option
         Some(ms) => cx.positive("memory.sample_ms", ms)?,
         None => Nanos((horizon.0 / 500).max(1_000_000)),
     };
+    // Each sample holds one value per reservation and per task, plus two totals.
+    let values_per_sample = (raw.reservation.len() + raw.task.len() + 2) as u64;
+    if (horizon.0 / sample_interval.0.max(1)).saturating_mul(values_per_sample) > MAX_TIMELINE_VALUES {
+        return Err(cx.err(
+            "memory.sample_ms",
+            format!("is too small for the horizon: the timeline would exceed 2^24 values ({values_per_sample} per sample)"),
+        ));
+    }
     let mut reservations = Vec::new();
     for (i, r) in raw.reservation.iter().enumerate() {
         if reservations.iter().any(|x: &ReservationDecl| x.name == r.name) || r.name.is_empty() {
@@ -751,7 +846,7 @@ fn validate_control(cx: &Ctx, raw: &RawScenario, memory: Option<&MemorySpec>) ->
     if memory.is_none_or(|m| m.groups.is_empty()) {
         return Err(cx.err("control", "a controller needs [memory] and at least one [[group]] to manage"));
     }
-    let config = c.config.clone().unwrap_or_else(|| serde_json::Value::Object(Default::default()));
+    let config = c.config.as_ref().map_or_else(|| serde_json::Value::Object(Default::default()), |c| c.0.clone());
     let controller = critmem_policy::make_controller(&c.controller, &config).map_err(|e| {
         let key = if matches!(e, critmem_policy::PolicyError::UnknownController { .. }) { "control.controller" } else { "control.config" };
         cx.err(key, e.to_string())
@@ -890,6 +985,21 @@ fn validate_task_memory(cx: &Ctx, i: usize, rt: &RawTask, memory: Option<&Memory
         }
         let every_jobs = u64::from(cx.count(&k("every_jobs"), a.every_jobs, 1, 1)?);
         streams.push(Stream { target, pattern, passes, write_fraction, from_job, until_job, every_jobs });
+    }
+    let refs_per_job: u64 = streams
+        .iter()
+        .map(|s| {
+            let one_pass = match &s.pattern {
+                Pattern::Sweep { pages, .. } => u64::from(*pages),
+                Pattern::Random { refs, .. } | Pattern::HotCold { refs, .. } => u64::from(*refs),
+                Pattern::Trace { pages } => pages.len() as u64,
+                Pattern::Discard { .. } => 0,
+            };
+            one_pass.saturating_mul(u64::from(s.passes))
+        })
+        .fold(0, u64::saturating_add);
+    if refs_per_job > MAX_REFS_PER_JOB {
+        return Err(cx.err(k("access"), format!("makes {refs_per_job} references per job; at most 2^24 are allowed")));
     }
     Ok(Some(TaskMemory { reservation, group, private_pages, order, streams }))
 }

@@ -231,7 +231,7 @@ impl Stream {
     fn active(&self, job_index: u64) -> bool {
         job_index >= self.from_job
             && self.until_job.is_none_or(|u| job_index < u)
-            && (job_index - self.from_job) % self.every_jobs.max(1) == 0
+            && (job_index - self.from_job).is_multiple_of(self.every_jobs.max(1))
     }
 }
 

@@ -43,3 +43,34 @@ pub use journal::{Journal, RestoreReport};
 pub use layout::{detect_layout, detect_layout_in, Layout};
 pub use platform::{ControlLoop, GroupSpec, LinuxPlatform, PlatformOptions};
 pub use writer::KnobWriter;
+
+/// Longest run the command-line tools accept (about 31 years), so any duration they take
+/// fits every clock they add it to.
+pub const MAX_RUN_SECONDS: f64 = 1e9;
+
+/// A command-line duration in seconds: finite, above zero and at most [`MAX_RUN_SECONDS`].
+pub fn parse_seconds(text: &str) -> std::result::Result<std::time::Duration, String> {
+    let s: f64 = text.trim().parse().map_err(|_| format!("not a number of seconds: {text:?}"))?;
+    if s.is_nan() || s <= 0.0 {
+        return Err(format!("must be above 0 seconds (got {text})"));
+    }
+    if s > MAX_RUN_SECONDS {
+        return Err(format!("must be at most {MAX_RUN_SECONDS:e} seconds (got {text})"));
+    }
+    std::time::Duration::try_from_secs_f64(s).map_err(|e| format!("{e} (got {text})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_seconds;
+    use std::time::Duration;
+
+    #[test]
+    fn seconds_must_be_finite_positive_and_bounded() {
+        assert_eq!(parse_seconds("1.5"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_seconds("1e9"), Ok(Duration::from_secs(1_000_000_000)));
+        for bad in ["0", "-1", "nan", "NaN", "inf", "-inf", "1e300", "1e10", "", "soon"] {
+            assert!(parse_seconds(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+}

@@ -33,7 +33,7 @@ pub use factory::{make_controller, ControllerConfig, CONTROLLER_NAMES};
 pub use fixed::{pick_offline_limit, FixedLimits, OfflineConfig, StaticConfig};
 pub use greedy::{Greedy, GreedyConfig};
 pub use profile::{estimate_bcet_ns, fit_exec_vs_stall, JobProfile, LinearFit};
-pub use sara::{is_long_stall, is_severe_interval, Sara, SaraConfig, SaraInterval, SaraJob};
+pub use sara::{is_long_stall, is_severe_interval, Sara, SaraConfig, SaraInterval, SaraJob, MAX_PENDING_JOBS};
 pub use senpai::{Senpai, SenpaiConfig, SenpaiState};
 pub use tmo::{pick_tmo_threshold, tmo_reclaim_bytes, ThresholdSearch, Tmo, TmoConfig, TMO_LOW_THRESHOLD_PCT};
 

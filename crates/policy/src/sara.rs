@@ -192,6 +192,9 @@ struct GroupState {
     last_interval: Option<SaraInterval>,
 }
 
+/// Released jobs kept per group behind the running one (the Linux platform keeps as many open).
+pub const MAX_PENDING_JOBS: usize = 1024;
+
 /// The SARA controller.
 #[derive(Clone, Debug)]
 pub struct Sara {
@@ -244,6 +247,11 @@ impl Sara {
                     st.running = Some(start_job(released, at_ns, bcet_ns));
                 } else {
                     st.pending.push_back(released);
+                    // A reporter that never completes its jobs must not grow this without bound;
+                    // the oldest waiting job is the one it has most surely abandoned.
+                    if st.pending.len() > MAX_PENDING_JOBS {
+                        st.pending.pop_front();
+                    }
                 }
             }
             JobEvent::Completion { group, job, at_ns } | JobEvent::Drop { group, job, at_ns } => {

@@ -246,6 +246,22 @@ fn sara_t_wait_reduces_the_ideal_stall_after_an_overrun() {
 }
 
 #[test]
+fn sara_keeps_a_bounded_queue_when_jobs_never_complete() {
+    let (mut c, mut f) = sara_setup(SaraConfig::default());
+    start_first_job(&mut c, &mut f);
+    let extra = MAX_PENDING_JOBS as u64 + 500;
+    for job in 2..2 + extra {
+        f.release(0, job, job * 100 * MS, (job + 1) * 100 * MS);
+    }
+    f.tick(&mut c, 5 * MS);
+    assert_eq!(c.pending_jobs(0), MAX_PENDING_JOBS);
+    // The newest releases are kept: completing job 1 starts the oldest one still queued.
+    f.complete(0, 1, 6 * MS);
+    f.tick(&mut c, 10 * MS);
+    assert_eq!(c.running_job(0).unwrap().job, 2 + extra - MAX_PENDING_JOBS as u64);
+}
+
+#[test]
 fn sara_job_released_after_completion_has_no_wait() {
     let (mut c, mut f) = sara_setup(SaraConfig::default());
     start_first_job(&mut c, &mut f);

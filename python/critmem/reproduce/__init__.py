@@ -91,7 +91,8 @@ PAPERS: dict[str, Paper] = {
             source="sara-stall-aware-allocation.txt",
             module="critmem.reproduce.sara",
             summary="BCET and Fig. 7 profiling, Offline/TMO-High searches, every controller on 8 configurations "
-            "(Fig. 11), memory over time (Fig. 12), early job dropping (Fig. 13)",
+            "(Fig. 11), memory over time (Fig. 12), early job dropping (Fig. 13), and SARA with a separate "
+            "growth step (step_up_bytes, not the paper's rule)",
         ),
     ]
 }

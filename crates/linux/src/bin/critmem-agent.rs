@@ -17,8 +17,8 @@ struct Args {
     #[arg(long)]
     dry_run: bool,
     /// Stop (restoring everything) after this many seconds.
-    #[arg(long)]
-    duration_s: Option<f64>,
+    #[arg(long, value_parser = critmem_linux::parse_seconds)]
+    duration_s: Option<Duration>,
     /// Log level: error, warn, info, debug, trace.
     #[arg(long, default_value = "info")]
     log_level: tracing::Level,
@@ -32,7 +32,7 @@ fn main() {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let config = AgentConfig::load(&args.config).unwrap_or_else(|e| fail(&e));
-    let options = RunOptions { dry_run: args.dry_run, duration: args.duration_s.map(Duration::from_secs_f64) };
+    let options = RunOptions { dry_run: args.dry_run, duration: args.duration_s };
     match run(&config, &options, &signals) {
         Ok(summary) => println!("{}", serde_json::to_string(&summary).expect("summary serialises")),
         Err(e) => fail(&e),

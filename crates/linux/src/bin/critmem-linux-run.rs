@@ -50,8 +50,8 @@ struct Args {
     /// Scenario file (.toml or .json) with [[group]]s and [control].
     file: PathBuf,
     /// How long the workers run.
-    #[arg(long)]
-    duration_s: f64,
+    #[arg(long, value_parser = critmem_linux::parse_seconds)]
+    duration_s: Duration,
     /// Controller in place of the scenario's [control] one (its config is then the defaults
     /// unless --controller-config is given).
     #[arg(long)]
@@ -406,9 +406,6 @@ fn kill_leftovers(platform: &LinuxPlatform, groups: usize) -> usize {
 }
 
 fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String> {
-    if !(args.duration_s.is_finite() && args.duration_s > 0.0) {
-        return Err(format!("--duration-s must be a positive number of seconds (got {})", args.duration_s));
-    }
     let scenario = load(&args.file)?;
     let run_dir = format!("critmem-run-{}", std::process::id());
     let (specs, tasks) = plan(&scenario, &run_dir)?;
@@ -640,7 +637,7 @@ fn drive(
     }
     let mut control = ControlLoop::new(interval_ns);
     let started = Instant::now();
-    let run_for = Duration::from_secs_f64(args.duration_s);
+    let run_for = args.duration_s;
     let sample = Duration::from_millis(args.sample_ms.max(1));
     let mut next_sample = Duration::ZERO;
     let mut timeline = Vec::new();

@@ -23,8 +23,8 @@ struct Args {
     groups: usize,
     #[arg(long, default_value_t = 5)]
     interval_ms: u64,
-    #[arg(long, default_value_t = 10.0)]
-    seconds: f64,
+    #[arg(long, default_value = "10", value_parser = critmem_linux::parse_seconds)]
+    seconds: Duration,
     #[arg(long, default_value = "sara")]
     controller: String,
     /// Run a critmem-nrt-worker of this many MiB in every group (0: idle groups).
@@ -93,7 +93,7 @@ fn main() {
     let mut control = ControlLoop::new(args.interval_ms * 1_000_000);
     let cpu_before_ns = process_cpu_ns();
     let started = Instant::now();
-    let run = Duration::from_secs_f64(args.seconds);
+    let run = args.seconds;
     let result = control.run(&mut platform, controller.as_mut(), || started.elapsed() >= run || signalled(&signals), |_, _, _| {});
     let elapsed_s = started.elapsed().as_secs_f64();
     let loop_cpu_ns = process_cpu_ns().saturating_sub(cpu_before_ns);

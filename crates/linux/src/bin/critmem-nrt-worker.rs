@@ -18,8 +18,8 @@ struct Args {
     #[arg(long, default_value_t = 1000)]
     report_ms: u64,
     /// Stop after this long; runs until a signal if absent.
-    #[arg(long)]
-    duration_s: Option<f64>,
+    #[arg(long, value_parser = critmem_linux::parse_seconds)]
+    duration_s: Option<Duration>,
     #[arg(long, default_value_t = 2)]
     seed: u64,
 }
@@ -47,7 +47,7 @@ fn main() {
     let region = Region::new((args.wss_mib << 20) as usize, args.seed);
     let mut walker = Walker::new(args.pattern, args.seed);
     let started = Instant::now();
-    let end = args.duration_s.map(|d| started + Duration::from_secs_f64(d));
+    let end = args.duration_s.map(|d| started + d);
     let report = Duration::from_millis(args.report_ms.max(1));
     let (mut pages, mut last_report, mut units_at_report) = (0u64, Instant::now(), 0u64);
     let mut checksum_failures = 0;

@@ -41,8 +41,8 @@ struct Args {
     #[arg(long = "phase", value_parser = parse_phase)]
     phases: Vec<Phase>,
     /// Stop after this long; runs until a signal if absent.
-    #[arg(long)]
-    duration_s: Option<f64>,
+    #[arg(long, value_parser = critmem_linux::parse_seconds)]
+    duration_s: Option<Duration>,
     #[arg(long, default_value_t = 1)]
     seed: u64,
 }
@@ -106,7 +106,7 @@ fn main() {
     let mut client = args.socket.clone().map(JobClient::new);
     let mut summary = Summary { worker: "srt", ..Summary::default() };
     let start_ns = monotonic_ns();
-    let end_ns = args.duration_s.map(|d| start_ns + (d * 1e9) as u64);
+    let end_ns = args.duration_s.map(|d| start_ns.saturating_add(d.as_nanos() as u64));
     let mut job = 0u64;
     let mut checksum_ok = true;
     'jobs: loop {
