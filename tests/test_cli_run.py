@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import struct
 import tomllib
 import zlib
 from pathlib import Path
+from typing import Any
 
 import matplotlib.image
 import pytest
 from conftest import EXAMPLE_FILES, EXAMPLES, QUICKSTART, RM_TEXTBOOK, WriteScenario, cli, cli_process
 
 from critmem import run
+from critmem.api import MAX_TRACE_RECORDS, RunResult
 from critmem.gantt import _window_end_ms, plot_gantt
 
 ISSUE_TASK_KEYS = {"name", "jobs", "completed", "deadline_misses", "max_response_ms", "mean_response_ms", "max_tardiness_ms"}
@@ -91,6 +94,25 @@ def test_out_writes_the_trace_summary_and_a_gantt_png(tmp_path: Path) -> None:
     pixels = matplotlib.image.imread(out / "gantt.png")
     assert pixels.shape[:2] == (height, width)
     assert pixels.std() > 0.05
+
+
+def test_a_full_trace_says_what_it_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The engine's cap (2**21 rows) is exercised by cargo's engine tests; a run that reaches it
+    # takes 20 s here, so this checks only what the CLI tells the user when it happens.
+    import critmem.cli
+    from critmem.api import _run_source
+
+    def run_with_a_full_trace(*args: Any, **kwargs: Any) -> RunResult:
+        return dataclasses.replace(_run_source(*args, **kwargs), jobs_left_out=3000, segments_left_out=1)
+
+    monkeypatch.setattr(critmem.cli, "_run_source", run_with_a_full_trace)
+    o = cli("run", str(RM_TEXTBOOK), "--out", str(tmp_path))
+    assert o.code == 0, o.stderr
+    note = o.stdout.splitlines()[-1]
+    assert note.startswith(f"note: a trace keeps at most {MAX_TRACE_RECORDS:,} rows"), note
+    assert "left out: 3000 jobs and 1 segment (the per-task totals count every job)" in note
+    monkeypatch.undo()
+    assert "note:" not in cli("run", str(RM_TEXTBOOK), "--out", str(tmp_path / "again")).stdout
 
 
 def test_out_with_json_keeps_stdout_to_the_json_object(tmp_path: Path) -> None:

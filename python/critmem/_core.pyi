@@ -4,6 +4,7 @@ from typing import Any, Final, final
 
 __all__ = [
     "__version__",
+    "MAX_TRACE_RECORDS",
     "ScenarioError",
     "SimOutput",
     "simulate",
@@ -16,6 +17,8 @@ __all__ = [
 ]
 
 __version__: Final[str]
+MAX_TRACE_RECORDS: Final[int]
+"""Most job records and most segments one run keeps."""
 
 class ScenarioError(ValueError):
     """A scenario that could not be loaded. The message is one line: `file: key: reason`."""
@@ -42,8 +45,14 @@ class SimOutput:
         start_ms, completion_ms, response_ms (None where there is none), tardiness_ms,
         missed, outcome, last_cpu (None if it never ran)."""
     @property
+    def jobs_left_out(self) -> int:
+        """Jobs not in `jobs` because the trace was full (the first MAX_TRACE_RECORDS to end are kept)."""
+    @property
     def segments(self) -> dict[str, list[Any]]:
         """Execution-segment columns: cpu, task, job, start_ms, end_ms."""
+    @property
+    def segments_left_out(self) -> int:
+        """Segments not in `segments` because the trace was full."""
     @property
     def memory_timeline(self) -> dict[str, list[Any]]:
         """Memory timeline columns (empty without [memory]): time_ms, reserved_physical_mb,

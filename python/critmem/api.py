@@ -13,6 +13,9 @@ from critmem._source import ScenarioInput, ScenarioSource, resolve
 
 # Column → dtype of the per-job and per-segment frames. Explicit, so that an empty trace
 # (nothing recorded) still has the right columns and types. Times are decimal ms.
+MAX_TRACE_RECORDS: int = _core.MAX_TRACE_RECORDS
+"""Most job records and most segments a run keeps (the core's cap)."""
+
 JOB_DTYPES: dict[str, str] = {
     "task": "str",
     "job": "int64",
@@ -55,6 +58,11 @@ class RunResult:
     """One row per job, ordered by release time (columns: `JOB_DTYPES`)."""
     segments: pd.DataFrame = field(repr=False)
     """One row per stretch a job ran on a CPU, ordered as the engine emitted them."""
+    jobs_left_out: int
+    """Jobs missing from `jobs` because a trace keeps at most `MAX_TRACE_RECORDS` (the first
+    to end are kept; the summary and `tasks` still count every job)."""
+    segments_left_out: int
+    """Segments missing from `segments` for the same reason."""
     seed: int
     events: int
     """Scheduler events the engine handled."""
@@ -150,6 +158,8 @@ def _run_source(
         tasks=tasks,
         jobs=jobs,
         segments=_frame(out.segments, SEGMENT_DTYPES),
+        jobs_left_out=out.jobs_left_out,
+        segments_left_out=out.segments_left_out,
         seed=out.seed,
         events=out.events,
         hyperperiod_ms=out.hyperperiod_ms,

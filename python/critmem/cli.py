@@ -25,7 +25,7 @@ from rich.text import Text
 from critmem import __version__
 from critmem._core import ScenarioError
 from critmem._source import read_path
-from critmem.api import AnalysisResult, RunResult, _analyze_source, _run_source
+from critmem.api import MAX_TRACE_RECORDS, AnalysisResult, RunResult, _analyze_source, _run_source
 from critmem.linux import LinuxError
 from critmem.reproduce import PAPERS, QuietProgress, get
 
@@ -256,6 +256,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
             f"{_plural(len(result.segments), 'segment')})",
             file=note,
         )
+        left_out = [
+            _plural(n, what)
+            for n, what in ((result.jobs_left_out, "job"), (result.segments_left_out, "segment"))
+            if n > 0
+        ]
+        if left_out:
+            print(
+                f"note: a trace keeps at most {MAX_TRACE_RECORDS:,} rows, the first to end; left out: "
+                f"{' and '.join(left_out)} (the per-task totals count every job)",
+                file=note,
+            )
     return 0
 
 

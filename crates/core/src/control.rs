@@ -44,7 +44,24 @@ pub struct ControlResult {
     pub dropped_jobs: u64,
     /// Actions naming a group or job that does not exist (ignored).
     pub ignored_actions: u64,
+    /// Over every tick, per group in `[[group]]` order (exact even when the timeline is thinned).
+    pub extremes: Vec<GroupExtremes>,
+    /// One sample every `timeline_every_ticks` ticks, from the first: every tick until
+    /// [`MAX_CONTROL_SAMPLES`] are kept, then the spacing doubles as often as needed.
     pub timeline: Vec<ControlSample>,
+    pub timeline_every_ticks: u64,
+}
+
+/// Most control-timeline samples a run keeps, so a long horizon cannot exhaust memory.
+pub const MAX_CONTROL_SAMPLES: usize = 1 << 20;
+
+/// A group's limit and usage extremes over a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupExtremes {
+    /// `memory.max` after the last tick.
+    pub final_max_bytes: Option<u64>,
+    pub lowest_max_bytes: Option<u64>,
+    pub peak_usage_bytes: u64,
 }
 
 pub(crate) struct Control {
@@ -61,7 +78,9 @@ struct State {
     task_group: Vec<Option<usize>>,
     knobs: Vec<MemoryKnobs>,
     events: Vec<JobEvent>,
+    extremes: Vec<GroupExtremes>,
     timeline: Vec<ControlSample>,
+    timeline_every_ticks: u64,
     ticks: u64,
     dropped: u64,
     ignored: u64,
@@ -104,7 +123,9 @@ impl Control {
                 .collect(),
             groups: memory.groups.clone(),
             events: Vec::new(),
+            extremes: vec![GroupExtremes::default(); memory.groups.len()],
             timeline: Vec::new(),
+            timeline_every_ticks: 1,
             ticks: 0,
             dropped: 0,
             ignored: 0,
@@ -140,21 +161,38 @@ impl Control {
         let mut platform = SimPlatform { state: &mut self.state, ms, now, drops: &mut drops };
         critmem_policy::step(&mut platform, &mut *self.controller).unwrap_or_else(|never| match never {});
         let st = &mut self.state;
-        st.timeline.push(ControlSample {
-            time: now,
-            groups: (0..st.groups.len())
-                .map(|gi| {
-                    let (psi, usage_bytes) = ms.group_state(gi, now);
-                    GroupPoint {
-                        max_bytes: st.knobs[gi].max_bytes,
-                        high_bytes: st.knobs[gi].high_bytes,
-                        usage_bytes,
-                        memory_some_us: psi.memory.some_us,
-                        io_some_us: psi.io.some_us,
-                    }
-                })
-                .collect(),
-        });
+        let points: Vec<GroupPoint> = (0..st.groups.len())
+            .map(|gi| {
+                let (psi, usage_bytes) = ms.group_state(gi, now);
+                GroupPoint {
+                    max_bytes: st.knobs[gi].max_bytes,
+                    high_bytes: st.knobs[gi].high_bytes,
+                    usage_bytes,
+                    memory_some_us: psi.memory.some_us,
+                    io_some_us: psi.io.some_us,
+                }
+            })
+            .collect();
+        for (x, p) in st.extremes.iter_mut().zip(&points) {
+            x.final_max_bytes = p.max_bytes;
+            x.lowest_max_bytes = match (x.lowest_max_bytes, p.max_bytes) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            x.peak_usage_bytes = x.peak_usage_bytes.max(p.usage_bytes);
+        }
+        if (st.ticks - 1).is_multiple_of(st.timeline_every_ticks) {
+            st.timeline.push(ControlSample { time: now, groups: points });
+            if st.timeline.len() >= MAX_CONTROL_SAMPLES {
+                // Keep samples 0, 2, 4, …: still evenly spaced, at twice the spacing.
+                let mut index = 0usize;
+                st.timeline.retain(|_| {
+                    index += 1;
+                    index % 2 == 1
+                });
+                st.timeline_every_ticks *= 2;
+            }
+        }
         drops
     }
 
@@ -167,7 +205,9 @@ impl Control {
             ticks: st.ticks,
             dropped_jobs: st.dropped,
             ignored_actions: st.ignored,
+            extremes: st.extremes,
             timeline: st.timeline,
+            timeline_every_ticks: st.timeline_every_ticks,
         }
     }
 }

@@ -20,6 +20,29 @@ use crate::time::Nanos;
 use rand::Rng;
 use std::collections::VecDeque;
 
+/// Most job records and most segments one run keeps: enough for any trace a person reads, and
+/// a run over a long horizon cannot exhaust memory with them (per-task totals count every job).
+pub const MAX_TRACE_RECORDS: usize = 1 << 21;
+
+/// The first [`MAX_TRACE_RECORDS`] entries of a trace, and how many more there were.
+struct Capped<T> {
+    kept: Vec<T>,
+    left_out: u64,
+}
+
+impl<T> Capped<T> {
+    fn new() -> Self {
+        Capped { kept: Vec::new(), left_out: 0 }
+    }
+    fn push(&mut self, item: T) {
+        if self.kept.len() < MAX_TRACE_RECORDS {
+            self.kept.push(item);
+        } else {
+            self.left_out += 1;
+        }
+    }
+}
+
 /// What to keep beyond per-task totals.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SimOptions {
@@ -134,8 +157,8 @@ pub struct Simulation<'a> {
     assign: Vec<Option<JobKey>>,
     wake_at: Option<Nanos>,
     stats: Vec<TaskStats>,
-    records: Vec<JobRecord>,
-    segments: Vec<ExecSegment>,
+    records: Capped<JobRecord>,
+    segments: Capped<ExecSegment>,
     events: u64,
     memsim: Option<MemSim>,
     control: Option<Control>,
@@ -207,8 +230,8 @@ impl<'a> Simulation<'a> {
             assign: vec![None; m],
             wake_at: None,
             stats: vec![TaskStats::default(); scenario.tasks.len()],
-            records: Vec::new(),
-            segments: Vec::new(),
+            records: Capped::new(),
+            segments: Capped::new(),
             events: 0,
             memsim,
             control,
@@ -654,8 +677,10 @@ impl<'a> Simulation<'a> {
             seed: self.seed,
             horizon,
             tasks,
-            jobs: self.records,
-            segments: self.segments,
+            jobs: self.records.kept,
+            jobs_left_out: self.records.left_out,
+            segments: self.segments.kept,
+            segments_left_out: self.segments.left_out,
             events: self.events,
             memory: self.memsim.map(|ms| {
                 ms.finish(horizon, self.scenario.memory.as_ref().expect("memsim implies memory"), &self.scenario.task_memory)

@@ -16,7 +16,7 @@ pub mod task;
 pub mod time;
 pub mod workload;
 
-pub use engine::{simulate, simulate_with_controller, SimOptions, Simulation};
+pub use engine::{simulate, simulate_with_controller, SimOptions, Simulation, MAX_TRACE_RECORDS};
 pub use result::{ExecSegment, JobRecord, Outcome, SimResult, TaskStats, TaskSummary};
 pub use scenario::{load_json_str, load_str, load_toml_str, Format, Overrides, Scenario, ScenarioError, SchedulerKind, TaskCommand};
 pub use task::{Criticality, TaskSpec};

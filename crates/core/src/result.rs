@@ -150,10 +150,15 @@ pub struct SimResult {
     pub seed: u64,
     pub horizon: Nanos,
     pub tasks: Vec<TaskSummary>,
-    /// Every job, in order of completion/end (empty unless recording was asked for).
+    /// Every job, in order of completion/end (empty unless recording was asked for), up to
+    /// [`crate::MAX_TRACE_RECORDS`].
     pub jobs: Vec<JobRecord>,
-    /// Execution segments (empty unless recording was asked for).
+    /// Jobs that ended after `jobs` was full.
+    pub jobs_left_out: u64,
+    /// Execution segments (empty unless recording was asked for), up to the same cap.
     pub segments: Vec<ExecSegment>,
+    /// Segments that ended after `segments` was full.
+    pub segments_left_out: u64,
     /// Events the engine handled (stale, superseded events not counted).
     pub events: u64,
     /// Page-level memory results, when the scenario declares `[memory]`.
@@ -363,15 +368,12 @@ impl SimResult {
             groups: c
                 .groups
                 .iter()
-                .enumerate()
-                .map(|(gi, name)| {
-                    let points = || c.timeline.iter().map(|s| s.groups[gi]);
-                    JsonControlGroup {
-                        name,
-                        final_max_mb: c.timeline.last().and_then(|s| s.groups[gi].max_bytes).map(mb),
-                        lowest_max_mb: points().filter_map(|p| p.max_bytes).min().map(mb),
-                        peak_usage_mb: mb(points().map(|p| p.usage_bytes).max().unwrap_or(0)),
-                    }
+                .zip(&c.extremes)
+                .map(|(name, x)| JsonControlGroup {
+                    name,
+                    final_max_mb: x.final_max_bytes.map(mb),
+                    lowest_max_mb: x.lowest_max_bytes.map(mb),
+                    peak_usage_mb: mb(x.peak_usage_bytes),
                 })
                 .collect(),
         });

@@ -659,6 +659,7 @@ const MIB: f64 = 1_048_576.0;
 const MAX_PAGES: u64 = 1 << 24;
 const MAX_MAPPED_PAGES: u64 = 1 << 26;
 const MAX_REFS_PER_JOB: u64 = 1 << 24;
+const MAX_TIMELINE_SAMPLES: u64 = 1 << 20;
 const MAX_TIMELINE_VALUES: u64 = 1 << 24;
 
 impl Ctx<'_> {
@@ -722,11 +723,15 @@ fn validate_memory(cx: &Ctx, raw: &RawScenario, horizon: Nanos) -> Result<Option
         None => Nanos((horizon.0 / 500).max(1_000_000)),
     };
     // Each sample holds one value per reservation and per task, plus two totals.
+    let samples = horizon.0 / sample_interval.0.max(1);
     let values_per_sample = (raw.reservation.len() + raw.task.len() + 2) as u64;
-    if (horizon.0 / sample_interval.0.max(1)).saturating_mul(values_per_sample) > MAX_TIMELINE_VALUES {
+    if samples > MAX_TIMELINE_SAMPLES || samples.saturating_mul(values_per_sample) > MAX_TIMELINE_VALUES {
         return Err(cx.err(
             "memory.sample_ms",
-            format!("is too small for the horizon: the timeline would exceed 2^24 values ({values_per_sample} per sample)"),
+            format!(
+                "the memory timeline would take {samples} samples of {values_per_sample} values; at most 2^20 samples and 2^24 values \
+                 are kept: set a larger sample_ms"
+            ),
         ));
     }
     let mut reservations = Vec::new();

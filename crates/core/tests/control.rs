@@ -107,6 +107,42 @@ fn the_loop_ticks_at_the_configured_interval() {
 }
 
 #[test]
+fn a_long_run_thins_its_timeline_evenly_and_keeps_exact_extremes() {
+    use critmem_core::control::MAX_CONTROL_SAMPLES;
+    // 2.5 million ticks of 1 µs: past the cap once and then again.
+    let text = scenario("sara", "{}", 8, 32, 100, "fast-ssd", 1)
+        .replace("horizon_ms = 1500", "horizon_ms = 2500")
+        .replace("interval_ms = 5", "interval_ms = 0.001");
+    let r = run(&text);
+    let c = control(&r);
+    assert_eq!(c.ticks, 2_500_000 - 1);
+    assert!(c.timeline.len() < MAX_CONTROL_SAMPLES, "{} samples kept", c.timeline.len());
+    assert_eq!(c.timeline_every_ticks, 4, "thinned twice");
+    // Samples at ticks 1, 1 + 4, 1 + 8, ...: evenly spaced, from the first tick to the last kept.
+    assert_eq!(c.timeline[0].time.0, 1_000);
+    assert!(c.timeline.windows(2).all(|w| w[1].time.0 - w[0].time.0 == 4_000));
+    assert_eq!(c.timeline.len() as u64, c.ticks.div_ceil(4));
+    // The summary's extremes come from every tick, so none of the kept samples exceeds them.
+    for (g, x) in c.extremes.iter().enumerate() {
+        assert!(c.timeline.iter().all(|s| s.groups[g].usage_bytes <= x.peak_usage_bytes));
+        assert!(c.timeline.iter().filter_map(|s| s.groups[g].max_bytes).all(|m| x.lowest_max_bytes.is_some_and(|l| l <= m)));
+    }
+}
+
+#[test]
+fn extremes_match_the_full_timeline_when_nothing_is_thinned() {
+    let r = run(&scenario("sara", "{}", 8, 32, 100, "fast-ssd", 1));
+    let c = control(&r);
+    assert_eq!(c.timeline_every_ticks, 1);
+    for (g, x) in c.extremes.iter().enumerate() {
+        let points = || c.timeline.iter().map(|s| s.groups[g]);
+        assert_eq!(x.peak_usage_bytes, points().map(|p| p.usage_bytes).max().unwrap());
+        assert_eq!(x.lowest_max_bytes, points().filter_map(|p| p.max_bytes).min());
+        assert_eq!(x.final_max_bytes, c.timeline.last().unwrap().groups[g].max_bytes);
+    }
+}
+
+#[test]
 fn greedy_leaves_the_soft_rt_group_unlimited_and_gives_non_rt_the_rest() {
     let r = run(&scenario("greedy", "{}", 8, 32, 100, "fast-ssd", 1));
     let c = control(&r);

@@ -155,3 +155,16 @@ fn a_job_ending_its_last_suspension_at_the_horizon_completes() {
     assert_eq!((s.completed, s.deadline_misses), (1, 0));
     assert_eq!(s.max_response, Some(Nanos::from_ms(3)));
 }
+
+#[test]
+fn a_trace_keeps_the_first_records_and_counts_the_rest() {
+    use critmem_core::MAX_TRACE_RECORDS;
+    // 1 ms period: 3 000 more jobs (and segments) than a trace keeps.
+    let jobs = MAX_TRACE_RECORDS as u64 + 3_000;
+    let r = run(&format!("[scheduler]\nkind = \"rm\"\n[run]\nhorizon_ms = {jobs}\n[[task]]\nname = \"a\"\nwcet_ms = 0.1\nperiod_ms = 1\n"));
+    assert_eq!(r.tasks[0].stats.released, jobs, "the totals count every job");
+    assert_eq!((r.jobs.len(), r.jobs_left_out), (MAX_TRACE_RECORDS, 3_000));
+    assert_eq!((r.segments.len(), r.segments_left_out), (MAX_TRACE_RECORDS, 3_000));
+    // The first to end are the ones kept.
+    assert!(r.jobs.iter().enumerate().all(|(i, j)| j.index == i as u64));
+}

@@ -179,8 +179,12 @@ struct SimOutput {
     hyperperiod_ms: Option<f64>,
     /// Per-job columns (empty lists unless jobs were recorded).
     jobs: Py<PyDict>,
+    /// Jobs not in `jobs` because the trace was full (`critmem_core::MAX_TRACE_RECORDS`).
+    jobs_left_out: u64,
     /// Execution-segment columns (empty lists unless segments were recorded).
     segments: Py<PyDict>,
+    /// Segments not in `segments` because the trace was full.
+    segments_left_out: u64,
     /// Memory timeline columns (empty unless the scenario declares [memory]).
     memory_timeline: Py<PyDict>,
     /// Control-loop timeline columns (empty unless the scenario declares [control]).
@@ -219,7 +223,9 @@ fn simulate(
         events: result.events,
         hyperperiod_ms,
         jobs: jobs.into_dict(py)?,
+        jobs_left_out: result.jobs_left_out,
         segments: segments.into_dict(py)?,
+        segments_left_out: result.segments_left_out,
         memory_timeline: timeline_dict(py, &result)?,
         control_timeline: control_dict(py, &result)?,
     })
@@ -390,6 +396,7 @@ fn pick_tmo_threshold(evaluated: Vec<(f64, f64)>, deadline_ms: f64) -> PyResult<
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("MAX_TRACE_RECORDS", critmem_core::MAX_TRACE_RECORDS)?;
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
     m.add_class::<SimOutput>()?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;

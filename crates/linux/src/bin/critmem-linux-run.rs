@@ -405,6 +405,9 @@ fn kill_leftovers(platform: &LinuxPlatform, groups: usize) -> usize {
     }
 }
 
+/// Most timeline samples a run keeps (at the default 100 ms, about 3.6 hours of them).
+const MAX_TIMELINE_SAMPLES: usize = 1 << 17;
+
 fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String> {
     let scenario = load(&args.file)?;
     let run_dir = format!("critmem-run-{}", std::process::id());
@@ -638,7 +641,7 @@ fn drive(
     let mut control = ControlLoop::new(interval_ns);
     let started = Instant::now();
     let run_for = args.duration_s;
-    let sample = Duration::from_millis(args.sample_ms.max(1));
+    let mut sample = Duration::from_millis(args.sample_ms.max(1));
     let mut next_sample = Duration::ZERO;
     let mut timeline = Vec::new();
     let all_exited = std::cell::Cell::new(false);
@@ -659,6 +662,15 @@ fn drive(
                     })
                     .collect();
                 timeline.push(json!({ "t_ms": t.as_secs_f64() * 1e3, "groups": groups }));
+                if timeline.len() >= MAX_TIMELINE_SAMPLES {
+                    // A long run keeps every other sample and samples half as often from now on.
+                    let mut index = 0usize;
+                    timeline.retain(|_| {
+                        index += 1;
+                        index % 2 == 1
+                    });
+                    sample *= 2;
+                }
                 for r in processes.0.iter_mut().filter(|r| r.exited_at_s.is_none()) {
                     if let Ok(Some(status)) = r.child.try_wait() {
                         r.exited_at_s = Some(t.as_secs_f64());
