@@ -49,6 +49,7 @@ BAD_SCENARIOS: list[tuple[str, str | bytes, list[str], list[str]]] = [
     ("timeline samples over the cap", MEM.replace("total_mb = 64", "total_mb = 64\nsample_ms = 0.000001"), [], ["memory.sample_ms", "larger sample_ms"]),
     ("physical memory over the cap", MEM.replace("total_mb = 64", "total_mb = 4000000"), [], ["memory.total_mb", "too large"]),
     ("private memory over the cap", MEM.replace("private_mb = 16", "private_mb = 8e6"), [], ["task[0].private_mb", "too large"]),
+    ("regions over the cap", MEM + "".join(f'[[region]]\nname = "r{i}"\nsize_mb = 65536\n' for i in range(5)), [], ["task", "regions and tasks map"]),
     ("mapped pages over the cap", MEM.replace("private_mb = 16", "private_mb = 65536") + MANY_BIG_TASKS, [], ["task", "2^26"]),
     ("bad --seed value", GOOD, ["--seed", "twelve"], ["argument --seed", "twelve"]),
     ("negative --seed", GOOD, ["--seed", "-3"], ["argument --seed"]),

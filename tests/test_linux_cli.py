@@ -8,6 +8,7 @@ name of its own and is removed (the commands restore it themselves; the tests ch
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import socket
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from critmem import jobclient
-from critmem.linux import _one_line, parse_duration_s, parse_size_bytes
+from critmem.linux import LinuxError, _one_line, agent_argv, parse_duration_s, parse_size_bytes, run_scenario
 
 from conftest import CRITMEM, EXAMPLES, cli
 
@@ -75,6 +76,14 @@ def test_sizes_and_durations_parse_in_the_usual_units() -> None:
     assert parse_duration_s("2m") == 120.0
     assert parse_duration_s("500ms") == 0.5
     assert parse_duration_s("90") == 90.0
+
+
+@pytest.mark.parametrize("duration_s", [0.0, -1.0, math.nan, math.inf, 2e9, 1e-12])
+def test_the_python_api_checks_a_duration_before_any_tool_sees_it(duration_s: float) -> None:
+    with pytest.raises(LinuxError, match="duration must be above 0 and at most"):
+        run_scenario(str(LINUX_EXAMPLE), duration_s, None)
+    with pytest.raises(LinuxError, match="duration must be above 0 and at most"):
+        agent_argv(str(LINUX_EXAMPLE), False, duration_s, None)
 
 
 def test_a_tool_error_reads_as_its_error_line_not_the_help_hint() -> None:

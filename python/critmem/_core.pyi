@@ -58,8 +58,12 @@ class SimOutput:
         """Memory timeline columns (empty without [memory]): time_ms, reserved_physical_mb,
         used_mb, reservation:<name> (pages it accounts), resident:<task> (resident pages)."""
     @property
+    def control_timeline_every_ticks(self) -> int:
+        """Controller ticks per control-timeline row (1 unless a long run thinned it)."""
+    @property
     def control_timeline(self) -> dict[str, list[Any]]:
-        """Control-loop columns (empty without [control]), one row per tick: time_ms, then per
+        """Control-loop columns (empty without [control]), one row per tick (per
+        `control_timeline_every_ticks` ticks in a long run): time_ms, then per
         group max_mb:<g> (NaN when unlimited), usage_mb:<g>, and cumulative PSI totals
         memory_some_us:<g> and io_some_us:<g>."""
 

@@ -11,11 +11,11 @@ import pandas as pd
 from critmem import _core
 from critmem._source import ScenarioInput, ScenarioSource, resolve
 
-# Column → dtype of the per-job and per-segment frames. Explicit, so that an empty trace
-# (nothing recorded) still has the right columns and types. Times are decimal ms.
 MAX_TRACE_RECORDS: int = _core.MAX_TRACE_RECORDS
 """Most job records and most segments a run keeps (the core's cap)."""
 
+# Column → dtype of the per-job and per-segment frames. Explicit, so that an empty trace
+# (nothing recorded) still has the right columns and types. Times are decimal ms.
 JOB_DTYPES: dict[str, str] = {
     "task": "str",
     "job": "int64",
@@ -72,7 +72,9 @@ class RunResult:
     """Samples of memory use over time (empty unless the scenario declares [memory])."""
     control_timeline: pd.DataFrame = field(repr=False)
     """One row per controller tick: limits, usage and PSI totals per group (empty unless the
-    scenario declares [control])."""
+    scenario declares [control]). A long run keeps one row per `control_timeline_every_ticks`
+    ticks instead (past 2**20 rows, or 2**24 values)."""
+    control_timeline_every_ticks: int
     summary_json: str = field(repr=False)
 
     def to_json(self) -> str:
@@ -165,6 +167,7 @@ def _run_source(
         hyperperiod_ms=out.hyperperiod_ms,
         memory_timeline=pd.DataFrame(out.memory_timeline),
         control_timeline=pd.DataFrame(out.control_timeline),
+        control_timeline_every_ticks=out.control_timeline_every_ticks,
         summary_json=out.summary_json,
     )
 

@@ -62,6 +62,12 @@ def parse_duration_s(text: str) -> float:
     return value
 
 
+def _check_duration(duration_s: float) -> None:
+    # The same bounds the Rust tools apply, checked here so their clap errors never reach a user.
+    if not (duration_s >= 1e-9 and duration_s <= MAX_DURATION_S):
+        raise LinuxError(f"duration must be above 0 and at most {MAX_DURATION_S:.0e} s (got {duration_s!r} s)")
+
+
 def binary(name: str) -> str:
     """A critmem binary: beside the interpreter (the project's .venv/bin), else on PATH."""
     here = Path(sys.executable).parent / name
@@ -133,6 +139,7 @@ def run_scenario(path: str, duration_s: float, controller: str | None, controlle
             raise LinuxError(f"--controller-config is not JSON: {e}") from None
         if not isinstance(parsed, dict):
             raise LinuxError("--controller-config must be a JSON object")
+    _check_duration(duration_s)
     require_root("critmem run --platform linux")
     # The --opt=value forms and "--" keep values that start with "-" from reading as options.
     args = [f"--duration-s={duration_s!r}"]
@@ -177,6 +184,7 @@ def agent_argv(config: str, dry_run: bool, duration_s: float | None, log_level: 
     if dry_run:
         argv.append("--dry-run")
     if duration_s is not None:
+        _check_duration(duration_s)
         argv.append(f"--duration-s={duration_s!r}")
     if log_level is not None:
         argv.append(f"--log-level={log_level}")

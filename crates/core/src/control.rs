@@ -47,13 +47,16 @@ pub struct ControlResult {
     /// Over every tick, per group in `[[group]]` order (exact even when the timeline is thinned).
     pub extremes: Vec<GroupExtremes>,
     /// One sample every `timeline_every_ticks` ticks, from the first: every tick until
-    /// [`MAX_CONTROL_SAMPLES`] are kept, then the spacing doubles as often as needed.
+    /// [`MAX_CONTROL_SAMPLES`] (or [`MAX_CONTROL_VALUES`] / groups) are kept, then the spacing
+    /// doubles as often as needed.
     pub timeline: Vec<ControlSample>,
     pub timeline_every_ticks: u64,
 }
 
-/// Most control-timeline samples a run keeps, so a long horizon cannot exhaust memory.
+/// Most control-timeline samples a run keeps, so a long horizon cannot exhaust memory...
 pub const MAX_CONTROL_SAMPLES: usize = 1 << 20;
+/// ...and most values (samples × groups).
+pub const MAX_CONTROL_VALUES: usize = 1 << 24;
 
 /// A group's limit and usage extremes over a run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -181,9 +184,13 @@ impl Control {
             };
             x.peak_usage_bytes = x.peak_usage_bytes.max(p.usage_bytes);
         }
-        if (st.ticks - 1).is_multiple_of(st.timeline_every_ticks) {
+        // `%` rather than is_multiple_of: the workspace's rust-version predates it.
+        #[allow(clippy::manual_is_multiple_of)]
+        let sampled = (st.ticks - 1) % st.timeline_every_ticks == 0;
+        if sampled {
             st.timeline.push(ControlSample { time: now, groups: points });
-            if st.timeline.len() >= MAX_CONTROL_SAMPLES {
+            let most_samples = (MAX_CONTROL_VALUES / st.groups.len().max(1)).clamp(2, MAX_CONTROL_SAMPLES);
+            if st.timeline.len() >= most_samples {
                 // Keep samples 0, 2, 4, …: still evenly spaced, at twice the spacing.
                 let mut index = 0usize;
                 st.timeline.retain(|_| {

@@ -633,10 +633,10 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
     Ok(scenario)
 }
 
-/// Every task maps its private pages and each region it touches; each mapped page has an
-/// entry in the task's page table.
+/// Every region has per-page state, and every task maps its private pages and each region it
+/// touches, with an entry per mapped page in the task's page table.
 fn check_mapped_pages(cx: &Ctx, m: &MemorySpec, task_memory: &[Option<TaskMemory>]) -> Result<(), ScenarioError> {
-    let mut mapped_pages = 0u64;
+    let mut mapped_pages: u64 = m.regions.iter().map(|r| u64::from(r.pages)).sum();
     for tm in task_memory.iter().flatten() {
         let mut touched = vec![false; m.regions.len()];
         for s in &tm.streams {
@@ -648,7 +648,7 @@ fn check_mapped_pages(cx: &Ctx, m: &MemorySpec, task_memory: &[Option<TaskMemory
         mapped_pages += u64::from(tm.private_pages) + regions;
     }
     if mapped_pages > MAX_MAPPED_PAGES {
-        return Err(cx.err("task", format!("the tasks map {mapped_pages} pages in all (private plus shared regions per task); at most 2^26 are allowed")));
+        return Err(cx.err("task", format!("the regions and tasks map {mapped_pages} pages in all (each region once, plus private and shared pages per task); at most 2^26 are allowed")));
     }
     Ok(())
 }
@@ -723,7 +723,8 @@ fn validate_memory(cx: &Ctx, raw: &RawScenario, horizon: Nanos) -> Result<Option
         None => Nanos((horizon.0 / 500).max(1_000_000)),
     };
     // Each sample holds one value per reservation and per task, plus two totals.
-    let samples = horizon.0 / sample_interval.0.max(1);
+    // The first sample is at time 0.
+    let samples = horizon.0 / sample_interval.0.max(1) + 1;
     let values_per_sample = (raw.reservation.len() + raw.task.len() + 2) as u64;
     if samples > MAX_TIMELINE_SAMPLES || samples.saturating_mul(values_per_sample) > MAX_TIMELINE_VALUES {
         return Err(cx.err(

@@ -228,10 +228,12 @@ impl TaskMemory {
 }
 
 impl Stream {
+    // `%` rather than is_multiple_of: the workspace's rust-version predates it.
+    #[allow(clippy::manual_is_multiple_of)]
     fn active(&self, job_index: u64) -> bool {
         job_index >= self.from_job
             && self.until_job.is_none_or(|u| job_index < u)
-            && (job_index - self.from_job).is_multiple_of(self.every_jobs.max(1))
+            && (job_index - self.from_job) % self.every_jobs.max(1) == 0
     }
 }
 

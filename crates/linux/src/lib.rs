@@ -57,7 +57,11 @@ pub fn parse_seconds(text: &str) -> std::result::Result<std::time::Duration, Str
     if s > MAX_RUN_SECONDS {
         return Err(format!("must be at most {MAX_RUN_SECONDS:e} seconds (got {text})"));
     }
-    std::time::Duration::try_from_secs_f64(s).map_err(|e| format!("{e} (got {text})"))
+    match std::time::Duration::try_from_secs_f64(s) {
+        Ok(d) if d.is_zero() => Err(format!("must be above 0 seconds (got {text}, which rounds to 0 ns)")),
+        Ok(d) => Ok(d),
+        Err(e) => Err(format!("{e} (got {text})")),
+    }
 }
 
 #[cfg(test)]
@@ -69,7 +73,7 @@ mod tests {
     fn seconds_must_be_finite_positive_and_bounded() {
         assert_eq!(parse_seconds("1.5"), Ok(Duration::from_millis(1500)));
         assert_eq!(parse_seconds("1e9"), Ok(Duration::from_secs(1_000_000_000)));
-        for bad in ["0", "-1", "nan", "NaN", "inf", "-inf", "1e300", "1e10", "", "soon"] {
+        for bad in ["0", "-1", "nan", "NaN", "inf", "-inf", "1e300", "1e10", "1e-12", "", "soon"] {
             assert!(parse_seconds(bad).is_err(), "{bad:?} accepted");
         }
     }

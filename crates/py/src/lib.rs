@@ -189,6 +189,8 @@ struct SimOutput {
     memory_timeline: Py<PyDict>,
     /// Control-loop timeline columns (empty unless the scenario declares [control]).
     control_timeline: Py<PyDict>,
+    /// Controller ticks per control-timeline row (1 unless a long run thinned it).
+    control_timeline_every_ticks: u64,
 }
 
 /// Loads `text` (TOML or JSON), simulates it to its horizon and returns the summary JSON
@@ -228,6 +230,7 @@ fn simulate(
         segments_left_out: result.segments_left_out,
         memory_timeline: timeline_dict(py, &result)?,
         control_timeline: control_dict(py, &result)?,
+        control_timeline_every_ticks: result.control.as_ref().map_or(1, |c| c.timeline_every_ticks),
     })
 }
 

@@ -176,6 +176,8 @@ def job_stall_ms(r: RunResult, group: str, starts_ms: np.ndarray, ends_ms: np.nd
     """Per job: `s_period` (Eq. 2), the sum of `s_intv = max(s_mem, s_io)` (Eq. 3, PSI some)
     over the controller intervals that overlap the job's execution, and the share of those
     intervals that were severe (Definition 1)."""
+    if r.control_timeline_every_ticks != 1:
+        raise ValueError("per-job stall needs a row per controller tick; this run's control timeline was thinned (shorten the run)")
     ct = r.control_timeline
     t = ct["time_ms"].to_numpy()
     interval_ms = float(t[1] - t[0]) if len(t) > 1 else 5.0
