@@ -407,8 +407,6 @@ fn kill_leftovers(platform: &LinuxPlatform, groups: usize) -> usize {
 
 /// Most timeline samples a run keeps (at the default 100 ms, about 3.6 hours of them).
 const MAX_TIMELINE_SAMPLES: usize = 1 << 17;
-/// How often the run looks for task processes that have exited.
-const EXIT_CHECK_EVERY: Duration = Duration::from_millis(100);
 
 fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String> {
     let scenario = load(&args.file)?;
@@ -644,6 +642,8 @@ fn drive(
     let started = Instant::now();
     let run_for = args.duration_s;
     let mut sample = Duration::from_millis(args.sample_ms.max(1));
+    // Exited tasks are looked for at the sampling period the run started with.
+    let exit_check_every = sample;
     let mut next_sample = Duration::ZERO;
     let mut next_exit_check = Duration::ZERO;
     let mut timeline = Vec::new();
@@ -677,7 +677,7 @@ fn drive(
             }
             // On its own clock: a thinned timeline must not make a finished run wait.
             if t >= next_exit_check {
-                next_exit_check = t + EXIT_CHECK_EVERY;
+                next_exit_check = t + exit_check_every;
                 for r in processes.0.iter_mut().filter(|r| r.exited_at_s.is_none()) {
                     if let Ok(Some(status)) = r.child.try_wait() {
                         r.exited_at_s = Some(t.as_secs_f64());
