@@ -58,6 +58,16 @@ pub const MAX_CONTROL_SAMPLES: usize = 1 << 20;
 /// ...and most values (samples × groups).
 pub const MAX_CONTROL_VALUES: usize = 1 << 24;
 
+/// Keeps items 0, 2, 4, …: a timeline sampled at a fixed spacing stays evenly spaced, at twice
+/// the spacing (how bounded timelines make room).
+pub fn keep_every_other<T>(items: &mut Vec<T>) {
+    let mut keep = false;
+    items.retain(|_| {
+        keep = !keep;
+        keep
+    });
+}
+
 /// A group's limit and usage extremes over a run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GroupExtremes {
@@ -191,12 +201,7 @@ impl Control {
             st.timeline.push(ControlSample { time: now, groups: points });
             let most_samples = (MAX_CONTROL_VALUES / st.groups.len().max(1)).clamp(2, MAX_CONTROL_SAMPLES);
             if st.timeline.len() >= most_samples {
-                // Keep samples 0, 2, 4, …: still evenly spaced, at twice the spacing.
-                let mut index = 0usize;
-                st.timeline.retain(|_| {
-                    index += 1;
-                    index % 2 == 1
-                });
+                keep_every_other(&mut st.timeline);
                 st.timeline_every_ticks *= 2;
             }
         }

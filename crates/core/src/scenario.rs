@@ -992,18 +992,7 @@ fn validate_task_memory(cx: &Ctx, i: usize, rt: &RawTask, memory: Option<&Memory
         let every_jobs = u64::from(cx.count(&k("every_jobs"), a.every_jobs, 1, 1)?);
         streams.push(Stream { target, pattern, passes, write_fraction, from_job, until_job, every_jobs });
     }
-    let refs_per_job: u64 = streams
-        .iter()
-        .map(|s| {
-            let one_pass = match &s.pattern {
-                Pattern::Sweep { pages, .. } => u64::from(*pages),
-                Pattern::Random { refs, .. } | Pattern::HotCold { refs, .. } => u64::from(*refs),
-                Pattern::Trace { pages } => pages.len() as u64,
-                Pattern::Discard { .. } => 0,
-            };
-            one_pass.saturating_mul(u64::from(s.passes))
-        })
-        .fold(0, u64::saturating_add);
+    let refs_per_job = streams.iter().map(Stream::refs_per_job).fold(0, u64::saturating_add);
     if refs_per_job > MAX_REFS_PER_JOB {
         return Err(cx.err(k("access"), format!("makes {refs_per_job} references per job; at most 2^24 are allowed")));
     }

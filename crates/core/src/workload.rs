@@ -194,27 +194,18 @@ impl TaskMemory {
             if !s.active(job_index) {
                 continue;
             }
-            let one_pass = match &s.pattern {
-                Pattern::Sweep { pages, span, .. } => {
-                    cur.next = (cur.next + pages) % span;
-                    *pages as usize
-                }
-                Pattern::Random { refs, .. } => {
-                    words += u128::from(*refs);
-                    *refs as usize
-                }
-                Pattern::HotCold { refs, .. } => {
-                    words += 2 * u128::from(*refs);
-                    *refs as usize
-                }
-                Pattern::Trace { pages } => pages.len(),
+            match &s.pattern {
+                Pattern::Sweep { pages, span, .. } => cur.next = (cur.next + pages) % span,
+                Pattern::Random { refs, .. } => words += u128::from(*refs),
+                Pattern::HotCold { refs, .. } => words += 2 * u128::from(*refs),
+                Pattern::Trace { .. } => {}
                 // No draws, no passes, no writes (the loader refuses them).
                 Pattern::Discard { span, .. } => {
                     discards += *span as usize;
                     continue;
                 }
-            };
-            let n = one_pass * s.passes as usize;
+            }
+            let n = s.refs_per_job() as usize;
             if s.write_fraction > 0.0 && s.write_fraction < 1.0 {
                 words += n as u128;
             }
@@ -228,6 +219,18 @@ impl TaskMemory {
 }
 
 impl Stream {
+    /// References one job makes in this stream when it is active, all passes included
+    /// (a discard makes none).
+    pub fn refs_per_job(&self) -> u64 {
+        let one_pass = match &self.pattern {
+            Pattern::Sweep { pages, .. } => u64::from(*pages),
+            Pattern::Random { refs, .. } | Pattern::HotCold { refs, .. } => u64::from(*refs),
+            Pattern::Trace { pages } => pages.len() as u64,
+            Pattern::Discard { .. } => 0,
+        };
+        one_pass.saturating_mul(u64::from(self.passes))
+    }
+
     // `%` rather than is_multiple_of: the workspace's rust-version predates it.
     #[allow(clippy::manual_is_multiple_of)]
     fn active(&self, job_index: u64) -> bool {

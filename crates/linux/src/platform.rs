@@ -472,8 +472,9 @@ impl LinuxPlatform {
                 JobOp::Release { deadline_ns } => {
                     jobs.released += 1;
                     jobs.open.insert(job, deadline_ns);
-                    // A client that never completes must not grow this without bound.
-                    while jobs.open.len() > 1024 {
+                    // A client that never completes must not grow this without bound (the
+                    // controllers keep no more waiting jobs than this either).
+                    while jobs.open.len() > critmem_policy::MAX_PENDING_JOBS {
                         jobs.open.pop_first();
                     }
                     JobEvent::Release { group, job, at_ns, deadline_ns }

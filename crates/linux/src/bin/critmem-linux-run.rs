@@ -667,11 +667,7 @@ fn drive(
                 timeline.push(json!({ "t_ms": t.as_secs_f64() * 1e3, "groups": groups }));
                 if timeline.len() >= MAX_TIMELINE_SAMPLES {
                     // A long run keeps every other sample and samples half as often from now on.
-                    let mut index = 0usize;
-                    timeline.retain(|_| {
-                        index += 1;
-                        index % 2 == 1
-                    });
+                    critmem_core::control::keep_every_other(&mut timeline);
                     sample *= 2;
                 }
             }
