@@ -11,10 +11,12 @@ import json
 import math
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -90,6 +92,55 @@ def test_a_tool_error_reads_as_its_error_line_not_the_help_hint() -> None:
     clap = "error: invalid value 'x' for '--size-bytes <SIZE_BYTES>': invalid digit\n\nFor more information, try '--help'.\n"
     assert _one_line(clap, "critmem-swap: ") == "invalid value 'x' for '--size-bytes <SIZE_BYTES>': invalid digit"
     assert _one_line("warning: slow\ncritmem-swap: no swapfile of critmem's\n", "critmem-swap: ") == "no swapfile of critmem's"
+
+
+def _fake_tool(tmp_path: Path, exit_code: int) -> Path:
+    """A stand-in for a critmem tool: on SIGINT it takes 0.5 s to "restore", notes that it
+    finished, and exits with `exit_code` (an error line first if it is not 0)."""
+    tool = tmp_path / "fake-tool"
+    tool.write_text(
+        f"""#!{sys.executable}
+import json, signal, sys, time
+from pathlib import Path
+def stop(signum, frame):
+    time.sleep(0.5)
+    Path({str(tmp_path / "restored")!r}).write_text("restored after SIGINT")
+    if {exit_code}:
+        sys.stderr.write("fake-tool: could not restore /x/memory.max\\n")
+        sys.exit({exit_code})
+    print(json.dumps({{"ok": True}}))
+    sys.exit(0)
+signal.signal(signal.SIGINT, stop)
+sys.stderr.write("fake-tool: started\\n")
+sys.stderr.flush()
+time.sleep(30)
+"""
+    )
+    tool.chmod(0o755)
+    return tool
+
+
+@pytest.mark.parametrize("exit_code", [0, 2])
+@pytest.mark.parametrize("pass_stderr", [False, True])
+def test_ctrl_c_waits_for_the_tool_to_restore_and_shows_its_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], exit_code: int, pass_stderr: bool
+) -> None:
+    from critmem import linux
+
+    tool = _fake_tool(tmp_path, exit_code)
+    monkeypatch.setattr(linux, "binary", lambda name: str(tool))
+    # Ctrl-C reaches this process only; _call must pass it on and wait.
+    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        linux._call("fake-tool", [], pass_stderr=pass_stderr)
+    timer.join()
+    assert (tmp_path / "restored").read_text() == "restored after SIGINT", "the tool finished its restore before _call returned"
+    err = capsys.readouterr().err
+    if exit_code:
+        assert "critmem: fake-tool: could not restore /x/memory.max" in err, err
+    else:
+        assert "could not restore" not in err, err
 
 
 @pytest.mark.parametrize(
@@ -351,6 +402,46 @@ def test_swap_setup_and_teardown_manage_only_critmems_own_swapfile(tmp_path: Pat
     assert swaps() == before and not path.exists()
     nothing = _run("swap", "teardown", *common)
     assert nothing.returncode == 0 and "nothing to do" in nothing.stdout
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie nobody has reaped yet counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@needs_machine
+def test_a_run_killed_with_sigkill_takes_its_tasks_and_the_next_run_removes_its_groups() -> None:
+    run = subprocess.Popen(
+        [str(BIN / "critmem-linux-run"), "--duration-s=60", "--", str(LINUX_EXAMPLE)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    name = f"critmem-run-{run.pid}"
+    journal = Path("/run/critmem") / f"{name}.journal"
+    task_pids: list[int] = []
+    deadline = time.monotonic() + 20
+    while len(task_pids) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        task_pids = [int(p) for d in _leftover_cgroups(name) for f in Path(d).glob("*/cgroup.procs") for p in f.read_text().split()]
+    assert len(task_pids) >= 2, f"the run's two tasks never appeared in its groups: {run.poll()} {_leftover_cgroups(name)}"
+    assert journal.is_file()
+    run.kill()
+    run.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in task_pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in task_pids), "a task outlived its run"
+    assert _leftover_cgroups(name) and journal.is_file(), "nothing restored them yet"
+
+    p = _run("run", str(LINUX_EXAMPLE), "--platform", "linux", "--duration", "1s", "--json")
+    assert p.returncode == 0, p.stderr
+    assert "ended without restoring" in p.stderr and str(run.pid) in p.stderr, p.stderr
+    assert not _leftover_cgroups(name), "the next run removes a crashed run's groups"
+    assert not journal.exists()
 
 
 @needs_machine

@@ -12,6 +12,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -95,27 +96,46 @@ def _call(name: str, args: Sequence[str], *, pass_stderr: bool = False) -> dict[
     """Runs binary `name` and returns the JSON object it prints last; its one-line error on failure.
 
     With `pass_stderr` its stderr (warnings, the output of a scenario's commands) reaches ours as
-    it is written, all but the last line, which is held back: on failure it is the error."""
-    if not pass_stderr:
-        proc = subprocess.run([binary(name), *args], capture_output=True, text=True, check=False)
-        returncode, stdout, last_err = proc.returncode, proc.stdout, proc.stderr
-    else:
-        with subprocess.Popen([binary(name), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
-            assert child.stdout is not None and child.stderr is not None
-            chunks: list[str] = []
-            reader = threading.Thread(target=lambda: chunks.append(child.stdout.read()), daemon=True)  # type: ignore[union-attr]
-            reader.start()
-            held = ""
-            for line in child.stderr:
-                if held:
-                    sys.stderr.write(held)
+    it is written, all but the last line, which is held back: on failure it is the error.
+
+    Ctrl-C is passed on to the tool, which stops and undoes what it set up (cgroups, limits, a
+    half-made swapfile); this waits for that to finish, shows a failure, then raises
+    KeyboardInterrupt. Leaving it running unseen, or killing it, could leave changes behind."""
+    interrupted = False
+    with subprocess.Popen([binary(name), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
+        assert child.stdout is not None and child.stderr is not None
+        out, err = child.stdout, child.stderr
+        chunks: list[str] = []
+        # All of stderr, or with `pass_stderr` only the line held back.
+        err_lines: list[str] = []
+        reader = threading.Thread(target=lambda: chunks.append(out.read()), daemon=True)
+        reader.start()
+
+        def relay_stderr() -> None:
+            for line in err:
+                if pass_stderr and err_lines:
+                    sys.stderr.write(err_lines.pop())
                     sys.stderr.flush()
-                held = line
-            returncode = child.wait()
-            reader.join()
-            stdout, last_err = "".join(chunks), held
-        if returncode == 0 and last_err:
-            sys.stderr.write(last_err)
+                err_lines.append(line)
+
+        while True:
+            try:
+                relay_stderr()
+                returncode = child.wait()
+                break
+            except KeyboardInterrupt:
+                interrupted = True
+                if child.poll() is None:
+                    child.send_signal(signal.SIGINT)
+        reader.join()
+    stdout = "".join(chunks)
+    last_err = "".join(err_lines)
+    if pass_stderr and returncode == 0 and last_err:
+        sys.stderr.write(last_err)
+    if interrupted:
+        if returncode != 0 and last_err.strip():
+            sys.stderr.write(f"critmem: {name}: {_one_line(last_err, f'{name}: ')}\n")
+        raise KeyboardInterrupt
     if returncode != 0:
         raise LinuxError(_one_line(last_err, f"{name}: "))
     lines = stdout.strip().splitlines()

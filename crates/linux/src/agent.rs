@@ -1,5 +1,5 @@
 //! The agent daemon: configuration file, start-up checks, the control loop over a
-//! [`LinuxPlatform`], and restore on SIGINT/SIGTERM.
+//! [`LinuxPlatform`], and restore on SIGINT/SIGTERM/SIGHUP.
 //!
 //! Configuration (TOML):
 //!
@@ -128,7 +128,9 @@ impl AgentConfig {
     /// The controller's configuration as JSON (any serde source works for the factory).
     fn controller_spec(&self) -> Result<critmem_policy::ControllerConfig> {
         let value = serde_json::to_value(&self.controller_config).map_err(|e| Error::Config { path: PathBuf::new(), reason: e.to_string() })?;
-        critmem_policy::ControllerConfig::parse(&self.controller, value).map_err(|e| Error::Config { path: PathBuf::from("controller"), reason: e.to_string() })
+        // The message quotes the controller name, which may hold a newline: keep it one line.
+        critmem_policy::ControllerConfig::parse(&self.controller, value)
+            .map_err(|e| Error::Config { path: PathBuf::from("controller"), reason: e.to_string().split_whitespace().collect::<Vec<_>>().join(" ") })
     }
 
     pub fn group_specs(&self) -> Result<Vec<GroupSpec>> {
@@ -179,13 +181,15 @@ pub struct AgentSummary {
     pub recovered_from_crash: bool,
 }
 
-/// Blocks SIGINT and SIGTERM in this thread (and every thread it starts afterwards) and
-/// returns a non-blocking descriptor they can be read from: the loop checks it every tick.
-/// Call before any thread is started.
+/// Blocks SIGINT, SIGTERM and SIGHUP in this thread (and every thread it starts afterwards)
+/// and returns a non-blocking descriptor they can be read from: the loop checks it every tick.
+/// SIGHUP too: a closed terminal must not end the agent without its restore. Call before any
+/// thread is started.
 pub fn shutdown_signals() -> Result<SignalFd> {
     let mut mask = SigSet::empty();
     mask.add(Signal::SIGINT);
     mask.add(Signal::SIGTERM);
+    mask.add(Signal::SIGHUP);
     mask.thread_block().map_err(|e| Error::io("block signals", Path::new("sigprocmask"), e.into()))?;
     SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC).map_err(|e| Error::io("signalfd", Path::new("signalfd"), e.into()))
 }
@@ -218,6 +222,13 @@ pub fn run(config: &AgentConfig, options: &RunOptions, signals: &SignalFd) -> Re
             max_connections: 64,
         })?)
     };
+    // Bound before the platform changes anything: a port in use must not end the agent
+    // after its changes and before the loop that restores them.
+    let sink = match (&config.metrics_address, &config.metrics_file) {
+        (Some(addr), _) => Some(MetricsSink::serve(*addr)?),
+        (None, Some(path)) => Some(MetricsSink::File(path.clone())),
+        (None, None) => None,
+    };
     let mut platform = LinuxPlatform::open(
         backend,
         specs,
@@ -239,11 +250,7 @@ pub fn run(config: &AgentConfig, options: &RunOptions, signals: &SignalFd) -> Re
             Err(e) => tracing::warn!(error = %e, "PSI triggers unavailable; ticking on the timer only"),
         }
     }
-    let mut publisher = match (&config.metrics_address, &config.metrics_file) {
-        (Some(addr), _) => Some(Publisher::new(MetricsSink::serve(*addr)?, Duration::from_secs(1))),
-        (None, Some(path)) => Some(Publisher::new(MetricsSink::File(path.clone()), Duration::from_secs(1))),
-        (None, None) => None,
-    };
+    let mut publisher = sink.map(|sink| Publisher::new(sink, Duration::from_secs(1)));
     let started = Instant::now();
     let mut stopped_by = String::from("duration");
     let result = control.run(
@@ -279,7 +286,16 @@ pub fn run(config: &AgentConfig, options: &RunOptions, signals: &SignalFd) -> Re
     });
     let stats = platform.stats().clone();
     let restore = platform.restore(Duration::from_secs(10))?;
-    tracing::info!(restored = restore.restored.len(), removed_dirs = restore.removed_dirs.len(), failures = restore.failures.len(), "restored every original value");
+    if !restore.failures.is_empty() {
+        // The journal is kept: the next start tries these again.
+        tracing::error!(failures = ?restore.failures, journal = %config.journal.display(), "could not restore everything; kept in the journal for the next start");
+        result?;
+        return Err(Error::Journal {
+            path: config.journal.clone(),
+            reason: format!("could not restore everything (kept in the journal for the next start): {}", restore.failures.join("; ")),
+        });
+    }
+    tracing::info!(restored = restore.restored.len(), removed_dirs = restore.removed_dirs.len(), "restored every original value");
     result?;
     let cost: CostSummary = control.stats.summary();
     Ok(AgentSummary {
@@ -305,6 +321,7 @@ pub fn run(config: &AgentConfig, options: &RunOptions, signals: &SignalFd) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     const CONFIG: &str = r#"
 controller = "sara"
@@ -347,6 +364,149 @@ create = true
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("dist/agent.example.toml");
         let config = AgentConfig::load(&path).unwrap();
         assert_eq!(config.group_specs().unwrap().len(), 2);
+    }
+
+    /// A TOML value: wrong types, numbers beyond i64 (TOML's integers), escapes in strings.
+    const TOML_VALUE: &str = r#"-?[0-9]{1,22}|"([a-z/.:0-9 -]|\\n|\\"){0,12}"|"(sara|greedy|offline|tmo-low|tmo-high|senpai|static|soft-real-time|non-real-time|critmem/[a-z]{1,3}|127\.0\.0\.1:[0-9]{1,6})"|true|false|[0-9]\.[0-9]e[0-9]{1,3}|nan|inf|\[\]|\{\}|1979-05-27"#;
+
+    /// `key = value` lines drawn from the keys of `keys`.
+    fn toml_lines(keys: &'static [&'static str], n: std::ops::Range<usize>) -> impl Strategy<Value = String> {
+        proptest::collection::vec((proptest::sample::select(keys), TOML_VALUE), n).prop_map(|pairs| pairs.iter().map(|(k, v)| format!("{k} = {v}\n")).collect())
+    }
+
+    /// Configuration-shaped text: the real keys and tables with values of any shape.
+    fn config_like() -> impl Strategy<Value = String> {
+        const TOP: &[&str] = &["controller", "total_memory_bytes", "socket", "socket_gid", "journal", "metrics_address", "metrics_file", "trigger_stall_us", "trigger_window_us", "x"];
+        const CONTROLLER: &[&str] = &["step_bytes", "step_up_bytes", "interval_ns", "psi_threshold_pct", "x"];
+        const GROUP: &[&str] = &["name", "cgroup", "role", "floor_bytes", "deadline_ns", "bcet_ns", "create", "x"];
+        (toml_lines(TOP, 0..10), proptest::option::of(toml_lines(CONTROLLER, 0..4)), proptest::collection::vec(toml_lines(GROUP, 0..8), 0..3)).prop_map(|(top, controller, groups)| {
+            let mut text = top;
+            if let Some(controller) = controller {
+                text.push_str(&format!("[controller_config]\n{controller}"));
+            }
+            for group in groups {
+                text.push_str(&format!("[[group]]\n{group}"));
+            }
+            text
+        })
+    }
+
+    /// Whatever the input, a configuration error is one line (front ends print it and exit).
+    fn check_one_line(text: &str) -> std::result::Result<(), TestCaseError> {
+        if let Err(e) = AgentConfig::parse(text, Path::new("agent.toml")) {
+            prop_assert!(!e.to_string().contains('\n'), "{}", e);
+        }
+        Ok(())
+    }
+
+    #[derive(Debug, Clone)]
+    struct GenGroup {
+        name: String,
+        cgroup: String,
+        times: Option<(u64, u64)>,
+        floor_bytes: u64,
+        create: bool,
+    }
+
+    fn gen_group() -> impl Strategy<Value = GenGroup> {
+        (r#"[^"\\\x00-\x1f\x7f]{1,12}"#, r"/?[a-z0-9_.-]{1,8}(/[a-z0-9_-]{1,8}){0,3}", proptest::option::of((0..=i64::MAX as u64, 0..=i64::MAX as u64)), 0..=i64::MAX as u64, any::<bool>())
+            .prop_filter("`.` and `..` are not group names", |(_, cgroup, ..)| cgroup.split('/').all(|c| c != "." && c != ".."))
+            .prop_map(|(name, cgroup, times, floor_bytes, create)| GenGroup { name, cgroup, times, floor_bytes, create })
+    }
+
+    /// Controllers whose parameters all have defaults.
+    fn defaults_parse() -> Vec<&'static str> {
+        critmem_policy::CONTROLLER_NAMES.iter().copied().filter(|name| critmem_policy::ControllerConfig::parse(name, serde_json::json!({})).is_ok()).collect()
+    }
+
+    /// The documented configuration with a few lines dropped, repeated or given another value,
+    /// so that most inputs get past TOML into the checks behind it.
+    fn config_mutants() -> impl Strategy<Value = String> {
+        let edit = (any::<proptest::sample::Index>(), 0..4u8, TOML_VALUE);
+        proptest::collection::vec(edit, 1..4).prop_map(|edits| {
+            let mut lines: Vec<String> = CONFIG.lines().map(str::to_owned).collect();
+            for (at, kind, value) in edits {
+                let i = at.index(lines.len());
+                match kind {
+                    0 => drop(lines.remove(i)),
+                    1 => lines.insert(i, lines[i].clone()),
+                    _ => {
+                        if let Some((key, _)) = lines[i].split_once(" = ") {
+                            lines[i] = format!("{key} = {value}");
+                        }
+                    }
+                }
+            }
+            lines.join("\n")
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn config_parser_never_panics_on_mutated_configurations(text in config_mutants()) {
+            check_one_line(&text)?;
+        }
+
+        #[test]
+        fn config_parser_never_panics_on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            check_one_line(&String::from_utf8_lossy(&bytes))?;
+        }
+
+        #[test]
+        fn config_parser_never_panics_on_config_like_text(text in config_like()) {
+            check_one_line(&text)?;
+        }
+
+        /// Valid configurations (TOML integers are i64, so u64 fields stop at i64::MAX) parse
+        /// back to what was written.
+        #[test]
+        fn valid_configurations_parse_back(
+            controller in proptest::sample::select(defaults_parse()),
+            total in 0..=i64::MAX as u64,
+            gid in proptest::option::of(any::<u32>()),
+            triggers in proptest::option::of((0..=i64::MAX as u64, 0..=i64::MAX as u64)),
+            groups in proptest::collection::vec(gen_group(), 1..4),
+        ) {
+            prop_assume!(groups.iter().enumerate().all(|(i, g)| groups[..i].iter().all(|o| o.name != g.name)));
+            let mut text = format!("controller = \"{controller}\"\ntotal_memory_bytes = {total}\nsocket = \"/run/s.sock\"\njournal = \"/var/j\"\n");
+            if let Some(gid) = gid {
+                text.push_str(&format!("socket_gid = {gid}\n"));
+            }
+            if let Some((stall, window)) = triggers {
+                text.push_str(&format!("trigger_stall_us = {stall}\ntrigger_window_us = {window}\n"));
+            }
+            for g in &groups {
+                text.push_str(&format!("[[group]]\nname = \"{}\"\ncgroup = \"{}\"\nfloor_bytes = {}\ncreate = {}\n", g.name, g.cgroup, g.floor_bytes, g.create));
+                match g.times {
+                    Some((deadline, bcet)) => text.push_str(&format!("role = \"soft-real-time\"\ndeadline_ns = {deadline}\nbcet_ns = {bcet}\n")),
+                    None => text.push_str("role = \"non-real-time\"\n"),
+                }
+            }
+            let config = AgentConfig::parse(&text, Path::new("gen.toml")).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!((config.controller.as_str(), config.total_memory_bytes, config.socket_gid), (controller, total, gid));
+            prop_assert_eq!((config.trigger_stall_us, config.trigger_window_us), triggers.unwrap_or((default_trigger_stall_us(), default_trigger_window_us())));
+            let specs = config.group_specs().unwrap();
+            prop_assert_eq!(specs.len(), groups.len());
+            for (spec, g) in specs.iter().zip(&groups) {
+                prop_assert_eq!(&spec.name, &g.name);
+                prop_assert_eq!(spec.path.as_str(), g.cgroup.trim_start_matches('/'));
+                prop_assert_eq!((spec.floor_bytes, spec.create), (g.floor_bytes, g.create));
+                let role = match g.times {
+                    Some((deadline_ns, bcet_ns)) => GroupRole::SoftRealTime { deadline_ns, bcet_ns },
+                    None => GroupRole::NonRealTime,
+                };
+                prop_assert_eq!(&spec.role, &role);
+            }
+        }
+    }
+
+    /// Found by `config_parser_never_panics_on_mutated_configurations`: the unknown-controller
+    /// error quoted the name with its newline.
+    #[test]
+    fn an_unknown_controller_name_with_a_newline_is_a_one_line_error() {
+        let text = CONFIG.replace("controller = \"sara\"", "controller = \"\\n\"");
+        let err = AgentConfig::parse(&text, Path::new("agent.toml")).unwrap_err().to_string();
+        assert!(err.contains("unknown controller") && !err.contains('\n'), "{err}");
     }
 
     #[test]

@@ -626,7 +626,7 @@ fn refaults(fields: &BTreeMap<String, u64>, prefix: &str) -> u64 {
     let get = |key: &str| fields.get(&format!("{prefix}{key}")).copied();
     match (get("workingset_refault_anon"), get("workingset_refault_file")) {
         (None, None) => get("workingset_refault").unwrap_or(0),
-        (anon, file) => anon.unwrap_or(0) + file.unwrap_or(0),
+        (anon, file) => anon.unwrap_or(0).saturating_add(file.unwrap_or(0)),
     }
 }
 
@@ -845,6 +845,7 @@ pub(crate) mod fake {
 mod tests {
     use super::fake::*;
     use super::*;
+    use proptest::prelude::*;
 
     fn group(path: &str) -> GroupPath {
         GroupPath::new(path).unwrap()
@@ -1064,6 +1065,59 @@ mod tests {
         let (_dir, v2b) = v2();
         assert!(v2b.plan_oom_guard(&group("g")).is_none());
         assert!(v2b.oom_file(&group("g")).ends_with("g/memory.events"));
+    }
+
+    proptest! {
+        #[test]
+        fn cgroup_file_parsers_never_panic_on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let text = String::from_utf8_lossy(&bytes);
+            let _ = parse_memory_stat(&text, "fuzz");
+            let _ = parse_pids(&text, "fuzz");
+            let _ = parse_bytes(&group("g"), Path::new("fuzz"), &text);
+            let _ = parse_oom_state(&text);
+        }
+
+        /// `key value` lines with missing or extra words, signs, u64 overflow, odd spacing.
+        #[test]
+        fn key_value_parsers_never_panic_on_key_value_like_text(text in r"([ \t]{0,2}[a-z_]{0,12}([ \t]{1,2}(-|\+)?[0-9]{0,22}){0,3}[ \t]{0,2}\r?\n){0,6}") {
+            let _ = parse_memory_stat(&text, "fuzz");
+            let _ = parse_oom_state(&text);
+        }
+
+        #[test]
+        fn number_parsers_never_panic_on_number_like_text(text in r"([ \t]{0,2}(-|\+)?[0-9]{0,22}(\.[0-9]?)?(max|x)?[ \t]{0,2}\r?\n?){0,5}") {
+            let _ = parse_pids(&text, "fuzz");
+            let _ = parse_bytes(&group("g"), Path::new("fuzz"), &text);
+        }
+
+        /// The kernel prints memory.stat as `%s %llu\n` per field.
+        #[test]
+        fn memory_stat_parses_back(fields in proptest::collection::btree_map(r"[a-z][a-z0-9_]{0,24}", any::<u64>(), 0..40)) {
+            let text: String = fields.iter().map(|(key, value)| format!("{key} {value}\n")).collect();
+            prop_assert_eq!(parse_memory_stat(&text, "gen").unwrap(), fields);
+        }
+
+        #[test]
+        fn pids_parse_back(pids in proptest::collection::vec(any::<u32>(), 0..40)) {
+            let text: String = pids.iter().map(|pid| format!("{pid}\n")).collect();
+            prop_assert_eq!(parse_pids(&text, "gen").unwrap(), pids);
+        }
+
+        /// Byte counts arrive trimmed (`read_trimmed`).
+        #[test]
+        fn byte_counts_parse_back(bytes in any::<u64>()) {
+            prop_assert_eq!(parse_bytes(&group("g"), Path::new("gen"), &bytes.to_string()).unwrap(), bytes);
+        }
+
+        /// v1 `memory.oom_control` (`%d`/`%lu` values) and v2 `memory.events` (`%lu`).
+        #[test]
+        fn oom_files_parse_back(disabled in any::<bool>(), under in any::<bool>(), counts in [any::<u64>(), any::<u64>(), any::<u64>(), any::<u64>(), any::<u64>(), any::<u64>()]) {
+            let [low, high, max, oom, oom_kill, group_kill] = counts;
+            let v1 = format!("oom_kill_disable {}\nunder_oom {}\noom_kill {oom_kill}\n", u8::from(disabled), u8::from(under));
+            prop_assert_eq!(parse_oom_state(&v1), Some(OomState { under_oom: under, kill_disabled: disabled, oom_events: 0, oom_kills: oom_kill }));
+            let v2 = format!("low {low}\nhigh {high}\nmax {max}\noom {oom}\noom_kill {oom_kill}\noom_group_kill {group_kill}\n");
+            prop_assert_eq!(parse_oom_state(&v2), Some(OomState { under_oom: false, kill_disabled: false, oom_events: oom, oom_kills: oom_kill }));
+        }
     }
 
     #[test]

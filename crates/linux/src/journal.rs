@@ -77,6 +77,7 @@ impl Journal {
     /// previous run did not shut down cleanly: they are restored first and the report returned.
     /// A restore with failures leaves the journal in place and fails, so nothing is lost.
     pub fn open(path: &Path) -> Result<(Journal, Option<RestoreReport>)> {
+        check_directory(path)?;
         let file = OpenOptions::new()
             .read(true)
             .append(true)
@@ -94,6 +95,7 @@ impl Journal {
         let report = if text.trim().is_empty() {
             None
         } else {
+            check_is_journal(&text, path)?;
             tracing::warn!(journal = %path.display(), "journal from a previous run found: it did not shut down cleanly; restoring its changes");
             let report = restore_entries(&text, path);
             if !report.failures.is_empty() {
@@ -182,11 +184,51 @@ trait Mode0600 {
 }
 
 impl Mode0600 for OpenOptions {
-    /// The journal names every file the agent touches: root-only.
+    /// The journal names every file the agent touches: root-only. Not through a symlink: the
+    /// journal is truncated, so it must be the file named.
     fn mode_0600(&mut self) -> &mut Self {
         use std::os::unix::fs::OpenOptionsExt;
-        self.mode(0o600)
+        self.mode(0o600).custom_flags(nix::libc::O_NOFOLLOW)
     }
+}
+
+/// Restoring writes and removes whatever the journal names, so only its owner may be able to
+/// put a journal there: the directory must belong to this user and be writable by no one else.
+fn check_directory(path: &Path) -> Result<()> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let meta = std::fs::metadata(dir).map_err(|e| Error::io("inspect journal directory", dir, e))?;
+    let euid = nix::unistd::geteuid().as_raw();
+    if meta.uid() != euid || meta.permissions().mode() & 0o022 != 0 {
+        return Err(Error::Journal {
+            path: path.to_owned(),
+            reason: format!(
+                "its directory {} must be owned by uid {euid} and writable by no one else (owner {}, mode {:o})",
+                dir.display(),
+                meta.uid(),
+                meta.permissions().mode() & 0o7777
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Refuses a file that is not a journal (a mistyped path must not be emptied): every line
+/// must be an entry, except a last one torn by a crash mid-append.
+fn check_is_journal(text: &str, path: &Path) -> Result<()> {
+    let lines: Vec<(usize, &str)> = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).collect();
+    for (i, &(index, line)) in lines.iter().enumerate() {
+        let last = i + 1 == lines.len();
+        let is_entry = serde_json::from_str::<serde_json::Value>(line).is_ok_and(|v| v.get("op").is_some() && v.get("v").is_some());
+        let torn = last && line.starts_with('{');
+        if !(is_entry || torn) {
+            return Err(Error::Journal {
+                path: path.to_owned(),
+                reason: format!("line {} is not a journal entry: this is not a critmem journal; refusing to restore from or overwrite it", index + 1),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// fsync of the directory, so a newly created or removed journal survives a crash.
@@ -306,9 +348,63 @@ mod tests {
     use super::*;
     use crate::cgroup::fake::*;
     use crate::cgroup::{CgroupBackend, GroupPath, HybridBackend, Knob, V2Backend};
+    use proptest::prelude::*;
 
     fn group(path: &str) -> GroupPath {
         GroupPath::new(path).unwrap()
+    }
+
+    fn entry(v: impl Strategy<Value = u32> + Clone) -> impl Strategy<Value = Entry> {
+        let path = || any::<String>().prop_map(PathBuf::from);
+        prop_oneof![
+            (v.clone(), path(), any::<String>()).prop_map(|(v, path, value)| Entry::Original { v, path, value }),
+            (v.clone(), path(), path()).prop_map(|(v, dir, evacuate_to)| Entry::Created { v, dir, evacuate_to }),
+            (v, path()).prop_map(|(v, dir)| Entry::Abandoned { v, dir }),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn journal_parser_never_panics_on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let mut report = RestoreReport::default();
+            let _ = parse_entries(&String::from_utf8_lossy(&bytes), Path::new("fuzz"), &mut report);
+        }
+
+        /// Entry-shaped JSON: unknown ops and fields, wrong types, versions that overflow u32.
+        #[test]
+        fn journal_parser_never_panics_on_entry_like_lines(text in r#"(\{("(v|op|path|dir|value|evacuate_to|x)":(-?[0-9]{0,12}|"(original|created|abandoned|/[a-z]{0,4})"|null|\[\]),?){0,5}\}?[ \t]?\r?\n){0,4}"#) {
+            let mut report = RestoreReport::default();
+            let entries = parse_entries(&text, Path::new("fuzz"), &mut report);
+            let lines = text.lines().filter(|l| !l.trim().is_empty()).count();
+            prop_assert_eq!(entries.len() + report.skipped_lines, lines);
+        }
+
+        /// Entries as `append` writes them come back in order; torn lines (a crash mid-append),
+        /// blank lines and entries of other versions are skipped and counted.
+        #[test]
+        fn journal_entries_parse_back(
+            lines in proptest::collection::vec(
+                prop_oneof![
+                    4 => entry(Just(VERSION)).prop_map(|e| (Some(e.clone()), serde_json::to_string(&e).unwrap())),
+                    1 => (entry(Just(VERSION)), any::<proptest::sample::Index>()).prop_map(|(e, at)| {
+                        let line = serde_json::to_string(&e).unwrap();
+                        let cuts: Vec<usize> = line.char_indices().map(|(i, _)| i).skip(1).collect();
+                        (None, line[..cuts[at.index(cuts.len())]].to_owned())
+                    }),
+                    1 => entry(any::<u32>().prop_filter("another version", |v| *v != VERSION)).prop_map(|e| (None, serde_json::to_string(&e).unwrap())),
+                    1 => r"[ \t]{0,3}".prop_map(|blank| (None, blank)),
+                ],
+                0..10,
+            ),
+        ) {
+            let text: String = lines.iter().map(|(_, line)| format!("{line}\n")).collect();
+            let mut report = RestoreReport::default();
+            let entries = parse_entries(&text, Path::new("gen"), &mut report);
+            let want: Vec<Entry> = lines.iter().filter_map(|(e, _)| e.clone()).collect();
+            let skipped = lines.iter().filter(|(e, line)| e.is_none() && !line.trim().is_empty()).count();
+            prop_assert_eq!(entries, want);
+            prop_assert_eq!(report.skipped_lines, skipped);
+        }
     }
 
     /// Performs planned changes through the journal and fills new directories like the kernel.
@@ -452,6 +548,41 @@ mod tests {
         let err = Journal::open(&journal_path).unwrap_err();
         assert!(err.to_string().contains("delete the journal"), "{err}");
         assert!(read(&journal_path).contains("limit"));
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_journal_is_refused_and_left_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent.toml");
+        let config = "controller = \"sara\"\n[[group]]\nname = \"rt\"\n";
+        std::fs::write(&path, config).unwrap();
+        let err = Journal::open(&path).unwrap_err().to_string();
+        assert!(err.contains("line 1 is not a journal entry"), "{err}");
+        assert_eq!(read(&path), config);
+        // Entries, then something else: refused too (only a torn last line is expected).
+        let entry = serde_json::to_string(&Entry::Abandoned { v: 1, dir: dir.path().join("x") }).unwrap();
+        std::fs::write(&path, format!("{entry}\nnot json\n{entry}\n")).unwrap();
+        assert!(Journal::open(&path).unwrap_err().to_string().contains("line 2 is not a journal entry"));
+    }
+
+    #[test]
+    fn a_symlink_or_a_directory_others_can_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("precious");
+        std::fs::write(&target, "keep").unwrap();
+        let link = dir.path().join("journal.jsonl");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let err = Journal::open(&link).unwrap_err().to_string();
+        assert!(err.contains("open journal"), "{err}");
+        assert_eq!(read(&target), "keep");
+
+        let shared = dir.path().join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = Journal::open(&shared.join("journal.jsonl")).unwrap_err().to_string();
+        assert!(err.contains("writable by no one else"), "{err}");
+        assert!(!shared.join("journal.jsonl").exists());
     }
 
     #[test]

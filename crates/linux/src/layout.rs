@@ -35,7 +35,9 @@ pub fn parse_mounts(text: &str) -> Result<Vec<Mount>> {
         if line.trim().is_empty() {
             continue;
         }
-        let fields: Vec<&str> = line.split_whitespace().collect();
+        // Only space and tab separate: the kernel escapes those, but not \r, \x0b or Unicode
+        // spaces, which may appear raw inside a field.
+        let fields: Vec<&str> = line.split([' ', '\t']).filter(|f| !f.is_empty()).collect();
         if fields.len() < 4 {
             return Err(Error::parse("mounts", format!("line {}", index + 1), format!("expected at least 4 fields in {line:?}")));
         }
@@ -221,6 +223,18 @@ memory\t0\t83\t1
 mod tests {
     use super::fixtures::*;
     use super::*;
+    use proptest::prelude::*;
+
+    /// The kernel's escaping of mount fields (`mangle` in fs/proc_namespace.c): space, tab,
+    /// newline and backslash as `\ooo`; every other character as it is.
+    fn escape_field(field: &str) -> String {
+        field.chars().map(|c| if matches!(c, ' ' | '\t' | '\n' | '\\') { format!("\\{:03o}", c as u32) } else { c.to_string() }).collect()
+    }
+
+    /// A mount source or mount point: any text, weighted towards what needs escaping.
+    fn mount_field() -> impl Strategy<Value = String> {
+        prop_oneof![any::<String>(), r"[/a-z \t\n\\0-7\r\x0b\x0c\u{a0}\u{2028}\u{3000}]{0,12}"].prop_filter("fields are not empty", |f| !f.is_empty())
+    }
 
     #[test]
     fn hybrid_layout_is_detected_from_this_machines_files() {
@@ -268,6 +282,66 @@ mod tests {
         assert_eq!(mounts[3].mount_point, PathBuf::from("/mnt/my disk"));
         assert_eq!(unescape_octal(r"a\134b\011"), "a\\b\t");
         assert_eq!(unescape_octal(r"trailing\04"), r"trailing\04");
+    }
+
+    proptest! {
+        #[test]
+        fn layout_parsers_never_panic_on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let text = String::from_utf8_lossy(&bytes);
+            let _ = parse_mounts(&text);
+            let _ = parse_proc_cgroups(&text);
+            let _ = detect_layout(&text, &text);
+        }
+
+        /// Mount-shaped lines: too few or many fields, bad and truncated escapes, odd spacing.
+        #[test]
+        fn mounts_never_panic_on_mount_like_text(text in r"(([ \t]{0,2}([a-z/,=]|\\[0-9]{0,4}){0,8}){0,7}[ \t]{0,2}\r?\n){0,5}") {
+            let _ = parse_mounts(&text);
+        }
+
+        /// Numbers that overflow u64 and u32, signs, missing and extra fields.
+        #[test]
+        fn proc_cgroups_never_panics_on_cgroups_like_text(text in r"(#?([ \t]{0,2}([a-z_]{0,8}|(-|\+)?[0-9]{0,22})){0,5}[ \t]{0,2}\r?\n){0,5}") {
+            let _ = parse_proc_cgroups(&text);
+        }
+
+        /// `source mount_point fs_type options 0 0`, fields escaped like the kernel does.
+        #[test]
+        fn mounts_parse_back(mounts in proptest::collection::vec((mount_field(), mount_field(), r"[a-z0-9_.]{1,10}", proptest::collection::vec(r"[a-z0-9_=.]{1,10}", 1..5)), 0..8)) {
+            let text: String = mounts
+                .iter()
+                .map(|(source, point, fs_type, options)| format!("{} {} {fs_type} {} 0 0\n", escape_field(source), escape_field(point), options.join(",")))
+                .collect();
+            let want: Vec<Mount> = mounts
+                .into_iter()
+                .map(|(source, point, fs_type, options)| Mount { source, mount_point: PathBuf::from(point), fs_type, options })
+                .collect();
+            prop_assert_eq!(parse_mounts(&text).unwrap(), want);
+        }
+
+        /// `%s\t%d\t%d\t%d\n` under the header, as kernel/cgroup/cgroup-v1.c prints it.
+        #[test]
+        fn proc_cgroups_parse_back(controllers in proptest::collection::vec((r"[a-z_]{1,12}", any::<u32>(), any::<u64>(), any::<bool>()), 0..16)) {
+            let mut text = "#subsys_name\thierarchy\tnum_cgroups\tenabled\n".to_owned();
+            for (name, hierarchy, num, enabled) in &controllers {
+                text.push_str(&format!("{name}\t{hierarchy}\t{num}\t{}\n", u8::from(*enabled)));
+            }
+            let want: Vec<ControllerInfo> = controllers
+                .into_iter()
+                .map(|(name, hierarchy, num_cgroups, enabled)| ControllerInfo { name, hierarchy, num_cgroups, enabled })
+                .collect();
+            prop_assert_eq!(parse_proc_cgroups(&text).unwrap(), want);
+        }
+    }
+
+    /// Found by `mounts_parse_back`: a mount point with a raw non-ASCII space (the kernel
+    /// escapes only space, tab, newline, backslash) was split into two fields.
+    #[test]
+    fn unescaped_unicode_and_control_spaces_stay_inside_a_field() {
+        let mounts = parse_mounts("\u{3000} ก . a 0 0\n/dev/x /mnt/a\u{a0}b\rc\x0bd ext4 rw 0 0\n").unwrap();
+        assert_eq!(mounts[0], Mount { source: "\u{3000}".into(), mount_point: "ก".into(), fs_type: ".".into(), options: vec!["a".into()] });
+        assert_eq!(mounts[1].mount_point, PathBuf::from("/mnt/a\u{a0}b\rc\x0bd"));
+        assert_eq!(mounts[1].fs_type, "ext4");
     }
 
     #[test]

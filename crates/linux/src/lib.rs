@@ -66,8 +66,38 @@ pub fn parse_seconds(text: &str) -> std::result::Result<std::time::Duration, Str
 
 #[cfg(test)]
 mod tests {
-    use super::parse_seconds;
+    use super::{parse_seconds, MAX_RUN_SECONDS};
+    use proptest::prelude::*;
     use std::time::Duration;
+
+    proptest! {
+        /// Whatever is accepted is a positive duration of at most MAX_RUN_SECONDS.
+        #[test]
+        fn seconds_never_panic_and_stay_in_range(
+            bytes in proptest::collection::vec(any::<u8>(), 0..40),
+            text in r"[ \t]?(\+|-)?([0-9]{0,25}(\.[0-9]{0,25})?([eE](\+|-)?[0-9]{0,4})?|inf|infinity|nan|NaN)[ \t\n]?",
+            float in any::<f64>(),
+        ) {
+            for text in [String::from_utf8_lossy(&bytes).into_owned(), text, float.to_string(), format!("{float:e}")] {
+                if let Ok(d) = parse_seconds(&text) {
+                    prop_assert!(!d.is_zero() && d <= Duration::from_secs_f64(MAX_RUN_SECONDS), "{:?} -> {:?}", text, d);
+                }
+            }
+        }
+
+        #[test]
+        fn whole_seconds_parse_back(secs in 1..=MAX_RUN_SECONDS as u64) {
+            prop_assert_eq!(parse_seconds(&secs.to_string()), Ok(Duration::from_secs(secs)));
+            prop_assert_eq!(parse_seconds(&format!(" {secs}.0\n")), Ok(Duration::from_secs(secs)));
+        }
+
+        /// Decimal fractions land within a nanosecond-scale rounding of their value.
+        #[test]
+        fn fractional_seconds_parse_back(s in 1e-9..=MAX_RUN_SECONDS) {
+            let d = parse_seconds(&s.to_string()).unwrap();
+            prop_assert!((d.as_secs_f64() - s).abs() <= 1e-9 + s * f64::EPSILON, "{} -> {:?}", s, d);
+        }
+    }
 
     #[test]
     fn seconds_must_be_finite_positive_and_bounded() {

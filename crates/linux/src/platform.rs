@@ -83,6 +83,9 @@ pub struct PlatformStats {
     /// Times a group was found out of memory at its limit (v1 `under_oom`, v2 a new `oom`
     /// event) and its limit raised at once.
     pub oom_rescues: u64,
+    /// cgroup v2: `memory.max` raised to stay ahead of a group growing while throttled by the
+    /// `memory.high` that applies a lower limit.
+    pub v2_max_kept_ahead: u64,
     /// Limits raised to a rescued group's held limit (backing off after an OOM).
     pub clamped_to_oom_hold: u64,
     /// Groups whose OOM killer could not be switched off (v1 `memory.oom_control`).
@@ -559,7 +562,7 @@ impl LinuxPlatform {
             return Ok(false);
         }
         let limit = g.knobs.max_bytes.unwrap_or(g.usage_bytes);
-        let raised = (limit.max(g.usage_bytes) + (limit / 4).max(OOM_RESCUE_MIN_STEP_BYTES)).div_ceil(PAGE_BYTES) * PAGE_BYTES;
+        let raised = page_align_up(limit.max(g.usage_bytes).saturating_add((limit / 4).max(OOM_RESCUE_MIN_STEP_BYTES)));
         if now_ns.saturating_sub(g.oom.last_rescue_ns) > OOM_BACKOFF_RESET_NS {
             g.oom.streak = 0;
         }
@@ -567,17 +570,26 @@ impl LinuxPlatform {
         g.oom.hold_until_ns = now_ns + (OOM_HOLD_NS << g.oom.streak.min(4));
         g.oom.streak += 1;
         g.oom.last_rescue_ns = now_ns;
+        tracing::warn!(group = %g.spec.name, usage_bytes = g.usage_bytes, limit_bytes = limit, raised_bytes = raised, hold_ms = (g.oom.hold_until_ns - now_ns) / 1_000_000, "group out of memory at its limit: raised the limit so the kernel kills nothing");
+        let done = self.raise_max_now(id, raised)?;
+        self.stats.oom_rescues += u64::from(done);
+        Ok(done)
+    }
+
+    /// Writes a higher hard limit on this thread (raising never reclaims, so it cannot block),
+    /// journaled first; returns whether it was written.
+    fn raise_max_now(&mut self, id: GroupId, raised: u64) -> Result<bool> {
+        let g = &mut self.groups[id];
         let Some(write) = self.backend.plan_knob(&g.spec.path, Knob::Max, Some(raised))? else { return Ok(false) };
         if let Some(journal) = self.journal.as_mut() {
             journal.record(&Change::Write(write.clone()))?;
         }
-        tracing::warn!(group = %g.spec.name, usage_bytes = g.usage_bytes, limit_bytes = limit, raised_bytes = raised, hold_ms = (g.oom.hold_until_ns - now_ns) / 1_000_000, "group out of memory at its limit: raised the limit so the kernel kills nothing");
         match write.perform() {
             Ok(()) => {}
             Err(e @ Error::GroupVanished { .. }) => return Err(e),
             Err(e) => {
                 self.stats.writes_failed += 1;
-                tracing::warn!(group = %g.spec.name, error = %e, "cannot raise the limit of a group out of memory");
+                tracing::warn!(group = %g.spec.name, error = %e, "cannot raise the hard limit");
                 return Ok(false);
             }
         }
@@ -586,17 +598,32 @@ impl LinuxPlatform {
             let _ = self.writer.submit(write);
         }
         g.knobs.max_bytes = Some(raised);
-        self.stats.oom_rescues += 1;
         Ok(true)
+    }
+
+    /// cgroup v2, while a limit below usage is applied as `memory.high` ([`Self::apply_v2_max`]):
+    /// `high` throttles but does not stop growth, so `memory.max` is raised to stay at least
+    /// half of [`V2_HIGH_FIRST_HEADROOM_BYTES`] above usage; a group reaching it would be
+    /// OOM-killed, and v2 reports that only after the kill.
+    fn keep_v2_max_ahead_of_usage(&mut self, id: GroupId) -> Result<bool> {
+        let g = &self.groups[id];
+        let Some(max) = g.knobs.max_bytes.filter(|_| g.high_is_ours) else { return Ok(false) };
+        if g.usage_bytes.saturating_add(V2_HIGH_FIRST_HEADROOM_BYTES / 2) < max {
+            return Ok(false);
+        }
+        let raised = page_align_up(g.usage_bytes.saturating_add(V2_HIGH_FIRST_HEADROOM_BYTES));
+        let done = self.raise_max_now(id, raised)?;
+        self.stats.v2_max_kept_ahead += u64::from(done);
+        Ok(done)
     }
 
     /// The limit actually written for a request: page-aligned, at least the floor and, for a
     /// v2 hard limit below usage, at least what the group cannot give back.
     fn clamp_limit(&mut self, group: GroupId, knob: Knob, bytes: u64) -> Result<u64> {
         let g = &self.groups[group];
-        let mut bytes = bytes.div_ceil(PAGE_BYTES) * PAGE_BYTES;
+        let mut bytes = page_align_up(bytes);
         if bytes < g.spec.floor_bytes {
-            bytes = g.spec.floor_bytes.div_ceil(PAGE_BYTES) * PAGE_BYTES;
+            bytes = page_align_up(g.spec.floor_bytes);
             self.stats.clamped_to_floor += 1;
         }
         // Backing off after an OOM rescue: no lower limit until the hold ends.
@@ -609,9 +636,9 @@ impl LinuxPlatform {
             let stat = self.backend.memory_stat(&g.spec.path)?;
             let swap_free = swap_free_bytes(&self.proc_root);
             let unevictable = stat.fields.get("unevictable").copied().unwrap_or(0);
-            let unreclaimable = stat.anon_bytes.saturating_sub(swap_free) + unevictable + V2_UNRECLAIMABLE_MARGIN_BYTES;
+            let unreclaimable = stat.anon_bytes.saturating_sub(swap_free).saturating_add(unevictable).saturating_add(V2_UNRECLAIMABLE_MARGIN_BYTES);
             if bytes < unreclaimable {
-                bytes = unreclaimable.div_ceil(PAGE_BYTES) * PAGE_BYTES;
+                bytes = page_align_up(unreclaimable);
                 self.stats.clamped_to_unreclaimable += 1;
             }
         }
@@ -770,11 +797,17 @@ fn knob_action(group: GroupId, knob: Knob, bytes: Option<u64>) -> Action {
 }
 
 /// `SwapFree:` of `<proc_root>/meminfo` in bytes (`SwapFree:        1048572 kB`); 0 if absent.
+/// `bytes` rounded up to whole pages; values too large for that become the largest page
+/// multiple (no wrap to 0, which as a limit would freeze a group).
+fn page_align_up(bytes: u64) -> u64 {
+    bytes.checked_next_multiple_of(PAGE_BYTES).unwrap_or(u64::MAX / PAGE_BYTES * PAGE_BYTES)
+}
+
 fn swap_free_bytes(proc_root: &Path) -> u64 {
     std::fs::read_to_string(proc_root.join("meminfo"))
         .ok()
         .and_then(|text| parse_meminfo_kb(&text, "SwapFree:"))
-        .map_or(0, |kb| kb * 1024)
+        .map_or(0, |kb| kb.saturating_mul(1024))
 }
 
 /// The value of `key` in /proc/meminfo text, in kB.
@@ -833,7 +866,7 @@ impl Platform for LinuxPlatform {
         }
         if !self.dry_run {
             for (id, seen) in observed.iter_mut().enumerate() {
-                if self.rescue_if_near_limit(id, seen.usage_bytes, seen.knobs)? {
+                if self.rescue_if_near_limit(id, seen.usage_bytes, seen.knobs)? | self.keep_v2_max_ahead_of_usage(id)? {
                     seen.knobs = self.groups[id].knobs;
                 }
             }
@@ -1017,6 +1050,7 @@ mod tests {
     use super::*;
     use crate::cgroup::fake::{populate, v2_root, V2_FILES};
     use crate::cgroup::V2Backend;
+    use proptest::prelude::*;
 
     const MIB: u64 = 1 << 20;
 
@@ -1110,6 +1144,37 @@ mod tests {
         assert_eq!(std::fs::read_to_string(batch.join("memory.max")).unwrap(), (32 * MIB).to_string());
         assert_eq!(platform.stats().lowered_via_high, 2);
         platform.restore(Duration::from_secs(5)).unwrap();
+    }
+
+    #[test]
+    fn page_rounding_saturates_instead_of_wrapping_to_zero() {
+        assert_eq!(page_align_up(1), 4096);
+        assert_eq!(page_align_up(8192), 8192);
+        assert_eq!(page_align_up(u64::MAX), u64::MAX / 4096 * 4096);
+    }
+
+    #[test]
+    fn a_v2_group_growing_while_throttled_keeps_its_hard_limit_ahead() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = fake(dir.path());
+        let mut platform = open(dir.path(), options);
+        let batch = dir.path().join("cg/batch");
+        std::fs::write(batch.join("memory.current"), (200 * MIB).to_string()).unwrap();
+        std::fs::write(dir.path().join("proc/meminfo"), "SwapFree: 1048576 kB\n").unwrap();
+        platform.observe().unwrap();
+        let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(100 * MIB) }]).unwrap();
+        assert_eq!(applied, vec![Action::SetHigh { group: 1, bytes: Some(100 * MIB) }, Action::SetMax { group: 1, bytes: Some(216 * MIB) }]);
+        settle(&platform);
+        // Throttled, it still grows; with no new request memory.max must move ahead of it.
+        std::fs::write(batch.join("memory.current"), (205 * MIB).to_string()).unwrap();
+        assert_eq!(platform.observe().unwrap().groups[1].knobs.max_bytes, Some(216 * MIB), "still 11 MiB ahead");
+        std::fs::write(batch.join("memory.current"), (210 * MIB).to_string()).unwrap();
+        let obs = platform.observe().unwrap();
+        assert_eq!(obs.groups[1].knobs.max_bytes, Some(226 * MIB), "6 MiB ahead is too close: raised to 16 MiB ahead");
+        assert_eq!(std::fs::read_to_string(batch.join("memory.max")).unwrap(), (226 * MIB).to_string());
+        assert_eq!(platform.stats().v2_max_kept_ahead, 1);
+        platform.restore(Duration::from_secs(5)).unwrap();
+        assert_eq!(std::fs::read_to_string(batch.join("memory.max")).unwrap(), "max");
     }
 
     #[test]
@@ -1214,6 +1279,63 @@ mod tests {
         assert_eq!(parse_knob("0", false), Some(Some(0)));
         assert_eq!(parse_knob("4096", true), Some(Some(4096)));
         assert_eq!(parse_knob("x", false), None);
+    }
+
+    proptest! {
+        #[test]
+        fn number_parsers_never_panic_on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..100), key in ".{0,10}") {
+            let text = String::from_utf8_lossy(&bytes);
+            let _ = parse_u64(&bytes);
+            let _ = parse_knob(&text, false);
+            let _ = parse_knob(&text, true);
+            let _ = parse_meminfo_kb(&text, &key);
+        }
+
+        /// Whatever the fast reader accepts, the standard parser reads the same from the trimmed
+        /// text; on plain digits it refuses exactly what does not fit in u64 (or is over 20 long).
+        #[test]
+        fn parse_u64_agrees_with_the_standard_parser(text in r"[ \t\r\n]{0,2}(\+|-)?[0-9]{0,25}(max|x| [0-9])?[ \t\r\n\x0b\x0c]{0,2}", digits in "[0-9]{1,25}") {
+            if let Some(v) = parse_u64(text.as_bytes()) {
+                prop_assert_eq!(text.trim().parse::<u64>(), Ok(v));
+            }
+            prop_assert_eq!(parse_u64(digits.as_bytes()), digits.parse::<u64>().ok().filter(|_| digits.len() <= 20));
+        }
+
+        /// Kernel counters and knobs are `%llu` followed by a newline.
+        #[test]
+        fn u64_files_parse_back(n in any::<u64>(), before in r"[ \t]{0,2}", after in r"[ \t\r]{0,2}\n?") {
+            prop_assert_eq!(parse_u64(format!("{n}\n").as_bytes()), Some(n));
+            prop_assert_eq!(parse_u64(format!("{before}{n}{after}").as_bytes()), Some(n));
+        }
+
+        #[test]
+        fn knobs_never_panic_on_knob_like_text(text in r"[ \t]?(max|-1|(\+|-)?[0-9]{0,25})[ \t\n]?") {
+            let _ = parse_knob(&text, false);
+            let _ = parse_knob(&text, true);
+        }
+
+        /// `max`, v1's huge "no limit" and a protection of 0 are no limit; other counts are kept.
+        #[test]
+        fn knobs_parse_back(n in prop_oneof![any::<u64>(), 0..4096u64, (1u64 << 62) - 2..(1u64 << 62) + 2], is_protection in any::<bool>()) {
+            prop_assert_eq!(parse_knob("max", is_protection), Some(None));
+            let want = if n >= 1 << 62 || (is_protection && n == 0) { None } else { Some(n) };
+            prop_assert_eq!(parse_knob(&n.to_string(), is_protection), Some(want));
+        }
+
+        #[test]
+        fn meminfo_never_panics_on_meminfo_like_text(text in r"([A-Za-z_()]{0,10}:?[ \t]{0,9}(\+|-)?[0-9]{0,22}( kB)?[ \t]?\r?\n){0,6}", key in "[A-Za-z]{0,6}:?") {
+            let _ = parse_meminfo_kb(&text, &key);
+        }
+
+        /// fs/proc/meminfo.c pads `Key:` to 16 columns and the value to 8 (`%8lu kB`); the
+        /// first line with the key wins.
+        #[test]
+        fn meminfo_parses_back(fields in proptest::collection::btree_map(r"[A-Za-z][A-Za-z0-9_()]{0,14}", any::<u64>(), 1..30), pick in any::<proptest::sample::Index>()) {
+            let text: String = fields.iter().map(|(key, kb)| format!("{:<16}{kb:>8} kB\n", format!("{key}:"))).collect();
+            let (key, kb) = fields.iter().nth(pick.index(fields.len())).unwrap();
+            prop_assert_eq!(parse_meminfo_kb(&text, &format!("{key}:")), Some(*kb));
+            prop_assert_eq!(parse_meminfo_kb(&text, "NoSuchKey:"), None);
+        }
     }
 
     #[test]

@@ -28,7 +28,8 @@ pub struct ProcCgroupLine {
 /// The path is everything after the second colon (it may itself contain colons).
 pub fn parse_proc_pid_cgroup(text: &str, origin: &str) -> Result<Vec<ProcCgroupLine>> {
     let mut lines = Vec::new();
-    for line in text.lines() {
+    // Not `lines()`: that would eat a `\r` ending a cgroup name (paths are printed raw).
+    for line in text.split('\n') {
         if line.is_empty() {
             continue;
         }
@@ -110,6 +111,7 @@ pub fn is_within(inner: &str, outer: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     const HYBRID: &str = "9:name=systemd:/\n8:pids:/\n4:memory:/critmem/rt\n1:cpu,cpuacct:/\n0::/critmem/rt\n";
     const V2: &str = "0::/system.slice/critmem.service\n";
@@ -133,10 +135,50 @@ mod tests {
         assert_eq!(lines[0].path, "/a:b");
     }
 
+    /// Found by `proc_pid_cgroup_parses_back`: a cgroup name ending in `\r` lost it, so a
+    /// process in `/critmem/rt\r` read as being in `/critmem/rt`.
+    #[test]
+    fn a_carriage_return_ending_a_path_is_kept() {
+        assert_eq!(parse_proc_pid_cgroup("0::/\r\n", "t").unwrap()[0].path, "/\r");
+        let lines = parse_proc_pid_cgroup("4:memory:/critmem/rt\r\n0::/critmem/rt\n", "t").unwrap();
+        assert_eq!(Hierarchy::V1("memory".into()).find(&lines), Some("/critmem/rt\r"));
+    }
+
     #[test]
     fn garbage_is_rejected() {
         for text in ["memory:/x\n", "x:memory:/a\n", "4:memory:relative\n"] {
             assert!(parse_proc_pid_cgroup(text, "t").is_err(), "accepted {text:?}");
+        }
+    }
+
+    /// One line as the kernel prints it, and what it should parse to.
+    fn cgroup_line() -> impl Strategy<Value = (String, ProcCgroupLine)> {
+        // cgroup names are anything but `/` and newline (cgroup_mkdir refuses `\n`).
+        let component = prop_oneof![r"[^/\n]{1,12}", r"[a-z:\r \t]{1,6}"];
+        let path = proptest::collection::vec(component, 0..4).prop_map(|c| format!("/{}", c.join("/")));
+        let v1 = (1..=u32::MAX, proptest::collection::vec(r"[a-z_]{1,10}|name=[a-z0-9_.-]{1,10}", 1..4), path.clone())
+            .prop_map(|(hierarchy, controllers, path)| (format!("{hierarchy}:{}:{path}\n", controllers.join(",")), ProcCgroupLine { hierarchy, controllers, path }));
+        let v2 = path.prop_map(|path| (format!("0::{path}\n"), ProcCgroupLine { hierarchy: 0, controllers: Vec::new(), path }));
+        prop_oneof![v1, v2]
+    }
+
+    proptest! {
+        #[test]
+        fn proc_pid_cgroup_never_panics_on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let _ = parse_proc_pid_cgroup(&String::from_utf8_lossy(&bytes), "fuzz");
+        }
+
+        /// Missing colons, IDs that overflow u32, signs, relative paths, odd spacing.
+        #[test]
+        fn proc_pid_cgroup_never_panics_on_cgroup_like_text(text in r"([ \t]?(-|\+)?[0-9]{0,12}(:[a-z,=]{0,10}){0,3}(:/?[a-z/:]{0,10})?[ \t]?\r?\n){0,5}") {
+            let _ = parse_proc_pid_cgroup(&text, "fuzz");
+        }
+
+        #[test]
+        fn proc_pid_cgroup_parses_back(lines in proptest::collection::vec(cgroup_line(), 0..8)) {
+            let text: String = lines.iter().map(|(line, _)| line.as_str()).collect();
+            let want: Vec<ProcCgroupLine> = lines.into_iter().map(|(_, parsed)| parsed).collect();
+            prop_assert_eq!(parse_proc_pid_cgroup(&text, "gen").unwrap(), want);
         }
     }
 

@@ -50,6 +50,10 @@ use std::path::{Path, PathBuf};
 pub const PROTOCOL_VERSION: u32 = 1;
 /// Longest accepted line, newline included.
 pub const MAX_LINE_BYTES: usize = 512;
+
+/// Most bytes one poll reads from one connection: a client that writes without pause must not
+/// keep the control loop from ticking (a real one sends a few lines per job).
+pub const MAX_BYTES_PER_POLL: usize = 64 * 1024;
 /// Longest accepted `group` name.
 const MAX_GROUP_NAME_BYTES: usize = 128;
 
@@ -256,7 +260,8 @@ impl JobServer {
         self.connections.len()
     }
 
-    /// Accepts waiting connections and reads every complete line available, without blocking.
+    /// Accepts waiting connections and reads the complete lines available, without blocking
+    /// (at most [`MAX_BYTES_PER_POLL`] per connection).
     pub fn poll(&mut self) -> Vec<ReportedJob> {
         self.accept_all();
         let mut jobs = Vec::new();
@@ -352,17 +357,21 @@ impl JobServer {
             .map(|(i, _)| i)
     }
 
-    /// Reads what connection `index` has; returns false when it is to be closed.
+    /// Reads what connection `index` has, at most [`MAX_BYTES_PER_POLL`] of it (the rest waits
+    /// for the next poll); returns false when it is to be closed.
     fn service(&mut self, index: usize, jobs: &mut Vec<ReportedJob>) -> bool {
         let mut chunk = [0u8; 4096];
-        loop {
-            let read = match self.connections[index].stream.read(&mut chunk) {
+        let mut budget = MAX_BYTES_PER_POLL;
+        while budget > 0 {
+            let want = budget.min(chunk.len());
+            let read = match self.connections[index].stream.read(&mut chunk[..want]) {
                 Ok(0) => return false,
                 Ok(n) => n,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(_) => return false,
             };
+            budget -= read;
             for &byte in &chunk[..read] {
                 let conn = &mut self.connections[index];
                 if byte != b'\n' {
@@ -389,6 +398,7 @@ impl JobServer {
                 }
             }
         }
+        true
     }
 
     /// Returns false when the sender is refused (the connection is then closed).
@@ -564,6 +574,34 @@ mod tests {
         assert_eq!(jobs.iter().map(|j| (j.group, j.job)).collect::<Vec<_>>(), [(1, 1)], "only the honest message, then the connection is closed");
         assert_eq!(server.stats().refused, 1);
         assert_eq!(server.connections(), 0);
+    }
+
+    #[test]
+    fn a_flooding_client_is_read_a_bounded_amount_per_poll() {
+        let dir = tempfile::tempdir().unwrap();
+        let proc = fake_proc(dir.path(), "4:memory:/critmem/rt\n0::/critmem/rt\n");
+        let mut server = server(dir.path(), proc, groups(), Hierarchy::V1("memory".into()));
+        let lines: Vec<u8> = (0..8000u64).flat_map(|job| format!("{{\"v\":1,\"op\":\"complete\",\"job\":{job}}}\n").into_bytes()).collect();
+        let total = lines.len();
+        assert!(total > 4 * MAX_BYTES_PER_POLL);
+        let mut client = UnixStream::connect(server.socket_path()).unwrap();
+        // A writer thread: the socket buffer holds less than all of it.
+        let writer = std::thread::spawn(move || client.write_all(&lines).map(|()| client));
+        let mut polls = 0;
+        let mut jobs = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while jobs.len() < 8000 && Instant::now() < deadline {
+            let got = server.poll();
+            // Lines are at least 32 bytes; a partial line (< 512 bytes) may carry over.
+            assert!(got.len() * 32 <= MAX_BYTES_PER_POLL + MAX_LINE_BYTES, "one poll read {} lines", got.len());
+            jobs.extend(got);
+            polls += 1;
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let _client = writer.join().unwrap().unwrap();
+        assert_eq!(jobs.iter().map(|j| j.job).collect::<Vec<_>>(), (0..8000).collect::<Vec<_>>(), "every line arrives, in order");
+        assert!(polls >= total / MAX_BYTES_PER_POLL, "{polls} polls for {total} bytes");
+        assert_eq!(server.connections(), 1);
     }
 
     #[test]

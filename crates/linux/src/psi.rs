@@ -105,12 +105,14 @@ pub fn parse_totals(bytes: &[u8]) -> Option<(u64, u64)> {
             b"full " => &mut full,
             _ => return None,
         };
-        let at = line.windows(6).rposition(|w| w == b"total=")? + 6;
+        // The key, not the end of another key (`xtotal=`) that the full parser ignores.
+        let at = line.windows(7).rposition(|w| w == b" total=")? + 7;
         let digits = &line[at..];
-        if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
+        if digits.is_empty() || digits.len() > 20 || !digits.iter().all(u8::is_ascii_digit) {
             return None;
         }
-        *slot = Some(digits.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0')));
+        // Checked: `total` is a full u64 (%llu), so 20 digits can still overflow.
+        *slot = Some(digits.iter().try_fold(0u64, |n, d| n.checked_mul(10)?.checked_add(u64::from(d - b'0')))?);
     }
     Some((some?, full.unwrap_or(0)))
 }
@@ -280,6 +282,7 @@ pub fn wait_any(triggers: &[&PsiTrigger], timeout: Duration) -> Result<Vec<(usiz
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn the_fast_totals_parser_agrees_with_the_full_parser() {
@@ -290,6 +293,122 @@ mod tests {
         for bad in [&b""[..], b"full avg10=0.00 total=1\n", b"some total=\n", b"some total=1x\n", b"other total=1\n", b"some total=99999999999999999999\n"] {
             assert_eq!(parse_totals(bad), None, "{:?}", String::from_utf8_lossy(bad));
         }
+    }
+
+    /// A PSI average as `kernel/sched/psi.c` prints it (`%lu.%02lu`), from hundredths of a percent.
+    fn avg_text(hundredths: u32) -> String {
+        format!("{}.{:02}", hundredths / 100, hundredths % 100)
+    }
+
+    fn psi_line_text(kind: &str, avgs: [u32; 3], total: u64) -> String {
+        format!("{kind} avg10={} avg60={} avg300={} total={total}\n", avg_text(avgs[0]), avg_text(avgs[1]), avg_text(avgs[2]))
+    }
+
+    /// Pressure-file-shaped text: real and bogus line kinds and keys (also keys ending in
+    /// `total`, which the full parser ignores), numbers that overflow u64, signs, odd spacing.
+    const PSI_LIKE: &str = r"((some|full|sone|)([ \t]{1,2}(avg10|avg60|avg300|total|[a-z_]{0,6}total|[a-z0-9]{1,5})(=(-?[0-9]{0,22}(\.[0-9]{0,3})?|NaN|inf|total=[0-9]{1,3})?)?){0,6}[ \t]{0,2}\r?\n?){0,3}";
+
+    proptest! {
+        #[test]
+        fn pressure_parsers_never_panic_on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let _ = parse_pressure(&String::from_utf8_lossy(&bytes), "fuzz");
+            let _ = parse_totals(&bytes);
+        }
+
+        /// Where both accept a file, the fast path must read the same totals as the full parser
+        /// (it may be stricter, returning None; the caller then takes the slow way).
+        #[test]
+        fn pressure_parsers_agree_on_pressure_like_text(text in PSI_LIKE) {
+            let full = parse_pressure(&text, "fuzz");
+            if let (Some(fast), Ok(full)) = (parse_totals(text.as_bytes()), full) {
+                prop_assert_eq!(fast, (full.some.total_us, full.full.map_or(0, |l| l.total_us)));
+            }
+        }
+
+        /// Valid files plus extra `key=value` words in any order (a future kernel field), which
+        /// the full parser ignores: the fast path must not read a different total.
+        #[test]
+        fn pressure_parsers_agree_on_files_with_extra_words(
+            lines in proptest::collection::vec(
+                (
+                    proptest::sample::select(vec!["some", "full"]),
+                    any::<u64>(),
+                    proptest::collection::vec(r"[a-z_]{0,6}total=[0-9]{1,5}|[a-z]{1,6}=[0-9.]{1,5}|[a-z]{1,4}=total=[0-9]{1,3}", 0..3),
+                    any::<proptest::sample::Index>(),
+                    r" {1,2}",
+                ),
+                1..3,
+            ),
+        ) {
+            let mut text = String::new();
+            for (kind, total, extra, at, gap) in &lines {
+                let mut words = vec!["avg10=0.00".to_owned(), "avg60=1.00".to_owned(), "avg300=2.50".to_owned(), format!("total={total}")];
+                for word in extra {
+                    words.insert(at.index(words.len() + 1), word.clone());
+                }
+                text.push_str(&format!("{kind}{gap}{}\n", words.join(gap)));
+            }
+            if let Ok(full) = parse_pressure(&text, "gen") {
+                if let Some(fast) = parse_totals(text.as_bytes()) {
+                    prop_assert_eq!(fast, (full.some.total_us, full.full.map_or(0, |l| l.total_us)));
+                }
+            }
+        }
+
+        #[test]
+        fn kernel_pressure_files_parse_back(
+            some_avgs in [0..=10_000u32, 0..=10_000u32, 0..=10_000u32],
+            some_total in any::<u64>(),
+            full in proptest::option::of(([0..=10_000u32, 0..=10_000u32, 0..=10_000u32], any::<u64>())),
+        ) {
+            let line = |avgs: [u32; 3], total_us| PsiLine {
+                avg10: f64::from(avgs[0]) / 100.0,
+                avg60: f64::from(avgs[1]) / 100.0,
+                avg300: f64::from(avgs[2]) / 100.0,
+                total_us,
+            };
+            let mut text = psi_line_text("some", some_avgs, some_total);
+            if let Some((avgs, total)) = full {
+                text.push_str(&psi_line_text("full", avgs, total));
+            }
+            let want = Pressure { some: line(some_avgs, some_total), full: full.map(|(avgs, total)| line(avgs, total)) };
+            prop_assert_eq!(parse_pressure(&text, "gen").unwrap(), want);
+            prop_assert_eq!(parse_totals(text.as_bytes()), Some((some_total, full.map_or(0, |(_, total)| total))));
+        }
+
+        #[test]
+        fn cap_eff_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200), text in r"(Cap(Eff|Prm):[ \t]{0,2}(0x)?[+-]?[0-9a-fA-FgG]{0,20}[ \t]*\n?){0,3}") {
+            let _ = parse_cap_eff(&String::from_utf8_lossy(&bytes));
+            let _ = parse_cap_eff(&text);
+        }
+
+        /// `/proc/<pid>/status` prints each capability set as 16 hex digits after a tab.
+        #[test]
+        fn cap_eff_parses_back(inh in any::<u64>(), prm in any::<u64>(), eff in any::<u64>(), bnd in any::<u64>()) {
+            let status = format!("Name:\tx\nCapInh:\t{inh:016x}\nCapPrm:\t{prm:016x}\nCapEff:\t{eff:016x}\nCapBnd:\t{bnd:016x}\n");
+            prop_assert_eq!(parse_cap_eff(&status), Some(eff));
+        }
+    }
+
+    /// Found by `kernel_pressure_files_parse_back`: totals of 20 digits were refused.
+    #[test]
+    fn totals_of_twenty_digits_are_read() {
+        let text = "some avg10=0.00 avg60=0.00 avg300=0.00 total=10000000000000000000\n";
+        assert_eq!(parse_pressure(text, "t").unwrap().some.total_us, 10_000_000_000_000_000_000);
+        assert_eq!(parse_totals(text.as_bytes()), Some((10_000_000_000_000_000_000, 0)));
+        assert_eq!(parse_totals(format!("some total={}\nfull total=0\n", u64::MAX).as_bytes()), Some((u64::MAX, 0)));
+        assert_eq!(parse_totals(b"some total=18446744073709551616\n"), None);
+    }
+
+    /// Found by `pressure_parsers_agree_on_files_with_extra_words`: the fast path read the
+    /// value of an unknown key ending in `total=`.
+    #[test]
+    fn totals_come_from_the_total_key_only() {
+        let text = "some avg10=0.00 avg60=1.00 avg300=2.50 total=0 atotal=1\n";
+        assert_eq!(parse_pressure(text, "t").unwrap().some.total_us, 0);
+        assert_eq!(parse_totals(text.as_bytes()), None);
+        assert_eq!(parse_totals(b"some total=3 x=total=4\n"), None);
+        assert_eq!(parse_totals(b"some atotal=1 total=3\n"), Some((3, 0)));
     }
 
     const MEMORY: &str = "some avg10=1.50 avg60=0.25 avg300=0.00 total=123456\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=789\n";

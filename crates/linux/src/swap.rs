@@ -45,11 +45,15 @@ pub fn parse_proc_swaps(text: &str) -> Result<Vec<SwapEntry>> {
             continue;
         }
         let bad = |reason: &str| Error::parse("/proc/swaps", format!("line {}", index + 1), format!("{reason} in {line:?}"));
-        let fields: Vec<&str> = line.split_whitespace().collect();
+        // Only space and tab separate: the path escapes those, but not \r or Unicode spaces.
+        let fields: Vec<&str> = line.split([' ', '\t']).filter(|f| !f.is_empty()).collect();
         let [path, kind, size_kib, used_kib, priority] = fields[..] else {
             return Err(bad("expected 5 fields"));
         };
-        let kib = |s: &str| s.parse::<u64>().map(|k| k * 1024).map_err(|_| bad("size is not a number"));
+        let kib = |s: &str| match s.parse::<u64>() {
+            Ok(k) => k.checked_mul(1024).ok_or_else(|| bad("size is too large")),
+            Err(_) => Err(bad("size is not a number")),
+        };
         entries.push(SwapEntry {
             path: PathBuf::from(unescape_octal(path)),
             kind: kind.to_owned(),
@@ -316,6 +320,7 @@ fn swapoff_with_retries(path: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     const SWAPS: &str = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n/dev/vdb                                partition\t1048572\t\t0\t\t-2\n/var/lib/my\\040swap                     file\t\t65532\t\t1024\t\t-3\n";
 
@@ -327,6 +332,86 @@ mod tests {
         assert!(parse_proc_swaps("Filename Type Size Used Priority\n").unwrap().is_empty());
         assert!(parse_proc_swaps("Filename Type Size Used Priority\n/x file 1 2\n").is_err());
         assert!(parse_proc_swaps("/x file big 2 -1\n").is_err());
+    }
+
+    /// One `/proc/swaps` line as mm/swapfile.c prints it: the path escaped (` \t\n\\`) and
+    /// padded to 40 columns, then `%s\t%lu\t%s%lu\t%s%d`, with tabs that depend on the widths.
+    fn swaps_line(path: &str, partition: bool, size_kib: u64, used_kib: u64, priority: i32) -> String {
+        let escaped: String = path.chars().map(|c| if matches!(c, ' ' | '\t' | '\n' | '\\') { format!("\\{:03o}", c as u32) } else { c.to_string() }).collect();
+        let pad = if escaped.len() < 40 { 40 - escaped.len() } else { 1 };
+        let tab = |kib: u64| if kib < 10_000_000 { "\t" } else { "" };
+        let kind = if partition { "partition" } else { "file\t" };
+        format!("{escaped}{:pad$}{kind}\t{size_kib}\t{}{used_kib}\t{}{priority}\n", "", tab(size_kib), tab(used_kib))
+    }
+
+    /// Mostly sizes that fit in bytes, sometimes any u64.
+    fn kib() -> impl Strategy<Value = u64> {
+        prop_oneof![4 => 0..=u64::MAX / 1024, 1 => any::<u64>()]
+    }
+
+    proptest! {
+        #[test]
+        fn proc_swaps_never_panics_on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let _ = parse_proc_swaps(&String::from_utf8_lossy(&bytes));
+        }
+
+        /// Missing and extra fields, sizes that overflow u64 (or only once in bytes), signs.
+        #[test]
+        fn proc_swaps_never_panics_on_swaps_like_text(text in r"(Filename\tType\n)?(([ \t]{0,3}(/[a-z\\0-7]{0,6}|file|partition|(-|\+)?[0-9]{0,22})){0,6}[ \t]{0,2}\r?\n){0,5}") {
+            let _ = parse_proc_swaps(&text);
+        }
+
+        /// Any sizes in KiB: the entry has them in bytes, or the line is refused if that
+        /// overflows (the kernel never prints such sizes).
+        #[test]
+        fn proc_swaps_parse_back(
+            entries in proptest::collection::vec(
+                (prop_oneof![r"/[^\n]{0,50}", r"/[a-z \t\\\r\u{a0}]{0,10}"], any::<bool>(), kib(), kib(), any::<i32>()),
+                0..6,
+            ),
+        ) {
+            let mut text = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n".to_owned();
+            for (path, partition, size, used, priority) in &entries {
+                text.push_str(&swaps_line(path, *partition, *size, *used, *priority));
+            }
+            let want: Option<Vec<SwapEntry>> = entries
+                .into_iter()
+                .map(|(path, partition, size, used, priority)| {
+                    Some(SwapEntry {
+                        path: PathBuf::from(path),
+                        kind: if partition { "partition" } else { "file" }.into(),
+                        size_bytes: size.checked_mul(1024)?,
+                        used_bytes: used.checked_mul(1024)?,
+                        priority,
+                    })
+                })
+                .collect();
+            let parsed = parse_proc_swaps(&text);
+            match want {
+                Some(want) => prop_assert_eq!(parsed.map_err(|e| e.to_string()), Ok(want)),
+                None => prop_assert!(parsed.is_err()),
+            }
+        }
+    }
+
+    /// Found by `proc_swaps_parse_back`: a size of 2^54 KiB wrapped to 0 bytes in release
+    /// builds (and panicked with overflow checks on).
+    #[test]
+    fn sizes_that_overflow_in_bytes_are_refused() {
+        let err = parse_proc_swaps("/ file 0 18014398509481984 0\n").unwrap_err();
+        assert!(err.to_string().contains("too large"), "{err}");
+        let max = u64::MAX / 1024;
+        assert_eq!(parse_proc_swaps(&format!("/ file {max} 0 0\n")).unwrap()[0].size_bytes, max * 1024);
+    }
+
+    /// Found by `proc_swaps_parse_back`: a swapfile path with a raw `\r` or non-ASCII space
+    /// (left unescaped by the kernel) was split, so the line was refused.
+    #[test]
+    fn unescaped_unicode_and_control_spaces_stay_in_the_path() {
+        let line = "/\\040\u{a0}\rh\\011\r\r\\134                     file\t\t892543749749865\t1038264307669117\t1000271153\n";
+        let entries = parse_proc_swaps(line).unwrap();
+        assert_eq!(entries[0].path, PathBuf::from("/ \u{a0}\rh\t\r\r\\"));
+        assert_eq!((entries[0].size_bytes, entries[0].priority), (892_543_749_749_865 * 1024, 1_000_271_153));
     }
 
     fn manager(dir: &Path, swaps: &str) -> SwapManager {

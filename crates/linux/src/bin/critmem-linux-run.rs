@@ -27,6 +27,7 @@ use critmem_core::workload::{GroupKind, Pattern as StreamPattern, Target};
 use critmem_core::{load_str, Format, Overrides, Scenario};
 use critmem_linux::agent::shutdown_signals;
 use critmem_linux::cgroup::{open_backend, GroupPath};
+use critmem_linux::journal::Journal;
 use critmem_linux::layout::{detect_layout_in, Layout};
 use critmem_linux::platform::{ControlLoop, GroupSpec, LinuxPlatform, PlatformOptions};
 use critmem_linux::procfs::{Hierarchy, ProcFs};
@@ -91,8 +92,15 @@ fn main() {
 /// same pid.
 fn exec_after_go(argv: &[std::ffi::OsString]) -> ! {
     let Some(program) = argv.first() else { fail(&format!("{EXEC_AFTER_GO} needs a program")) };
+    // A run killed with SIGKILL cannot stop its tasks: they die with it (the signal survives
+    // exec), and the next run removes its cgroups.
+    let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
     let mut go = String::new();
     let _ = std::io::stdin().read_line(&mut go);
+    if go.trim_end() != "go" {
+        // The run ended before it placed this process (or before the line above took effect).
+        std::process::exit(1);
+    }
     let _ = nix::sys::signal::sigprocmask(nix::sys::signal::SigmaskHow::SIG_SETMASK, Some(&nix::sys::signal::SigSet::empty()), None);
     let error = Command::new(program).args(&argv[1..]).exec();
     eprintln!("critmem-linux-run: cannot run {}: {error}", Path::new(program).display());
@@ -328,14 +336,13 @@ fn stop_tasks(platform: &mut LinuxPlatform, tasks: &[TaskPlan], mut running: Vec
             })
         })
         .collect();
-    for r in &running {
+    // A task that already exited was reaped: its pid (and process group) may be someone else's now.
+    for r in running.iter().filter(|r| r.exited_at_s.is_none()) {
         match tasks[r.task].launch {
             Launch::Worker { .. } => {
                 let _ = nix::sys::signal::kill(Pid::from_raw(r.child.id() as i32), Signal::SIGTERM);
             }
-            // A command that already exited is not asked (its process group may be gone).
-            Launch::Command { .. } if r.exited_at_s.is_none() => kill_process_group(&r.child, Signal::SIGTERM),
-            Launch::Command { .. } => {}
+            Launch::Command { .. } => kill_process_group(&r.child, Signal::SIGTERM),
         }
     }
     let since = Instant::now();
@@ -405,6 +412,82 @@ fn kill_leftovers(platform: &LinuxPlatform, groups: usize) -> usize {
     }
 }
 
+/// Where runs keep their restore journals (root-only; a tmpfs, like the cgroups it describes).
+const JOURNAL_DIR: &str = "/run/critmem";
+
+/// Puts back what runs that died without restoring (SIGKILL, power loss) left: their journal
+/// in `dir` is unlocked. Their tasks, and what those forked, are killed first (they are this
+/// program's own, in the dead run's own cgroups), then the journal is restored and removed.
+fn recover_crashed_runs(dir: &Path, layout: &Layout) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    // Someone else's directory of that name is not used.
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if !meta.is_dir() || std::os::unix::fs::MetadataExt::uid(&meta) != 0 || meta.permissions().mode() & 0o022 != 0 {
+        return Err(format!("{}: not a root-owned directory that only root can write to; remove it or fix its owner and mode", dir.display()));
+    }
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix("critmem-run-").and_then(|n| n.strip_suffix(".journal")).filter(|p| p.parse::<u32>().is_ok()) else { continue };
+        let path = entry.path();
+        let Ok(file) = std::fs::File::open(&path) else { continue };
+        // A live run holds the lock on its journal.
+        match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => drop(lock),
+            Err(_) => continue,
+        }
+        let killed = kill_run_cgroups(layout, &format!("critmem-run-{pid}"));
+        // What cannot be put back stays journaled for the next run to try; this one goes on.
+        let report = match Journal::open(&path).and_then(|(journal, report)| journal.restore_all().map(|_| report.unwrap_or_default())) {
+            Ok(report) => report,
+            Err(e) => {
+                tracing::warn!(pid, error = %e, "a previous run ended without restoring (killed?), and putting back what it changed failed");
+                continue;
+            }
+        };
+        tracing::warn!(
+            pid,
+            killed_processes = killed,
+            restored_files = report.restored.len(),
+            removed_groups = report.removed_dirs.len(),
+            "a previous run ended without restoring (killed?): put back what it changed"
+        );
+    }
+    Ok(())
+}
+
+/// SIGKILLs every process in the cgroups under `name` (in every tree of `layout`) until they
+/// are empty or 5 s have passed; returns how many it signalled.
+fn kill_run_cgroups(layout: &Layout, name: &str) -> usize {
+    let roots: Vec<&Path> = match layout {
+        Layout::V2 { root } => vec![root],
+        Layout::Hybrid { memory_root, unified_root } => vec![memory_root, unified_root],
+    };
+    let mut killed = std::collections::BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut pids = Vec::new();
+        for root in &roots {
+            let mut dirs = vec![root.join(name)];
+            while let Some(d) = dirs.pop() {
+                let Ok(entries) = std::fs::read_dir(&d) else { continue };
+                dirs.extend(entries.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).map(|e| e.path()));
+                let procs = std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default();
+                pids.extend(procs.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+            }
+        }
+        if pids.is_empty() || Instant::now() >= deadline {
+            return killed.len();
+        }
+        for pid in pids {
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
+            killed.insert(pid);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Most timeline samples a run keeps (at the default 100 ms, about 3.6 hours of them).
 const MAX_TIMELINE_SAMPLES: usize = 1 << 17;
 
@@ -447,6 +530,8 @@ fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String
             }
         }
     }
+    let journal_dir = Path::new(JOURNAL_DIR);
+    recover_crashed_runs(journal_dir, &layout)?;
     let state_dir = tempfile::Builder::new().prefix("critmem-run-").tempdir().map_err(|e| format!("temporary directory: {e}"))?;
     let socket = state_dir.path().join("jobs.sock");
     let server = JobServer::bind(JobServerConfig {
@@ -461,7 +546,8 @@ fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String
     let options = PlatformOptions {
         total_memory_bytes,
         dry_run: false,
-        journal_path: Some(state_dir.path().join("journal.jsonl")),
+        // Not in the temporary directory: after a crash the next run must find it.
+        journal_path: Some(journal_dir.join(format!("{run_dir}.journal"))),
         job_server: Some(server),
         proc_root: "/proc".into(),
     };
