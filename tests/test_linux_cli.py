@@ -421,7 +421,7 @@ def test_a_run_killed_with_sigkill_takes_its_tasks_and_the_next_run_removes_its_
         stderr=subprocess.DEVNULL,
     )
     name = f"critmem-run-{run.pid}"
-    journal = Path("/run/critmem") / f"{name}.journal"
+    journal = Path("/run/critmem-linux-run") / f"{name}.journal"
     task_pids: list[int] = []
     deadline = time.monotonic() + 20
     while len(task_pids) < 2 and time.monotonic() < deadline:

@@ -413,7 +413,8 @@ fn kill_leftovers(platform: &LinuxPlatform, groups: usize) -> usize {
 }
 
 /// Where runs keep their restore journals (root-only; a tmpfs, like the cgroups it describes).
-const JOURNAL_DIR: &str = "/run/critmem";
+/// Not the agent's /run/critmem: systemd removes that when the agent's unit stops.
+const JOURNAL_DIR: &str = "/run/critmem-linux-run";
 
 /// Puts back what runs that died without restoring (SIGKILL, power loss) left: their journal
 /// in `dir` is unlocked. Their tasks, and what those forked, are killed first (they are this
