@@ -396,15 +396,21 @@ fn stop_tasks(platform: &mut LinuxPlatform, tasks: &[TaskPlan], mut running: Vec
 /// Kills whatever is still in the run's own cgroups (what commands forked and left behind), so
 /// the groups can be removed; returns how many processes it killed.
 fn kill_leftovers(platform: &LinuxPlatform, groups: usize) -> usize {
+    // Only processes in our own cgroups get here.
+    kill_until_empty(|| (0..groups).flat_map(|g| platform.pids(g).unwrap_or_default()).collect())
+}
+
+/// SIGKILLs the processes `list` names until it names none or 5 s have passed; returns how
+/// many it signalled.
+fn kill_until_empty(mut list: impl FnMut() -> Vec<u32>) -> usize {
     let mut killed = std::collections::BTreeSet::new();
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let pids: Vec<u32> = (0..groups).flat_map(|g| platform.pids(g).unwrap_or_default()).collect();
+        let pids = list();
         if pids.is_empty() || Instant::now() >= deadline {
             return killed.len();
         }
         for pid in pids {
-            // Only processes in our own cgroups get here.
             let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
             killed.insert(pid);
         }
@@ -420,13 +426,9 @@ const JOURNAL_DIR: &str = "/run/critmem-linux-run";
 /// in `dir` is unlocked. Their tasks, and what those forked, are killed first (they are this
 /// program's own, in the dead run's own cgroups), then the journal is restored and removed.
 fn recover_crashed_runs(dir: &Path, layout: &Layout) -> Result<(), String> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    use std::os::unix::fs::DirBuilderExt;
+    // Journal::open refuses a directory that is not root's alone (someone else's of this name).
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    // Someone else's directory of that name is not used.
-    let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    if !meta.is_dir() || std::os::unix::fs::MetadataExt::uid(&meta) != 0 || meta.permissions().mode() & 0o022 != 0 {
-        return Err(format!("{}: not a root-owned directory that only root can write to; remove it or fix its owner and mode", dir.display()));
-    }
     let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -465,28 +467,20 @@ fn kill_run_cgroups(layout: &Layout, name: &str) -> usize {
         Layout::V2 { root } => vec![root],
         Layout::Hybrid { memory_root, unified_root } => vec![memory_root, unified_root],
     };
-    let mut killed = std::collections::BTreeSet::new();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
+    kill_until_empty(|| {
         let mut pids = Vec::new();
         for root in &roots {
             let mut dirs = vec![root.join(name)];
             while let Some(d) = dirs.pop() {
                 let Ok(entries) = std::fs::read_dir(&d) else { continue };
                 dirs.extend(entries.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).map(|e| e.path()));
-                let procs = std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default();
-                pids.extend(procs.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+                let procs = d.join("cgroup.procs");
+                let text = std::fs::read_to_string(&procs).unwrap_or_default();
+                pids.extend(critmem_linux::cgroup::parse_pids(&text, &procs.display().to_string()).unwrap_or_default());
             }
         }
-        if pids.is_empty() || Instant::now() >= deadline {
-            return killed.len();
-        }
-        for pid in pids {
-            let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
-            killed.insert(pid);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        pids
+    })
 }
 
 /// Most timeline samples a run keeps (at the default 100 ms, about 3.6 hours of them).
