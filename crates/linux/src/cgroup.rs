@@ -28,7 +28,6 @@ use crate::psi::{read_pressure, stall_totals};
 use critmem_policy::{Action, GroupId, MemoryKnobs, StallTotals};
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -157,6 +156,11 @@ impl FileWrite {
     pub fn perform(&self) -> Result<()> {
         write_value(&self.path, &self.contents)
     }
+
+    /// [`Self::perform`], given up if a signal interrupts it while `give_up()` holds.
+    pub fn perform_unless(&self, give_up: &dyn Fn() -> bool) -> Result<()> {
+        write_value_unless(&self.path, &self.contents, give_up)
+    }
 }
 
 /// A filesystem change the platform makes.
@@ -189,11 +193,37 @@ impl fmt::Display for Change {
 /// Writes `value` to a cgroup file in a single write(2), as cgroupfs requires. Never creates
 /// the file: a missing file is a missing group or an unsupported knob.
 pub fn write_value(path: &Path, value: &str) -> Result<()> {
-    let mut file = std::fs::OpenOptions::new().write(true).truncate(true).open(path).map_err(|e| Error::group_io("open", &dir_name(path), path, e))?;
-    file.write_all(value.as_bytes()).map_err(|e| match e.kind() {
+    write_value_unless(path, value, &|| false)
+}
+
+/// [`write_value`], except that a write interrupted by a signal (`EINTR`) is given up when
+/// `give_up()` says so instead of being retried. The kernel checks for pending signals in its
+/// reclaim loops when a limit is lowered (v1 `mem_cgroup_resize_max`, v2 `memory_max_write`
+/// and `memory_high_write`), so this is how a write stuck in reclaim is cancelled.
+pub fn write_value_unless(path: &Path, value: &str, give_up: &dyn Fn() -> bool) -> Result<()> {
+    use nix::fcntl::{open, OFlag};
+    use nix::sys::stat::Mode;
+    let flags = OFlag::O_WRONLY | OFlag::O_TRUNC | OFlag::O_CLOEXEC | OFlag::O_NOCTTY;
+    let fd = loop {
+        match open(path, flags, Mode::empty()) {
+            Ok(fd) => break fd,
+            Err(nix::errno::Errno::EINTR) if !give_up() => continue,
+            Err(errno) => return Err(Error::group_io("open", &dir_name(path), path, errno.into())),
+        }
+    };
+    let rejected = |e: std::io::Error| match e.kind() {
         std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::NotFound => Error::group_io("write", &dir_name(path), path, e),
         _ => Error::WriteRejected { path: path.to_owned(), value: value.to_owned(), source: e },
-    })
+    };
+    loop {
+        match nix::unistd::write(&fd, value.as_bytes()) {
+            Ok(n) if n == value.len() => return Ok(()),
+            // cgroupfs takes a value whole; a second write would be a second value.
+            Ok(n) => return Err(rejected(std::io::Error::new(std::io::ErrorKind::WriteZero, format!("only {n} of {} bytes written", value.len())))),
+            Err(nix::errno::Errno::EINTR) if !give_up() => continue,
+            Err(errno) => return Err(rejected(errno.into())),
+        }
+    }
 }
 
 fn dir_name(path: &Path) -> String {
@@ -247,6 +277,14 @@ pub fn parse_pids(text: &str, origin: &str) -> Result<Vec<u32>> {
         .collect()
 }
 
+/// A group's limit on memory and swap together (v1 `memory.memsw.*`). critmem never changes
+/// it, and it bounds the memory limit: the kernel refuses a memory limit above it (EINVAL).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CombinedLimit {
+    pub limit_bytes: u64,
+    pub usage_bytes: u64,
+}
+
 /// The operations the platform needs from cgroupfs.
 pub trait CgroupBackend: fmt::Debug + Send + Sync {
     /// "cgroup v2" or "hybrid (v1 memory + v2 PSI)".
@@ -281,6 +319,18 @@ pub trait CgroupBackend: fmt::Debug + Send + Sync {
     /// limit); `None` where the backend has no such switch (v2).
     fn plan_oom_guard(&self, _group: &GroupPath) -> Option<FileWrite> {
         None
+    }
+
+    /// The write that gives the group its OOM killer back (v1 `memory.oom_control` = 0), for a
+    /// group out of memory at a limit critmem does not manage; `None` where there is no switch.
+    fn plan_oom_release(&self, _group: &GroupPath) -> Option<FileWrite> {
+        None
+    }
+
+    /// The group's [`CombinedLimit`], where the backend has one and it is set; `None` without
+    /// swap accounting, when unlimited, and on v2 (whose `memory.swap.max` bounds swap alone).
+    fn combined_limit(&self, _group: &GroupPath) -> Result<Option<CombinedLimit>> {
+        Ok(None)
     }
 
     /// The file that tells whether the group hit its limit with nothing left to reclaim: v1
@@ -762,6 +812,27 @@ impl CgroupBackend for HybridBackend {
 
     fn plan_oom_guard(&self, group: &GroupPath) -> Option<FileWrite> {
         Some(FileWrite::new(self.memory_file(group, "memory.oom_control"), "1", true))
+    }
+
+    fn plan_oom_release(&self, group: &GroupPath) -> Option<FileWrite> {
+        Some(FileWrite::new(self.memory_file(group, "memory.oom_control"), "0", true))
+    }
+
+    /// `memory.memsw.limit_in_bytes` and `memory.memsw.usage_in_bytes`, present when the kernel
+    /// accounts swap (`swapaccount`); unlimited reads as the same huge value as the memory limit.
+    fn combined_limit(&self, group: &GroupPath) -> Result<Option<CombinedLimit>> {
+        let path = self.memory_file(group, "memory.memsw.limit_in_bytes");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && path.parent().is_some_and(Path::is_dir) => return Ok(None),
+            Err(e) => return Err(Error::group_io("read", &group.to_string(), &path, e)),
+        };
+        let limit_bytes = parse_bytes(group, &path, text.trim())?;
+        if limit_bytes >= V1_UNLIMITED_FROM_BYTES {
+            return Ok(None);
+        }
+        let usage = self.memory_file(group, "memory.memsw.usage_in_bytes");
+        Ok(Some(CombinedLimit { limit_bytes, usage_bytes: parse_bytes(group, &usage, &read_trimmed(group, &usage)?)? }))
     }
 
     fn oom_file(&self, group: &GroupPath) -> PathBuf {

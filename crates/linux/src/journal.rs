@@ -97,8 +97,9 @@ impl Journal {
         } else {
             check_is_journal(&text, path)?;
             tracing::warn!(journal = %path.display(), "journal from a previous run found: it did not shut down cleanly; restoring its changes");
-            let report = restore_entries(&text, path);
+            let (report, kept) = restore_entries(&text, path);
             if !report.failures.is_empty() {
+                rewrite(path, &kept)?;
                 return Err(Error::Journal {
                     path: path.to_owned(),
                     reason: format!(
@@ -165,15 +166,18 @@ impl Journal {
     }
 
     /// Restores everything recorded (newest first), then deletes the journal. If something
-    /// could not be restored the journal is kept, so the next start tries again.
+    /// could not be restored the journal keeps only that, so the next start tries again
+    /// without undoing what was restored (and maybe changed by someone since).
     pub fn restore_all(self) -> Result<RestoreReport> {
         let mut text = String::new();
         let mut file = self.file;
         file.rewind().and_then(|()| file.read_to_string(&mut text)).map_err(|e| Error::io("read journal", &self.path, e))?;
-        let report = restore_entries(&text, &self.path);
+        let (report, kept) = restore_entries(&text, &self.path);
         if report.failures.is_empty() {
             std::fs::remove_file(&self.path).map_err(|e| Error::io("remove journal", &self.path, e))?;
             sync_parent(&self.path)?;
+        } else {
+            rewrite(&self.path, &kept)?;
         }
         Ok(report)
     }
@@ -237,17 +241,38 @@ fn sync_parent(path: &Path) -> Result<()> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io("sync directory", dir, e))
 }
 
-fn parse_entries(text: &str, path: &Path, report: &mut RestoreReport) -> Vec<Entry> {
+/// Replaces the journal at `path` with `lines` (newline-terminated) atomically: a temporary
+/// file beside it, fsynced, renamed over it. Used only on the way out (the lock stays with the
+/// replaced file).
+fn rewrite(path: &Path, lines: &[&str]) -> Result<()> {
+    let mut name = path.file_name().unwrap_or_default().to_owned();
+    name.push(".rewrite");
+    let temporary = path.with_file_name(name);
+    match std::fs::remove_file(&temporary) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::io("remove", &temporary, e)),
+        _ => {}
+    }
+    let mut file = OpenOptions::new().write(true).create_new(true).mode_0600().open(&temporary).map_err(|e| Error::io("create", &temporary, e))?;
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    file.write_all(text.as_bytes()).and_then(|()| file.sync_all()).map_err(|e| Error::io("write", &temporary, e))?;
+    std::fs::rename(&temporary, path).map_err(|e| Error::io("replace journal with", &temporary, e))?;
+    sync_parent(path)
+}
+
+/// The entries of a journal, each with its line; lines of an unknown version are returned in
+/// `unknown` (kept if the journal is rewritten: a newer critmem may restore them).
+fn parse_entries<'t>(text: &'t str, path: &Path, report: &mut RestoreReport, unknown: &mut Vec<&'t str>) -> Vec<(Entry, &'t str)> {
     let mut entries = Vec::new();
     for (index, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
         match serde_json::from_str::<Entry>(line) {
-            Ok(entry) if entry.version() == VERSION => entries.push(entry),
+            Ok(entry) if entry.version() == VERSION => entries.push((entry, line)),
             Ok(entry) => {
                 tracing::warn!(journal = %path.display(), line = index + 1, version = entry.version(), "journal entry of an unknown version skipped");
                 report.skipped_lines += 1;
+                unknown.push(line);
             }
             Err(e) => {
                 tracing::warn!(journal = %path.display(), line = index + 1, error = %e, "unreadable journal line skipped");
@@ -258,22 +283,29 @@ fn parse_entries(text: &str, path: &Path, report: &mut RestoreReport) -> Vec<Ent
     entries
 }
 
-fn restore_entries(text: &str, path: &Path) -> RestoreReport {
+/// Undoes the entries of `text`, newest first. Returns the report and the lines to keep
+/// for another try: entries that failed (in journal order) and lines of unknown versions.
+fn restore_entries<'t>(text: &'t str, path: &Path) -> (RestoreReport, Vec<&'t str>) {
     let mut report = RestoreReport::default();
-    let entries = parse_entries(text, path, &mut report);
-    for entry in entries.iter().rev() {
+    let mut kept = Vec::new();
+    let entries = parse_entries(text, path, &mut report, &mut kept);
+    let mut failed = vec![false; entries.len()];
+    for (index, (entry, _)) in entries.iter().enumerate().rev() {
+        let failures_before = report.failures.len();
         match entry {
             Entry::Original { path, value, .. } => restore_original(path, value, &mut report),
             Entry::Created { dir, evacuate_to, .. } => {
-                let abandoned = entries.iter().any(|e| matches!(e, Entry::Abandoned { dir: d, .. } if d == dir));
+                let abandoned = entries.iter().any(|(e, _)| matches!(e, Entry::Abandoned { dir: d, .. } if d == dir));
                 if !abandoned {
                     remove_created(dir, evacuate_to, &mut report);
                 }
             }
             Entry::Abandoned { .. } => {}
         }
+        failed[index] = report.failures.len() > failures_before;
     }
-    report
+    kept.extend(entries.iter().zip(failed).filter(|(_, failed)| *failed).map(|((_, line), _)| *line));
+    (report, kept)
 }
 
 fn restore_original(path: &Path, original: &str, report: &mut RestoreReport) {
@@ -306,10 +338,38 @@ fn restore_original(path: &Path, original: &str, report: &mut RestoreReport) {
         report.restored.push(path.to_owned());
         return;
     }
+    if let Err(reason) = room_for_v2_max(path, &value) {
+        report.failures.push(format!("left {} as it is: {reason}", path.display()));
+        return;
+    }
     match cgroup::write_value(path, &value) {
         Ok(()) => report.restored.push(path.to_owned()),
         Err(Error::GroupVanished { .. }) => report.gone.push(path.to_owned()),
         Err(e) => report.failures.push(format!("restore {} to {value:?}: {e}", path.display())),
+    }
+}
+
+/// Before a cgroup v2 `memory.max` goes back to an original below what the group now uses
+/// (it grew while critmem allowed more): the kernel would reclaim and then OOM-kill to meet
+/// it, where v1 refuses with EBUSY. So the excess is reclaimed first (`memory.reclaim`, which
+/// fails rather than kills), and if usage is still above the original the write is not made.
+fn room_for_v2_max(path: &Path, original: &str) -> std::result::Result<(), String> {
+    let Ok(original_bytes) = original.trim().parse::<u64>() else { return Ok(()) };
+    let (Some(dir), true) = (path.parent(), path.file_name().is_some_and(|n| n == "memory.max")) else { return Ok(()) };
+    let usage = || std::fs::read_to_string(dir.join("memory.current")).ok().and_then(|t| t.trim().parse::<u64>().ok());
+    let Some(usage_bytes) = usage() else { return Ok(()) };
+    if usage_bytes <= original_bytes {
+        return Ok(());
+    }
+    let excess_bytes = usage_bytes - original_bytes;
+    tracing::info!(path = %path.display(), usage_bytes, original_bytes, "reclaiming the group's excess before its memory.max goes back to the original");
+    // EAGAIN when not all of it could be reclaimed: usage says how far it got.
+    let _ = cgroup::write_value(&dir.join("memory.reclaim"), &excess_bytes.to_string());
+    match usage() {
+        Some(now) if now > original_bytes => Err(format!(
+            "the group uses {now} bytes, above the original limit of {original_bytes}, and reclaim could not free the rest; writing it would make the kernel OOM-kill the group's tasks (free memory in the group, then start critmem again to finish the restore)"
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -367,14 +427,14 @@ mod tests {
         #[test]
         fn journal_parser_never_panics_on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
             let mut report = RestoreReport::default();
-            let _ = parse_entries(&String::from_utf8_lossy(&bytes), Path::new("fuzz"), &mut report);
+            let _ = parse_entries(&String::from_utf8_lossy(&bytes), Path::new("fuzz"), &mut report, &mut Vec::new());
         }
 
         /// Entry-shaped JSON: unknown ops and fields, wrong types, versions that overflow u32.
         #[test]
         fn journal_parser_never_panics_on_entry_like_lines(text in r#"(\{("(v|op|path|dir|value|evacuate_to|x)":(-?[0-9]{0,12}|"(original|created|abandoned|/[a-z]{0,4})"|null|\[\]),?){0,5}\}?[ \t]?\r?\n){0,4}"#) {
             let mut report = RestoreReport::default();
-            let entries = parse_entries(&text, Path::new("fuzz"), &mut report);
+            let entries = parse_entries(&text, Path::new("fuzz"), &mut report, &mut Vec::new());
             let lines = text.lines().filter(|l| !l.trim().is_empty()).count();
             prop_assert_eq!(entries.len() + report.skipped_lines, lines);
         }
@@ -399,11 +459,14 @@ mod tests {
         ) {
             let text: String = lines.iter().map(|(_, line)| format!("{line}\n")).collect();
             let mut report = RestoreReport::default();
-            let entries = parse_entries(&text, Path::new("gen"), &mut report);
-            let want: Vec<Entry> = lines.iter().filter_map(|(e, _)| e.clone()).collect();
+            let mut unknown = Vec::new();
+            let entries = parse_entries(&text, Path::new("gen"), &mut report, &mut unknown);
+            let want: Vec<(Entry, &str)> = lines.iter().filter_map(|(e, line)| e.clone().map(|e| (e, line.as_str()))).collect();
             let skipped = lines.iter().filter(|(e, line)| e.is_none() && !line.trim().is_empty()).count();
             prop_assert_eq!(entries, want);
             prop_assert_eq!(report.skipped_lines, skipped);
+            // Lines of other versions are handed back whole, to be kept.
+            prop_assert!(unknown.iter().all(|l| serde_json::from_str::<Entry>(l).is_ok_and(|e| e.version() != VERSION)));
         }
     }
 
@@ -548,6 +611,88 @@ mod tests {
         let err = Journal::open(&journal_path).unwrap_err();
         assert!(err.to_string().contains("delete the journal"), "{err}");
         assert!(read(&journal_path).contains("limit"));
+    }
+
+    #[test]
+    fn a_partly_failed_restore_keeps_only_what_failed_so_a_retry_does_not_undo_later_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let restorable = dir.path().join("memory.limit_in_bytes");
+        std::fs::write(&restorable, "42").unwrap();
+        let stuck = dir.path().join("limit");
+        std::fs::create_dir(&stuck).unwrap(); // a directory cannot be written: the restore fails
+        let journal_path = dir.path().join("journal.jsonl");
+        let good = serde_json::to_string(&Entry::Original { v: 1, path: restorable.clone(), value: "7".into() }).unwrap();
+        let bad = serde_json::to_string(&Entry::Original { v: 1, path: stuck.clone(), value: "9".into() }).unwrap();
+        let future = r#"{"v":2,"op":"original","path":"/x","value":"1"}"#;
+        std::fs::write(&journal_path, format!("{good}\n{bad}\n{future}\n{{\"v\":1,\"op")).unwrap();
+        assert!(Journal::open(&journal_path).is_err());
+        assert_eq!(read(&restorable), "7");
+        assert_eq!(read(&journal_path), format!("{future}\n{bad}\n"), "the failed entry and the unknown version stay; the torn line goes");
+        // Someone sets the restored file again; the next try must leave it alone.
+        std::fs::write(&restorable, "1000").unwrap();
+        assert!(Journal::open(&journal_path).is_err());
+        assert_eq!(read(&restorable), "1000");
+        // Once the failure is fixed the journal finishes and empties.
+        std::fs::remove_dir(&stuck).unwrap();
+        std::fs::write(&stuck, "0").unwrap();
+        let (journal, report) = Journal::open(&journal_path).unwrap();
+        assert_eq!(report.unwrap().restored, vec![stuck.clone()]);
+        assert_eq!(read(&stuck), "9");
+        journal.restore_all().unwrap();
+        assert!(!journal_path.exists());
+        assert!(!dir.path().join("journal.jsonl.rewrite").exists());
+    }
+
+    #[test]
+    fn restore_all_with_a_failure_rewrites_the_journal_the_same_way() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = V2Backend::new(dir.path().join("cg"));
+        v2_root(&dir.path().join("cg"));
+        let (a, b) = (group("a"), group("b"));
+        populate(&a.dir_in(&dir.path().join("cg")), V2_FILES);
+        populate(&b.dir_in(&dir.path().join("cg")), V2_FILES);
+        let journal_path = dir.path().join("journal.jsonl");
+        let (mut journal, _) = Journal::open(&journal_path).unwrap();
+        set(&mut journal, &backend, &a, Knob::High, Some(1 << 20));
+        set(&mut journal, &backend, &b, Knob::High, Some(1 << 20));
+        // b's file turns into something that cannot be written.
+        let b_high = b.dir_in(&dir.path().join("cg")).join("memory.high");
+        std::fs::remove_file(&b_high).unwrap();
+        std::fs::create_dir(&b_high).unwrap();
+        let report = journal.restore_all().unwrap();
+        assert_eq!(report.failures.len(), 1, "{report:?}");
+        assert_eq!(backend.knob(&a, Knob::High).unwrap(), None);
+        let left = read(&journal_path);
+        assert_eq!(left.lines().count(), 1, "{left}");
+        assert!(left.contains("b/memory.high"), "{left}");
+    }
+
+    #[test]
+    fn a_v2_hard_limit_is_not_restored_below_usage_reclaim_cannot_bring_down() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("cg");
+        v2_root(&root);
+        let backend = V2Backend::new(root.clone());
+        let db = group("db");
+        let db_dir = db.dir_in(&root);
+        populate(&db_dir, V2_FILES);
+        std::fs::write(db_dir.join("memory.max"), (200u64 << 20).to_string()).unwrap();
+        let journal_path = dir.path().join("journal.jsonl");
+        {
+            let (mut journal, _) = Journal::open(&journal_path).unwrap();
+            set(&mut journal, &backend, &db, Knob::Max, Some(400 << 20));
+        }
+        // The group grew to 300 MiB under the raised limit; the fake memory.reclaim frees nothing.
+        std::fs::write(db_dir.join("memory.current"), (300u64 << 20).to_string()).unwrap();
+        let err = Journal::open(&journal_path).unwrap_err().to_string();
+        assert!(err.contains("OOM-kill"), "{err}");
+        assert_eq!(read(&db_dir.join("memory.max")), (400u64 << 20).to_string(), "left as it was");
+        assert_eq!(read(&db_dir.join("memory.reclaim")), (100u64 << 20).to_string(), "reclaim of the excess was asked for");
+        // Usage came down: the next start finishes the restore.
+        std::fs::write(db_dir.join("memory.current"), (150u64 << 20).to_string()).unwrap();
+        let (_journal, report) = Journal::open(&journal_path).unwrap();
+        assert!(report.unwrap().failures.is_empty());
+        assert_eq!(read(&db_dir.join("memory.max")), (200u64 << 20).to_string());
     }
 
     #[test]

@@ -46,14 +46,21 @@ pub fn render(platform: &LinuxPlatform, loop_stats: &LoopStats) -> String {
     metric(
         "critmem_clamps_total",
         "counter",
-        "Limits raised by the platform.",
+        "Limits the platform changed from what the controller asked: raised to a floor, the unreclaimable memory or an OOM hold, lowered to a v1 memory+swap limit.",
         &[
             ("{to=\"floor\"}".into(), s.clamped_to_floor as f64),
             ("{to=\"unreclaimable\"}".into(), s.clamped_to_unreclaimable as f64),
             ("{to=\"oom_hold\"}".into(), s.clamped_to_oom_hold as f64),
+            ("{to=\"memsw_limit\"}".into(), s.clamped_to_combined_limit as f64),
         ],
     );
     metric("critmem_oom_rescues_total", "counter", "Limits raised at once because a group was out of memory at its limit.", &single(s.oom_rescues as f64));
+    metric(
+        "critmem_oom_guard_releases_total",
+        "counter",
+        "OOM killers switched back on for groups out of memory at a memory+swap limit critmem does not manage.",
+        &single(s.oom_guard_releases as f64),
+    );
     if let Some(server) = platform.job_server() {
         let p = server.stats();
         metric(

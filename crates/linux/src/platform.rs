@@ -9,7 +9,7 @@
 //! of each file, and hands writes to the [`KnobWriter`] so a write stuck in reclaim never
 //! stalls the loop. In dry-run mode writes are logged, never made.
 
-use crate::cgroup::{knob_change, CgroupBackend, Change, GroupPath, Knob, PsiResource};
+use crate::cgroup::{knob_change, CgroupBackend, Change, CombinedLimit, GroupPath, Knob, PsiResource};
 use crate::error::{Error, Result};
 use crate::journal::{Journal, RestoreReport};
 use crate::protocol::{JobOp, JobServer};
@@ -90,6 +90,12 @@ pub struct PlatformStats {
     pub clamped_to_oom_hold: u64,
     /// Groups whose OOM killer could not be switched off (v1 `memory.oom_control`).
     pub oom_guard_failures: u64,
+    /// v1 limits lowered to the group's memory+swap limit (`memory.memsw.limit_in_bytes`),
+    /// above which the kernel refuses a memory limit.
+    pub clamped_to_combined_limit: u64,
+    /// Times a group out of memory at its memory+swap limit, which critmem does not manage and
+    /// cannot raise, got its OOM killer back (it would otherwise wait there for ever).
+    pub oom_guard_releases: u64,
     /// cgroup v2 hard limits below usage applied as `memory.high` first.
     pub lowered_via_high: u64,
 }
@@ -240,6 +246,13 @@ struct OomWatch {
     /// Rescues in a row (each doubles the hold), and when the last was.
     streak: u32,
     last_rescue_ns: u64,
+    /// The OOM killer is switched off by this platform now.
+    guard_armed: bool,
+    /// The group's OOM killer was on before the guard (so releasing the guard turns it on).
+    kills_originally_enabled: bool,
+    /// The guard was released (out of memory at a limit critmem cannot raise); armed again
+    /// once the group is no longer out of memory and has room under that limit.
+    guard_released: bool,
 }
 
 struct Managed {
@@ -261,6 +274,9 @@ struct Managed {
     oom: OomWatch,
     /// Knobs as last read (for dedup and the v2 clamp).
     knobs: MemoryKnobs,
+    /// v1 memory+swap limit of an adopted group, if set: read at open, after a refused limit
+    /// write and at each OOM check.
+    combined: Option<CombinedLimit>,
     usage_bytes: u64,
     stall: StallTotals,
     jobs: JobCounts,
@@ -350,7 +366,11 @@ impl LinuxPlatform {
             let files = OpenFiles::open(backend.as_ref(), &spec.path);
             let oom = OomWatch { file: std::fs::File::open(backend.oom_file(&spec.path)).ok(), ..OomWatch::default() };
             let knob_paths = Knob::ALL.map(|k| backend.plan_knob(&spec.path, k, None).ok().flatten().map(|w| w.path));
-            groups.push(Managed { spec, knob_paths, knobs_age_ticks: u32::MAX, stall_inputs: StallInputs::ALL, high_is_ours: false, files, oom, knobs, usage_bytes: 0, stall: StallTotals::default(), jobs: JobCounts::default() });
+            let combined = if backend.exists(&spec.path) { backend.combined_limit(&spec.path)? } else { None };
+            if let Some(c) = combined {
+                tracing::info!(group = %spec.name, memsw_limit_bytes = c.limit_bytes, "the group has a memory+swap limit: its memory limit stays at or below it, and an OOM at it is the kernel's to handle");
+            }
+            groups.push(Managed { spec, knob_paths, knobs_age_ticks: u32::MAX, stall_inputs: StallInputs::ALL, high_is_ours: false, files, oom, knobs, combined, usage_bytes: 0, stall: StallTotals::default(), jobs: JobCounts::default() });
         }
         let mut stats = PlatformStats::default();
         if let Some(journal) = journal.as_mut() {
@@ -448,6 +468,10 @@ impl LinuxPlatform {
             // Whatever happened, the file now says something new: read it next tick.
             if let Some(g) = self.groups.iter_mut().find(|g| g.knob_paths.iter().flatten().any(|p| *p == outcome.path)) {
                 g.knobs_age_ticks = u32::MAX;
+                // A refused limit may be above a memory+swap limit set meanwhile.
+                if outcome.result.is_err() {
+                    g.combined = self.backend.combined_limit(&g.spec.path).unwrap_or(g.combined);
+                }
             }
             match &outcome.result {
                 Ok(()) => self.stats.writes_ok += 1,
@@ -562,7 +586,18 @@ impl LinuxPlatform {
             return Ok(false);
         }
         let limit = g.knobs.max_bytes.unwrap_or(g.usage_bytes);
-        let raised = page_align_up(limit.max(g.usage_bytes).saturating_add((limit / 4).max(OOM_RESCUE_MIN_STEP_BYTES)));
+        let mut raised = page_align_up(limit.max(g.usage_bytes).saturating_add((limit / 4).max(OOM_RESCUE_MIN_STEP_BYTES)));
+        g.combined = self.backend.combined_limit(&g.spec.path).unwrap_or(g.combined);
+        if let Some(combined) = g.combined {
+            // At the memory+swap limit, or with the memory limit already at it, raising the
+            // memory limit cannot help: the group is out of memory by a limit critmem does
+            // not manage, and would wait there for ever with the OOM killer off.
+            let ceiling = page_align_down(combined.limit_bytes);
+            raised = raised.min(ceiling);
+            if combined.usage_bytes.saturating_add(OOM_NEAR_LIMIT_BYTES) >= combined.limit_bytes || raised <= limit {
+                return self.release_oom_guard(id, combined);
+            }
+        }
         if now_ns.saturating_sub(g.oom.last_rescue_ns) > OOM_BACKOFF_RESET_NS {
             g.oom.streak = 0;
         }
@@ -574,6 +609,63 @@ impl LinuxPlatform {
         let done = self.raise_max_now(id, raised)?;
         self.stats.oom_rescues += u64::from(done);
         Ok(done)
+    }
+
+    /// Gives group `id` its OOM killer back (see [`Self::rescue_if_out_of_memory`]), if this
+    /// platform switched it off; returns false (nothing raised).
+    fn release_oom_guard(&mut self, id: GroupId, combined: CombinedLimit) -> Result<bool> {
+        let g = &mut self.groups[id];
+        if !g.oom.guard_armed {
+            return Ok(false);
+        }
+        if !g.oom.kills_originally_enabled {
+            // Off before critmem came: waiting is the owner's choice. Say so once.
+            if !g.oom.guard_released {
+                g.oom.guard_released = true;
+                tracing::warn!(group = %g.spec.name, memsw_limit_bytes = combined.limit_bytes, "group out of memory at its memory+swap limit, which critmem does not manage; its OOM killer was off before critmem, so its tasks wait");
+            }
+            return Ok(false);
+        }
+        let Some(write) = self.backend.plan_oom_release(&g.spec.path) else { return Ok(false) };
+        match write.perform() {
+            Ok(()) => {
+                (g.oom.guard_armed, g.oom.guard_released) = (false, true);
+                self.stats.oom_guard_releases += 1;
+                tracing::warn!(group = %g.spec.name, memsw_limit_bytes = combined.limit_bytes, memsw_usage_bytes = combined.usage_bytes, "group out of memory at its memory+swap limit, which critmem does not manage: its OOM killer is back on, as it was before critmem");
+            }
+            Err(e @ Error::GroupVanished { .. }) => return Err(e),
+            Err(e) => tracing::warn!(group = %g.spec.name, error = %e, "cannot switch the OOM killer back on"),
+        }
+        Ok(false)
+    }
+
+    /// Switches the OOM killer off again for a group whose guard was released, once it is
+    /// no longer out of memory and has room under its memory+swap limit.
+    fn rearm_oom_guard(&mut self, id: GroupId) -> Result<()> {
+        let g = &mut self.groups[id];
+        if !(g.oom.guard_released && g.oom.kills_originally_enabled) {
+            return Ok(());
+        }
+        let Some(file) = g.oom.file.as_ref() else { return Ok(()) };
+        let Some(state) = read_at_start(file, &mut self.read_buf).and_then(crate::cgroup::parse_oom_state) else { return Ok(()) };
+        g.combined = self.backend.combined_limit(&g.spec.path).unwrap_or(g.combined);
+        let room = g.combined.is_none_or(|c| c.usage_bytes.saturating_add(OOM_NEAR_LIMIT_BYTES) < c.limit_bytes);
+        if state.under_oom || !room {
+            return Ok(());
+        }
+        let Some(write) = self.backend.plan_oom_guard(&g.spec.path) else { return Ok(()) };
+        match write.perform() {
+            Ok(()) => {
+                (g.oom.guard_armed, g.oom.guard_released) = (true, false);
+                tracing::info!(group = %g.spec.name, "group has room again: its OOM killer is switched off again");
+                Ok(())
+            }
+            Err(e @ Error::GroupVanished { .. }) => Err(e),
+            Err(e) => {
+                tracing::debug!(group = %g.spec.name, error = %e, "cannot switch the OOM killer off again");
+                Ok(())
+            }
+        }
     }
 
     /// Writes a higher hard limit on this thread (raising never reclaims, so it cannot block),
@@ -640,6 +732,13 @@ impl LinuxPlatform {
             if bytes < unreclaimable {
                 bytes = page_align_up(unreclaimable);
                 self.stats.clamped_to_unreclaimable += 1;
+            }
+        }
+        // v1 refuses a memory limit above the memory+swap limit (EINVAL); the latter binds anyway.
+        if let Some(ceiling) = g.combined.filter(|_| knob == Knob::Max).map(|c| page_align_down(c.limit_bytes)) {
+            if bytes > ceiling {
+                bytes = ceiling;
+                self.stats.clamped_to_combined_limit += 1;
             }
         }
         Ok(bytes)
@@ -773,11 +872,15 @@ fn guard_against_oom_kills(backend: &dyn CgroupBackend, journal: &mut Journal, g
         let mut buf = Vec::new();
         if let Some(state) = read_at_start(file, &mut buf).and_then(crate::cgroup::parse_oom_state) {
             g.oom.events_seen = state.oom_events;
+            g.oom.kills_originally_enabled = !state.kill_disabled;
         }
     }
     let Some(write) = backend.plan_oom_guard(&g.spec.path) else { return Ok(()) };
     match journal.perform(&Change::Write(write)) {
-        Ok(()) => Ok(()),
+        Ok(()) => {
+            g.oom.guard_armed = true;
+            Ok(())
+        }
         Err(e @ (Error::Journal { .. } | Error::Io { op: "append to journal", .. })) => Err(e),
         Err(e) => {
             stats.oom_guard_failures += 1;
@@ -801,6 +904,10 @@ fn knob_action(group: GroupId, knob: Knob, bytes: Option<u64>) -> Action {
 /// multiple (no wrap to 0, which as a limit would freeze a group).
 fn page_align_up(bytes: u64) -> u64 {
     bytes.checked_next_multiple_of(PAGE_BYTES).unwrap_or(u64::MAX / PAGE_BYTES * PAGE_BYTES)
+}
+
+fn page_align_down(bytes: u64) -> u64 {
+    bytes / PAGE_BYTES * PAGE_BYTES
 }
 
 fn swap_free_bytes(proc_root: &Path) -> u64 {
@@ -869,6 +976,7 @@ impl Platform for LinuxPlatform {
                 if self.rescue_if_near_limit(id, seen.usage_bytes, seen.knobs)? | self.keep_v2_max_ahead_of_usage(id)? {
                     seen.knobs = self.groups[id].knobs;
                 }
+                self.rearm_oom_guard(id)?;
             }
         }
         let events = self.take_job_events(now_ns);
@@ -1225,6 +1333,82 @@ mod tests {
         assert!(report.failures.is_empty(), "{report:?}");
         assert_eq!(std::fs::read_to_string(&oom_control).unwrap(), "0", "switch restored");
         assert_eq!(std::fs::read_to_string(memory.join("batch/memory.limit_in_bytes")).unwrap(), (100 * MIB).to_string(), "limit restored to its value before the rescue");
+    }
+
+    /// An adopted hybrid group `batch` with a memory+swap limit of 256 MiB, opened alone.
+    fn v1_with_memsw_limit(dir: &Path) -> (LinuxPlatform, PathBuf) {
+        use crate::cgroup::fake::{hybrid_roots, UNIFIED_FILES, V1_MEMORY_FILES};
+        let (memory, unified) = hybrid_roots(&dir.join("cg"));
+        let batch = memory.join("batch");
+        populate(&batch, V1_MEMORY_FILES);
+        populate(&batch, &[("memory.memsw.limit_in_bytes", "268435456\n"), ("memory.memsw.usage_in_bytes", "8192\n")]);
+        populate(&unified.join("batch"), UNIFIED_FILES);
+        let mut options = fake(dir);
+        options.journal_path = Some(dir.join("journal-v1.jsonl"));
+        let specs = vec![GroupSpec { name: "batch".into(), path: GroupPath::new("batch").unwrap(), role: GroupRole::NonRealTime, floor_bytes: 16 * MIB, create: false }];
+        (LinuxPlatform::open(Box::new(crate::cgroup::HybridBackend::new(memory, unified)), specs, options).unwrap(), batch)
+    }
+
+    #[test]
+    fn a_v1_memory_limit_never_goes_above_the_groups_memory_and_swap_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut platform, batch) = v1_with_memsw_limit(dir.path());
+        platform.observe().unwrap();
+        // The kernel would refuse 1 GiB with EINVAL; the memory+swap limit binds anyway.
+        let applied = platform.apply(&[Action::SetMax { group: 0, bytes: Some(1024 * MIB) }]).unwrap();
+        assert_eq!(applied, vec![Action::SetMax { group: 0, bytes: Some(256 * MIB) }]);
+        settle(&platform);
+        assert_eq!(std::fs::read_to_string(batch.join("memory.limit_in_bytes")).unwrap(), (256 * MIB).to_string());
+        assert_eq!(platform.stats().clamped_to_combined_limit, 1);
+        platform.apply(&[Action::SetMax { group: 0, bytes: Some(100 * MIB) }]).unwrap();
+        settle(&platform);
+        assert_eq!(std::fs::read_to_string(batch.join("memory.limit_in_bytes")).unwrap(), (100 * MIB).to_string(), "lower limits are left alone");
+        assert_eq!(platform.stats().clamped_to_combined_limit, 1);
+    }
+
+    #[test]
+    fn a_v1_group_out_of_memory_at_its_memory_and_swap_limit_gets_its_oom_killer_back_until_it_has_room() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut platform, batch) = v1_with_memsw_limit(dir.path());
+        let oom_control = batch.join("memory.oom_control");
+        assert_eq!(std::fs::read_to_string(&oom_control).unwrap(), "1", "the OOM killer is switched off");
+        // Memory limit 200 MiB, but memory+swap is full at 256 MiB: raising the memory limit
+        // cannot help, and with the killer off the tasks would wait for ever.
+        std::fs::write(batch.join("memory.limit_in_bytes"), (200 * MIB).to_string()).unwrap();
+        std::fs::write(batch.join("memory.usage_in_bytes"), (199 * MIB).to_string()).unwrap();
+        std::fs::write(batch.join("memory.memsw.usage_in_bytes"), (256 * MIB).to_string()).unwrap();
+        std::fs::write(&oom_control, "oom_kill_disable 1\nunder_oom 1\noom_kill 0\n").unwrap();
+        let obs = platform.observe().unwrap();
+        assert_eq!(std::fs::read_to_string(&oom_control).unwrap(), "0", "the OOM killer is back on");
+        assert_eq!((platform.stats().oom_guard_releases, platform.stats().oom_rescues), (1, 0));
+        assert_eq!(obs.groups[0].knobs.max_bytes, Some(200 * MIB), "nothing raised");
+
+        // Still out of memory: stays released.
+        std::fs::write(&oom_control, "oom_kill_disable 0\nunder_oom 1\noom_kill 0\n").unwrap();
+        platform.observe().unwrap();
+        assert_eq!(std::fs::read_to_string(&oom_control).unwrap(), "oom_kill_disable 0\nunder_oom 1\noom_kill 0\n");
+        // The kernel killed a task: room again, so the guard comes back.
+        std::fs::write(batch.join("memory.usage_in_bytes"), (120 * MIB).to_string()).unwrap();
+        std::fs::write(batch.join("memory.memsw.usage_in_bytes"), (150 * MIB).to_string()).unwrap();
+        std::fs::write(&oom_control, "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n").unwrap();
+        platform.observe().unwrap();
+        assert_eq!(std::fs::read_to_string(&oom_control).unwrap(), "1", "switched off again");
+        assert_eq!(platform.stats().oom_guard_releases, 1);
+
+        // Out of memory at the memory limit alone: raised as usual, but not above 256 MiB.
+        std::fs::write(batch.join("memory.usage_in_bytes"), (200 * MIB).to_string()).unwrap();
+        std::fs::write(&oom_control, "oom_kill_disable 1\nunder_oom 1\noom_kill 1\n").unwrap();
+        let obs = platform.observe().unwrap();
+        assert_eq!(obs.groups[0].knobs.max_bytes, Some(250 * MIB), "raised by a quarter");
+        assert_eq!(platform.stats().oom_rescues, 1);
+        std::fs::write(batch.join("memory.limit_in_bytes"), (250 * MIB).to_string()).unwrap();
+        std::fs::write(batch.join("memory.usage_in_bytes"), (250 * MIB).to_string()).unwrap();
+        let obs = platform.observe().unwrap();
+        assert_eq!(obs.groups[0].knobs.max_bytes, Some(256 * MIB), "capped at the memory+swap limit");
+        assert_eq!(platform.stats().oom_rescues, 2);
+        let report = platform.restore(Duration::from_secs(5)).unwrap();
+        assert!(report.failures.is_empty(), "{report:?}");
+        assert_eq!(std::fs::read_to_string(&oom_control).unwrap(), "0", "switch restored");
     }
 
     #[test]

@@ -13,10 +13,16 @@
 //!   with the rest of the pool.
 //! - **Bounded**: at most `capacity` files may be queued; beyond that `submit` fails at once
 //!   with [`Error::WriterQueueFull`] instead of growing or blocking.
+//! - **Cancellable at shutdown**: a write still in the kernel when `shutdown` times out is
+//!   interrupted with `SIGURG` sent to its thread (a no-op handler without `SA_RESTART`, so
+//!   the write returns `EINTR`; the kernel's limit-lowering loops stop on a pending signal).
+//!   Otherwise it could land after the caller restored the file's original value.
 
 use crate::cgroup::FileWrite;
 use crate::error::{Error, Result};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use nix::sys::pthread::{pthread_kill, pthread_self, Pthread};
+use nix::sys::signal::{SigAction, SigHandler, SigSet, Signal};
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -57,7 +63,8 @@ struct State {
     /// Queued files in submission order (each at most once).
     order: VecDeque<PathBuf>,
     pending: BTreeMap<PathBuf, Pending>,
-    in_flight: BTreeSet<PathBuf>,
+    /// Files being written, and the thread writing each (to interrupt it at shutdown).
+    in_flight: BTreeMap<PathBuf, Pthread>,
     shutdown: bool,
 }
 
@@ -87,10 +94,44 @@ pub struct KnobWriter {
 pub const DEFAULT_WORKERS: usize = 4;
 /// Default queue bound (distinct files waiting).
 pub const DEFAULT_CAPACITY: usize = 64;
+/// How long `shutdown` keeps interrupting writes that outlived its timeout.
+const INTERRUPT_FOR: Duration = Duration::from_secs(2);
+/// Sent to a writer thread to cancel its write: ignored by default, so a stray one is harmless.
+const CANCEL_SIGNAL: Signal = Signal::SIGURG;
+
+extern "C" fn on_cancel_signal(_: nix::libc::c_int) {}
+
+/// Installs the no-op `CANCEL_SIGNAL` handler once; returns whether writes can be cancelled.
+/// A handler someone else installed is left alone (and nothing is cancelled).
+// The one unsafe code of the workspace: sigaction is unsafe in any binding, and the libraries
+// that wrap it safely install with SA_RESTART, which would resume the write being cancelled.
+#[allow(unsafe_code)]
+fn cancellation_ready() -> bool {
+    static READY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *READY.get_or_init(|| {
+        // No SA_RESTART: the interrupted write must return EINTR, not resume.
+        let action = SigAction::new(SigHandler::Handler(on_cancel_signal), nix::sys::signal::SaFlags::empty(), SigSet::empty());
+        // SAFETY: the handler does nothing, so it is async-signal-safe.
+        match unsafe { nix::sys::signal::sigaction(CANCEL_SIGNAL, &action) } {
+            Ok(previous) if matches!(previous.handler(), SigHandler::SigDfl) => true,
+            Ok(previous) => {
+                // SAFETY: reinstalls the disposition that was installed a moment ago.
+                let _ = unsafe { nix::sys::signal::sigaction(CANCEL_SIGNAL, &previous) };
+                tracing::warn!(signal = %CANCEL_SIGNAL, "the signal that cancels stuck cgroup writes has a handler already; writes stuck at shutdown will not be cancelled");
+                false
+            }
+            Err(e) => {
+                tracing::warn!(signal = %CANCEL_SIGNAL, error = %e, "cannot install the handler that cancels stuck cgroup writes");
+                false
+            }
+        }
+    })
+}
 
 impl KnobWriter {
     /// Starts `workers` threads (at least 1) with room for `capacity` queued files (at least 1).
     pub fn new(workers: usize, capacity: usize) -> Self {
+        cancellation_ready();
         let shared = Arc::new(Shared { state: Mutex::new(State::default()), changed: Condvar::new() });
         let (tx, outcomes) = mpsc::channel();
         let workers = (0..workers.max(1))
@@ -137,18 +178,18 @@ impl KnobWriter {
     /// Files queued or being written.
     pub fn outstanding(&self) -> usize {
         let state = self.shared.lock();
-        state.pending.len() + state.in_flight.iter().filter(|p| !state.pending.contains_key(*p)).count()
+        state.pending.len() + state.in_flight.keys().filter(|p| !state.pending.contains_key(*p)).count()
     }
 
     /// Whether a worker is writing `path` right now.
     pub fn is_in_flight(&self, path: &Path) -> bool {
-        self.shared.lock().in_flight.contains(path)
+        self.shared.lock().in_flight.contains_key(path)
     }
 
     /// Whether a value for `path` is queued or being written.
     pub fn is_outstanding(&self, path: &Path) -> bool {
         let state = self.shared.lock();
-        state.pending.contains_key(path) || state.in_flight.contains(path)
+        state.pending.contains_key(path) || state.in_flight.contains_key(path)
     }
 
     /// Blocks up to `timeout` until nothing is queued or in flight; returns whether it got
@@ -166,9 +207,9 @@ impl KnobWriter {
     }
 
     /// Stops accepting writes, drops those not yet started, and waits up to `timeout` for the
-    /// ones in flight. Returns the files still being written when the time ran out (their
-    /// workers are left to finish on their own: a write stuck in the kernel cannot be
-    /// cancelled, and the caller must not hang on it).
+    /// ones in flight; those still in the kernel then are interrupted (see the module
+    /// documentation) for up to [`INTERRUPT_FOR`]. Returns the files whose write could not be
+    /// stopped (their workers are left to finish on their own: the caller must not hang).
     pub fn shutdown(mut self, timeout: Duration) -> Vec<PathBuf> {
         let stuck = {
             let mut state = self.shared.lock();
@@ -177,13 +218,12 @@ impl KnobWriter {
             state.pending.clear();
             drop(state);
             self.shared.changed.notify_all();
-            let deadline = Instant::now() + timeout;
-            let mut state = self.shared.lock();
-            while !state.in_flight.is_empty() {
-                let Some(left) = deadline.checked_duration_since(Instant::now()) else { break };
-                state = self.shared.changed.wait_timeout(state, left).unwrap_or_else(|p| p.into_inner()).0;
+            let mut state = self.wait_in_flight(self.shared.lock(), Instant::now() + timeout, false);
+            if !state.in_flight.is_empty() && cancellation_ready() {
+                tracing::warn!(files = ?state.in_flight.keys().collect::<Vec<_>>(), "cgroup writes still in the kernel at shutdown; interrupting them");
+                state = self.wait_in_flight(state, Instant::now() + INTERRUPT_FOR, true);
             }
-            state.in_flight.iter().cloned().collect::<Vec<_>>()
+            state.in_flight.keys().cloned().collect::<Vec<_>>()
         };
         if stuck.is_empty() {
             for handle in self.workers.drain(..) {
@@ -191,6 +231,25 @@ impl KnobWriter {
             }
         }
         stuck
+    }
+
+    /// Waits until nothing is in flight or `deadline`; with `interrupt`, signals every writing
+    /// thread each few milliseconds meanwhile (a signal that arrives just before its thread
+    /// enters the kernel would be missed, so once is not enough).
+    fn wait_in_flight<'a>(&'a self, mut state: MutexGuard<'a, State>, deadline: Instant, interrupt: bool) -> MutexGuard<'a, State> {
+        while !state.in_flight.is_empty() {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else { break };
+            if interrupt {
+                // Under the lock a thread in `in_flight` cannot have exited: it removes itself
+                // under the lock first.
+                for thread in state.in_flight.values() {
+                    let _ = pthread_kill(*thread, CANCEL_SIGNAL);
+                }
+            }
+            let wait = if interrupt { left.min(Duration::from_millis(5)) } else { left };
+            state = self.shared.changed.wait_timeout(state, wait).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        state
     }
 }
 
@@ -203,6 +262,9 @@ impl Drop for KnobWriter {
 }
 
 fn worker(shared: &Shared, outcomes: &Sender<WriteOutcome>) {
+    // The spawning thread may block signals (the agent handles SIGTERM through a signalfd);
+    // this one must be able to receive the cancel signal.
+    let _ = SigSet::from(CANCEL_SIGNAL).thread_unblock();
     loop {
         let (pending, started) = {
             let mut state = shared.lock();
@@ -211,17 +273,17 @@ fn worker(shared: &Shared, outcomes: &Sender<WriteOutcome>) {
                     return;
                 }
                 // The oldest queued file nobody is writing right now.
-                let next = state.order.iter().position(|p| !state.in_flight.contains(p));
+                let next = state.order.iter().position(|p| !state.in_flight.contains_key(p));
                 if let Some(index) = next {
                     let path = state.order.remove(index).expect("index from position");
                     let pending = state.pending.remove(&path).expect("queued files are pending");
-                    state.in_flight.insert(path);
+                    state.in_flight.insert(path, pthread_self());
                     break (pending, Instant::now());
                 }
                 state = shared.changed.wait(state).unwrap_or_else(|p| p.into_inner());
             }
         };
-        let result = pending.write.perform();
+        let result = pending.write.perform_unless(&|| shared.lock().shutdown);
         if let Err(e) = &result {
             tracing::warn!(path = %pending.write.path.display(), value = %pending.write.contents, error = %e, "cgroup write failed");
         }
@@ -244,6 +306,7 @@ fn worker(shared: &Shared, outcomes: &Sender<WriteOutcome>) {
 mod tests {
     use super::*;
     use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
 
     /// A FIFO stands in for a cgroup file whose write blocks in reclaim: opening it for
     /// writing blocks until someone opens it for reading.
@@ -338,7 +401,7 @@ mod tests {
     }
 
     #[test]
-    fn shutdown_reports_a_stuck_write_without_hanging() {
+    fn shutdown_interrupts_a_write_stuck_in_the_kernel_so_it_cannot_land_later() {
         let dir = tempfile::tempdir().unwrap();
         let blocking = fifo(dir.path());
         let writer = KnobWriter::new(1, 4);
@@ -347,10 +410,29 @@ mod tests {
         writer.submit(FileWrite::new(blocking.clone(), "2", true)).unwrap();
         let started = Instant::now();
         let stuck = writer.shutdown(Duration::from_millis(50));
-        assert!(started.elapsed() < Duration::from_secs(2));
-        assert_eq!(stuck, vec![blocking.clone()]);
-        // Release the worker; the queued "2" was dropped at shutdown.
-        assert_eq!(drain_fifo(&blocking, 1), "1");
+        assert!(started.elapsed() < Duration::from_secs(2), "shutdown took {:?}", started.elapsed());
+        assert!(stuck.is_empty(), "the stuck write was not interrupted: {stuck:?}");
+        // Neither value reaches the file: a reader now finds no writer at all.
+        let mut reader = std::fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_NONBLOCK).open(&blocking).unwrap();
+        let mut got = String::new();
+        reader.read_to_string(&mut got).unwrap();
+        assert_eq!(got, "");
+    }
+
+    #[test]
+    fn an_interrupted_write_is_retried_while_the_writer_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let blocking = fifo(dir.path());
+        let writer = KnobWriter::new(1, 4);
+        writer.submit(FileWrite::new(blocking.clone(), "7", true)).unwrap();
+        wait_until("the write to start", || writer.is_in_flight(&blocking));
+        let thread = *writer.shared.lock().in_flight.get(&blocking).unwrap();
+        pthread_kill(thread, CANCEL_SIGNAL).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(writer.is_in_flight(&blocking), "a signal outside shutdown must not cancel the write");
+        assert_eq!(drain_fifo(&blocking, 1), "7");
+        assert!(writer.wait_idle(Duration::from_secs(10)));
+        assert!(writer.completed().iter().all(|o| o.result.is_ok()));
     }
 
     #[test]

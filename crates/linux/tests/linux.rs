@@ -308,6 +308,44 @@ fn lowering_a_limit_below_unreclaimable_usage_fails_off_the_control_thread() {
     assert!(writer.shutdown(Duration::from_secs(5)).is_empty());
 }
 
+/// Dirty page cache of the helper's own, charged to its group: `$1` is the file, `$2` MiB.
+const DIRTY_CACHE: &str = r#"read go; dd if=/dev/zero of="$1" bs=1M count="$2" status=none && echo ready; cat >/dev/null"#;
+
+#[test]
+fn a_limit_write_stuck_in_reclaim_at_shutdown_is_cancelled_and_never_lands_later() {
+    let name = "a_limit_write_stuck_in_reclaim_at_shutdown_is_cancelled_and_never_lands_later";
+    let Some(machine) = machine(name) else { return };
+    let mut guard = GroupGuard::create(&machine);
+    let group = guard.group.clone();
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let file = dir.path().join("dirty");
+    let helper = guard.adopt(Helper::shell(DIRTY_CACHE, &[file.to_str().unwrap(), "2048"]));
+    helper.say("go");
+    helper.expect("ready");
+    let before = machine.backend.knob(&group, Knob::Max).unwrap();
+
+    // Lowering to 32 MiB under 2 GiB of dirty cache: the kernel writes it back inside the
+    // write(2), for about a second here.
+    let writer = KnobWriter::new(1, 4);
+    writer.submit(machine.backend.plan_knob(&group, Knob::Max, Some(32 * MIB)).unwrap().unwrap()).unwrap();
+    std::thread::sleep(Duration::from_millis(30));
+    let path = machine.backend.plan_knob(&group, Knob::Max, None).unwrap().unwrap().path;
+    assert!(writer.is_in_flight(&path), "the write finished within 30 ms, so this machine cannot show a stuck write");
+    let started = Instant::now();
+    let stuck = writer.shutdown(Duration::ZERO);
+    let took = started.elapsed();
+    let at_shutdown = machine.backend.knob(&group, Knob::Max).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let later = machine.backend.knob(&group, Knob::Max).unwrap();
+    let _ = writeln!(std::io::stderr(), "{name}: shutdown took {took:?}; limit before {before:?}, at shutdown {at_shutdown:?}, 1.5 s later {later:?}");
+    assert!(stuck.is_empty(), "the write was not cancelled: {stuck:?}");
+    assert_eq!(later, at_shutdown, "the cancelled write landed after shutdown returned");
+    if matches!(machine.layout, Layout::Hybrid { .. }) {
+        // v1 sets the limit only once usage is under it: cancelled, it never did.
+        assert_eq!(at_shutdown, before);
+    }
+}
+
 #[test]
 fn psi_trigger_times_out_quietly_and_reports_a_removed_group() {
     let Some(machine) = machine("psi_trigger_times_out_quietly_and_reports_a_removed_group") else { return };
@@ -1018,6 +1056,57 @@ fn a_worker_whose_working_set_exceeds_the_asked_limit_is_never_oom_killed() {
     let report = guard.restore();
     assert!(report.failures.is_empty(), "{report:?}");
     assert!(!machine.backend.exists(&path));
+}
+
+#[test]
+fn a_v1_group_out_of_memory_at_its_own_memory_and_swap_limit_is_left_to_the_kernel_not_hung() {
+    let test = "a_v1_group_out_of_memory_at_its_own_memory_and_swap_limit_is_left_to_the_kernel_not_hung";
+    let Some(machine) = machine(test) else { return };
+    if !matches!(machine.layout, Layout::Hybrid { .. }) {
+        skip(test, "memory+swap limits are cgroup v1's");
+        return;
+    }
+    // An adopted group whose owner limits memory and memory+swap to 64 MiB.
+    let mut bare = GroupGuard::create(&machine);
+    let memsw = machine.backend.group_dirs(&bare.group)[0].join("memory.memsw.limit_in_bytes");
+    if !memsw.exists() {
+        skip(test, "the kernel does not account swap (no memory.memsw.* files)");
+        return;
+    }
+    machine.backend.set_knob(&bare.group, Knob::Max, Some(64 * MIB)).unwrap();
+    critmem_linux::cgroup::write_value(&memsw, &(64 * MIB).to_string()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let specs = vec![GroupSpec { name: "owned".into(), path: bare.group.clone(), role: GroupRole::NonRealTime, floor_bytes: 8 * MIB, create: false }];
+    let options = PlatformOptions { total_memory_bytes: 1024 * MIB, dry_run: false, journal_path: Some(dir.path().join("journal.jsonl")), job_server: None, proc_root: "/proc".into() };
+    let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
+    assert!(oom_state(&machine, &bare.group).kill_disabled, "the platform switched the OOM killer off");
+
+    // 128 MiB cannot fit under 64 MiB of memory+swap, whatever critmem does with the memory
+    // limit; with the OOM killer off the worker would wait there for ever.
+    let helper = bare.adopt(Helper::python(ALLOCATE, &[&(128 * MIB).to_string()]));
+    helper.say("go");
+    let started = Instant::now();
+    let status = loop {
+        critmem_policy::Platform::observe(guard.get()).unwrap();
+        if let Some(status) = bare.helpers[0].child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let stats = guard.get().stats().clone();
+    let state = oom_state(&machine, &bare.group);
+    let _ = writeln!(std::io::stderr(), "{test}: worker {status:?} after {:?}, {state:?}, guard releases {}, rescues {}", started.elapsed(), stats.oom_guard_releases, stats.oom_rescues);
+    assert!(status.is_some_and(|s| !s.success()), "the worker waited at the memory+swap limit instead of being killed as it would be without critmem");
+    assert!(state.oom_kills >= 1, "the kernel's OOM killer did it");
+    assert!(stats.oom_guard_releases >= 1);
+    assert_eq!(machine.backend.knob(&bare.group, Knob::Max).unwrap().map(|b| b <= 64 * MIB), Some(true), "the memory limit never went above the memory+swap limit");
+    let report = guard.restore();
+    assert!(report.failures.is_empty(), "{report:?}");
+    assert!(!oom_state(&machine, &bare.group).kill_disabled, "the switch is restored");
+    assert_eq!(machine.backend.knob(&bare.group, Knob::Max).unwrap(), Some(64 * MIB));
 }
 
 /// Drops every odd job of group 0 as soon as its release is seen, and records the drops the
