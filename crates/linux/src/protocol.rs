@@ -33,15 +33,27 @@
 //! Unknown fields are rejected (a new field means a new version). The sender is identified
 //! with SO_PEERCRED (pid, uid) when it connects, and its group is read from
 //! `/proc/<pid>/cgroup` for every message, so a process can report only for the group it is in
-//! now. Connections from processes in no managed group, and messages naming another group,
-//! are refused (counted, logged, connection closed). Malformed lines are counted and logged
-//! and the connection goes on; nothing a client sends can stop the agent.
+//! now. A pid names a process only until it exits (the number is then reused), so the agent
+//! also holds the connecting process's pidfd (SO_PEERPIDFD, which names that process and no
+//! other) and checks after each read of `/proc/<pid>/cgroup` that the process has not exited:
+//! if it has not, the pid was still its own, and the file read was its cgroup. Once the process
+//! that connected has exited, the connection's messages are refused even if a child it forked
+//! still holds the socket (that child connects anew to report). On kernels without
+//! SO_PEERPIDFD (before 6.5) the agent warns once and goes by the pid alone. Connections from
+//! processes in no managed group or already gone, and messages naming another group or sent
+//! after the connecting process exited, are refused (counted, logged, connection closed).
+//! Malformed lines are counted and logged and the connection goes on; nothing a client sends
+//! can stop the agent.
 
 use crate::error::{Error, Result};
 use crate::procfs::{is_within, Hierarchy, ProcFs};
-use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout};
+use nix::sys::socket::getsockopt;
+use nix::sys::socket::sockopt::{PeerCredentials, PeerPidfd};
 use serde::Deserialize;
 use std::io::{ErrorKind, Read};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -166,7 +178,8 @@ pub struct ProtocolStats {
     pub connections: u64,
     pub accepted_messages: u64,
     pub malformed_messages: u64,
-    /// Connections or messages from a process outside the group it reported for.
+    /// Connections or messages from a process outside the group it reported for, or after the
+    /// process that connected has exited.
     pub refused: u64,
     /// Connections turned away because too many were open.
     pub over_limit: u64,
@@ -195,6 +208,8 @@ struct Connection {
     stream: UnixStream,
     pid: u32,
     uid: u32,
+    /// The connecting process's pidfd; `None` on kernels without SO_PEERPIDFD.
+    pidfd: Option<OwnedFd>,
     /// The group the peer was in when it connected (re-checked for every message).
     group: usize,
     buffer: Vec<u8>,
@@ -328,24 +343,52 @@ impl JobServer {
                 continue;
             }
             let (pid, uid) = (credentials.pid() as u32, credentials.uid());
-            let Some(group) = self.group_of(pid) else {
-                self.stats.refused += 1;
-                tracing::warn!(pid, uid, "job socket connection refused: the process is in no managed group");
-                continue;
+            let pidfd = match getsockopt(&stream, PeerPidfd) {
+                Ok(pidfd) => Some(pidfd),
+                Err(Errno::ENOPROTOOPT) => {
+                    static WARNED: std::sync::Once = std::sync::Once::new();
+                    WARNED.call_once(|| tracing::warn!("the kernel has no SO_PEERPIDFD (Linux < 6.5): job socket peers are told apart by pid alone, so a reused pid could report for another process's group"));
+                    None
+                }
+                Err(e) => {
+                    // Kernels before 6.16 give no pidfd for a process already reaped.
+                    self.stats.refused += 1;
+                    tracing::warn!(pid, uid, error = %e, "job socket connection refused: no pidfd for the connecting process (it has exited, or the agent is out of file descriptors)");
+                    continue;
+                }
             };
-            self.connections.push(Connection { stream, pid, uid, group, buffer: Vec::new(), discarding: false, warned: false });
+            let group = match self.group_of(pid, pidfd.as_ref()) {
+                PeerGroup::In(group) => group,
+                PeerGroup::Outside => {
+                    self.stats.refused += 1;
+                    tracing::warn!(pid, uid, "job socket connection refused: the process is in no managed group");
+                    continue;
+                }
+                PeerGroup::Exited => {
+                    self.stats.refused += 1;
+                    tracing::warn!(pid, uid, "job socket connection refused: the connecting process has exited");
+                    continue;
+                }
+            };
+            self.connections.push(Connection { stream, pid, uid, pidfd, group, buffer: Vec::new(), discarding: false, warned: false });
         }
     }
 
-    /// The managed group (index) `pid` is in now: the deepest whose cgroup contains the
-    /// process's cgroup.
-    fn group_of(&self, pid: u32) -> Option<usize> {
-        let cgroup = match self.config.proc.cgroup_of(pid, &self.config.hierarchy) {
+    /// The managed group (index) the process that connected as `pid` is in now: the deepest
+    /// whose cgroup contains the process's cgroup.
+    fn group_of(&self, pid: u32, pidfd: Option<&OwnedFd>) -> PeerGroup {
+        let cgroup = self.config.proc.cgroup_of(pid, &self.config.hierarchy);
+        // Checked after the read: a process that has still not exited cannot have lost its pid
+        // before or during it, so the file read was its own.
+        if pidfd.is_some_and(|fd| has_exited(fd.as_fd())) {
+            return PeerGroup::Exited;
+        }
+        let cgroup = match cgroup {
             Ok(Some(path)) => path,
-            Ok(None) => return None,
+            Ok(None) => return PeerGroup::Outside,
             Err(e) => {
                 tracing::debug!(pid, error = %e, "cannot read the peer's cgroup");
-                return None;
+                return PeerGroup::Outside;
             }
         };
         self.config
@@ -354,7 +397,7 @@ impl JobServer {
             .enumerate()
             .filter(|(_, g)| is_within(&cgroup, &g.cgroup))
             .max_by_key(|(_, g)| g.cgroup.len())
-            .map(|(i, _)| i)
+            .map_or(PeerGroup::Outside, |(i, _)| PeerGroup::In(i))
     }
 
     /// Reads what connection `index` has, at most [`MAX_BYTES_PER_POLL`] of it (the rest waits
@@ -411,10 +454,18 @@ impl JobServer {
             }
         };
         let (pid, uid) = (self.connections[index].pid, self.connections[index].uid);
-        let Some(group) = self.group_of(pid) else {
-            self.stats.refused += 1;
-            tracing::warn!(pid, uid, "job message refused: the sender has left its managed group");
-            return false;
+        let group = match self.group_of(pid, self.connections[index].pidfd.as_ref()) {
+            PeerGroup::In(group) => group,
+            PeerGroup::Outside => {
+                self.stats.refused += 1;
+                tracing::warn!(pid, uid, "job message refused: the sender has left its managed group");
+                return false;
+            }
+            PeerGroup::Exited => {
+                self.stats.refused += 1;
+                tracing::warn!(pid, uid, "job message refused: the process that connected has exited (its pid may now be another's); a process still holding the socket must connect anew");
+                return false;
+            }
         };
         if let Some(claimed) = &message.group {
             if *claimed != self.config.groups[group].name {
@@ -437,6 +488,28 @@ impl JobServer {
             tracing::debug!(pid = conn.pid, reason, "malformed job message");
         } else {
             tracing::warn!(pid = conn.pid, reason, "malformed job message (further ones from this connection are logged at debug)");
+        }
+    }
+}
+
+/// Where the process that connected is, as far as the agent can tell.
+enum PeerGroup {
+    In(usize),
+    /// In no managed group, or its cgroup cannot be read.
+    Outside,
+    /// The process has exited: its pid no longer names it.
+    Exited,
+}
+
+/// Whether the process behind `pidfd` has exited: a pidfd polls readable once it has.
+fn has_exited(pidfd: BorrowedFd) -> bool {
+    let mut fds = [PollFd::new(pidfd, PollFlags::POLLIN)];
+    loop {
+        match nix::poll::poll(&mut fds, PollTimeout::ZERO) {
+            Ok(ready) => return ready > 0,
+            Err(Errno::EINTR) => continue,
+            // Cannot tell: nothing is attributed on a guess.
+            Err(_) => return true,
         }
     }
 }
@@ -639,6 +712,100 @@ mod tests {
         assert_eq!(server.connections(), 1);
         drop(client);
         server.poll();
+        assert_eq!(server.connections(), 0);
+    }
+
+    /// Connects to the job socket at `argv[1]` and forks a child that keeps the socket,
+    /// answering each drop request with its report as a client does, until the agent closes
+    /// it. The connecting process prints `connected`, then exits at the first line on stdin.
+    const CONNECT_THEN_EXIT: &str = r#"
+import json, os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+if os.fork() == 0:
+    try:
+        s.settimeout(30)
+        for line in s.makefile("rb"):
+            s.sendall(b'{"v":1,"op":"drop","job":%d}\n' % json.loads(line)["job"])
+    finally:
+        os._exit(0)
+print("connected", flush=True)
+sys.stdin.readline()
+"#;
+
+    /// Runs [`CONNECT_THEN_EXIT`]; returns the connecting process once it has connected.
+    fn connect_from_child(socket: &Path) -> std::process::Child {
+        use std::io::BufRead;
+        let python = if Path::new("/usr/bin/python3").exists() { "/usr/bin/python3" } else { "python3" };
+        let mut child = std::process::Command::new(python)
+            .arg("-c")
+            .arg(CONNECT_THEN_EXIT)
+            .arg(socket)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 is needed for this test (scripts/setup.sh installs the project's Python)");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "connected");
+        child
+    }
+
+    /// Ends the connecting process (its forked child keeps the socket) and reaps it, so its
+    /// pid is free for the kernel to reuse.
+    fn exit_and_reap(mut child: std::process::Child) {
+        child.stdin.take().unwrap().write_all(b"exit\n").unwrap();
+        assert!(child.wait().unwrap().success());
+    }
+
+    fn fake_cgroup(proc_root: &Path, pid: u32, cgroup_file: &str) {
+        std::fs::create_dir_all(proc_root.join(pid.to_string())).unwrap();
+        std::fs::write(proc_root.join(pid.to_string()).join("cgroup"), cgroup_file).unwrap();
+    }
+
+    /// The connecting process exits while a child it forked keeps the socket, and its pid goes
+    /// to a process in another managed group (the fake /proc says so): what arrives on the
+    /// connection afterwards must not be counted for that group, nor for any.
+    #[test]
+    fn messages_are_refused_once_the_process_that_connected_has_exited() {
+        let dir = tempfile::tempdir().unwrap();
+        let proc_root = dir.path().join("proc");
+        let mut server = server(dir.path(), ProcFs::new(proc_root.clone()), groups(), Hierarchy::Unified);
+        let connecting = connect_from_child(server.socket_path());
+        let pid = connecting.id();
+        fake_cgroup(&proc_root, pid, "0::/critmem/rt\n");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while server.connections() == 0 && Instant::now() < deadline {
+            server.poll();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        // While it lives, its connection reports for rt.
+        assert_eq!(server.deliver_drop(0, 1), 1);
+        let jobs = poll_for(&mut server, 1);
+        assert_eq!(jobs.iter().map(|j| (j.group, j.job, j.pid)).collect::<Vec<_>>(), [(0, 1, pid)]);
+
+        exit_and_reap(connecting);
+        fake_cgroup(&proc_root, pid, "0::/critmem/batch\n");
+        assert_eq!(server.deliver_drop(0, 2), 1);
+        let jobs = poll_for(&mut server, 1);
+        assert!(jobs.is_empty(), "attributed by a reused pid: {jobs:?}");
+        assert_eq!(server.stats().refused, 1);
+        assert_eq!(server.connections(), 0, "the connection is closed");
+    }
+
+    /// Same, with the connecting process gone before the agent even accepted the connection.
+    #[test]
+    fn a_connection_whose_process_exited_before_it_was_accepted_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let proc_root = dir.path().join("proc");
+        let mut server = server(dir.path(), ProcFs::new(proc_root.clone()), groups(), Hierarchy::Unified);
+        let connecting = connect_from_child(server.socket_path());
+        let pid = connecting.id();
+        exit_and_reap(connecting);
+        fake_cgroup(&proc_root, pid, "0::/critmem/batch\n");
+        assert!(server.poll().is_empty());
+        assert_eq!(server.stats().connections, 1);
+        assert_eq!(server.stats().refused, 1);
         assert_eq!(server.connections(), 0);
     }
 

@@ -1,17 +1,20 @@
 //! critmem's own swapfile: set up, tear down, and never touch any other swap.
 //!
-//! Ownership is proved twice: a state file records the swapfile's path and the UUID critmem
-//! gave it, and the swap header of the file must carry that UUID and the label
-//! [`SWAP_LABEL`]. `teardown` refuses to swapoff or delete anything that fails either check.
-//! The state file is written before the swapfile is created, so a crash mid-setup leaves
-//! enough behind for `teardown` to clean up.
+//! Ownership is proved twice: a state file records the swapfile's path, which file setup
+//! created there (device, inode, birth time) and the UUID critmem gave it, and the file at the
+//! path must be that file, its swap header carrying that UUID and the label [`SWAP_LABEL`].
+//! `teardown` refuses to swapoff or delete anything that fails either check. The state file is
+//! written before the swapfile is created and rewritten (atomically) with the file's identity
+//! right after, so a crash mid-setup leaves enough behind for `teardown` to clean up; a crash
+//! between the two leaves a state naming no file, and `teardown` then refuses to delete
+//! whatever is at the path (it may be someone else's) and says so.
 
 use crate::error::{Error, Result};
 use crate::layout::unescape_octal;
 use serde::{Deserialize, Serialize};
-use std::fs::{File, OpenOptions};
+use std::fs::{File, Metadata, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -76,6 +79,40 @@ pub struct SwapState {
     /// UUID given to mkswap.
     pub uuid: String,
     pub label: String,
+    /// The file setup created at `path`; `None` until it exists (and in states written before
+    /// critmem recorded it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<FileIdentity>,
+}
+
+/// Which file is meant, as opposed to whatever is at a path now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileIdentity {
+    pub dev: u64,
+    pub ino: u64,
+    /// Birth time (statx), ns since the epoch; `None` where the filesystem does not keep it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub birth_ns: Option<u64>,
+}
+
+impl FileIdentity {
+    pub fn of(meta: &Metadata) -> Self {
+        let birth_ns = meta.created().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).and_then(|d| u64::try_from(d.as_nanos()).ok());
+        FileIdentity { dev: meta.dev(), ino: meta.ino(), birth_ns }
+    }
+
+    /// Whether `found` is this file. The inode number must match; it is reused once a file is
+    /// deleted, so the birth time must match too where both have one. Without birth times the
+    /// device must match; with them it need not, since device numbers (device-mapper, btrfs)
+    /// may be assigned anew after a reboot.
+    pub fn is(&self, found: &FileIdentity) -> bool {
+        self.ino == found.ino
+            && match (self.birth_ns, found.birth_ns) {
+                (Some(recorded), Some(now)) => recorded == now,
+                _ => self.dev == found.dev,
+            }
+    }
 }
 
 /// Manages critmem's swapfile.
@@ -135,15 +172,7 @@ impl SwapManager {
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let dir = std::fs::canonicalize(dir).map_err(|e| Error::io("resolve", dir, e))?;
         let path = dir.join(path.file_name().ok_or_else(|| Error::parse("swap path", path.display().to_string(), "has no file name"))?);
-        let state = SwapState { v: 1, path: path.clone(), size_bytes, uuid: random_uuid()?, label: SWAP_LABEL.to_owned() };
-        self.write_state(&state)?;
-        let file = match OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path) {
-            Ok(file) => file,
-            Err(e) => {
-                let _ = std::fs::remove_file(&self.state_file);
-                return Err(Error::io("create swapfile", &path, e));
-            }
-        };
+        let (file, state) = self.create_recorded(&path, size_bytes)?;
         if let Err(e) = self.format_and_enable(&file, &state) {
             // Undo what this call made: the file it created exclusively (unless the kernel
             // is using it after all) and the state.
@@ -154,6 +183,31 @@ impl SwapManager {
             return Err(e);
         }
         Ok(state)
+    }
+
+    /// Records the state, creates the (empty) swapfile at `path`, which must not exist, and
+    /// records which file it is. Leaves neither behind if it fails.
+    fn create_recorded(&self, path: &Path, size_bytes: u64) -> Result<(File, SwapState)> {
+        let mut state = SwapState { v: 1, path: path.to_owned(), size_bytes, uuid: random_uuid()?, label: SWAP_LABEL.to_owned(), file: None };
+        self.write_state(&state)?;
+        let file = match OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+            Ok(file) => file,
+            Err(e) => {
+                let _ = std::fs::remove_file(&self.state_file);
+                return Err(Error::io("create swapfile", path, e));
+            }
+        };
+        // From the descriptor create_new returned: the file this call made, whatever the path holds later.
+        let recorded = file.metadata().map_err(|e| Error::io("stat swapfile", path, e)).and_then(|meta| {
+            state.file = Some(FileIdentity::of(&meta));
+            self.replace_state(&state)
+        });
+        if let Err(e) = recorded {
+            let _ = std::fs::remove_file(path);
+            let _ = std::fs::remove_file(&self.state_file);
+            return Err(e);
+        }
+        Ok((file, state))
     }
 
     fn format_and_enable(&self, file: &File, state: &SwapState) -> Result<()> {
@@ -170,22 +224,82 @@ impl SwapManager {
         Ok(())
     }
 
+    fn state_dir(&self) -> &Path {
+        self.state_file.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."))
+    }
+
+    /// Writes the first state; create_new, so two setups cannot both own it. Durable (file and
+    /// directory synced) before the swapfile is created.
     fn write_state(&self, state: &SwapState) -> Result<()> {
-        if let Some(dir) = self.state_file.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| Error::io("create state directory", dir, e))?;
-        }
+        let dir = self.state_dir();
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("create state directory", dir, e))?;
         let text = serde_json::to_string_pretty(state).map_err(|e| Error::parse("swap state", "setup", e.to_string()))?;
         let mut file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&self.state_file).map_err(|e| Error::io("create", &self.state_file, e))?;
-        file.write_all(text.as_bytes()).and_then(|()| file.sync_all()).map_err(|e| Error::io("write", &self.state_file, e))
+        file.write_all(text.as_bytes()).and_then(|()| file.sync_all()).map_err(|e| Error::io("write", &self.state_file, e))?;
+        sync_dir(dir)
+    }
+
+    /// Replaces the state atomically: a crash leaves the old state or the new one, never a
+    /// torn file. Written to a 0600 temporary file in the same directory, synced, renamed over.
+    fn replace_state(&self, state: &SwapState) -> Result<()> {
+        let dir = self.state_dir();
+        let text = serde_json::to_string_pretty(state).map_err(|e| Error::parse("swap state", "setup", e.to_string()))?;
+        let mut temp = tempfile::Builder::new()
+            .prefix(".swap-state-")
+            .permissions(std::fs::Permissions::from_mode(0o600))
+            .tempfile_in(dir)
+            .map_err(|e| Error::io("create temporary state in", dir, e))?;
+        temp.write_all(text.as_bytes()).and_then(|()| temp.as_file().sync_all()).map_err(|e| Error::io("write", temp.path(), e))?;
+        temp.persist(&self.state_file).map_err(|e| Error::io("replace", &self.state_file, e.error))?;
+        sync_dir(dir)
+    }
+
+    /// Refuses unless `found` is the file setup created.
+    fn check_identity(&self, created: &FileIdentity, found: &Metadata, path: &Path) -> Result<()> {
+        let found = FileIdentity::of(found);
+        if created.is(&found) {
+            return Ok(());
+        }
+        Err(Error::SwapNotOurs {
+            path: path.to_owned(),
+            reason: format!(
+                "it is not the file critmem created there (that was inode {} on device {}, this is inode {} on device {}); if critmem's file is gone, remove {}",
+                created.ino,
+                created.dev,
+                found.ino,
+                found.dev,
+                self.state_file.display()
+            ),
+        })
     }
 
     /// Disables and deletes critmem's swapfile. Returns its path, or `None` when critmem has
-    /// none. Refuses (touching nothing) if the file's swap header is not the one critmem wrote.
+    /// none. Refuses (touching nothing) if the file at the path is not the one setup created,
+    /// or its swap header is not the one critmem wrote.
     pub fn teardown(&self) -> Result<Option<PathBuf>> {
         let Some(state) = self.state()? else { return Ok(None) };
         let path = &state.path;
-        if path.exists() {
-            match read_swap_header(path)? {
+        let found = match std::fs::symlink_metadata(path) {
+            Ok(meta) => Some(meta),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(Error::io("inspect swapfile", path, e)),
+        };
+        if let Some(found) = found {
+            let Some(created) = state.file else {
+                return Err(Error::SwapNotOurs {
+                    path: path.clone(),
+                    reason: format!(
+                        "the state does not record which file critmem created (setup stopped before it could, or an older critmem wrote the state), so this may be someone else's; check it, swapoff and remove it by hand if it is critmem's, then remove {}",
+                        self.state_file.display()
+                    ),
+                });
+            };
+            self.check_identity(&created, &found, path)?;
+            // Identity and header from one descriptor, so both are of the same file; no
+            // following a symlink swapped in since.
+            let mut file = OpenOptions::new().read(true).custom_flags(nix::libc::O_NOFOLLOW).open(path).map_err(|e| Error::io("open swapfile", path, e))?;
+            self.check_identity(&created, &file.metadata().map_err(|e| Error::io("stat swapfile", path, e))?, path)?;
+            match read_header_of(&mut file, path)? {
                 Some(header) if header.label == state.label && header.uuid == state.uuid => {}
                 Some(header) => {
                     return Err(Error::SwapNotOurs {
@@ -202,6 +316,8 @@ impl SwapManager {
             if self.is_active(&state)? {
                 swapoff_with_retries(path)?;
             }
+            // Unlinking goes by path: check once more that it still names the file.
+            self.check_identity(&created, &std::fs::symlink_metadata(path).map_err(|e| Error::io("inspect swapfile", path, e))?, path)?;
             std::fs::remove_file(path).map_err(|e| Error::io("remove swapfile", path, e))?;
         }
         std::fs::remove_file(&self.state_file).map_err(|e| Error::io("remove", &self.state_file, e))?;
@@ -220,9 +336,14 @@ pub struct SwapHeader {
 
 /// Reads the header; `None` if the file carries no swap signature.
 pub fn read_swap_header(path: &Path) -> Result<Option<SwapHeader>> {
+    let mut file = File::open(path).map_err(|e| Error::io("open", path, e))?;
+    read_header_of(&mut file, path)
+}
+
+/// [`read_swap_header`] from an open file (read from its start); `path` names it in errors.
+fn read_header_of(file: &mut File, path: &Path) -> Result<Option<SwapHeader>> {
     let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE).ok().flatten().map_or(4096, |p| p as usize);
     let mut buffer = vec![0u8; page];
-    let mut file = File::open(path).map_err(|e| Error::io("open", path, e))?;
     let mut filled = 0;
     while filled < page {
         match file.read(&mut buffer[filled..]) {
@@ -273,6 +394,11 @@ fn allocate(file: &File, path: &Path, size_bytes: u64) -> Result<()> {
         Err(e) => return Err(Error::io("allocate swapfile", path, e.into())),
     }
     file.sync_all().map_err(|e| Error::io("sync swapfile", path, e))
+}
+
+/// fsync of a directory, so a file created, renamed or removed in it survives a crash.
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io("sync directory", dir, e))
 }
 
 /// util-linux tools live in sbin, which a non-login PATH may lack.
@@ -450,16 +576,23 @@ mod tests {
         assert_eq!(manager.teardown().unwrap(), None);
     }
 
+    /// The bytes of a `SwapState` UUID, as mkswap writes them into the header.
+    fn uuid_bytes(uuid: &str) -> [u8; 16] {
+        let hex: String = uuid.chars().filter(|c| *c != '-').collect();
+        std::array::from_fn(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+    }
+
     #[test]
     fn teardown_refuses_a_file_whose_header_is_not_ours() {
         let dir = tempfile::tempdir().unwrap();
         let manager = manager(dir.path(), SWAPS);
         let path = dir.path().join("swapfile");
         fake_swapfile(&path, [0x34; 16], "someone-else");
-        let state = SwapState { v: 1, path: path.clone(), size_bytes: 4096, uuid: "12121212-1212-1212-1212-121212121212".into(), label: SWAP_LABEL.into() };
+        let file = Some(FileIdentity::of(&std::fs::metadata(&path).unwrap()));
+        let state = SwapState { v: 1, path: path.clone(), size_bytes: 4096, uuid: "12121212-1212-1212-1212-121212121212".into(), label: SWAP_LABEL.into(), file };
         manager.write_state(&state).unwrap();
         let err = manager.teardown().unwrap_err();
-        assert!(err.to_string().contains("refusing to touch swap"), "{err}");
+        assert!(err.to_string().contains("is not the one critmem wrote"), "{err}");
         assert!(path.exists(), "the file must be left alone");
     }
 
@@ -468,12 +601,97 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let manager = manager(dir.path(), SWAPS);
         let path = dir.path().join("swapfile");
-        std::fs::write(&path, vec![0u8; 8192]).unwrap();
-        let state = SwapState { v: 1, path: path.clone(), size_bytes: 8192, uuid: random_uuid().unwrap(), label: SWAP_LABEL.into() };
-        manager.write_state(&state).unwrap();
+        let (_file, state) = manager.create_recorded(&path, 8192).unwrap();
+        assert_eq!(manager.state().unwrap(), Some(state));
+        assert_eq!(read_swap_header(&path).unwrap(), None);
         assert_eq!(manager.teardown().unwrap(), Some(path.clone()));
         assert!(!path.exists());
         assert_eq!(manager.state().unwrap(), None);
+    }
+
+    /// Setup as far as it goes without the real mkswap and swapon (a header written in place
+    /// stands in for mkswap), then teardown: the swapfile and the state are gone.
+    #[test]
+    fn teardown_removes_the_swapfile_setup_created_and_its_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let manager = manager(dir.path(), SWAPS);
+        let path = dir.path().join("swapfile");
+        let (_file, state) = manager.create_recorded(&path, 1 << 20).unwrap();
+        fake_swapfile(&path, uuid_bytes(&state.uuid), SWAP_LABEL);
+        let recorded = manager.state().unwrap().unwrap();
+        assert_eq!(recorded.file, Some(FileIdentity::of(&std::fs::metadata(&path).unwrap())));
+        let state_mode = std::fs::metadata(dir.path().join("state/swap.json")).unwrap().permissions().mode() & 0o777;
+        assert_eq!(state_mode, 0o600);
+        let state_dir: Vec<_> = std::fs::read_dir(dir.path().join("state")).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(state_dir, ["swap.json"], "no temporary state left behind");
+
+        assert_eq!(manager.teardown().unwrap(), Some(path.clone()));
+        assert!(!path.exists());
+        assert_eq!(manager.state().unwrap(), None);
+        assert_eq!(manager.teardown().unwrap(), None);
+    }
+
+    /// A setup that crashed after recording the state but before creating the file, then
+    /// someone else's file at that path: it must not be deleted, as it used to be (no swap
+    /// header, not active).
+    #[test]
+    fn teardown_refuses_a_file_created_at_the_path_after_setup_crashed_before_creating_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let manager = manager(dir.path(), SWAPS);
+        let path = dir.path().join("swapfile");
+        let state = SwapState { v: 1, path: path.clone(), size_bytes: 1 << 20, uuid: random_uuid().unwrap(), label: SWAP_LABEL.into(), file: None };
+        manager.write_state(&state).unwrap();
+        std::fs::write(&path, "someone else's data").unwrap();
+        let err = manager.teardown().unwrap_err().to_string();
+        assert!(err.contains("remove it by hand") && err.contains("state/swap.json"), "{err}");
+        assert!(!err.contains('\n'), "one line: {err}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "someone else's data");
+        assert_eq!(manager.state().unwrap(), Some(state), "the state stays until the user has checked");
+    }
+
+    /// Someone replaced critmem's swapfile with another file carrying the same header (a copy,
+    /// say): the header matches but it is not the file setup created.
+    #[test]
+    fn teardown_refuses_a_swapfile_replaced_by_another_with_our_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let manager = manager(dir.path(), SWAPS);
+        let path = dir.path().join("swapfile");
+        let (_file, state) = manager.create_recorded(&path, 1 << 20).unwrap();
+        fake_swapfile(&path, uuid_bytes(&state.uuid), SWAP_LABEL);
+        let copy = dir.path().join("copy");
+        fake_swapfile(&copy, uuid_bytes(&state.uuid), SWAP_LABEL);
+        std::fs::rename(&copy, &path).unwrap();
+        assert_eq!(read_swap_header(&path).unwrap().map(|h| h.uuid), Some(state.uuid.clone()));
+
+        let err = manager.teardown().unwrap_err().to_string();
+        assert!(err.contains("not the file critmem created"), "{err}");
+        assert!(path.exists(), "the file must be left alone");
+        assert_eq!(manager.state().unwrap(), Some(state));
+    }
+
+    #[test]
+    fn a_state_written_before_file_identities_were_recorded_still_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let manager = manager(dir.path(), SWAPS);
+        let path = dir.path().join("swapfile");
+        std::fs::create_dir_all(dir.path().join("state")).unwrap();
+        let old = format!(r#"{{"v": 1, "path": {:?}, "size_bytes": 1048576, "uuid": "12121212-1212-1212-1212-121212121212", "label": "critmem-swap"}}"#, path.display().to_string());
+        std::fs::write(dir.path().join("state/swap.json"), old).unwrap();
+        assert_eq!(manager.state().unwrap().map(|s| s.file), Some(None));
+        // No file at the path: nothing to protect, so the state goes.
+        assert_eq!(manager.teardown().unwrap(), Some(path));
+        assert_eq!(manager.state().unwrap(), None);
+    }
+
+    #[test]
+    fn file_identity_needs_the_same_inode_and_birth_time() {
+        let created = FileIdentity { dev: 2049, ino: 77, birth_ns: Some(1_700_000_000_000_000_000) };
+        assert!(created.is(&created));
+        assert!(!created.is(&FileIdentity { ino: 78, ..created }));
+        assert!(!created.is(&FileIdentity { birth_ns: Some(1_700_000_000_000_000_001), ..created }), "an inode number reused by a newer file");
+        assert!(created.is(&FileIdentity { dev: 2050, ..created }), "device numbers may change across a reboot");
+        assert!(!created.is(&FileIdentity { dev: 2050, birth_ns: None, ..created }), "without birth times the device must match");
+        assert!(FileIdentity { birth_ns: None, ..created }.is(&created));
     }
 
     #[test]
