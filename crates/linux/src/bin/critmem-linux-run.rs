@@ -396,22 +396,37 @@ fn stop_tasks(platform: &mut LinuxPlatform, tasks: &[TaskPlan], mut running: Vec
 /// Kills whatever is still in the run's own cgroups (what commands forked and left behind), so
 /// the groups can be removed; returns how many processes it killed.
 fn kill_leftovers(platform: &LinuxPlatform, groups: usize) -> usize {
-    // Only processes in our own cgroups get here.
-    kill_until_empty(|| (0..groups).flat_map(|g| platform.pids(g).unwrap_or_default()).collect())
+    // Only processes in our own cgroups get here. The last directory of a group is its
+    // cgroup2 one (v2, or the unified half on the hybrid layout).
+    let cgroup2_dirs: Vec<PathBuf> = platform.group_specs().filter_map(|g| platform.backend().group_dirs(&g.path).pop()).collect();
+    kill_until_empty(|| (0..groups).flat_map(|g| platform.pids(g).unwrap_or_default()).collect(), || cgroup2_dirs.iter().filter(|d| !kill_cgroup2(d)).count() == 0)
 }
 
-/// SIGKILLs the processes `list` names until it names none or 5 s have passed; returns how
-/// many it signalled.
-fn kill_until_empty(mut list: impl FnMut() -> Vec<u32>) -> usize {
+/// Kills every process in the cgroup2 directory `dir` and below at once, by writing its
+/// `cgroup.kill` (Linux 5.14+): no pid is read, so none can be reused in between. Returns
+/// whether it could.
+fn kill_cgroup2(dir: &Path) -> bool {
+    let file = dir.join("cgroup.kill");
+    file.exists() && critmem_linux::cgroup::write_value(&file, "1").is_ok()
+}
+
+/// Until the processes `list` names are gone or 5 s have passed: kills them with `kill_all`
+/// where that works, else (and for what is still there after a second: a process outside
+/// the cgroup2 group `kill_all` covers) SIGKILLs each pid listed, the fallback because a pid
+/// can be reused between the read and the kill. Returns how many processes it saw.
+fn kill_until_empty(mut list: impl FnMut() -> Vec<u32>, mut kill_all: impl FnMut() -> bool) -> usize {
     let mut killed = std::collections::BTreeSet::new();
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let started = Instant::now();
     loop {
         let pids = list();
-        if pids.is_empty() || Instant::now() >= deadline {
+        if pids.is_empty() || started.elapsed() >= Duration::from_secs(5) {
             return killed.len();
         }
+        let by_cgroup = started.elapsed() < Duration::from_secs(1) && kill_all();
         for pid in pids {
-            let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+            if !by_cgroup {
+                let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+            }
             killed.insert(pid);
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -463,10 +478,11 @@ fn recover_crashed_runs(dir: &Path, layout: &Layout) -> Result<(), String> {
 /// SIGKILLs every process in the cgroups under `name` (in every tree of `layout`) until they
 /// are empty or 5 s have passed; returns how many it signalled.
 fn kill_run_cgroups(layout: &Layout, name: &str) -> usize {
-    let roots: Vec<&Path> = match layout {
-        Layout::V2 { root } => vec![root],
-        Layout::Hybrid { memory_root, unified_root } => vec![memory_root, unified_root],
+    let (roots, cgroup2_root): (Vec<&Path>, &Path) = match layout {
+        Layout::V2 { root } => (vec![root], root),
+        Layout::Hybrid { memory_root, unified_root } => (vec![memory_root, unified_root], unified_root),
     };
+    let run_cgroup2 = cgroup2_root.join(name);
     kill_until_empty(|| {
         let mut pids = Vec::new();
         for root in &roots {
@@ -480,7 +496,7 @@ fn kill_run_cgroups(layout: &Layout, name: &str) -> usize {
             }
         }
         pids
-    })
+    }, || kill_cgroup2(&run_cgroup2))
 }
 
 /// Most timeline samples a run keeps (at the default 100 ms, about 3.6 hours of them).
