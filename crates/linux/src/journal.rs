@@ -20,6 +20,7 @@
 //! journal keeps two agents from sharing one.
 
 use crate::cgroup::{self, Change, FileWrite};
+use crate::durable::{parent_dir, replace_atomically, sync_parent};
 use crate::error::{Error, Result};
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
@@ -200,7 +201,7 @@ impl Mode0600 for OpenOptions {
 /// put a journal there: the directory must belong to this user and be writable by no one else.
 fn check_directory(path: &Path) -> Result<()> {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = parent_dir(path);
     let meta = std::fs::metadata(dir).map_err(|e| Error::io("inspect journal directory", dir, e))?;
     let euid = nix::unistd::geteuid().as_raw();
     if meta.uid() != euid || meta.permissions().mode() & 0o022 != 0 {
@@ -235,28 +236,11 @@ fn check_is_journal(text: &str, path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// fsync of the directory, so a newly created or removed journal survives a crash.
-fn sync_parent(path: &Path) -> Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io("sync directory", dir, e))
-}
-
-/// Replaces the journal at `path` with `lines` (newline-terminated) atomically: a temporary
-/// file beside it, fsynced, renamed over it. Used only on the way out (the lock stays with the
-/// replaced file).
+/// Replaces the journal at `path` with `lines` (newline-terminated) atomically. Used only on
+/// the way out (the lock stays with the replaced file).
 fn rewrite(path: &Path, lines: &[&str]) -> Result<()> {
-    let mut name = path.file_name().unwrap_or_default().to_owned();
-    name.push(".rewrite");
-    let temporary = path.with_file_name(name);
-    match std::fs::remove_file(&temporary) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::io("remove", &temporary, e)),
-        _ => {}
-    }
-    let mut file = OpenOptions::new().write(true).create_new(true).mode_0600().open(&temporary).map_err(|e| Error::io("create", &temporary, e))?;
     let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    file.write_all(text.as_bytes()).and_then(|()| file.sync_all()).map_err(|e| Error::io("write", &temporary, e))?;
-    std::fs::rename(&temporary, path).map_err(|e| Error::io("replace journal with", &temporary, e))?;
-    sync_parent(path)
+    replace_atomically(path, text.as_bytes())
 }
 
 /// The entries of a journal, each with its line; lines of an unknown version are returned in
@@ -640,7 +624,8 @@ mod tests {
         assert_eq!(read(&stuck), "9");
         journal.restore_all().unwrap();
         assert!(!journal_path.exists());
-        assert!(!dir.path().join("journal.jsonl.rewrite").exists());
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left.len(), 2, "no temporary file left beside the journal: {left:?}");
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub mod agent;
 pub mod cgroup;
 pub mod client;
 pub mod conformance;
+mod durable;
 pub mod error;
 pub mod journal;
 pub mod layout;

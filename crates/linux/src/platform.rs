@@ -197,11 +197,7 @@ fn pread_start<'b>(file: &std::fs::File, buf: &'b mut [u8; READ_BUF_BYTES]) -> O
 
 /// A decimal number with optional surrounding whitespace (`4096\n`).
 fn parse_u64(bytes: &[u8]) -> Option<u64> {
-    let digits = bytes.trim_ascii();
-    if digits.is_empty() || digits.len() > 20 || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    digits.iter().try_fold(0u64, |n, d| n.checked_mul(10)?.checked_add(u64::from(d - b'0')))
+    crate::psi::parse_u64(bytes.trim_ascii())
 }
 
 /// A knob's byte count as the controllers see it: v1's huge "no limit" value and a
@@ -246,13 +242,22 @@ struct OomWatch {
     /// Rescues in a row (each doubles the hold), and when the last was.
     streak: u32,
     last_rescue_ns: u64,
-    /// The OOM killer is switched off by this platform now.
-    guard_armed: bool,
-    /// The group's OOM killer was on before the guard (so releasing the guard turns it on).
-    kills_originally_enabled: bool,
-    /// The guard was released (out of memory at a limit critmem cannot raise); armed again
-    /// once the group is no longer out of memory and has room under that limit.
-    guard_released: bool,
+    guard: OomGuard,
+}
+
+/// Who has a group's OOM killer switched off (v1 `memory.oom_control`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum OomGuard {
+    /// Nobody: the backend has no switch, or switching it failed.
+    #[default]
+    None,
+    /// This platform switched it off.
+    Armed,
+    /// This platform switched it back on: out of memory at a limit critmem cannot raise.
+    /// Armed again once the group is no longer out of memory and has room under that limit.
+    Released,
+    /// It was off before critmem came: the owner's choice, never released.
+    Owners,
 }
 
 struct Managed {
@@ -466,11 +471,11 @@ impl LinuxPlatform {
     fn collect_writes(&mut self) {
         for outcome in self.writer.completed() {
             // Whatever happened, the file now says something new: read it next tick.
-            if let Some(g) = self.groups.iter_mut().find(|g| g.knob_paths.iter().flatten().any(|p| *p == outcome.path)) {
-                g.knobs_age_ticks = u32::MAX;
+            if let Some(id) = self.groups.iter().position(|g| g.knob_paths.iter().flatten().any(|p| *p == outcome.path)) {
+                self.groups[id].knobs_age_ticks = u32::MAX;
                 // A refused limit may be above a memory+swap limit set meanwhile.
                 if outcome.result.is_err() {
-                    g.combined = self.backend.combined_limit(&g.spec.path).unwrap_or(g.combined);
+                    self.refresh_combined(id);
                 }
             }
             match &outcome.result {
@@ -574,20 +579,17 @@ impl LinuxPlatform {
     /// while, longer after each rescue in a row. Returns whether it raised the limit.
     fn rescue_if_out_of_memory(&mut self, id: GroupId) -> Result<bool> {
         let now_ns = self.now_ns;
-        let g = &mut self.groups[id];
-        if g.oom.file.is_none() {
-            g.oom.file = std::fs::File::open(self.backend.oom_file(&g.spec.path)).ok();
-        }
-        let Some(file) = g.oom.file.as_ref() else { return Ok(false) };
-        let Some(state) = read_at_start(file, &mut self.read_buf).and_then(crate::cgroup::parse_oom_state) else { return Ok(false) };
-        let new_event = state.oom_events > g.oom.events_seen;
-        g.oom.events_seen = state.oom_events;
+        let Some(state) = self.oom_state(id) else { return Ok(false) };
+        let oom = &mut self.groups[id].oom;
+        let new_event = state.oom_events > oom.events_seen;
+        oom.events_seen = state.oom_events;
         if !(state.under_oom || new_event) {
             return Ok(false);
         }
+        self.refresh_combined(id);
+        let g = &mut self.groups[id];
         let limit = g.knobs.max_bytes.unwrap_or(g.usage_bytes);
         let mut raised = page_align_up(limit.max(g.usage_bytes).saturating_add((limit / 4).max(OOM_RESCUE_MIN_STEP_BYTES)));
-        g.combined = self.backend.combined_limit(&g.spec.path).unwrap_or(g.combined);
         if let Some(combined) = g.combined {
             // At the memory+swap limit, or with the memory limit already at it, raising the
             // memory limit cannot help: the group is out of memory by a limit critmem does
@@ -611,30 +613,38 @@ impl LinuxPlatform {
         Ok(done)
     }
 
+    /// Group `id`'s OOM file, read now (opened again if it could not be before).
+    fn oom_state(&mut self, id: GroupId) -> Option<crate::cgroup::OomState> {
+        let g = &mut self.groups[id];
+        if g.oom.file.is_none() {
+            g.oom.file = std::fs::File::open(self.backend.oom_file(&g.spec.path)).ok();
+        }
+        read_at_start(g.oom.file.as_ref()?, &mut self.read_buf).and_then(crate::cgroup::parse_oom_state)
+    }
+
+    /// Re-reads group `id`'s memory+swap limit (kept as it was if the read fails).
+    fn refresh_combined(&mut self, id: GroupId) {
+        let g = &mut self.groups[id];
+        g.combined = self.backend.combined_limit(&g.spec.path).unwrap_or(g.combined);
+    }
+
     /// Gives group `id` its OOM killer back (see [`Self::rescue_if_out_of_memory`]), if this
     /// platform switched it off; returns false (nothing raised).
     fn release_oom_guard(&mut self, id: GroupId, combined: CombinedLimit) -> Result<bool> {
         let g = &mut self.groups[id];
-        if !g.oom.guard_armed {
-            return Ok(false);
-        }
-        if !g.oom.kills_originally_enabled {
-            // Off before critmem came: waiting is the owner's choice. Say so once.
-            if !g.oom.guard_released {
-                g.oom.guard_released = true;
+        match g.oom.guard {
+            OomGuard::Armed => {
+                let Some(write) = self.backend.plan_oom_release(&g.spec.path) else { return Ok(false) };
+                if perform_or_warn(&write, &g.spec.name, "switch the OOM killer back on")? {
+                    g.oom.guard = OomGuard::Released;
+                    self.stats.oom_guard_releases += 1;
+                    tracing::warn!(group = %g.spec.name, memsw_limit_bytes = combined.limit_bytes, memsw_usage_bytes = combined.usage_bytes, "group out of memory at its memory+swap limit, which critmem does not manage: its OOM killer is back on, as it was before critmem");
+                }
+            }
+            OomGuard::Owners if self.warned_paths.insert(self.backend.oom_file(&g.spec.path)) => {
                 tracing::warn!(group = %g.spec.name, memsw_limit_bytes = combined.limit_bytes, "group out of memory at its memory+swap limit, which critmem does not manage; its OOM killer was off before critmem, so its tasks wait");
             }
-            return Ok(false);
-        }
-        let Some(write) = self.backend.plan_oom_release(&g.spec.path) else { return Ok(false) };
-        match write.perform() {
-            Ok(()) => {
-                (g.oom.guard_armed, g.oom.guard_released) = (false, true);
-                self.stats.oom_guard_releases += 1;
-                tracing::warn!(group = %g.spec.name, memsw_limit_bytes = combined.limit_bytes, memsw_usage_bytes = combined.usage_bytes, "group out of memory at its memory+swap limit, which critmem does not manage: its OOM killer is back on, as it was before critmem");
-            }
-            Err(e @ Error::GroupVanished { .. }) => return Err(e),
-            Err(e) => tracing::warn!(group = %g.spec.name, error = %e, "cannot switch the OOM killer back on"),
+            _ => {}
         }
         Ok(false)
     }
@@ -642,30 +652,22 @@ impl LinuxPlatform {
     /// Switches the OOM killer off again for a group whose guard was released, once it is
     /// no longer out of memory and has room under its memory+swap limit.
     fn rearm_oom_guard(&mut self, id: GroupId) -> Result<()> {
-        let g = &mut self.groups[id];
-        if !(g.oom.guard_released && g.oom.kills_originally_enabled) {
+        if self.groups[id].oom.guard != OomGuard::Released {
             return Ok(());
         }
-        let Some(file) = g.oom.file.as_ref() else { return Ok(()) };
-        let Some(state) = read_at_start(file, &mut self.read_buf).and_then(crate::cgroup::parse_oom_state) else { return Ok(()) };
-        g.combined = self.backend.combined_limit(&g.spec.path).unwrap_or(g.combined);
+        let Some(state) = self.oom_state(id) else { return Ok(()) };
+        self.refresh_combined(id);
+        let g = &mut self.groups[id];
         let room = g.combined.is_none_or(|c| c.usage_bytes.saturating_add(OOM_NEAR_LIMIT_BYTES) < c.limit_bytes);
         if state.under_oom || !room {
             return Ok(());
         }
         let Some(write) = self.backend.plan_oom_guard(&g.spec.path) else { return Ok(()) };
-        match write.perform() {
-            Ok(()) => {
-                (g.oom.guard_armed, g.oom.guard_released) = (true, false);
-                tracing::info!(group = %g.spec.name, "group has room again: its OOM killer is switched off again");
-                Ok(())
-            }
-            Err(e @ Error::GroupVanished { .. }) => Err(e),
-            Err(e) => {
-                tracing::debug!(group = %g.spec.name, error = %e, "cannot switch the OOM killer off again");
-                Ok(())
-            }
+        if perform_or_warn(&write, &g.spec.name, "switch the OOM killer off again")? {
+            g.oom.guard = OomGuard::Armed;
+            tracing::info!(group = %g.spec.name, "group has room again: its OOM killer is switched off again");
         }
+        Ok(())
     }
 
     /// Writes a higher hard limit on this thread (raising never reclaims, so it cannot block),
@@ -676,14 +678,9 @@ impl LinuxPlatform {
         if let Some(journal) = self.journal.as_mut() {
             journal.record(&Change::Write(write.clone()))?;
         }
-        match write.perform() {
-            Ok(()) => {}
-            Err(e @ Error::GroupVanished { .. }) => return Err(e),
-            Err(e) => {
-                self.stats.writes_failed += 1;
-                tracing::warn!(group = %g.spec.name, error = %e, "cannot raise the hard limit");
-                return Ok(false);
-            }
+        if !perform_or_warn(&write, &g.spec.name, "raise the hard limit")? {
+            self.stats.writes_failed += 1;
+            return Ok(false);
         }
         // A lower value still queued in the writer must not land after this one.
         if self.writer.is_outstanding(&write.path) {
@@ -872,13 +869,17 @@ fn guard_against_oom_kills(backend: &dyn CgroupBackend, journal: &mut Journal, g
         let mut buf = Vec::new();
         if let Some(state) = read_at_start(file, &mut buf).and_then(crate::cgroup::parse_oom_state) {
             g.oom.events_seen = state.oom_events;
-            g.oom.kills_originally_enabled = !state.kill_disabled;
+            if state.kill_disabled {
+                g.oom.guard = OomGuard::Owners;
+            }
         }
     }
     let Some(write) = backend.plan_oom_guard(&g.spec.path) else { return Ok(()) };
     match journal.perform(&Change::Write(write)) {
         Ok(()) => {
-            g.oom.guard_armed = true;
+            if g.oom.guard == OomGuard::None {
+                g.oom.guard = OomGuard::Armed;
+            }
             Ok(())
         }
         Err(e @ (Error::Journal { .. } | Error::Io { op: "append to journal", .. })) => Err(e),
@@ -886,6 +887,19 @@ fn guard_against_oom_kills(backend: &dyn CgroupBackend, journal: &mut Journal, g
             stats.oom_guard_failures += 1;
             tracing::warn!(group = %g.spec.name, error = %e, "cannot switch off the OOM killer of the group; an OOM at its limit may kill a task before the agent raises it");
             Ok(())
+        }
+    }
+}
+
+/// Makes `write` on the calling thread; a failure other than a vanished group is logged
+/// ("cannot {what}") and returned as `false`.
+fn perform_or_warn(write: &crate::cgroup::FileWrite, group: &str, what: &str) -> Result<bool> {
+    match write.perform() {
+        Ok(()) => Ok(true),
+        Err(e @ Error::GroupVanished { .. }) => Err(e),
+        Err(e) => {
+            tracing::warn!(group, error = %e, "cannot {what}");
+            Ok(false)
         }
     }
 }
@@ -1310,21 +1324,29 @@ mod tests {
         assert_eq!(std::fs::read_to_string(batch.join("memory.max")).unwrap(), (64 * MIB).to_string(), "restored to its value before the rescue");
     }
 
+    /// An adopted hybrid group `batch` (its v1 directory returned), with `extra` files beside
+    /// the usual ones, opened alone.
+    fn v1_adopted(dir: &Path, extra: &[(&str, &str)]) -> (LinuxPlatform, PathBuf) {
+        use crate::cgroup::fake::{hybrid_roots, UNIFIED_FILES, V1_MEMORY_FILES};
+        let (memory, unified) = hybrid_roots(&dir.join("cg"));
+        let batch = memory.join("batch");
+        populate(&batch, V1_MEMORY_FILES);
+        populate(&batch, extra);
+        populate(&unified.join("batch"), UNIFIED_FILES);
+        let mut options = fake(dir);
+        options.journal_path = Some(dir.join("journal-v1.jsonl"));
+        let specs = vec![GroupSpec { name: "batch".into(), path: GroupPath::new("batch").unwrap(), role: GroupRole::NonRealTime, floor_bytes: 16 * MIB, create: false }];
+        (LinuxPlatform::open(Box::new(crate::cgroup::HybridBackend::new(memory, unified)), specs, options).unwrap(), batch)
+    }
+
     #[test]
     fn a_v1_group_under_oom_gets_its_limit_raised_and_the_oom_killer_switch_restored() {
-        use crate::cgroup::fake::{hybrid_roots, UNIFIED_FILES, V1_MEMORY_FILES};
         let dir = tempfile::tempdir().unwrap();
-        let (memory, unified) = hybrid_roots(&dir.path().join("cg"));
-        populate(&memory.join("batch"), V1_MEMORY_FILES);
-        populate(&unified.join("batch"), UNIFIED_FILES);
-        let mut options = fake(dir.path());
-        options.journal_path = Some(dir.path().join("journal-v1.jsonl"));
-        let specs = vec![GroupSpec { name: "batch".into(), path: GroupPath::new("batch").unwrap(), role: GroupRole::NonRealTime, floor_bytes: 16 * MIB, create: false }];
-        let mut platform = LinuxPlatform::open(Box::new(crate::cgroup::HybridBackend::new(memory.clone(), unified)), specs, options).unwrap();
-        let oom_control = memory.join("batch/memory.oom_control");
+        let (mut platform, batch) = v1_adopted(dir.path(), &[]);
+        let oom_control = batch.join("memory.oom_control");
         assert_eq!(std::fs::read_to_string(&oom_control).unwrap(), "1", "the OOM killer is switched off");
-        std::fs::write(memory.join("batch/memory.limit_in_bytes"), (100 * MIB).to_string()).unwrap();
-        std::fs::write(memory.join("batch/memory.usage_in_bytes"), (100 * MIB).to_string()).unwrap();
+        std::fs::write(batch.join("memory.limit_in_bytes"), (100 * MIB).to_string()).unwrap();
+        std::fs::write(batch.join("memory.usage_in_bytes"), (100 * MIB).to_string()).unwrap();
         std::fs::write(&oom_control, "oom_kill_disable 1\nunder_oom 1\noom_kill 0\n").unwrap();
         let obs = platform.observe().unwrap();
         assert_eq!(obs.groups[0].knobs.max_bytes, Some(125 * MIB), "raised by a quarter at once");
@@ -1332,21 +1354,12 @@ mod tests {
         let report = platform.restore(Duration::from_secs(5)).unwrap();
         assert!(report.failures.is_empty(), "{report:?}");
         assert_eq!(std::fs::read_to_string(&oom_control).unwrap(), "0", "switch restored");
-        assert_eq!(std::fs::read_to_string(memory.join("batch/memory.limit_in_bytes")).unwrap(), (100 * MIB).to_string(), "limit restored to its value before the rescue");
+        assert_eq!(std::fs::read_to_string(batch.join("memory.limit_in_bytes")).unwrap(), (100 * MIB).to_string(), "limit restored to its value before the rescue");
     }
 
-    /// An adopted hybrid group `batch` with a memory+swap limit of 256 MiB, opened alone.
+    /// [`v1_adopted`] with a memory+swap limit of 256 MiB.
     fn v1_with_memsw_limit(dir: &Path) -> (LinuxPlatform, PathBuf) {
-        use crate::cgroup::fake::{hybrid_roots, UNIFIED_FILES, V1_MEMORY_FILES};
-        let (memory, unified) = hybrid_roots(&dir.join("cg"));
-        let batch = memory.join("batch");
-        populate(&batch, V1_MEMORY_FILES);
-        populate(&batch, &[("memory.memsw.limit_in_bytes", "268435456\n"), ("memory.memsw.usage_in_bytes", "8192\n")]);
-        populate(&unified.join("batch"), UNIFIED_FILES);
-        let mut options = fake(dir);
-        options.journal_path = Some(dir.join("journal-v1.jsonl"));
-        let specs = vec![GroupSpec { name: "batch".into(), path: GroupPath::new("batch").unwrap(), role: GroupRole::NonRealTime, floor_bytes: 16 * MIB, create: false }];
-        (LinuxPlatform::open(Box::new(crate::cgroup::HybridBackend::new(memory, unified)), specs, options).unwrap(), batch)
+        v1_adopted(dir, &[("memory.memsw.limit_in_bytes", "268435456\n"), ("memory.memsw.usage_in_bytes", "8192\n")])
     }
 
     #[test]

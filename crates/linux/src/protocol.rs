@@ -608,8 +608,7 @@ mod tests {
 
     fn fake_proc(dir: &Path, cgroup_file: &str) -> ProcFs {
         let root = dir.join("proc");
-        std::fs::create_dir_all(root.join(self_pid().to_string())).unwrap();
-        std::fs::write(root.join(self_pid().to_string()).join("cgroup"), cgroup_file).unwrap();
+        fake_cgroup(&root, self_pid(), cgroup_file);
         ProcFs::new(root)
     }
 
@@ -763,6 +762,14 @@ sys.stdin.readline()
         std::fs::write(proc_root.join(pid.to_string()).join("cgroup"), cgroup_file).unwrap();
     }
 
+    /// A job server over the fake /proc at `proc_root`, and a [`CONNECT_THEN_EXIT`] client
+    /// connected to it.
+    fn server_and_child_client(dir: &Path, proc_root: &Path) -> (JobServer, std::process::Child) {
+        let server = server(dir, ProcFs::new(proc_root.to_owned()), groups(), Hierarchy::Unified);
+        let connecting = connect_from_child(server.socket_path());
+        (server, connecting)
+    }
+
     /// The connecting process exits while a child it forked keeps the socket, and its pid goes
     /// to a process in another managed group (the fake /proc says so): what arrives on the
     /// connection afterwards must not be counted for that group, nor for any.
@@ -770,8 +777,7 @@ sys.stdin.readline()
     fn messages_are_refused_once_the_process_that_connected_has_exited() {
         let dir = tempfile::tempdir().unwrap();
         let proc_root = dir.path().join("proc");
-        let mut server = server(dir.path(), ProcFs::new(proc_root.clone()), groups(), Hierarchy::Unified);
-        let connecting = connect_from_child(server.socket_path());
+        let (mut server, connecting) = server_and_child_client(dir.path(), &proc_root);
         let pid = connecting.id();
         fake_cgroup(&proc_root, pid, "0::/critmem/rt\n");
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -798,8 +804,7 @@ sys.stdin.readline()
     fn a_connection_whose_process_exited_before_it_was_accepted_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let proc_root = dir.path().join("proc");
-        let mut server = server(dir.path(), ProcFs::new(proc_root.clone()), groups(), Hierarchy::Unified);
-        let connecting = connect_from_child(server.socket_path());
+        let (mut server, connecting) = server_and_child_client(dir.path(), &proc_root);
         let pid = connecting.id();
         exit_and_reap(connecting);
         fake_cgroup(&proc_root, pid, "0::/critmem/batch\n");

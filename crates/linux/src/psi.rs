@@ -136,7 +136,7 @@ fn is_average(bytes: &[u8]) -> bool {
 
 /// Decimal digits only; `None` if empty or over u64 (`total` is a full u64, `%llu`, so 20
 /// digits can still overflow).
-fn parse_u64(digits: &[u8]) -> Option<u64> {
+pub(crate) fn parse_u64(digits: &[u8]) -> Option<u64> {
     if digits.is_empty() || digits.len() > 20 || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }

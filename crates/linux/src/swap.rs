@@ -14,7 +14,7 @@ use crate::layout::unescape_octal;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -224,34 +224,21 @@ impl SwapManager {
         Ok(())
     }
 
-    fn state_dir(&self) -> &Path {
-        self.state_file.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."))
-    }
-
     /// Writes the first state; create_new, so two setups cannot both own it. Durable (file and
     /// directory synced) before the swapfile is created.
     fn write_state(&self, state: &SwapState) -> Result<()> {
-        let dir = self.state_dir();
+        let dir = crate::durable::parent_dir(&self.state_file);
         std::fs::create_dir_all(dir).map_err(|e| Error::io("create state directory", dir, e))?;
         let text = serde_json::to_string_pretty(state).map_err(|e| Error::parse("swap state", "setup", e.to_string()))?;
         let mut file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&self.state_file).map_err(|e| Error::io("create", &self.state_file, e))?;
         file.write_all(text.as_bytes()).and_then(|()| file.sync_all()).map_err(|e| Error::io("write", &self.state_file, e))?;
-        sync_dir(dir)
+        crate::durable::sync_parent(&self.state_file)
     }
 
-    /// Replaces the state atomically: a crash leaves the old state or the new one, never a
-    /// torn file. Written to a 0600 temporary file in the same directory, synced, renamed over.
+    /// Replaces the state atomically: a crash leaves the old state or the new one.
     fn replace_state(&self, state: &SwapState) -> Result<()> {
-        let dir = self.state_dir();
         let text = serde_json::to_string_pretty(state).map_err(|e| Error::parse("swap state", "setup", e.to_string()))?;
-        let mut temp = tempfile::Builder::new()
-            .prefix(".swap-state-")
-            .permissions(std::fs::Permissions::from_mode(0o600))
-            .tempfile_in(dir)
-            .map_err(|e| Error::io("create temporary state in", dir, e))?;
-        temp.write_all(text.as_bytes()).and_then(|()| temp.as_file().sync_all()).map_err(|e| Error::io("write", temp.path(), e))?;
-        temp.persist(&self.state_file).map_err(|e| Error::io("replace", &self.state_file, e.error))?;
-        sync_dir(dir)
+        crate::durable::replace_atomically(&self.state_file, text.as_bytes())
     }
 
     /// Refuses unless `found` is the file setup created.
@@ -396,10 +383,6 @@ fn allocate(file: &File, path: &Path, size_bytes: u64) -> Result<()> {
     file.sync_all().map_err(|e| Error::io("sync swapfile", path, e))
 }
 
-/// fsync of a directory, so a file created, renamed or removed in it survives a crash.
-fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io("sync directory", dir, e))
-}
 
 /// util-linux tools live in sbin, which a non-login PATH may lack.
 fn tool(name: &str) -> PathBuf {
@@ -447,6 +430,7 @@ fn swapoff_with_retries(path: &Path) -> Result<()> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::os::unix::fs::PermissionsExt;
 
     const SWAPS: &str = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n/dev/vdb                                partition\t1048572\t\t0\t\t-2\n/var/lib/my\\040swap                     file\t\t65532\t\t1024\t\t-3\n";
 

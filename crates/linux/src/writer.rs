@@ -379,13 +379,20 @@ mod tests {
         assert!(writer.shutdown(Duration::from_secs(5)).is_empty());
     }
 
+    /// A one-worker writer with room for `capacity` files, its worker stuck writing `value`
+    /// to a FIFO in `dir` (returned).
+    fn stuck_writer(dir: &Path, capacity: usize, value: &str) -> (KnobWriter, PathBuf) {
+        let blocking = fifo(dir);
+        let writer = KnobWriter::new(1, capacity);
+        writer.submit(FileWrite::new(blocking.clone(), value, true)).unwrap();
+        wait_until("the write to start", || writer.is_in_flight(&blocking));
+        (writer, blocking)
+    }
+
     #[test]
     fn a_full_queue_fails_fast() {
         let dir = tempfile::tempdir().unwrap();
-        let blocking = fifo(dir.path());
-        let writer = KnobWriter::new(1, 1);
-        writer.submit(FileWrite::new(blocking.clone(), "1", true)).unwrap();
-        wait_until("the write to start", || writer.is_in_flight(&blocking));
+        let (writer, blocking) = stuck_writer(dir.path(), 1, "1");
         writer.submit(FileWrite::new(dir.path().join("a"), "1", true)).unwrap();
         let started = Instant::now();
         let err = writer.submit(FileWrite::new(dir.path().join("b"), "1", true)).unwrap_err();
@@ -403,10 +410,7 @@ mod tests {
     #[test]
     fn shutdown_interrupts_a_write_stuck_in_the_kernel_so_it_cannot_land_later() {
         let dir = tempfile::tempdir().unwrap();
-        let blocking = fifo(dir.path());
-        let writer = KnobWriter::new(1, 4);
-        writer.submit(FileWrite::new(blocking.clone(), "1", true)).unwrap();
-        wait_until("the write to start", || writer.is_in_flight(&blocking));
+        let (writer, blocking) = stuck_writer(dir.path(), 4, "1");
         writer.submit(FileWrite::new(blocking.clone(), "2", true)).unwrap();
         let started = Instant::now();
         let stuck = writer.shutdown(Duration::from_millis(50));
@@ -422,10 +426,7 @@ mod tests {
     #[test]
     fn an_interrupted_write_is_retried_while_the_writer_runs() {
         let dir = tempfile::tempdir().unwrap();
-        let blocking = fifo(dir.path());
-        let writer = KnobWriter::new(1, 4);
-        writer.submit(FileWrite::new(blocking.clone(), "7", true)).unwrap();
-        wait_until("the write to start", || writer.is_in_flight(&blocking));
+        let (writer, blocking) = stuck_writer(dir.path(), 4, "7");
         let thread = *writer.shared.lock().in_flight.get(&blocking).unwrap();
         pthread_kill(thread, CANCEL_SIGNAL).unwrap();
         std::thread::sleep(Duration::from_millis(20));
