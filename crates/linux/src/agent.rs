@@ -241,6 +241,7 @@ pub fn run(config: &AgentConfig, options: &RunOptions, signals: &SignalFd) -> Re
         },
     )?;
     platform.set_stall_inputs(|role| controller.stall_inputs(role));
+    platform.set_usage_inputs(|role| controller.reads_usage(role));
     let recovered = platform.recovered().is_some();
     tracing::info!(controller = controller.name(), backend = %backend_name, groups = config.groups.len(), dry_run = options.dry_run, interval_ns = controller.interval_ns(), "agent started");
     let mut control = ControlLoop::new(controller.interval_ns());

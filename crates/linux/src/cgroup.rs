@@ -337,6 +337,15 @@ pub trait CgroupBackend: fmt::Debug + Send + Sync {
     /// `memory.oom_control` (`under_oom`), v2 `memory.events` (`oom` counter).
     fn oom_file(&self, group: &GroupPath) -> PathBuf;
 
+    /// An eventfd the kernel signals when a task of the group starts waiting at its limit
+    /// (v1: `cgroup.event_control` on `memory.oom_control`), so the platform need not read
+    /// usage every tick to find such a task. Closing it unregisters. `Ok(None)` where the
+    /// backend has no such notification (v2) or the group is not on cgroupfs (a fake tree,
+    /// where nothing would ever signal it).
+    fn oom_notifier(&self, _group: &GroupPath) -> Result<Option<nix::sys::eventfd::EventFd>> {
+        Ok(None)
+    }
+
     /// Whether every directory of the group exists.
     fn exists(&self, group: &GroupPath) -> bool {
         self.group_dirs(group).iter().all(|d| d.is_dir())
@@ -690,11 +699,21 @@ const V1_UNLIMITED_FROM_BYTES: u64 = 1 << 62;
 pub struct HybridBackend {
     memory_root: PathBuf,
     unified_root: PathBuf,
+    /// Registers OOM notifiers on an ordinary filesystem too (tests signal them by hand).
+    notify_on_plain_fs: bool,
 }
 
 impl HybridBackend {
     pub fn new(memory_root: PathBuf, unified_root: PathBuf) -> Self {
-        HybridBackend { memory_root, unified_root }
+        HybridBackend { memory_root, unified_root, notify_on_plain_fs: false }
+    }
+
+    /// For fake trees: [`CgroupBackend::oom_notifier`] registers there too, so a test can
+    /// signal the eventfd in the kernel's place.
+    #[cfg(test)]
+    pub(crate) fn notifying_on_plain_fs(mut self) -> Self {
+        self.notify_on_plain_fs = true;
+        self
     }
 
     pub fn memory_root(&self) -> &Path {
@@ -816,6 +835,24 @@ impl CgroupBackend for HybridBackend {
 
     fn plan_oom_release(&self, group: &GroupPath) -> Option<FileWrite> {
         Some(FileWrite::new(self.memory_file(group, "memory.oom_control"), "0", true))
+    }
+
+    /// Writes `<eventfd> <fd of memory.oom_control>` to `cgroup.event_control`; the kernel
+    /// signals the eventfd when a task starts waiting in `under_oom` (and at once if one
+    /// already is). The `memory.oom_control` descriptor is only needed for the write.
+    fn oom_notifier(&self, group: &GroupPath) -> Result<Option<nix::sys::eventfd::EventFd>> {
+        use nix::sys::eventfd::{EfdFlags, EventFd};
+        use std::os::fd::AsRawFd;
+        let dir = group.dir_in(&self.memory_root);
+        if is_plain_fs(&dir) && !self.notify_on_plain_fs {
+            return Ok(None);
+        }
+        let control = dir.join("cgroup.event_control");
+        let eventfd = EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK).map_err(|e| Error::io("create eventfd for", &control, e.into()))?;
+        let oom_path = dir.join("memory.oom_control");
+        let oom = std::fs::File::open(&oom_path).map_err(|e| Error::group_io("open", &group.to_string(), &oom_path, e))?;
+        write_value(&control, &format!("{} {}", eventfd.as_raw_fd(), oom.as_raw_fd()))?;
+        Ok(Some(eventfd))
     }
 
     /// `memory.memsw.limit_in_bytes` and `memory.memsw.usage_in_bytes`, present when the kernel

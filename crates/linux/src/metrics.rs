@@ -61,6 +61,12 @@ pub fn render(platform: &LinuxPlatform, loop_stats: &LoopStats) -> String {
         "OOM killers switched back on for groups out of memory at a memory+swap limit critmem does not manage.",
         &single(s.oom_guard_releases as f64),
     );
+    metric(
+        "critmem_oom_notifications_total",
+        "counter",
+        "Kernel notifications (v1) that a task of a managed group started waiting at its limit.",
+        &single(s.oom_notifications as f64),
+    );
     if let Some(server) = platform.job_server() {
         let p = server.stats();
         metric(

@@ -98,6 +98,12 @@ pub struct PlatformStats {
     pub oom_guard_releases: u64,
     /// cgroup v2 hard limits below usage applied as `memory.high` first.
     pub lowered_via_high: u64,
+    /// v1 notifications that a group's task started waiting at its limit (each makes the
+    /// next tick read the group's usage and OOM file).
+    pub oom_notifications: u64,
+    /// Per group and tick, usage reads skipped: the controller does not read the group's usage
+    /// and the kernel notifies an OOM, so it is refreshed with the knobs only.
+    pub usage_reads_skipped: u64,
 }
 
 /// Per-group job accounting from the job socket.
@@ -150,15 +156,17 @@ impl OpenFiles {
         })
     }
 
-    /// Reads usage, the pressure files `fresh` asks for (the others keep their `kept` totals)
-    /// and, unless `knobs_now` is given, the knob files; `None` on any failure (the caller
-    /// then goes the slow way, which names the error, e.g. a vanished group). Parses bytes in
-    /// place: only the PSI totals and plain numbers, no UTF-8 check, no allocation.
+    /// Reads usage unless `usage_now` is given, the pressure files `fresh` asks for (the others
+    /// keep their `kept` totals) and, unless `knobs_now` is given, the knob files; `None` on any
+    /// failure (the caller then goes the slow way, which names the error, e.g. a vanished
+    /// group). Parses bytes in place: only the PSI totals and plain numbers, no UTF-8 check,
+    /// no allocation.
     fn read(
         &self,
         buf: &mut [u8; READ_BUF_BYTES],
         fresh: StallInputs,
         kept: StallTotals,
+        usage_now: Option<u64>,
         knobs_now: Option<MemoryKnobs>,
     ) -> Option<(StallTotals, u64, MemoryKnobs)> {
         let (memory_some_us, memory_full_us) = if fresh.memory {
@@ -168,7 +176,10 @@ impl OpenFiles {
         };
         let (io_some_us, io_full_us) =
             if fresh.io { crate::psi::parse_totals(pread_start(&self.io_pressure, buf)?)? } else { (kept.io_some_us, kept.io_full_us) };
-        let usage = parse_u64(pread_start(&self.usage, buf)?)?;
+        let usage = match usage_now {
+            Some(usage) => usage,
+            None => parse_u64(pread_start(&self.usage, buf)?)?,
+        };
         if let Some(knobs) = knobs_now {
             return Some((StallTotals { memory_some_us, memory_full_us, io_some_us, io_full_us }, usage, knobs));
         }
@@ -243,6 +254,13 @@ struct OomWatch {
     streak: u32,
     last_rescue_ns: u64,
     guard: OomGuard,
+    /// v1: the eventfd the kernel signals when a task starts waiting at the limit
+    /// ([`CgroupBackend::oom_notifier`]). With it, usage the controller does not read is
+    /// refreshed with the knobs only, as the rescue no longer needs it every tick.
+    notifier: Option<nix::sys::eventfd::EventFd>,
+    /// Notified, or last seen waiting at its limit: the group's usage is read (and its OOM
+    /// file checked when near the limit) every tick until it is neither.
+    pending: bool,
 }
 
 /// Who has a group's OOM killer switched off (v1 `memory.oom_control`).
@@ -272,6 +290,11 @@ struct Managed {
     /// Pressure totals the controller reads of this group: re-read every tick. The others are
     /// re-read with the knobs (they only feed metrics and logs).
     stall_inputs: StallInputs,
+    /// Whether the controller reads this group's usage ([`Controller::reads_usage`]); if not,
+    /// and the kernel notifies OOMs, usage is re-read with the knobs only.
+    reads_usage: bool,
+    /// Usage was read this tick (the OOM rescue's near-limit check needs a fresh value).
+    usage_fresh: bool,
     /// cgroup v2: `memory.high` is this platform's stand-in for a hard limit below usage (see
     /// `apply_v2_max`), cleared again when the hard limit takes over.
     high_is_ours: bool,
@@ -375,12 +398,16 @@ impl LinuxPlatform {
             if let Some(c) = combined {
                 tracing::info!(group = %spec.name, memsw_limit_bytes = c.limit_bytes, "the group has a memory+swap limit: its memory limit stays at or below it, and an OOM at it is the kernel's to handle");
             }
-            groups.push(Managed { spec, knob_paths, knobs_age_ticks: u32::MAX, stall_inputs: StallInputs::ALL, high_is_ours: false, files, oom, knobs, combined, usage_bytes: 0, stall: StallTotals::default(), jobs: JobCounts::default() });
+            groups.push(Managed { spec, knob_paths, knobs_age_ticks: u32::MAX, stall_inputs: StallInputs::ALL, reads_usage: true, usage_fresh: false, high_is_ours: false, files, oom, knobs, combined, usage_bytes: 0, stall: StallTotals::default(), jobs: JobCounts::default() });
         }
         let mut stats = PlatformStats::default();
         if let Some(journal) = journal.as_mut() {
             for g in &mut groups {
                 guard_against_oom_kills(backend.as_ref(), journal, g, &mut stats)?;
+                match backend.oom_notifier(&g.spec.path) {
+                    Ok(notifier) => g.oom.notifier = notifier,
+                    Err(e) => tracing::warn!(group = %g.spec.name, error = %e, "cannot register for the kernel's OOM notifications; the group's usage is read every tick instead"),
+                }
             }
         }
         Ok(LinuxPlatform {
@@ -434,6 +461,23 @@ impl LinuxPlatform {
         for g in &mut self.groups {
             g.stall_inputs = inputs(&g.spec.role);
         }
+    }
+
+    /// Tells the platform whether the controller reads each group's usage (from
+    /// [`critmem_policy::Controller::reads_usage`]). Usage it does not read is refreshed every
+    /// [`KNOB_REFRESH_TICKS`] ticks where the kernel notifies OOMs (v1); elsewhere, and
+    /// until this is called, it is read every tick, as the OOM rescue then needs it.
+    pub fn set_usage_inputs(&mut self, reads_usage: impl Fn(&GroupRole) -> bool) {
+        for g in &mut self.groups {
+            g.reads_usage = reads_usage(&g.spec.role);
+        }
+    }
+
+    /// Reads `group`'s usage now (for samples that must be fresh whatever the controller reads).
+    pub fn usage_now(&mut self, group: GroupId) -> Result<u64> {
+        let g = &mut self.groups[group];
+        g.usage_bytes = self.backend.usage_bytes(&g.spec.path)?;
+        Ok(g.usage_bytes)
     }
 
     /// Usage and knobs of `group` as last observed.
@@ -569,8 +613,45 @@ impl LinuxPlatform {
         if knobs.max_bytes.is_some_and(|limit| usage_bytes + OOM_NEAR_LIMIT_BYTES >= limit) {
             self.rescue_if_out_of_memory(id)
         } else {
+            self.groups[id].oom.pending = false;
             Ok(false)
         }
+    }
+
+    /// Drains the OOM notifiers the kernel signalled since the last tick (one `poll` for all
+    /// groups) and marks those groups pending, so this tick reads their usage and OOM file.
+    fn take_oom_notifications(&mut self) {
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        use std::os::fd::AsFd;
+        let (ids, mut fds): (Vec<GroupId>, Vec<PollFd>) = self
+            .groups
+            .iter()
+            .enumerate()
+            .filter_map(|(id, g)| g.oom.notifier.as_ref().map(|n| (id, PollFd::new(n.as_fd(), PollFlags::POLLIN))))
+            .unzip();
+        if fds.is_empty() {
+            return;
+        }
+        let ready: Vec<GroupId> = match poll(&mut fds, PollTimeout::ZERO) {
+            Ok(0) => return,
+            Ok(_) => ids.iter().zip(&fds).filter(|(_, fd)| fd.revents().is_some_and(|r| !r.is_empty())).map(|(&id, _)| id).collect(),
+            // Cannot tell who was notified: check everyone this tick.
+            Err(_) => ids,
+        };
+        drop(fds);
+        for id in ready {
+            let oom = &mut self.groups[id].oom;
+            // Non-blocking: nothing to read (EAGAIN) means someone else drained it; still check.
+            let _ = oom.notifier.as_ref().map(|n| n.read());
+            oom.pending = true;
+            self.stats.oom_notifications += 1;
+        }
+    }
+
+    /// Signals group `id`'s OOM notifier as the kernel would.
+    #[cfg(test)]
+    fn signal_oom_notifier(&self, id: GroupId) {
+        self.groups[id].oom.notifier.as_ref().expect("a registered notifier").write(1).unwrap();
     }
 
     /// If group `id` is out of memory at its limit (v1: tasks waiting in `under_oom`, as the
@@ -583,6 +664,7 @@ impl LinuxPlatform {
         let oom = &mut self.groups[id].oom;
         let new_event = state.oom_events > oom.events_seen;
         oom.events_seen = state.oom_events;
+        oom.pending = state.under_oom;
         if !(state.under_oom || new_event) {
             return Ok(false);
         }
@@ -941,6 +1023,7 @@ impl Platform for LinuxPlatform {
 
     fn observe(&mut self) -> Result<Observation> {
         self.collect_writes();
+        self.take_oom_notifications();
         let now_ns = monotonic_ns();
         self.now_ns = now_ns;
         let mut observed = Vec::with_capacity(self.groups.len());
@@ -963,10 +1046,15 @@ impl Platform for LinuxPlatform {
             let knobs_now = (g.knobs_age_ticks < KNOB_REFRESH_TICKS).then_some(g.knobs);
             // Everything is fresh on the ticks that re-read the knobs.
             let fresh = if knobs_now.is_some() { g.stall_inputs } else { StallInputs::ALL };
-            match g.files.as_ref().and_then(|f| f.read(&mut self.tick_buf, fresh, g.stall, knobs_now)) {
+            // Unread usage can wait for the knobs while the kernel will say if the group
+            // starts waiting at its limit (the one thing the platform itself needs it for).
+            let usage_now = (knobs_now.is_some() && !g.reads_usage && g.oom.notifier.is_some() && !g.oom.pending).then_some(g.usage_bytes);
+            match g.files.as_ref().and_then(|f| f.read(&mut self.tick_buf, fresh, g.stall, usage_now, knobs_now)) {
                 Some((stall, usage, knobs)) => {
                     (g.stall, g.usage_bytes, g.knobs) = (stall, usage, knobs);
                     g.knobs_age_ticks = if knobs_now.is_some() { g.knobs_age_ticks + 1 } else { 0 };
+                    g.usage_fresh = usage_now.is_none();
+                    self.stats.usage_reads_skipped += u64::from(usage_now.is_some());
                 }
                 None => {
                     g.files = None;
@@ -974,6 +1062,7 @@ impl Platform for LinuxPlatform {
                     g.usage_bytes = self.backend.usage_bytes(&g.spec.path)?;
                     g.knobs = self.backend.knobs(&g.spec.path)?;
                     g.knobs_age_ticks = 0;
+                    g.usage_fresh = true;
                 }
             }
             observed.push(GroupObservation {
@@ -987,7 +1076,9 @@ impl Platform for LinuxPlatform {
         }
         if !self.dry_run {
             for (id, seen) in observed.iter_mut().enumerate() {
-                if self.rescue_if_near_limit(id, seen.usage_bytes, seen.knobs)? | self.keep_v2_max_ahead_of_usage(id)? {
+                // Stale usage says nothing of the limit; such a group is checked when notified.
+                let rescued = self.groups[id].usage_fresh && self.rescue_if_near_limit(id, seen.usage_bytes, seen.knobs)?;
+                if rescued | self.keep_v2_max_ahead_of_usage(id)? {
                     seen.knobs = self.groups[id].knobs;
                 }
                 self.rearm_oom_guard(id)?;
@@ -1327,6 +1418,12 @@ mod tests {
     /// An adopted hybrid group `batch` (its v1 directory returned), with `extra` files beside
     /// the usual ones, opened alone.
     fn v1_adopted(dir: &Path, extra: &[(&str, &str)]) -> (LinuxPlatform, PathBuf) {
+        v1_adopted_with(dir, extra, false)
+    }
+
+    /// A v1 group `batch` on a fake hybrid tree, with `extra` files; `notify`: the backend
+    /// registers OOM notifiers there too (the test signals them).
+    fn v1_adopted_with(dir: &Path, extra: &[(&str, &str)], notify: bool) -> (LinuxPlatform, PathBuf) {
         use crate::cgroup::fake::{hybrid_roots, UNIFIED_FILES, V1_MEMORY_FILES};
         let (memory, unified) = hybrid_roots(&dir.join("cg"));
         let batch = memory.join("batch");
@@ -1336,7 +1433,58 @@ mod tests {
         let mut options = fake(dir);
         options.journal_path = Some(dir.join("journal-v1.jsonl"));
         let specs = vec![GroupSpec { name: "batch".into(), path: GroupPath::new("batch").unwrap(), role: GroupRole::NonRealTime, floor_bytes: 16 * MIB, create: false }];
-        (LinuxPlatform::open(Box::new(crate::cgroup::HybridBackend::new(memory, unified)), specs, options).unwrap(), batch)
+        let backend = crate::cgroup::HybridBackend::new(memory, unified);
+        let backend = if notify { backend.notifying_on_plain_fs() } else { backend };
+        (LinuxPlatform::open(Box::new(backend), specs, options).unwrap(), batch)
+    }
+
+    #[test]
+    fn usage_nobody_reads_waits_for_the_knobs_until_an_oom_notification_brings_the_rescue() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut platform, batch) = v1_adopted_with(dir.path(), &[("cgroup.event_control", "")], true);
+        let registration = std::fs::read_to_string(batch.join("cgroup.event_control")).unwrap();
+        assert_eq!(registration.split(' ').filter(|fd| fd.parse::<u32>().is_ok()).count(), 2, "`<eventfd> <oom_control fd>`: {registration:?}");
+        platform.set_usage_inputs(|_| false);
+        let (usage_file, oom_control) = (batch.join("memory.usage_in_bytes"), batch.join("memory.oom_control"));
+        let set = |usage_mib: u64, under_oom: bool| {
+            std::fs::write(&usage_file, (usage_mib * MIB).to_string()).unwrap();
+            std::fs::write(&oom_control, format!("oom_kill_disable 1\nunder_oom {}\noom_kill 0\n", u8::from(under_oom))).unwrap();
+        };
+        std::fs::write(batch.join("memory.limit_in_bytes"), (100 * MIB).to_string()).unwrap();
+        set(10, false);
+        assert_eq!(platform.observe().unwrap().groups[0].usage_bytes, 10 * MIB, "the first tick reads everything");
+
+        // At its limit with a task waiting, but the kernel has not said so yet: usage is not
+        // read, so nothing is rescued on a stale value.
+        set(100, true);
+        let obs = platform.observe().unwrap();
+        assert_eq!(obs.groups[0].usage_bytes, 10 * MIB, "usage nobody reads is not read");
+        assert_eq!((platform.stats().usage_reads_skipped, platform.stats().oom_rescues), (1, 0));
+
+        platform.signal_oom_notifier(0);
+        let obs = platform.observe().unwrap();
+        assert_eq!(obs.groups[0].usage_bytes, 100 * MIB, "notified: usage read at once");
+        assert_eq!(obs.groups[0].knobs.max_bytes, Some(125 * MIB), "and the limit raised by a quarter");
+        assert_eq!((platform.stats().oom_notifications, platform.stats().oom_rescues), (1, 1));
+
+        // Seen waiting when rescued, so usage is read the next tick too; the raised limit is far
+        // above it (a task reaching it again is notified again), so no second raise, and from
+        // then on usage waits for the knobs again.
+        set(101, true);
+        assert_eq!(platform.observe().unwrap().groups[0].usage_bytes, 101 * MIB);
+        assert_eq!(platform.stats().oom_rescues, 1);
+        set(60, false);
+        assert_eq!(platform.observe().unwrap().groups[0].usage_bytes, 101 * MIB, "not pending any more");
+        let refreshed = (0..KNOB_REFRESH_TICKS).map(|_| platform.observe().unwrap().groups[0].usage_bytes).any(|u| u == 60 * MIB);
+        assert!(refreshed, "unread usage is still refreshed with the knobs");
+        assert_eq!(platform.usage_now(0).unwrap(), 60 * MIB);
+
+        // A controller that reads usage gets it fresh every tick, notifier or not.
+        platform.set_usage_inputs(|_| true);
+        set(70, false);
+        assert_eq!(platform.observe().unwrap().groups[0].usage_bytes, 70 * MIB);
+        let report = platform.restore(Duration::from_secs(5)).unwrap();
+        assert!(report.failures.is_empty(), "{report:?}");
     }
 
     #[test]

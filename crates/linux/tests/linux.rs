@@ -964,11 +964,17 @@ fn the_agent_fails_with_one_line_and_exit_code_2_on_a_missing_group() {
 /// worker's working set), reduced to its essence.
 struct Squeeze {
     limit_bytes: u64,
+    /// What it tells the platform (it never looks at usage either way).
+    says_it_reads_usage: bool,
 }
 
 impl critmem_policy::Controller for Squeeze {
     fn name(&self) -> &str {
         "squeeze"
+    }
+
+    fn reads_usage(&self, _role: &GroupRole) -> bool {
+        self.says_it_reads_usage
     }
 
     fn tick(&mut self, obs: &critmem_policy::Observation) -> Vec<critmem_policy::Action> {
@@ -1004,19 +1010,27 @@ fn a_worker_whose_working_set_exceeds_the_asked_limit_is_never_oom_killed() {
         assert!(!status.success(), "a {working_set}-byte working set under a 16 MiB limit without swap should be killed");
         assert_eq!(oom_state(&machine, &bare.group).oom_kills, 1, "the kernel's OOM killer did it");
     }
+    // Usage read every tick (the near-limit check finds the waiting task), and usage not read
+    // (v1: the kernel's OOM notification does).
+    for says_it_reads_usage in [true, false] {
+        squeezed_worker_survives(&machine, &working_set, asked_limit_bytes, says_it_reads_usage);
+    }
+}
 
+fn squeezed_worker_survives(machine: &Machine, working_set: &str, asked_limit_bytes: u64, says_it_reads_usage: bool) {
     let dir = tempfile::tempdir().unwrap();
     let path = GroupPath::new(&unique_name()).unwrap();
     let specs = vec![GroupSpec { name: "hog".into(), path: path.clone(), role: GroupRole::NonRealTime, floor_bytes: 8 * MIB, create: true }];
     let options = PlatformOptions { total_memory_bytes: 1024 * MIB, dry_run: false, journal_path: Some(dir.path().join("journal.jsonl")), job_server: None, proc_root: "/proc".into() };
     let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
     let platform = guard.get();
-    let mut controller = Squeeze { limit_bytes: asked_limit_bytes };
+    let mut controller = Squeeze { limit_bytes: asked_limit_bytes, says_it_reads_usage };
+    platform.set_usage_inputs(|role| critmem_policy::Controller::reads_usage(&controller, role));
     // The limit is in place before the worker allocates anything.
     critmem_policy::step(platform, &mut controller).unwrap();
     assert!(platform.wait_writes(Duration::from_secs(5)));
     assert_eq!(machine.backend.knob(&path, Knob::Max).unwrap(), Some(asked_limit_bytes));
-    let mut helper = Helper::python(ALLOCATE, &[&working_set]);
+    let mut helper = Helper::python(ALLOCATE, &[working_set]);
     platform.add_process(0, helper.pid()).unwrap();
     helper.say("go");
     // The worker reports on its stdout when it has touched its whole working set.
@@ -1040,10 +1054,19 @@ fn a_worker_whose_working_set_exceeds_the_asked_limit_is_never_oom_killed() {
         }, |_, _, _| {})
         .unwrap();
     let stats = platform.stats().clone();
-    let state = oom_state(&machine, &path);
+    let state = oom_state(machine, &path);
     let limit = machine.backend.knob(&path, Knob::Max).unwrap();
     let alive = helper.child.try_wait().unwrap().is_none();
-    let _ = writeln!(std::io::stderr(), "squeezed to 16 MiB: said {said:?} after {:?}, alive {alive}, {state:?}, limit {limit:?}, rescues {}, held {}, failed writes {}", started.elapsed(), stats.oom_rescues, stats.clamped_to_oom_hold, stats.writes_failed);
+    let _ = writeln!(
+        std::io::stderr(),
+        "squeezed to 16 MiB, controller reads usage: {says_it_reads_usage}: said {said:?} after {:?}, alive {alive}, {state:?}, limit {limit:?}, rescues {}, held {}, failed writes {}, OOM notifications {}, usage reads skipped {}",
+        started.elapsed(),
+        stats.oom_rescues,
+        stats.clamped_to_oom_hold,
+        stats.writes_failed,
+        stats.oom_notifications,
+        stats.usage_reads_skipped
+    );
     assert_eq!(said.as_deref().map(str::trim), Some("ready"), "the worker touched its whole working set");
     assert!(alive, "the worker is alive");
     assert_eq!(state.oom_kills, 0, "nothing was OOM-killed");
@@ -1051,6 +1074,12 @@ fn a_worker_whose_working_set_exceeds_the_asked_limit_is_never_oom_killed() {
     assert!(limit.is_some_and(|l| l >= 96 * MIB), "the limit was raised to the working set: {limit:?}");
     if matches!(machine.layout, Layout::Hybrid { .. }) {
         assert!(state.kill_disabled, "the agent switched the OOM killer off while it manages the group");
+        assert!(stats.oom_notifications > 0, "the kernel notified the waiting task");
+        if !says_it_reads_usage {
+            assert!(stats.usage_reads_skipped > 0, "usage was not read every tick, so the notification did the rescue");
+        }
+    } else {
+        assert_eq!(stats.usage_reads_skipped, 0, "cgroup v2 reads usage every tick (no OOM notification)");
     }
     drop(helper);
     let report = guard.restore();

@@ -88,6 +88,12 @@ impl Controller for FixedLimits {
         StallInputs::NONE
     }
 
+    /// Only a soft real-time group's usage (what it holds when unconstrained); the
+    /// non-real-time groups get what the soft real-time ones leave.
+    fn reads_usage(&self, role: &GroupRole) -> bool {
+        matches!(role, GroupRole::SoftRealTime { .. })
+    }
+
     fn tick(&mut self, obs: &Observation) -> Vec<Action> {
         let mut plan = ActionPlan::default();
         let mut budget = Budget::new(obs);

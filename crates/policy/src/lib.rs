@@ -158,6 +158,11 @@ pub trait Controller {
     fn stall_inputs(&self, _role: &GroupRole) -> StallInputs {
         StallInputs::ALL
     }
+    /// Whether [`Controller::tick`] reads the usage of a group with this role. The default,
+    /// yes, is always correct; no lets a platform refresh that group's usage less often.
+    fn reads_usage(&self, _role: &GroupRole) -> bool {
+        true
+    }
 }
 
 /// The narrow interface a control loop needs from a platform. The simulator implements it

@@ -312,6 +312,11 @@ impl Controller for Sara {
         StallInputs::ALL.of_soft_rt(role)
     }
 
+    /// SARA steers by stall alone, and the non-real-time groups get what is left of the limits.
+    fn reads_usage(&self, _role: &GroupRole) -> bool {
+        false
+    }
+
     fn tick(&mut self, obs: &Observation) -> Vec<Action> {
         let prev_tick_ns = self.last_tick_ns.replace(obs.now_ns);
         self.groups.retain(|id, _| obs.groups.get(*id).is_some_and(is_soft_rt));

@@ -187,6 +187,12 @@ impl Controller for Senpai {
         StallInputs::MEMORY.of_soft_rt(role)
     }
 
+    /// Only a soft real-time group's usage (what it holds when unconstrained); the
+    /// non-real-time groups get what the soft real-time ones leave.
+    fn reads_usage(&self, role: &GroupRole) -> bool {
+        matches!(role, GroupRole::SoftRealTime { .. })
+    }
+
     fn tick(&mut self, obs: &Observation) -> Vec<Action> {
         let cfg = &self.config;
         self.groups.retain(|id, _| obs.groups.get(*id).is_some_and(is_soft_rt));

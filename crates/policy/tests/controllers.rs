@@ -1098,8 +1098,8 @@ fn sara_closes_the_loop_on_a_toy_plant_and_greedy_holds_everything() {
     );
 }
 
-/// The pressure totals a group's observation carries with every total the controller says it
-/// does not read replaced by `junk` (what a platform that skipped those reads might hold).
+/// A group's observation with every pressure total and the usage the controller says it does
+/// not read replaced by `junk` (what a platform that skipped those reads might hold).
 fn mask_unread(c: &dyn Controller, g: &GroupObservation, junk: u64) -> GroupObservation {
     let wants = c.stall_inputs(&g.role);
     let mut g = g.clone();
@@ -1109,16 +1109,20 @@ fn mask_unread(c: &dyn Controller, g: &GroupObservation, junk: u64) -> GroupObse
     if !wants.io {
         (g.stall.io_some_us, g.stall.io_full_us) = (junk / 3, junk / 5);
     }
+    if !c.reads_usage(&g.role) {
+        g.usage_bytes = junk / 7;
+    }
     g
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 100, ..ProptestConfig::default() })]
 
-    /// `Controller::stall_inputs` tells the truth: totals a controller says it does not read
-    /// change none of its actions, so a platform may skip reading them.
+    /// `Controller::stall_inputs` and `Controller::reads_usage` tell the truth: totals and
+    /// usage a controller says it does not read change none of its actions, so a platform may
+    /// skip reading them.
     #[test]
-    fn controllers_ignore_the_stall_totals_they_say_they_do_not_read(sc in scenario(), junk in prop::collection::vec(any::<u64>(), 80)) {
+    fn controllers_ignore_the_stall_totals_and_usage_they_say_they_do_not_read(sc in scenario(), junk in prop::collection::vec(any::<u64>(), 80)) {
         for ((mut honest, _), (mut fooled, _)) in all_controllers().into_iter().zip(all_controllers()) {
             let mut groups = sc.groups.clone();
             let mut now_ns = 0;
@@ -1132,7 +1136,7 @@ proptest! {
                     ..obs.clone()
                 };
                 let (a, b) = (honest.tick(&obs), fooled.tick(&masked));
-                prop_assert_eq!(a, b, "{} at step {} acted on a total it says it does not read", honest.name(), i);
+                prop_assert_eq!(a, b, "{} at step {} acted on a total or usage it says it does not read", honest.name(), i);
             }
         }
     }
@@ -1148,4 +1152,10 @@ fn the_controllers_read_only_what_their_rules_use() {
     assert_eq!(wants("senpai", json!({}), &rt), StallInputs::MEMORY);
     assert_eq!(wants("greedy", json!({}), &rt), StallInputs::NONE);
     assert_eq!(wants("offline", json!({"limit_bytes": MIB}), &rt), StallInputs::NONE);
+    let usage = |name: &str, cfg: serde_json::Value, role: &GroupRole| make_controller(name, cfg).unwrap().reads_usage(role);
+    assert!(!usage("sara", json!({}), &rt), "SARA steers by stall alone");
+    for (name, cfg) in [("greedy", json!({})), ("tmo-low", json!({})), ("senpai", json!({})), ("offline", json!({"limit_bytes": MIB}))] {
+        assert!(usage(name, cfg.clone(), &rt), "{name} holds a soft real-time group's usage");
+        assert!(!usage(name, cfg, &nrt), "{name} gives non-real-time groups what is left");
+    }
 }

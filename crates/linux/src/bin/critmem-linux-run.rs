@@ -565,6 +565,7 @@ fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String
     let group_names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
     let mut platform = LinuxPlatform::open(backend, specs, options).map_err(|e| e.to_string())?;
     platform.set_stall_inputs(|role| controller.stall_inputs(role));
+    platform.set_usage_inputs(|role| controller.reads_usage(role));
     let outcome = drive(args, &mut platform, controller.as_mut(), interval_ns, &tasks, &workers_dir, &socket, signals);
     let counts: Vec<_> = (0..group_names.len()).map(|g| platform.job_counts(g).clone()).collect();
     let end_ns = critmem_linux::platform::monotonic_ns();
@@ -753,11 +754,11 @@ fn drive(
             let t = started.elapsed();
             if t >= next_sample {
                 next_sample = t + sample;
-                let groups: Vec<Value> = p
-                    .group_specs()
-                    .enumerate()
-                    .map(|(g, _)| {
-                        let (usage, knobs) = p.last_seen(g);
+                let groups: Vec<Value> = (0..p.group_specs().count())
+                    .map(|g| {
+                        // Fresh even where the controller does not read usage every tick.
+                        let (seen, knobs) = p.last_seen(g);
+                        let usage = p.usage_now(g).unwrap_or(seen);
                         json!({ "usage_bytes": usage, "max_bytes": knobs.max_bytes, "high_bytes": knobs.high_bytes })
                     })
                     .collect();
@@ -784,6 +785,7 @@ fn drive(
     let elapsed_s = started.elapsed().as_secs_f64();
     // The report's stall totals are fresh for every group, not only the ones the controller read.
     platform.set_stall_inputs(|_| StallInputs::ALL);
+    platform.set_usage_inputs(|_| true);
     let final_obs = platform.observe();
     let mut summaries = vec![json!({}); tasks.len()];
     for (i, summary) in stop_tasks(platform, tasks, std::mem::take(&mut processes.0)) {

@@ -36,6 +36,14 @@ struct Args {
     /// Read every pressure file every tick, not only those the controller reads.
     #[arg(long)]
     read_all_stall: bool,
+    /// Read every group's usage every tick, also where the controller does not read it and
+    /// the kernel notifies OOMs.
+    #[arg(long)]
+    read_all_usage: bool,
+    /// Switch between reading usage only where the controller does (A) and every group's usage
+    /// every tick (B) each 100 ticks, and report both means and their ratio from this one run.
+    #[arg(long, conflicts_with = "read_all_usage")]
+    alternate_usage_reads: bool,
 }
 
 fn main() {
@@ -90,14 +98,33 @@ fn main() {
     if !args.read_all_stall {
         platform.set_stall_inputs(|role| controller.stall_inputs(role));
     }
+    if !args.read_all_usage {
+        platform.set_usage_inputs(|role| controller.reads_usage(role));
+    }
     let mut control = ControlLoop::new(args.interval_ms * 1_000_000);
     let cpu_before_ns = process_cpu_ns();
     let started = Instant::now();
     let run = args.seconds;
-    let result = control.run(&mut platform, controller.as_mut(), || started.elapsed() >= run || signalled(&signals), |_, _, _| {});
+    // Per mode (0: usage as the controller reads it, 1: all usage every tick): ticks, cost.
+    let mut by_mode = [(0u64, 0u64); 2];
+    let (mut mode, mut cost_seen_ns) = (0usize, 0u64);
+    let reads_usage: Vec<(GroupRole, bool)> = platform.group_specs().map(|g| (g.role.clone(), controller.reads_usage(&g.role))).collect();
+    let result = control.run(&mut platform, controller.as_mut(), || started.elapsed() >= run || signalled(&signals), |p, _, stats| {
+        if !args.alternate_usage_reads {
+            return;
+        }
+        by_mode[mode].0 += 1;
+        by_mode[mode].1 += stats.cost_sum_ns - cost_seen_ns;
+        cost_seen_ns = stats.cost_sum_ns;
+        if stats.ticks % 100 == 0 {
+            mode = 1 - mode;
+            p.set_usage_inputs(|role| mode == 1 || reads_usage.iter().any(|(r, reads)| r == role && *reads));
+        }
+    });
     let elapsed_s = started.elapsed().as_secs_f64();
     let loop_cpu_ns = process_cpu_ns().saturating_sub(cpu_before_ns);
     let srt_groups = platform.group_specs().filter(|g| matches!(g.role, GroupRole::SoftRealTime { .. })).count();
+    let platform_stats = platform.stats().clone();
     let baseline = bare_reads(&platform, args.interval_ms, run.min(Duration::from_secs(5)));
     let idle_cpu_share_pct = idle_loop_cpu_share_pct(args.interval_ms, run.min(Duration::from_secs(5)));
     for mut w in workers {
@@ -119,6 +146,9 @@ fn main() {
         "groups": args.groups,
         "srt_groups": srt_groups,
         "read_all_stall": args.read_all_stall,
+        "read_all_usage": args.read_all_usage,
+        "usage_reads_skipped": platform_stats.usage_reads_skipped,
+        "oom_notifications": platform_stats.oom_notifications,
         "interval_ms": args.interval_ms,
         "worker_mib": args.worker_mib,
         "ticks": s.ticks,
@@ -135,6 +165,18 @@ fn main() {
         "baseline_bare_reads_mean_us": baseline.1 as f64 / 1e3,
         "tick_cost_over_bare_reads": s.mean_ns as f64 / baseline.1.max(1) as f64,
     });
+    let mut summary = summary;
+    if args.alternate_usage_reads {
+        let mean_us = |(ticks, ns): (u64, u64)| ns as f64 / ticks.max(1) as f64 / 1e3;
+        let (a, b) = (mean_us(by_mode[0]), mean_us(by_mode[1]));
+        summary["alternating"] = serde_json::json!({
+            "usage_as_controller_reads_ticks": by_mode[0].0,
+            "usage_as_controller_reads_mean_us": a,
+            "all_usage_every_tick_ticks": by_mode[1].0,
+            "all_usage_every_tick_mean_us": b,
+            "ratio": a / b,
+        });
+    }
     println!("{summary}");
 }
 
