@@ -104,6 +104,9 @@ pub struct PlatformStats {
     /// Per group and tick, usage reads skipped: the controller does not read the group's usage
     /// and the kernel notifies an OOM, so it is refreshed with the knobs only.
     pub usage_reads_skipped: u64,
+    /// Notified groups whose OOM state was checked, and how many of those checks raised the limit.
+    pub oom_checks_on_notification: u64,
+    pub oom_rescues_on_notification: u64,
 }
 
 /// Per-group job accounting from the job socket.
@@ -261,6 +264,8 @@ struct OomWatch {
     /// Notified, or last seen waiting at its limit: the group's usage is read (and its OOM
     /// file checked when near the limit) every tick until it is neither.
     pending: bool,
+    /// Notified since the last tick: the OOM file is read whatever the usage.
+    notified: bool,
 }
 
 /// Who has a group's OOM killer switched off (v1 `memory.oom_control`).
@@ -404,6 +409,12 @@ impl LinuxPlatform {
         if let Some(journal) = journal.as_mut() {
             for g in &mut groups {
                 guard_against_oom_kills(backend.as_ref(), journal, g, &mut stats)?;
+                // A child group waiting at its own limit holds the OOM lock of the subtree, and
+                // the kernel then notifies nobody when a task of the parent starts waiting.
+                if has_child_groups(&backend.group_dirs(&g.spec.path)[0]) {
+                    tracing::info!(group = %g.spec.name, "the group has child groups, whose OOMs can hide its own from the kernel's notification; its usage is read every tick");
+                    continue;
+                }
                 match backend.oom_notifier(&g.spec.path) {
                     Ok(notifier) => g.oom.notifier = notifier,
                     Err(e) => tracing::warn!(group = %g.spec.name, error = %e, "cannot register for the kernel's OOM notifications; the group's usage is read every tick instead"),
@@ -643,9 +654,30 @@ impl LinuxPlatform {
             let oom = &mut self.groups[id].oom;
             // Non-blocking: nothing to read (EAGAIN) means someone else drained it; still check.
             let _ = oom.notifier.as_ref().map(|n| n.read());
-            oom.pending = true;
+            (oom.pending, oom.notified) = (true, true);
             self.stats.oom_notifications += 1;
         }
+    }
+
+    /// A notified group: near its limit, the usual rescue. Far below it, a task can still be
+    /// waiting at the memory+swap limit (its OOM killer is then given back, as in
+    /// [`Self::rescue_if_out_of_memory`]) or for an ancestor's limit, which is not this
+    /// platform's to raise.
+    fn rescue_if_notified(&mut self, id: GroupId, usage_bytes: u64, knobs: MemoryKnobs) -> Result<bool> {
+        self.stats.oom_checks_on_notification += 1;
+        if knobs.max_bytes.is_some_and(|limit| usage_bytes + OOM_NEAR_LIMIT_BYTES >= limit) {
+            let raised = self.rescue_if_out_of_memory(id)?;
+            self.stats.oom_rescues_on_notification += u64::from(raised);
+            return Ok(raised);
+        }
+        self.groups[id].oom.pending = false;
+        if self.oom_state(id).is_some_and(|s| s.under_oom) {
+            self.refresh_combined(id);
+            if let Some(combined) = self.groups[id].combined.filter(|c| c.usage_bytes.saturating_add(OOM_NEAR_LIMIT_BYTES) >= c.limit_bytes) {
+                return self.release_oom_guard(id, combined);
+            }
+        }
+        Ok(false)
     }
 
     /// Signals group `id`'s OOM notifier as the kernel would.
@@ -973,6 +1005,11 @@ fn guard_against_oom_kills(backend: &dyn CgroupBackend, journal: &mut Journal, g
     }
 }
 
+/// Whether the cgroup directory `dir` has child groups (subdirectories); unreadable counts as yes.
+fn has_child_groups(dir: &Path) -> bool {
+    std::fs::read_dir(dir).map_or(true, |entries| entries.flatten().any(|e| e.file_type().is_ok_and(|t| t.is_dir())))
+}
+
 /// Makes `write` on the calling thread; a failure other than a vanished group is logged
 /// ("cannot {what}") and returned as `false`.
 fn perform_or_warn(write: &crate::cgroup::FileWrite, group: &str, what: &str) -> Result<bool> {
@@ -1076,8 +1113,13 @@ impl Platform for LinuxPlatform {
         }
         if !self.dry_run {
             for (id, seen) in observed.iter_mut().enumerate() {
-                // Stale usage says nothing of the limit; such a group is checked when notified.
-                let rescued = self.groups[id].usage_fresh && self.rescue_if_near_limit(id, seen.usage_bytes, seen.knobs)?;
+                // Stale usage says nothing of the limit; such a group is checked when notified
+                // (its usage is then fresh).
+                let rescued = if std::mem::take(&mut self.groups[id].oom.notified) {
+                    self.rescue_if_notified(id, seen.usage_bytes, seen.knobs)?
+                } else {
+                    self.groups[id].usage_fresh && self.rescue_if_near_limit(id, seen.usage_bytes, seen.knobs)?
+                };
                 if rescued | self.keep_v2_max_ahead_of_usage(id)? {
                     seen.knobs = self.groups[id].knobs;
                 }
@@ -1465,7 +1507,7 @@ mod tests {
         let obs = platform.observe().unwrap();
         assert_eq!(obs.groups[0].usage_bytes, 100 * MIB, "notified: usage read at once");
         assert_eq!(obs.groups[0].knobs.max_bytes, Some(125 * MIB), "and the limit raised by a quarter");
-        assert_eq!((platform.stats().oom_notifications, platform.stats().oom_rescues), (1, 1));
+        assert_eq!((platform.stats().oom_notifications, platform.stats().oom_rescues, platform.stats().oom_rescues_on_notification), (1, 1, 1));
 
         // Seen waiting when rescued, so usage is read the next tick too; the raised limit is far
         // above it (a task reaching it again is notified again), so no second raise, and from
@@ -1570,6 +1612,43 @@ mod tests {
         let report = platform.restore(Duration::from_secs(5)).unwrap();
         assert!(report.failures.is_empty(), "{report:?}");
         assert_eq!(std::fs::read_to_string(&oom_control).unwrap(), "0", "switch restored");
+    }
+
+    #[test]
+    fn a_notified_group_waiting_at_its_memory_and_swap_limit_far_below_its_memory_limit_gets_its_oom_killer_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let memsw = [("memory.memsw.limit_in_bytes", "268435456\n"), ("memory.memsw.usage_in_bytes", "8192\n"), ("cgroup.event_control", "")];
+        let (mut platform, batch) = v1_adopted_with(dir.path(), &memsw, true);
+        let oom_control = batch.join("memory.oom_control");
+        // Most of it swapped out: memory usage is far below the memory limit, memory+swap full.
+        std::fs::write(batch.join("memory.limit_in_bytes"), (200 * MIB).to_string()).unwrap();
+        std::fs::write(batch.join("memory.usage_in_bytes"), (100 * MIB).to_string()).unwrap();
+        std::fs::write(batch.join("memory.memsw.usage_in_bytes"), (256 * MIB).to_string()).unwrap();
+        std::fs::write(&oom_control, "oom_kill_disable 1\nunder_oom 1\noom_kill 0\n").unwrap();
+        platform.observe().unwrap();
+        assert_eq!(platform.stats().oom_guard_releases, 0, "usage is not near the memory limit: not looked at without a notification");
+        platform.signal_oom_notifier(0);
+        platform.observe().unwrap();
+        assert_eq!(std::fs::read_to_string(&oom_control).unwrap(), "0", "the OOM killer is back on");
+        assert_eq!((platform.stats().oom_guard_releases, platform.stats().oom_rescues, platform.stats().oom_checks_on_notification), (1, 0, 1));
+        let report = platform.restore(Duration::from_secs(5)).unwrap();
+        assert!(report.failures.is_empty(), "{report:?}");
+    }
+
+    #[test]
+    fn a_group_with_child_groups_gets_no_oom_notifier_and_its_usage_is_read_every_tick() {
+        let dir = tempfile::tempdir().unwrap();
+        let (memory, _) = crate::cgroup::fake::hybrid_roots(&dir.path().join("cg"));
+        std::fs::create_dir_all(memory.join("batch/child")).unwrap();
+        let (mut platform, batch) = v1_adopted_with(dir.path(), &[("cgroup.event_control", "")], true);
+        assert_eq!(std::fs::read_to_string(batch.join("cgroup.event_control")).unwrap(), "", "nothing registered");
+        platform.set_usage_inputs(|_| false);
+        for _ in 0..3 {
+            platform.observe().unwrap();
+        }
+        assert_eq!(platform.stats().usage_reads_skipped, 0);
+        let report = platform.restore(Duration::from_secs(5)).unwrap();
+        assert!(report.failures.is_empty(), "{report:?}");
     }
 
     #[test]
