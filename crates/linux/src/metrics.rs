@@ -95,7 +95,7 @@ pub fn render(platform: &LinuxPlatform, loop_stats: &LoopStats) -> String {
             jobs.push((format!("{{group=\"{}\",event=\"{event}\"}}", escape(&spec.name)), n as f64));
         }
     }
-    metric("critmem_group_usage_bytes", "gauge", "Memory charged to the group.", &usage);
+    metric("critmem_group_usage_bytes", "gauge", "Memory charged to the group, as last read (at least every 20 control ticks).", &usage);
     metric("critmem_group_limit_bytes", "gauge", "Hard limit of the group (absent: none).", &limit);
     metric("critmem_group_jobs_total", "counter", "Jobs reported by the group's processes.", &jobs);
     out
