@@ -30,6 +30,11 @@ const V2_UNRECLAIMABLE_MARGIN_BYTES: u64 = 8 << 20;
 /// A group whose usage is this close to its hard limit has its OOM file checked: further away
 /// it cannot be out of memory (v1 usage is approximate by per-CPU charge batches, < 1 MiB).
 const OOM_NEAR_LIMIT_BYTES: u64 = 4 << 20;
+/// Whether `usage_bytes` is within [`OOM_NEAR_LIMIT_BYTES`] of `limit_bytes`.
+fn near_limit(usage_bytes: u64, limit_bytes: u64) -> bool {
+    usage_bytes.saturating_add(OOM_NEAR_LIMIT_BYTES) >= limit_bytes
+}
+
 /// An OOM rescue raises the limit by a quarter, at least this much.
 const OOM_RESCUE_MIN_STEP_BYTES: u64 = 16 << 20;
 /// How long a rescued limit is held against lower requests; doubled for each further rescue
@@ -621,8 +626,8 @@ impl LinuxPlatform {
     /// [`Self::rescue_if_out_of_memory`], checked only when usage is within
     /// `OOM_NEAR_LIMIT_BYTES` of the hard limit: a group further below it cannot be waiting at it.
     fn rescue_if_near_limit(&mut self, id: GroupId, usage_bytes: u64, knobs: MemoryKnobs) -> Result<bool> {
-        if knobs.max_bytes.is_some_and(|limit| usage_bytes + OOM_NEAR_LIMIT_BYTES >= limit) {
-            self.rescue_if_out_of_memory(id)
+        if knobs.max_bytes.is_some_and(|limit| near_limit(usage_bytes, limit)) {
+            self.rescue_if_out_of_memory(id, true)
         } else {
             self.groups[id].oom.pending = false;
             Ok(false)
@@ -634,24 +639,15 @@ impl LinuxPlatform {
     fn take_oom_notifications(&mut self) {
         use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
         use std::os::fd::AsFd;
-        let (ids, mut fds): (Vec<GroupId>, Vec<PollFd>) = self
-            .groups
-            .iter()
-            .enumerate()
-            .filter_map(|(id, g)| g.oom.notifier.as_ref().map(|n| (id, PollFd::new(n.as_fd(), PollFlags::POLLIN))))
-            .unzip();
-        if fds.is_empty() {
-            return;
-        }
-        let ready: Vec<GroupId> = match poll(&mut fds, PollTimeout::ZERO) {
+        let mut fds: Vec<PollFd> = self.groups.iter().filter_map(|g| g.oom.notifier.as_ref().map(|n| PollFd::new(n.as_fd(), PollFlags::POLLIN))).collect();
+        let ready: Vec<bool> = match poll(&mut fds, PollTimeout::ZERO) {
             Ok(0) => return,
-            Ok(_) => ids.iter().zip(&fds).filter(|(_, fd)| fd.revents().is_some_and(|r| !r.is_empty())).map(|(&id, _)| id).collect(),
+            Ok(_) => fds.iter().map(|fd| fd.revents().is_some_and(|r| !r.is_empty())).collect(),
             // Cannot tell who was notified: check everyone this tick.
-            Err(_) => ids,
+            Err(_) => vec![true; fds.len()],
         };
         drop(fds);
-        for id in ready {
-            let oom = &mut self.groups[id].oom;
+        for (oom, _) in self.groups.iter_mut().map(|g| &mut g.oom).filter(|oom| oom.notifier.is_some()).zip(ready).filter(|(_, ready)| *ready) {
             // Non-blocking: nothing to read (EAGAIN) means someone else drained it; still check.
             let _ = oom.notifier.as_ref().map(|n| n.read());
             (oom.pending, oom.notified) = (true, true);
@@ -659,25 +655,13 @@ impl LinuxPlatform {
         }
     }
 
-    /// A notified group: near its limit, the usual rescue. Far below it, a task can still be
-    /// waiting at the memory+swap limit (its OOM killer is then given back, as in
-    /// [`Self::rescue_if_out_of_memory`]) or for an ancestor's limit, which is not this
-    /// platform's to raise.
+    /// [`Self::rescue_if_out_of_memory`] for a notified group, whatever its usage: far below its
+    /// own limit it can still be waiting at its memory+swap limit.
     fn rescue_if_notified(&mut self, id: GroupId, usage_bytes: u64, knobs: MemoryKnobs) -> Result<bool> {
         self.stats.oom_checks_on_notification += 1;
-        if knobs.max_bytes.is_some_and(|limit| usage_bytes + OOM_NEAR_LIMIT_BYTES >= limit) {
-            let raised = self.rescue_if_out_of_memory(id)?;
-            self.stats.oom_rescues_on_notification += u64::from(raised);
-            return Ok(raised);
-        }
-        self.groups[id].oom.pending = false;
-        if self.oom_state(id).is_some_and(|s| s.under_oom) {
-            self.refresh_combined(id);
-            if let Some(combined) = self.groups[id].combined.filter(|c| c.usage_bytes.saturating_add(OOM_NEAR_LIMIT_BYTES) >= c.limit_bytes) {
-                return self.release_oom_guard(id, combined);
-            }
-        }
-        Ok(false)
+        let raised = self.rescue_if_out_of_memory(id, knobs.max_bytes.is_some_and(|limit| near_limit(usage_bytes, limit)))?;
+        self.stats.oom_rescues_on_notification += u64::from(raised);
+        Ok(raised)
     }
 
     /// Signals group `id`'s OOM notifier as the kernel would.
@@ -690,13 +674,15 @@ impl LinuxPlatform {
     /// OOM killer is off; v2: a new `oom` event), raises the limit at once on this thread
     /// (raising never reclaims, so it cannot block) and holds it against lower requests for a
     /// while, longer after each rescue in a row. Returns whether it raised the limit.
-    fn rescue_if_out_of_memory(&mut self, id: GroupId) -> Result<bool> {
+    /// `near_own_limit` false (usage far below it): only a full memory+swap limit is acted on;
+    /// otherwise the group waits for an ancestor's limit, which is not this platform's to raise.
+    fn rescue_if_out_of_memory(&mut self, id: GroupId, near_own_limit: bool) -> Result<bool> {
         let now_ns = self.now_ns;
         let Some(state) = self.oom_state(id) else { return Ok(false) };
         let oom = &mut self.groups[id].oom;
         let new_event = state.oom_events > oom.events_seen;
         oom.events_seen = state.oom_events;
-        oom.pending = state.under_oom;
+        oom.pending = state.under_oom && near_own_limit;
         if !(state.under_oom || new_event) {
             return Ok(false);
         }
@@ -710,9 +696,12 @@ impl LinuxPlatform {
             // not manage, and would wait there for ever with the OOM killer off.
             let ceiling = page_align_down(combined.limit_bytes);
             raised = raised.min(ceiling);
-            if combined.usage_bytes.saturating_add(OOM_NEAR_LIMIT_BYTES) >= combined.limit_bytes || raised <= limit {
+            if near_limit(combined.usage_bytes, combined.limit_bytes) || (near_own_limit && raised <= limit) {
                 return self.release_oom_guard(id, combined);
             }
+        }
+        if !near_own_limit {
+            return Ok(false);
         }
         if now_ns.saturating_sub(g.oom.last_rescue_ns) > OOM_BACKOFF_RESET_NS {
             g.oom.streak = 0;
@@ -772,7 +761,7 @@ impl LinuxPlatform {
         let Some(state) = self.oom_state(id) else { return Ok(()) };
         self.refresh_combined(id);
         let g = &mut self.groups[id];
-        let room = g.combined.is_none_or(|c| c.usage_bytes.saturating_add(OOM_NEAR_LIMIT_BYTES) < c.limit_bytes);
+        let room = g.combined.is_none_or(|c| !near_limit(c.usage_bytes, c.limit_bytes));
         if state.under_oom || !room {
             return Ok(());
         }
