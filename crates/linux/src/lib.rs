@@ -65,6 +65,58 @@ pub fn parse_seconds(text: &str) -> std::result::Result<std::time::Duration, Str
     }
 }
 
+/// Parses a critmem tool's command line. A usage error is one line on stderr,
+/// `NAME: what is wrong (see 'NAME --help')`, with exit code 2 like the tools' other errors;
+/// `--help` and `--version` print as usual.
+pub fn parse_args<T: clap::Parser>() -> T {
+    T::try_parse().unwrap_or_else(|e| match usage_error_line::<T>(&e) {
+        Some(line) => {
+            eprintln!("{line}");
+            std::process::exit(2)
+        }
+        None => e.exit(),
+    })
+}
+
+/// The one-line form of a clap error for the tool `T`, or None for help and version output.
+/// clap's tips ("a similar argument exists") are kept, after a semicolon.
+pub fn usage_error_line<T: clap::CommandFactory>(e: &clap::Error) -> Option<String> {
+    use clap::error::ErrorKind;
+    let cmd = T::command();
+    let name = cmd.get_name();
+    let what = match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => return None,
+        // clap shows the whole help when a required subcommand or argument is missing.
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let subcommands: Vec<&str> = cmd.get_subcommands().map(|c| c.get_name()).filter(|n| *n != "help").collect();
+            if subcommands.is_empty() {
+                "required arguments are missing".to_string()
+            } else {
+                format!("a command is required: {}", subcommands.join(", "))
+            }
+        }
+        _ => {
+            // clap's text: the message, the items it lists (one per indented line), a blank
+            // line, then tips and usage.
+            let text = e.render().to_string();
+            let mut lines = text.lines();
+            let first = lines.next().unwrap_or_default();
+            let mut what = first.strip_prefix("error: ").unwrap_or(first).trim().to_string();
+            let items: Vec<&str> = lines.by_ref().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
+            if !items.is_empty() {
+                what.push(' ');
+                what.push_str(&items.join(", "));
+            }
+            for tip in lines.filter_map(|l| l.trim().strip_prefix("tip: ")) {
+                what.push_str("; ");
+                what.push_str(tip);
+            }
+            what
+        }
+    };
+    Some(format!("{name}: {what} (see '{name} --help')"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::{parse_seconds, MAX_RUN_SECONDS};
@@ -107,5 +159,42 @@ mod tests {
         for bad in ["0", "-1", "nan", "NaN", "inf", "-inf", "1e300", "1e10", "1e-12", "", "soon"] {
             assert!(parse_seconds(bad).is_err(), "{bad:?} accepted");
         }
+    }
+
+    #[derive(clap::Parser, Debug)]
+    #[command(name = "tool", version)]
+    struct Tool {
+        #[command(subcommand)]
+        command: Sub,
+    }
+
+    #[derive(clap::Subcommand, Debug)]
+    enum Sub {
+        Setup {
+            #[arg(long)]
+            size_bytes: u64,
+        },
+        Teardown,
+    }
+
+    fn line(argv: &[&str]) -> Option<String> {
+        let e = <Tool as clap::Parser>::try_parse_from(argv).expect_err("argv is bad");
+        super::usage_error_line::<Tool>(&e)
+    }
+
+    #[test]
+    fn usage_errors_are_one_line_naming_the_tool_and_what_is_wrong() {
+        let cases: [(&[&str], &str); 4] = [
+            (&["tool", "setup", "--size-bytes", "x"], "tool: invalid value 'x' for '--size-bytes <SIZE_BYTES>': invalid digit found in string (see 'tool --help')"),
+            (&["tool", "setup"], "tool: the following required arguments were not provided: --size-bytes <SIZE_BYTES> (see 'tool --help')"),
+            (&["tool"], "tool: a command is required: setup, teardown (see 'tool --help')"),
+            (&["tool", "setup", "--size-byte", "1"], "tool: unexpected argument '--size-byte' found; a similar argument exists: '--size-bytes' (see 'tool --help')"),
+        ];
+        for (argv, want) in cases {
+            assert_eq!(line(argv).as_deref(), Some(want), "{argv:?}");
+        }
+        // Help and version are not errors.
+        assert_eq!(line(&["tool", "--help"]), None);
+        assert_eq!(line(&["tool", "--version"]), None);
     }
 }

@@ -25,7 +25,7 @@ struct Args {
 }
 
 fn main() {
-    let args = Args::parse();
+    let args: Args = critmem_linux::parse_args();
     // Before any thread exists, so every thread has the signals blocked.
     let signals = shutdown_signals().unwrap_or_else(|e| fail(&e));
     tracing_subscriber::fmt().with_writer(std::io::stderr).with_max_level(args.log_level).with_target(false)

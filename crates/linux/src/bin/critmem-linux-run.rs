@@ -76,7 +76,7 @@ fn main() {
     if argv.get(1).is_some_and(|a| a == EXEC_AFTER_GO) {
         exec_after_go(&argv[2..]);
     }
-    let args = Args::parse();
+    let args: Args = critmem_linux::parse_args();
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt().with_writer(std::io::stderr).with_ansi(ansi).with_max_level(tracing::Level::WARN).with_target(false).init();
     let signals = shutdown_signals().unwrap_or_else(|e| fail(&e));

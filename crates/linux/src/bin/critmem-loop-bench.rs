@@ -49,7 +49,7 @@ struct Args {
 }
 
 fn main() {
-    let args = Args::parse();
+    let args: Args = critmem_linux::parse_args();
     let signals = shutdown_signals().unwrap_or_else(|e| fail(&e));
     let layout = detect_layout_in(Path::new("/proc")).unwrap_or_else(|e| fail(&e));
     let backend = open_backend(&layout).unwrap_or_else(|e| fail(&e));

@@ -36,7 +36,7 @@ struct Summary {
 }
 
 fn main() {
-    let args = Args::parse();
+    let args: Args = critmem_linux::parse_args();
     let signals = match shutdown_signals() {
         Ok(s) => s,
         Err(e) => {

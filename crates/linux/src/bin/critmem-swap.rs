@@ -33,7 +33,7 @@ enum Cmd {
 }
 
 fn main() {
-    let args = Args::parse();
+    let args: Args = critmem_linux::parse_args();
     let manager = SwapManager::new(args.state_file.clone(), PathBuf::from("/proc"));
     let result = match args.command {
         Cmd::Setup { size_bytes, path } => manager.setup(&path, size_bytes).map(|s| serde_json::json!({"swapfile": s.path, "size_bytes": s.size_bytes, "uuid": s.uuid})),
