@@ -59,6 +59,8 @@ def test_table3_spc_is_the_sum_and_spel_saves_the_duplicated_region(quick: tuple
     assert summary["table3"]["tau1+tau1"]["no-sp-mgmt"]["total_mb"] == pytest.approx(12)
     assert [summary["table3"][s]["spc"]["total_mb"] for s in SETS] == pytest.approx([22, 4, 13])
     assert [summary["table3"][s]["spel"]["total_mb"] for s in SETS] == pytest.approx([12, 12, 12])
+    # The paper's No-SP-Mgmt arithmetic, sum - (n-1)*min Avg(S), with Avg(S) measured per run.
+    assert [summary["table3"][s]["no-sp-mgmt"]["formula_mb"] for s in SETS] == pytest.approx([12, 3, 12])
 
 
 def test_fig9_tau1_misses_every_tau2_period_without_management_and_never_with_spc_spel_or_alone(
@@ -128,6 +130,11 @@ def test_a_smaller_shared_region_changes_the_totals_as_the_formulas_say() -> Non
         assert row["spc"]["total_mb"] == pytest.approx(sum(row["spc"]["reservations_mb"]))
         assert all(x > shm_mb for x in row["spel"]["reservations_mb"])
         assert row["spel"]["total_mb"] == pytest.approx(sum(row["spel"]["reservations_mb"]) - (n - 1) * shm_mb)
+        # tau1 sweeps the whole region per job, tau2 its 1 MB chunk: Avg(S) as measured.
+        avg = row["no-sp-mgmt"]["shared_use_per_job_mb"]
+        assert avg == pytest.approx({name: shm_mb if name.startswith("tau1") else 1 for name in avg})
+        nosp = row["no-sp-mgmt"]
+        assert nosp["formula_mb"] == pytest.approx(sum(nosp["reservations_mb"]) - (n - 1) * min(avg.values()))
     assert r["table3"]["tau1+tau1"]["spel"]["total_mb"] == pytest.approx(2 * (shm_mb + 1) - shm_mb)
 
 

@@ -183,6 +183,14 @@ def _print_memory(console: Console, memory: dict[str, Any]) -> None:
     columns = ["task", "reservation", "minor faults", "major faults", "swapped in", "swapped out",
                "resident MB", "fault wait ms"]  # fmt: skip
     console.print(_table(columns, rows, left=2))
+    shared = [
+        [u["region"], t["name"], _fmt(u["jobs"]), _fmt(u["avg_pages"] * page_mb), _fmt(u["max_pages"] * page_mb)]
+        for t in memory["tasks"]
+        for u in t.get("shared_regions", [])
+    ]
+    if shared:
+        console.print(Text("shared regions: distinct pages each task touched per job (the mean is the paper's Avg(S))"))
+        console.print(_table(["region", "task", "jobs", "mean MB", "largest MB"], sorted(shared, key=lambda row: row[0]), left=2))
     groups = [
         [
             g["name"],
@@ -466,11 +474,11 @@ def _print_reproduction(summary: dict[str, Any]) -> None:
                 rows.append(
                     [
                         set_key, tech, " + ".join(str(x) for x in c["reservations_mb"]), _fmt(c["total_mb"]),
-                        " + ".join(str(x) for x in c["paper_reservations_mb"]), _fmt(c["paper_total_mb"]),
+                        _fmt(c.get("formula_mb")), " + ".join(str(x) for x in c["paper_reservations_mb"]), _fmt(c["paper_total_mb"]),
                     ]
                 )  # fmt: skip
         console.print(Text("physical memory usage (Table III)"))
-        console.print(_table(["task set", "technique", "reserve MB", "total MB", "paper reserve MB", "paper total MB"], rows, left=2))
+        console.print(_table(["task set", "technique", "reserve MB", "total MB", "formula MB", "paper reserve MB", "paper total MB"], rows, left=2))
     misses = summary.get("tau1_misses", {})
     if misses:
         periods = summary.get("tau2_periods_with_tau1_miss", {})

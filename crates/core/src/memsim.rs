@@ -4,7 +4,7 @@
 
 use crate::mem::{
     AsId, Access, AutoDecision, DeviceStats, MemConfig, MemError, MemStats, Memory, PsiAccounting, PsiGroupId,
-    PsiTaskId, PsiTotals, RefKind, RegionId, ReservationKind, ReservationSpec, ReservationStats, ResId, SharePolicy, SpaceStats,
+    PsiTaskId, PsiTotals, RefKind, RegionId, RegionUsage, ReservationKind, ReservationSpec, ReservationStats, ResId, SharePolicy, SpaceStats,
     TaskPsiState, Vpn,
 };
 use crate::program::Step;
@@ -88,6 +88,9 @@ pub struct TaskMemResult {
     pub fault_wait: Nanos,
     /// Jobs killed because no frame could be found for them.
     pub oom_kills: u64,
+    /// Per shared region the task maps (in declaration order): the distinct pages it touched
+    /// per job (their mean is the paper's Avg(S) of Sec. IV-C) and in the largest job.
+    pub shared_usage: Vec<(String, RegionUsage)>,
 }
 
 /// What a run with page-level memory adds to its results.
@@ -446,6 +449,18 @@ impl MemSim {
         });
     }
 
+    /// What `t` touched of each shared region it maps, per job (zero jobs before its first ends).
+    fn task_shared_usage(&self, t: &TaskMem, spec: &MemorySpec) -> Vec<(String, RegionUsage)> {
+        (0..self.regions.len())
+            .filter(|&ri| t.region_base[ri].is_some() && spec.regions[ri].kind.is_shared())
+            .map(|ri| {
+                let usage = self.mem.region_usage(self.regions[ri]).expect("region exists");
+                let mine = usage.iter().find(|(s, _)| *s == t.space).map(|(_, u)| *u).unwrap_or_default();
+                (spec.regions[ri].name.clone(), mine)
+            })
+            .collect()
+    }
+
     pub(crate) fn finish(self, now: Nanos, spec: &MemorySpec, task_memory: &[Option<TaskMemory>]) -> MemoryResult {
         let tasks = self
             .tasks
@@ -459,6 +474,7 @@ impl MemSim {
                     stats: self.mem.space_stats(t.space).unwrap_or_default(),
                     fault_wait: t.fault_wait,
                     oom_kills: t.oom_kills,
+                    shared_usage: self.task_shared_usage(t, spec),
                 }
             })
             .collect();

@@ -247,6 +247,18 @@ struct JsonTaskMemory<'a> {
     resident_pages: u64,
     fault_wait_ms: f64,
     oom_kills: u64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    shared_regions: Vec<JsonSharedUsage<'a>>,
+}
+
+/// Distinct pages of a shared region one task touched per job: the mean (the paper's Avg(S))
+/// and the largest.
+#[derive(Serialize)]
+struct JsonSharedUsage<'a> {
+    region: &'a str,
+    jobs: u64,
+    avg_pages: f64,
+    max_pages: u64,
 }
 
 #[derive(Serialize)]
@@ -336,6 +348,11 @@ impl SimResult {
                     resident_pages: tm.stats.resident_pages,
                     fault_wait_ms: tm.fault_wait.as_ms_f64(),
                     oom_kills: tm.oom_kills,
+                    shared_regions: tm
+                        .shared_usage
+                        .iter()
+                        .map(|(region, u)| JsonSharedUsage { region, jobs: u.windows, avg_pages: u.avg_pages(), max_pages: u.pages_max })
+                        .collect(),
                 })
                 .collect(),
             groups: m

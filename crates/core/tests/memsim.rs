@@ -98,6 +98,35 @@ fn faults_lengthen_jobs_by_their_cpu_cost_and_waits() {
 }
 
 #[test]
+fn each_task_reports_the_shared_pages_it_touched_per_job() {
+    for (chunk_mb, passes) in [(0.5, 1), (1.0, 4), (3.0, 2)] {
+        let text = with_policy("spc").replace(
+            "{ pattern = \"sweep\", region = \"shm\", mb = 1, passes = 4 }",
+            &format!("{{ pattern = \"sweep\", region = \"shm\", mb = {chunk_mb}, passes = {passes} }}"),
+        );
+        let r = run(&text);
+        let m = r.memory.as_ref().unwrap();
+        // A sweep of `chunk_mb` touches that many distinct pages whatever the passes.
+        let want = [("tau1", 2560.0), ("tau2", chunk_mb * 256.0)];
+        for ((t, tm), (name, pages)) in r.tasks.iter().zip(&m.tasks).zip(want) {
+            assert_eq!(t.name, name);
+            let [(region, u)] = tm.shared_usage.as_slice() else { panic!("{name}: {:?}", tm.shared_usage) };
+            assert_eq!(region, "shm");
+            assert_eq!(u.windows, t.stats.completed, "{name}: one window per finished job");
+            assert_eq!((u.avg_pages(), u.pages_max as f64), (pages, pages), "{name} with a {chunk_mb} MB chunk");
+        }
+        let json: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!(json["memory"]["tasks"][1]["shared_regions"][0]["avg_pages"], chunk_mb * 256.0);
+    }
+    // A task that maps no shared region reports none.
+    let alone = SHARED_PAGES.replace("{ pattern = \"sweep\", region = \"shm\", mb = 1, passes = 4 },\n", "");
+    let r = run(&alone);
+    assert!(r.memory.as_ref().unwrap().tasks[1].shared_usage.is_empty());
+    let json: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+    assert!(json["memory"]["tasks"][1].get("shared_regions").is_none() && json["memory"]["tasks"][0].get("shared_regions").is_some());
+}
+
+#[test]
 fn same_seed_same_bytes_with_memory() {
     let text = with_policy("private");
     let (a, b) = (run(&text), run(&text));
