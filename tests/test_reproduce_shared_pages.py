@@ -170,3 +170,13 @@ def test_memory_ops_are_timed_for_every_operation_and_column() -> None:
     assert all(v >= 0 for v in ns.values())
     with pytest.raises(ValueError, match="iterations"):
         _core.measure_memory_ops(0)
+
+
+def test_avg_s_is_unknown_for_a_task_that_ended_no_job() -> None:
+    from critmem import run
+    from critmem.reproduce.shared_pages import members_of, scenario, shared_use_per_job_mb
+
+    w = Workload()
+    # 50 ms: tau1's first 40 ms job ends, tau2's 100 ms job cannot.
+    r = run(scenario(w, members_of(["tau1", "tau2"], [11, 2]), "private", horizon_ms=50))
+    assert shared_use_per_job_mb(r) == {"tau1": pytest.approx(w.shm_mb), "tau2": None}

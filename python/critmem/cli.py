@@ -184,13 +184,17 @@ def _print_memory(console: Console, memory: dict[str, Any]) -> None:
                "resident MB", "fault wait ms"]  # fmt: skip
     console.print(_table(columns, rows, left=2))
     shared = [
-        [u["region"], t["name"], _fmt(u["jobs"]), _fmt(u["avg_pages"] * page_mb), _fmt(u["max_pages"] * page_mb)]
+        [
+            u["region"], t["name"], _fmt(u["jobs_ended"]),
+            _fmt(u["mean_job_pages"] * page_mb if u["jobs_ended"] else None),
+            _fmt(u["largest_job_pages"] * page_mb if u["jobs_ended"] else None),
+        ]  # fmt: skip
         for t in memory["tasks"]
         for u in t.get("shared_regions", [])
     ]
     if shared:
-        console.print(Text("shared regions: distinct pages each task touched per job (the mean is the paper's Avg(S))"))
-        console.print(_table(["region", "task", "jobs", "mean MB", "largest MB"], sorted(shared, key=lambda row: row[0]), left=2))
+        console.print(Text("shared regions: distinct pages each task touched per ended job (the mean is the paper's Avg(S))"))
+        console.print(_table(["region", "task", "jobs ended", "mean MB", "largest MB"], sorted(shared, key=lambda row: row[0]), left=2))
     groups = [
         [
             g["name"],

@@ -89,7 +89,8 @@ pub struct TaskMemResult {
     /// Jobs killed because no frame could be found for them.
     pub oom_kills: u64,
     /// Per shared region the task maps (in declaration order): the distinct pages it touched
-    /// per job (their mean is the paper's Avg(S) of Sec. IV-C) and in the largest job.
+    /// per ended job, whatever its outcome (their mean is the paper's Avg(S) of Sec. IV-C), and
+    /// in the largest.
     pub shared_usage: Vec<(String, RegionUsage)>,
 }
 
@@ -449,7 +450,7 @@ impl MemSim {
         });
     }
 
-    /// What `t` touched of each shared region it maps, per job (zero jobs before its first ends).
+    /// What `t` touched of each shared region it maps, per ended job (none before its first ends).
     fn task_shared_usage(&self, t: &TaskMem, spec: &MemorySpec) -> Vec<(String, RegionUsage)> {
         (0..self.regions.len())
             .filter(|&ri| t.region_base[ri].is_some() && spec.regions[ri].kind.is_shared())

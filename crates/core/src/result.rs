@@ -251,14 +251,14 @@ struct JsonTaskMemory<'a> {
     shared_regions: Vec<JsonSharedUsage<'a>>,
 }
 
-/// Distinct pages of a shared region one task touched per job: the mean (the paper's Avg(S))
-/// and the largest.
+/// Distinct pages of a shared region one task touched per ended job (any outcome): the mean
+/// (the paper's Avg(S)) and the largest.
 #[derive(Serialize)]
 struct JsonSharedUsage<'a> {
     region: &'a str,
-    jobs: u64,
-    avg_pages: f64,
-    max_pages: u64,
+    jobs_ended: u64,
+    mean_job_pages: f64,
+    largest_job_pages: u64,
 }
 
 #[derive(Serialize)]
@@ -351,7 +351,7 @@ impl SimResult {
                     shared_regions: tm
                         .shared_usage
                         .iter()
-                        .map(|(region, u)| JsonSharedUsage { region, jobs: u.windows, avg_pages: u.avg_pages(), max_pages: u.pages_max })
+                        .map(|(region, u)| JsonSharedUsage { region, jobs_ended: u.windows, mean_job_pages: u.avg_pages(), largest_job_pages: u.pages_max })
                         .collect(),
                 })
                 .collect(),

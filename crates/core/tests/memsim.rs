@@ -112,11 +112,11 @@ fn each_task_reports_the_shared_pages_it_touched_per_job() {
             assert_eq!(t.name, name);
             let [(region, u)] = tm.shared_usage.as_slice() else { panic!("{name}: {:?}", tm.shared_usage) };
             assert_eq!(region, "shm");
-            assert_eq!(u.windows, t.stats.completed, "{name}: one window per finished job");
+            assert_eq!(u.windows, t.stats.completed, "{name}: one window per ended job (all complete here)");
             assert_eq!((u.avg_pages(), u.pages_max as f64), (pages, pages), "{name} with a {chunk_mb} MB chunk");
         }
         let json: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
-        assert_eq!(json["memory"]["tasks"][1]["shared_regions"][0]["avg_pages"], chunk_mb * 256.0);
+        assert_eq!(json["memory"]["tasks"][1]["shared_regions"][0]["mean_job_pages"], chunk_mb * 256.0);
     }
     // A task that maps no shared region reports none.
     let alone = SHARED_PAGES.replace("{ pattern = \"sweep\", region = \"shm\", mb = 1, passes = 4 },\n", "");

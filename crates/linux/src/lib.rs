@@ -69,9 +69,12 @@ pub fn parse_seconds(text: &str) -> std::result::Result<std::time::Duration, Str
 /// `NAME: what is wrong (see 'NAME --help')`, with exit code 2 like the tools' other errors;
 /// `--help` and `--version` print as usual.
 pub fn parse_args<T: clap::Parser>() -> T {
-    T::try_parse().unwrap_or_else(|e| match usage_error_line::<T>(&e) {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    T::try_parse_from(&args).unwrap_or_else(|e| match usage_error_line::<T>(&e, &args) {
         Some(line) => {
-            eprintln!("{line}");
+            use std::io::Write;
+            // Nothing to do if stderr is gone; exit 2 all the same.
+            let _ = writeln!(std::io::stderr().lock(), "{line}");
             std::process::exit(2)
         }
         None => e.exit(),
@@ -79,26 +82,57 @@ pub fn parse_args<T: clap::Parser>() -> T {
 }
 
 /// The one-line form of a clap error for the tool `T`, or None for help and version output.
-/// clap's tips ("a similar argument exists") are kept, after a semicolon.
-pub fn usage_error_line<T: clap::CommandFactory>(e: &clap::Error) -> Option<String> {
-    use clap::error::ErrorKind;
+/// clap's tips ("a similar argument exists") are kept, after a semicolon; the help it points
+/// to is that of the subcommand `args` (the whole command line) name, if any.
+pub fn usage_error_line<T: clap::CommandFactory>(e: &clap::Error, args: &[std::ffi::OsString]) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
     let cmd = T::command();
     let name = cmd.get_name();
+    let text = e.render().to_string();
+    let help_for = match args.iter().skip(1).find_map(|a| cmd.find_subcommand(a)) {
+        Some(sub) if sub.get_name() != "help" => format!("{name} {}", sub.get_name()),
+        _ => name.to_string(),
+    };
+    // What the user typed, when it holds a control character clap would print raw (a newline
+    // would split the line); such input is shown escaped instead.
+    let raw_input = e
+        .context()
+        .flat_map(|(_, v)| match v {
+            ContextValue::String(s) => std::slice::from_ref(s),
+            ContextValue::Strings(v) => v.as_slice(),
+            _ => &[],
+        })
+        .find(|s| s.chars().any(char::is_control));
     let what = match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => return None,
         // clap shows the whole help when a required subcommand or argument is missing.
-        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
             let subcommands: Vec<&str> = cmd.get_subcommands().map(|c| c.get_name()).filter(|n| *n != "help").collect();
             if subcommands.is_empty() {
-                "required arguments are missing".to_string()
+                let required: Vec<String> = cmd
+                    .get_arguments()
+                    .filter(|a| a.is_required_set())
+                    .map(|a| a.get_long().map_or_else(|| format!("<{}>", a.get_id().as_str().to_uppercase()), |l| format!("--{l}")))
+                    .collect();
+                format!("the following required arguments were not provided: {}", required.join(", "))
             } else {
                 format!("a command is required: {}", subcommands.join(", "))
+            }
+        }
+        kind if raw_input.is_some() => {
+            let input = raw_input.expect("checked");
+            let reason = std::error::Error::source(e).map(|r| format!(": {}", r.to_string().escape_debug())).unwrap_or_default();
+            match (kind, e.get(ContextKind::InvalidArg)) {
+                (ErrorKind::InvalidValue | ErrorKind::ValueValidation, Some(ContextValue::String(arg))) => {
+                    format!("invalid value {input:?} for '{arg}'{reason}")
+                }
+                (ErrorKind::UnknownArgument, _) => format!("unexpected argument {input:?} found"),
+                _ => format!("{} (input {input:?}){reason}", kind.as_str().unwrap_or("bad command line")),
             }
         }
         _ => {
             // clap's text: the message, the items it lists (one per indented line), a blank
             // line, then tips and usage.
-            let text = e.render().to_string();
             let mut lines = text.lines();
             let first = lines.next().unwrap_or_default();
             let mut what = first.strip_prefix("error: ").unwrap_or(first).trim().to_string();
@@ -114,7 +148,7 @@ pub fn usage_error_line<T: clap::CommandFactory>(e: &clap::Error) -> Option<Stri
             what
         }
     };
-    Some(format!("{name}: {what} (see '{name} --help')"))
+    Some(format!("{name}: {what} (see '{help_for} --help')"))
 }
 
 #[cfg(test)]
@@ -164,6 +198,8 @@ mod tests {
     #[derive(clap::Parser, Debug)]
     #[command(name = "tool", version)]
     struct Tool {
+        #[arg(long)]
+        state_file: Option<String>,
         #[command(subcommand)]
         command: Sub,
     }
@@ -179,16 +215,22 @@ mod tests {
 
     fn line(argv: &[&str]) -> Option<String> {
         let e = <Tool as clap::Parser>::try_parse_from(argv).expect_err("argv is bad");
-        super::usage_error_line::<Tool>(&e)
+        let args: Vec<std::ffi::OsString> = argv.iter().map(Into::into).collect();
+        super::usage_error_line::<Tool>(&e, &args)
     }
 
     #[test]
     fn usage_errors_are_one_line_naming_the_tool_and_what_is_wrong() {
-        let cases: [(&[&str], &str); 4] = [
-            (&["tool", "setup", "--size-bytes", "x"], "tool: invalid value 'x' for '--size-bytes <SIZE_BYTES>': invalid digit found in string (see 'tool --help')"),
-            (&["tool", "setup"], "tool: the following required arguments were not provided: --size-bytes <SIZE_BYTES> (see 'tool --help')"),
+        let cases: [(&[&str], &str); 8] = [
+            (&["tool", "setup", "--size-bytes", "x"], "tool: invalid value 'x' for '--size-bytes <SIZE_BYTES>': invalid digit found in string (see 'tool setup --help')"),
+            (&["tool", "setup"], "tool: the following required arguments were not provided: --size-bytes <SIZE_BYTES> (see 'tool setup --help')"),
             (&["tool"], "tool: a command is required: setup, teardown (see 'tool --help')"),
-            (&["tool", "setup", "--size-byte", "1"], "tool: unexpected argument '--size-byte' found; a similar argument exists: '--size-bytes' (see 'tool --help')"),
+            (&["tool", "--state-file", "x"], "tool: a command is required: setup, teardown (see 'tool --help')"),
+            (&["tool", "setup", "--size-byte", "1"], "tool: unexpected argument '--size-byte' found; a similar argument exists: '--size-bytes' (see 'tool setup --help')"),
+            (&["tool", "--bogus"], "tool: unexpected argument '--bogus' found (see 'tool --help')"),
+            // A newline in the input must not split the line or hide the reason.
+            (&["tool", "setup", "--size-bytes", "1\n\nx"], "tool: invalid value \"1\\n\\nx\" for '--size-bytes <SIZE_BYTES>': invalid digit found in string (see 'tool setup --help')"),
+            (&["tool", "--bo\ngus"], "tool: unexpected argument \"--bo\\ngus\" found (see 'tool --help')"),
         ];
         for (argv, want) in cases {
             assert_eq!(line(argv).as_deref(), Some(want), "{argv:?}");

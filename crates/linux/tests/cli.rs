@@ -36,7 +36,7 @@ fn missing_arguments_are_named_on_the_one_line() {
         ("critmem-linux-run", &[], "critmem-linux-run: the following required arguments were not provided: --duration-s <DURATION_S>, <FILE> (see 'critmem-linux-run --help')"),
         ("critmem-agent", &[], "critmem-agent: the following required arguments were not provided: --config <CONFIG> (see 'critmem-agent --help')"),
         ("critmem-swap", &[], "critmem-swap: a command is required: setup, teardown, status (see 'critmem-swap --help')"),
-        ("critmem-swap", &["setup", "--size-bytes", "4G"], "critmem-swap: invalid value '4G' for '--size-bytes <SIZE_BYTES>': invalid digit found in string (see 'critmem-swap --help')"),
+        ("critmem-swap", &["setup", "--size-bytes", "4G"], "critmem-swap: invalid value '4G' for '--size-bytes <SIZE_BYTES>': invalid digit found in string (see 'critmem-swap setup --help')"),
     ];
     for (name, argv, want) in cases {
         let exe = TOOLS.iter().find(|(n, _)| *n == name).unwrap().1;
@@ -53,5 +53,15 @@ fn help_is_not_an_error() {
         assert_eq!(out.status.code(), Some(0), "{name}");
         let help = String::from_utf8_lossy(&out.stdout);
         assert!(help.contains("Usage:") && help.lines().count() > 3, "{name}: {help}");
+    }
+}
+
+#[test]
+fn a_closed_stderr_still_ends_in_exit_2() {
+    for (name, exe) in TOOLS {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let status = Command::new(exe).arg("--no-such-flag").stderr(writer).status().unwrap();
+        assert_eq!(status.code(), Some(2), "{name}");
     }
 }

@@ -286,15 +286,16 @@ def physical_memory(r: RunResult, warmup_ms: float) -> dict[str, float | None]:
     return {"mean_mb": _num(st.mean()), "min_mb": _num(st.min()), "max_mb": _num(st.max())}
 
 
-def shared_use_per_job_mb(r: RunResult, w: Workload) -> dict[str, float]:
-    """Per task, the distinct pages of the shared region it touched per job, averaged over
-    its jobs (the paper's Avg(S)), in MB, as the simulator measured them."""
+def shared_use_per_job_mb(r: RunResult) -> dict[str, float | None]:
+    """Per task, the distinct pages of the shared region it touched per ended job, averaged
+    over those jobs (the paper's Avg(S)), in MB, as the simulator measured them; None for a
+    task that ended no job."""
     memory = r.memory
     assert memory is not None, "the experiments declare [memory]"
-    out = {}
+    out: dict[str, float | None] = {}
     for t in memory["tasks"]:
-        (use,) = [u for u in t["shared_regions"] if u["region"] == SHM_REGION]
-        out[t["name"]] = float(use["avg_pages"]) * memory["page_bytes"] / 2**20
+        use = [u for u in t.get("shared_regions", []) if u["region"] == SHM_REGION and u["jobs_ended"] > 0]
+        out[t["name"]] = float(use[0]["mean_job_pages"]) * memory["page_bytes"] / 2**20 if use else None
     return out
 
 
@@ -417,8 +418,10 @@ def table3(ctx: _Ctx, minimum: dict[str, int], spel_size: dict[str, int]) -> dic
             total = sum(sizes)
             n = len(members)
             phys = physical_memory(r, warm)
-            shared_mb = shared_use_per_job_mb(r, w)
-            least = min(shared_mb.values())
+            shared_mb = shared_use_per_job_mb(r)
+            measured = [v for v in shared_mb.values() if v is not None]
+            # Every sharer must have a measurement, or the formula has no input.
+            least = min(measured) if len(measured) == n else None
             paper_res, paper_total, paper_expr = PAPER_TABLE3.get(set_key, {}).get(tech, ([], None, ""))
             out[set_key][tech] = {
                 "tasks": [m.name for m in members],
@@ -428,11 +431,11 @@ def table3(ctx: _Ctx, minimum: dict[str, int], spel_size: dict[str, int]) -> dic
                 "total_min_mb": phys["min_mb"],
                 "total_max_mb": phys["max_mb"],
                 "formula": {
-                    "no-sp-mgmt": f"sum - (n-1)*min Avg(S) = {total} - {n - 1}*{least:g}",
+                    "no-sp-mgmt": "sum - (n-1)*min Avg(S) = " + (f"{total} - {n - 1}*{least:g}" if least is not None else "? (a sharer ended no job)"),
                     "spc": "sum",
                     "spel": f"sum - (n-1)*S = {total} - {n - 1}*{w.shm_mb}",
                 }[tech],
-                "formula_mb": {"no-sp-mgmt": _whole_or_num(total - (n - 1) * least), "spc": total, "spel": total - (n - 1) * w.shm_mb}[tech],
+                "formula_mb": {"no-sp-mgmt": None if least is None else _whole_or_num(total - (n - 1) * least), "spc": total, "spel": total - (n - 1) * w.shm_mb}[tech],
                 "shared_use_per_job_mb": shared_mb,
                 "steady_misses": {m.name: task_summary(r, m.name, warm)["steady_misses"] for m in members},
                 "paper_reservations_mb": paper_res,
