@@ -103,10 +103,10 @@ pub fn usage_error_line<T: clap::CommandFactory>(e: &clap::Error, args: &[std::f
             _ => &[],
         })
         .find(|s| s.chars().any(char::is_control));
-    let what = match e.kind() {
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => return None,
+    let what = match (e.kind(), raw_input) {
+        (ErrorKind::DisplayHelp | ErrorKind::DisplayVersion, _) => return None,
         // clap shows the whole help when a required subcommand or argument is missing.
-        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
+        (ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand, _) => {
             let subcommands: Vec<&str> = cmd.get_subcommands().map(|c| c.get_name()).filter(|n| *n != "help").collect();
             if subcommands.is_empty() {
                 let required: Vec<String> = cmd
@@ -119,8 +119,7 @@ pub fn usage_error_line<T: clap::CommandFactory>(e: &clap::Error, args: &[std::f
                 format!("a command is required: {}", subcommands.join(", "))
             }
         }
-        kind if raw_input.is_some() => {
-            let input = raw_input.expect("checked");
+        (kind, Some(input)) => {
             let reason = std::error::Error::source(e).map(|r| format!(": {}", r.to_string().escape_debug())).unwrap_or_default();
             match (kind, e.get(ContextKind::InvalidArg)) {
                 (ErrorKind::InvalidValue | ErrorKind::ValueValidation, Some(ContextValue::String(arg))) => {
@@ -130,7 +129,7 @@ pub fn usage_error_line<T: clap::CommandFactory>(e: &clap::Error, args: &[std::f
                 _ => format!("{} (input {input:?}){reason}", kind.as_str().unwrap_or("bad command line")),
             }
         }
-        _ => {
+        (_, None) => {
             // clap's text: the message, the items it lists (one per indented line), a blank
             // line, then tips and usage.
             let mut lines = text.lines();
