@@ -62,6 +62,12 @@ pub fn render(platform: &LinuxPlatform, loop_stats: &LoopStats) -> String {
         &single(s.oom_guard_releases as f64),
     );
     metric(
+        "critmem_oom_wakeups_total",
+        "counter",
+        "Limits raised by one page to wake tasks (v1) left waiting far below their group's limit.",
+        &single(s.oom_wakeups as f64),
+    );
+    metric(
         "critmem_oom_notifications_total",
         "counter",
         "Kernel notifications (v1) that a task of a managed group started waiting at its limit.",

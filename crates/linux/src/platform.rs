@@ -41,6 +41,9 @@ const OOM_RESCUE_MIN_STEP_BYTES: u64 = 16 << 20;
 /// within [`OOM_BACKOFF_RESET_NS`], up to 16 times as long.
 const OOM_HOLD_NS: u64 = 2_000_000_000;
 const OOM_BACKOFF_RESET_NS: u64 = 30_000_000_000;
+/// v1: a group still seen waiting far below its own limit this long after its last raise is
+/// woken again (see [`LinuxPlatform::wake_waiters_far_below_limit`]).
+const OOM_WAKE_RETRY_NS: u64 = 100_000_000;
 /// Knob files are re-read at least this often (20 ticks: 100 ms at the default 5 ms interval);
 /// skipping them in between cuts a tick's file reads from 4 to 3 per group on the hybrid
 /// layout and from 7 to 3 on cgroup v2.
@@ -112,6 +115,9 @@ pub struct PlatformStats {
     /// Notified groups whose OOM state was checked, and how many of those checks raised the limit.
     pub oom_checks_on_notification: u64,
     pub oom_rescues_on_notification: u64,
+    /// v1: limits raised by one page to wake tasks left waiting far below the group's limit
+    /// (a wake-up lost to a raise that landed before they slept, or an ancestor's limit).
+    pub oom_wakeups: u64,
 }
 
 /// Per-group job accounting from the job socket.
@@ -261,13 +267,17 @@ struct OomWatch {
     /// Rescues in a row (each doubles the hold), and when the last was.
     streak: u32,
     last_rescue_ns: u64,
+    /// When the limit was last raised by one page to wake waiters far below it, and how many
+    /// times since the group was last seen not waiting.
+    last_wakeup_ns: u64,
+    wakeups_while_waiting: u32,
     guard: OomGuard,
     /// v1: the eventfd the kernel signals when a task starts waiting at the limit
     /// ([`CgroupBackend::oom_notifier`]). With it, usage the controller does not read is
     /// refreshed with the knobs only, as the rescue no longer needs it every tick.
     notifier: Option<nix::sys::eventfd::EventFd>,
-    /// Notified, or last seen waiting at its limit: the group's usage is read (and its OOM
-    /// file checked when near the limit) every tick until it is neither.
+    /// Notified, or last seen waiting: the group's usage and OOM file are read every tick
+    /// until it is neither.
     pending: bool,
     /// Notified since the last tick: the OOM file is read whatever the usage.
     notified: bool,
@@ -623,13 +633,15 @@ impl LinuxPlatform {
         raised
     }
 
-    /// [`Self::rescue_if_out_of_memory`], checked only when usage is within
-    /// `OOM_NEAR_LIMIT_BYTES` of the hard limit: a group further below it cannot be waiting at it.
+    /// [`Self::rescue_if_out_of_memory`], checked when usage is within `OOM_NEAR_LIMIT_BYTES`
+    /// of the hard limit (further below it no task can start waiting at it) or when the group
+    /// was last seen waiting (a task can go on sleeping after a raise; see
+    /// [`Self::wake_waiters_far_below_limit`]).
     fn rescue_if_near_limit(&mut self, id: GroupId, usage_bytes: u64, knobs: MemoryKnobs) -> Result<bool> {
-        if knobs.max_bytes.is_some_and(|limit| near_limit(usage_bytes, limit)) {
-            self.rescue_if_out_of_memory(id, true)
+        let near = knobs.max_bytes.is_some_and(|limit| near_limit(usage_bytes, limit));
+        if near || self.groups[id].oom.pending {
+            self.rescue_if_out_of_memory(id, near)
         } else {
-            self.groups[id].oom.pending = false;
             Ok(false)
         }
     }
@@ -674,15 +686,18 @@ impl LinuxPlatform {
     /// OOM killer is off; v2: a new `oom` event), raises the limit at once on this thread
     /// (raising never reclaims, so it cannot block) and holds it against lower requests for a
     /// while, longer after each rescue in a row. Returns whether it raised the limit.
-    /// `near_own_limit` false (usage far below it): only a full memory+swap limit is acted on;
-    /// otherwise the group waits for an ancestor's limit, which is not this platform's to raise.
+    /// `near_own_limit` false (usage far below it): a full memory+swap limit is acted on, and
+    /// tasks still waiting are woken ([`Self::wake_waiters_far_below_limit`]).
     fn rescue_if_out_of_memory(&mut self, id: GroupId, near_own_limit: bool) -> Result<bool> {
         let now_ns = self.now_ns;
         let Some(state) = self.oom_state(id) else { return Ok(false) };
         let oom = &mut self.groups[id].oom;
         let new_event = state.oom_events > oom.events_seen;
         oom.events_seen = state.oom_events;
-        oom.pending = state.under_oom && near_own_limit;
+        oom.pending = state.under_oom;
+        if !state.under_oom {
+            oom.wakeups_while_waiting = 0;
+        }
         if !(state.under_oom || new_event) {
             return Ok(false);
         }
@@ -701,7 +716,7 @@ impl LinuxPlatform {
             }
         }
         if !near_own_limit {
-            return Ok(false);
+            return if state.under_oom && state.kill_disabled { self.wake_waiters_far_below_limit(id) } else { Ok(false) };
         }
         if now_ns.saturating_sub(g.oom.last_rescue_ns) > OOM_BACKOFF_RESET_NS {
             g.oom.streak = 0;
@@ -713,6 +728,39 @@ impl LinuxPlatform {
         tracing::warn!(group = %g.spec.name, usage_bytes = g.usage_bytes, limit_bytes = limit, raised_bytes = raised, hold_ms = (g.oom.hold_until_ns - now_ns) / 1_000_000, "group out of memory at its limit: raised the limit so the kernel kills nothing");
         let done = self.raise_max_now(id, raised)?;
         self.stats.oom_rescues += u64::from(done);
+        Ok(done)
+    }
+
+    /// v1, a group with tasks waiting (`under_oom`, OOM killer off) while its usage is far
+    /// below its own limit and its memory+swap limit: the kernel wakes such waiters when the
+    /// limit is raised or the group uncharges memory (recent kernels no longer also when the
+    /// waiter holding the OOM lock leaves). A task whose charge failed at the old limit but
+    /// which went to sleep after a raise woke the others misses that wake-up, and with nothing
+    /// freed in the group sleeps on. A raise of one page wakes every waiter of the group; each
+    /// retries its charge (one waiting for an ancestor's limit waits again). Done at most every
+    /// [`OOM_WAKE_RETRY_NS`] after the last raise of either kind, so waiters the last raise
+    /// woke have had time to leave. Returns whether the limit was raised.
+    fn wake_waiters_far_below_limit(&mut self, id: GroupId) -> Result<bool> {
+        let now_ns = self.now_ns;
+        let g = &self.groups[id];
+        let Some(limit) = g.knobs.max_bytes else { return Ok(false) };
+        if now_ns.saturating_sub(g.oom.last_rescue_ns.max(g.oom.last_wakeup_ns)) < OOM_WAKE_RETRY_NS {
+            return Ok(false);
+        }
+        let raised = page_align_down(limit).saturating_add(PAGE_BYTES);
+        if g.combined.is_some_and(|c| raised > page_align_down(c.limit_bytes)) {
+            return Ok(false);
+        }
+        let g = &mut self.groups[id];
+        g.oom.last_wakeup_ns = now_ns;
+        g.oom.wakeups_while_waiting += 1;
+        if g.oom.wakeups_while_waiting == 1 {
+            tracing::warn!(group = %g.spec.name, usage_bytes = g.usage_bytes, limit_bytes = limit, "tasks waiting far below the group's limit: raised it by one page to wake them");
+        } else {
+            tracing::debug!(group = %g.spec.name, usage_bytes = g.usage_bytes, limit_bytes = limit, times = g.oom.wakeups_while_waiting, "tasks still waiting far below the group's limit: woken again");
+        }
+        let done = self.raise_max_now(id, raised)?;
+        self.stats.oom_wakeups += u64::from(done);
         Ok(done)
     }
 
@@ -1498,17 +1546,19 @@ mod tests {
         assert_eq!(obs.groups[0].knobs.max_bytes, Some(125 * MIB), "and the limit raised by a quarter");
         assert_eq!((platform.stats().oom_notifications, platform.stats().oom_rescues, platform.stats().oom_rescues_on_notification), (1, 1, 1));
 
-        // Seen waiting when rescued, so usage is read the next tick too; the raised limit is far
-        // above it (a task reaching it again is notified again), so no second raise, and from
-        // then on usage waits for the knobs again.
+        // Seen waiting when rescued, so usage is read every tick until it is seen not waiting;
+        // the raised limit is far above it (a task reaching it again is notified again), so no
+        // second raise, and from then on usage waits for the knobs again.
         set(101, true);
         assert_eq!(platform.observe().unwrap().groups[0].usage_bytes, 101 * MIB);
         assert_eq!(platform.stats().oom_rescues, 1);
         set(60, false);
-        assert_eq!(platform.observe().unwrap().groups[0].usage_bytes, 101 * MIB, "not pending any more");
-        let refreshed = (0..KNOB_REFRESH_TICKS).map(|_| platform.observe().unwrap().groups[0].usage_bytes).any(|u| u == 60 * MIB);
+        assert_eq!(platform.observe().unwrap().groups[0].usage_bytes, 60 * MIB, "still pending: read");
+        set(61, false);
+        assert_eq!(platform.observe().unwrap().groups[0].usage_bytes, 60 * MIB, "not pending any more");
+        let refreshed = (0..KNOB_REFRESH_TICKS).map(|_| platform.observe().unwrap().groups[0].usage_bytes).any(|u| u == 61 * MIB);
         assert!(refreshed, "unread usage is still refreshed with the knobs");
-        assert_eq!(platform.usage_now(0).unwrap(), 60 * MIB);
+        assert_eq!(platform.usage_now(0).unwrap(), 61 * MIB);
 
         // A controller that reads usage gets it fresh every tick, notifier or not.
         platform.set_usage_inputs(|_| true);
@@ -1620,6 +1670,79 @@ mod tests {
         platform.observe().unwrap();
         assert_eq!(std::fs::read_to_string(&oom_control).unwrap(), "0", "the OOM killer is back on");
         assert_eq!((platform.stats().oom_guard_releases, platform.stats().oom_rescues, platform.stats().oom_checks_on_notification), (1, 0, 1));
+        let report = platform.restore(Duration::from_secs(5)).unwrap();
+        assert!(report.failures.is_empty(), "{report:?}");
+    }
+
+    #[test]
+    fn a_task_left_waiting_far_below_a_raised_limit_is_woken_by_a_one_page_raise() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut platform, batch) = v1_adopted(dir.path(), &[]);
+        let (limit_file, usage_file, oom_control) = (batch.join("memory.limit_in_bytes"), batch.join("memory.usage_in_bytes"), batch.join("memory.oom_control"));
+        let set = |usage_mib: u64, under_oom: bool, kill_disabled: bool| {
+            std::fs::write(&usage_file, (usage_mib * MIB).to_string()).unwrap();
+            std::fs::write(&oom_control, format!("oom_kill_disable {}\nunder_oom {}\noom_kill 0\n", u8::from(kill_disabled), u8::from(under_oom))).unwrap();
+        };
+        let limit = || std::fs::read_to_string(&limit_file).unwrap().parse::<u64>().unwrap();
+        std::fs::write(&limit_file, (100 * MIB).to_string()).unwrap();
+        set(100, true, true);
+        platform.observe().unwrap();
+        assert_eq!((limit(), platform.stats().oom_rescues), (125 * MIB, 1), "rescued");
+
+        // One task still waits after the raise (it slept after the raise's wake-up). Right after
+        // the raise that may be a woken task that has not left yet: left alone.
+        set(101, true, true);
+        platform.observe().unwrap();
+        assert_eq!((limit(), platform.stats().oom_wakeups), (125 * MIB, 0));
+        std::thread::sleep(Duration::from_nanos(OOM_WAKE_RETRY_NS + 10_000_000));
+        let obs = platform.observe().unwrap();
+        assert_eq!((limit(), platform.stats().oom_wakeups), (125 * MIB + PAGE_BYTES, 1), "woken by a one-page raise");
+        assert_eq!(obs.groups[0].knobs.max_bytes, Some(125 * MIB + PAGE_BYTES));
+        platform.observe().unwrap();
+        assert_eq!(platform.stats().oom_wakeups, 1, "not again at once");
+        std::thread::sleep(Duration::from_nanos(OOM_WAKE_RETRY_NS + 10_000_000));
+        platform.observe().unwrap();
+        assert_eq!((limit(), platform.stats().oom_wakeups), (125 * MIB + 2 * PAGE_BYTES, 2), "and again while it waits");
+
+        // Nobody waits any more: no more raises.
+        set(101, false, true);
+        platform.observe().unwrap();
+        std::thread::sleep(Duration::from_nanos(OOM_WAKE_RETRY_NS + 10_000_000));
+        platform.observe().unwrap();
+        assert_eq!((limit(), platform.stats().oom_wakeups), (125 * MIB + 2 * PAGE_BYTES, 2));
+        // With the OOM killer on, a task does not sleep at the limit: nothing to wake.
+        set(101, true, false);
+        platform.observe().unwrap();
+        assert_eq!(platform.stats().oom_wakeups, 2);
+        assert_eq!(platform.stats().oom_rescues, 1, "never treated as a rescue");
+        let report = platform.restore(Duration::from_secs(5)).unwrap();
+        assert!(report.failures.is_empty(), "{report:?}");
+        assert_eq!(limit(), 100 * MIB, "the limit before critmem restored");
+    }
+
+    #[test]
+    fn a_task_notified_waiting_after_a_raise_is_woken_at_once_but_not_above_the_memory_and_swap_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let memsw = [("memory.memsw.limit_in_bytes", "524288000\n"), ("memory.memsw.usage_in_bytes", "8192\n"), ("cgroup.event_control", "")];
+        let (mut platform, batch) = v1_adopted_with(dir.path(), &memsw, true);
+        let (limit_file, oom_control) = (batch.join("memory.limit_in_bytes"), batch.join("memory.oom_control"));
+        let limit = || std::fs::read_to_string(&limit_file).unwrap().parse::<u64>().unwrap();
+        std::fs::write(&limit_file, (200 * MIB).to_string()).unwrap();
+        std::fs::write(batch.join("memory.usage_in_bytes"), (100 * MIB).to_string()).unwrap();
+        platform.observe().unwrap();
+        // The task's charge failed at an older, lower limit; it went to sleep (and notified)
+        // after the raise to 200 MiB woke the waiters.
+        std::fs::write(&oom_control, "oom_kill_disable 1\nunder_oom 1\noom_kill 0\n").unwrap();
+        platform.signal_oom_notifier(0);
+        platform.observe().unwrap();
+        assert_eq!((limit(), platform.stats().oom_wakeups, platform.stats().oom_rescues), (200 * MIB + PAGE_BYTES, 1, 0));
+        assert_eq!(platform.stats().oom_guard_releases, 0, "memory+swap has room");
+
+        // With the memory limit at the memory+swap limit a raise would be refused: left alone.
+        std::fs::write(batch.join("memory.memsw.limit_in_bytes"), (200 * MIB + PAGE_BYTES).to_string()).unwrap();
+        std::thread::sleep(Duration::from_nanos(OOM_WAKE_RETRY_NS + 10_000_000));
+        platform.observe().unwrap();
+        assert_eq!((limit(), platform.stats().oom_wakeups), (200 * MIB + PAGE_BYTES, 1));
         let report = platform.restore(Duration::from_secs(5)).unwrap();
         assert!(report.failures.is_empty(), "{report:?}");
     }

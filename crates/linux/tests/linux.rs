@@ -1059,10 +1059,11 @@ fn squeezed_worker_survives(machine: &Machine, working_set: &str, asked_limit_by
     let alive = helper.child.try_wait().unwrap().is_none();
     let _ = writeln!(
         std::io::stderr(),
-        "squeezed to 16 MiB, controller reads usage: {says_it_reads_usage}: said {said:?} after {:?}, alive {alive}, {state:?}, limit {limit:?}, rescues {} ({} on notification), held {}, failed writes {}, OOM notifications {}, usage reads skipped {}",
+        "squeezed to 16 MiB, controller reads usage: {says_it_reads_usage}: said {said:?} after {:?}, alive {alive}, {state:?}, limit {limit:?}, rescues {} ({} on notification), wake-ups {}, held {}, failed writes {}, OOM notifications {}, usage reads skipped {}",
         started.elapsed(),
         stats.oom_rescues,
         stats.oom_rescues_on_notification,
+        stats.oom_wakeups,
         stats.clamped_to_oom_hold,
         stats.writes_failed,
         stats.oom_notifications,
