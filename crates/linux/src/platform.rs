@@ -733,10 +733,10 @@ impl LinuxPlatform {
 
     /// v1, a group with tasks waiting (`under_oom`, OOM killer off) while its usage is far
     /// below its own limit and its memory+swap limit: the kernel wakes such waiters when the
-    /// limit is raised or the group uncharges memory (recent kernels no longer also when the
-    /// waiter holding the OOM lock leaves). A task whose charge failed at the old limit but
-    /// which went to sleep after a raise woke the others misses that wake-up, and with nothing
-    /// freed in the group sleeps on. A raise of one page wakes every waiter of the group; each
+    /// limit is raised or the group uncharges memory. A task whose charge failed at the old
+    /// limit but which went to sleep after a raise woke the others misses that wake-up; usually
+    /// reclaim of the group's page cache uncharges soon after and wakes it, but in a group with
+    /// nothing to reclaim it sleeps on. A raise of one page wakes every waiter of the group; each
     /// retries its charge (one waiting for an ancestor's limit waits again). Done at most every
     /// [`OOM_WAKE_RETRY_NS`] after the last raise of either kind, so waiters the last raise
     /// woke have had time to leave. Returns whether the limit was raised.
