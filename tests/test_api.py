@@ -104,6 +104,25 @@ def test_recording_can_be_turned_off() -> None:
     assert r.to_json() == critmem.run(QUICKSTART).to_json()
 
 
+def test_the_control_timeline_has_a_row_per_tick_with_typed_columns() -> None:
+    from critmem.reproduce import sara
+
+    w = sara.WORKLOADS[1]  # opencv beside graphchi, SARA every 5 ms, 4 periods of 800 ms
+    r = critmem.run(sara.Spec(w, 60, "slow-ssd", "sara", (), 4, 1).scenario(), record_jobs=False, record_segments=False)
+    ct = r.control_timeline
+    per_group = ("max_mb", "usage_mb", "memory_some_us", "io_some_us")
+    assert list(ct.columns) == ["time_ms", *(f"{c}:{g}" for g in ("opencv", "graphchi") for c in per_group)]
+    assert {str(t) for c, t in ct.dtypes.items() if "_us:" in str(c)} == {"int64"}
+    assert {str(t) for c, t in ct.dtypes.items() if "_us:" not in str(c)} == {"float64"}
+    # A tick every 5 ms up to the 3200 ms horizon (exclusive).
+    assert len(ct) == 639 and ct["time_ms"].tolist()[:2] == [5.0, 10.0]
+    assert r.memory is not None
+    for g in r.memory["groups"]:
+        psi = ct[f"memory_some_us:{g['name']}"]
+        assert psi.is_monotonic_increasing and 0 < psi.iloc[-1] <= g["memory_some_us"]
+    assert critmem.run(QUICKSTART).control_timeline.empty
+
+
 @pytest.mark.parametrize(
     ("scenario", "message"),
     [

@@ -61,11 +61,12 @@ class SimOutput:
     def control_timeline_every_ticks(self) -> int:
         """Controller ticks per control-timeline row (1 unless a long run thinned it)."""
     @property
-    def control_timeline(self) -> dict[str, list[Any]]:
+    def control_timeline(self) -> dict[str, tuple[str, bytes]]:
         """Control-loop columns (empty without [control]), one row per tick (per
         `control_timeline_every_ticks` ticks in a long run): time_ms, then per
         group max_mb:<g> (NaN when unlimited), usage_mb:<g>, and cumulative PSI totals
-        memory_some_us:<g> and io_some_us:<g>."""
+        memory_some_us:<g> and io_some_us:<g>. Each is (numpy dtype, little-endian
+        bytes), for `numpy.frombuffer`."""
 
 def simulate(
     text: str,

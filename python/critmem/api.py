@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from critmem import _core
@@ -44,6 +45,12 @@ _U64_MAX = 2**64 - 1
 
 def _frame(columns: dict[str, list[Any]], dtypes: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame({name: pd.Series(columns[name], dtype=dtype) for name, dtype in dtypes.items()})
+
+
+def _raw_frame(columns: dict[str, tuple[str, bytes]]) -> pd.DataFrame:
+    """A frame of the core's raw numeric columns, (dtype, little-endian bytes) each: no Python
+    object per value. An empty column stays a list, typed as pandas types an empty list."""
+    return pd.DataFrame({name: np.frombuffer(raw, dtype=dtype) if raw else [] for name, (dtype, raw) in columns.items()})
 
 
 @dataclass(frozen=True, eq=False)
@@ -166,7 +173,7 @@ def _run_source(
         events=out.events,
         hyperperiod_ms=out.hyperperiod_ms,
         memory_timeline=pd.DataFrame(out.memory_timeline),
-        control_timeline=pd.DataFrame(out.control_timeline),
+        control_timeline=_raw_frame(out.control_timeline),
         control_timeline_every_ticks=out.control_timeline_every_ticks,
         summary_json=out.summary_json,
     )

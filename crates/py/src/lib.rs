@@ -9,7 +9,7 @@ use critmem_core::{load_str, Format, Nanos, Overrides, Scenario, SimOptions, Sim
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict};
 
 type CoreError = critmem_core::ScenarioError;
 
@@ -148,20 +148,54 @@ fn timeline_dict(py: Python<'_>, result: &SimResult) -> PyResult<Py<PyDict>> {
     Ok(d.unbind())
 }
 
+/// A numeric column as raw little-endian bytes and its numpy dtype, for `numpy.frombuffer`:
+/// one buffer per column instead of a Python object per value (a long run's control timeline
+/// has hundreds of thousands of rows).
+#[derive(Debug, PartialEq)]
+struct RawColumn {
+    /// `<f8`, `<i8`, or `<u8` (the dtype pandas infers from the same numbers as Python ints).
+    dtype: &'static str,
+    bytes: Vec<u8>,
+}
+
+impl RawColumn {
+    fn f64s(values: impl Iterator<Item = f64>) -> RawColumn {
+        RawColumn { dtype: "<f8", bytes: values.flat_map(f64::to_le_bytes).collect() }
+    }
+
+    fn u64s(values: impl Iterator<Item = u64>) -> RawColumn {
+        let (mut bytes, mut largest) = (Vec::new(), 0);
+        for v in values {
+            bytes.extend_from_slice(&v.to_le_bytes());
+            largest = largest.max(v);
+        }
+        RawColumn { dtype: if i64::try_from(largest).is_ok() { "<i8" } else { "<u8" }, bytes }
+    }
+}
+
 /// The control timeline (one row per tick) as columns: time_ms, then per group
 /// `max_mb:<g>` (NaN when unlimited), `usage_mb:<g>`, and the cumulative PSI totals
-/// `memory_some_us:<g>` and `io_some_us:<g>`. Empty without `[control]`.
-fn control_dict(py: Python<'_>, result: &SimResult) -> PyResult<Py<PyDict>> {
-    let d = PyDict::new(py);
-    let Some(c) = &result.control else { return Ok(d.unbind()) };
+/// `memory_some_us:<g>` and `io_some_us:<g>`. Empty without `[control]`. Built without the
+/// GIL; [`raw_dict`] hands it over.
+fn control_columns(result: &SimResult) -> Vec<(String, RawColumn)> {
+    let Some(c) = &result.control else { return Vec::new() };
     let mb = |b: u64| b as f64 / 1_048_576.0;
-    d.set_item("time_ms", c.timeline.iter().map(|s| s.time.as_ms_f64()).collect::<Vec<_>>())?;
+    let mut cols = vec![("time_ms".to_string(), RawColumn::f64s(c.timeline.iter().map(|s| s.time.as_ms_f64())))];
     for (gi, name) in c.groups.iter().enumerate() {
-        let col = |f: &dyn Fn(&critmem_core::control::GroupPoint) -> f64| c.timeline.iter().map(|s| f(&s.groups[gi])).collect::<Vec<_>>();
-        d.set_item(format!("max_mb:{name}"), col(&|p| p.max_bytes.map_or(f64::NAN, mb)))?;
-        d.set_item(format!("usage_mb:{name}"), col(&|p| mb(p.usage_bytes)))?;
-        d.set_item(format!("memory_some_us:{name}"), c.timeline.iter().map(|s| s.groups[gi].memory_some_us).collect::<Vec<_>>())?;
-        d.set_item(format!("io_some_us:{name}"), c.timeline.iter().map(|s| s.groups[gi].io_some_us).collect::<Vec<_>>())?;
+        let points = || c.timeline.iter().map(move |s| &s.groups[gi]);
+        cols.push((format!("max_mb:{name}"), RawColumn::f64s(points().map(|p| p.max_bytes.map_or(f64::NAN, mb)))));
+        cols.push((format!("usage_mb:{name}"), RawColumn::f64s(points().map(|p| mb(p.usage_bytes)))));
+        cols.push((format!("memory_some_us:{name}"), RawColumn::u64s(points().map(|p| p.memory_some_us))));
+        cols.push((format!("io_some_us:{name}"), RawColumn::u64s(points().map(|p| p.io_some_us))));
+    }
+    cols
+}
+
+/// Columns as a dict of name → (dtype, bytes).
+fn raw_dict(py: Python<'_>, columns: Vec<(String, RawColumn)>) -> PyResult<Py<PyDict>> {
+    let d = PyDict::new(py);
+    for (name, col) in columns {
+        d.set_item(name, (col.dtype, PyBytes::new(py, &col.bytes)))?;
     }
     Ok(d.unbind())
 }
@@ -187,7 +221,8 @@ struct SimOutput {
     segments_left_out: u64,
     /// Memory timeline columns (empty unless the scenario declares [memory]).
     memory_timeline: Py<PyDict>,
-    /// Control-loop timeline columns (empty unless the scenario declares [control]).
+    /// Control-loop timeline columns (empty unless the scenario declares [control]), each as
+    /// (numpy dtype, little-endian bytes).
     control_timeline: Py<PyDict>,
     /// Controller ticks per control-timeline row (1 unless a long run thinned it).
     control_timeline_every_ticks: u64,
@@ -210,13 +245,14 @@ fn simulate(
 ) -> PyResult<SimOutput> {
     let format = parse_format(format)?;
     let opts = SimOptions { record_jobs, record_segments };
-    let (result, seed, hyperperiod_ms, jobs, segments) = py
+    let (result, seed, hyperperiod_ms, jobs, segments, control) = py
         .detach(|| {
             let scenario = load(text, source_name, format, horizon_ms, seed)?;
             let result = Simulation::new(&scenario, scenario.seed, opts).run();
             let hyper = scenario.hyperperiod().map(Nanos::as_ms_f64);
             let (jobs, segments) = (JobColumns::new(&result), SegmentColumns::new(&result));
-            Ok((result, scenario.seed, hyper, jobs, segments))
+            let control = control_columns(&result);
+            Ok((result, scenario.seed, hyper, jobs, segments, control))
         })
         .map_err(to_py_err)?;
     Ok(SimOutput {
@@ -229,7 +265,7 @@ fn simulate(
         segments: segments.into_dict(py)?,
         segments_left_out: result.segments_left_out,
         memory_timeline: timeline_dict(py, &result)?,
-        control_timeline: control_dict(py, &result)?,
+        control_timeline: raw_dict(py, control)?,
         control_timeline_every_ticks: result.control.as_ref().map_or(1, |c| c.timeline_every_ticks),
     })
 }
@@ -450,6 +486,20 @@ mod tests {
         let last_b = (0..n).find(|&i| c.task[i] == "b" && c.release_ms[i] == 20.0).expect("b released at 20 ms");
         assert_eq!(c.outcome[last_b], "pending");
         assert_eq!(c.completion_ms[last_b], None);
+    }
+
+    #[test]
+    fn raw_columns_are_little_endian_with_the_dtype_pandas_would_infer() {
+        let f = RawColumn::f64s([1.5, f64::NAN].into_iter());
+        assert_eq!(f.dtype, "<f8");
+        assert_eq!(f.bytes[..8], 1.5f64.to_le_bytes());
+        assert!(f64::from_le_bytes(f.bytes[8..].try_into().unwrap()).is_nan());
+        let i = RawColumn::u64s([3, 1 << 40].into_iter());
+        assert_eq!((i.dtype, i.bytes.len()), ("<i8", 16));
+        assert_eq!(i.bytes[8..], (1u64 << 40).to_le_bytes());
+        // Python ints past i64 make pandas pick uint64.
+        assert_eq!(RawColumn::u64s([1, u64::MAX].into_iter()).dtype, "<u8");
+        assert_eq!(RawColumn::u64s(std::iter::empty()), RawColumn { dtype: "<i8", bytes: Vec::new() });
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Intrusive doubly linked lists over dense `u32` indices.
 //!
-//! Elements are indices into some other `Vec` (frames, charge entries); the links live here
-//! in two parallel arrays, so moving an element between lists or unlinking it from the middle
+//! Elements are indices into some other `Vec` (frames, charge entries); the links live here,
+//! one record per element, so moving an element between lists or unlinking it from the middle
 //! is O(1) and allocation-free. Every element is in at most one list at a time, and knows
 //! which one (`list_of`), which is what the invariant checker relies on.
 
@@ -20,31 +20,40 @@ const EMPTY: Head = Head {
     len: 0,
 };
 
+/// An element's links and list, together: unlinking touches one cache line per element,
+/// not one per field (reclaim moves elements between lists all the time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Link {
+    prev: u32,
+    next: u32,
+    /// The list the element is on, or `NIL`.
+    on: u32,
+}
+
+const UNLINKED: Link = Link {
+    prev: NIL,
+    next: NIL,
+    on: NIL,
+};
+
 #[derive(Clone, Debug, Default)]
 pub(crate) struct IndexLists {
-    prev: Vec<u32>,
-    next: Vec<u32>,
-    /// The list each element is on, or `NIL`.
-    on: Vec<u32>,
+    links: Vec<Link>,
     heads: Vec<Head>,
 }
 
 impl IndexLists {
     pub fn new(elements: usize, lists: usize) -> Self {
         IndexLists {
-            prev: vec![NIL; elements],
-            next: vec![NIL; elements],
-            on: vec![NIL; elements],
+            links: vec![UNLINKED; elements],
             heads: vec![EMPTY; lists],
         }
     }
 
     /// Makes room for elements `0..n` (new ones are on no list).
     pub fn grow_elements(&mut self, n: usize) {
-        if n > self.on.len() {
-            self.prev.resize(n, NIL);
-            self.next.resize(n, NIL);
-            self.on.resize(n, NIL);
+        if n > self.links.len() {
+            self.links.resize(n, UNLINKED);
         }
     }
 
@@ -56,7 +65,7 @@ impl IndexLists {
     }
 
     pub fn elements(&self) -> usize {
-        self.on.len()
+        self.links.len()
     }
 
     pub fn lists(&self) -> usize {
@@ -82,7 +91,7 @@ impl IndexLists {
     /// The list `x` is on, if any.
     #[inline]
     pub fn list_of(&self, x: u32) -> Option<u32> {
-        let l = self.on[x as usize];
+        let l = self.links[x as usize].on;
         (l != NIL).then_some(l)
     }
 
@@ -90,46 +99,49 @@ impl IndexLists {
     #[inline]
     pub fn push_back(&mut self, list: u32, x: u32) {
         debug_assert_eq!(
-            self.on[x as usize], NIL,
+            self.links[x as usize].on, NIL,
             "element {x} is already on list {}",
-            self.on[x as usize]
+            self.links[x as usize].on
         );
         let h = &mut self.heads[list as usize];
-        self.prev[x as usize] = h.tail;
-        self.next[x as usize] = NIL;
+        self.links[x as usize] = Link {
+            prev: h.tail,
+            next: NIL,
+            on: list,
+        };
         if h.tail == NIL {
             h.head = x;
         } else {
-            self.next[h.tail as usize] = x;
+            self.links[h.tail as usize].next = x;
         }
         h.tail = x;
         h.len += 1;
-        self.on[x as usize] = list;
     }
 
     /// Unlinks `x` from whatever list it is on (no-op if none).
     #[inline]
     pub fn remove(&mut self, x: u32) {
-        let list = self.on[x as usize];
+        let Link {
+            prev: p,
+            next: n,
+            on: list,
+        } = self.links[x as usize];
         if list == NIL {
             return;
         }
-        let (p, n) = (self.prev[x as usize], self.next[x as usize]);
         let h = &mut self.heads[list as usize];
         if p == NIL {
             h.head = n;
         } else {
-            self.next[p as usize] = n;
+            self.links[p as usize].next = n;
         }
         if n == NIL {
             h.tail = p;
         } else {
-            self.prev[n as usize] = p;
+            self.links[n as usize].prev = p;
         }
         h.len -= 1;
-        self.prev[x as usize] = NIL;
-        self.next[x as usize] = NIL;
-        self.on[x as usize] = NIL;
+        self.links[x as usize] = UNLINKED;
     }
 
     /// Moves `x` to the tail of `list` (from wherever it was).
@@ -154,7 +166,7 @@ impl IndexLists {
                 return None;
             }
             let x = cur;
-            cur = self.next[x as usize];
+            cur = self.links[x as usize].next;
             Some(x)
         })
     }
@@ -162,32 +174,32 @@ impl IndexLists {
     /// Structural check of every list: links agree both ways, lengths match, membership
     /// tags match, no element is reachable from two lists.
     pub fn check(&self) -> Result<(), String> {
-        let mut seen = vec![false; self.on.len()];
+        let mut seen = vec![false; self.links.len()];
         for (l, h) in self.heads.iter().enumerate() {
             let mut count = 0u32;
             let mut prev = NIL;
             let mut cur = h.head;
             while cur != NIL {
                 let c = cur as usize;
-                if c >= self.on.len() {
+                if c >= self.links.len() {
                     return Err(format!("list {l}: element {cur} out of range"));
                 }
                 if seen[c] {
                     return Err(format!("list {l}: element {cur} reachable twice"));
                 }
                 seen[c] = true;
-                if self.on[c] != l as u32 {
+                if self.links[c].on != l as u32 {
                     return Err(format!(
                         "list {l}: element {cur} is tagged as on list {}",
-                        self.on[c]
+                        self.links[c].on
                     ));
                 }
-                if self.prev[c] != prev {
+                if self.links[c].prev != prev {
                     return Err(format!("list {l}: element {cur} has a wrong back link"));
                 }
                 count += 1;
                 prev = cur;
-                cur = self.next[c];
+                cur = self.links[c].next;
             }
             if prev != h.tail {
                 return Err(format!(
@@ -199,7 +211,7 @@ impl IndexLists {
                 return Err(format!("list {l}: length {} but {count} elements", h.len));
             }
         }
-        for (x, &l) in self.on.iter().enumerate() {
+        for (x, l) in self.links.iter().map(|k| k.on).enumerate() {
             if l != NIL && !seen[x] {
                 return Err(format!(
                     "element {x} is tagged as on list {l} but not linked into it"

@@ -100,6 +100,9 @@ const REFERENCED: u8 = 4;
 const DIRTY: u8 = 8;
 /// Touched in the current usage window (survives unmapping; cleared by `end_window`).
 const WINDOW: u8 = 16;
+/// A flag no page table entry ever has (`hit_run`'s "never hits").
+const NEVER_SET: u8 = 128;
+const _: () = assert!(NEVER_SET & (PRESENT | WRITABLE | REFERENCED | DIRTY | WINDOW) == 0);
 
 // Region page flags.
 /// A valid copy of the page is on its device (swap slot or file).
@@ -1010,13 +1013,14 @@ impl Memory {
         let Some(sp) = self.spaces.get_mut(space.0 as usize) else {
             return 0;
         };
+        // Flags needed and flags set per kind, looked up rather than matched: reads and writes
+        // are mixed at random, and a branch on the kind mispredicts. A discard needs a flag no
+        // page has, so the run ends there and the caller frees the page.
+        const NEED: [u8; 3] = [PRESENT, PRESENT | WRITABLE, NEVER_SET];
+        const SET: [u8; 3] = [REFERENCED | WINDOW, REFERENCED | WINDOW | DIRTY, 0];
+        const _: () = assert!(RefKind::Read as usize == 0 && RefKind::Write as usize == 1 && RefKind::Discard as usize == 2);
         for (n, &(vpn, kind)) in refs.iter().enumerate() {
-            let (need, set) = match kind {
-                RefKind::Read => (PRESENT, REFERENCED | WINDOW),
-                RefKind::Write => (PRESENT | WRITABLE, REFERENCED | WINDOW | DIRTY),
-                // Not an access: the run ends and the caller frees the page.
-                RefKind::Discard => return n,
-            };
+            let (need, set) = (NEED[kind as usize], SET[kind as usize]);
             match sp.ptes.get_mut(vpn.0 as usize) {
                 Some(pte) if pte.flags & need == need => pte.flags |= set,
                 _ => return n,
