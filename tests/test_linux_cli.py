@@ -113,6 +113,7 @@ def stop(signum, frame):
 signal.signal(signal.SIGINT, stop)
 sys.stderr.write("fake-tool: started\\n")
 sys.stderr.flush()
+Path({str(tmp_path / "ready")!r}).write_text("SIGINT handler installed")
 time.sleep(30)
 """
     )
@@ -129,8 +130,15 @@ def test_ctrl_c_waits_for_the_tool_to_restore_and_shows_its_failure(
 
     tool = _fake_tool(tmp_path, exit_code)
     monkeypatch.setattr(linux, "binary", lambda name: str(tool))
-    # Ctrl-C reaches this process only; _call must pass it on and wait.
-    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    # Ctrl-C reaches this process only; _call must pass it on and wait. Sent once the tool has
+    # its handler (on a loaded machine its start can take over a second).
+    def ctrl_c_when_ready() -> None:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Thread(target=ctrl_c_when_ready)
     timer.start()
     with pytest.raises(KeyboardInterrupt):
         linux._call("fake-tool", [], pass_stderr=pass_stderr)
