@@ -88,7 +88,6 @@ pub fn usage_error_line<T: clap::CommandFactory>(e: &clap::Error, args: &[std::f
     use clap::error::{ContextKind, ContextValue, ErrorKind};
     let cmd = T::command();
     let name = cmd.get_name();
-    let text = e.render().to_string();
     let help_for = match args.iter().skip(1).find_map(|a| cmd.find_subcommand(a)) {
         Some(sub) if sub.get_name() != "help" => format!("{name} {}", sub.get_name()),
         _ => name.to_string(),
@@ -132,6 +131,7 @@ pub fn usage_error_line<T: clap::CommandFactory>(e: &clap::Error, args: &[std::f
         (_, None) => {
             // clap's text: the message, the items it lists (one per indented line), a blank
             // line, then tips and usage.
+            let text = e.render().to_string();
             let mut lines = text.lines();
             let first = lines.next().unwrap_or_default();
             let mut what = first.strip_prefix("error: ").unwrap_or(first).trim().to_string();
