@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, RM_TEXTBOOK, Outcome, WriteScenario, assert_one_line_error, cli, cli_process
+from conftest import CRITMEM, EXAMPLES, RM_TEXTBOOK, Outcome, WriteScenario, assert_one_line_error, cli, cli_process
+
+import critmem.cli as cli_module
 
 GOOD = """\
 [machine]
@@ -147,3 +151,30 @@ def test_help_and_version_exit_0_with_an_example() -> None:
         assert "examples:" in o.stdout and "critmem " in o.stdout
     o = cli("--version")
     assert o.code == 0 and o.stdout.startswith("critmem 0.")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["run", str(RM_TEXTBOOK)], ["run", str(RM_TEXTBOOK), "--json"], ["analyze", str(RM_TEXTBOOK), "--json"]],
+    ids=["table", "json", "analyze json"],
+)
+def test_stdout_closed_by_its_reader_ends_quietly_with_exit_1(argv: list[str]) -> None:
+    # `critmem run X | head` once printed "critmem: error: Broken pipe" (exit 2) after --json,
+    # and a table ended at exit 1 only because rich handles it; both now end the same way.
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before critmem writes anything
+    try:
+        p = subprocess.run(
+            [str(CRITMEM), *argv], stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120, check=False
+        )
+    finally:
+        os.close(write_end)
+    assert (p.returncode, p.stderr) == (1, "")
+
+
+def test_a_broken_pipe_that_is_not_stdout_is_still_a_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def handler(_args: object) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(cli_module, "_cmd_run", handler)
+    assert_one_line_error(cli("run", str(RM_TEXTBOOK)), "Broken pipe")

@@ -10,6 +10,7 @@ import argparse
 import json
 import math
 import os
+import select
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -29,6 +30,8 @@ from critmem.api import MAX_TRACE_RECORDS, AnalysisResult, RunResult, _analyze_s
 from critmem.linux import LinuxError
 from critmem.reproduce import PAPERS, QuietProgress, get
 
+# The reader of stdout closed it early; nothing is printed (rich's console does the same).
+EXIT_CLOSED_OUTPUT = 1
 EXIT_USAGE = 2
 # An exception that is not the user's fault: a bug in critmem.
 EXIT_INTERNAL = 70
@@ -706,14 +709,49 @@ def _fail(message: str, code: int = EXIT_USAGE) -> int:
     return code
 
 
+def _fail_os(e: OSError) -> int:
+    where = f"{e.filename or repr(e.filename)}: " if e.filename is not None else ""
+    return _fail(f"{where}{e.strerror or e}")
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe or socket whose reader has closed it (poll reports POLLERR)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):  # replaced by an object without a descriptor
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
+def _quiet_closed_stdout() -> int:
+    """The reader of stdout went away (`critmem ... | head`): stop quietly, as rich does."""
+    # Python would otherwise fail again flushing stdout at exit and print a traceback.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+    return EXIT_CLOSED_OUTPUT
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the command line; returns the exit code (0 ok, 2 user error, 70 internal error)."""
+    """Runs the command line; returns the exit code (0 ok, 1 stdout closed early, 2 user
+    error, 70 internal error)."""
     try:
         args = build_parser().parse_args(argv)
         handler: Callable[[argparse.Namespace], int] = args.handler
-        return handler(args)
-    except SystemExit as e:  # --help and --version
+        code = handler(args)
+        # Flushed here, not at exit, so a closed pipe is seen while it can still be handled.
+        sys.stdout.flush()
+        return code
+    except SystemExit as e:  # --help and --version; rich's console exits 1 on a closed pipe
         return e.code if isinstance(e.code, int) else 0
+    except BrokenPipeError as e:
+        if _stdout_reader_gone():
+            return _quiet_closed_stdout()
+        return _fail_os(e)
     except CliError as e:
         return _fail(str(e))
     except ScenarioError as e:
@@ -721,8 +759,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LinuxError as e:
         return _fail(str(e))
     except OSError as e:
-        where = f"{e.filename or repr(e.filename)}: " if e.filename is not None else ""
-        return _fail(f"{where}{e.strerror or e}")
+        return _fail_os(e)
     except KeyboardInterrupt:
         return 130
     except BaseException as e:  # noqa: BLE001 — includes pyo3's PanicException
