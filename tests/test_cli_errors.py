@@ -124,9 +124,10 @@ def test_unwritable_out_folder_is_a_clean_error(tmp_path: Path) -> None:
     # Tests may run as root, which ignores permission bits; a file in the way never yields.
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    for out in (blocker, blocker / "results"):
+    for out, reason in ((blocker, "exists and is not a folder"), (blocker / "results", "Not a directory")):
         o = cli("run", str(RM_TEXTBOOK), "--out", str(out))
-        assert_one_line_error(o, "cannot write results to", str(out))
+        assert_one_line_error(o, "cannot write results to", str(out), reason)
+    assert_one_line_error(cli("reproduce", "shared-pages", "--out", str(blocker)), "exists and is not a folder")
 
 
 @pytest.mark.parametrize(

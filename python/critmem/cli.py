@@ -214,6 +214,9 @@ def _print_memory(console: Console, memory: dict[str, Any]) -> None:
 
 def _prepare_out_dir(out: str) -> Path:
     path = Path(out)
+    # mkdir would say "File exists" for a file in the way; name the real problem.
+    if path.exists() and not path.is_dir():
+        raise CliError(f"cannot write results to {out!r}: it exists and is not a folder")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
