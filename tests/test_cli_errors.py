@@ -179,3 +179,17 @@ def test_a_broken_pipe_that_is_not_stdout_is_still_a_one_line_error(monkeypatch:
 
     monkeypatch.setattr(cli_module, "_cmd_run", handler)
     assert_one_line_error(cli("run", str(RM_TEXTBOOK)), "Broken pipe")
+
+
+def test_a_large_output_cut_short_by_its_reader_ends_quietly_with_exit_1(scenario_file: WriteScenario) -> None:
+    # Far more than a pipe holds (64 KiB): critmem is blocked writing when the reader leaves,
+    # and the write can return short without raising; that too must not look like success.
+    many = GOOD + "".join(f'[[task]]\nname = "t{i}"\nwcet_ms = 1\nperiod_ms = 40\n' for i in range(3000))
+    path = scenario_file(many)
+    for argv in ([str(path), "--json"], [str(path)]):
+        with subprocess.Popen([str(CRITMEM), "run", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE) as p:
+            assert p.stdout is not None and p.stderr is not None
+            assert len(p.stdout.read(10)) == 10
+            p.stdout.close()
+            err = p.stderr.read()
+            assert (p.wait(timeout=120), err) == (1, b""), argv

@@ -748,7 +748,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = handler(args)
         # Flushed here, not at exit, so a closed pipe is seen while it can still be handled.
         sys.stdout.flush()
-        return code
+        # A large write cut short by the reader leaving can return without an error.
+        return _quiet_closed_stdout() if _stdout_reader_gone() else code
     except SystemExit as e:  # --help and --version; rich's console exits 1 on a closed pipe
         return e.code if isinstance(e.code, int) else 0
     except BrokenPipeError as e:
