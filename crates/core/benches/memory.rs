@@ -25,7 +25,7 @@ fn xorshift(x: &mut u32) -> u32 {
 }
 
 fn config() -> MemConfig {
-    MemConfig { debug_checks: false, readahead_pages: 8, ..MemConfig::with_frames(1 << 16) }
+    MemConfig { check_every_operation: false, readahead_pages: 8, ..MemConfig::with_frames(1 << 16) }
 }
 
 fn bench(c: &mut Criterion) {

@@ -388,7 +388,7 @@ access = [{ pattern = "sweep" }]
     fn the_simulator_platform_clamps_reports_what_it_applied_and_ignores_strays() {
         let s = load_toml_str(SCENARIO, "p.toml").unwrap();
         let spec = s.memory.as_ref().unwrap();
-        let mut ms = MemSim::new(spec, &s.task_memory, &["t".to_string()], 1).ok().unwrap();
+        let mut ms = MemSim::new(spec, &s.task_memory, &["t".to_string()], 1, true).ok().unwrap();
         let cs = ControlSpec { controller: "greedy".into(), config: serde_json::json!({}), interval: Nanos::from_ms(5) };
         let mut c = Control::new(&cs, spec, &s.task_memory);
         let mut drops = Vec::new();

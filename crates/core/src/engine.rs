@@ -43,13 +43,24 @@ impl<T> Capped<T> {
     }
 }
 
-/// What to keep beyond per-task totals.
+/// What to keep beyond per-task totals, and how much to check.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SimOptions {
     /// Keep a [`JobRecord`] for every job.
     pub record_jobs: bool,
     /// Keep every execution segment (for Gantt charts).
     pub record_segments: bool,
+    /// Check the engine's invariants after every scheduling decision and the memory model's
+    /// after every operation (on machines of at most 2^16 frames: the check is O(frames)),
+    /// panicking on the first violation. Always on in debug builds; tests turn it on in release.
+    pub check_invariants: bool,
+}
+
+impl SimOptions {
+    /// Whether invariants are checked in this build with these options.
+    pub fn checks_invariants(&self) -> bool {
+        self.check_invariants || cfg!(debug_assertions)
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -195,7 +206,7 @@ impl<'a> Simulation<'a> {
         }
         let memsim = scenario.memory.as_ref().map(|spec| {
             let names: Vec<String> = scenario.tasks.iter().map(|t| t.name.clone()).collect();
-            match MemSim::new(spec, &scenario.task_memory, &names, seed) {
+            match MemSim::new(spec, &scenario.task_memory, &names, seed, opts.checks_invariants()) {
                 Ok(m) => m,
                 // The loader built the same memory once already (scenario::check_setup).
                 Err(e) => panic!("memory setup failed after validation: {}: {}", e.key, e.error),
@@ -577,8 +588,9 @@ impl<'a> Simulation<'a> {
                 }
             }
         }
-        #[cfg(debug_assertions)]
-        self.check_invariants();
+        if self.opts.checks_invariants() {
+            self.check_invariants();
+        }
         if let Some(t) = self.sched.next_wakeup(now) {
             if self.wake_at.is_none_or(|w| t < w) {
                 self.wake_at = Some(t);
@@ -589,7 +601,6 @@ impl<'a> Simulation<'a> {
 
     /// Every running job is eligible and runs on exactly the CPU that says it runs it; every
     /// eligible job heads its task's queue; progress never exceeds the next stop.
-    #[cfg(debug_assertions)]
     fn check_invariants(&self) {
         for (cpu, c) in self.cpus.iter().enumerate() {
             if let Some(key) = c.running {

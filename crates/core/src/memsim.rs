@@ -137,14 +137,21 @@ pub(crate) struct SetupError {
 
 impl MemSim {
     /// Builds the machine's memory from a validated scenario.
-    pub(crate) fn new(spec: &MemorySpec, task_memory: &[Option<TaskMemory>], task_names: &[String], seed: u64) -> Result<MemSim, SetupError> {
+    /// `check_invariants`: check the memory model after every operation (small machines only).
+    pub(crate) fn new(
+        spec: &MemorySpec,
+        task_memory: &[Option<TaskMemory>],
+        task_names: &[String],
+        seed: u64,
+        check_invariants: bool,
+    ) -> Result<MemSim, SetupError> {
         let at = |key: String| move |error: MemError| SetupError { key: key.clone(), error };
         let cfg = MemConfig {
             page_bytes: spec.page_bytes,
             total_frames: spec.total_frames,
             readahead_pages: spec.readahead_pages,
             // Checking every frame after every operation is O(frames): only on small machines.
-            debug_checks: cfg!(debug_assertions) && spec.total_frames <= 1 << 16,
+            check_every_operation: check_invariants && spec.total_frames <= 1 << 16,
             ..MemConfig::default()
         };
         let mut mem = Memory::new(cfg, spec.swap.clone()).map_err(at("memory".into()))?;
@@ -510,7 +517,7 @@ impl MemSim {
 pub(crate) fn check_setup(s: &Scenario) -> Result<(), SetupError> {
     if let Some(spec) = &s.memory {
         let names: Vec<String> = s.tasks.iter().map(|t| t.name.clone()).collect();
-        MemSim::new(spec, &s.task_memory, &names, s.seed)?;
+        MemSim::new(spec, &s.task_memory, &names, s.seed, cfg!(debug_assertions))?;
     }
     Ok(())
 }

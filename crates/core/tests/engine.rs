@@ -4,7 +4,7 @@ use critmem_core::{load_toml_str, simulate, Nanos, Outcome, SimOptions};
 
 fn run(text: &str) -> critmem_core::SimResult {
     let s = load_toml_str(text, "test.toml").unwrap_or_else(|e| panic!("{e}"));
-    simulate(&s, SimOptions { record_jobs: true, record_segments: true })
+    simulate(&s, SimOptions { record_jobs: true, record_segments: true, check_invariants: true })
 }
 
 fn max_resp_ms(r: &critmem_core::SimResult) -> Vec<f64> {

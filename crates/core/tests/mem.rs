@@ -3,11 +3,15 @@
 use critmem_core::mem::*;
 use critmem_core::Nanos;
 
+mod common;
+
 const MB: u64 = 1 << 20;
 
 fn machine(frames: u32, readahead: u32) -> Memory {
     let cfg = MemConfig {
         readahead_pages: readahead,
+        // Every invariant after every operation, in release builds too.
+        check_every_operation: true,
         ..MemConfig::with_frames(frames)
     };
     Memory::new(cfg, DeviceSpec::slow_ssd()).unwrap()
@@ -91,7 +95,7 @@ mod paper {
         // The paper's machine: 4 GB of RAM, swap on a 7200 rpm disk.
         let cfg = MemConfig {
             readahead_pages: 8,
-            debug_checks: false,
+            check_every_operation: false,
             ..MemConfig::with_frames((4096 * MB / PAGE) as u32)
         };
         let mut m = Memory::new(cfg, DeviceSpec::hdd()).unwrap();
@@ -355,7 +359,7 @@ fn changing_the_shared_size_changes_totals_as_the_formulas_say() {
     for policy in [SharePolicy::Spc, SharePolicy::Spel] {
         let cfg = MemConfig {
             readahead_pages: 8,
-            debug_checks: false,
+            check_every_operation: false,
             ..MemConfig::with_frames(4096)
         };
         let mut m = Memory::new(cfg, DeviceSpec::fast_ssd()).unwrap();
@@ -1310,6 +1314,7 @@ mod discard {
 mod props {
     use super::*;
     use proptest::prelude::*;
+    use crate::common;
     use rand::{Rng, SeedableRng};
 
     const POLICIES: [SharePolicy; 6] = [
@@ -1529,7 +1534,7 @@ mod props {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+        #![proptest_config(common::seeded_config("mem", 256))]
 
         #[test]
         fn random_workloads_keep_every_invariant(seed in any::<u64>()) {
@@ -1600,7 +1605,7 @@ mod props {
 fn reference_throughput() {
     use std::time::Instant;
     let cfg = MemConfig {
-        debug_checks: false,
+        check_every_operation: false,
         readahead_pages: 8,
         ..MemConfig::with_frames(1 << 16)
     };
@@ -1906,7 +1911,7 @@ mod limit_groups {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 128, failure_persistence: None, ..ProptestConfig::default() })]
+        #![proptest_config(common::seeded_config("mem", 128))]
 
         #[test]
         fn random_resizes_and_references_keep_every_invariant(seed in any::<u64>()) {

@@ -4,11 +4,13 @@
 use critmem_core::{load_toml_str, simulate, Nanos, SimOptions, SimResult};
 use proptest::prelude::*;
 
+mod common;
+
 const SHARED_PAGES: &str = include_str!("../../../examples/shared-pages.toml");
 
 fn run(text: &str) -> SimResult {
     let s = load_toml_str(text, "test.toml").unwrap_or_else(|e| panic!("{e}"));
-    simulate(&s, SimOptions { record_jobs: true, record_segments: false })
+    simulate(&s, SimOptions { record_jobs: true, record_segments: false, check_invariants: true })
 }
 
 fn with_policy(policy: &str) -> String {
@@ -202,14 +204,14 @@ fn discard_keys_are_checked() {
     assert!(line.starts_with("m.toml: task[0].access[1].region: pattern = \"discard\" frees private memory only"), "{line}");
     // Phases apply: a discard every other job from job 1.
     let s = load_toml_str(&grow_and_free(", { pattern = \"discard\", span_mb = 1, from_job = 1, every_jobs = 2 }"), "m.toml").unwrap();
-    let r = simulate(&s, SimOptions { record_jobs: true, record_segments: false });
+    let r = simulate(&s, SimOptions { record_jobs: true, record_segments: false, check_invariants: true });
     assert_eq!(r.memory.as_ref().unwrap().tasks[0].stats.minor_faults, 512 + 4 * 256, "jobs 2, 4, 6, 8 refill");
 }
 
 // ---------------------------------------------------------------------------------------------
-// Random memory workloads through the engine. Machines are small (≤ 64 Mi), so in debug builds
-// the memory model checks every invariant — frames conserved, each in exactly one place, hard
-// reservations within their size, page tables consistent — after every operation.
+// Random memory workloads through the engine. Machines are small (≤ 64 Mi), so the memory model
+// checks every invariant — frames conserved, each in exactly one place, hard reservations within
+// their size, page tables consistent — after every operation (`check_invariants`, in release too).
 
 fn memory_scenario(
     cpus: usize,
@@ -252,7 +254,7 @@ fn memory_scenario(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(common::seeded_config("memsim", 64))]
 
     #[test]
     fn random_memory_workloads_keep_every_invariant_and_a_valid_schedule(
@@ -275,7 +277,7 @@ proptest! {
                 return Ok(());
             }
         };
-        let r = simulate(&s, SimOptions { record_jobs: true, record_segments: true });
+        let r = simulate(&s, SimOptions { record_jobs: true, record_segments: true, check_invariants: true });
         let m = r.memory.as_ref().unwrap();
         let st = m.stats;
         prop_assert!(st.global_free_frames <= st.total_frames);
@@ -304,4 +306,108 @@ proptest! {
         }
         println!("seed {seed}: ok");
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory-limited groups without a controller: `min_mb`, `low_mb` and `high_mb` as cgroup v2
+// defines them, and the OOM kill when nothing is left to reclaim.
+
+/// Group `a`'s task sweeps (and dirties) 12 MiB per 20 ms job, group `b`'s 8 MiB, on a 16 MiB
+/// machine with swap: together they need 4 MiB more than there is. `a_keys` and `b_keys` are
+/// each group's extra keys.
+fn two_groups(a_keys: &str, b_keys: &str) -> String {
+    format!(
+        r#"
+[scheduler]
+kind = "edf"
+[run]
+horizon_ms = 200
+[memory]
+total_mb = 16
+swap = "fast-ssd"
+[[group]]
+name = "a"
+{a_keys}
+[[group]]
+name = "b"
+{b_keys}
+[[task]]
+name = "ta"
+wcet_ms = 5
+period_ms = 20
+group = "a"
+private_mb = 12
+access = [{{ pattern = "sweep", writes = 1.0 }}]
+[[task]]
+name = "tb"
+wcet_ms = 5
+period_ms = 20
+group = "b"
+private_mb = 8
+access = [{{ pattern = "sweep", writes = 1.0 }}]
+"#
+    )
+}
+
+const MIB_PAGES: u64 = 256;
+
+#[test]
+fn without_protection_both_groups_thrash() {
+    let r = run(&two_groups("", ""));
+    let m = r.memory.as_ref().unwrap();
+    for t in 0..2 {
+        assert!(m.tasks[t].stats.major_faults > 100, "{}: {:?}", r.tasks[t].name, m.tasks[t].stats);
+        assert!(r.tasks[t].stats.deadline_misses > 0);
+        assert_eq!(r.tasks[t].stats.killed, 0);
+    }
+}
+
+#[test]
+fn memory_min_holds_a_groups_pages_and_the_group_left_without_memory_is_oom_killed() {
+    // Every frame is under memory.min (12 + 4 MiB): nothing can be reclaimed, so `b`'s task,
+    // which needs more than its 4 MiB, is killed (as Linux's OOM killer would) and `a` is untouched.
+    let r = run(&two_groups("min_mb = 12", "min_mb = 4"));
+    let m = r.memory.as_ref().unwrap();
+    let (ta, tb) = (&r.tasks[0].stats, &r.tasks[1].stats);
+    assert_eq!((ta.completed, ta.deadline_misses, m.tasks[0].stats.major_faults), (10, 0, 0));
+    assert_eq!(m.tasks[0].stats.resident_pages, 12 * MIB_PAGES);
+    assert_eq!((tb.completed, tb.killed, m.tasks[1].oom_kills), (0, 10, 10));
+    assert_eq!(m.tasks[0].oom_kills, 0);
+    let killed: Vec<_> = r.jobs.iter().filter(|j| j.task == 1).map(|j| j.outcome).collect();
+    assert_eq!(killed, vec![critmem_core::Outcome::Killed; 10]);
+}
+
+#[test]
+fn memory_low_shields_a_group_from_reclaim_while_others_have_memory_to_give() {
+    // `a` is protected below 12 MiB; `b` has no protection, so reclaim takes only from `b`, which
+    // then thrashes within the 4 MiB left but, unlike under memory.min, is never killed.
+    let r = run(&two_groups("low_mb = 12", ""));
+    let m = r.memory.as_ref().unwrap();
+    assert_eq!((r.tasks[0].stats.deadline_misses, m.tasks[0].stats.major_faults), (0, 0));
+    assert_eq!(m.tasks[0].stats.resident_pages, 12 * MIB_PAGES);
+    assert!(m.tasks[1].stats.major_faults > 100);
+    assert_eq!((r.tasks[1].stats.killed, m.tasks[1].oom_kills), (0, 0));
+    // memory.low is best effort: when every frame is under it, it is breached rather than
+    // anyone being killed.
+    let r = run(&two_groups("low_mb = 12", "low_mb = 4"));
+    let m = r.memory.as_ref().unwrap();
+    assert!(m.tasks[0].stats.major_faults > 0, "{:?}", m.tasks[0].stats);
+    assert_eq!((r.tasks[0].stats.killed, r.tasks[1].stats.killed), (0, 0));
+}
+
+#[test]
+fn memory_high_keeps_a_group_at_its_mark_by_reclaiming_its_own_pages() {
+    // `b` throttled at 3 MiB: it reclaims its own pages (and stalls doing so) and leaves `a`
+    // room for its whole 12 MiB, although memory is not full.
+    let r = run(&two_groups("", "high_mb = 3"));
+    let m = r.memory.as_ref().unwrap();
+    assert!(m.timeline.iter().all(|s| s.task_resident_pages[1] <= 3 * MIB_PAGES), "b above its high mark");
+    assert!(m.timeline.iter().any(|s| s.task_resident_pages[1] >= 3 * MIB_PAGES - 16), "b never reached its high mark");
+    assert_eq!((r.tasks[0].stats.deadline_misses, m.tasks[0].stats.major_faults), (0, 0));
+    let (name, b) = &m.limit_groups[1];
+    assert_eq!(name, "b");
+    assert!(b.evictions > 0 && m.tasks[1].stats.major_faults > 0);
+    let b_psi = &m.groups.iter().find(|(n, _)| n == "b").expect("group b has PSI").1;
+    assert!(b_psi.memory.some_us > 0, "throttled group stalls: {b_psi:?}");
+    assert_eq!(r.tasks[1].stats.killed, 0);
 }

@@ -2,14 +2,16 @@
 //! engine produces is valid (no CPU runs two jobs, no job runs twice at once, demand is
 //! respected, and work-conserving schedulers never idle a CPU while a job waits).
 //!
-//! Proptest prints the failing case and persists its seed under `proptest-regressions/`;
-//! rerun the same test to reproduce it.
+//! Proptest prints the failing case, and each block prints its random seed (shown on failure):
+//! `PROPTEST_RNG_SEED=N` reruns the same cases.
 
 use critmem_core::{load_toml_str, simulate, Nanos, Outcome, SimOptions, SimResult};
 use proptest::prelude::*;
 
+mod common;
+
 fn config(cases: u32) -> ProptestConfig {
-    ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
+    common::seeded_config("properties", cases)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -85,7 +87,7 @@ proptest! {
     }
 
     #[test]
-    fn arbitrary_toml_gets_a_one_line_error_or_a_valid_scenario(doc in scenario_like_document()) {
+    fn arbitrary_toml_never_panics_the_loader_and_its_errors_are_one_line(doc in scenario_like_document()) {
         match load_toml_str(&doc, "fuzz.toml") {
             Err(e) => {
                 let line = e.to_string();
@@ -96,7 +98,7 @@ proptest! {
                 // Anything accepted must also be simulable; keep it short.
                 let mut s = s;
                 s.horizon = s.horizon.min(Nanos::from_ms(50));
-                let _ = simulate(&s, SimOptions::default());
+                let _ = simulate(&s, SimOptions { check_invariants: true, ..SimOptions::default() });
             }
         }
     }
@@ -156,9 +158,163 @@ proptest! {
             }
             Ok(mut s) => {
                 s.horizon = s.horizon.min(Nanos::from_ms(200));
-                let _ = simulate(&s, SimOptions::default());
+                let _ = simulate(&s, SimOptions { check_invariants: true, ..SimOptions::default() });
             }
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loader fuzzing of the memory sections: [memory], reservations, regions, groups, [control] and
+// the tasks' access streams, mutated from valid documents.
+
+const MEM_KEYS: &[&str] = &[
+    "total_mb", "page_kb", "swap", "readahead_pages", "sample_ms", "size_mb", "kind", "policy", "name",
+    "reservation", "group", "private_mb", "access_order", "access", "pattern", "region", "mb", "refs",
+    "writes", "hot_fraction", "hot_share", "pages", "offset_mb", "span_mb", "passes", "from_job",
+    "until_job", "every_jobs", "role", "bcet_ms", "floor_mb", "max_mb", "high_mb", "min_mb", "low_mb",
+    "controller", "interval_ms", "config", "step_bytes", "limit_bytes", "psi_threshold_pct", "bogus",
+];
+
+fn mem_value() -> impl Strategy<Value = toml::Value> {
+    let leaf = prop_oneof![
+        any::<i64>().prop_map(toml::Value::Integer),
+        (-3i64..40).prop_map(toml::Value::Integer),
+        any::<f64>().prop_map(toml::Value::Float),
+        (-0.5f64..20.0).prop_map(toml::Value::Float),
+        any::<bool>().prop_map(toml::Value::Boolean),
+        prop_oneof![
+            Just("hdd"), Just("slow-ssd"), Just("fast-ssd"), Just("zram"), Just("hard"), Just("firm"), Just("shm"),
+            Just("file"), Just("global"), Just("private"), Just("first-touch"), Just("spc"), Just("spel"),
+            Just("auto"), Just("sweep"), Just("random"), Just("hotcold"), Just("trace"), Just("discard"),
+            Just("interleave"), Just("sequence"), Just("soft-rt"), Just("non-rt"), Just("sara"), Just("greedy"),
+            Just("offline"), Just("tmo-low"), Just("tmo-high"), Just("senpai"), Just("static"), Just("r1"),
+            Just("shm0"), Just("g1"), Just("g2"), Just(""),
+        ]
+        .prop_map(|s| toml::Value::String(s.to_string())),
+    ];
+    leaf.prop_recursive(2, 16, 5, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(toml::Value::Array),
+            prop::collection::btree_map(prop::sample::select(MEM_KEYS), inner, 0..5)
+                .prop_map(|m| toml::Value::Table(m.into_iter().map(|(k, v)| (k.to_string(), v)).collect())),
+        ]
+    })
+}
+
+/// Valid documents using every memory section, on machines small enough (≤ 2^16 frames) for the
+/// memory model to check its invariants after every operation.
+const MEMORY_DOCUMENTS: &[&str] = &[
+    r#"
+[scheduler]
+kind = "edf"
+[run]
+horizon_ms = 100
+[memory]
+total_mb = 24
+swap = "fast-ssd"
+[[reservation]]
+name = "r1"
+size_mb = 6
+kind = "firm"
+[[region]]
+name = "shm0"
+size_mb = 4
+policy = "spc"
+[[task]]
+name = "a"
+wcet_ms = 2
+period_ms = 10
+reservation = "r1"
+private_mb = 2
+access_order = "interleave"
+access = [{ pattern = "sweep", region = "shm0", mb = 1 }, { pattern = "hotcold", refs = 300, writes = 0.2 }]
+[[task]]
+name = "b"
+wcet_ms = 3
+period_ms = 20
+private_mb = 3
+access = [{ pattern = "random", region = "shm0", refs = 200 }, { pattern = "trace", pages = [0, 1, 2, 1] }, { pattern = "discard", offset_mb = 1, span_mb = 1, every_jobs = 2 }]
+"#,
+    r#"
+[machine]
+cpus = 2
+[scheduler]
+kind = "gedf"
+[run]
+horizon_ms = 100
+[memory]
+total_mb = 32
+swap = "slow-ssd"
+[control]
+controller = "sara"
+interval_ms = 5
+config = { step_bytes = 1048576 }
+[[group]]
+name = "g1"
+role = "soft-rt"
+bcet_ms = 5
+floor_mb = 2
+max_mb = 12
+[[group]]
+name = "g2"
+role = "non-rt"
+floor_mb = 2
+high_mb = 20
+low_mb = 1
+[[task]]
+name = "s"
+wcet_ms = 5
+period_ms = 25
+group = "g1"
+private_mb = 8
+access = [{ pattern = "sweep", mb = 4, writes = 0.5, from_job = 1 }]
+[[task]]
+name = "n"
+wcet_ms = 8
+period_ms = 20
+group = "g2"
+private_mb = 12
+access = [{ pattern = "random", refs = 500, writes = 0.3, passes = 2 }]
+"#,
+];
+
+proptest! {
+    #![proptest_config(config(600))]
+
+    #[test]
+    fn mutated_memory_scenarios_load_or_fail_in_one_line(
+        which in 0..MEMORY_DOCUMENTS.len(),
+        mutations in prop::collection::vec((prop::collection::vec(0usize..50, 3), 0u8..3, mem_value(), prop::sample::select(MEM_KEYS)), 1..4),
+    ) {
+        let mut doc: toml::Table = toml::from_str(MEMORY_DOCUMENTS[which]).unwrap();
+        for (path, action, value, key) in mutations {
+            mutate(&mut doc, &path, action, value, key);
+        }
+        let text = toml::to_string(&doc).unwrap_or_default();
+        match load_toml_str(&text, "m.toml") {
+            Err(e) => {
+                let line = e.to_string();
+                prop_assert!(!line.contains('\n') && line.starts_with("m.toml: "), "{line:?}");
+            }
+            Ok(mut s) => {
+                s.horizon = s.horizon.min(Nanos::from_ms(30));
+                let r = simulate(&s, SimOptions { check_invariants: true, ..SimOptions::default() });
+                if let Some(m) = &r.memory {
+                    prop_assert!(m.stats.global_free_frames <= m.stats.total_frames);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_memory_document_is_valid_and_reaches_the_memory_model_before_mutation() {
+    for doc in MEMORY_DOCUMENTS {
+        let s = load_toml_str(doc, "m.toml").unwrap_or_else(|e| panic!("{e}"));
+        let r = simulate(&s, SimOptions { check_invariants: true, ..SimOptions::default() });
+        let m = r.memory.as_ref().expect("a [memory] run");
+        assert!(m.tasks.iter().all(|t| t.stats.minor_faults > 0), "{:?}", m.tasks);
     }
 }
 
@@ -323,13 +479,13 @@ proptest! {
         let cpus = if matches!(kind, "fp" | "rm" | "dm" | "edf") { 1 } else { 1 + extra_cpus };
         let text = render(kind, cpus, &tasks, u64::from(seed));
         let s = load_toml_str(&text, "gen.toml").map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
-        let r = simulate(&s, SimOptions { record_jobs: true, record_segments: true });
+        let r = simulate(&s, SimOptions { record_jobs: true, record_segments: true, check_invariants: true });
         // Work conservation is checkable from the records when no job self-suspends.
         let wc = (kind != "cyclic" && tasks.iter().all(|t| !t.suspend))
             .then(|| critmem_core::sched::partition(&s));
         check_schedule(&r, &text, wc)?;
         // Same scenario and seed: the same bytes.
-        let again = simulate(&s, SimOptions { record_jobs: true, record_segments: true });
+        let again = simulate(&s, SimOptions { record_jobs: true, record_segments: true, check_invariants: true });
         prop_assert_eq!(r.to_json(), again.to_json());
         prop_assert_eq!(&r.jobs, &again.jobs);
         prop_assert_eq!(&r.segments, &again.segments);
@@ -342,7 +498,7 @@ fn a_different_seed_changes_random_demands_only() {
     let a = load_toml_str(&text, "a.toml").unwrap();
     let mut b = a.clone();
     b.seed = 2;
-    let opts = SimOptions { record_jobs: true, record_segments: false };
+    let opts = SimOptions { record_jobs: true, record_segments: false, check_invariants: true };
     let (ra, rb) = (simulate(&a, opts), simulate(&b, opts));
     println!("seeds 1 and 2");
     assert_ne!(ra.jobs, rb.jobs, "seed must change random demands and arrivals");

@@ -244,7 +244,7 @@ fn simulate(
     record_segments: bool,
 ) -> PyResult<SimOutput> {
     let format = parse_format(format)?;
-    let opts = SimOptions { record_jobs, record_segments };
+    let opts = SimOptions { record_jobs, record_segments, check_invariants: false };
     let (result, seed, hyperperiod_ms, jobs, segments, control) = py
         .detach(|| {
             let scenario = load(text, source_name, format, horizon_ms, seed)?;
@@ -299,7 +299,7 @@ const OP_ROWS: [&str; 4] = ["alloc", "free", "map", "unmap"];
 /// Nanoseconds per operation of one row, for each of `pages` operations, in one fresh machine.
 fn time_ops_once(reserved: bool, policy: SharePolicy, pages: u32) -> Result<[f64; 4], MemError> {
     use std::time::Instant;
-    let cfg = MemConfig { debug_checks: false, ..MemConfig::with_frames(pages * 4 + 4096) };
+    let cfg = MemConfig { check_every_operation: false, ..MemConfig::with_frames(pages * 4 + 4096) };
     let mut mem = Memory::new(cfg, DeviceSpec::hdd())?;
     let t0 = Nanos::ZERO;
     let res = |mem: &mut Memory, name: &str| -> Result<Option<ResId>, MemError> {
@@ -470,7 +470,7 @@ mod tests {
     fn job_columns_line_up_and_mark_unfinished_jobs() {
         // b (5 ms every 10 ms) is preempted by a; the horizon cuts the last b job short.
         let s = load(RM, "rm.toml", Format::Toml, Some(21.0), None).unwrap();
-        let r = run(&s, SimOptions { record_jobs: true, record_segments: true });
+        let r = run(&s, SimOptions { record_jobs: true, record_segments: true, check_invariants: true });
         let c = JobColumns::new(&r);
         let n = c.task.len();
         assert_eq!(n, r.jobs.len());
@@ -518,7 +518,7 @@ mod tests {
     #[test]
     fn segment_columns_carry_task_names_and_ms() {
         let s = load(RM, "rm.toml", Format::Toml, None, None).unwrap();
-        let r = run(&s, SimOptions { record_jobs: false, record_segments: true });
+        let r = run(&s, SimOptions { record_jobs: false, record_segments: true, check_invariants: true });
         let c = SegmentColumns::new(&r);
         assert_eq!(c.task.len(), r.segments.len());
         // a runs first, 0-1 ms, on CPU 0.

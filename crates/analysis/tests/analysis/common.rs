@@ -29,7 +29,7 @@ pub fn load(text: &str) -> Scenario {
 }
 
 pub fn run(s: &Scenario, record_jobs: bool) -> SimResult {
-    simulate(s, SimOptions { record_jobs, record_segments: false })
+    simulate(s, SimOptions { record_jobs, record_segments: false, check_invariants: true })
 }
 
 pub fn ms(x: f64) -> Nanos {

@@ -137,7 +137,7 @@ proptest! {
     // `global_edf_tardiness_can_keep_growing_for_twenty_hyperperiods_before_settling`.)
     #![proptest_config(cases(300))]
     #[test]
-    fn global_edf_tardiness_stays_within_bounds_and_does_not_grow((m, set) in gedf_case()) {
+    fn global_edf_tardiness_stays_within_devi_anderson_bounds((m, set) in gedf_case()) {
         let horizon_ms = 20.0 * hyperperiod_ms(&set);
         let text = scenario_text("gedf", m, Some(horizon_ms), &set);
         let s: Scenario = load(&text);

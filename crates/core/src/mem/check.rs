@@ -1,5 +1,6 @@
 //! Invariants as code. [`Memory::check_invariants`] is called after every state-changing
-//! operation in debug builds (unless `MemConfig::debug_checks` is off) and by the tests.
+//! operation when `MemConfig::check_every_operation` is on (by default in debug builds) and by
+//! the tests.
 
 use super::list::NIL;
 use super::*;

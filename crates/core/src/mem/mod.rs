@@ -1109,8 +1109,7 @@ impl Memory {
 
     #[inline]
     fn debug_check(&self) {
-        #[cfg(debug_assertions)]
-        if self.cfg.debug_checks {
+        if self.cfg.check_every_operation {
             if let Err(e) = self.check_invariants() {
                 panic!("memory model invariant violated: {e}");
             }

@@ -257,8 +257,9 @@ pub struct MemConfig {
     /// 1 below 1 GiB of memory, more on larger machines).
     pub global_inactive_ratio: u32,
     pub costs: FaultCosts,
-    /// Check every invariant after every state-changing operation in debug builds.
-    pub debug_checks: bool,
+    /// Check every invariant after every state-changing operation and panic on a violation
+    /// (default: in debug builds only; tests turn it on in release).
+    pub check_every_operation: bool,
 }
 
 impl Default for MemConfig {
@@ -272,7 +273,7 @@ impl Default for MemConfig {
             reservation_inactive_percent: 33,
             global_inactive_ratio: 1,
             costs: FaultCosts::default(),
-            debug_checks: true,
+            check_every_operation: cfg!(debug_assertions),
         }
     }
 }
