@@ -7,6 +7,7 @@ JSON object, results.json and its files.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,8 @@ import pytest
 from conftest import Outcome, cli
 
 from critmem.reproduce import PAPERS
-from critmem.reproduce.sara import CONTROLLERS, MEMORY_PCTS, SSDS, VARIANTS, WORKLOADS, Spec, _cfg, measure
+from critmem.reproduce.sara import CONTROLLERS, MEMORY_PCTS, SSDS, STEP_UP_BYTES, VARIANTS, WORKLOADS, Spec, _cfg, measure
+from critmem.reproduce.sara_report import _acceptance
 
 Quick = tuple[Outcome, dict[str, Any], Path]
 
@@ -136,3 +138,232 @@ def test_a_run_is_deterministic() -> None:
     print(f"seed={seed}")
     spec = Spec(w, 60, "fast-ssd", "sara", _cfg(), 6, seed, w.configured_bcet_ms, keep_series=True)
     assert measure(spec) == measure(spec)
+
+
+# ---------------------------------------------------------------------------------------------
+# The report's acceptance verdicts ("holds: yes / **no**").
+
+# The checks in the order the report lists them, by how each one's text begins.
+CHECKS = {
+    "hit": "SARA mean deadline hit ratio ≥ 0.95",
+    "step_up": "(not the paper's rule) SARA with x_up",
+    "greedy": "SARA non-RT throughput ≥ 3× Greedy's",
+    "tmo_low": "SARA non-RT throughput ≥ 3× TMO-Low's",
+    "baselines": "Offline and TMO-High hit ratio clearly below SARA's",
+    "fig7": "Fig. 7 slope within 0.9–1.1 and intercept within 10 %",
+    "early_drop": "Early dropping reduces cascaded misses",
+}
+
+
+def _verdicts(markdown: str) -> dict[str, bool]:
+    """The acceptance table's "holds" column, by check: the table `_acceptance` returns, or a
+    whole report (the table under "## Acceptance checks (computed)")."""
+    if "## Acceptance checks (computed)" in markdown:
+        markdown = markdown.split("## Acceptance checks (computed)", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in markdown.splitlines() if line.startswith("| ")]
+    assert rows[0] == "| check | holds | value |", rows[0]
+    out: dict[str, bool] = {}
+    for line in rows[1:]:
+        check, holds, _value = (c.strip() for c in line.strip().strip("|").split(" | "))
+        keys = [k for k, text in CHECKS.items() if check.startswith(text)]
+        assert len(keys) == 1, check
+        assert holds in ("yes", "**no**"), line
+        out[keys[0]] = holds == "yes"
+    assert list(out) == list(CHECKS), list(out)
+    return out
+
+
+Change = Callable[[dict[str, Any], dict[str, Any]], None]
+
+
+def _passing() -> tuple[dict[str, Any], dict[str, Any]]:
+    """(data, summary) on which every check holds, each quantity exactly on its threshold
+    where the check admits equality."""
+    data = {
+        "fig7": {
+            "sphinx": {"slope": 0.9, "intercept_error_pct": 10.0},
+            "opencv": {"slope": 1.1, "intercept_error_pct": -10.0},
+        }
+    }
+    summary = {
+        "mean_deadline_hit_ratio": {"sara": 0.95, "greedy": 0.99, "offline": 0.8, "tmo-high": 0.8, "tmo-low": 0.99},
+        "sara_throughput_gain": {"greedy": {"ratio_of_means": 3.0}, "tmo-low": {"ratio_of_means": 3.0}},
+        "early_drop": [
+            {"config": "sphinx/60%/slow-ssd", "dropped": 2, "cascaded_misses_with_drop": 1, "cascaded_misses_without_drop": 3},
+            {"config": "opencv/60%/slow-ssd", "dropped": 0, "cascaded_misses_with_drop": 0, "cascaded_misses_without_drop": 0},
+        ],
+        "sara_step_up": {
+            "step_up_bytes": STEP_UP_BYTES,
+            "mean_deadline_hit_ratio": 0.95,
+            "throughput_gain": {"greedy": 3.0, "tmo-low": 3.0},
+        },
+    }
+    return data, summary
+
+
+def _hit(c: str, v: float | None) -> Change:
+    def f(_d: dict[str, Any], s: dict[str, Any]) -> None:
+        if v is None:
+            del s["mean_deadline_hit_ratio"][c]
+        else:
+            s["mean_deadline_hit_ratio"][c] = v
+
+    return f
+
+
+def _gain(base: str, v: float | None) -> Change:
+    def f(_d: dict[str, Any], s: dict[str, Any]) -> None:
+        s["sara_throughput_gain"][base]["ratio_of_means"] = v
+
+    return f
+
+
+def _step_up(hit: float | None = 0.95, greedy: float | None = 3.0, tmo_low: float | None = 3.0) -> Change:
+    def f(_d: dict[str, Any], s: dict[str, Any]) -> None:
+        s["sara_step_up"]["mean_deadline_hit_ratio"] = hit
+        s["sara_step_up"]["throughput_gain"] = {"greedy": greedy, "tmo-low": tmo_low}
+
+    return f
+
+
+def _fig7(name: str, slope: float, error_pct: float) -> Change:
+    def f(d: dict[str, Any], _s: dict[str, Any]) -> None:
+        d["fig7"][name] = {"slope": slope, "intercept_error_pct": error_pct}
+
+    return f
+
+
+def _early(*rows: tuple[int, int, int]) -> Change:
+    """(dropped, cascaded misses with dropping, cascaded misses without) per configuration."""
+
+    def f(_d: dict[str, Any], s: dict[str, Any]) -> None:
+        s["early_drop"] = [
+            {"config": f"w{i}/60%/slow-ssd", "dropped": a, "cascaded_misses_with_drop": b, "cascaded_misses_without_drop": c}
+            for i, (a, b, c) in enumerate(rows)
+        ]
+
+    return f
+
+
+# (check, change to the passing inputs, whether the check holds afterwards). Every other check
+# must still hold.
+VERDICT_CASES = [
+    ("hit", _hit("sara", 0.95), True),
+    ("hit", _hit("sara", 1.0), True),
+    ("hit", _hit("sara", 0.9499), False),
+    ("hit", _hit("sara", 0.9), False),
+    ("step_up", _step_up(), True),
+    ("step_up", _step_up(hit=0.9499), False),
+    ("step_up", _step_up(hit=None), False),
+    ("step_up", _step_up(greedy=2.999), False),
+    ("step_up", _step_up(tmo_low=2.999), False),
+    ("step_up", _step_up(greedy=None), False),
+    ("step_up", _step_up(tmo_low=None), False),
+    ("step_up", _step_up(hit=1.0, greedy=8.0, tmo_low=8.0), True),
+    ("greedy", _gain("greedy", 3.0), True),
+    ("greedy", _gain("greedy", 5.69), True),
+    ("greedy", _gain("greedy", 2.999), False),
+    ("greedy", _gain("greedy", None), False),
+    ("tmo_low", _gain("tmo-low", 3.0), True),
+    ("tmo_low", _gain("tmo-low", 2.999), False),
+    ("tmo_low", _gain("tmo-low", None), False),
+    # "Clearly below": more than 0.05 under SARA's mean (SARA's is 0.95 here).
+    ("baselines", _hit("offline", 0.89), True),
+    ("baselines", _hit("offline", 0.91), False),
+    ("baselines", _hit("offline", 0.95), False),
+    ("baselines", _hit("offline", 0.99), False),
+    ("baselines", _hit("offline", None), False),
+    ("baselines", _hit("tmo-high", 0.89), True),
+    ("baselines", _hit("tmo-high", 0.91), False),
+    ("baselines", _hit("tmo-high", 0.99), False),
+    ("baselines", _hit("tmo-high", None), False),
+    ("fig7", _fig7("sphinx", 0.9, 0.0), True),
+    ("fig7", _fig7("sphinx", 1.1, 0.0), True),
+    ("fig7", _fig7("sphinx", 1.0, 10.0), True),
+    ("fig7", _fig7("sphinx", 1.0, -10.0), True),
+    ("fig7", _fig7("sphinx", 0.89, 0.0), False),
+    ("fig7", _fig7("sphinx", 1.11, 0.0), False),
+    ("fig7", _fig7("sphinx", 1.0, 10.01), False),
+    ("fig7", _fig7("sphinx", 1.0, -10.01), False),
+    # One workload's fit failing fails the check.
+    ("fig7", _fig7("opencv", 0.89, 0.0), False),
+    ("fig7", _fig7("opencv", 1.0, 12.0), False),
+    ("early_drop", _early((1, 0, 1)), True),
+    ("early_drop", _early((0, 0, 0), (0, 1, 1), (3, 2, 5)), True),
+    ("early_drop", _early((0, 0, 2)), False),  # fewer cascaded misses, but nothing was dropped
+    ("early_drop", _early((2, 3, 3)), False),
+    ("early_drop", _early((2, 4, 3)), False),
+    ("early_drop", _early((0, 0, 0), (2, 4, 3)), False),
+    ("early_drop", _early(), False),
+]
+
+
+def test_acceptance_verdicts_hold_on_inputs_that_meet_every_threshold() -> None:
+    data, summary = _passing()
+    assert _verdicts(_acceptance(data, summary)) == dict.fromkeys(CHECKS, True)
+
+
+@pytest.mark.parametrize(("check", "change", "holds"), VERDICT_CASES, ids=[f"{c}-{i}" for i, (c, _, _) in enumerate(VERDICT_CASES)])
+def test_acceptance_verdict_of_each_check(check: str, change: Change, holds: bool) -> None:
+    data, summary = _passing()
+    change(data, summary)
+    want = dict.fromkeys(CHECKS, True)
+    want[check] = holds
+    assert _verdicts(_acceptance(data, summary)) == want
+
+
+def test_acceptance_verdicts_fail_on_inputs_that_miss_every_threshold() -> None:
+    data, summary = _passing()
+    for change in (_hit("sara", 0.9), _hit("offline", 0.87), _hit("tmo-high", 0.87), _step_up(hit=0.9), _gain("greedy", 2.0),
+                   _gain("tmo-low", 2.0), _fig7("sphinx", 1.2, 20.0), _early((0, 1, 1))):  # fmt: skip
+        change(data, summary)
+    assert _verdicts(_acceptance(data, summary)) == dict.fromkeys(CHECKS, False)
+
+
+def test_quick_reports_verdicts_agree_with_its_results_json(quick: Quick) -> None:
+    """Each criterion recomputed here from results.json alone, the way the report's numbers are
+    defined (means rounded to 4 places, throughput ratios to 3), against the report's column."""
+    data = _results(quick)
+    runs = data["runs"]
+
+    def mean(controller: str, field: str) -> float | None:
+        xs = [r[field] for r in runs if r["controller"] == controller and r[field] is not None]
+        return round(sum(xs) / len(xs), 4) if xs else None
+
+    hit = {c: mean(c, "deadline_hit_ratio") for c in (*CONTROLLERS, "sara-step-up")}
+    thr = {c: mean(c, "nonrt_throughput") for c in (*CONTROLLERS, "sara-step-up")}
+
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return round(a / b, 3) if a is not None and b else None
+
+    def at_least(x: float | None, threshold: float) -> bool:
+        return x is not None and x >= threshold
+
+    def clearly_below(x: float | None, sara: float | None) -> bool:
+        return x is not None and sara is not None and x < sara - 0.05
+
+    no_drop = {(r["workload"], r["memory_pct"], r["ssd"]): r for r in runs if r["controller"] == "sara-no-drop"}
+    early = [(r, no_drop[(r["workload"], r["memory_pct"], r["ssd"])]) for r in runs if r["controller"] == "sara"]
+    assert len(early) == len(WORKLOADS) * len(MEMORY_PCTS) * len(SSDS)
+    sara_hit = hit["sara"]
+    want = {
+        "hit": at_least(sara_hit, 0.95),
+        "step_up": at_least(hit["sara-step-up"], 0.95)
+        and all(at_least(ratio(thr["sara-step-up"], thr[b]), 3) for b in ("greedy", "tmo-low")),
+        "greedy": at_least(ratio(thr["sara"], thr["greedy"]), 3),
+        "tmo_low": at_least(ratio(thr["sara"], thr["tmo-low"]), 3),
+        "baselines": all(clearly_below(hit[c], sara_hit) for c in ("offline", "tmo-high")),
+        "fig7": all(
+            0.9 <= f["slope"] <= 1.1 and abs(f["intercept_ms"] / f["configured_bcet_ms"] - 1) <= 0.10 for f in data["fig7"].values()
+        ),
+        "early_drop": any(a["dropped"] > 0 and a["cascaded_misses"] < b["cascaded_misses"] for a, b in early),
+    }
+    _, _, out = quick
+    section = (out / "report.md").read_text().split("## Acceptance checks (computed)", 1)[1].split("\n## ", 1)[0]
+    assert _verdicts(section) == want, section
+    # The value column shows the numbers recomputed here.
+    assert f"| {sara_hit:.4f} |" in section
+    assert f"| {ratio(thr['sara'], thr['greedy']):.2f} |" in section
+    assert f"| {ratio(thr['sara'], thr['tmo-low']):.2f} |" in section
+    assert f"offline {hit['offline']:.3f}, tmo-high {hit['tmo-high']:.3f}" in section
+    assert f"{sum(a['dropped'] for a, _ in early)} jobs dropped in all" in section

@@ -8,6 +8,7 @@ paper's values are checked as what the simulation must find.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -164,12 +165,33 @@ def test_registry_knows_the_paper_and_names_the_known_ones() -> None:
         get("sara-typo")
 
 
+OPS = ("alloc", "free", "map", "unmap")
+COLUMNS = ("global", "reservation", "spc")
+
+
+def assert_real_timings(ns: dict[str, float]) -> None:
+    """Timings of `"<op>/<column>"` look measured: every one finite and positive (each covers
+    hundreds of operations, a few ns each at the least), and no column a copy of another. Two
+    columns time different code, so all four medians agreeing is never seen in practice (one
+    operation agreeing sometimes is)."""
+    assert set(ns) == {f"{op}/{col}" for op in OPS for col in COLUMNS}
+    assert all(isinstance(v, float) and math.isfinite(v) and v > 0 for v in ns.values()), ns
+    by_column = {col: tuple(ns[f"{op}/{col}"] for op in OPS) for col in COLUMNS}
+    assert len(set(by_column.values())) == len(COLUMNS), by_column
+
+
 def test_memory_ops_are_timed_for_every_operation_and_column() -> None:
-    ns = _core.measure_memory_ops(2, pages=256)
-    assert set(ns) == {f"{op}/{col}" for op in ("alloc", "free", "map", "unmap") for col in ("global", "reservation", "spc")}
-    assert all(v >= 0 for v in ns.values())
+    assert_real_timings(_core.measure_memory_ops(2, pages=256))
     with pytest.raises(ValueError, match="iterations"):
         _core.measure_memory_ops(0)
+
+
+def test_table2_timings_written_and_printed_are_measured(quick: tuple[Outcome, dict[str, Any], Path]) -> None:
+    _, summary, out = quick
+    rows = json.loads((out / "table2.json").read_text())["rows"]
+    ns = {f"{op}/{col}": rows[op][col]["model_ns"] for op in OPS for col in COLUMNS}
+    assert_real_timings(ns)
+    assert summary["table2_ns"] == {op: {col: ns[f"{op}/{col}"] for col in COLUMNS} for op in OPS}
 
 
 def test_avg_s_is_unknown_for_a_task_that_ended_no_job() -> None:
