@@ -269,6 +269,15 @@ fn minimal_config(name: &str) -> &'static str {
     }
 }
 
+/// Runs `text` for 400 ms: the loop ticks 79 times and every limit stays within floor and max.
+fn run_400ms_within_limits(controller: &str, text: &str, check_invariants: bool) -> Result<(), TestCaseError> {
+    let r = run_with(&text.replace("horizon_ms = 1500", "horizon_ms = 400"), check_invariants);
+    let c = control(&r);
+    prop_assert_eq!(c.ticks, 79, "{}", controller);
+    assert_within_limits(c, &[2 * MIB, 4 * MIB]);
+    Ok(())
+}
+
 proptest! {
     // Every controller in every case (a random pick left one out of a run one time in six).
     #![proptest_config(common::seeded_config("control", if cfg!(debug_assertions) { 2 } else { 24 }))]
@@ -282,12 +291,8 @@ proptest! {
         seed in 0u64..1000,
     ) {
         for name in critmem_policy::CONTROLLER_NAMES {
-            let text = scenario(name, minimal_config(name), ws_mb, max_mb, deadline_ms, swap, seed)
-                .replace("horizon_ms = 1500", "horizon_ms = 400");
-            let r = run(&text);
-            let c = control(&r);
-            prop_assert_eq!(c.ticks, 79, "{}", name);
-            assert_within_limits(c, &[2 * MIB, 4 * MIB]);
+            let text = scenario(name, minimal_config(name), ws_mb, max_mb, deadline_ms, swap, seed);
+            run_400ms_within_limits(name, &text, false)?;
         }
     }
 }
@@ -307,12 +312,8 @@ proptest! {
         seed in 0u64..1000,
     ) {
         for name in critmem_policy::CONTROLLER_NAMES {
-            let text = scenario_on(16, 6, name, minimal_config(name), ws_mb, max_mb, deadline_ms, swap, seed)
-                .replace("horizon_ms = 1500", "horizon_ms = 400");
-            let r = run_with(&text, true);
-            let c = control(&r);
-            prop_assert_eq!(c.ticks, 79, "{}", name);
-            assert_within_limits(c, &[2 * MIB, 4 * MIB]);
+            let text = scenario_on(16, 6, name, minimal_config(name), ws_mb, max_mb, deadline_ms, swap, seed);
+            run_400ms_within_limits(name, &text, true)?;
         }
     }
 }

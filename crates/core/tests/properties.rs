@@ -146,22 +146,34 @@ proptest! {
         mutations in prop::collection::vec((prop::collection::vec(0usize..50, 3), 0u8..3, toml_value(), prop::sample::select(KEYS)), 1..4),
     ) {
         let cpus = if matches!(kind, "rm" | "edf") { 1 } else { 2 };
-        let mut doc: toml::Table = toml::from_str(&render(kind, cpus, &tasks, 1)).unwrap();
-        for (path, action, value, key) in mutations {
-            mutate(&mut doc, &path, action, value, key);
+        load_mutated_or_one_line_error(&render(kind, cpus, &tasks, 1), mutations, 200)?;
+    }
+}
+
+type Mutation = (Vec<usize>, u8, toml::Value, &'static str);
+
+/// Applies `mutations` to the valid document `base`: what then loads must simulate (to at most
+/// `horizon_ms`, every invariant checked), what does not must fail in one line.
+fn load_mutated_or_one_line_error(base: &str, mutations: Vec<Mutation>, horizon_ms: u64) -> Result<(), TestCaseError> {
+    let mut doc: toml::Table = toml::from_str(base).unwrap();
+    for (path, action, value, key) in mutations {
+        mutate(&mut doc, &path, action, value, key);
+    }
+    let text = toml::to_string(&doc).unwrap_or_default();
+    match load_toml_str(&text, "m.toml") {
+        Err(e) => {
+            let line = e.to_string();
+            prop_assert!(!line.contains('\n') && line.starts_with("m.toml: "), "{line:?}");
         }
-        let text = toml::to_string(&doc).unwrap_or_default();
-        match load_toml_str(&text, "m.toml") {
-            Err(e) => {
-                let line = e.to_string();
-                prop_assert!(!line.contains('\n') && line.starts_with("m.toml: "), "{line:?}");
-            }
-            Ok(mut s) => {
-                s.horizon = s.horizon.min(Nanos::from_ms(200));
-                let _ = simulate(&s, SimOptions { check_invariants: true, ..SimOptions::default() });
+        Ok(mut s) => {
+            s.horizon = s.horizon.min(Nanos::from_ms(horizon_ms));
+            let r = simulate(&s, SimOptions { check_invariants: true, ..SimOptions::default() });
+            if let Some(m) = &r.memory {
+                prop_assert!(m.stats.global_free_frames <= m.stats.total_frames);
             }
         }
     }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -287,24 +299,7 @@ proptest! {
         which in 0..MEMORY_DOCUMENTS.len(),
         mutations in prop::collection::vec((prop::collection::vec(0usize..50, 3), 0u8..3, mem_value(), prop::sample::select(MEM_KEYS)), 1..4),
     ) {
-        let mut doc: toml::Table = toml::from_str(MEMORY_DOCUMENTS[which]).unwrap();
-        for (path, action, value, key) in mutations {
-            mutate(&mut doc, &path, action, value, key);
-        }
-        let text = toml::to_string(&doc).unwrap_or_default();
-        match load_toml_str(&text, "m.toml") {
-            Err(e) => {
-                let line = e.to_string();
-                prop_assert!(!line.contains('\n') && line.starts_with("m.toml: "), "{line:?}");
-            }
-            Ok(mut s) => {
-                s.horizon = s.horizon.min(Nanos::from_ms(30));
-                let r = simulate(&s, SimOptions { check_invariants: true, ..SimOptions::default() });
-                if let Some(m) = &r.memory {
-                    prop_assert!(m.stats.global_free_frames <= m.stats.total_frames);
-                }
-            }
-        }
+        load_mutated_or_one_line_error(MEMORY_DOCUMENTS[which], mutations, 30)?;
     }
 }
 
