@@ -24,24 +24,31 @@ const KEYS: &[&str] = &[
     "major_frame_ms", "task", "start_ms", "duration_ms", "priorities", "bogus",
 ];
 
+/// Scheduler-side words a fuzzed value may take.
+const WORDS: &[&str] = &[
+    "rm", "edf", "gedf", "pfp", "cyclic", "A", "D", "sporadic", "abort", "skip", "uniform", "normal", "empirical",
+    "t0", "t1", "", "x",
+];
+
 fn toml_value() -> impl Strategy<Value = toml::Value> {
+    toml_value_over(KEYS, WORDS, 3)
+}
+
+/// Numbers (any and plausible), booleans, `words`, and arrays and tables of them keyed by
+/// `keys`, nested up to `depth`.
+fn toml_value_over(keys: &'static [&'static str], words: &'static [&'static str], depth: u32) -> impl Strategy<Value = toml::Value> {
     let leaf = prop_oneof![
         any::<i64>().prop_map(toml::Value::Integer),
         (-5i64..50).prop_map(toml::Value::Integer),
         any::<f64>().prop_map(toml::Value::Float),
         (-1.0f64..40.0).prop_map(toml::Value::Float),
         any::<bool>().prop_map(toml::Value::Boolean),
-        prop_oneof![
-            Just("rm"), Just("edf"), Just("gedf"), Just("pfp"), Just("cyclic"), Just("A"), Just("D"),
-            Just("sporadic"), Just("abort"), Just("skip"), Just("uniform"), Just("normal"), Just("empirical"),
-            Just("t0"), Just("t1"), Just(""), Just("x"),
-        ]
-        .prop_map(|s| toml::Value::String(s.to_string())),
+        prop::sample::select(words).prop_map(|s| toml::Value::String(s.to_string())),
     ];
-    leaf.prop_recursive(3, 24, 6, |inner| {
+    leaf.prop_recursive(depth, 8 * depth, 6, move |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..4).prop_map(toml::Value::Array),
-            prop::collection::btree_map(prop::sample::select(KEYS), inner, 0..6)
+            prop::collection::btree_map(prop::sample::select(keys), inner, 0..6)
                 .prop_map(|m| toml::Value::Table(m.into_iter().map(|(k, v)| (k.to_string(), v)).collect())),
         ]
     })
@@ -188,30 +195,15 @@ const MEM_KEYS: &[&str] = &[
     "controller", "interval_ms", "config", "step_bytes", "limit_bytes", "psi_threshold_pct", "bogus",
 ];
 
+/// Memory-side words a fuzzed value may take.
+const MEM_WORDS: &[&str] = &[
+    "hdd", "slow-ssd", "fast-ssd", "zram", "hard", "firm", "shm", "file", "global", "private", "first-touch", "spc",
+    "spel", "auto", "sweep", "random", "hotcold", "trace", "discard", "interleave", "sequence", "soft-rt", "non-rt",
+    "sara", "greedy", "offline", "tmo-low", "tmo-high", "senpai", "static", "r1", "shm0", "g1", "g2", "",
+];
+
 fn mem_value() -> impl Strategy<Value = toml::Value> {
-    let leaf = prop_oneof![
-        any::<i64>().prop_map(toml::Value::Integer),
-        (-3i64..40).prop_map(toml::Value::Integer),
-        any::<f64>().prop_map(toml::Value::Float),
-        (-0.5f64..20.0).prop_map(toml::Value::Float),
-        any::<bool>().prop_map(toml::Value::Boolean),
-        prop_oneof![
-            Just("hdd"), Just("slow-ssd"), Just("fast-ssd"), Just("zram"), Just("hard"), Just("firm"), Just("shm"),
-            Just("file"), Just("global"), Just("private"), Just("first-touch"), Just("spc"), Just("spel"),
-            Just("auto"), Just("sweep"), Just("random"), Just("hotcold"), Just("trace"), Just("discard"),
-            Just("interleave"), Just("sequence"), Just("soft-rt"), Just("non-rt"), Just("sara"), Just("greedy"),
-            Just("offline"), Just("tmo-low"), Just("tmo-high"), Just("senpai"), Just("static"), Just("r1"),
-            Just("shm0"), Just("g1"), Just("g2"), Just(""),
-        ]
-        .prop_map(|s| toml::Value::String(s.to_string())),
-    ];
-    leaf.prop_recursive(2, 16, 5, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..4).prop_map(toml::Value::Array),
-            prop::collection::btree_map(prop::sample::select(MEM_KEYS), inner, 0..5)
-                .prop_map(|m| toml::Value::Table(m.into_iter().map(|(k, v)| (k.to_string(), v)).collect())),
-        ]
-    })
+    toml_value_over(MEM_KEYS, MEM_WORDS, 2)
 }
 
 /// Valid documents using every memory section, on machines small enough (≤ 2^16 frames) for the
