@@ -54,12 +54,16 @@ def _machine_reason() -> str | None:
     return None
 
 
+# Where runs keep their restore journals and job sockets.
+RUN_STATE = Path("/run/critmem-linux-run")
+
 needs_machine = pytest.mark.skipif(_machine_reason() is not None, reason=f"real Linux: {_machine_reason()}")
 
 
 def _leftover_cgroups(prefix: str) -> list[str]:
+    """Cgroups named `prefix*`, and a run's journal and socket directory (`critmem-run-<pid>.d`)."""
     found = []
-    for root in (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup/unified")):
+    for root in (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup/unified"), RUN_STATE):
         if root.is_dir():
             found += [str(p) for p in root.glob(f"{prefix}*")]
     return found
@@ -429,7 +433,8 @@ def test_a_run_killed_with_sigkill_takes_its_tasks_and_the_next_run_removes_its_
         stderr=subprocess.DEVNULL,
     )
     name = f"critmem-run-{run.pid}"
-    journal = Path("/run/critmem-linux-run") / f"{name}.journal"
+    journal = RUN_STATE / f"{name}.journal"
+    sockets = RUN_STATE / f"{name}.d"
     task_pids: list[int] = []
     deadline = time.monotonic() + 20
     while len(task_pids) < 2 and time.monotonic() < deadline:
@@ -443,13 +448,13 @@ def test_a_run_killed_with_sigkill_takes_its_tasks_and_the_next_run_removes_its_
     while any(_alive(p) for p in task_pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_alive(p) for p in task_pids), "a task outlived its run"
-    assert _leftover_cgroups(name) and journal.is_file(), "nothing restored them yet"
+    assert _leftover_cgroups(name) and journal.is_file() and sockets.is_dir(), "nothing restored them yet"
 
     p = _run("run", str(LINUX_EXAMPLE), "--platform", "linux", "--duration", "1s", "--json")
     assert p.returncode == 0, p.stderr
     assert "ended without restoring" in p.stderr and str(run.pid) in p.stderr, p.stderr
-    assert not _leftover_cgroups(name), "the next run removes a crashed run's groups"
-    assert not journal.exists()
+    assert not _leftover_cgroups(name), "the next run removes a crashed run's groups, journal and socket"
+    assert not journal.exists() and not sockets.exists()
 
 
 @needs_machine

@@ -102,14 +102,13 @@ def _call(name: str, args: Sequence[str], *, pass_stderr: bool = False) -> dict[
     half-made swapfile); this waits for that to finish, shows a failure, then raises
     KeyboardInterrupt. Leaving it running unseen, or killing it, could leave changes behind."""
     interrupted = False
+    chunks: list[str] = []
+    # All of stderr, or with `pass_stderr` only the line held back.
+    err_lines: list[str] = []
     with subprocess.Popen([binary(name), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
         assert child.stdout is not None and child.stderr is not None
         out, err = child.stdout, child.stderr
-        chunks: list[str] = []
-        # All of stderr, or with `pass_stderr` only the line held back.
-        err_lines: list[str] = []
         reader = threading.Thread(target=lambda: chunks.append(out.read()), daemon=True)
-        reader.start()
 
         def relay_stderr() -> None:
             for line in err:
@@ -119,7 +118,11 @@ def _call(name: str, args: Sequence[str], *, pass_stderr: bool = False) -> dict[
                 err_lines.append(line)
 
         while True:
+            # Everything after the start is in here: a Ctrl-C that comes as soon as the tool is
+            # up must reach it too.
             try:
+                if reader.ident is None:
+                    reader.start()
                 relay_stderr()
                 returncode = child.wait()
                 break

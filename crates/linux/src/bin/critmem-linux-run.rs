@@ -437,6 +437,51 @@ fn kill_until_empty(mut list: impl FnMut() -> Vec<u32>, mut kill_all: impl FnMut
 /// Not the agent's /run/critmem: systemd removes that when the agent's unit stops.
 const JOURNAL_DIR: &str = "/run/critmem-linux-run";
 
+/// A run's own directory for its job socket, `critmem-run-<pid>.d` beside its journal, so that
+/// the next run removes it when this one is killed. Locked while the run lives; removed on drop.
+struct StateDir {
+    path: PathBuf,
+    _lock: nix::fcntl::Flock<std::fs::File>,
+}
+
+impl StateDir {
+    fn create(dir: &Path, run_dir: &str) -> Result<Self, String> {
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+        let path = dir.join(format!("{run_dir}.d"));
+        let err = |what: &str, e: &dyn std::fmt::Display| format!("{}: {what}: {e}", path.display());
+        // A dead run of the same pid left it (killed before the recovery could see its journal).
+        if path.exists() {
+            std::fs::remove_dir_all(&path).map_err(|e| err("remove a dead run's directory", &e))?;
+        }
+        std::fs::DirBuilder::new().mode(0o700).create(&path).map_err(|e| err("create", &e))?;
+        let file = std::fs::File::open(&path).map_err(|e| err("open", &e))?;
+        let opened_ino = file.metadata().map_err(|e| err("stat", &e))?.ino();
+        let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|(_, e)| err("lock", &e))?;
+        // Another run starting at this instant may have taken it for a dead run's and removed it.
+        if std::fs::metadata(&path).map(|m| m.ino()).ok() != Some(opened_ino) {
+            return Err(err("lock", &"removed by another run starting at the same time; start again"));
+        }
+        Ok(StateDir { path, _lock: lock })
+    }
+
+    /// Removes a run's directory unless that run still holds its lock.
+    fn remove_if_dead(path: &Path) {
+        let Ok(file) = std::fs::File::open(path) else { return };
+        if let Ok(lock) = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+            if let Err(e) = std::fs::remove_dir_all(path) {
+                tracing::warn!(path = %path.display(), error = %e, "could not remove a dead run's socket directory");
+            }
+            drop(lock);
+        }
+    }
+}
+
+impl Drop for StateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
 /// Puts back what runs that died without restoring (SIGKILL, power loss) left: their journal
 /// in `dir` is unlocked. Their tasks, and what those forked, are killed first (they are this
 /// program's own, in the dead run's own cgroups), then the journal is restored and removed.
@@ -447,6 +492,10 @@ fn recover_crashed_runs(dir: &Path, layout: &Layout) -> Result<(), String> {
     let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
+        if name.strip_prefix("critmem-run-").and_then(|n| n.strip_suffix(".d")).is_some_and(|p| p.parse::<u32>().is_ok()) {
+            StateDir::remove_if_dead(&entry.path());
+            continue;
+        }
         let Some(pid) = name.strip_prefix("critmem-run-").and_then(|n| n.strip_suffix(".journal")).filter(|p| p.parse::<u32>().is_ok()) else { continue };
         let path = entry.path();
         let Ok(file) = std::fs::File::open(&path) else { continue };
@@ -543,8 +592,8 @@ fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String
     }
     let journal_dir = Path::new(JOURNAL_DIR);
     recover_crashed_runs(journal_dir, &layout)?;
-    let state_dir = tempfile::Builder::new().prefix("critmem-run-").tempdir().map_err(|e| format!("temporary directory: {e}"))?;
-    let socket = state_dir.path().join("jobs.sock");
+    let state_dir = StateDir::create(journal_dir, &run_dir)?;
+    let socket = state_dir.path.join("jobs.sock");
     let server = JobServer::bind(JobServerConfig {
         socket_path: socket.clone(),
         socket_gid: None,
