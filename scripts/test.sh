@@ -12,6 +12,27 @@ if [ ! -x "$venv/bin/pytest" ]; then
     exit 1
 fi
 
+# pytest runs the built extension and the installed Linux binaries: if a Rust source is newer
+# than any of them (a pull or an edit since setup.sh), they are rebuilt first, so no test runs
+# against stale code.
+built=(python/critmem/_core*.so "$venv"/bin/critmem-{agent,linux-run,srt-worker,nrt-worker,swap,loop-bench})
+stale=""
+for artifact in "${built[@]}"; do
+    if [ ! -e "$artifact" ]; then
+        stale="$artifact is missing"
+        break
+    fi
+    newer=$(find crates include Cargo.toml Cargo.lock -newer "$artifact" -type f \( -name '*.rs' -o -name '*.toml' -o -name '*.lock' -o -name '*.h' \) -print -quit)
+    if [ -n "$newer" ]; then
+        stale="$newer is newer than $artifact"
+        break
+    fi
+done
+if [ -n "$stale" ]; then
+    echo "test: $stale: rebuilding with scripts/setup.sh" >&2
+    bash scripts/setup.sh
+fi
+
 # The bindings' unit tests are an executable linked to libpython: build them for the venv's
 # interpreter (as maturin does) and let the loader find that interpreter's libpython.
 export PYO3_PYTHON=$PWD/$venv/bin/python

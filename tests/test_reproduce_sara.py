@@ -167,8 +167,8 @@ def _verdicts(markdown: str) -> dict[str, bool]:
         check, holds, _value = (c.strip() for c in line.strip().strip("|").split(" | "))
         keys = [k for k, text in CHECKS.items() if check.startswith(text)]
         assert len(keys) == 1, check
-        assert holds in ("yes", "**no**"), line
-        out[keys[0]] = holds == "yes"
+        assert holds in ("yes", "**no**") or (keys[0] == "baselines" and holds == "explained"), line
+        out[keys[0]] = holds != "**no**"
     assert list(out) == list(CHECKS), list(out)
     return out
 
@@ -298,6 +298,60 @@ VERDICT_CASES = [
 ]
 
 
+def _baselines_holds(data: dict[str, Any], summary: dict[str, Any]) -> str:
+    row = next(line for line in _acceptance(data, summary).splitlines() if line.startswith(f"| {CHECKS['baselines']}"))
+    return row.strip().strip("|").split(" | ")[1].strip()
+
+
+def _with_baseline_data(tmo_means_ms: list[float], tmo_pick_pct: float, offline_profile: float, offline_evaluated: float) -> Change:
+    """One opencv configuration (deadline 800 ms) with a TMO-High search over 10 % and 90 %
+    and an Offline limit of 120 MB profiled and then evaluated."""
+
+    def f(d: dict[str, Any], _s: dict[str, Any]) -> None:
+        d["workloads"] = [{"name": "opencv", "deadline_ms": 800}]
+        d["tmo_high"] = {
+            "opencv/60%/slow-ssd": {
+                "threshold_pct": tmo_pick_pct,
+                "search": [{"threshold_pct": t, "mean_response_ms": m} for t, m in zip((10.0, 90.0), tmo_means_ms, strict=True)],
+            }
+        }
+        d["offline"] = {"opencv/60%/slow-ssd": {"limit_mb": 120.0, "profile": [{"limit_mb": 120.0, "hit_ratio": offline_profile}]}}
+        d["runs"] = [{"workload": "opencv", "memory_pct": 60, "ssd": "slow-ssd", "controller": "offline", "deadline_hit_ratio": offline_evaluated}]
+
+    return f
+
+
+# (hit ratios of Offline and TMO-High with SARA's at 0.95, the baselines' data, the verdict). A
+# baseline that is not clearly below SARA needs its explanation borne out: TMO-High's largest
+# candidate picked and every profiled mean response under 90 % of the deadline; Offline's
+# evaluated hit ratio within 0.1 of its profile's.
+BASELINE_CASES = [
+    (0.8, 0.8, _with_baseline_data([150, 160], 90.0, 0.95, 0.93), "yes"),
+    (0.8, 0.8, _with_baseline_data([790, 799], 10.0, 0.95, 0.5), "yes"),
+    (0.99, 0.99, _with_baseline_data([150, 160], 90.0, 0.95, 0.93), "explained"),
+    (0.99, 0.8, _with_baseline_data([790, 799], 10.0, 0.95, 0.93), "explained"),
+    (0.8, 0.99, _with_baseline_data([150, 160], 90.0, 0.95, 0.5), "explained"),
+    (0.99, 0.99, _with_baseline_data([150, 720], 90.0, 0.95, 0.93), "**no**"),
+    (0.99, 0.99, _with_baseline_data([150, 160], 10.0, 0.95, 0.93), "**no**"),
+    (0.99, 0.99, _with_baseline_data([150, 160], 90.0, 0.95, 0.84), "**no**"),
+    (0.99, 0.8, _with_baseline_data([150, 160], 90.0, 0.95, 0.84), "**no**"),
+    (0.8, 0.99, _with_baseline_data([150, 799], 90.0, 0.95, 0.93), "**no**"),
+    (0.99, 0.99, lambda _d, _s: None, "**no**"),
+    (None, 0.99, _with_baseline_data([150, 160], 90.0, 0.95, 0.93), "**no**"),
+]
+
+
+@pytest.mark.parametrize(("offline", "tmo_high", "change", "holds"), BASELINE_CASES)
+def test_the_baselines_verdict_accepts_an_explanation_only_where_the_data_bear_it_out(
+    offline: float | None, tmo_high: float | None, change: Change, holds: str
+) -> None:
+    data, summary = _passing()
+    _hit("offline", offline)(data, summary)
+    _hit("tmo-high", tmo_high)(data, summary)
+    change(data, summary)
+    assert _baselines_holds(data, summary) == holds
+
+
 def test_acceptance_verdicts_hold_on_inputs_that_meet_every_threshold() -> None:
     data, summary = _passing()
     assert _verdicts(_acceptance(data, summary)) == dict.fromkeys(CHECKS, True)
@@ -342,6 +396,22 @@ def test_quick_reports_verdicts_agree_with_its_results_json(quick: Quick) -> Non
     def clearly_below(x: float | None, sara: float | None) -> bool:
         return x is not None and sara is not None and x < sara - 0.05
 
+    deadline_ms = {w["name"]: w["deadline_ms"] for w in data["workloads"]}
+
+    def explained(c: str) -> bool:
+        """The report's reason for a baseline not failing, checked on the data."""
+        if c == "tmo-high":
+            return all(
+                t["threshold_pct"] == max(p["threshold_pct"] for p in t["search"])
+                and all(p["mean_response_ms"] is not None and p["mean_response_ms"] < 0.9 * deadline_ms[k.split("/")[0]] for p in t["search"])
+                for k, t in data["tmo_high"].items()
+            )
+        evaluated = {f"{r['workload']}/{r['memory_pct']}%/{r['ssd']}": r["deadline_hit_ratio"] for r in runs if r["controller"] == "offline"}
+        return all(
+            abs(evaluated[k] - next(p["hit_ratio"] for p in o["profile"] if p["limit_mb"] == o["limit_mb"])) <= 0.1
+            for k, o in data["offline"].items()
+        )
+
     no_drop = {(r["workload"], r["memory_pct"], r["ssd"]): r for r in runs if r["controller"] == "sara-no-drop"}
     early = [(r, no_drop[(r["workload"], r["memory_pct"], r["ssd"])]) for r in runs if r["controller"] == "sara"]
     assert len(early) == len(WORKLOADS) * len(MEMORY_PCTS) * len(SSDS)
@@ -352,7 +422,7 @@ def test_quick_reports_verdicts_agree_with_its_results_json(quick: Quick) -> Non
         and all(at_least(ratio(thr["sara-step-up"], thr[b]), 3) for b in ("greedy", "tmo-low")),
         "greedy": at_least(ratio(thr["sara"], thr["greedy"]), 3),
         "tmo_low": at_least(ratio(thr["sara"], thr["tmo-low"]), 3),
-        "baselines": all(clearly_below(hit[c], sara_hit) for c in ("offline", "tmo-high")),
+        "baselines": all(clearly_below(hit[c], sara_hit) or explained(c) for c in ("offline", "tmo-high")),
         "fig7": all(
             0.9 <= f["slope"] <= 1.1 and abs(f["intercept_ms"] / f["configured_bcet_ms"] - 1) <= 0.10 for f in data["fig7"].values()
         ),
