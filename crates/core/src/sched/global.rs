@@ -1,21 +1,20 @@
 //! One ready queue shared by all CPUs: uniprocessor FP/EDF (m = 1), global EDF and global FP.
 
-use super::{JobKey, JobOrder, KeyMap, QueueKey, ReadyJob, Scheduler};
+use super::{JobKey, JobOrder, KeyMap, QueueKey, ReadyJob, ReadyQueue, Scheduler};
 use crate::time::Nanos;
-use std::collections::BTreeSet;
 
 pub struct GlobalScheduler {
     name: &'static str,
     order: JobOrder,
     cpus: usize,
-    ready: BTreeSet<(QueueKey, JobKey)>,
+    ready: ReadyQueue,
     keys: KeyMap<QueueKey>,
     top: Vec<JobKey>,
 }
 
 impl GlobalScheduler {
     pub fn new(name: &'static str, order: JobOrder, cpus: usize) -> Self {
-        GlobalScheduler { name, order, cpus, ready: BTreeSet::new(), keys: KeyMap::default(), top: Vec::with_capacity(cpus) }
+        GlobalScheduler { name, order, cpus, ready: ReadyQueue::default(), keys: KeyMap::default(), top: Vec::with_capacity(cpus) }
     }
 }
 
@@ -29,20 +28,20 @@ impl Scheduler for GlobalScheduler {
     fn add_ready(&mut self, job: &ReadyJob) {
         let k = self.order.key(job);
         self.keys.insert(job.key, k);
-        self.ready.insert((k, job.key));
+        self.ready.insert(k, job.key);
     }
     fn remove(&mut self, key: JobKey) {
         if let Some(k) = self.keys.take(key) {
-            self.ready.remove(&(k, key));
+            self.ready.remove(k, key);
         }
     }
     fn choose(&mut self, _now: Nanos, current: &[Option<JobKey>], assign: &mut [Option<JobKey>]) {
         if self.cpus == 1 {
-            assign[0] = self.ready.first().map(|&(_, j)| j);
+            assign[0] = self.ready.first();
             return;
         }
         self.top.clear();
-        self.top.extend(self.ready.iter().take(self.cpus).map(|&(_, j)| j));
+        self.top.extend(self.ready.iter().take(self.cpus));
         // Jobs that stay among the m highest keep their CPU, so nothing migrates needlessly.
         for (cpu, slot) in assign.iter_mut().enumerate() {
             *slot = current[cpu].filter(|j| self.top.contains(j));

@@ -149,6 +149,43 @@ pub fn build(scenario: &Scenario) -> Box<dyn Scheduler> {
     }
 }
 
+/// A ready queue: eligible jobs in ascending (key, job) order, as a `BTreeSet` of the same
+/// pairs would hold them. A sorted `Vec`: only a task's oldest unfinished job is ever eligible,
+/// so a queue holds at most one job per task (one or two in practice) and is searched and
+/// shifted in place, with none of a B-tree's node handling on every suspend and resume.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ReadyQueue {
+    jobs: Vec<(QueueKey, JobKey)>,
+}
+
+impl ReadyQueue {
+    /// Adds `(key, job)`; no-op if it is already there.
+    #[inline]
+    pub(crate) fn insert(&mut self, key: QueueKey, job: JobKey) {
+        let x = (key, job);
+        if let Err(at) = self.jobs.binary_search(&x) {
+            self.jobs.insert(at, x);
+        }
+    }
+    /// Removes `(key, job)` if it is there.
+    #[inline]
+    pub(crate) fn remove(&mut self, key: QueueKey, job: JobKey) {
+        if let Ok(at) = self.jobs.binary_search(&(key, job)) {
+            self.jobs.remove(at);
+        }
+    }
+    /// The job that runs first.
+    #[inline]
+    pub(crate) fn first(&self) -> Option<JobKey> {
+        self.jobs.first().map(|&(_, j)| j)
+    }
+    /// The jobs in run order.
+    #[inline]
+    pub(crate) fn iter(&self) -> impl Iterator<Item = JobKey> + '_ {
+        self.jobs.iter().map(|&(_, j)| j)
+    }
+}
+
 /// Maps a dense job key to per-job data; grows on demand (keys are small, reused slots).
 #[derive(Debug)]
 pub(crate) struct KeyMap<V: Copy> {
