@@ -128,12 +128,26 @@ impl Group {
         );
         let dt = now.saturating_sub(self.last).as_ns();
         let states = self.states();
+        // Multiplied in rather than branched on: which states hold changes all the time.
         for (acc, on) in self.acc_ns.iter_mut().zip(states) {
-            if on {
-                *acc += dt;
-            }
+            *acc += dt * u64::from(on);
         }
         self.last = self.last.max(now);
+    }
+
+    /// A task of this group goes from state `old` to `new`: the counts of what differs change.
+    /// (The same as removing `old` and adding `new`, without touching the counts they share.)
+    #[inline]
+    fn change(&mut self, old: TaskPsiState, new: TaskPsiState) {
+        let step = |c: &mut u32, was: bool, is: bool| {
+            if was != is {
+                *c = if is { c.checked_add(1) } else { c.checked_sub(1) }.expect("PSI task counts stay consistent");
+            }
+        };
+        step(&mut self.nr_running, old.runnable, new.runnable);
+        step(&mut self.nr_iowait, old.iowait, new.iowait);
+        step(&mut self.nr_memstall, old.memstall, new.memstall);
+        step(&mut self.nr_memstall_running, old.memstall && old.runnable, new.memstall && new.runnable);
     }
 
     fn apply(&mut self, s: TaskPsiState, sign: i32) {
@@ -222,8 +236,7 @@ impl PsiAccounting {
         }
         self.for_ancestors(g, |grp| {
             grp.advance(now);
-            grp.apply(old, -1);
-            grp.apply(state, 1);
+            grp.change(old, state);
         });
         self.tasks[task.0 as usize].1 = state;
     }
