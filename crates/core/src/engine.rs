@@ -568,11 +568,29 @@ impl<'a> Simulation<'a> {
     }
 
     fn reschedule(&mut self) {
-        for (cur, c) in self.current.iter_mut().zip(&self.cpus) {
+        let m = self.cpus.len();
+        for (cur, c) in self.current[..m].iter_mut().zip(&self.cpus[..m]) {
             *cur = c.running;
         }
         self.sched.choose(self.now, &self.current, &mut self.assign);
         let now = self.now;
+        // Mostly nothing changes (a running job went on to its next compute step).
+        if self.assign[..m] != self.current[..m] {
+            self.apply_assignment(now);
+        }
+        if self.opts.checks_invariants() {
+            self.check_invariants();
+        }
+        if let Some(t) = self.sched.next_wakeup(now) {
+            if self.wake_at.is_none_or(|w| t < w) {
+                self.wake_at = Some(t);
+                self.queue.push(t, Event::SchedulerWake);
+            }
+        }
+    }
+
+    /// Takes off their CPUs the jobs `choose` moved away, then dispatches the ones it chose.
+    fn apply_assignment(&mut self, now: Nanos) {
         for cpu in 0..self.cpus.len() {
             if self.assign[cpu] != self.current[cpu] {
                 if let Some(key) = self.current[cpu] {
@@ -586,15 +604,6 @@ impl<'a> Simulation<'a> {
                 if let Some(key) = self.assign[cpu] {
                     self.dispatch(key, cpu);
                 }
-            }
-        }
-        if self.opts.checks_invariants() {
-            self.check_invariants();
-        }
-        if let Some(t) = self.sched.next_wakeup(now) {
-            if self.wake_at.is_none_or(|w| t < w) {
-                self.wake_at = Some(t);
-                self.queue.push(t, Event::SchedulerWake);
             }
         }
     }
