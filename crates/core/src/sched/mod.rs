@@ -246,4 +246,26 @@ mod tests {
         // 0.5 -> cpu0, 0.4 -> cpu1, 0.3 -> cpu1 (0.4 < 0.5), 0.2 -> cpu0 (0.5 < 0.7)
         assert_eq!(partition_worst_fit(&ts, 2), vec![0, 1, 1, 0]);
     }
+
+    proptest::proptest! {
+        /// The sorted-Vec ready queue holds and orders what a `BTreeSet` of the same pairs would,
+        /// through any mix of inserts (repeats included) and removals (absent ones included).
+        #[test]
+        fn ready_queue_matches_a_btree_set(ops in proptest::collection::vec((proptest::bool::ANY, 0u64..6, 0u64..6, 0u32..6), 0..200)) {
+            let mut queue = ReadyQueue::default();
+            let mut model = std::collections::BTreeSet::new();
+            for (insert, primary, seq, job) in ops {
+                let key = QueueKey { primary, seq };
+                if insert {
+                    queue.insert(key, job);
+                    model.insert((key, job));
+                } else {
+                    queue.remove(key, job);
+                    model.remove(&(key, job));
+                }
+                proptest::prop_assert_eq!(queue.iter().collect::<Vec<_>>(), model.iter().map(|&(_, j)| j).collect::<Vec<_>>());
+                proptest::prop_assert_eq!(queue.first(), model.first().map(|&(_, j)| j));
+            }
+        }
+    }
 }
