@@ -393,49 +393,21 @@ impl LinuxPlatform {
                 });
             }
         }
-        let mut groups = Vec::with_capacity(specs.len());
-        for spec in specs {
-            if !backend.exists(&spec.path) {
-                if !spec.create {
-                    return Err(Error::Config {
-                        path: spec.path.dir_in(Path::new("/")),
-                        reason: format!("cgroup of group {:?} does not exist; create it, or set create = true to let the agent create it", spec.name),
-                    });
-                }
-                for change in backend.plan_create(&spec.path)? {
-                    match journal.as_mut() {
-                        Some(j) => j.perform(&change)?,
-                        None => tracing::info!(group = %spec.name, change = %change, "dry run: would create"),
+        let (groups, stats) = match open_groups(backend.as_ref(), specs, journal.as_mut()) {
+            Ok(done) => done,
+            Err(e) => {
+                // Undo the groups created and the files changed so far: an error part-way
+                // through must not leave them behind (until a next start that may never come).
+                if let Some(journal) = journal {
+                    match journal.restore_all() {
+                        Ok(report) if report.failures.is_empty() => {}
+                        Ok(report) => tracing::error!(failures = ?report.failures, "start-up failed, and undoing what it had set up failed too; kept in the journal for the next start"),
+                        Err(undo) => tracing::error!(error = %undo, "start-up failed, and undoing what it had set up failed too"),
                     }
                 }
+                return Err(e);
             }
-            // A group created just now has no limits; reading them is for adopted groups.
-            let knobs = if spec.create && journal.is_some() { MemoryKnobs::default() } else if backend.exists(&spec.path) { backend.knobs(&spec.path)? } else { MemoryKnobs::default() };
-            let files = OpenFiles::open(backend.as_ref(), &spec.path);
-            let oom = OomWatch { file: std::fs::File::open(backend.oom_file(&spec.path)).ok(), ..OomWatch::default() };
-            let knob_paths = Knob::ALL.map(|k| backend.plan_knob(&spec.path, k, None).ok().flatten().map(|w| w.path));
-            let combined = if backend.exists(&spec.path) { backend.combined_limit(&spec.path)? } else { None };
-            if let Some(c) = combined {
-                tracing::info!(group = %spec.name, memsw_limit_bytes = c.limit_bytes, "the group has a memory+swap limit: its memory limit stays at or below it, and an OOM at it is the kernel's to handle");
-            }
-            groups.push(Managed { spec, knob_paths, knobs_age_ticks: u32::MAX, stall_inputs: StallInputs::ALL, reads_usage: true, usage_fresh: false, high_is_ours: false, files, oom, knobs, combined, usage_bytes: 0, stall: StallTotals::default(), jobs: JobCounts::default() });
-        }
-        let mut stats = PlatformStats::default();
-        if let Some(journal) = journal.as_mut() {
-            for g in &mut groups {
-                guard_against_oom_kills(backend.as_ref(), journal, g, &mut stats)?;
-                // A child group waiting at its own limit holds the OOM lock of the subtree, and
-                // the kernel then notifies nobody when a task of the parent starts waiting.
-                if has_child_groups(&backend.group_dirs(&g.spec.path)[0]) {
-                    tracing::info!(group = %g.spec.name, "the group has child groups, whose OOMs can hide its own from the kernel's notification; its usage is read every tick");
-                    continue;
-                }
-                match backend.oom_notifier(&g.spec.path) {
-                    Ok(notifier) => g.oom.notifier = notifier,
-                    Err(e) => tracing::warn!(group = %g.spec.name, error = %e, "cannot register for the kernel's OOM notifications; the group's usage is read every tick instead"),
-                }
-            }
-        }
+        };
         Ok(LinuxPlatform {
             backend,
             groups,
@@ -1011,6 +983,55 @@ impl LinuxPlatform {
     }
 }
 
+/// Creates or adopts every group of `specs` through `journal` (none in dry-run mode) and
+/// switches their OOM killers off: the part of [`LinuxPlatform::open`] that changes the machine.
+fn open_groups(backend: &dyn CgroupBackend, specs: Vec<GroupSpec>, mut journal: Option<&mut Journal>) -> Result<(Vec<Managed>, PlatformStats)> {
+    let mut groups = Vec::with_capacity(specs.len());
+    for spec in specs {
+        if !backend.exists(&spec.path) {
+            if !spec.create {
+                return Err(Error::Config {
+                    path: spec.path.dir_in(Path::new("/")),
+                    reason: format!("cgroup of group {:?} does not exist; create it, or set create = true to let the agent create it", spec.name),
+                });
+            }
+            for change in backend.plan_create(&spec.path)? {
+                match journal.as_deref_mut() {
+                    Some(j) => j.perform(&change)?,
+                    None => tracing::info!(group = %spec.name, change = %change, "dry run: would create"),
+                }
+            }
+        }
+        // A group created just now has no limits; reading them is for adopted groups.
+        let knobs = if spec.create && journal.is_some() { MemoryKnobs::default() } else if backend.exists(&spec.path) { backend.knobs(&spec.path)? } else { MemoryKnobs::default() };
+        let files = OpenFiles::open(backend, &spec.path);
+        let oom = OomWatch { file: std::fs::File::open(backend.oom_file(&spec.path)).ok(), ..OomWatch::default() };
+        let knob_paths = Knob::ALL.map(|k| backend.plan_knob(&spec.path, k, None).ok().flatten().map(|w| w.path));
+        let combined = if backend.exists(&spec.path) { backend.combined_limit(&spec.path)? } else { None };
+        if let Some(c) = combined {
+            tracing::info!(group = %spec.name, memsw_limit_bytes = c.limit_bytes, "the group has a memory+swap limit: its memory limit stays at or below it, and an OOM at it is the kernel's to handle");
+        }
+        groups.push(Managed { spec, knob_paths, knobs_age_ticks: u32::MAX, stall_inputs: StallInputs::ALL, reads_usage: true, usage_fresh: false, high_is_ours: false, files, oom, knobs, combined, usage_bytes: 0, stall: StallTotals::default(), jobs: JobCounts::default() });
+    }
+    let mut stats = PlatformStats::default();
+    if let Some(journal) = journal.as_deref_mut() {
+        for g in &mut groups {
+            guard_against_oom_kills(backend, journal, g, &mut stats)?;
+            // A child group waiting at its own limit holds the OOM lock of the subtree, and
+            // the kernel then notifies nobody when a task of the parent starts waiting.
+            if has_child_groups(&backend.group_dirs(&g.spec.path)[0]) {
+                tracing::info!(group = %g.spec.name, "the group has child groups, whose OOMs can hide its own from the kernel's notification; its usage is read every tick");
+                continue;
+            }
+            match backend.oom_notifier(&g.spec.path) {
+                Ok(notifier) => g.oom.notifier = notifier,
+                Err(e) => tracing::warn!(group = %g.spec.name, error = %e, "cannot register for the kernel's OOM notifications; the group's usage is read every tick instead"),
+            }
+        }
+    }
+    Ok((groups, stats))
+}
+
 /// Switches the kernel's OOM killer off for a group (where the backend can) with the original
 /// journaled, so a limit the group outgrows makes its tasks wait for the agent to raise it
 /// rather than die. A failure is logged and counted, not fatal: the rescue still works on v2's
@@ -1405,6 +1426,21 @@ mod tests {
         let report = platform.restore(Duration::from_secs(5)).unwrap();
         assert_eq!(std::fs::read_to_string(dir.path().join("cg/batch/memory.max")).unwrap(), "max");
         assert!(!dir.path().join("cg/crit-rt").exists(), "created groups are removed: {report:?}");
+    }
+
+    /// Found by the audit: a group missing part-way through left the groups created before it,
+    /// and the journal, behind until a next start (never, for a configuration that stays wrong).
+    #[test]
+    fn a_failed_open_removes_the_groups_it_created_and_its_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = fake(dir.path());
+        let mut specs = specs();
+        specs[1].path = GroupPath::new("missing").unwrap();
+        let backend = Box::new(V2Backend::new(dir.path().join("cg")));
+        let err = LinuxPlatform::open(backend, specs, options).err().expect("the missing group is an error");
+        assert!(err.to_string().contains("does not exist"), "{err}");
+        assert!(!dir.path().join("cg/crit-rt").exists(), "the group created before the error is removed");
+        assert!(!dir.path().join("journal.jsonl").exists(), "and the journal with it");
     }
 
     #[test]
