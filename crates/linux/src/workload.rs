@@ -33,12 +33,20 @@ impl Region {
     /// Allocates `bytes` (rounded up to whole pages) and writes the pattern into every page,
     /// so all of it is resident (or swapped) and charged to the caller's cgroup.
     pub fn new(bytes: usize, seed: u64) -> Self {
-        let pages = bytes.div_ceil(PAGE_BYTES).max(1);
-        let mut words = vec![0u64; pages * WORDS_PER_PAGE];
-        for (i, w) in words.iter_mut().enumerate() {
-            *w = mix(seed ^ i as u64);
-        }
-        Region { words, seed }
+        Self::try_new(bytes as u64, seed).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Region::new`], or why it cannot be had: more than the address space, or than the
+    /// machine will give (an error, where the allocator would abort the process).
+    pub fn try_new(bytes: u64, seed: u64) -> Result<Self, String> {
+        let words_len = usize::try_from(bytes.div_ceil(PAGE_BYTES as u64).max(1))
+            .ok()
+            .and_then(|pages| pages.checked_mul(WORDS_PER_PAGE))
+            .ok_or_else(|| format!("{bytes} bytes is more than this machine can address"))?;
+        let mut words = Vec::new();
+        words.try_reserve_exact(words_len).map_err(|_| format!("cannot allocate {bytes} bytes"))?;
+        words.extend((0..words_len).map(|i| mix(seed ^ i as u64)));
+        Ok(Region { words, seed })
     }
 
     pub fn pages(&self) -> usize {

@@ -65,3 +65,45 @@ fn a_closed_stderr_still_ends_in_exit_2() {
         assert_eq!(status.code(), Some(2), "{name}");
     }
 }
+
+/// Found by the audit: the soft real-time worker read its stop signal only between jobs, so a
+/// job of seconds outlived the runner's 5 s grace, was SIGKILLed, and its summary was lost.
+#[test]
+fn the_srt_worker_stops_within_a_job_on_sigterm_and_prints_its_summary() {
+    let exe = env!("CARGO_BIN_EXE_critmem-srt-worker");
+    let child = Command::new(exe)
+        .args(["--wss-mib", "1", "--compute-us", "60000000", "--period-ms", "100000"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let started = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(2), "took {:?} to stop", started.elapsed());
+    assert_eq!(out.status.code(), Some(0));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((summary["jobs"].as_u64(), summary["dropped"].as_u64()), (Some(0), Some(0)), "the abandoned job is not counted: {summary}");
+}
+
+/// Found by the audit: sizes beyond the machine aborted with the allocator's message and a
+/// backtrace, and sizes or times beyond 64 bits wrapped around silently.
+#[test]
+fn worker_sizes_and_times_beyond_the_machine_are_one_line_errors() {
+    let cases: [(&str, &[&str], &str); 5] = [
+        ("critmem-nrt-worker", &["--wss-mib", "1000000000", "--duration-s", "0.1"], "--wss-mib 1000000000: cannot allocate"),
+        ("critmem-nrt-worker", &["--wss-mib", "17592186044416", "--duration-s", "0.1"], "--wss-mib 17592186044416: too large"),
+        ("critmem-srt-worker", &["--wss-mib", "1", "--cold-mib", "1000000000", "--duration-s", "0.1"], "cannot allocate"),
+        ("critmem-srt-worker", &["--period-ms", "18446744073709551615", "--duration-s", "0.1"], "--period-ms 18446744073709551615 is too large"),
+        ("critmem-srt-worker", &["--phase", "0:17592186044416:1", "--duration-s", "0.1"], "WSS_MIB 17592186044416 is too large"),
+    ];
+    for (name, argv, want) in cases {
+        let exe = TOOLS.iter().find(|(n, _)| *n == name).unwrap().1;
+        let out = Command::new(exe).args(argv).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name} {argv:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{name} {argv:?}: {stderr}");
+        assert!(stderr.contains(want), "{name} {argv:?}: {stderr}");
+    }
+}

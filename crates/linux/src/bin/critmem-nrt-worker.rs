@@ -44,7 +44,10 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let region = Region::new((args.wss_mib << 20) as usize, args.seed);
+    let region = args.wss_mib.checked_mul(1 << 20).ok_or_else(|| "too large".to_owned()).and_then(|bytes| Region::try_new(bytes, args.seed)).unwrap_or_else(|e| {
+        eprintln!("critmem-nrt-worker: --wss-mib {}: {e}", args.wss_mib);
+        std::process::exit(2);
+    });
     let mut walker = Walker::new(args.pattern, args.seed);
     let started = Instant::now();
     let end = args.duration_s.map(|d| started + d);

@@ -1,6 +1,7 @@
 //! Periodic soft real-time worker: each job touches part of its working set (verifying every
 //! page's pattern), computes for a fixed time, and reports release and completion on the job
-//! socket. Exits 0 on SIGINT/SIGTERM or after --duration-s, 3 on a checksum mismatch, 2 on bad
+//! socket. Exits 0 on SIGINT/SIGTERM (within about a millisecond, abandoning the job under way,
+//! which is not counted) or after --duration-s, 3 on a checksum mismatch, 2 on bad
 //! arguments; prints a JSON summary on stdout at exit.
 
 use clap::Parser;
@@ -60,7 +61,12 @@ fn parse_phase(text: &str) -> Result<Phase, String> {
     let at_s: f64 = at.parse().map_err(|_| format!("bad AT_S {at:?}"))?;
     let wss: u64 = wss.parse().map_err(|_| format!("bad WSS_MIB {wss:?}"))?;
     let compute: u64 = compute.parse().map_err(|_| format!("bad COMPUTE_US {compute:?}"))?;
-    Ok(Phase { at_ns: (at_s * 1e9) as u64, wss_bytes: wss << 20, compute_ns: compute * 1000 })
+    if !(at_s >= 0.0) {
+        return Err(format!("bad AT_S {at:?}: must be a number of seconds, 0 or more"));
+    }
+    let wss_bytes = wss.checked_mul(1 << 20).ok_or_else(|| format!("WSS_MIB {wss} is too large"))?;
+    let compute_ns = compute.checked_mul(1000).ok_or_else(|| format!("COMPUTE_US {compute} is too large"))?;
+    Ok(Phase { at_ns: (at_s * 1e9) as u64, wss_bytes, compute_ns })
 }
 
 #[derive(serde::Serialize, Default)]
@@ -91,16 +97,27 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let period_ns = args.period_ms.max(1) * 1_000_000;
-    let deadline_ns = args.deadline_ms.map_or(period_ns, |d| d * 1_000_000);
-    let base = Phase { at_ns: 0, wss_bytes: args.wss_mib << 20, compute_ns: args.compute_us * 1000 };
+    // Values whose nanoseconds or bytes do not fit 64 bits are refused, not wrapped around.
+    let too_large = |what: &str, value: u64| -> ! {
+        eprintln!("critmem-srt-worker: {what} {value} is too large");
+        std::process::exit(2);
+    };
+    let period_ns = args.period_ms.max(1).checked_mul(1_000_000).unwrap_or_else(|| too_large("--period-ms", args.period_ms));
+    let deadline_ns = args.deadline_ms.map_or(Some(period_ns), |d| d.checked_mul(1_000_000)).unwrap_or_else(|| too_large("--deadline-ms", args.deadline_ms.unwrap_or(0)));
+    let wss_bytes = args.wss_mib.checked_mul(1 << 20).unwrap_or_else(|| too_large("--wss-mib", args.wss_mib));
+    let cold_bytes = args.cold_mib.checked_mul(1 << 20).unwrap_or_else(|| too_large("--cold-mib", args.cold_mib));
+    let compute_ns = args.compute_us.checked_mul(1000).unwrap_or_else(|| too_large("--compute-us", args.compute_us));
+    let base = Phase { at_ns: 0, wss_bytes, compute_ns };
     let mut phases = vec![base];
     phases.extend(args.phases.iter().copied());
     phases.sort_by_key(|p| p.at_ns);
     let hot_bytes = phases.iter().map(|p| p.wss_bytes).max().unwrap_or(0) as usize;
     let hot_pages = hot_bytes.div_ceil(PAGE_BYTES).max(1);
     // The cold pages sit after the hot ones; jobs address only the first `active` pages.
-    let region = Region::new(hot_pages * PAGE_BYTES + (args.cold_mib << 20) as usize, args.seed);
+    let region = (hot_pages as u64).checked_mul(PAGE_BYTES as u64).and_then(|hot| hot.checked_add(cold_bytes)).ok_or_else(|| "too large".to_owned()).and_then(|bytes| Region::try_new(bytes, args.seed)).unwrap_or_else(|e| {
+        eprintln!("critmem-srt-worker: working set (--wss-mib, --phase) and --cold-mib: {e}");
+        std::process::exit(2);
+    });
     let mut response_sum_ns = 0u64;
     let mut walker = Walker::new(args.pattern, args.seed);
     let mut client = args.socket.clone().map(JobClient::new);
@@ -110,9 +127,11 @@ fn main() {
     let mut job = 0u64;
     let mut checksum_ok = true;
     'jobs: loop {
-        let release_ns = start_ns + job * period_ns;
+        let release_ns = start_ns.saturating_add(job.saturating_mul(period_ns));
+        // Until the release, or the end of the run if that comes first.
+        let wake_ns = end_ns.map_or(release_ns, |e| e.min(release_ns));
         let now = monotonic_ns();
-        if release_ns > now && wait_signal(&signals, Duration::from_nanos(release_ns - now)) {
+        if wake_ns > now && wait_signal(&signals, Duration::from_nanos(wake_ns - now)) {
             break;
         }
         if end_ns.is_some_and(|e| monotonic_ns() >= e) || signalled(&signals) {
@@ -122,7 +141,7 @@ fn main() {
         let phase = phases.iter().rev().find(|p| p.at_ns <= elapsed_ns).copied().unwrap_or(base);
         let active = ((phase.wss_bytes as usize).div_ceil(PAGE_BYTES)).clamp(1, hot_pages);
         let touches = args.pages_per_job.unwrap_or(active);
-        let absolute_deadline_ns = release_ns + deadline_ns;
+        let absolute_deadline_ns = release_ns.saturating_add(deadline_ns);
         if let Some(c) = client.as_mut() {
             c.send(JobOp::Release { deadline_ns: absolute_deadline_ns }, job, release_ns);
         }
@@ -137,6 +156,11 @@ fn main() {
             }
             summary.pages_verified += 1;
             if i % 256 == 255 {
+                // A stop request ends the run now, the job unfinished and not counted: a long job
+                // (a WCET of seconds) must not outlast the runner's grace period.
+                if signalled(&signals) {
+                    break 'jobs;
+                }
                 if let Some(c) = client.as_mut() {
                     if c.drop_requests().contains(&job) {
                         dropped = true;
@@ -152,6 +176,9 @@ fn main() {
                 let slice_ns = left_ns.min(1_000_000);
                 busy_ns(slice_ns);
                 left_ns -= slice_ns;
+                if left_ns > 0 && signalled(&signals) {
+                    break 'jobs;
+                }
                 if left_ns > 0 && client.as_mut().is_some_and(|c| c.drop_requests().contains(&job)) {
                     dropped = true;
                     break;
