@@ -996,7 +996,7 @@ fn open_groups(backend: &dyn CgroupBackend, specs: Vec<GroupSpec>, mut journal: 
                 });
             }
             for change in backend.plan_create(&spec.path)? {
-                match journal.as_deref_mut() {
+                match &mut journal {
                     Some(j) => j.perform(&change)?,
                     None => tracing::info!(group = %spec.name, change = %change, "dry run: would create"),
                 }
@@ -1014,7 +1014,7 @@ fn open_groups(backend: &dyn CgroupBackend, specs: Vec<GroupSpec>, mut journal: 
         groups.push(Managed { spec, knob_paths, knobs_age_ticks: u32::MAX, stall_inputs: StallInputs::ALL, reads_usage: true, usage_fresh: false, high_is_ours: false, files, oom, knobs, combined, usage_bytes: 0, stall: StallTotals::default(), jobs: JobCounts::default() });
     }
     let mut stats = PlatformStats::default();
-    if let Some(journal) = journal.as_deref_mut() {
+    if let Some(journal) = &mut journal {
         for g in &mut groups {
             guard_against_oom_kills(backend, journal, g, &mut stats)?;
             // A child group waiting at its own limit holds the OOM lock of the subtree, and

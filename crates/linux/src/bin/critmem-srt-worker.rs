@@ -61,7 +61,7 @@ fn parse_phase(text: &str) -> Result<Phase, String> {
     let at_s: f64 = at.parse().map_err(|_| format!("bad AT_S {at:?}"))?;
     let wss: u64 = wss.parse().map_err(|_| format!("bad WSS_MIB {wss:?}"))?;
     let compute: u64 = compute.parse().map_err(|_| format!("bad COMPUTE_US {compute:?}"))?;
-    if !(at_s >= 0.0) {
+    if at_s.is_nan() || at_s < 0.0 {
         return Err(format!("bad AT_S {at:?}: must be a number of seconds, 0 or more"));
     }
     let wss_bytes = wss.checked_mul(1 << 20).ok_or_else(|| format!("WSS_MIB {wss} is too large"))?;
