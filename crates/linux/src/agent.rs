@@ -110,11 +110,28 @@ impl AgentConfig {
         if config.metrics_address.is_some() && config.metrics_file.is_some() {
             return Err(bad("set metrics_address or metrics_file, not both".into()));
         }
+        // One file each: metrics written over the journal lose it (a crash can then not be
+        // undone), and over the socket cut the clients off.
+        if config.socket == config.journal {
+            return Err(bad(format!("socket and journal are the same file {}", config.journal.display())));
+        }
+        if let Some(metrics) = &config.metrics_file {
+            // Published by writing `<name>.tmp` beside it and renaming that over it.
+            let temporary = metrics.with_extension("tmp");
+            for (key, path) in [("journal", &config.journal), ("socket", &config.socket)] {
+                if path == metrics || *path == temporary {
+                    return Err(bad(format!("metrics_file {} would overwrite the {key} {}", metrics.display(), path.display())));
+                }
+            }
+        }
         for (i, g) in config.groups.iter().enumerate() {
             if config.groups[..i].iter().any(|o| o.name == g.name) {
                 return Err(bad(format!("group name {:?} appears twice", g.name)));
             }
-            GroupPath::new(&g.cgroup)?;
+            let path = GroupPath::new(&g.cgroup)?;
+            if let Some(other) = config.groups[..i].iter().find(|o| GroupPath::new(&o.cgroup).is_ok_and(|p| p == path)) {
+                return Err(bad(format!("groups {:?} and {:?} are the same cgroup {path}: one group each", other.name, g.name)));
+            }
             match (g.role, g.deadline_ns, g.bcet_ns) {
                 (RoleName::SoftRealTime, Some(_), Some(_)) | (RoleName::NonRealTime, None, None) => {}
                 (RoleName::SoftRealTime, _, _) => return Err(bad(format!("group {:?}: soft-real-time needs deadline_ns and bcet_ns", g.name))),
@@ -469,6 +486,8 @@ create = true
             groups in proptest::collection::vec(gen_group(), 1..4),
         ) {
             prop_assume!(groups.iter().enumerate().all(|(i, g)| groups[..i].iter().all(|o| o.name != g.name)));
+            // One group per cgroup (a leading `/` is the same path).
+            prop_assume!(groups.iter().enumerate().all(|(i, g)| groups[..i].iter().all(|o| o.cgroup.trim_start_matches('/') != g.cgroup.trim_start_matches('/'))));
             let mut text = format!("controller = \"{controller}\"\ntotal_memory_bytes = {total}\nsocket = \"/run/s.sock\"\njournal = \"/var/j\"\n");
             if let Some(gid) = gid {
                 text.push_str(&format!("socket_gid = {gid}\n"));
@@ -518,6 +537,14 @@ create = true
             (CONFIG.replace("deadline_ns = 20000000\n", ""), "needs deadline_ns"),
             (CONFIG.replace("critmem/batch", "../x"), "invalid cgroup path"),
             (CONFIG.replace("floor_bytes = 33554432", "floor_bytes = \"x\""), "floor_bytes"),
+            // Found by the audit: metrics written over the journal lost it, and a crash could then not be undone.
+            (CONFIG.replace("metrics_address = \"127.0.0.1:9464\"", "metrics_file = \"/var/lib/critmem/journal.jsonl\""), "would overwrite the journal"),
+            (CONFIG.replace("metrics_address = \"127.0.0.1:9464\"", "metrics_file = \"/var/lib/critmem/./journal.jsonl\""), "would overwrite the journal"),
+            (CONFIG.replace("metrics_address = \"127.0.0.1:9464\"", "metrics_file = \"/var/lib/critmem/journal.prom\"").replace("journal.jsonl", "journal.tmp"), "would overwrite the journal"),
+            (CONFIG.replace("metrics_address = \"127.0.0.1:9464\"", "metrics_file = \"/run/critmem/jobs.sock\""), "would overwrite the socket"),
+            (CONFIG.replace("/run/critmem/jobs.sock", "/var/lib/critmem/journal.jsonl"), "socket and journal are the same file"),
+            // Two groups over one cgroup fight over its limit.
+            (CONFIG.replace("critmem/batch", "/critmem/rt"), "are the same cgroup /critmem/rt"),
         ] {
             let err = AgentConfig::parse(&edit, Path::new("agent.toml")).unwrap_err().to_string();
             assert!(err.contains(want), "{err}");
