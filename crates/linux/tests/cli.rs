@@ -107,3 +107,16 @@ fn worker_sizes_and_times_beyond_the_machine_are_one_line_errors() {
         assert!(stderr.contains(want), "{name} {argv:?}: {stderr}");
     }
 }
+
+/// Found by the audit: `--controller-config '[]'` ran with the defaults (serde reads an array
+/// as a struct's fields in order), where the option asks for a JSON object.
+#[test]
+fn a_controller_config_that_is_not_an_object_is_refused() {
+    let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/linux-sara.toml");
+    for (config, kind) in [("[]", "an array"), ("[1048576]", "an array"), ("null", "null"), ("\"x\"", "a string")] {
+        let out = Command::new(env!("CARGO_BIN_EXE_critmem-linux-run")).args(["--duration-s", "1", "--controller-config", config, scenario]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{config}: {stderr}");
+        assert_eq!(stderr.trim_end(), format!("critmem-linux-run: --controller-config: not a JSON object (got {kind})"), "{config}");
+    }
+}

@@ -113,6 +113,17 @@ fn fail(e: &dyn std::fmt::Display) -> ! {
     std::process::exit(2);
 }
 
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 /// What runs for one task.
 enum Launch {
     /// A shipped worker (`critmem-srt-worker` or `critmem-nrt-worker`) beside this program.
@@ -561,7 +572,11 @@ fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String
         (None, None) => return Err(format!("{}: no [control] table and no --controller: name a controller", scenario.source_name)),
     };
     let config = match &args.controller_config {
-        Some(text) => serde_json::from_str(text).map_err(|e| format!("--controller-config: not a JSON object: {e}"))?,
+        Some(text) => match serde_json::from_str(text).map_err(|e| format!("--controller-config: not a JSON object: {e}"))? {
+            // serde would read an array as the fields in order, `[]` as all defaults.
+            object @ Value::Object(_) => object,
+            other => return Err(format!("--controller-config: not a JSON object (got {})", json_kind(&other))),
+        },
         None => config,
     };
     let mut controller: Box<dyn Controller + Send> = critmem_policy::make_controller(&name, config).map_err(|e| e.to_string())?;
