@@ -225,6 +225,25 @@ pub struct JobServer {
     listener: UnixListener,
     connections: Vec<Connection>,
     stats: ProtocolStats,
+    /// The socket's directories [`JobServer::bind`] made, removed (if empty) after the socket;
+    /// held only for its drop.
+    #[allow(dead_code)]
+    created_dirs: CreatedDirs,
+}
+
+/// Directories made for the socket, innermost first; removed on drop where they are empty
+/// (nothing but the socket was ever put there by the server).
+#[derive(Default)]
+struct CreatedDirs(Vec<PathBuf>);
+
+impl Drop for CreatedDirs {
+    fn drop(&mut self) {
+        for dir in &self.0 {
+            if std::fs::remove_dir(dir).is_err() {
+                break;
+            }
+        }
+    }
 }
 
 impl JobServer {
@@ -233,9 +252,13 @@ impl JobServer {
         let path = config.socket_path.clone();
         let socket_err = |reason: String| Error::Socket { path: path.clone(), reason };
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).ok_or_else(|| socket_err("needs a directory".into()))?;
+        // The directories made here go again with the server (or with this call, if it fails).
+        let mut created_dirs = CreatedDirs(dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && !d.exists()).map(Path::to_path_buf).collect());
         if !dir.exists() {
             std::fs::create_dir_all(dir).map_err(|e| Error::io("create socket directory", dir, e))?;
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).map_err(|e| Error::io("chmod", dir, e))?;
+            for created in &created_dirs.0 {
+                std::fs::set_permissions(created, std::fs::Permissions::from_mode(0o755)).map_err(|e| Error::io("chmod", created, e))?;
+            }
         }
         let meta = std::fs::metadata(dir).map_err(|e| Error::io("stat", dir, e))?;
         if meta.uid() != nix::unistd::geteuid().as_raw() || meta.mode() & 0o022 != 0 {
@@ -250,12 +273,19 @@ impl JobServer {
             Err(_) => {}
         }
         let listener = UnixListener::bind(&path).map_err(|e| Error::io("bind", &path, e))?;
-        if let Some(gid) = config.socket_gid {
-            nix::unistd::chown(&path, None, Some(nix::unistd::Gid::from_raw(gid))).map_err(|e| Error::io("chown", &path, e.into()))?;
+        let set_up = || -> Result<()> {
+            if let Some(gid) = config.socket_gid {
+                nix::unistd::chown(&path, None, Some(nix::unistd::Gid::from_raw(gid))).map_err(|e| Error::io("chown", &path, e.into()))?;
+            }
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o660)).map_err(|e| Error::io("chmod", &path, e))?;
+            listener.set_nonblocking(true).map_err(|e| Error::io("set non-blocking", &path, e))
+        };
+        if let Err(e) = set_up() {
+            let _ = std::fs::remove_file(&path);
+            return Err(e);
         }
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o660)).map_err(|e| Error::io("chmod", &path, e))?;
-        listener.set_nonblocking(true).map_err(|e| Error::io("set non-blocking", &path, e))?;
-        Ok(JobServer { config, listener, connections: Vec::new(), stats: ProtocolStats::default() })
+        let created_dirs = std::mem::take(&mut created_dirs);
+        Ok(JobServer { config, listener, connections: Vec::new(), stats: ProtocolStats::default(), created_dirs })
     }
 
     pub fn stats(&self) -> ProtocolStats {
@@ -516,7 +546,8 @@ fn has_exited(pidfd: BorrowedFd) -> bool {
 
 impl Drop for JobServer {
     fn drop(&mut self) {
-        // Only our own socket: bind refused to replace anything else.
+        // Only our own socket: bind refused to replace anything else. The directories it made
+        // go after it (field drop order), if nothing else was put there.
         let _ = std::fs::remove_file(&self.config.socket_path);
     }
 }
@@ -832,5 +863,30 @@ sys.stdin.readline()
         let server = JobServer::bind(config.clone()).unwrap();
         drop(server);
         assert!(!config.socket_path.exists());
+    }
+
+    /// Found by the audit: the directories bind made for the socket stayed after the server.
+    #[test]
+    fn the_directories_made_for_the_socket_go_with_it_unless_something_else_is_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = |path: PathBuf| JobServerConfig { socket_path: path, socket_gid: None, groups: groups(), hierarchy: Hierarchy::Unified, proc: ProcFs::new("/proc".into()), max_connections: 4 };
+        let server = JobServer::bind(config(dir.path().join("a/b/jobs.sock"))).unwrap();
+        assert!(dir.path().join("a/b/jobs.sock").exists());
+        drop(server);
+        assert!(!dir.path().join("a").exists(), "both directories it made are removed");
+        // A directory that held something else stays, with its parent.
+        let server = JobServer::bind(config(dir.path().join("c/d/jobs.sock"))).unwrap();
+        std::fs::write(dir.path().join("c/d/other"), "someone's").unwrap();
+        drop(server);
+        assert!(dir.path().join("c/d/other").exists());
+        // And one that existed before is left.
+        std::fs::create_dir(dir.path().join("e")).unwrap();
+        drop(JobServer::bind(config(dir.path().join("e/jobs.sock"))).unwrap());
+        assert!(dir.path().join("e").is_dir());
+        // A bind that fails removes what it made.
+        std::fs::create_dir_all(dir.path().join("f")).unwrap();
+        let long = dir.path().join("f/g").join("x".repeat(120)).join("jobs.sock");
+        assert!(JobServer::bind(config(long)).is_err(), "a socket path longer than sun_path cannot be bound");
+        assert!(!dir.path().join("f/g").exists());
     }
 }
