@@ -115,6 +115,7 @@ def stop(signum, frame):
     print(json.dumps({{"ok": True}}))
     sys.exit(0)
 signal.signal(signal.SIGINT, stop)
+signal.signal(signal.SIGTERM, stop)
 sys.stderr.write("fake-tool: started\\n")
 sys.stderr.flush()
 Path({str(tmp_path / "ready")!r}).write_text("SIGINT handler installed")
@@ -153,6 +154,36 @@ def test_ctrl_c_waits_for_the_tool_to_restore_and_shows_its_failure(
         assert "critmem: fake-tool: could not restore /x/memory.max" in err, err
     else:
         assert "could not restore" not in err, err
+
+
+@pytest.mark.parametrize("exit_code", [0, 2])
+def test_sigterm_is_passed_on_to_the_tool_and_waits_for_its_restore(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], exit_code: int
+) -> None:
+    """Found by the audit: SIGTERM ended `critmem run` at once and left the tool running unseen
+    to the end of its --duration."""
+    from critmem import linux
+
+    tool = _fake_tool(tmp_path, exit_code)
+    monkeypatch.setattr(linux, "binary", lambda name: str(tool))
+
+    def sigterm_when_ready() -> None:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    timer = threading.Thread(target=sigterm_when_ready)
+    timer.start()
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit) as stopped:
+        linux._call("fake-tool", [], pass_stderr=True)
+    timer.join()
+    assert stopped.value.code == 128 + signal.SIGTERM
+    assert (tmp_path / "restored").read_text() == "restored after SIGINT", "the tool finished its restore before _call returned"
+    assert signal.getsignal(signal.SIGTERM) is before, "this process's own SIGTERM handling is back"
+    err = capsys.readouterr().err
+    assert ("critmem: fake-tool: could not restore /x/memory.max" in err) == bool(exit_code), err
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ Every failure is a `LinuxError` whose message is one line; the CLI prints it and
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -16,7 +17,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,10 +103,12 @@ def _call(name: str, args: Sequence[str], *, pass_stderr: bool = False) -> dict[
     half-made swapfile); this waits for that to finish, shows a failure, then raises
     KeyboardInterrupt. Leaving it running unseen, or killing it, could leave changes behind."""
     interrupted = False
+    # SIGTERM or SIGHUP to this process, passed on to the tool as they came (see below).
+    terminated: list[int] = []
     chunks: list[str] = []
     # All of stderr, or with `pass_stderr` only the line held back.
     err_lines: list[str] = []
-    with subprocess.Popen([binary(name), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
+    with subprocess.Popen([binary(name), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child, _passing_on(child, terminated):
         assert child.stdout is not None and child.stderr is not None
         out, err = child.stdout, child.stderr
         reader = threading.Thread(target=lambda: chunks.append(out.read()), daemon=True)
@@ -135,9 +138,12 @@ def _call(name: str, args: Sequence[str], *, pass_stderr: bool = False) -> dict[
     last_err = "".join(err_lines)
     if pass_stderr and returncode == 0 and last_err:
         sys.stderr.write(last_err)
-    if interrupted:
+    if interrupted or terminated:
         if returncode != 0 and last_err.strip():
             sys.stderr.write(f"critmem: {name}: {_one_line(last_err, f'{name}: ')}\n")
+        if terminated:
+            # The shell's code for death by that signal; the tool has undone its changes.
+            raise SystemExit(128 + terminated[0])
         raise KeyboardInterrupt
     if returncode != 0:
         raise LinuxError(_one_line(last_err, f"{name}: "))
@@ -149,6 +155,29 @@ def _call(name: str, args: Sequence[str], *, pass_stderr: bool = False) -> dict[
     if not isinstance(value, dict):
         raise LinuxError(f"{name} printed no JSON summary (stderr: {_one_line(last_err, name + ': ')})")
     return value
+
+
+@contextlib.contextmanager
+def _passing_on(child: subprocess.Popen[str], received: list[int]) -> Iterator[None]:
+    """While the tool runs, SIGTERM and SIGHUP to this process are sent on to it and noted in
+    `received`, instead of ending this process at once and leaving the tool running unseen
+    (a run would go on to its --duration with nobody to stop it). It stops and restores as on
+    Ctrl-C; the caller waits for that. Signal handlers can be set from the main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def pass_on(signum: int, _frame: object) -> None:
+        received.append(signum)
+        if child.poll() is None:
+            child.send_signal(signum)
+
+    previous = {signum: signal.signal(signum, pass_on) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def run_scenario(path: str, duration_s: float, controller: str | None, controller_config: str | None = None) -> dict[str, Any]:
