@@ -49,7 +49,8 @@ quiet "$venv/bin/maturin" develop --release --locked
 say "building the Linux agent and workers (release) and installing them into $venv/bin"
 quiet cargo build --release --locked -p critmem-linux --bins
 target_dir=$(cargo metadata --format-version 1 --no-deps --locked 2>>"$log" | "$venv/bin/python" -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
-for bin in critmem-agent critmem-linux-run critmem-srt-worker critmem-nrt-worker critmem-swap critmem-loop-bench; do
+source scripts/linux-binaries.sh
+for bin in "${LINUX_BINARIES[@]}"; do
     # Copy to a temporary name, then rename: a running binary is never overwritten in place.
     install -m 0755 "$target_dir/release/$bin" "$venv/bin/.$bin.new"
     mv -f "$venv/bin/.$bin.new" "$venv/bin/$bin"

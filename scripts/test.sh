@@ -15,7 +15,8 @@ fi
 # pytest runs the built extension and the installed Linux binaries: if a Rust source is newer
 # than any of them (a pull or an edit since setup.sh), they are rebuilt first, so no test runs
 # against stale code.
-built=(python/critmem/_core*.so "$venv"/bin/critmem-{agent,linux-run,srt-worker,nrt-worker,swap,loop-bench})
+source scripts/linux-binaries.sh
+built=(python/critmem/_core*.so "${LINUX_BINARIES[@]/#/$venv/bin/}")
 stale=""
 for artifact in "${built[@]}"; do
     if [ ! -e "$artifact" ]; then

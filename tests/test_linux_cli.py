@@ -126,6 +126,21 @@ time.sleep(30)
     return tool
 
 
+def _signal_when_ready(tmp_path: Path, signum: int) -> threading.Thread:
+    """Sends `signum` to this process once the fake tool has its handler (on a loaded machine
+    its start can take over a second); the caller joins the thread."""
+
+    def send() -> None:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(os.getpid(), signum)
+
+    timer = threading.Thread(target=send)
+    timer.start()
+    return timer
+
+
 @pytest.mark.parametrize("exit_code", [0, 2])
 @pytest.mark.parametrize("pass_stderr", [False, True])
 def test_ctrl_c_waits_for_the_tool_to_restore_and_shows_its_failure(
@@ -135,16 +150,8 @@ def test_ctrl_c_waits_for_the_tool_to_restore_and_shows_its_failure(
 
     tool = _fake_tool(tmp_path, exit_code)
     monkeypatch.setattr(linux, "binary", lambda name: str(tool))
-    # Ctrl-C reaches this process only; _call must pass it on and wait. Sent once the tool has
-    # its handler (on a loaded machine its start can take over a second).
-    def ctrl_c_when_ready() -> None:
-        deadline = time.monotonic() + 60
-        while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        os.kill(os.getpid(), signal.SIGINT)
-
-    timer = threading.Thread(target=ctrl_c_when_ready)
-    timer.start()
+    # Ctrl-C reaches this process only; _call must pass it on and wait.
+    timer = _signal_when_ready(tmp_path, signal.SIGINT)
     with pytest.raises(KeyboardInterrupt):
         linux._call("fake-tool", [], pass_stderr=pass_stderr)
     timer.join()
@@ -166,16 +173,8 @@ def test_sigterm_is_passed_on_to_the_tool_and_waits_for_its_restore(
 
     tool = _fake_tool(tmp_path, exit_code)
     monkeypatch.setattr(linux, "binary", lambda name: str(tool))
-
-    def sigterm_when_ready() -> None:
-        deadline = time.monotonic() + 60
-        while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    timer = threading.Thread(target=sigterm_when_ready)
-    timer.start()
     before = signal.getsignal(signal.SIGTERM)
+    timer = _signal_when_ready(tmp_path, signal.SIGTERM)
     with pytest.raises(SystemExit) as stopped:
         linux._call("fake-tool", [], pass_stderr=True)
     timer.join()

@@ -227,13 +227,11 @@ pub struct JobServer {
     stats: ProtocolStats,
     /// The socket's directories [`JobServer::bind`] made, removed (if empty) after the socket;
     /// held only for its drop.
-    #[allow(dead_code)]
-    created_dirs: CreatedDirs,
+    _created_dirs: CreatedDirs,
 }
 
 /// Directories made for the socket, innermost first; removed on drop where they are empty
 /// (nothing but the socket was ever put there by the server).
-#[derive(Default)]
 struct CreatedDirs(Vec<PathBuf>);
 
 impl Drop for CreatedDirs {
@@ -253,7 +251,7 @@ impl JobServer {
         let socket_err = |reason: String| Error::Socket { path: path.clone(), reason };
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).ok_or_else(|| socket_err("needs a directory".into()))?;
         // The directories made here go again with the server (or with this call, if it fails).
-        let mut created_dirs = CreatedDirs(dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && !d.exists()).map(Path::to_path_buf).collect());
+        let created_dirs = CreatedDirs(dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && !d.exists()).map(Path::to_path_buf).collect());
         if !dir.exists() {
             std::fs::create_dir_all(dir).map_err(|e| Error::io("create socket directory", dir, e))?;
             for created in &created_dirs.0 {
@@ -284,8 +282,7 @@ impl JobServer {
             let _ = std::fs::remove_file(&path);
             return Err(e);
         }
-        let created_dirs = std::mem::take(&mut created_dirs);
-        Ok(JobServer { config, listener, connections: Vec::new(), stats: ProtocolStats::default(), created_dirs })
+        Ok(JobServer { config, listener, connections: Vec::new(), stats: ProtocolStats::default(), _created_dirs: created_dirs })
     }
 
     pub fn stats(&self) -> ProtocolStats {

@@ -503,12 +503,17 @@ fn recover_crashed_runs(dir: &Path, layout: &Layout) -> Result<(), String> {
     let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if name.strip_prefix("critmem-run-").and_then(|n| n.strip_suffix(".d")).is_some_and(|p| p.parse::<u32>().is_ok()) {
-            StateDir::remove_if_dead(&entry.path());
-            continue;
-        }
-        let Some(pid) = name.strip_prefix("critmem-run-").and_then(|n| n.strip_suffix(".journal")).filter(|p| p.parse::<u32>().is_ok()) else { continue };
+        // critmem-run-<pid>.journal and critmem-run-<pid>.d, a run's journal and socket directory.
+        let Some((pid, kind)) = name.strip_prefix("critmem-run-").and_then(|n| n.split_once('.')).filter(|(p, _)| p.parse::<u32>().is_ok()) else { continue };
         let path = entry.path();
+        match kind {
+            "d" => {
+                StateDir::remove_if_dead(&path);
+                continue;
+            }
+            "journal" => {}
+            _ => continue,
+        }
         let Ok(file) = std::fs::File::open(&path) else { continue };
         // A live run holds the lock on its journal.
         match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
