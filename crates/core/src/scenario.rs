@@ -853,10 +853,19 @@ fn validate_control(cx: &Ctx, raw: &RawScenario, memory: Option<&MemorySpec>) ->
         return Err(cx.err("control", "a controller needs [memory] and at least one [[group]] to manage"));
     }
     let config = c.config.as_ref().map_or_else(|| serde_json::Value::Object(Default::default()), |c| c.0.clone());
-    let controller = critmem_policy::make_controller(&c.controller, &config).map_err(|e| {
+    let err = |e: critmem_policy::PolicyError| {
         let key = if matches!(e, critmem_policy::PolicyError::UnknownController { .. }) { "control.controller" } else { "control.config" };
         cx.err(key, e.to_string())
-    })?;
+    };
+    let parsed = critmem_policy::ControllerConfig::parse(&c.controller, &config).map_err(err)?;
+    let soft_rt: Vec<&str> = memory
+        .map_or(&[][..], |m| &m.groups[..])
+        .iter()
+        .filter(|g| matches!(g.kind, GroupKind::SoftRealTime { .. }))
+        .map(|g| g.name.as_str())
+        .collect();
+    parsed.check_group_names(&soft_rt).map_err(err)?;
+    let controller = parsed.build().map_err(err)?;
     let interval = match c.interval_ms {
         Some(ms) => cx.positive("control.interval_ms", ms)?,
         None => Nanos(controller.interval_ns()),

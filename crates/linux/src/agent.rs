@@ -138,7 +138,22 @@ impl AgentConfig {
                 (RoleName::NonRealTime, _, _) => return Err(bad(format!("group {:?}: non-real-time takes no deadline_ns or bcet_ns", g.name))),
             }
         }
-        config.controller_spec()?;
+        if config.total_memory_bytes == 0 {
+            return Err(bad("total_memory_bytes must be greater than 0: it is the memory the groups share".into()));
+        }
+        let floors_bytes: u128 = config.groups.iter().map(|g| u128::from(g.floor_bytes)).sum();
+        if floors_bytes > u128::from(config.total_memory_bytes) {
+            return Err(bad(format!(
+                "the groups' floor_bytes add up to {floors_bytes}, more than total_memory_bytes = {}: no limits could keep every floor",
+                config.total_memory_bytes
+            )));
+        }
+        if config.trigger_stall_us > 0 {
+            crate::psi::check_trigger(config.trigger_stall_us, config.trigger_window_us)
+                .map_err(|reason| bad(format!("PSI trigger: {reason} (trigger_stall_us = 0 turns the triggers off)")))?;
+        }
+        let soft_rt: Vec<&str> = config.groups.iter().filter(|g| g.role == RoleName::SoftRealTime).map(|g| g.name.as_str()).collect();
+        config.controller_spec()?.check_group_names(&soft_rt).map_err(|e| Error::Config { path: PathBuf::from("controller"), reason: e.to_string() })?;
         Ok(config)
     }
 
@@ -339,6 +354,7 @@ pub fn run(config: &AgentConfig, options: &RunOptions, signals: &SignalFd) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::psi::{TRIGGER_WINDOW_MAX_US, TRIGGER_WINDOW_MIN_US};
     use proptest::prelude::*;
 
     const CONFIG: &str = r#"
@@ -427,7 +443,7 @@ create = true
     }
 
     fn gen_group() -> impl Strategy<Value = GenGroup> {
-        (r#"[^"\\\x00-\x1f\x7f]{1,12}"#, r"/?[a-z0-9_.-]{1,8}(/[a-z0-9_-]{1,8}){0,3}", proptest::option::of((0..=i64::MAX as u64, 0..=i64::MAX as u64)), 0..=i64::MAX as u64, any::<bool>())
+        (r#"[^"\\\x00-\x1f\x7f]{1,12}"#, r"/?[a-z0-9_.-]{1,8}(/[a-z0-9_-]{1,8}){0,3}", proptest::option::of((0..=i64::MAX as u64, 0..=i64::MAX as u64)), 0..=i64::MAX as u64 / 4, any::<bool>())
             .prop_filter("`.` and `..` are not group names", |(_, cgroup, ..)| cgroup.split('/').all(|c| c != "." && c != ".."))
             .prop_map(|(name, cgroup, times, floor_bytes, create)| GenGroup { name, cgroup, times, floor_bytes, create })
     }
@@ -480,11 +496,17 @@ create = true
         #[test]
         fn valid_configurations_parse_back(
             controller in proptest::sample::select(defaults_parse()),
-            total in 0..=i64::MAX as u64,
+            total in 1..=i64::MAX as u64,
             gid in proptest::option::of(any::<u32>()),
-            triggers in proptest::option::of((0..=i64::MAX as u64, 0..=i64::MAX as u64)),
+            // A stall of 0 turns the triggers off, whatever the window.
+            triggers in proptest::option::of(prop_oneof![
+                (Just(0u64), 0..=i64::MAX as u64),
+                (TRIGGER_WINDOW_MIN_US..=TRIGGER_WINDOW_MAX_US).prop_flat_map(|window| (1..=window, Just(window))),
+            ]),
             groups in proptest::collection::vec(gen_group(), 1..4),
         ) {
+            // The floors must fit in the total (each is at most a quarter of i64::MAX).
+            let total = total.max(groups.iter().map(|g| g.floor_bytes).sum());
             prop_assume!(groups.iter().enumerate().all(|(i, g)| groups[..i].iter().all(|o| o.name != g.name)));
             // One group per cgroup (a leading `/` is the same path).
             prop_assume!(groups.iter().enumerate().all(|(i, g)| groups[..i].iter().all(|o| o.cgroup.trim_start_matches('/') != g.cgroup.trim_start_matches('/'))));
@@ -545,6 +567,15 @@ create = true
             (CONFIG.replace("/run/critmem/jobs.sock", "/var/lib/critmem/journal.jsonl"), "socket and journal are the same file"),
             // Two groups over one cgroup fight over its limit.
             (CONFIG.replace("critmem/batch", "/critmem/rt"), "are the same cgroup /critmem/rt"),
+            (CONFIG.replace("total_memory_bytes = 1073741824", "total_memory_bytes = 0"), "total_memory_bytes must be greater than 0"),
+            (CONFIG.replace("total_memory_bytes = 1073741824", "total_memory_bytes = 100663295"), "floor_bytes add up to 100663296, more than total_memory_bytes = 100663295"),
+            (CONFIG.replace("[controller_config]", "trigger_window_us = 0\n[controller_config]"), "window_us=0 must be in 500000..=10000000"),
+            (CONFIG.replace("[controller_config]", "trigger_stall_us = 3000000\n[controller_config]"), "stall_us=3000000 in 1..=window_us"),
+            // Limits apply to soft real-time groups only; any other name was ignored.
+            (
+                CONFIG.replace("controller = \"sara\"", "controller = \"static\"").replace("step_bytes = 2097152", "limits_bytes = { batch = 1 }"),
+                "`limits_bytes` names \"batch\", which is not a soft real-time group (they are: rt)",
+            ),
         ] {
             let err = AgentConfig::parse(&edit, Path::new("agent.toml")).unwrap_err().to_string();
             assert!(err.contains(want), "{err}");

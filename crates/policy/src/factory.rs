@@ -58,6 +58,27 @@ impl ControllerConfig {
         }
     }
 
+    /// Checks that every group the configuration names per group (`static`'s `limits_bytes`,
+    /// `offline`'s `group_limits_bytes`) is one of `soft_rt_groups`: limits apply only to soft
+    /// real-time groups, so any other name would be silently ignored.
+    pub fn check_group_names(&self, soft_rt_groups: &[&str]) -> Result<(), PolicyError> {
+        let (field, named) = match self {
+            ControllerConfig::Static(c) => ("limits_bytes", &c.limits_bytes),
+            ControllerConfig::Offline(c) => ("group_limits_bytes", &c.group_limits_bytes),
+            _ => return Ok(()),
+        };
+        match named.keys().find(|name| !soft_rt_groups.contains(&name.as_str())) {
+            None => Ok(()),
+            Some(name) => Err(PolicyError::BadConfig {
+                controller: self.name().into(),
+                message: format!(
+                    "`{field}` names {name:?}, which is not a soft real-time group (they are: {})",
+                    if soft_rt_groups.is_empty() { "none".to_string() } else { soft_rt_groups.join(", ") }
+                ),
+            }),
+        }
+    }
+
     /// Validates the parameters and builds a fresh controller.
     pub fn build(&self) -> Result<Box<dyn Controller + Send>, PolicyError> {
         Ok(match self {

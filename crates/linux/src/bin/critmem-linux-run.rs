@@ -584,9 +584,13 @@ fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String
         },
         None => config,
     };
-    let mut controller: Box<dyn Controller + Send> = critmem_policy::make_controller(&name, config).map_err(|e| e.to_string())?;
-    let interval_ns = scenario.control.as_ref().filter(|_| args.controller.is_none()).map_or(controller.interval_ns(), |c| c.interval.0);
     let memory = scenario.memory.as_ref().expect("plan checked [memory]");
+    let parsed = critmem_policy::ControllerConfig::parse(&name, config).map_err(|e| e.to_string())?;
+    let soft_rt: Vec<&str> =
+        memory.groups.iter().filter(|g| matches!(g.kind, GroupKind::SoftRealTime { .. })).map(|g| g.name.as_str()).collect();
+    parsed.check_group_names(&soft_rt).map_err(|e| e.to_string())?;
+    let mut controller: Box<dyn Controller + Send> = parsed.build().map_err(|e| e.to_string())?;
+    let interval_ns = scenario.control.as_ref().filter(|_| args.controller.is_none()).map_or(controller.interval_ns(), |c| c.interval.0);
     let total_memory_bytes = u64::from(memory.total_frames) * memory.page_bytes;
 
     let layout = detect_layout_in(Path::new("/proc")).map_err(|e| e.to_string())?;
