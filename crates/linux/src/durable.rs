@@ -1,9 +1,11 @@
 //! Files that must survive a crash in a known state: the restore journal and the swap state.
 
 use crate::error::{Error, Result};
-use std::fs::File;
+use std::ffi::OsString;
+use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::path::Path;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 
 /// The directory holding `path` (`.` for a bare file name).
 pub(crate) fn parent_dir(path: &Path) -> &Path {
@@ -16,18 +18,85 @@ pub(crate) fn sync_parent(path: &Path) -> Result<()> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io("sync directory", dir, e))
 }
 
+/// The temporary file [`replace_atomically`] writes beside `path`: one fixed name per file, so
+/// one that a crash left behind is overwritten by the next replace, and whoever owns `path`
+/// can remove it ([`remove_stale_temporary`]) without touching anyone else's.
+pub(crate) fn temporary_for(path: &Path) -> PathBuf {
+    let mut name = OsString::from(".");
+    name.push(path.file_name().unwrap_or(path.as_os_str()));
+    name.push(".critmem-tmp");
+    parent_dir(path).join(name)
+}
+
 /// Replaces `path` with `contents` so that a crash leaves the old file or the new one, never a
-/// torn one: a 0600 temporary file beside it (a fresh random name, created exclusively),
-/// fsynced, renamed over it, and the directory fsynced.
+/// torn one: [`temporary_for`] it, written 0600 and fsynced, renamed over it, and the
+/// directory fsynced. The caller owns `path` (holds its lock, or created it exclusively).
 pub(crate) fn replace_atomically(path: &Path, contents: &[u8]) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = parent_dir(path);
-    let mut temp = tempfile::Builder::new()
-        .prefix(".critmem-")
-        .permissions(std::fs::Permissions::from_mode(0o600))
-        .tempfile_in(dir)
-        .map_err(|e| Error::io("create a temporary file in", dir, e))?;
-    temp.write_all(contents).and_then(|()| temp.as_file().sync_all()).map_err(|e| Error::io("write", temp.path(), e))?;
-    temp.persist(path).map_err(|e| Error::io("replace", path, e.error))?;
+    let temp = temporary_for(path);
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(&temp)
+        .map_err(|e| Error::io("create temporary file", &temp, e))?;
+    // A leftover keeps the mode it was created with.
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .and_then(|()| file.write_all(contents))
+        .and_then(|()| file.sync_all())
+        .map_err(|e| Error::io("write", &temp, e))?;
+    std::fs::rename(&temp, path).map_err(|e| Error::io("replace", path, e))?;
     sync_parent(path)
+}
+
+/// Removes the temporary file of `path` that a crash inside [`replace_atomically`] left.
+pub(crate) fn remove_stale_temporary(path: &Path) -> Result<()> {
+    let temp = temporary_for(path);
+    match std::fs::remove_file(&temp) {
+        Ok(()) => {
+            tracing::info!(file = %temp.display(), "removed a temporary file left by a crash");
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("remove temporary file", &temp, e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_replace_overwrites_a_leftover_temporary_and_leaves_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        std::fs::write(&path, "old").unwrap();
+        let temp = temporary_for(&path);
+        assert_eq!(temp, dir.path().join(".journal.jsonl.critmem-tmp"));
+        std::fs::write(&temp, "torn by a crash, longer than the new text").unwrap();
+        std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o644)).unwrap();
+        replace_atomically(&path, b"new").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert!(!temp.exists());
+
+        std::fs::write(&temp, "torn").unwrap();
+        remove_stale_temporary(&path).unwrap();
+        assert!(!temp.exists());
+        remove_stale_temporary(&path).unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "only the file itself");
+    }
+
+    #[test]
+    fn a_symlink_at_the_temporary_name_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        std::os::unix::fs::symlink(&victim, temporary_for(&path)).unwrap();
+        assert!(replace_atomically(&path, b"new").is_err());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    }
 }

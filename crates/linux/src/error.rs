@@ -61,6 +61,9 @@ pub enum Error {
     #[error("swapon {path} failed: {stderr}; the filesystem may not support swapfiles (tmpfs, overlayfs, NFS cannot; btrfs needs a nocow file) — choose a path on ext4 or xfs")]
     SwapUnsupported { path: PathBuf, stderr: String },
 
+    #[error("swap setup stopped by {signal}: {outcome}")]
+    SwapSetupInterrupted { signal: String, outcome: String },
+
     #[error("`{command}` failed ({status}): {stderr}; is util-linux installed and are you root?")]
     Command { command: String, status: String, stderr: String },
 

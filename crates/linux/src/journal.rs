@@ -20,7 +20,7 @@
 //! journal keeps two agents from sharing one.
 
 use crate::cgroup::{self, Change, FileWrite};
-use crate::durable::{parent_dir, replace_atomically, sync_parent};
+use crate::durable::{parent_dir, remove_stale_temporary, replace_atomically, sync_parent};
 use crate::error::{Error, Result};
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
@@ -91,6 +91,8 @@ impl Journal {
             reason: format!("cannot lock it ({errno}): another critmem agent is running with this journal; stop it first"),
         })?;
         sync_parent(path)?;
+        // The lock makes the journal this process's, and with it the rewrite's temporary file.
+        remove_stale_temporary(path)?;
         let mut text = String::new();
         file.rewind().and_then(|()| file.read_to_string(&mut text)).map_err(|e| Error::io("read journal", path, e))?;
         let report = if text.trim().is_empty() {
@@ -720,8 +722,25 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.jsonl");
         let (_first, _) = Journal::open(&path).unwrap();
+        // The second must not touch the first's rewrite in progress either.
+        let temp = crate::durable::temporary_for(&path);
+        std::fs::write(&temp, "being written").unwrap();
         let err = Journal::open(&path).unwrap_err();
         assert!(err.to_string().contains("another critmem agent"), "{err}");
+        assert!(temp.exists());
+    }
+
+    /// A crash while a restore rewrote the journal leaves its temporary file; the next owner
+    /// of the journal removes it.
+    #[test]
+    fn a_rewrite_left_by_a_crash_is_removed_by_the_next_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let temp = crate::durable::temporary_for(&path);
+        std::fs::write(&temp, "torn").unwrap();
+        let (_journal, report) = Journal::open(&path).unwrap();
+        assert!(report.is_none());
+        assert!(!temp.exists());
     }
 
     #[test]

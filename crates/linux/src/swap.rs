@@ -156,6 +156,13 @@ impl SwapManager {
     /// Creates a swapfile of `size_bytes` (rounded up to 4 KiB) at `path`, which must not
     /// exist, labels it, and enables it. Refuses if critmem already has one.
     pub fn setup(&self, path: &Path, size_bytes: u64) -> Result<SwapState> {
+        self.setup_unless(path, size_bytes, &|| None)
+    }
+
+    /// [`SwapManager::setup`], asking `stop` between its steps (and between the chunks of a
+    /// zero fill) whether a signal wants it to stop (`Some(signal name)`); then it undoes what
+    /// it made, turning its own swapfile off again if it had already turned it on.
+    pub fn setup_unless(&self, path: &Path, size_bytes: u64, stop: &dyn Fn() -> Option<String>) -> Result<SwapState> {
         if let Some(existing) = self.state()? {
             return Err(Error::SwapNotOurs {
                 path: existing.path,
@@ -173,14 +180,36 @@ impl SwapManager {
         let dir = std::fs::canonicalize(dir).map_err(|e| Error::io("resolve", dir, e))?;
         let path = dir.join(path.file_name().ok_or_else(|| Error::parse("swap path", path.display().to_string(), "has no file name"))?);
         let (file, state) = self.create_recorded(&path, size_bytes)?;
-        if let Err(e) = self.format_and_enable(&file, &state) {
-            // Undo what this call made: the file it created exclusively (unless the kernel
-            // is using it after all) and the state.
-            if !self.is_active(&state).unwrap_or(true) {
+        if let Err(e) = self.format_and_enable(&file, &state, stop) {
+            // A signal also reaches mkswap and swapon (same process group) and fails them.
+            let signal = match &e {
+                Error::SwapSetupInterrupted { signal, .. } => Some(signal.clone()),
+                _ => stop(),
+            };
+            // Undo what this call made: the file it created exclusively and the state, unless
+            // the kernel is using it after all (and this call did not turn it on itself).
+            let active = match self.is_active(&state) {
+                // The file is the one this call created, so this call turned it on.
+                Ok(true) if signal.is_some() => swapoff_with_retries(&path).is_err(),
+                Ok(active) => active,
+                Err(_) => true,
+            };
+            if !active {
                 let _ = std::fs::remove_file(&path);
                 let _ = std::fs::remove_file(&self.state_file);
             }
-            return Err(e);
+            let left = path.exists() || self.state_file.exists();
+            return Err(match signal {
+                Some(signal) => Error::SwapSetupInterrupted {
+                    signal,
+                    outcome: if left {
+                        format!("{} is left behind; run `critmem swap teardown`", path.display())
+                    } else {
+                        "the half-made swapfile and its state were removed".into()
+                    },
+                },
+                None => e,
+            });
         }
         Ok(state)
     }
@@ -205,15 +234,20 @@ impl SwapManager {
         if let Err(e) = recorded {
             let _ = std::fs::remove_file(path);
             let _ = std::fs::remove_file(&self.state_file);
+            let _ = crate::durable::remove_stale_temporary(&self.state_file);
             return Err(e);
         }
         Ok((file, state))
     }
 
-    fn format_and_enable(&self, file: &File, state: &SwapState) -> Result<()> {
+    fn format_and_enable(&self, file: &File, state: &SwapState, stop: &dyn Fn() -> Option<String>) -> Result<()> {
         let path = &state.path;
-        allocate(file, path, state.size_bytes)?;
+        let check = || stop().map_or(Ok(()), |signal| Err(Error::SwapSetupInterrupted { signal, outcome: String::new() }));
+        check()?;
+        allocate(file, path, state.size_bytes, &check)?;
+        check()?;
         run("mkswap", &["-L", SWAP_LABEL, "-U", &state.uuid, &path.to_string_lossy()])?;
+        check()?;
         let swapon = Command::new(tool("swapon")).arg(path).output().map_err(|e| Error::io("run", Path::new("swapon"), e))?;
         if !swapon.status.success() {
             return Err(Error::SwapUnsupported { path: path.clone(), stderr: String::from_utf8_lossy(&swapon.stderr).trim().to_owned() });
@@ -221,7 +255,7 @@ impl SwapManager {
         if !self.is_active(state)? {
             return Err(Error::SwapUnsupported { path: path.clone(), stderr: "swapon succeeded but /proc/swaps does not list the file".into() });
         }
-        Ok(())
+        check()
     }
 
     /// Writes the first state; create_new, so two setups cannot both own it. Durable (file and
@@ -308,6 +342,7 @@ impl SwapManager {
             std::fs::remove_file(path).map_err(|e| Error::io("remove swapfile", path, e))?;
         }
         std::fs::remove_file(&self.state_file).map_err(|e| Error::io("remove", &self.state_file, e))?;
+        crate::durable::remove_stale_temporary(&self.state_file)?;
         Ok(Some(state.path))
     }
 }
@@ -364,7 +399,7 @@ fn random_uuid() -> Result<String> {
 
 /// Reserves the file's blocks. Swap needs real blocks (no holes): fallocate, or zeros where
 /// the filesystem lacks it.
-fn allocate(file: &File, path: &Path, size_bytes: u64) -> Result<()> {
+fn allocate(file: &File, path: &Path, size_bytes: u64, check: &dyn Fn() -> Result<()>) -> Result<()> {
     let len = i64::try_from(size_bytes).map_err(|_| Error::parse("swap size", "setup", "too large"))?;
     match nix::fcntl::fallocate(file, nix::fcntl::FallocateFlags::empty(), 0, len) {
         Ok(()) => {}
@@ -373,6 +408,7 @@ fn allocate(file: &File, path: &Path, size_bytes: u64) -> Result<()> {
             let mut left = size_bytes;
             let mut writer = file;
             while left > 0 {
+                check()?;
                 let n = left.min(zeros.len() as u64) as usize;
                 writer.write_all(&zeros[..n]).map_err(|e| Error::io("fill swapfile", path, e))?;
                 left -= n as u64;
@@ -688,6 +724,27 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&existing).unwrap(), "precious");
         assert!(manager.setup(&dir.path().join("new"), 4096).is_err());
         assert_eq!(manager.state().unwrap(), None);
+    }
+
+    /// A signal seen at any step before swapon (the k-th time setup asks) stops setup, and it
+    /// leaves neither the file nor the state behind. (Past swapon needs root and real swap.)
+    #[test]
+    fn a_signal_during_setup_removes_what_it_made() {
+        for k in 0..3 {
+            let dir = tempfile::tempdir().unwrap();
+            let manager = manager(dir.path(), SWAPS);
+            let path = dir.path().join("swapfile");
+            let asked = std::cell::Cell::new(0);
+            let stop = || {
+                asked.set(asked.get() + 1);
+                (asked.get() > k).then(|| "SIGTERM".to_string())
+            };
+            let err = manager.setup_unless(&path, 1 << 20, &stop).unwrap_err().to_string();
+            assert_eq!(err, "swap setup stopped by SIGTERM: the half-made swapfile and its state were removed", "k = {k}");
+            assert!(!path.exists(), "k = {k}");
+            assert_eq!(manager.state().unwrap(), None, "k = {k}");
+            assert_eq!(std::fs::read_dir(dir.path().join("state")).unwrap().count(), 0, "k = {k}: no temporary state either");
+        }
     }
 
     #[test]

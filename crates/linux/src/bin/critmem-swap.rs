@@ -4,8 +4,12 @@
 //! calls this. Errors: one line on stderr, exit code 2.
 
 use clap::{Parser, Subcommand};
-use critmem_linux::swap::SwapManager;
-use std::path::PathBuf;
+use critmem_linux::agent::shutdown_signals;
+use critmem_linux::swap::{SwapManager, SwapState};
+use critmem_linux::Result;
+use nix::sys::signal::Signal;
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
 
 #[derive(Parser, Debug)]
 #[command(name = "critmem-swap", about = "Sets up and tears down critmem's own swapfile")]
@@ -32,11 +36,29 @@ enum Cmd {
     Status,
 }
 
+/// Setup with SIGINT, SIGTERM and SIGHUP held back, so that one of them stops it between
+/// steps and it removes what it made, instead of dying with a half-made swapfile.
+fn setup_stopping_on_signals(manager: &SwapManager, path: &Path, size_bytes: u64) -> Result<SwapState> {
+    let signals = shutdown_signals()?;
+    let seen: RefCell<Option<String>> = RefCell::new(None);
+    let stop = || {
+        if seen.borrow().is_none() {
+            if let Ok(Some(info)) = signals.read_signal() {
+                let name = Signal::try_from(info.ssi_signo as i32).map_or_else(|_| info.ssi_signo.to_string(), |s| s.as_str().to_owned());
+                *seen.borrow_mut() = Some(name);
+            }
+        }
+        seen.borrow().clone()
+    };
+    manager.setup_unless(path, size_bytes, &stop)
+}
+
 fn main() {
     let args: Args = critmem_linux::parse_args();
     let manager = SwapManager::new(args.state_file.clone(), PathBuf::from("/proc"));
     let result = match args.command {
-        Cmd::Setup { size_bytes, path } => manager.setup(&path, size_bytes).map(|s| serde_json::json!({"swapfile": s.path, "size_bytes": s.size_bytes, "uuid": s.uuid})),
+        Cmd::Setup { size_bytes, path } => setup_stopping_on_signals(&manager, &path, size_bytes)
+            .map(|s| serde_json::json!({"swapfile": s.path, "size_bytes": s.size_bytes, "uuid": s.uuid})),
         Cmd::Teardown => manager.teardown().map(|p| serde_json::json!({"removed": p})),
         Cmd::Status => manager.state().and_then(|s| {
             let active: Vec<_> = manager.active()?.into_iter().map(|e| serde_json::json!({"path": e.path, "kind": e.kind, "size_bytes": e.size_bytes})).collect();
