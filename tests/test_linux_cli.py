@@ -195,7 +195,7 @@ def test_sigterm_is_passed_on_to_the_tool_and_waits_for_its_restore(
         (["run", str(LINUX_EXAMPLE), "--platform", "linux", "--controller-config", "{oops"], ["not JSON"]),
         (
             ["run", str(LINUX_EXAMPLE), "--platform", "linux", "--controller", "static", "--controller-config", '{"limits_bytes": {"nope": 1}}'],
-            ['names "nope", which is not a soft real-time group (they are: srt)'],
+            ['names "nope", which is not a soft real-time group (they are: "srt")'],
         ),
         (["run", str(LINUX_EXAMPLE), "--platform", "mars"], ["invalid choice"]),
         (["run", "no-such-file.toml", "--platform", "linux"], ["no-such-file.toml"]),

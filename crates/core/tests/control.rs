@@ -240,7 +240,7 @@ fn bad_control_configuration_is_one_line_naming_the_key() {
     assert!(e.contains("group[0].max_mb: must be at least floor_mb"), "{e}");
     // A limit for a group that is not soft real-time would be ignored without a word.
     let e = err(scenario("static", "{ limits_bytes = { srt = 1, batch = 1 } }", 4, 8, 100, "hdd", 1));
-    assert!(e.contains("control.config: ") && e.contains("`limits_bytes` names \"batch\", which is not a soft real-time group (they are: srt)"), "{e}");
+    assert!(e.contains("control.config: ") && e.contains("`limits_bytes` names \"batch\", which is not a soft real-time group (they are: \"srt\")"), "{e}");
     let e = err(scenario("greedy", "{}", 4, 8, 100, "hdd", 1).replace("role = \"soft-rt\"", "role = \"hard\""));
     assert!(e.contains("group[0].role: unknown role"), "{e}");
     let e = err(scenario("greedy", "{}", 4, 8, 100, "hdd", 1).replace("group = \"srt\"", "group = \"srt\"\nreservation = \"x\""));

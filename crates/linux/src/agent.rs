@@ -148,9 +148,11 @@ impl AgentConfig {
                 config.total_memory_bytes
             )));
         }
-        if config.trigger_stall_us > 0 {
-            crate::psi::check_trigger(config.trigger_stall_us, config.trigger_window_us)
-                .map_err(|reason| bad(format!("PSI trigger: {reason} (trigger_stall_us = 0 turns the triggers off)")))?;
+        let (stall_us, window_us) = (config.trigger_stall_us, config.trigger_window_us);
+        if stall_us > 0 && !crate::psi::trigger_accepted(stall_us, window_us) {
+            return Err(bad(format!(
+                "trigger_window_us = {window_us} must be in 500000..=10000000 and trigger_stall_us = {stall_us} in 1..=trigger_window_us (trigger_stall_us = 0 turns the triggers off)"
+            )));
         }
         let soft_rt: Vec<&str> = config.groups.iter().filter(|g| g.role == RoleName::SoftRealTime).map(|g| g.name.as_str()).collect();
         config.controller_spec()?.check_group_names(&soft_rt).map_err(|e| Error::Config { path: PathBuf::from("controller"), reason: e.to_string() })?;
@@ -569,12 +571,12 @@ create = true
             (CONFIG.replace("critmem/batch", "/critmem/rt"), "are the same cgroup /critmem/rt"),
             (CONFIG.replace("total_memory_bytes = 1073741824", "total_memory_bytes = 0"), "total_memory_bytes must be greater than 0"),
             (CONFIG.replace("total_memory_bytes = 1073741824", "total_memory_bytes = 100663295"), "floor_bytes add up to 100663296, more than total_memory_bytes = 100663295"),
-            (CONFIG.replace("[controller_config]", "trigger_window_us = 0\n[controller_config]"), "window_us=0 must be in 500000..=10000000"),
-            (CONFIG.replace("[controller_config]", "trigger_stall_us = 3000000\n[controller_config]"), "stall_us=3000000 in 1..=window_us"),
+            (CONFIG.replace("[controller_config]", "trigger_window_us = 0\n[controller_config]"), "trigger_window_us = 0 must be in 500000..=10000000"),
+            (CONFIG.replace("[controller_config]", "trigger_stall_us = 3000000\n[controller_config]"), "trigger_stall_us = 3000000 in 1..=trigger_window_us"),
             // Limits apply to soft real-time groups only; any other name was ignored.
             (
                 CONFIG.replace("controller = \"sara\"", "controller = \"static\"").replace("step_bytes = 2097152", "limits_bytes = { batch = 1 }"),
-                "`limits_bytes` names \"batch\", which is not a soft real-time group (they are: rt)",
+                "`limits_bytes` names \"batch\", which is not a soft real-time group (they are: \"rt\")",
             ),
         ] {
             let err = AgentConfig::parse(&edit, Path::new("agent.toml")).unwrap_err().to_string();

@@ -50,16 +50,14 @@ pub(crate) fn replace_atomically(path: &Path, contents: &[u8]) -> Result<()> {
     sync_parent(path)
 }
 
-/// Removes the temporary file of `path` that a crash inside [`replace_atomically`] left.
-pub(crate) fn remove_stale_temporary(path: &Path) -> Result<()> {
+/// Removes the temporary file of `path` that a crash inside [`replace_atomically`] left. Only
+/// a warning if that fails: the file is litter, and the next replace overwrites it anyway.
+pub(crate) fn remove_stale_temporary(path: &Path) {
     let temp = temporary_for(path);
     match std::fs::remove_file(&temp) {
-        Ok(()) => {
-            tracing::info!(file = %temp.display(), "removed a temporary file left by a crash");
-            Ok(())
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io("remove temporary file", &temp, e)),
+        Ok(()) => tracing::info!(file = %temp.display(), "removed a temporary file left by a crash"),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => tracing::warn!(file = %temp.display(), error = %e, "cannot remove a temporary file left by a crash"),
     }
 }
 
@@ -83,9 +81,9 @@ mod tests {
         assert!(!temp.exists());
 
         std::fs::write(&temp, "torn").unwrap();
-        remove_stale_temporary(&path).unwrap();
+        remove_stale_temporary(&path);
         assert!(!temp.exists());
-        remove_stale_temporary(&path).unwrap();
+        remove_stale_temporary(&path);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "only the file itself");
     }
 

@@ -92,7 +92,7 @@ impl Journal {
         })?;
         sync_parent(path)?;
         // The lock makes the journal this process's, and with it the rewrite's temporary file.
-        remove_stale_temporary(path)?;
+        remove_stale_temporary(path);
         let mut text = String::new();
         file.rewind().and_then(|()| file.read_to_string(&mut text)).map_err(|e| Error::io("read journal", path, e))?;
         let report = if text.trim().is_empty() {

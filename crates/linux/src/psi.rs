@@ -205,20 +205,22 @@ pub struct PsiTrigger {
 pub const TRIGGER_WINDOW_MIN_US: u64 = 500_000;
 pub const TRIGGER_WINDOW_MAX_US: u64 = 10_000_000;
 
-/// Whether the kernel would take a trigger of `stall_us` within `window_us`; the message says
-/// what to change.
-pub fn check_trigger(stall_us: u64, window_us: u64) -> std::result::Result<(), String> {
-    if !(TRIGGER_WINDOW_MIN_US..=TRIGGER_WINDOW_MAX_US).contains(&window_us) || stall_us == 0 || stall_us > window_us {
-        return Err(format!("window_us={window_us} must be in 500000..=10000000 and stall_us={stall_us} in 1..=window_us"));
-    }
-    Ok(())
+/// Whether the kernel takes a trigger of `stall_us` within `window_us` (psi.rst's bounds).
+pub fn trigger_accepted(stall_us: u64, window_us: u64) -> bool {
+    (TRIGGER_WINDOW_MIN_US..=TRIGGER_WINDOW_MAX_US).contains(&window_us) && (1..=window_us).contains(&stall_us)
 }
 
 impl PsiTrigger {
     /// Arms a trigger. `stall_us` must be positive and at most `window_us`; `window_us` must lie
     /// in [500 ms, 10 s].
     pub fn new(path: &Path, kind: StallKind, stall_us: u64, window_us: u64) -> Result<Self> {
-        check_trigger(stall_us, window_us).map_err(|reason| Error::parse("PSI trigger", path.display().to_string(), reason))?;
+        if !trigger_accepted(stall_us, window_us) {
+            return Err(Error::parse(
+                "PSI trigger",
+                path.display().to_string(),
+                format!("window_us={window_us} must be in 500000..=10000000 and stall_us={stall_us} in 1..=window_us"),
+            ));
+        }
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)

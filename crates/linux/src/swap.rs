@@ -234,7 +234,7 @@ impl SwapManager {
         if let Err(e) = recorded {
             let _ = std::fs::remove_file(path);
             let _ = std::fs::remove_file(&self.state_file);
-            let _ = crate::durable::remove_stale_temporary(&self.state_file);
+            crate::durable::remove_stale_temporary(&self.state_file);
             return Err(e);
         }
         Ok((file, state))
@@ -342,7 +342,7 @@ impl SwapManager {
             std::fs::remove_file(path).map_err(|e| Error::io("remove swapfile", path, e))?;
         }
         std::fs::remove_file(&self.state_file).map_err(|e| Error::io("remove", &self.state_file, e))?;
-        crate::durable::remove_stale_temporary(&self.state_file)?;
+        crate::durable::remove_stale_temporary(&self.state_file);
         Ok(Some(state.path))
     }
 }

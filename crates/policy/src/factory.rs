@@ -73,7 +73,12 @@ impl ControllerConfig {
                 controller: self.name().into(),
                 message: format!(
                     "`{field}` names {name:?}, which is not a soft real-time group (they are: {})",
-                    if soft_rt_groups.is_empty() { "none".to_string() } else { soft_rt_groups.join(", ") }
+                    // Quoted, so that a name with a newline keeps the message on one line.
+                    if soft_rt_groups.is_empty() {
+                        "none".to_string()
+                    } else {
+                        soft_rt_groups.iter().map(|g| format!("{g:?}")).collect::<Vec<_>>().join(", ")
+                    }
                 ),
             }),
         }

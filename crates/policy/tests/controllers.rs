@@ -505,7 +505,7 @@ fn per_group_limits_must_name_soft_real_time_groups() {
     let parse = |name: &str, v: serde_json::Value| ControllerConfig::parse(name, v).unwrap();
     let st = parse("static", json!({"limits_bytes": {"a": MIB, "nope": MIB}}));
     let err = st.check_group_names(&["a", "b"]).unwrap_err().to_string();
-    assert_eq!(err, "invalid config for controller `static`: `limits_bytes` names \"nope\", which is not a soft real-time group (they are: a, b)");
+    assert_eq!(err, "invalid config for controller `static`: `limits_bytes` names \"nope\", which is not a soft real-time group (they are: \"a\", \"b\")");
     assert!(parse("static", json!({"limits_bytes": {"a": MIB}})).check_group_names(&["a", "b"]).is_ok());
     let off = parse("offline", json!({"limit_bytes": MIB, "group_limits_bytes": {"batch": MIB}}));
     let err = off.check_group_names(&[]).unwrap_err().to_string();
