@@ -85,9 +85,9 @@ impl ExecTime {
                 }
                 let dist = Normal::new(mean.0 as f64, sd.0 as f64).expect("sd validated finite");
                 // Rejection keeps the truncated shape. With the mean inside [min, max] (the
-                // loader checks it), 64 misses in a row are likely only when [min, max] holds
-                // under ~5 % of the mass, i.e. is narrower than ~0.13 sd, where the density is
-                // flat to within 1 %: uniform is then the same distribution to that accuracy.
+                // loader checks it), 64 misses in a row have a chance above 1 % only when
+                // [min, max] holds under 7 % of the mass, i.e. is narrower than 0.18 sd, where
+                // the density is flat to within 2 %: uniform is then nearly the same distribution.
                 for _ in 0..64 {
                     let x = dist.sample(rng).round();
                     if x >= min.0 as f64 && x <= max.0 as f64 {
