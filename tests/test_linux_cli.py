@@ -164,6 +164,24 @@ def test_ctrl_c_waits_for_the_tool_to_restore_and_shows_its_failure(
 
 
 @pytest.mark.parametrize("exit_code", [0, 2])
+def test_a_tool_that_finished_before_ctrl_c_says_what_it_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], exit_code: int
+) -> None:
+    """Found by review: a swap setup that had finished when Ctrl-C came exited 0 with the
+    swapfile on, and the CLI said nothing of it."""
+    from critmem import linux
+
+    tool = _fake_tool(tmp_path, exit_code)
+    monkeypatch.setattr(linux, "binary", lambda name: str(tool))
+    timer = _signal_when_ready(tmp_path, signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        linux._call("fake-tool", [], finished_note=lambda result: f"had already finished: ok={result['ok']}")
+    timer.join()
+    err = capsys.readouterr().err
+    assert ("critmem: had already finished: ok=True" in err) == (exit_code == 0), err
+
+
+@pytest.mark.parametrize("exit_code", [0, 2])
 def test_sigterm_is_passed_on_to_the_tool_and_waits_for_its_restore(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], exit_code: int
 ) -> None:

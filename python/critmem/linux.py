@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +93,23 @@ def _one_line(stderr: str, prefix: str) -> str:
     return " ".join(chosen.removeprefix("error:").split())
 
 
-def _call(name: str, args: Sequence[str], *, pass_stderr: bool = False) -> dict[str, Any]:
+def _last_json(stdout: str) -> dict[str, Any] | None:
+    """The JSON object a tool prints last, if its last line is one."""
+    lines = stdout.strip().splitlines()
+    try:
+        value = json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _call(
+    name: str,
+    args: Sequence[str],
+    *,
+    pass_stderr: bool = False,
+    finished_note: Callable[[dict[str, Any]], str] | None = None,
+) -> dict[str, Any]:
     """Runs binary `name` and returns the JSON object it prints last; its one-line error on failure.
 
     With `pass_stderr` its stderr (warnings, the output of a scenario's commands) reaches ours as
@@ -101,7 +117,9 @@ def _call(name: str, args: Sequence[str], *, pass_stderr: bool = False) -> dict[
 
     Ctrl-C is passed on to the tool, which stops and undoes what it set up (cgroups, limits, a
     half-made swapfile); this waits for that to finish, shows a failure, then raises
-    KeyboardInterrupt. Leaving it running unseen, or killing it, could leave changes behind."""
+    KeyboardInterrupt. Leaving it running unseen, or killing it, could leave changes behind.
+    A tool that had already finished its work when the signal came exits 0 with its result:
+    `finished_note` turns that result into the line that tells the user so."""
     interrupted = False
     # SIGTERM or SIGHUP to this process, passed on to the tool as they came (see below).
     terminated: list[int] = []
@@ -141,18 +159,17 @@ def _call(name: str, args: Sequence[str], *, pass_stderr: bool = False) -> dict[
     if interrupted or terminated:
         if returncode != 0 and last_err.strip():
             sys.stderr.write(f"critmem: {name}: {_one_line(last_err, f'{name}: ')}\n")
+        finished = _last_json(stdout) if returncode == 0 and finished_note is not None else None
+        if finished is not None and finished_note is not None:
+            sys.stderr.write(f"critmem: {finished_note(finished)}\n")
         if terminated:
             # The shell's code for death by that signal; the tool has undone its changes.
             raise SystemExit(128 + terminated[0])
         raise KeyboardInterrupt
     if returncode != 0:
         raise LinuxError(_one_line(last_err, f"{name}: "))
-    lines = stdout.strip().splitlines()
-    try:
-        value = json.loads(lines[-1]) if lines else None
-    except json.JSONDecodeError:
-        value = None
-    if not isinstance(value, dict):
+    value = _last_json(stdout)
+    if value is None:
         raise LinuxError(f"{name} printed no JSON summary (stderr: {_one_line(last_err, name + ': ')})")
     return value
 
@@ -208,7 +225,11 @@ def swap_setup(size_bytes: int, path: str | None, state_file: str | None) -> dic
     args = _state(state_file) + ["setup", "--size-bytes", str(size_bytes)]
     if path is not None:
         args.append(f"--path={path}")
-    return _call("critmem-swap", args)
+
+    def finished(result: dict[str, Any]) -> str:
+        return f"swap setup had already finished: {result.get('swapfile')} is on; `critmem swap teardown` removes it"
+
+    return _call("critmem-swap", args, finished_note=finished)
 
 
 def swap_teardown(state_file: str | None) -> dict[str, Any]:

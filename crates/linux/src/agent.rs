@@ -150,9 +150,11 @@ impl AgentConfig {
         }
         let (stall_us, window_us) = (config.trigger_stall_us, config.trigger_window_us);
         if stall_us > 0 && !crate::psi::trigger_accepted(stall_us, window_us) {
-            return Err(bad(format!(
-                "trigger_window_us = {window_us} must be in 500000..=10000000 and trigger_stall_us = {stall_us} in 1..=trigger_window_us (trigger_stall_us = 0 turns the triggers off)"
-            )));
+            return Err(bad(if crate::psi::trigger_accepted(1, window_us) {
+                format!("trigger_stall_us = {stall_us} must be at most trigger_window_us = {window_us} (0 turns the triggers off)")
+            } else {
+                format!("trigger_window_us = {window_us} must be in 500000..=10000000 (the kernel's bounds)")
+            }));
         }
         let soft_rt: Vec<&str> = config.groups.iter().filter(|g| g.role == RoleName::SoftRealTime).map(|g| g.name.as_str()).collect();
         config.controller_spec()?.check_group_names(&soft_rt).map_err(|e| Error::Config { path: PathBuf::from("controller"), reason: e.to_string() })?;
@@ -571,8 +573,8 @@ create = true
             (CONFIG.replace("critmem/batch", "/critmem/rt"), "are the same cgroup /critmem/rt"),
             (CONFIG.replace("total_memory_bytes = 1073741824", "total_memory_bytes = 0"), "total_memory_bytes must be greater than 0"),
             (CONFIG.replace("total_memory_bytes = 1073741824", "total_memory_bytes = 100663295"), "floor_bytes add up to 100663296, more than total_memory_bytes = 100663295"),
-            (CONFIG.replace("[controller_config]", "trigger_window_us = 0\n[controller_config]"), "trigger_window_us = 0 must be in 500000..=10000000"),
-            (CONFIG.replace("[controller_config]", "trigger_stall_us = 3000000\n[controller_config]"), "trigger_stall_us = 3000000 in 1..=trigger_window_us"),
+            (CONFIG.replace("[controller_config]", "trigger_window_us = 0\n[controller_config]"), "trigger_window_us = 0 must be in 500000..=10000000 (the kernel's bounds)"),
+            (CONFIG.replace("[controller_config]", "trigger_stall_us = 3000000\n[controller_config]"), "trigger_stall_us = 3000000 must be at most trigger_window_us = 2000000"),
             // Limits apply to soft real-time groups only; any other name was ignored.
             (
                 CONFIG.replace("controller = \"sara\"", "controller = \"static\"").replace("step_bytes = 2097152", "limits_bytes = { batch = 1 }"),

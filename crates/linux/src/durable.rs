@@ -4,7 +4,7 @@ use crate::error::{Error, Result};
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// The directory holding `path` (`.` for a bare file name).
@@ -33,19 +33,17 @@ pub(crate) fn temporary_for(path: &Path) -> PathBuf {
 /// directory fsynced. The caller owns `path` (holds its lock, or created it exclusively).
 pub(crate) fn replace_atomically(path: &Path, contents: &[u8]) -> Result<()> {
     let temp = temporary_for(path);
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(&temp)
-        .map_err(|e| Error::io("create temporary file", &temp, e))?;
-    // A leftover keeps the mode it was created with.
-    file.set_permissions(std::fs::Permissions::from_mode(0o600))
-        .and_then(|()| file.write_all(contents))
-        .and_then(|()| file.sync_all())
-        .map_err(|e| Error::io("write", &temp, e))?;
+    // A leftover goes first, whatever it is: opening it could block (a FIFO), write through a
+    // hard link, or share a descriptor someone else holds. Exclusive create then makes a fresh
+    // file of our own, and refuses a symlink.
+    match std::fs::remove_file(&temp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io("remove temporary file", &temp, e)),
+    }
+    let mut file =
+        OpenOptions::new().write(true).create_new(true).mode(0o600).open(&temp).map_err(|e| Error::io("create temporary file", &temp, e))?;
+    file.write_all(contents).and_then(|()| file.sync_all()).map_err(|e| Error::io("write", &temp, e))?;
     std::fs::rename(&temp, path).map_err(|e| Error::io("replace", path, e))?;
     sync_parent(path)
 }
@@ -87,14 +85,23 @@ mod tests {
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "only the file itself");
     }
 
+    /// Whatever sits at the temporary name is unlinked, never opened: a symlink or a hard link
+    /// to another file leaves that file alone, and a FIFO does not block the replace.
     #[test]
-    fn a_symlink_at_the_temporary_name_is_not_followed() {
+    fn what_sits_at_the_temporary_name_is_replaced_not_written_through() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.json");
         let victim = dir.path().join("victim");
         std::fs::write(&victim, "precious").unwrap();
         std::os::unix::fs::symlink(&victim, temporary_for(&path)).unwrap();
-        assert!(replace_atomically(&path, b"new").is_err());
+        replace_atomically(&path, b"one").unwrap();
+        std::fs::hard_link(&victim, temporary_for(&path)).unwrap();
+        replace_atomically(&path, b"two").unwrap();
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        let fifo = std::process::Command::new("mkfifo").arg(temporary_for(&path)).status().unwrap();
+        assert!(fifo.success());
+        replace_atomically(&path, b"three").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "three");
+        assert!(!temporary_for(&path).exists());
     }
 }

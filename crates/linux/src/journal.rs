@@ -26,6 +26,7 @@ use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
+use std::os::unix::fs::MetadataExt;
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
@@ -79,20 +80,8 @@ impl Journal {
     /// A restore with failures leaves the journal in place and fails, so nothing is lost.
     pub fn open(path: &Path) -> Result<(Journal, Option<RestoreReport>)> {
         check_directory(path)?;
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .mode_0600()
-            .open(path)
-            .map_err(|e| Error::io("open journal", path, e))?;
-        let mut file = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| Error::Journal {
-            path: path.to_owned(),
-            reason: format!("cannot lock it ({errno}): another critmem agent is running with this journal; stop it first"),
-        })?;
+        let mut file = lock_file_at(path)?;
         sync_parent(path)?;
-        // The lock makes the journal this process's, and with it the rewrite's temporary file.
-        remove_stale_temporary(path);
         let mut text = String::new();
         file.rewind().and_then(|()| file.read_to_string(&mut text)).map_err(|e| Error::io("read journal", path, e))?;
         let report = if text.trim().is_empty() {
@@ -114,6 +103,9 @@ impl Journal {
             file.set_len(0).and_then(|()| file.sync_all()).map_err(|e| Error::io("truncate journal", path, e))?;
             Some(report)
         };
+        // The lock makes the journal, now known to be one, this process's, and with it the
+        // rewrite's temporary file.
+        remove_stale_temporary(path);
         Ok((Journal { path: path.to_owned(), file, recorded: BTreeSet::new(), created: BTreeSet::new() }, report))
     }
 
@@ -236,6 +228,39 @@ fn check_is_journal(text: &str, path: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Opens (creating) the file at `path` and takes its exclusive lock. A rewrite by the previous
+/// owner renames a new file over the path while still locking the old one, so a lock taken on
+/// the file just opened may be on one the path no longer names: then it tries again.
+fn lock_file_at(path: &Path) -> Result<Flock<File>> {
+    for _ in 0..8 {
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .mode_0600()
+            .open(path)
+            .map_err(|e| Error::io("open journal", path, e))?;
+        let file = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| Error::Journal {
+            path: path.to_owned(),
+            reason: format!("cannot lock it ({errno}): another critmem agent is running with this journal; stop it first"),
+        })?;
+        if path_names(path, &file)? {
+            return Ok(file);
+        }
+    }
+    Err(Error::Journal { path: path.to_owned(), reason: "it keeps being replaced while critmem locks it: is another critmem agent starting with this journal?".into() })
+}
+
+/// Whether `path` (not following a symlink) is the open `file`.
+fn path_names(path: &Path, file: &File) -> Result<bool> {
+    let open = file.metadata().map_err(|e| Error::io("stat journal", path, e))?;
+    match std::fs::symlink_metadata(path) {
+        Ok(at_path) => Ok((at_path.dev(), at_path.ino()) == (open.dev(), open.ino())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(Error::io("stat journal", path, e)),
+    }
 }
 
 /// Replaces the journal at `path` with `lines` (newline-terminated) atomically. Used only on
@@ -728,6 +753,21 @@ mod tests {
         let err = Journal::open(&path).unwrap_err();
         assert!(err.to_string().contains("another critmem agent"), "{err}");
         assert!(temp.exists());
+    }
+
+    /// What the lock retry looks at: a file renamed over the path is no longer the one an
+    /// earlier open holds, so a lock on that one would not be the journal's.
+    #[test]
+    fn a_lock_on_a_file_replaced_at_the_path_is_noticed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        std::fs::write(&path, "").unwrap();
+        let held = File::open(&path).unwrap();
+        assert!(path_names(&path, &held).unwrap());
+        rewrite(&path, &[]).unwrap();
+        assert!(!path_names(&path, &held).unwrap());
+        std::fs::remove_file(&path).unwrap();
+        assert!(!path_names(&path, &held).unwrap());
     }
 
     /// A crash while a restore rewrote the journal leaves its temporary file; the next owner

@@ -186,30 +186,37 @@ impl SwapManager {
                 Error::SwapSetupInterrupted { signal, .. } => Some(signal.clone()),
                 _ => stop(),
             };
-            // Undo what this call made: the file it created exclusively and the state, unless
-            // the kernel is using it after all (and this call did not turn it on itself).
+            // Undo what this call made: the file it created exclusively (if the path still names
+            // it) and the state, unless the kernel is using it after all and this call did not
+            // turn it on itself.
+            let ours = file.metadata().ok().zip(std::fs::symlink_metadata(&path).ok()).is_some_and(|(made, now)| FileIdentity::of(&made).is(&FileIdentity::of(&now)));
             let active = match self.is_active(&state) {
-                // The file is the one this call created, so this call turned it on.
-                Ok(true) if signal.is_some() => swapoff_with_retries(&path).is_err(),
+                Ok(true) if signal.is_some() && ours => swapoff_with_retries(&path).is_err(),
                 Ok(active) => active,
                 Err(_) => true,
             };
             if !active {
-                let _ = std::fs::remove_file(&path);
+                if ours {
+                    let _ = std::fs::remove_file(&path);
+                }
                 let _ = std::fs::remove_file(&self.state_file);
             }
-            let left = path.exists() || self.state_file.exists();
-            return Err(match signal {
-                Some(signal) => Error::SwapSetupInterrupted {
-                    signal,
-                    outcome: if left {
-                        format!("{} is left behind; run `critmem swap teardown`", path.display())
-                    } else {
-                        "the half-made swapfile and its state were removed".into()
-                    },
-                },
-                None => e,
-            });
+            let Some(signal) = signal else { return Err(e) };
+            let left: Vec<String> = [(ours && path.exists(), &path), (self.state_file.exists(), &self.state_file)]
+                .into_iter()
+                .filter(|(there, _)| *there)
+                .map(|(_, p)| p.display().to_string())
+                .collect();
+            let mut outcome = if left.is_empty() {
+                "the half-made swapfile and its state were removed".to_string()
+            } else {
+                format!("{} left behind; run `critmem swap teardown`", left.join(" and "))
+            };
+            // A step that failed on its own as the signal came: say so too.
+            if !matches!(e, Error::SwapSetupInterrupted { .. }) {
+                outcome.push_str(&format!(" (the step under way failed: {e})"));
+            }
+            return Err(Error::SwapSetupInterrupted { signal, outcome });
         }
         Ok(state)
     }
@@ -233,8 +240,8 @@ impl SwapManager {
         });
         if let Err(e) = recorded {
             let _ = std::fs::remove_file(path);
-            let _ = std::fs::remove_file(&self.state_file);
             crate::durable::remove_stale_temporary(&self.state_file);
+            let _ = std::fs::remove_file(&self.state_file);
             return Err(e);
         }
         Ok((file, state))
@@ -341,8 +348,9 @@ impl SwapManager {
             self.check_identity(&created, &std::fs::symlink_metadata(path).map_err(|e| Error::io("inspect swapfile", path, e))?, path)?;
             std::fs::remove_file(path).map_err(|e| Error::io("remove swapfile", path, e))?;
         }
-        std::fs::remove_file(&self.state_file).map_err(|e| Error::io("remove", &self.state_file, e))?;
+        // While the state is still ours: once it is gone a new setup may be writing its own.
         crate::durable::remove_stale_temporary(&self.state_file);
+        std::fs::remove_file(&self.state_file).map_err(|e| Error::io("remove", &self.state_file, e))?;
         Ok(Some(state.path))
     }
 }
@@ -403,22 +411,26 @@ fn allocate(file: &File, path: &Path, size_bytes: u64, check: &dyn Fn() -> Resul
     let len = i64::try_from(size_bytes).map_err(|_| Error::parse("swap size", "setup", "too large"))?;
     match nix::fcntl::fallocate(file, nix::fcntl::FallocateFlags::empty(), 0, len) {
         Ok(()) => {}
-        Err(nix::errno::Errno::EOPNOTSUPP) => {
-            let zeros = vec![0u8; 1 << 20];
-            let mut left = size_bytes;
-            let mut writer = file;
-            while left > 0 {
-                check()?;
-                let n = left.min(zeros.len() as u64) as usize;
-                writer.write_all(&zeros[..n]).map_err(|e| Error::io("fill swapfile", path, e))?;
-                left -= n as u64;
-            }
-        }
+        Err(nix::errno::Errno::EOPNOTSUPP) => fill_zeros(&mut &*file, path, size_bytes, check)?,
         Err(e) => return Err(Error::io("allocate swapfile", path, e.into())),
     }
     file.sync_all().map_err(|e| Error::io("sync swapfile", path, e))
 }
 
+
+/// Writes `size_bytes` of zeros in 1 MiB chunks, asking `check` before each (a slow disk can
+/// take minutes for a few GiB).
+fn fill_zeros(writer: &mut impl Write, path: &Path, size_bytes: u64, check: &dyn Fn() -> Result<()>) -> Result<()> {
+    let zeros = vec![0u8; 1 << 20];
+    let mut left = size_bytes;
+    while left > 0 {
+        check()?;
+        let n = left.min(zeros.len() as u64) as usize;
+        writer.write_all(&zeros[..n]).map_err(|e| Error::io("fill swapfile", path, e))?;
+        left -= n as u64;
+    }
+    Ok(())
+}
 
 /// util-linux tools live in sbin, which a non-login PATH may lack.
 fn tool(name: &str) -> PathBuf {
@@ -745,6 +757,26 @@ mod tests {
             assert_eq!(manager.state().unwrap(), None, "k = {k}");
             assert_eq!(std::fs::read_dir(dir.path().join("state")).unwrap().count(), 0, "k = {k}: no temporary state either");
         }
+    }
+
+    /// Where fallocate is missing, the zero fill stops at the next 1 MiB chunk once asked to.
+    #[test]
+    fn the_zero_fill_stops_between_chunks() {
+        let mut written = Vec::new();
+        let asked = std::cell::Cell::new(0);
+        let check = || {
+            asked.set(asked.get() + 1);
+            if asked.get() > 2 {
+                return Err(Error::SwapSetupInterrupted { signal: "SIGINT".into(), outcome: String::new() });
+            }
+            Ok(())
+        };
+        let err = fill_zeros(&mut written, Path::new("x"), 5 << 20, &check).unwrap_err();
+        assert!(matches!(err, Error::SwapSetupInterrupted { .. }));
+        assert_eq!(written.len(), 2 << 20, "two chunks, then it stopped");
+        let mut all = Vec::new();
+        fill_zeros(&mut all, Path::new("x"), (3 << 20) + 5, &|| Ok(())).unwrap();
+        assert!(all.len() == (3 << 20) + 5 && all.iter().all(|b| *b == 0));
     }
 
     #[test]
