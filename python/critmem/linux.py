@@ -159,8 +159,7 @@ def _call(
     if interrupted or terminated:
         if returncode != 0 and last_err.strip():
             sys.stderr.write(f"critmem: {name}: {_one_line(last_err, f'{name}: ')}\n")
-        finished = _last_json(stdout) if returncode == 0 and finished_note is not None else None
-        if finished is not None and finished_note is not None:
+        if finished_note is not None and returncode == 0 and (finished := _last_json(stdout)) is not None:
             sys.stderr.write(f"critmem: {finished_note(finished)}\n")
         if terminated:
             # The shell's code for death by that signal; the tool has undone its changes.

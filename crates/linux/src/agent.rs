@@ -230,6 +230,12 @@ pub fn shutdown_signals() -> Result<SignalFd> {
     SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC).map_err(|e| Error::io("signalfd", Path::new("signalfd"), e.into()))
 }
 
+/// The name of a signal waiting on `signals` (e.g. "SIGTERM"), taking it; `None` if none is.
+pub fn pending_signal(signals: &SignalFd) -> Option<String> {
+    let info = signals.read_signal().ok()??;
+    Some(Signal::try_from(info.ssi_signo as i32).map_or_else(|_| info.ssi_signo.to_string(), |s| s.as_str().to_owned()))
+}
+
 /// Runs the agent until a signal, `options.duration`, or an error; restores every change
 /// before returning (also on error).
 pub fn run(config: &AgentConfig, options: &RunOptions, signals: &SignalFd) -> Result<AgentSummary> {
@@ -294,8 +300,8 @@ pub fn run(config: &AgentConfig, options: &RunOptions, signals: &SignalFd) -> Re
         &mut platform,
         controller.as_mut(),
         || {
-            if let Ok(Some(info)) = signals.read_signal() {
-                stopped_by = Signal::try_from(info.ssi_signo as i32).map_or_else(|_| info.ssi_signo.to_string(), |s| s.as_str().to_owned());
+            if let Some(signal) = pending_signal(signals) {
+                stopped_by = signal;
                 return true;
             }
             options.duration.is_some_and(|d| started.elapsed() >= d)

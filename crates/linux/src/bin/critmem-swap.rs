@@ -4,10 +4,9 @@
 //! calls this. Errors: one line on stderr, exit code 2.
 
 use clap::{Parser, Subcommand};
-use critmem_linux::agent::shutdown_signals;
+use critmem_linux::agent::{pending_signal, shutdown_signals};
 use critmem_linux::swap::{SwapManager, SwapState};
 use critmem_linux::Result;
-use nix::sys::signal::Signal;
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
@@ -43,10 +42,7 @@ fn setup_stopping_on_signals(manager: &SwapManager, path: &Path, size_bytes: u64
     let seen: RefCell<Option<String>> = RefCell::new(None);
     let stop = || {
         if seen.borrow().is_none() {
-            if let Ok(Some(info)) = signals.read_signal() {
-                let name = Signal::try_from(info.ssi_signo as i32).map_or_else(|_| info.ssi_signo.to_string(), |s| s.as_str().to_owned());
-                *seen.borrow_mut() = Some(name);
-            }
+            *seen.borrow_mut() = pending_signal(&signals);
         }
         seen.borrow().clone()
     };
