@@ -181,44 +181,49 @@ impl SwapManager {
         let path = dir.join(path.file_name().ok_or_else(|| Error::parse("swap path", path.display().to_string(), "has no file name"))?);
         let (file, state) = self.create_recorded(&path, size_bytes)?;
         if let Err(e) = self.format_and_enable(&file, &state, stop) {
-            // A signal also reaches mkswap and swapon (same process group) and fails them.
-            let signal = match &e {
-                Error::SwapSetupInterrupted { signal, .. } => Some(signal.clone()),
-                _ => stop(),
-            };
-            // Undo what this call made: the file it created exclusively (if the path still names
-            // it) and the state, unless the kernel is using it after all and this call did not
-            // turn it on itself.
-            let ours = file.metadata().ok().zip(std::fs::symlink_metadata(&path).ok()).is_some_and(|(made, now)| FileIdentity::of(&made).is(&FileIdentity::of(&now)));
-            let active = match self.is_active(&state) {
-                Ok(true) if signal.is_some() && ours => swapoff_with_retries(&path).is_err(),
-                Ok(active) => active,
-                Err(_) => true,
-            };
-            if !active {
-                if ours {
-                    let _ = std::fs::remove_file(&path);
-                }
-                let _ = std::fs::remove_file(&self.state_file);
-            }
-            let Some(signal) = signal else { return Err(e) };
-            let left: Vec<String> = [(ours && path.exists(), &path), (self.state_file.exists(), &self.state_file)]
-                .into_iter()
-                .filter(|(there, _)| *there)
-                .map(|(_, p)| p.display().to_string())
-                .collect();
-            let mut outcome = if left.is_empty() {
-                "the half-made swapfile and its state were removed".to_string()
-            } else {
-                format!("{} left behind; run `critmem swap teardown`", left.join(" and "))
-            };
-            // A step that failed on its own as the signal came: say so too.
-            if !matches!(e, Error::SwapSetupInterrupted { .. }) {
-                outcome.push_str(&format!(" (the step under way failed: {e})"));
-            }
-            return Err(Error::SwapSetupInterrupted { signal, outcome });
+            return Err(self.undo_failed_setup(&file, &state, e, stop));
         }
         Ok(state)
+    }
+
+    /// Undoes a setup that failed after `create_recorded`, and returns the error to report.
+    fn undo_failed_setup(&self, file: &File, state: &SwapState, e: Error, stop: &dyn Fn() -> Option<String>) -> Error {
+        // A signal also reaches mkswap and swapon (same process group) and fails them.
+        let signal = match &e {
+            Error::SwapSetupInterrupted { signal, .. } => Some(signal.clone()),
+            _ => stop(),
+        };
+        // Undo what setup made: the file it created exclusively (if the path still names
+        // it) and the state, unless the kernel is using it after all and setup did not
+        // turn it on itself.
+        let ours = file.metadata().ok().zip(std::fs::symlink_metadata(&state.path).ok()).is_some_and(|(made, now)| FileIdentity::of(&made).is(&FileIdentity::of(&now)));
+        let active = match self.is_active(state) {
+            Ok(true) if signal.is_some() && ours => swapoff_with_retries(&state.path).is_err(),
+            Ok(active) => active,
+            Err(_) => true,
+        };
+        if !active {
+            if ours {
+                let _ = std::fs::remove_file(&state.path);
+            }
+            let _ = std::fs::remove_file(&self.state_file);
+        }
+        let Some(signal) = signal else { return e };
+        let left: Vec<String> = [(ours && state.path.exists(), &state.path), (self.state_file.exists(), &self.state_file)]
+            .into_iter()
+            .filter(|(there, _)| *there)
+            .map(|(_, p)| p.display().to_string())
+            .collect();
+        let mut outcome = if left.is_empty() {
+            "the half-made swapfile and its state were removed".to_string()
+        } else {
+            format!("{} left behind; run `critmem swap teardown`", left.join(" and "))
+        };
+        // A step that failed on its own as the signal came: say so too.
+        if !matches!(e, Error::SwapSetupInterrupted { .. }) {
+            outcome.push_str(&format!(" (the step under way failed: {e})"));
+        }
+        Error::SwapSetupInterrupted { signal, outcome }
     }
 
     /// Records the state, creates the (empty) swapfile at `path`, which must not exist, and
