@@ -18,13 +18,49 @@ pub(crate) fn sync_parent(path: &Path) -> Result<()> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io("sync directory", dir, e))
 }
 
+/// Longest file name [`temporary_for`] can add its affixes to within the kernel's 255-byte
+/// `NAME_MAX`.
+pub(crate) const MAX_NAME_BYTES: usize = 255 - TEMPORARY_AFFIX_BYTES;
+const TEMPORARY_PREFIX: &str = ".";
+const TEMPORARY_SUFFIX: &str = ".critmem-tmp";
+const TEMPORARY_AFFIX_BYTES: usize = TEMPORARY_PREFIX.len() + TEMPORARY_SUFFIX.len();
+
+/// Why critmem must not keep a file that names what it may undo (the journal, the swap state)
+/// at `path`, or `None` if it may. Undoing writes and removes whatever such a file names, so
+/// only its owner may be able to put one there: the directory must exist, belong to this user
+/// and be writable by no one else. The name must leave room for [`temporary_for`]'s affixes, or
+/// the file's first atomic replace would fail halfway through a run.
+pub(crate) fn unsafe_location(path: &Path) -> Option<String> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let name_bytes = path.file_name().map_or(0, |n| n.as_bytes().len());
+    if name_bytes > MAX_NAME_BYTES {
+        return Some(format!("its file name is {name_bytes} bytes; at most {MAX_NAME_BYTES} leave room for its temporary file"));
+    }
+    let dir = parent_dir(path);
+    let meta = match std::fs::metadata(dir) {
+        Ok(meta) => meta,
+        Err(e) => return Some(format!("cannot inspect its directory {}: {e}", dir.display())),
+    };
+    let euid = nix::unistd::geteuid().as_raw();
+    if meta.uid() != euid || meta.permissions().mode() & 0o022 != 0 {
+        return Some(format!(
+            "its directory {} must be owned by uid {euid} and writable by no one else (owner {}, mode {:o})",
+            dir.display(),
+            meta.uid(),
+            meta.permissions().mode() & 0o7777
+        ));
+    }
+    None
+}
+
 /// The temporary file [`replace_atomically`] writes beside `path`: one fixed name per file, so
 /// one that a crash left behind is overwritten by the next replace, and whoever owns `path`
 /// can remove it ([`remove_stale_temporary`]) without touching anyone else's.
 pub(crate) fn temporary_for(path: &Path) -> PathBuf {
-    let mut name = OsString::from(".");
+    let mut name = OsString::from(TEMPORARY_PREFIX);
     name.push(path.file_name().unwrap_or(path.as_os_str()));
-    name.push(".critmem-tmp");
+    name.push(TEMPORARY_SUFFIX);
     parent_dir(path).join(name)
 }
 
@@ -63,6 +99,27 @@ pub(crate) fn remove_stale_temporary(path: &Path) {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    /// A name one byte too long for its temporary file is refused before anything is written,
+    /// not when the file is first replaced mid-run.
+    #[test]
+    fn names_must_leave_room_for_the_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let longest = dir.path().join("j".repeat(MAX_NAME_BYTES));
+        assert_eq!(unsafe_location(&longest), None);
+        replace_atomically(&longest, b"fits").unwrap();
+        let too_long = dir.path().join("j".repeat(MAX_NAME_BYTES + 1));
+        let reason = unsafe_location(&too_long).unwrap();
+        assert_eq!(reason, format!("its file name is {} bytes; at most {MAX_NAME_BYTES} leave room for its temporary file", MAX_NAME_BYTES + 1));
+        assert!(replace_atomically(&too_long, b"").is_err(), "the kernel's limit is what the check guards");
+    }
+
+    #[test]
+    fn a_missing_directory_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let reason = unsafe_location(&dir.path().join("gone/journal.jsonl")).unwrap();
+        assert!(reason.starts_with("cannot inspect its directory") && reason.contains("gone"), "{reason}");
+    }
 
     #[test]
     fn a_replace_overwrites_a_leftover_temporary_and_leaves_none() {

@@ -67,6 +67,9 @@ pub enum Error {
     #[error("`{command}` failed ({status}): {stderr}; is util-linux installed and are you root?")]
     Command { command: String, status: String, stderr: String },
 
+    #[error("swap state {path}: {reason}")]
+    SwapState { path: PathBuf, reason: String },
+
     #[error("journal {path}: {reason}")]
     Journal { path: PathBuf, reason: String },
 

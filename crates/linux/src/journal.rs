@@ -20,7 +20,7 @@
 //! journal keeps two agents from sharing one.
 
 use crate::cgroup::{self, Change, FileWrite};
-use crate::durable::{parent_dir, remove_stale_temporary, replace_atomically, sync_parent};
+use crate::durable::{remove_stale_temporary, replace_atomically, sync_parent};
 use crate::error::{Error, Result};
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
@@ -191,25 +191,11 @@ impl Mode0600 for OpenOptions {
     }
 }
 
-/// Restoring writes and removes whatever the journal names, so only its owner may be able to
-/// put a journal there: the directory must belong to this user and be writable by no one else.
 fn check_directory(path: &Path) -> Result<()> {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let dir = parent_dir(path);
-    let meta = std::fs::metadata(dir).map_err(|e| Error::io("inspect journal directory", dir, e))?;
-    let euid = nix::unistd::geteuid().as_raw();
-    if meta.uid() != euid || meta.permissions().mode() & 0o022 != 0 {
-        return Err(Error::Journal {
-            path: path.to_owned(),
-            reason: format!(
-                "its directory {} must be owned by uid {euid} and writable by no one else (owner {}, mode {:o})",
-                dir.display(),
-                meta.uid(),
-                meta.permissions().mode() & 0o7777
-            ),
-        });
+    match crate::durable::unsafe_location(path) {
+        Some(reason) => Err(Error::Journal { path: path.to_owned(), reason }),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Refuses a file that is not a journal (a mistyped path must not be emptied): every line

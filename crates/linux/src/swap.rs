@@ -139,9 +139,9 @@ impl SwapManager {
     /// The recorded swapfile, if critmem set one up.
     pub fn state(&self) -> Result<Option<SwapState>> {
         match std::fs::read_to_string(&self.state_file) {
-            Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| Error::Journal {
+            Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| Error::SwapState {
                 path: self.state_file.clone(),
-                reason: format!("swap state is unreadable ({e}); check the swapfile it names by hand, then delete it"),
+                reason: format!("it is unreadable ({e}); check the swapfile it names by hand, then delete it"),
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::io("read", &self.state_file, e)),
@@ -275,10 +275,20 @@ impl SwapManager {
     fn write_state(&self, state: &SwapState) -> Result<()> {
         let dir = crate::durable::parent_dir(&self.state_file);
         std::fs::create_dir_all(dir).map_err(|e| Error::io("create state directory", dir, e))?;
+        self.check_state_location()?;
         let text = serde_json::to_string_pretty(state).map_err(|e| Error::parse("swap state", "setup", e.to_string()))?;
         let mut file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&self.state_file).map_err(|e| Error::io("create", &self.state_file, e))?;
         file.write_all(text.as_bytes()).and_then(|()| file.sync_all()).map_err(|e| Error::io("write", &self.state_file, e))?;
         crate::durable::sync_parent(&self.state_file)
+    }
+
+    /// Teardown swaps off and deletes the file the state names, so the state must sit where only
+    /// its owner could have put it (the journal's rule).
+    fn check_state_location(&self) -> Result<()> {
+        match crate::durable::unsafe_location(&self.state_file) {
+            Some(reason) => Err(Error::SwapState { path: self.state_file.clone(), reason }),
+            None => Ok(()),
+        }
     }
 
     /// Replaces the state atomically: a crash leaves the old state or the new one.
@@ -311,6 +321,7 @@ impl SwapManager {
     /// or its swap header is not the one critmem wrote.
     pub fn teardown(&self) -> Result<Option<PathBuf>> {
         let Some(state) = self.state()? else { return Ok(None) };
+        self.check_state_location()?;
         let path = &state.path;
         let found = match std::fs::symlink_metadata(path) {
             Ok(meta) => Some(meta),
@@ -741,6 +752,34 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&existing).unwrap(), "precious");
         assert!(manager.setup(&dir.path().join("new"), 4096).is_err());
         assert_eq!(manager.state().unwrap(), None);
+    }
+
+    /// The state names the file teardown deletes, so a state where others could have put it is
+    /// not acted on: setup refuses to record one there, teardown to follow one found there.
+    #[test]
+    fn a_state_in_a_directory_others_can_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let shared = dir.path().join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let proc = dir.path().join("proc");
+        std::fs::create_dir_all(&proc).unwrap();
+        std::fs::write(proc.join("swaps"), SWAPS).unwrap();
+        let manager = SwapManager::new(shared.join("swap.json"), proc);
+        let path = dir.path().join("swapfile");
+        let err = manager.setup(&path, 1 << 20).unwrap_err().to_string();
+        assert!(err.starts_with("swap state ") && err.contains("writable by no one else (owner"), "{err}");
+        assert!(!path.exists() && !shared.join("swap.json").exists());
+
+        // A planted state naming a file with critmem's header: teardown leaves both alone.
+        let planted = dir.path().join("precious");
+        fake_swapfile(&planted, uuid_bytes("a3c6e4a0-0b1c-4d2e-8f3a-5b6c7d8e9f00"), SWAP_LABEL);
+        let state = SwapState { v: 1, path: planted.clone(), size_bytes: 4096, uuid: "a3c6e4a0-0b1c-4d2e-8f3a-5b6c7d8e9f00".into(), label: SWAP_LABEL.into(), file: None };
+        std::fs::write(shared.join("swap.json"), serde_json::to_string(&state).unwrap()).unwrap();
+        let err = manager.teardown().unwrap_err().to_string();
+        assert!(err.contains("writable by no one else"), "{err}");
+        assert!(planted.exists() && shared.join("swap.json").exists());
     }
 
     /// A signal seen at any step before swapon (the k-th time setup asks) stops setup, and it
