@@ -99,21 +99,23 @@ mod tests {
     #[test]
     fn pops_match_a_plain_heap_under_interleaving() {
         use rand::{Rng, SeedableRng};
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        const SEED: u64 = 7;
+        eprintln!("event queue interleaving: seed {SEED}");
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(SEED);
         let mut q = EventQueue::default();
         let mut reference = BinaryHeap::new();
         let mut seq = 0u64;
-        for _ in 0..20_000 {
+        for step in 0..20_000 {
             if rng.random_bool(0.55) {
                 let t = Nanos(rng.random_range(0..50));
                 q.push(t, seq);
                 reference.push(Entry { time: t, seq, event: seq });
                 seq += 1;
             } else {
-                assert_eq!(q.pop(), reference.pop().map(|e| (e.time, e.event)));
+                assert_eq!(q.pop(), reference.pop().map(|e| (e.time, e.event)), "seed {SEED}, step {step}");
             }
-            assert_eq!(q.peek_time(), reference.peek().map(|e| e.time));
-            assert_eq!(q.len(), reference.len());
+            assert_eq!(q.peek_time(), reference.peek().map(|e| e.time), "seed {SEED}, step {step}");
+            assert_eq!(q.len(), reference.len(), "seed {SEED}, step {step}");
         }
     }
 }
