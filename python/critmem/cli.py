@@ -600,7 +600,7 @@ examples:
 
 Writes report.md (each table and figure beside the paper's own numbers), PNG figures and
 results.json (identical bytes for identical code) to DIR, by simulation only; shared-pages
-also writes table2.json (wall-clock timings of the simulator's memory operations, which vary
+also writes table2.md and table2.json (wall-clock timings of the simulator's memory operations, which vary
 from run to run). Without --json the headline numbers are printed as tables."""
 
 

@@ -696,7 +696,8 @@ def reproduce(
     workload: Workload | None = None,
 ) -> Reproduction:
     """Runs everything, writes report.md, fig8.png, fig9.png, results.json (deterministic)
-    and table2.json (wall-clock timings) to `out_dir`, and returns the headline numbers."""
+    and table2.md, table2.json (wall-clock timings) to `out_dir`, and returns the headline
+    numbers."""
     from critmem.reproduce import shared_pages_report as report  # matplotlib: only when writing
 
     w = workload or (quick_workload() if quick else Workload())
@@ -711,6 +712,7 @@ def reproduce(
     files = [
         _write_json(out_dir / "results.json", data),
         _write_json(out_dir / "table2.json", t2),
+        _write_text(out_dir / "table2.md", report.render_table2(t2)),
         report.plot_fig8(data, out_dir / "fig8.png"),
         report.plot_fig9(data, out_dir / "fig9.png"),
     ]
@@ -751,6 +753,11 @@ def headline(data: dict[str, Any], t2: dict[str, Any]) -> dict[str, Any]:
         "quick": data["quick"],
         "simulation_runs": data["simulation_runs"],
     }
+
+
+def _write_text(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
 def _write_json(path: Path, data: Any) -> Path:
