@@ -67,3 +67,23 @@ def test_a_run_without_memory_writes_no_memory_files(tmp_path: Path) -> None:
     assert not (tmp_path / "memory.png").exists() and not (tmp_path / "memory_timeline.csv").exists()
     with pytest.raises(ValueError, match=r"\[memory\]"):
         plot_memory(run(RM_TEXTBOOK), tmp_path / "m.png")
+
+
+def test_dollar_signs_in_names_are_drawn_as_written(tmp_path: Path) -> None:
+    # matplotlib reads text between two `$` as math; a task, reservation or file name with
+    # them must neither fail the run nor change what the charts say.
+    text = SHARED_PAGES.read_text(encoding="utf-8")
+    text = text.replace('name = "tau1"', 'name = "$$"').replace('"r1"', '"$\\\\frac{$"')
+    scenario = tmp_path / "cost$x$.toml"
+    scenario.write_text(text, encoding="utf-8")
+    out = tmp_path / "out"
+    o = cli("run", str(scenario), "--out", str(out))
+    assert o.code == 0, o.stderr
+    assert {"gantt.png", "memory.png"} <= {p.name for p in out.iterdir()}
+    from critmem.gantt import literal_text
+
+    # What matplotlib draws for an escaped name is the name itself (its math parser is skipped).
+    from matplotlib.text import Text
+
+    for name in ("$$", "$\\frac{$", "cost$x$.toml"):
+        assert Text(text=literal_text(name))._preprocess_math(literal_text(name)) == (name, False)

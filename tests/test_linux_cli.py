@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from critmem import jobclient
-from critmem.linux import LinuxError, _one_line, agent_argv, parse_duration_s, parse_size_bytes, run_scenario
+from critmem.linux import LinuxError, _one_line, agent_argv, parse_duration_s, parse_size_bytes, plot_timeline, run_scenario
 
 from conftest import CRITMEM, EXAMPLES, cli
 
@@ -587,3 +587,16 @@ def test_the_python_job_client_never_raises_without_an_agent(tmp_path: Path) -> 
         jobclient.format_message("finish", 1)
     assert jobclient.parse_drop_request(b'{"v":2,"op":"drop","job":1}') is None
     assert jobclient.parse_drop_request(b'{"v":1,"op":"drop","job":true}') is None
+
+
+def test_the_linux_timeline_chart_draws_dollar_signs_in_names(tmp_path: Path) -> None:
+    # matplotlib parses text between two `$` as math: `$$` alone used to fail the chart.
+    sample = {"usage_bytes": 64 << 20, "max_bytes": 96 << 20}
+    summary = {
+        "scenario": "cost$x$.toml",
+        "controller": "sara",
+        "memory": {"total_bytes": 128 << 20, "groups": [{"name": "$$"}, {"name": "nrt"}]},
+        "control": {"timeline": [{"t_ms": t, "groups": [sample, {"usage_bytes": 1 << 20, "max_bytes": None}]} for t in (0, 5, 10)]},
+    }
+    out = plot_timeline(summary, tmp_path / "timeline.png")
+    assert out.stat().st_size > 0

@@ -43,6 +43,12 @@ def _window_end_ms(result: RunResult, max_segments: int) -> float:
     return min(horizon_ms, _round_down(cut) or cut)
 
 
+def literal_text(text: str) -> str:
+    """`text` as matplotlib must be given it to draw it as written: a pair of `$` in a task or
+    file name would otherwise be parsed as math (and fail to parse, or render as symbols)."""
+    return text.replace("$", r"\$")
+
+
 def plot_gantt(result: RunResult, path: str | os.PathLike[str], *, max_segments: int | None = None) -> Path:
     """Writes the chart as a PNG to `path` (byte-identical for identical results).
 
@@ -100,9 +106,9 @@ def plot_gantt(result: RunResult, path: str | os.PathLike[str], *, max_segments:
         title += f"\n{what} {end_ms:g} ms of {result.horizon_ms:g} ms shown ({len(segments)} segments in all)"
     else:
         title += f", {end_ms:g} ms"
-    ax.set_title(title, fontsize="medium")
+    ax.set_title(literal_text(title), fontsize="medium")
 
-    handles: list[Patch | Line2D] = [Patch(facecolor=colour[n], label=n) for n in names]
+    handles: list[Patch | Line2D] = [Patch(facecolor=colour[n], label=literal_text(n)) for n in names]
     n_missed = int(jobs["missed"].sum())
     handles.append(
         Line2D([], [], marker="v", color="red", linestyle="none", label=f"deadline miss ({n_missed} in all)")

@@ -284,7 +284,9 @@ def plot_timeline(summary: dict[str, Any], path: Path) -> Path:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    names = [g["name"] for g in summary["memory"]["groups"]]
+    from critmem.gantt import literal_text
+
+    names = [literal_text(g["name"]) for g in summary["memory"]["groups"]]
     timeline = summary["control"]["timeline"]
     t_s = [s["t_ms"] / 1000.0 for s in timeline]
     fig = Figure(figsize=(11, 4.5), dpi=100)
@@ -299,7 +301,7 @@ def plot_timeline(summary: dict[str, Any], path: Path) -> Path:
     ax.axhline(summary["memory"]["total_bytes"] / MIB, color="grey", linewidth=0.8, label="budget")
     ax.set_xlabel("time (s)")
     ax.set_ylabel("MiB")
-    ax.set_title(f"{summary['scenario']} on Linux under {summary['controller']}")
+    ax.set_title(literal_text(f"{summary['scenario']} on Linux under {summary['controller']}"))
     ax.legend(loc="upper right", fontsize="small")
     fig.tight_layout()
     fig.savefig(path)

@@ -11,6 +11,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from critmem.api import RunResult
+from critmem.gantt import literal_text
 
 MIB = 1_048_576
 
@@ -39,10 +40,10 @@ def plot_memory(result: RunResult, path: str | os.PathLike[str]) -> Path:
     cmap = matplotlib.colormaps["tab10" if len(reservations) + len(residents) <= 10 else "tab20"]
     i = 0
     for c in reservations:
-        top.step(t_s, tl[c] * page_mb, where="post", linewidth=1.4, color=cmap(i % cmap.N), label=f"reservation {str(c).split(':', 1)[1]}")
+        top.step(t_s, tl[c] * page_mb, where="post", linewidth=1.4, color=cmap(i % cmap.N), label=literal_text(f"reservation {str(c).split(':', 1)[1]}"))
         i += 1
     for c in residents:
-        top.step(t_s, tl[c] * page_mb, where="post", linewidth=0.9, linestyle="--", color=cmap(i % cmap.N), label=f"resident {str(c).split(':', 1)[1]}")
+        top.step(t_s, tl[c] * page_mb, where="post", linewidth=0.9, linestyle="--", color=cmap(i % cmap.N), label=literal_text(f"resident {str(c).split(':', 1)[1]}"))
         i += 1
     top.set_ylabel("MB")
     top.set_title("pages accounted per reservation (solid) and resident per task (dashed)", fontsize="medium")
@@ -62,7 +63,7 @@ def plot_memory(result: RunResult, path: str | os.PathLike[str]) -> Path:
     bottom.grid(linewidth=0.3, alpha=0.5)
     bottom.set_ylim(bottom=0)
     bottom.set_xlim(0, result.horizon_ms / 1000.0)
-    fig.suptitle(f"{result.scenario} — memory, swap {memory['swap']}, seed {result.seed}", fontsize="medium")
+    fig.suptitle(literal_text(f"{result.scenario} — memory, swap {memory['swap']}, seed {result.seed}"), fontsize="medium")
     fig.subplots_adjust(hspace=0.35)
 
     out = Path(path)
