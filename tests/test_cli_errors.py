@@ -193,3 +193,16 @@ def test_a_large_output_cut_short_by_its_reader_ends_quietly_with_exit_1(scenari
             p.stdout.close()
             err = p.stderr.read()
             assert (p.wait(timeout=120), err) == (1, b""), argv
+
+
+def test_a_file_name_that_is_not_utf8_runs_and_is_named_with_a_replacement_character(tmp_path: Path) -> None:
+    good, bad = tmp_path / os.fsdecode(b"good\xff.toml"), tmp_path / os.fsdecode(b"bad\xff.toml")
+    good.write_text(RM_TEXTBOOK.read_text(encoding="utf-8"), encoding="utf-8")
+    bad.write_text("x =", encoding="utf-8")
+    for command in ("run", "analyze"):
+        ran = subprocess.run([str(CRITMEM), command, os.fsencode(good)], capture_output=True, timeout=120, check=False)
+        assert ran.returncode == 0, ran.stderr
+        assert "good\N{REPLACEMENT CHARACTER}.toml" in ran.stdout.decode("utf-8").splitlines()[0]
+        failed = subprocess.run([str(CRITMEM), command, os.fsencode(bad)], capture_output=True, timeout=120, check=False)
+        err = failed.stderr.decode("utf-8")
+        assert failed.returncode == 2 and len(err.splitlines()) == 1 and "bad\N{REPLACEMENT CHARACTER}.toml: line 1" in err, err

@@ -39,7 +39,9 @@ def looks_like_path(s: str) -> bool:
 def read_path(path: str | os.PathLike[str]) -> ScenarioSource:
     """Reads a scenario file; OSError (missing, a directory, unreadable) propagates with its name."""
     p = Path(path)
-    name = os.fspath(path)
+    # A name that is not UTF-8 reaches Python with its stray bytes as surrogates, which
+    # cannot be printed or passed on as text: they are shown as U+FFFD.
+    name = os.fspath(path).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     if not name:
         raise FileNotFoundError(errno.ENOENT, "no such file (the name is empty)", name)
     if "\x00" in name:
