@@ -120,3 +120,25 @@ fn a_controller_config_that_is_not_an_object_is_refused() {
         assert_eq!(stderr.trim_end(), format!("critmem-linux-run: --controller-config: not a JSON object (got {kind})"), "{config}");
     }
 }
+
+/// Found by the audit: an unknown `--controller` was noticed only after the bench had created
+/// its groups, and it exited without removing them or their journal.
+#[test]
+fn a_loop_bench_with_an_unknown_controller_creates_nothing() {
+    let child = Command::new(env!("CARGO_BIN_EXE_critmem-loop-bench"))
+        .args(["--controller", "nope", "--seconds", "1"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.starts_with("critmem-loop-bench: unknown controller `nope`") && stderr.lines().count() == 1, "{stderr}");
+    for root in ["/sys/fs/cgroup/memory", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"] {
+        for i in 0..4 {
+            let group = std::path::Path::new(root).join(format!("critmem-bench-{pid}-{i}"));
+            assert!(!group.exists(), "{} was left behind", group.display());
+        }
+    }
+}

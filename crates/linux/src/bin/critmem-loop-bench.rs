@@ -1,8 +1,9 @@
 //! Control-loop cost on the real machine: creates `--groups` cgroups of its own (half soft
 //! real-time, half non-real-time), optionally runs a throughput worker in each, ticks a
 //! controller at `--interval-ms` for `--seconds`, prints the per-tick and per-group cost as
-//! JSON, and removes everything it created. Needs root. A benchmark, not a test: it asserts
-//! nothing.
+//! JSON, and removes everything it created. Its journal is in `/run/critmem-loop-bench/`, so a
+//! run killed with SIGKILL is undone by the next one. Needs root. A benchmark, not a test: it
+//! asserts nothing.
 
 use clap::Parser;
 use critmem_linux::agent::shutdown_signals;
@@ -50,11 +51,18 @@ struct Args {
 
 fn main() {
     let args: Args = critmem_linux::parse_args();
+    // Everything that can fail on its own comes before the platform creates groups.
+    let config: serde_json::Value = serde_json::json!({ "interval_ns": args.interval_ms * 1_000_000 });
+    let config = if args.controller == "sara" || args.controller == "senpai" { config } else { serde_json::json!({}) };
+    let mut controller = make_controller(&args.controller, config).unwrap_or_else(|e| fail(&e));
+    let worker_exe = (args.worker_mib > 0).then(|| std::env::current_exe().unwrap_or_else(|e| fail(&e)).with_file_name("critmem-nrt-worker"));
     let signals = shutdown_signals().unwrap_or_else(|e| fail(&e));
     let layout = detect_layout_in(Path::new("/proc")).unwrap_or_else(|e| fail(&e));
     let backend = open_backend(&layout).unwrap_or_else(|e| fail(&e));
-    let dir = std::env::temp_dir().join(format!("critmem-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| fail(&e));
+    // One journal directory for every run, so that the next run restores what a killed one
+    // changed and removes its groups (a per-run directory would be forgotten).
+    let dir = Path::new(JOURNAL_DIR);
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| fail(&e));
     let specs: Vec<GroupSpec> = (0..args.groups)
         .map(|i| GroupSpec {
             name: format!("g{i}"),
@@ -73,18 +81,24 @@ fn main() {
     };
     let mut platform = LinuxPlatform::open(backend, specs, options).unwrap_or_else(|e| fail(&e));
     let mut workers: Vec<Child> = Vec::new();
-    if args.worker_mib > 0 {
-        let exe = std::env::current_exe().unwrap_or_else(|e| fail(&e)).with_file_name("critmem-nrt-worker");
+    if let Some(exe) = worker_exe {
         for group in 0..args.groups {
-            let mut child = Command::new("/bin/sh")
+            let spawned = Command::new("/bin/sh")
                 .arg("-c")
                 .arg("read go; exec \"$0\" \"$@\"")
                 .arg(&exe)
                 .args(["--wss-mib", &args.worker_mib.to_string(), "--report-ms", "100000"])
                 .stdin(Stdio::piped())
                 .stdout(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| fail(&e));
+                .spawn();
+            let mut child = match spawned {
+                Ok(child) => child,
+                Err(e) => {
+                    stop_workers(workers);
+                    let _ = platform.restore(Duration::from_secs(30));
+                    fail(&e);
+                }
+            };
             if let Err(e) = platform.add_process(group, child.id()) {
                 let _ = child.kill();
                 eprintln!("critmem-loop-bench: {e}");
@@ -94,9 +108,6 @@ fn main() {
             workers.push(child);
         }
     }
-    let config: serde_json::Value = serde_json::json!({ "interval_ns": args.interval_ms * 1_000_000 });
-    let config = if args.controller == "sara" || args.controller == "senpai" { config } else { serde_json::json!({}) };
-    let mut controller = make_controller(&args.controller, config).unwrap_or_else(|e| fail(&e));
     if !args.read_all_stall {
         platform.set_stall_inputs(|role| controller.stall_inputs(role));
     }
@@ -131,12 +142,10 @@ fn main() {
     let platform_stats = platform.stats().clone();
     let baseline = bare_reads(&platform, args.interval_ms, run.min(Duration::from_secs(5)));
     let idle_cpu_share_pct = idle_loop_cpu_share_pct(args.interval_ms, run.min(Duration::from_secs(5)));
-    for mut w in workers {
-        let _ = w.kill();
-        let _ = w.wait();
-    }
+    stop_workers(workers);
     let restore = platform.restore(Duration::from_secs(30));
-    let _ = std::fs::remove_dir_all(&dir);
+    // Only if empty: another run may hold a journal there.
+    let _ = std::fs::remove_dir(dir);
     if let Err(e) = result {
         fail(&e);
     }
@@ -235,6 +244,15 @@ fn process_cpu_ns() -> u64 {
         .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
         .filter_map(|s| s.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()))
         .sum()
+}
+
+const JOURNAL_DIR: &str = "/run/critmem-loop-bench";
+
+fn stop_workers(workers: Vec<Child>) {
+    for mut w in workers {
+        let _ = w.kill();
+        let _ = w.wait();
+    }
 }
 
 fn fail(e: &dyn std::fmt::Display) -> ! {
