@@ -97,7 +97,7 @@ pub struct GroupConfig {
 
 impl AgentConfig {
     pub fn load(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io("read configuration", path, e))?;
+        let text = crate::read_input_file(path).map_err(|e| Error::io("read configuration", path, e))?;
         Self::parse(&text, path)
     }
 

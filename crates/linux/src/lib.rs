@@ -50,6 +50,21 @@ pub use writer::KnobWriter;
 pub const MAX_RUN_SECONDS: f64 = 1e9;
 
 /// A command-line duration in seconds: finite, above zero and at most [`MAX_RUN_SECONDS`].
+/// Largest configuration, scenario or state file critmem reads (a user can name `/dev/zero`).
+pub const MAX_INPUT_FILE_BYTES: u64 = 16 << 20;
+
+/// Reads a file a user named as UTF-8 text, refusing one larger than
+/// [`MAX_INPUT_FILE_BYTES`] instead of reading it all into memory.
+pub fn read_input_file(path: &std::path::Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?.take(MAX_INPUT_FILE_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_INPUT_FILE_BYTES {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("larger than {} MiB", MAX_INPUT_FILE_BYTES >> 20)));
+    }
+    String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to())))
+}
+
 pub fn parse_seconds(text: &str) -> std::result::Result<std::time::Duration, String> {
     let s: f64 = text.trim().parse().map_err(|_| format!("not a number of seconds: {text:?}"))?;
     if s.is_nan() || s <= 0.0 {
@@ -152,6 +167,21 @@ pub fn usage_error_line<T: clap::CommandFactory>(e: &clap::Error, args: &[std::f
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn input_files_are_read_up_to_a_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let small = dir.path().join("small.toml");
+        std::fs::write(&small, "a = 1\n").unwrap();
+        assert_eq!(super::read_input_file(&small).unwrap(), "a = 1\n");
+        let e = super::read_input_file(std::path::Path::new("/dev/zero")).unwrap_err();
+        assert_eq!(e.to_string(), "larger than 16 MiB");
+        let big = dir.path().join("big.toml");
+        std::fs::File::create(&big).unwrap().set_len(super::MAX_INPUT_FILE_BYTES + 1).unwrap();
+        assert!(super::read_input_file(&big).is_err());
+        std::fs::write(&small, b"\xff").unwrap();
+        assert_eq!(super::read_input_file(&small).unwrap_err().kind(), std::io::ErrorKind::InvalidData);
+    }
+
     use super::{parse_seconds, MAX_RUN_SECONDS};
     use proptest::prelude::*;
     use std::time::Duration;

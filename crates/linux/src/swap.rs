@@ -138,7 +138,7 @@ impl SwapManager {
 
     /// The recorded swapfile, if critmem set one up.
     pub fn state(&self) -> Result<Option<SwapState>> {
-        match std::fs::read_to_string(&self.state_file) {
+        match crate::read_input_file(&self.state_file) {
             Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| Error::SwapState {
                 path: self.state_file.clone(),
                 reason: format!("it is unreadable ({e}); check the swapfile it names by hand, then delete it"),

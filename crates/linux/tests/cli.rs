@@ -142,3 +142,20 @@ fn a_loop_bench_with_an_unknown_controller_creates_nothing() {
         }
     }
 }
+
+/// Found by the audit: `--state-file /dev/zero` read until the kernel killed the tool at
+/// 23 GB. Every file a user names is read up to 16 MiB.
+#[test]
+fn endless_input_files_are_refused_at_16_mib() {
+    let cases: [(&str, &[&str], &str); 3] = [
+        ("critmem-swap", &["--state-file", "/dev/zero", "status"], "critmem-swap: read /dev/zero: larger than 16 MiB"),
+        ("critmem-agent", &["--config", "/dev/zero", "--dry-run"], "critmem-agent: read configuration /dev/zero: larger than 16 MiB"),
+        ("critmem-linux-run", &["--duration-s", "1", "/dev/zero"], "critmem-linux-run: /dev/zero: larger than 16 MiB"),
+    ];
+    for (name, argv, want) in cases {
+        let exe = TOOLS.iter().find(|(n, _)| *n == name).unwrap().1;
+        let out = Command::new(exe).args(argv).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{name} {argv:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr).trim_end(), want, "{name} {argv:?}");
+    }
+}

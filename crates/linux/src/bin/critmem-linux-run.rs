@@ -180,7 +180,7 @@ fn ms_arg(ns: u64) -> String {
 }
 
 fn load(path: &Path) -> Result<Scenario, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = critmem_linux::read_input_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let format = if path.extension().is_some_and(|e| e == "json") { Format::Json } else { Format::Toml };
     load_str(&text, &path.display().to_string(), format, &Overrides::default()).map_err(|e| e.to_string())
 }
