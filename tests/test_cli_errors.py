@@ -120,6 +120,16 @@ def test_an_error_echoing_a_huge_value_stays_a_readable_line(scenario_file: Writ
     assert len(o.stderr) < 2200, len(o.stderr)
 
 
+def test_an_error_about_a_very_long_path_still_says_what_is_wrong(tmp_path: Path) -> None:
+    deep = tmp_path / "/".join(["d" * 200] * 12)
+    deep.mkdir(parents=True)
+    path = deep / "s.toml"
+    path.write_text(GOOD.replace('"rm"', '"nope"'), encoding="utf-8")
+    o = cli("run", str(path))
+    assert_one_line_error(o, "more characters", "scheduler.kind")
+    assert len(o.stderr) < 2200, len(o.stderr)
+
+
 def test_unwritable_out_folder_is_a_clean_error(tmp_path: Path) -> None:
     # Tests may run as root, which ignores permission bits; a file in the way never yields.
     blocker = tmp_path / "a-file"

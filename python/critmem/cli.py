@@ -705,9 +705,12 @@ _MAX_ERROR_CHARS = 2000
 
 def _fail(message: str, code: int = EXIT_USAGE) -> int:
     one_line = " ".join(message.split())
-    # A value echoed from the input can be megabytes long; the line stays readable.
+    # A value echoed from the input can be megabytes long; the line stays readable. Its middle
+    # goes: a long path comes first and the reason last, and both must stay.
     if len(one_line) > _MAX_ERROR_CHARS:
-        one_line = one_line[:_MAX_ERROR_CHARS] + f" … ({len(one_line) - _MAX_ERROR_CHARS} more characters)"
+        head, tail = _MAX_ERROR_CHARS * 3 // 5, _MAX_ERROR_CHARS * 2 // 5
+        left_out = len(one_line) - head - tail
+        one_line = f"{one_line[:head]} … ({left_out} more characters) … {one_line[-tail:]}"
     print(f"critmem: error: {one_line}", file=sys.stderr)
     return code
 
