@@ -157,16 +157,17 @@ impl AgentConfig {
             }));
         }
         let soft_rt: Vec<&str> = config.groups.iter().filter(|g| g.role == RoleName::SoftRealTime).map(|g| g.name.as_str()).collect();
-        config.controller_spec()?.check_group_names(&soft_rt).map_err(|e| Error::Config { path: PathBuf::from("controller"), reason: e.to_string() })?;
+        config
+            .controller_spec()
+            .and_then(|spec| spec.check_group_names(&soft_rt))
+            .map_err(|e| bad(one_line(&e.to_string())))?;
         Ok(config)
     }
 
-    /// The controller's configuration as JSON (any serde source works for the factory).
-    fn controller_spec(&self) -> Result<critmem_policy::ControllerConfig> {
-        let value = serde_json::to_value(&self.controller_config).map_err(|e| Error::Config { path: PathBuf::new(), reason: e.to_string() })?;
-        // The message quotes the controller name, which may hold a newline: keep it one line.
-        critmem_policy::ControllerConfig::parse(&self.controller, value)
-            .map_err(|e| Error::Config { path: PathBuf::from("controller"), reason: e.to_string().split_whitespace().collect::<Vec<_>>().join(" ") })
+    /// The controller and its parameters, read from the TOML itself: through JSON a `nan`
+    /// would become null and be reported as one.
+    fn controller_spec(&self) -> std::result::Result<critmem_policy::ControllerConfig, critmem_policy::PolicyError> {
+        critmem_policy::ControllerConfig::parse(&self.controller, toml::Value::Table(self.controller_config.clone()))
     }
 
     pub fn group_specs(&self) -> Result<Vec<GroupSpec>> {
@@ -186,6 +187,11 @@ impl AgentConfig {
             })
             .collect()
     }
+}
+
+/// A message that quotes user text (a controller name may hold a newline) kept to one line.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// How the agent runs besides its configuration.
@@ -251,7 +257,7 @@ pub fn run(config: &AgentConfig, options: &RunOptions, signals: &SignalFd) -> Re
     let backend = open_backend(&layout)?;
     let backend_name = backend.name().to_owned();
     let specs = config.group_specs()?;
-    let mut controller = config.controller_spec()?.build().map_err(|e| Error::Config { path: PathBuf::from("controller"), reason: e.to_string() })?;
+    let mut controller = config.controller_spec().and_then(|spec| spec.build()).map_err(|e| Error::Config { path: PathBuf::from("controller"), reason: one_line(&e.to_string()) })?;
     let server = if options.dry_run {
         None
     } else {
@@ -586,6 +592,9 @@ create = true
                 CONFIG.replace("controller = \"sara\"", "controller = \"static\"").replace("step_bytes = 2097152", "limits_bytes = { batch = 1 }"),
                 "`limits_bytes` names \"batch\", which is not a soft real-time group (they are: \"rt\")",
             ),
+            // The file and the key; `nan` used to reach the controller as JSON null.
+            (CONFIG.replace("step_bytes = 2097152", "step_bytes = nan"), "configuration agent.toml: invalid config for controller `sara`: invalid type: floating point `NaN`, expected u64 in `step_bytes`"),
+            (CONFIG.replace("step_bytes = 2097152", "step_bytes = \"x\""), "agent.toml: invalid config for controller `sara`: invalid type: string \"x\", expected u64 in `step_bytes`"),
         ] {
             let err = AgentConfig::parse(&edit, Path::new("agent.toml")).unwrap_err().to_string();
             assert!(err.contains(want), "{err}");

@@ -31,8 +31,14 @@ impl ControllerConfig {
     /// configuration of controller `name`.
     pub fn parse<'de, D: Deserializer<'de>>(name: &str, config: D) -> Result<Self, PolicyError> {
         fn de<'de, T: Deserialize<'de>, D: Deserializer<'de>>(name: &str, d: D) -> Result<T, PolicyError> {
-            T::deserialize(d)
-                .map_err(|e| PolicyError::BadConfig { controller: name.to_string(), message: one_line(&e.to_string()) })
+            // The path names the key at fault, e.g. `step_bytes: invalid type: ...`.
+            serde_path_to_error::deserialize(d).map_err(|e| {
+                let path = e.path().to_string();
+                let inner = one_line(&e.inner().to_string());
+                // serde names the key itself in some errors (`unknown field `x``).
+                let message = if path == "." || inner.contains(&format!("`{path}`")) { inner } else { format!("`{path}`: {inner}") };
+                PolicyError::BadConfig { controller: name.to_string(), message }
+            })
         }
         Ok(match name {
             "sara" => ControllerConfig::Sara(de(name, config)?),

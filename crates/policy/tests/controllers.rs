@@ -710,6 +710,8 @@ fn factory_errors_are_one_line_and_actionable() {
         err("static", json!({})),
         err("senpai", json!({"knob": "min"})),
         err("tmo-low", json!({"reclaim_ratio": 2.0})),
+        err("sara", json!({"step_bytes": "x"})),
+        err("static", json!({"limits_bytes": {"srt": -1}})),
     ];
     assert_eq!(
         errors[0],
@@ -724,6 +726,9 @@ fn factory_errors_are_one_line_and_actionable() {
     assert!(errors[3].contains("set `limits_bytes`"), "{}", errors[3]);
     assert!(errors[4].contains("unknown variant `min`, expected `max` or `high`"), "{}", errors[4]);
     assert_eq!(errors[5], "controller `tmo-low`: `reclaim_ratio` must be within 0..=1 (got 2)");
+    // The key at fault is named, also inside a table.
+    assert_eq!(errors[6], "invalid config for controller `sara`: `step_bytes`: invalid type: string \"x\", expected u64");
+    assert_eq!(errors[7], "invalid config for controller `static`: `limits_bytes.srt`: invalid value: integer `-1`, expected u64");
     for e in &errors {
         assert!(!e.contains('\n'), "{e}");
     }
