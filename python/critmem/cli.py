@@ -370,6 +370,11 @@ def _cmd_agent(args: argparse.Namespace) -> int:
 def _cmd_swap(args: argparse.Namespace) -> int:
     from critmem import linux
 
+    if args.action != "setup":
+        # Silently ignored, a `teardown --path X` would look as if it removed X.
+        given = [flag for flag, value in (("--size", args.size), ("--path", args.path)) if value is not None]
+        if given:
+            raise CliError(f"swap {args.action} takes no {' or '.join(given)} (only setup does); {args.action} acts on the swapfile the state file records")
     if args.action == "setup":
         if args.size is None:
             raise CliError("swap setup needs --size (e.g. --size 4G)")

@@ -445,7 +445,7 @@ fn parse_toml(text: &str, source_name: &str) -> Result<RawScenario, ScenarioErro
         ScenarioError {
             source_name: source_name.to_string(),
             key: if key == "." { String::new() } else { key },
-            reason: one_line(inner.message()),
+            reason: without_type_names(&one_line(inner.message())),
         }
     })?;
     Ok(raw)
@@ -458,12 +458,26 @@ fn parse_json(text: &str, source_name: &str) -> Result<RawScenario, ScenarioErro
         ScenarioError {
             source_name: source_name.to_string(),
             key: if key == "." { String::new() } else { key },
-            reason: one_line(&e.into_inner().to_string()),
+            reason: without_type_names(&one_line(&e.into_inner().to_string())),
         }
     })?;
     // Anything after the value is an error too (serde_path_to_error stops at the value).
     de.end().map_err(|e| ScenarioError { source_name: source_name.to_string(), key: String::new(), reason: one_line(&e.to_string()) })?;
     Ok(raw)
+}
+
+/// serde names the Rust type it expected (`expected struct RawTask`); a user wrote a table.
+fn without_type_names(reason: &str) -> String {
+    let mut out = String::with_capacity(reason.len());
+    let mut rest = reason;
+    while let Some(at) = rest.find("struct Raw") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + "struct Raw".len()..];
+        rest = after.trim_start_matches(|c: char| c.is_ascii_alphanumeric());
+        out.push_str("a table");
+    }
+    out.push_str(rest);
+    out
 }
 
 fn one_line(s: &str) -> String {
@@ -505,7 +519,8 @@ impl Ctx<'_> {
     fn positive(&self, key: &str, ms: f64) -> Result<Nanos, ScenarioError> {
         let t = self.time(key, ms)?;
         if t == Nanos::ZERO {
-            return Err(self.err(key, format!("must be greater than 0 (got {ms})")));
+            let reason = if ms > 0.0 { format!("must be at least 1 ns, the simulator's resolution (got {ms} ms)") } else { format!("must be greater than 0 (got {ms})") };
+            return Err(self.err(key, reason));
         }
         Ok(t)
     }
@@ -1269,6 +1284,10 @@ period_ms = 4
     fn bad_values_name_file_key_and_reason() {
         assert_eq!(err_of(&RM.replace("period_ms = 4", "period_ms = -4")), "s.toml: task[0].period_ms: must not be negative (got -4)");
         assert_eq!(err_of(&RM.replace("period_ms = 4", "period_ms = 0")), "s.toml: task[0].period_ms: must be greater than 0 (got 0)");
+        assert_eq!(err_of(&RM.replace("period_ms = 4", "period_ms = 1e-9")), "s.toml: task[0].period_ms: must be at least 1 ns, the simulator's resolution (got 0.000000001 ms)");
+        // The user wrote an array where a table belongs; serde's Rust type name stays out.
+        let err = err_of("task = [\"a\"]\n[scheduler]\nkind = \"rm\"\n");
+        assert!(!err.contains("Raw") && err.contains("a table"), "{err}");
         assert!(err_of(&RM.replace("wcet_ms = 1", "wcet_ms = 1\ndeadline_ms = 0")).starts_with("s.toml: task[0].deadline_ms:"));
         assert!(err_of(&RM.replace("cpus = 1", "cpus = 0")).starts_with("s.toml: machine.cpus: must be at least 1"));
         assert!(err_of(&RM.replace("\"rm\"", "\"lottery\"")).starts_with("s.toml: scheduler.kind: unknown scheduler \"lottery\""));
