@@ -49,7 +49,6 @@ pub use writer::KnobWriter;
 /// fits every clock they add it to.
 pub const MAX_RUN_SECONDS: f64 = 1e9;
 
-/// A command-line duration in seconds: finite, above zero and at most [`MAX_RUN_SECONDS`].
 /// Largest configuration, scenario or state file critmem reads (a user can name `/dev/zero`).
 pub const MAX_INPUT_FILE_BYTES: u64 = 16 << 20;
 
@@ -65,6 +64,7 @@ pub fn read_input_file(path: &std::path::Path) -> std::io::Result<String> {
     String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to())))
 }
 
+/// A command-line duration in seconds: finite, above zero and at most [`MAX_RUN_SECONDS`].
 pub fn parse_seconds(text: &str) -> std::result::Result<std::time::Duration, String> {
     let s: f64 = text.trim().parse().map_err(|_| format!("not a number of seconds: {text:?}"))?;
     if s.is_nan() || s <= 0.0 {
