@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -126,6 +127,16 @@ time.sleep(30)
     return tool
 
 
+@pytest.fixture
+def sigint_delivered() -> Iterator[None]:
+    """Python's Ctrl-C handler for the test. Started as `cmd &` from a script, or under nohup,
+    the test process inherits SIGINT ignored and would never see the Ctrl-C it sends itself;
+    a user's terminal always delivers it."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 def _signal_when_ready(tmp_path: Path, signum: int) -> threading.Thread:
     """Sends `signum` to this process once the fake tool has its handler (on a loaded machine
     its start can take over a second); the caller joins the thread."""
@@ -143,6 +154,7 @@ def _signal_when_ready(tmp_path: Path, signum: int) -> threading.Thread:
 
 @pytest.mark.parametrize("exit_code", [0, 2])
 @pytest.mark.parametrize("pass_stderr", [False, True])
+@pytest.mark.usefixtures("sigint_delivered")
 def test_ctrl_c_waits_for_the_tool_to_restore_and_shows_its_failure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], exit_code: int, pass_stderr: bool
 ) -> None:
@@ -164,6 +176,7 @@ def test_ctrl_c_waits_for_the_tool_to_restore_and_shows_its_failure(
 
 
 @pytest.mark.parametrize("exit_code", [0, 2])
+@pytest.mark.usefixtures("sigint_delivered")
 def test_a_tool_that_finished_before_ctrl_c_says_what_it_left(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], exit_code: int
 ) -> None:
