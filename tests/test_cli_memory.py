@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
 import matplotlib.image
@@ -80,10 +81,21 @@ def test_dollar_signs_in_names_are_drawn_as_written(tmp_path: Path) -> None:
     o = cli("run", str(scenario), "--out", str(out))
     assert o.code == 0, o.stderr
     assert {"gantt.png", "memory.png"} <= {p.name for p in out.iterdir()}
+    # An escaped name is drawn pixel for pixel as the same name with math parsing off; `$x$`
+    # unescaped would be drawn as math (an italic x), which differs.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     from critmem.gantt import literal_text
 
-    # What matplotlib draws for an escaped name is the name itself (its math parser is skipped).
-    from matplotlib.text import Text
+    def pixels(text: str, parse_math: bool = True) -> bytes:
+        fig = Figure(figsize=(3, 0.5), dpi=60)
+        FigureCanvasAgg(fig)
+        fig.text(0.02, 0.3, text, parse_math=parse_math)
+        png = io.BytesIO()
+        fig.savefig(png, format="png", metadata={"Software": None})
+        return png.getvalue()
 
-    for name in ("$$", "$\\frac{$", "cost$x$.toml"):
-        assert Text(text=literal_text(name))._preprocess_math(literal_text(name)) == (name, False)
+    for name in ("$$", "$\\frac{$", "cost$x$.toml", "$x$"):
+        assert pixels(literal_text(name)) == pixels(name, parse_math=False), name
+    assert pixels("$x$") != pixels("$x$", parse_math=False)
