@@ -24,6 +24,7 @@
 //! ```
 
 use crate::cgroup::{open_backend, GroupPath};
+use crate::one_line;
 use crate::error::{Error, Result};
 use crate::layout::detect_layout_in;
 use crate::metrics::{MetricsSink, Publisher};
@@ -103,7 +104,7 @@ impl AgentConfig {
 
     pub fn parse(text: &str, path: &Path) -> Result<Self> {
         let bad = |reason: String| Error::Config { path: path.to_owned(), reason };
-        let config: AgentConfig = toml::from_str(text).map_err(|e| bad(e.to_string().split_whitespace().collect::<Vec<_>>().join(" ")))?;
+        let config: AgentConfig = toml::from_str(text).map_err(|e| bad(one_line(&e.to_string())))?;
         if config.groups.is_empty() {
             return Err(bad("no [[group]] configured".into()));
         }
@@ -187,11 +188,6 @@ impl AgentConfig {
             })
             .collect()
     }
-}
-
-/// A message that quotes user text (a controller name may hold a newline) kept to one line.
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// How the agent runs besides its configuration.

@@ -49,6 +49,12 @@ pub use writer::KnobWriter;
 /// fits every clock they add it to.
 pub const MAX_RUN_SECONDS: f64 = 1e9;
 
+/// `text` on one line: an error may quote user text (a name holding a newline) or a parser's
+/// multi-line report, and the tools print one line per error.
+pub fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// Largest configuration, scenario or state file critmem reads (a user can name `/dev/zero`).
 pub const MAX_INPUT_FILE_BYTES: u64 = 16 << 20;
 

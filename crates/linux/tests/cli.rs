@@ -30,6 +30,16 @@ fn a_bad_command_line_is_one_line_and_exit_2() {
     }
 }
 
+/// Each `(tool, argv, line)` exits 2 with exactly `line` on stderr.
+fn assert_exact_errors(cases: &[(&str, &[&str], &str)]) {
+    for &(name, argv, want) in cases {
+        let exe = TOOLS.iter().find(|(n, _)| *n == name).unwrap().1;
+        let out = Command::new(exe).args(argv).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{name} {argv:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr).trim_end(), want, "{name} {argv:?}");
+    }
+}
+
 #[test]
 fn missing_arguments_are_named_on_the_one_line() {
     let cases: [(&str, &[&str], &str); 4] = [
@@ -38,12 +48,7 @@ fn missing_arguments_are_named_on_the_one_line() {
         ("critmem-swap", &[], "critmem-swap: a command is required: setup, teardown, status (see 'critmem-swap --help')"),
         ("critmem-swap", &["setup", "--size-bytes", "4G"], "critmem-swap: invalid value '4G' for '--size-bytes <SIZE_BYTES>': invalid digit found in string (see 'critmem-swap setup --help')"),
     ];
-    for (name, argv, want) in cases {
-        let exe = TOOLS.iter().find(|(n, _)| *n == name).unwrap().1;
-        let out = Command::new(exe).args(argv).output().unwrap();
-        assert_eq!(out.status.code(), Some(2), "{name} {argv:?}");
-        assert_eq!(String::from_utf8_lossy(&out.stderr).trim_end(), want, "{name} {argv:?}");
-    }
+    assert_exact_errors(&cases);
 }
 
 #[test]
@@ -152,10 +157,5 @@ fn endless_input_files_are_refused_at_16_mib() {
         ("critmem-agent", &["--config", "/dev/zero", "--dry-run"], "critmem-agent: read configuration /dev/zero: larger than 16 MiB"),
         ("critmem-linux-run", &["--duration-s", "1", "/dev/zero"], "critmem-linux-run: /dev/zero: larger than 16 MiB"),
     ];
-    for (name, argv, want) in cases {
-        let exe = TOOLS.iter().find(|(n, _)| *n == name).unwrap().1;
-        let out = Command::new(exe).args(argv).output().unwrap();
-        assert_eq!(out.status.code(), Some(2), "{name} {argv:?}");
-        assert_eq!(String::from_utf8_lossy(&out.stderr).trim_end(), want, "{name} {argv:?}");
-    }
+    assert_exact_errors(&cases);
 }

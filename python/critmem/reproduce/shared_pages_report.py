@@ -327,9 +327,7 @@ def render(data: dict[str, Any], t2: dict[str, Any], files: Sequence[str]) -> st
         _table(
             ["operation"] + [f"paper: {v}" for v in TABLE2_COLUMNS.values()] + ["paper SPC / global"],
             [
-                [TABLE2_ROWS[op]]
-                + [f"{cols[c]['paper_cycles']:.1f} cyc ({cols[c]['paper_ns']:.0f} ns)" for c in TABLE2_COLUMNS]
-                + [f"{cols['spc']['paper_cycles'] / cols['global']['paper_cycles']:.2f}"]
+                [TABLE2_ROWS[op], *_paper_cells(cols), _paper_ratio(cols)]
                 for op, cols in t2["rows"].items()
             ],
         )
@@ -355,6 +353,15 @@ def _table2_method(t2: dict[str, Any]) -> str:
     )
 
 
+def _paper_cells(cols: dict[str, Any]) -> list[str]:
+    """One Table II row's paper columns: cycles, and ns at the paper's clock."""
+    return [f"{cols[c]['paper_cycles']:.1f} cyc ({cols[c]['paper_ns']:.0f} ns)" for c in TABLE2_COLUMNS]
+
+
+def _paper_ratio(cols: dict[str, Any]) -> str:
+    return f"{cols['spc']['paper_cycles'] / cols['global']['paper_cycles']:.2f}"
+
+
 def render_table2(t2: dict[str, Any]) -> str:
     """`table2.md`: this run's timings of the model's memory operations beside the paper's
     Table II (varies from run to run, unlike `report.md`)."""
@@ -364,8 +371,8 @@ def render_table2(t2: dict[str, Any]) -> str:
         rows.append(
             [TABLE2_ROWS[op]]
             + [f"{cols[c]['model_ns']:.1f} ns" for c in TABLE2_COLUMNS]
-            + [f"{cols[c]['paper_cycles']:.1f} cyc ({cols[c]['paper_ns']:.0f} ns)" for c in TABLE2_COLUMNS]
-            + [f"{cols['spc']['model_ns'] / g['model_ns']:.2f}" if g["model_ns"] else "—", f"{cols['spc']['paper_cycles'] / g['paper_cycles']:.2f}"]
+            + _paper_cells(cols)
+            + [f"{cols['spc']['model_ns'] / g['model_ns']:.2f}" if g["model_ns"] else "—", _paper_ratio(cols)]
         )  # fmt: skip
     header = (
         ["operation"]

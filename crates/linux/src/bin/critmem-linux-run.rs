@@ -108,8 +108,7 @@ fn exec_after_go(argv: &[std::ffi::OsString]) -> ! {
 }
 
 fn fail(e: &dyn std::fmt::Display) -> ! {
-    let line = e.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
-    eprintln!("critmem-linux-run: {line}");
+    eprintln!("critmem-linux-run: {}", critmem_linux::one_line(&e.to_string()));
     std::process::exit(2);
 }
 

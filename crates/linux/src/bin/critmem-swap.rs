@@ -64,7 +64,7 @@ fn main() {
     match result {
         Ok(value) => println!("{value}"),
         Err(e) => {
-            eprintln!("critmem-swap: {}", e.to_string().split_whitespace().collect::<Vec<_>>().join(" "));
+            eprintln!("critmem-swap: {}", critmem_linux::one_line(&e.to_string()));
             std::process::exit(2);
         }
     }
