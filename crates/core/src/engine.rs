@@ -209,7 +209,7 @@ impl<'a> Simulation<'a> {
             match MemSim::new(spec, &scenario.task_memory, &names, seed, opts.checks_invariants()) {
                 Ok(m) => m,
                 // The loader built the same memory once already (scenario::check_setup).
-                Err(e) => panic!("memory setup failed after validation: {}: {}", e.key, e.error),
+                Err(e) => panic!("memory setup failed after validation: {}: {}", e.key, e.message),
             }
         });
         if memsim.is_some() {

@@ -129,10 +129,16 @@ pub(crate) struct MemSim {
     page_bytes: u64,
 }
 
+/// MiB for a message: whole numbers bare, others to three decimals.
+fn fmt_mib(mib: f64) -> String {
+    let text = format!("{mib:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 /// Where a setup error comes from, so the loader can name the key.
 pub(crate) struct SetupError {
     pub key: String,
-    pub error: MemError,
+    pub message: String,
 }
 
 impl MemSim {
@@ -145,7 +151,7 @@ impl MemSim {
         seed: u64,
         check_invariants: bool,
     ) -> Result<MemSim, SetupError> {
-        let at = |key: String| move |error: MemError| SetupError { key: key.clone(), error };
+        let at = |key: String| move |error: MemError| SetupError { key: key.clone(), message: error.to_string() };
         let cfg = MemConfig {
             page_bytes: spec.page_bytes,
             total_frames: spec.total_frames,
@@ -194,7 +200,18 @@ impl MemSim {
             for s in &tm.streams {
                 if let Target::Region(r) = s.target {
                     if region_base[r].is_none() {
-                        region_base[r] = Some(mem.map_shared(Nanos::ZERO, space, regions[r], true).map_err(at(key("access")))?);
+                        let mapped = mem.map_shared(Nanos::ZERO, space, regions[r], true).map_err(|e| match e {
+                            // The model names the group by its pool number; the user knows names.
+                            MemError::UnsupportedForLimit(_) => SetupError {
+                                key: key("access"),
+                                message: format!(
+                                    "region {:?} uses policy `{}`, which needs per-reservation accounting that memory-limited group {:?} does not have; use a `global`, `private` or `first-touch` region",
+                                    spec.regions[r].name, spec.regions[r].policy, tm.group
+                                ),
+                            },
+                            e => at(key("access"))(e),
+                        })?;
+                        region_base[r] = Some(mapped);
                     }
                 }
             }
@@ -222,7 +239,27 @@ impl MemSim {
         for (ri, r) in spec.regions.iter().enumerate() {
             match r.policy {
                 SharePolicy::Spel => {
-                    mem.lock_region(Nanos::ZERO, regions[ri]).map_err(at(format!("region[{ri}].policy")))?;
+                    mem.lock_region(Nanos::ZERO, regions[ri]).map_err(|e| match e {
+                        // The model counts in pages and numbers reservations; the file names them in MiB.
+                        MemError::SpelAdmission { res, effective, need, .. }
+                            if reservations.iter().any(|r| r.0 == res) =>
+                        {
+                            let i = reservations.iter().position(|r| r.0 == res).expect("checked by the guard");
+                            let mib = |pages: u64| pages as f64 * spec.page_bytes as f64 / 1_048_576.0;
+                            SetupError {
+                                key: format!("region[{ri}].policy"),
+                                message: format!(
+                                    "SPEL cannot lock region {:?} ({} MiB): reservation {:?} has {} MiB not yet locked, which must exceed the region; make its size_mb at least {} (reservation[{i}]) or use policy `spc`",
+                                    r.name,
+                                    fmt_mib(mib(u64::from(r.pages))),
+                                    spec.reservations[i].name,
+                                    fmt_mib(mib(effective)),
+                                    fmt_mib((mib(need) * 1000.0).ceil() / 1000.0),
+                                ),
+                            }
+                        }
+                        e => at(format!("region[{ri}].policy"))(e),
+                    })?;
                 }
                 SharePolicy::Auto => {
                     let users = (0..tasks.len()).filter(|&t| tasks[t].region_base[ri].is_some()).collect();

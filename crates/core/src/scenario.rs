@@ -349,7 +349,33 @@ struct RawSlot {
 #[serde(deny_unknown_fields)]
 struct RawRun {
     horizon_ms: Option<f64>,
-    seed: Option<i64>,
+    seed: Option<Seed>,
+}
+
+/// `[run] seed`: any 64-bit seed `--seed` takes. Read as i64 it would refuse 2^63 and up with
+/// "expected i64", though the toml parser reads them.
+#[derive(Debug, Clone, Copy)]
+struct Seed(u64);
+
+impl<'de> Deserialize<'de> for Seed {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(SeedVisitor)
+    }
+}
+
+struct SeedVisitor;
+
+impl serde::de::Visitor<'_> for SeedVisitor {
+    type Value = Seed;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an integer from 0 to 2^64 - 1")
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Seed, E> {
+        u64::try_from(v).map(Seed).map_err(|_| E::custom(format!("must not be negative (got {v})")))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Seed, E> {
+        Ok(Seed(v))
+    }
 }
 
 #[derive(Deserialize, Debug)]
@@ -601,8 +627,7 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
 
     let seed = match (overrides.seed, raw.run.as_ref().and_then(|r| r.seed)) {
         (Some(s), _) => s,
-        (None, Some(s)) if s < 0 => return Err(cx.err("run.seed", format!("must not be negative (got {s})"))),
-        (None, Some(s)) => s as u64,
+        (None, Some(Seed(s))) => s,
         (None, None) => 0,
     };
     let horizon = match (overrides.horizon_ms, raw.run.as_ref().and_then(|r| r.horizon_ms)) {
@@ -644,7 +669,7 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
         task_commands,
     };
     // Building the memory once here turns admission failures into load errors.
-    crate::memsim::check_setup(&scenario).map_err(|e| cx.err(e.key, e.error.to_string()))?;
+    crate::memsim::check_setup(&scenario).map_err(|e| cx.err(e.key, e.message))?;
     Ok(scenario)
 }
 
@@ -1271,6 +1296,20 @@ period_ms = 4
         assert_eq!(s.tasks[0].criticality, Criticality::C);
         assert_eq!(s.horizon, Nanos::from_ms(36));
         assert_eq!(s.seed, 3);
+    }
+
+    #[test]
+    fn a_seed_takes_every_u64_and_refuses_negatives_and_non_integers() {
+        let with = |v: &str| RM.replace("seed = 3", &format!("seed = {v}"));
+        assert_eq!(load_toml_str(&with("9223372036854775808"), "s.toml").unwrap().seed, 1 << 63);
+        assert_eq!(load_toml_str(&with("18446744073709551615"), "s.toml").unwrap().seed, u64::MAX);
+        assert_eq!(load_toml_str(&with("0"), "s.toml").unwrap().seed, 0);
+        assert_eq!(err_of(&with("-1")), "s.toml: run.seed: must not be negative (got -1)");
+        let e = err_of(&with("1.5"));
+        assert!(e.starts_with("s.toml: run.seed: ") && e.contains("expected an integer from 0 to 2^64 - 1"), "{e}");
+        let e = err_of(&with("18446744073709551616"));
+        assert!(e.starts_with("s.toml: "), "{e}");
+        assert!(!e.contains('\n'), "{e}");
     }
 
     #[test]

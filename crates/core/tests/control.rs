@@ -249,6 +249,41 @@ fn bad_control_configuration_is_one_line_naming_the_key() {
 }
 
 #[test]
+fn a_limit_group_task_on_an_spc_region_is_refused_by_name() {
+    let text = r#"
+[machine]
+cpus = 1
+[scheduler]
+kind = "rm"
+[run]
+horizon_ms = 1000
+[memory]
+total_mb = 64
+swap = "fast-ssd"
+[[group]]
+name = "box"
+max_mb = 16
+[[region]]
+name = "shm"
+size_mb = 4
+policy = "spc"
+[[task]]
+name = "t"
+wcet_ms = 10
+period_ms = 100
+group = "box"
+access = [ { pattern = "sweep", region = "shm", mb = 4 } ]
+"#;
+    let e = load_toml_str(text, "c.toml").unwrap_err().to_string();
+    assert!(
+        e.starts_with("c.toml: task[0].access: region \"shm\" uses policy `spc`")
+            && e.contains("memory-limited group \"box\" does not have"),
+        "{e}"
+    );
+    assert!(!e.contains('\n'));
+}
+
+#[test]
 fn static_groups_without_a_controller_keep_their_limits() {
     let text = scenario("greedy", "{}", 24, 8, 100, "fast-ssd", 1);
     let text = text.replace("[control]\ncontroller = \"greedy\"\ninterval_ms = 5\nconfig = {}\n", "");

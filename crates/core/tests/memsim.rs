@@ -54,6 +54,19 @@ fn spc_spel_and_running_alone_keep_tau1_free_of_faults_after_warm_up() {
 }
 
 #[test]
+fn a_spel_reservation_too_small_for_the_region_is_refused_by_name_in_mib() {
+    // The bundled example's r2 (2 MiB) cannot give up a 10 MiB region: SPEL needs more than
+    // 2560 pages (10 MiB), so at least 2561 pages: 10.004 MiB, rounded up to a thousandth.
+    let e = load_toml_str(&with_policy("spel"), "sp.toml").unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "sp.toml: region[0].policy: SPEL cannot lock region \"shm\" (10 MiB): reservation \"r2\" has 2 MiB not yet locked, which must exceed the region; make its size_mb at least 10.004 (reservation[1]) or use policy `spc`"
+    );
+    let enlarged = with_policy("spel").replace("name = \"r2\"\nsize_mb = 2", "name = \"r2\"\nsize_mb = 10.004");
+    assert!(load_toml_str(&enlarged, "sp.toml").is_ok());
+}
+
+#[test]
 fn physical_memory_follows_the_shared_page_policy() {
     let mb = |r: &SimResult| {
         let m = r.memory.as_ref().unwrap();
