@@ -140,16 +140,35 @@ def test_unwritable_out_folder_is_a_clean_error(tmp_path: Path) -> None:
     assert_one_line_error(cli("reproduce", "shared-pages", "--out", str(blocker)), "exists and is not a folder")
 
 
+def test_an_out_folder_that_is_a_broken_or_looping_link_is_named_as_such(tmp_path: Path) -> None:
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "gone")
+    looping = tmp_path / "loop"
+    looping.symlink_to(looping)
+    for out, reason in ((dangling, "symbolic link to"), (looping, "symbolic link that loops")):
+        o = cli("run", str(RM_TEXTBOOK), "--out", str(out))
+        assert_one_line_error(o, "cannot write results to", str(out), reason)
+    assert "which does not exist" in cli("run", str(RM_TEXTBOOK), "--out", str(dangling)).stderr
+    # A link to an existing folder is a folder.
+    real = tmp_path / "real"
+    real.mkdir()
+    linked = tmp_path / "linked"
+    linked.symlink_to(real)
+    assert cli("run", str(RM_TEXTBOOK), "--out", str(linked)).code == 0
+    assert (real / "summary.json").is_file()
+
+
 @pytest.mark.parametrize(
     ("argv", "fragments"),
     [
         ([], ["required: COMMAND"]),
         (["frobnicate"], ["invalid choice: 'frobnicate'"]),
         (["run"], ["required: FILE"]),
-        (["analyze", str(RM_TEXTBOOK), "--seed", "3"], ["unrecognized arguments: --seed 3"]),
+        (["analyze", str(RM_TEXTBOOK), "--seed", "3"], ["unrecognized arguments: --seed 3", "see 'critmem analyze --help'"]),
+        (["reproduce", "sara", "--bogus"], ["unrecognized arguments: --bogus", "see 'critmem reproduce --help'"]),
         (["run", str(RM_TEXTBOOK), "--out", ""], ["argument --out", "empty string"]),
     ],
-    ids=["no command", "unknown command", "run without FILE", "analyze with a run flag", "empty --out"],
+    ids=["no command", "unknown command", "run without FILE", "analyze with a run flag", "reproduce with an unknown flag", "empty --out"],
 )
 def test_bad_command_line_is_one_line_and_exit_2(argv: list[str], fragments: list[str]) -> None:
     assert_one_line_error(cli(*argv), *fragments, "--help")

@@ -224,6 +224,8 @@ def test_sigterm_is_passed_on_to_the_tool_and_waits_for_its_restore(
         (["run", str(LINUX_EXAMPLE), "--platform", "linux", "--controller", "nope"], ["unknown controller 'nope'"]),
         (["run", str(LINUX_EXAMPLE), "--platform", "linux", "--seed", "3"], ["--seed"]),
         (["run", str(LINUX_EXAMPLE), "--platform", "linux", "--controller-config", "{oops"], ["not JSON"]),
+        (["run", str(LINUX_EXAMPLE), "--platform", "linux", "--controller-config", '{"step_bytes": 1e400}'], ["not JSON", "1e400 is out of range"]),
+        (["run", str(LINUX_EXAMPLE), "--platform", "linux", "--controller-config", '{"step_bytes": NaN}'], ["not JSON", "NaN is not a JSON number"]),
         (
             ["run", str(LINUX_EXAMPLE), "--platform", "linux", "--controller", "static", "--controller-config", '{"limits_bytes": {"nope": 1}}'],
             ['names "nope", which is not a soft real-time group (they are: "srt")'],
@@ -308,7 +310,8 @@ def test_a_scenario_runs_on_real_processes_and_leaves_nothing_behind(controller:
     assert summary["platform"] == "linux" and summary["controller"] == (controller or "sara")
     tasks = {t["name"]: t for t in summary["tasks"]}
     srt, nrt = tasks["control-loop"], tasks["analytics"]
-    assert srt["jobs"] >= 100 and srt["hit_ratio"] is not None, srt
+    # 150 periods in 3 s; a third of them is a generous floor for a loaded machine.
+    assert srt["jobs"] >= 50 and srt["hit_ratio"] is not None, srt
     assert nrt["work_units_per_s"] > 0 and nrt["jobs"] is None, nrt
     assert srt["checksum_failures"] == 0 and nrt["checksum_failures"] == 0
     assert srt["exit_code"] == 0 and nrt["exit_code"] == 0

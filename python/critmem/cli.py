@@ -7,6 +7,7 @@ one line `critmem: error: ...` on stderr and exit code 2; never a traceback.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import math
 import os
@@ -217,6 +218,16 @@ def _prepare_out_dir(out: str) -> Path:
     # mkdir would say "File exists" for a file in the way; name the real problem.
     if path.exists() and not path.is_dir():
         raise CliError(f"cannot write results to {out!r}: it exists and is not a folder")
+    if path.is_symlink():
+        # mkdir would say "File exists" for a link to nowhere too.
+        try:
+            os.stat(path)
+        except OSError as e:
+            reason = {
+                errno.ENOENT: f"it is a symbolic link to {os.readlink(path)!r}, which does not exist",
+                errno.ELOOP: "it is a symbolic link that loops",
+            }.get(e.errno or 0, e.strerror or str(e))
+            raise CliError(f"cannot write results to {out!r}: {reason}") from None
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -583,7 +594,9 @@ examples:
 --out DIR writes jobs.csv (one row per job), segments.csv (one row per stretch a job
 ran on a CPU), summary.json (as --json prints it) and gantt.png; for a scenario with
 [memory], also memory_timeline.csv and memory.png (resident pages per reservation and
-per task, and reserved physical memory, over time)."""
+per task, and reserved physical memory, over time). With --platform linux, --out DIR
+writes summary.json, timeline.csv and memory.png (usage and limit of every group over
+time)."""
 
 _ANALYZE_EPILOG = """\
 examples:
@@ -627,7 +640,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object instead of the table")
     run.add_argument(
         "--out", metavar="DIR", type=_out_dir,
-        help="also write jobs.csv, segments.csv, summary.json and gantt.png to DIR (with [memory]: memory_timeline.csv, memory.png)",
+        help="also write jobs.csv, segments.csv, summary.json and gantt.png to DIR (with [memory]: memory_timeline.csv, memory.png; on linux: summary.json, timeline.csv, memory.png)",
     )  # fmt: skip
     run.add_argument("--seed", type=_seed, metavar="N", help="seed for random execution times and arrivals (default: [run] seed, else 0)")
     run.add_argument(
@@ -692,7 +705,7 @@ def build_parser() -> argparse.ArgumentParser:
     swap = commands.add_parser(
         "swap",
         help="set up or tear down critmem's own swapfile (root)",
-        description="Manage a swapfile of critmem's own (recorded in a state file, labelled critmem);\n"
+        description="Manage a swapfile of critmem's own (recorded in a state file, labelled critmem-swap);\n"
         "teardown removes exactly that file and never touches any other swap.",
         epilog="examples:\n  sudo critmem swap setup --size 4G\n  sudo critmem swap teardown\n  critmem swap status",
         formatter_class=fmt,
@@ -751,7 +764,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line; returns the exit code (0 ok, 1 stdout closed early, 2 user
     error, 70 internal error)."""
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            # parse_args would blame the top-level parser and point to 'critmem --help'.
+            raise CliError(f"unrecognized arguments: {' '.join(unknown)} (see '{parser.prog} {args.command} --help')")
         handler: Callable[[argparse.Namespace], int] = args.handler
         code = handler(args)
         # Flushed here, not at exit, so a closed pipe is seen while it can still be handled.

@@ -196,14 +196,26 @@ def _passing_on(child: subprocess.Popen[str], received: list[int]) -> Iterator[N
             signal.signal(signum, handler)
 
 
+def _finite_float(text: str) -> float:
+    # Python reads 1e400 as inf, which the controller would only refuse as "not JSON".
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text} is out of range")
+    return value
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def run_scenario(path: str, duration_s: float, controller: str | None, controller_config: str | None = None) -> dict[str, Any]:
     """Runs scenario `path` on real processes for `duration_s`; the summary `critmem-linux-run` prints."""
     if controller is not None and controller not in CONTROLLERS:
         raise LinuxError(f"unknown controller {controller!r} (expected one of: {', '.join(CONTROLLERS)})")
     if controller_config is not None:
         try:
-            parsed = json.loads(controller_config)
-        except json.JSONDecodeError as e:
+            parsed = json.loads(controller_config, parse_float=_finite_float, parse_constant=_no_constant)
+        except ValueError as e:  # JSONDecodeError is one
             raise LinuxError(f"--controller-config is not JSON: {e}") from None
         if not isinstance(parsed, dict):
             raise LinuxError("--controller-config must be a JSON object")

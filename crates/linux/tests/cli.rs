@@ -76,17 +76,31 @@ fn a_closed_stderr_still_ends_in_exit_2() {
 #[test]
 fn the_srt_worker_stops_within_a_job_on_sigterm_and_prints_its_summary() {
     let exe = env!("CARGO_BIN_EXE_critmem-srt-worker");
-    let child = Command::new(exe)
+    let mut child = Command::new(exe)
         .args(["--wss-mib", "1", "--compute-us", "60000000", "--period-ms", "100000"])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Signal only once the worker has blocked SIGTERM for its signalfd (bit 15 of SigBlk):
+    // before that the default action would kill it.
+    let blocks_sigterm = || {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+        let mask = status.lines().find_map(|l| l.strip_prefix("SigBlk:")).and_then(|m| u64::from_str_radix(m.trim(), 16).ok());
+        mask.is_some_and(|m| m & (1 << (nix::libc::SIGTERM - 1)) != 0)
+    };
+    let waiting_since = std::time::Instant::now();
+    while !blocks_sigterm() {
+        if waiting_since.elapsed() > std::time::Duration::from_secs(30) {
+            child.kill().unwrap();
+            panic!("the worker never blocked SIGTERM for its signalfd");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(100)); // into its first job
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-    let started = std::time::Instant::now();
+    // A worker that stopped only between jobs would finish the 60 s job first and count it.
     let out = child.wait_with_output().unwrap();
-    assert!(started.elapsed() < std::time::Duration::from_secs(2), "took {:?} to stop", started.elapsed());
     assert_eq!(out.status.code(), Some(0));
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!((summary["jobs"].as_u64(), summary["dropped"].as_u64()), (Some(0), Some(0)), "the abandoned job is not counted: {summary}");
@@ -123,6 +137,12 @@ fn a_controller_config_that_is_not_an_object_is_refused() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{config}: {stderr}");
         assert_eq!(stderr.trim_end(), format!("critmem-linux-run: --controller-config: not a JSON object (got {kind})"), "{config}");
+    }
+    for config in ["{oops", r#"{"step_bytes": 1e400}"#] {
+        let out = Command::new(env!("CARGO_BIN_EXE_critmem-linux-run")).args(["--duration-s", "1", "--controller-config", config, scenario]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{config}: {stderr}");
+        assert!(stderr.starts_with("critmem-linux-run: --controller-config: not valid JSON: "), "{config}: {stderr}");
     }
 }
 

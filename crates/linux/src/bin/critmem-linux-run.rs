@@ -48,13 +48,14 @@ use std::time::{Duration, Instant};
 #[derive(Parser, Debug)]
 #[command(name = "critmem-linux-run", about = "Runs a critmem scenario on real processes in cgroups and prints a JSON summary")]
 struct Args {
-    /// Scenario file (.toml or .json) with [[group]]s and [control].
+    /// Scenario file (.toml or .json) with [[group]]s, and [control] unless --controller is given.
     file: PathBuf,
     /// How long the workers run.
     #[arg(long, value_parser = critmem_linux::parse_seconds)]
     duration_s: Duration,
-    /// Controller in place of the scenario's [control] one (its config is then the defaults
-    /// unless --controller-config is given).
+    /// Controller in place of the scenario's [control] one: its config is then the defaults
+    /// unless --controller-config is given, and it ticks at its own interval, not the
+    /// scenario's interval_ms.
     #[arg(long)]
     controller: Option<String>,
     /// The controller's parameters as a JSON object.
@@ -576,7 +577,7 @@ fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String
         (None, None) => return Err(format!("{}: no [control] table and no --controller: name a controller", scenario.source_name)),
     };
     let config = match &args.controller_config {
-        Some(text) => match serde_json::from_str(text).map_err(|e| format!("--controller-config: not a JSON object: {e}"))? {
+        Some(text) => match serde_json::from_str(text).map_err(|e| format!("--controller-config: not valid JSON: {e}"))? {
             // serde would read an array as the fields in order, `[]` as all defaults.
             object @ Value::Object(_) => object,
             other => return Err(format!("--controller-config: not a JSON object (got {})", json_kind(&other))),
