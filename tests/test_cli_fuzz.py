@@ -120,11 +120,12 @@ def _print_seed() -> None:
 
 
 def _check(o: Outcome) -> None:
-    assert o.code in (0, 2), f"hypothesis seed {SEED}: {o}"
-    assert "Traceback" not in o.stderr
+    said = f"hypothesis seed {SEED}: {o}"
+    assert o.code in (0, 2), said
+    assert "Traceback" not in o.stderr, said
     if o.code == 2:
-        assert o.stderr.startswith("critmem: error: ") and o.stderr.count("\n") == 1, o.stderr
-        assert o.stdout == ""
+        assert o.stderr.startswith("critmem: error: ") and o.stderr.count("\n") == 1, said
+        assert o.stdout == "", said
 
 
 @seed(SEED)

@@ -7,6 +7,7 @@ JSON object, results.json and its files.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -54,13 +55,16 @@ def test_json_has_one_row_per_configuration_and_controller(quick: Quick) -> None
 
 def test_fig7_fit_recovers_the_configured_bcet(quick: Quick) -> None:
     _, summary, _ = quick
+    assert summary["fig7"].keys() == {w.name for w in WORKLOADS}
     for name, fit in summary["fig7"].items():
         assert 0.9 <= fit["slope"] <= 1.1, (name, fit)
         assert abs(fit["intercept_ms"] / fit["configured_bcet_ms"] - 1) <= 0.10, (name, fit)
 
 
 def test_measured_bcet_is_the_configured_compute_plus_fault_overhead(quick: Quick) -> None:
-    for key, b in _results(quick)["bcet"].items():
+    bcet = _results(quick)["bcet"]
+    assert len(bcet) >= len(WORKLOADS)
+    for key, b in bcet.items():
         assert b["configured_ms"] <= b["measured_ms"] <= 1.05 * b["configured_ms"], (key, b)
 
 
@@ -112,12 +116,27 @@ def test_step_up_equal_to_step_is_the_papers_rule_exactly() -> None:
 def test_baseline_searches_pick_from_their_profiles(quick: Quick) -> None:
     data = _results(quick)
     target = data["plan"]["offline_target_hit_ratio"]
+    keys = {f"{w.name}/{pct}%/{ssd}": w for w in WORKLOADS for pct in MEMORY_PCTS for ssd in SSDS}
+    assert data["offline"].keys() == data["tmo_high"].keys() == keys.keys()
     for key, off in data["offline"].items():
         meeting = [p["limit_mb"] for p in off["profile"] if p["hit_ratio"] >= target]
         if meeting:
-            assert off["limit_mb"] == min(meeting), key
+            # Offline: the smallest static limit that meets the target on the profile.
+            assert off["limit_mb"] == min(meeting) and off["note"] is None, key
+        else:
+            # None does: the best hit ratio, and the report says why.
+            best = max(off["profile"], key=lambda p: (p["hit_ratio"], -p["limit_mb"]))
+            assert off["limit_mb"] == best["limit_mb"] and off["note"], key
     for key, tmo in data["tmo_high"].items():
-        assert tmo["threshold_pct"] in [p["threshold_pct"] for p in tmo["search"]], key
+        search = tmo["search"]
+        assert len(search) >= 2, key
+        # TMO-High: the highest threshold whose mean elapsed time is still below the deadline.
+        below = [p["threshold_pct"] for p in search if p["mean_response_ms"] is not None and p["mean_response_ms"] < keys[key].deadline_ms]
+        if below:
+            assert tmo["threshold_pct"] == max(below) and tmo["note"] is None, key
+        else:
+            fastest = min(search, key=lambda p: math.inf if p["mean_response_ms"] is None else p["mean_response_ms"])
+            assert tmo["threshold_pct"] == fastest["threshold_pct"] and tmo["note"], key
 
 
 def test_writes_the_report_and_figures(quick: Quick) -> None:

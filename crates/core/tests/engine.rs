@@ -106,6 +106,10 @@ fn partitioned_fp_keeps_each_task_on_its_cpu() {
     let r = run(&text);
     let cpus: Vec<_> = r.tasks.iter().map(|t| t.cpu.unwrap()).collect();
     assert_eq!(cpus, vec![0, 1, 0]);
+    // Every task ran (8, 8 and 4 jobs in 40 ms), and only on its own CPU.
+    for t in 0..3 {
+        assert!(r.segments.iter().any(|s| s.task as usize == t), "task {t} never ran");
+    }
     for s in &r.segments {
         assert_eq!(s.cpu as usize, cpus[s.task as usize]);
     }
@@ -137,6 +141,7 @@ wcet_ms = 4
 period_ms = 10
 "#;
     let r = run(text);
+    assert!((0..2).all(|t| r.segments.iter().any(|s| s.task == t)), "both tasks run");
     for s in &r.segments {
         let (lo, hi) = if s.task == 0 { (0, 2) } else { (5, 8) };
         let pos = s.start.0 % 10_000_000;

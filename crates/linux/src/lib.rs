@@ -88,7 +88,7 @@ pub fn parse_seconds(text: &str) -> std::result::Result<std::time::Duration, Str
 
 /// Parses a critmem tool's command line. A usage error is one line on stderr,
 /// `NAME: what is wrong (see 'NAME --help')`, with exit code 2 like the tools' other errors;
-/// `--help` and `--version` print as usual.
+/// `--help` prints as usual.
 pub fn parse_args<T: clap::Parser>() -> T {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     T::try_parse_from(&args).unwrap_or_else(|e| match usage_error_line::<T>(&e, &args) {

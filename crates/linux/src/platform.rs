@@ -1835,10 +1835,15 @@ mod tests {
         let mut platform = open(dir.path(), options);
         let mut controller = critmem_policy::make_controller("greedy", serde_json::json!({})).unwrap();
         let mut control = ControlLoop::new(2_000_000);
+        // Counted in ticks, not wall time, so a slow machine cannot fail it.
+        let ticks = std::cell::Cell::new(0u64);
         let started = Instant::now();
-        control.run(&mut platform, controller.as_mut(), || started.elapsed() > Duration::from_millis(100), |_, _, _| {}).unwrap();
+        control.run(&mut platform, controller.as_mut(), || ticks.get() == 20, |_, _, _| ticks.set(ticks.get() + 1)).unwrap();
+        let took = started.elapsed();
         let summary = control.stats.summary();
-        assert!((30..=55).contains(&summary.ticks), "{summary:?}");
+        assert_eq!(summary.ticks, 20, "{summary:?}");
+        // Each tick starts an interval after the one before, or later: never a burst.
+        assert!(took >= 19 * control.interval, "20 ticks in {took:?}");
         assert!(summary.max_ns >= summary.p50_ns && summary.p50_ns > 0);
         platform.restore(Duration::from_secs(5)).unwrap();
     }

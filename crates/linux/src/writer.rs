@@ -352,11 +352,10 @@ mod tests {
         assert_eq!(writer.submit(FileWrite::new(blocking.clone(), "300", true)).unwrap(), Submitted::Queued);
         wait_until("the first write to start", || writer.is_in_flight(&blocking));
 
-        let started = Instant::now();
+        // The FIFO has no reader: a submit that waited for the write would never return.
         assert_eq!(writer.submit(FileWrite::new(blocking.clone(), "200", true)).unwrap(), Submitted::Queued);
         assert_eq!(writer.submit(FileWrite::new(blocking.clone(), "100", true)).unwrap(), Submitted::Coalesced);
         assert_eq!(writer.submit(FileWrite::new(plain.clone(), "4096", true)).unwrap(), Submitted::Queued);
-        assert!(started.elapsed() < Duration::from_millis(100), "submit blocked for {:?}", started.elapsed());
 
         // The other file completes while the FIFO write is still stuck.
         let mut done = Vec::new();
@@ -394,9 +393,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (writer, blocking) = stuck_writer(dir.path(), 1, "1");
         writer.submit(FileWrite::new(dir.path().join("a"), "1", true)).unwrap();
-        let started = Instant::now();
+        // Full: refused at once rather than waiting for room behind the stuck write.
         let err = writer.submit(FileWrite::new(dir.path().join("b"), "1", true)).unwrap_err();
-        assert!(started.elapsed() < Duration::from_millis(100));
         assert!(matches!(err, Error::WriterQueueFull { capacity: 1 }), "{err}");
         assert_eq!(drain_fifo(&blocking, 1), "1");
         assert!(writer.wait_idle(Duration::from_secs(10)));
@@ -412,9 +410,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (writer, blocking) = stuck_writer(dir.path(), 4, "1");
         writer.submit(FileWrite::new(blocking.clone(), "2", true)).unwrap();
-        let started = Instant::now();
+        // Nobody ever reads the FIFO: a shutdown that waited for the write would not return.
         let stuck = writer.shutdown(Duration::from_millis(50));
-        assert!(started.elapsed() < Duration::from_secs(2), "shutdown took {:?}", started.elapsed());
         assert!(stuck.is_empty(), "the stuck write was not interrupted: {stuck:?}");
         // Neither value reaches the file: a reader now finds no writer at all.
         let mut reader = std::fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_NONBLOCK).open(&blocking).unwrap();

@@ -12,7 +12,7 @@ use critmem_linux::procfs::{Hierarchy, ProcFs};
 use critmem_linux::protocol::{JobOp, JobServer, JobServerConfig, ReportingGroup};
 use critmem_linux::psi::{has_cap_sys_resource, read_pressure, PsiTrigger, StallKind, TriggerEvent, UNPRIVILEGED_WINDOW_STEP_US};
 use critmem_linux::swap::{read_swap_header, SwapManager, SWAP_LABEL};
-use critmem_linux::writer::KnobWriter;
+use critmem_linux::writer::{KnobWriter, Submitted};
 use critmem_linux::{Error, FileWrite};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -289,10 +289,8 @@ fn lowering_a_limit_below_unreclaimable_usage_fails_off_the_control_thread() {
 
     let writer = KnobWriter::new(2, 8);
     let write = machine.backend.plan_knob(&group, Knob::Max, Some(16 * MIB)).unwrap().unwrap();
-    let started = Instant::now();
-    writer.submit(write.clone()).unwrap();
-    let submit_took = started.elapsed();
-    assert!(submit_took < Duration::from_millis(5), "submit took {submit_took:?}");
+    // Queued: the kernel's answer comes back as an outcome, not from submit.
+    assert_eq!(writer.submit(write.clone()).unwrap(), Submitted::Queued);
     assert!(writer.wait_idle(Duration::from_secs(60)));
     let outcomes = writer.completed();
     assert_eq!(outcomes.len(), 1);
@@ -330,7 +328,10 @@ fn a_limit_write_stuck_in_reclaim_at_shutdown_is_cancelled_and_never_lands_later
     writer.submit(machine.backend.plan_knob(&group, Knob::Max, Some(32 * MIB)).unwrap().unwrap()).unwrap();
     std::thread::sleep(Duration::from_millis(30));
     let path = machine.backend.plan_knob(&group, Knob::Max, None).unwrap().unwrap().path;
-    assert!(writer.is_in_flight(&path), "the write finished within 30 ms, so this machine cannot show a stuck write");
+    if !writer.is_in_flight(&path) {
+        skip(name, "the write finished within 30 ms, so this machine cannot show a stuck write");
+        return;
+    }
     let started = Instant::now();
     let stuck = writer.shutdown(Duration::ZERO);
     let took = started.elapsed();
