@@ -892,7 +892,7 @@ fn validate_control(cx: &Ctx, raw: &RawScenario, memory: Option<&MemorySpec>) ->
     if memory.is_none_or(|m| m.groups.is_empty()) {
         return Err(cx.err("control", "a controller needs [memory] and at least one [[group]] to manage"));
     }
-    let config = c.config.as_ref().map_or_else(|| serde_json::Value::Object(Default::default()), |c| c.0.clone());
+    let mut config = c.config.as_ref().map_or_else(|| serde_json::Value::Object(Default::default()), |c| c.0.clone());
     let err = |e: critmem_policy::PolicyError| {
         let key = if matches!(e, critmem_policy::PolicyError::UnknownController { .. }) { "control.controller" } else { "control.config" };
         cx.err(key, e.to_string())
@@ -907,7 +907,24 @@ fn validate_control(cx: &Ctx, raw: &RawScenario, memory: Option<&MemorySpec>) ->
     parsed.check_group_names(&soft_rt).map_err(err)?;
     let controller = parsed.build().map_err(err)?;
     let interval = match c.interval_ms {
-        Some(ms) => cx.positive("control.interval_ms", ms)?,
+        Some(ms) => {
+            let interval = cx.positive("control.interval_ms", ms)?;
+            // SARA counts one tick as one monitoring interval l_intv (Eq. 5, 6, Definition 1):
+            // ticking at another interval than its config says would mis-scale every step.
+            if matches!(parsed, critmem_policy::ControllerConfig::Sara(_)) && controller.interval_ns() != interval.0 {
+                let Some(table) = config.as_object_mut() else {
+                    return Err(cx.err("control.config", "must be a table"));
+                };
+                if table.contains_key("interval_ns") {
+                    return Err(cx.err(
+                        "control.interval_ms",
+                        format!("{ms} ms differs from config.interval_ns ({} ns), SARA's monitoring interval and so its tick: give only one", controller.interval_ns()),
+                    ));
+                }
+                table.insert("interval_ns".into(), interval.0.into());
+            }
+            interval
+        }
         None => Nanos(controller.interval_ns()),
     };
     Ok(Some(ControlSpec { controller: c.controller.clone(), config, interval }))

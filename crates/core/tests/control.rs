@@ -218,6 +218,20 @@ fn sara_drops_a_job_in_a_long_stall_and_the_drop_counts() {
 }
 
 #[test]
+fn sara_takes_the_scenarios_interval_as_its_monitoring_interval() {
+    // Ticking every 10 ms, SARA must count 10 ms intervals (l_intv), as if configured so.
+    let every_10_ms = |config: &str| scenario("sara", config, 24, 6, 100, "slow-ssd", 1).replace("interval_ms = 5", "interval_ms = 10");
+    let implied = run(&every_10_ms("{ initial_limit_bytes = 6291456 }"));
+    let explicit = run(&every_10_ms("{ initial_limit_bytes = 6291456, interval_ns = 10000000 }"));
+    // (Compared whole but reported short: the timelines run to thousands of lines.)
+    assert!(implied.control == explicit.control, "the control timelines differ");
+    assert_eq!(implied.to_json(), explicit.to_json());
+    // Saying two different intervals is refused rather than one silently winning.
+    let e = load_toml_str(&every_10_ms("{ interval_ns = 5000000 }"), "c.toml").unwrap_err().to_string();
+    assert!(e.starts_with("c.toml: control.interval_ms: 10 ms differs from config.interval_ns (5000000 ns)"), "{e}");
+}
+
+#[test]
 fn the_same_seed_gives_the_same_bytes() {
     let text = scenario("sara", "{}", 24, 12, 100, "slow-ssd", 7);
     let a = run(&text);
