@@ -287,6 +287,26 @@ def test_a_scenario_without_groups_is_refused_on_linux(tmp_path: Path) -> None:
 
 @needs_machine
 @pytest.mark.parametrize(
+    ("scenario_interval_ms", "argv", "tick_ms"),
+    [
+        (10, [], 10.0),  # the scenario's interval is SARA's l_intv
+        (5, ["--controller-config", '{"interval_ns": 2000000}'], 2.0),  # the config in use decides
+        (10, ["--controller", "sara"], 5.0),  # another controller: its own default
+        (10, ["--controller", "greedy"], 5.0),
+    ],
+)
+def test_sara_ticks_at_its_monitoring_interval_on_linux(tmp_path: Path, scenario_interval_ms: int, argv: list[str], tick_ms: float) -> None:
+    text = LINUX_EXAMPLE.read_text(encoding="utf-8")
+    assert "interval_ms = 5\n" in text
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(text.replace("interval_ms = 5\n", f"interval_ms = {scenario_interval_ms}\n"), encoding="utf-8")
+    p = _run("run", str(scenario), "--platform", "linux", "--duration", "1s", "--json", *argv)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["control"]["interval_ms"] == tick_ms
+
+
+@needs_machine
+@pytest.mark.parametrize(
     ("controller", "config"),
     [
         (None, None),

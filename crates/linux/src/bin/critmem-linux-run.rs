@@ -55,7 +55,7 @@ struct Args {
     duration_s: Duration,
     /// Controller in place of the scenario's [control] one: its config is then the defaults
     /// unless --controller-config is given, and it ticks at its own interval, not the
-    /// scenario's interval_ms.
+    /// scenario's interval_ms. SARA always ticks at its config's interval_ns (its l_intv).
     #[arg(long)]
     controller: Option<String>,
     /// The controller's parameters as a JSON object.
@@ -590,7 +590,12 @@ fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String
         memory.groups.iter().filter(|g| matches!(g.kind, GroupKind::SoftRealTime { .. })).map(|g| g.name.as_str()).collect();
     parsed.check_group_names(&soft_rt).map_err(|e| e.to_string())?;
     let mut controller: Box<dyn Controller + Send> = parsed.build().map_err(|e| e.to_string())?;
-    let interval_ns = scenario.control.as_ref().filter(|_| args.controller.is_none()).map_or(controller.interval_ns(), |c| c.interval.0);
+    // SARA's tick is its monitoring interval l_intv, so it follows the config in use (the
+    // scenario's [control] interval_ms is already in that config); others take the scenario's.
+    let interval_ns = match scenario.control.as_ref().filter(|_| args.controller.is_none()) {
+        Some(c) if !matches!(parsed, critmem_policy::ControllerConfig::Sara(_)) => c.interval.0,
+        _ => controller.interval_ns(),
+    };
     let total_memory_bytes = u64::from(memory.total_frames) * memory.page_bytes;
 
     let layout = detect_layout_in(Path::new("/proc")).map_err(|e| e.to_string())?;
