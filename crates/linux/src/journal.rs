@@ -230,13 +230,13 @@ fn lock_file_at(path: &Path) -> Result<Flock<File>> {
             .map_err(|e| Error::io("open journal", path, e))?;
         let file = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| Error::Journal {
             path: path.to_owned(),
-            reason: format!("cannot lock it ({errno}): another critmem agent is running with this journal; stop it first"),
+            reason: format!("cannot lock it ({errno}): another critmem process (an agent or a loop bench) is running with this journal; stop it first"),
         })?;
         if path_names(path, &file)? {
             return Ok(file);
         }
     }
-    Err(Error::Journal { path: path.to_owned(), reason: "it keeps being replaced while critmem locks it: is another critmem agent starting with this journal?".into() })
+    Err(Error::Journal { path: path.to_owned(), reason: "it keeps being replaced while critmem locks it: is another critmem process (an agent or a loop bench) starting with this journal?".into() })
 }
 
 /// Whether `path` (not following a symlink) is the open `file`.
@@ -737,7 +737,7 @@ mod tests {
         let temp = crate::durable::temporary_for(&path);
         std::fs::write(&temp, "being written").unwrap();
         let err = Journal::open(&path).unwrap_err();
-        assert!(err.to_string().contains("another critmem agent"), "{err}");
+        assert!(err.to_string().contains("another critmem process (an agent or a loop bench) is running with this journal"), "{err}");
         assert!(temp.exists());
     }
 
