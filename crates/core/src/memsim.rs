@@ -9,7 +9,7 @@ use crate::mem::{
 };
 use crate::program::Step;
 use crate::rng::{sub_rng, SimRng};
-use crate::scenario::Scenario;
+use crate::scenario::{Scenario, MIB};
 use crate::time::Nanos;
 use crate::workload::{MemorySpec, StreamCursor, Target, TaskMemory};
 
@@ -239,26 +239,21 @@ impl MemSim {
         for (ri, r) in spec.regions.iter().enumerate() {
             match r.policy {
                 SharePolicy::Spel => {
-                    mem.lock_region(Nanos::ZERO, regions[ri]).map_err(|e| match e {
+                    mem.lock_region(Nanos::ZERO, regions[ri]).map_err(|e| {
                         // The model counts in pages and numbers reservations; the file names them in MiB.
-                        MemError::SpelAdmission { res, effective, need, .. }
-                            if reservations.iter().any(|r| r.0 == res) =>
-                        {
-                            let i = reservations.iter().position(|r| r.0 == res).expect("checked by the guard");
-                            let mib = |pages: u64| pages as f64 * spec.page_bytes as f64 / 1_048_576.0;
-                            SetupError {
-                                key: format!("region[{ri}].policy"),
-                                message: format!(
-                                    "SPEL cannot lock region {:?} ({} MiB): reservation {:?} has {} MiB not yet locked, which must exceed the region; make its size_mb at least {} (reservation[{i}]) or use policy `spc`",
-                                    r.name,
-                                    fmt_mib(mib(u64::from(r.pages))),
-                                    spec.reservations[i].name,
-                                    fmt_mib(mib(effective)),
-                                    fmt_mib((mib(need) * 1000.0).ceil() / 1000.0),
-                                ),
-                            }
-                        }
-                        e => at(format!("region[{ri}].policy"))(e),
+                        let key = format!("region[{ri}].policy");
+                        let MemError::SpelAdmission { res, effective, need, .. } = e else { return at(key)(e) };
+                        let Some(i) = reservations.iter().position(|r| r.0 == res) else { return at(key)(e) };
+                        let mib = |pages: u64| pages as f64 * spec.page_bytes as f64 / MIB;
+                        let message = format!(
+                            "SPEL cannot lock region {:?} ({} MiB): reservation {:?} has {} MiB not yet locked, which must exceed the region; make its size_mb at least {} (reservation[{i}]) or use policy `spc`",
+                            r.name,
+                            fmt_mib(mib(u64::from(r.pages))),
+                            spec.reservations[i].name,
+                            fmt_mib(mib(effective)),
+                            fmt_mib((mib(need) * 1000.0).ceil() / 1000.0),
+                        );
+                        SetupError { key, message }
                     })?;
                 }
                 SharePolicy::Auto => {

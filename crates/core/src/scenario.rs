@@ -693,7 +693,7 @@ fn check_mapped_pages(cx: &Ctx, m: &MemorySpec, task_memory: &[Option<TaskMemory
     Ok(())
 }
 
-const MIB: f64 = 1_048_576.0;
+pub(crate) const MIB: f64 = 1_048_576.0;
 /// Caps that keep a scenario within this machine's memory: frames and pages cost their
 /// tables, references are made a job at a time, and the timeline keeps every sample.
 const MAX_PAGES: u64 = 1 << 24;
@@ -909,9 +909,8 @@ fn validate_control(cx: &Ctx, raw: &RawScenario, memory: Option<&MemorySpec>) ->
     let interval = match c.interval_ms {
         Some(ms) => {
             let interval = cx.positive("control.interval_ms", ms)?;
-            // SARA counts one tick as one monitoring interval l_intv (Eq. 5, 6, Definition 1):
-            // ticking at another interval than its config says would mis-scale every step.
-            if matches!(parsed, critmem_policy::ControllerConfig::Sara(_)) && controller.interval_ns() != interval.0 {
+            // Ticking at another interval than such a rule's config says would mis-scale it.
+            if parsed.ticks_are_its_interval() && controller.interval_ns() != interval.0 {
                 let Some(table) = config.as_object_mut() else {
                     return Err(cx.err("control.config", "must be a table"));
                 };

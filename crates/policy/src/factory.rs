@@ -64,6 +64,13 @@ impl ControllerConfig {
         }
     }
 
+    /// Whether the controller's rule counts one tick as one interval of its own `interval_ns`
+    /// (SARA's l_intv in Eq. 5, Eq. 6 and Definition 1), so a loop must tick at exactly that
+    /// interval. The others measure elapsed time from the observations.
+    pub fn ticks_are_its_interval(&self) -> bool {
+        matches!(self, ControllerConfig::Sara(_))
+    }
+
     /// Checks that every group the configuration names per group (`static`'s `limits_bytes`,
     /// `offline`'s `group_limits_bytes`) is one of `soft_rt_groups`: limits apply only to soft
     /// real-time groups, so any other name would be silently ignored.

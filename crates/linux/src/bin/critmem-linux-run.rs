@@ -590,10 +590,10 @@ fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String
         memory.groups.iter().filter(|g| matches!(g.kind, GroupKind::SoftRealTime { .. })).map(|g| g.name.as_str()).collect();
     parsed.check_group_names(&soft_rt).map_err(|e| e.to_string())?;
     let mut controller: Box<dyn Controller + Send> = parsed.build().map_err(|e| e.to_string())?;
-    // SARA's tick is its monitoring interval l_intv, so it follows the config in use (the
-    // scenario's [control] interval_ms is already in that config); others take the scenario's.
+    // SARA's tick is its l_intv, so it follows the config in use (the scenario's [control]
+    // interval_ms is already in that config); others take the scenario's.
     let interval_ns = match scenario.control.as_ref().filter(|_| args.controller.is_none()) {
-        Some(c) if !matches!(parsed, critmem_policy::ControllerConfig::Sara(_)) => c.interval.0,
+        Some(c) if !parsed.ticks_are_its_interval() => c.interval.0,
         _ => controller.interval_ns(),
     };
     let total_memory_bytes = u64::from(memory.total_frames) * memory.page_bytes;
