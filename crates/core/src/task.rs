@@ -165,7 +165,9 @@ mod tests {
 
     #[test]
     fn samples_stay_within_bounds() {
-        let mut rng = sub_rng(1, "t", 0);
+        let seed = 1;
+        eprintln!("seed {seed}");
+        let mut rng = sub_rng(seed, "t", 0);
         let n = ExecTime::Normal { mean: Nanos(100), sd: Nanos(50), min: Nanos(80), max: Nanos(130) };
         let u = ExecTime::Uniform { min: Nanos(5), max: Nanos(9) };
         let e = ExecTime::Empirical(vec![Nanos(3), Nanos(11)]);

@@ -442,14 +442,15 @@ mod tests {
         for (k, pattern) in streams.into_iter().enumerate() {
             for (passes, write_fraction) in [(1, 0.2), (3, 0.0), (2, 1.0), (0, 0.5)] {
                 let s = Stream { passes, write_fraction, ..stream(pattern.clone()) };
-                let (mut a, mut b) = (sub_rng(9, "m", k as u64), sub_rng(9, "m", k as u64));
+                let seed = 9;
+                let (mut a, mut b) = (sub_rng(seed, "m", k as u64), sub_rng(seed, "m", k as u64));
                 // Misalign the word position first: a u64 draw can span two blocks.
                 a.next_u32();
                 b.next_u32();
                 let mut out = vec![(Vpn(1), RefKind::Write)];
                 s.generate(&mut StreamCursor::default(), &mut a, Vpn(64), &mut out);
                 assert_eq!(out[0], (Vpn(1), RefKind::Write), "appends");
-                assert_eq!(out[1..], one_draw_at_a_time(&s, &mut b, Vpn(64))[..], "{k} {passes} {write_fraction}");
+                assert_eq!(out[1..], one_draw_at_a_time(&s, &mut b, Vpn(64))[..], "seed {seed}, stream {k}, {passes} passes, writes {write_fraction}");
                 assert_eq!(a.get_word_pos(), b.get_word_pos(), "same number of draws");
             }
         }
@@ -478,7 +479,9 @@ mod tests {
                 streams: vec![burst.clone(), sweep.clone(), free.clone(), hot.clone(), trace.clone()],
             };
             let (mut cur_a, mut cur_b) = (vec![StreamCursor::default(); 5], vec![StreamCursor::default(); 5]);
-            let (mut a, mut b) = (sub_rng(5, "m", 0), sub_rng(5, "m", 0));
+            let seed = 5;
+            eprintln!("seed {seed}, order {order:?}");
+            let (mut a, mut b) = (sub_rng(seed, "m", 0), sub_rng(seed, "m", 0));
             for job in 0..6 {
                 let mut out = Vec::new();
                 tm.job_refs(job, &mut cur_a, &mut a, |_| Vpn(0), &mut out);
@@ -495,9 +498,10 @@ mod tests {
     fn hot_cold_concentrates_on_the_hot_set() {
         let s = stream(Pattern::HotCold { refs: 10_000, offset: 0, span: 100, hot_pages: 10, hot_share: 0.9 });
         let mut out = Vec::new();
-        s.generate(&mut StreamCursor::default(), &mut sub_rng(3, "m", 0), Vpn(0), &mut out);
+        let seed = 3;
+        s.generate(&mut StreamCursor::default(), &mut sub_rng(seed, "m", 0), Vpn(0), &mut out);
         let hot = out.iter().filter(|(v, _)| v.0 < 10).count();
-        assert!((8_800..=9_200).contains(&hot), "{hot}");
+        assert!((8_800..=9_200).contains(&hot), "seed {seed}: {hot} of 10000 references hot");
         assert!(out.iter().all(|(v, _)| v.0 < 100));
     }
 }

@@ -224,8 +224,9 @@ mod tests {
     fn walkers_stay_in_the_active_range() {
         let mut seq = Walker::new(Pattern::Sequential, 1);
         assert_eq!((0..5).map(|_| seq.next_page(3)).collect::<Vec<_>>(), [0, 1, 2, 0, 1]);
-        let mut random = Walker::new(Pattern::Random, 1);
-        assert!((0..1000).all(|_| random.next_page(10) < 10));
+        let seed = 1;
+        let mut random = Walker::new(Pattern::Random, seed);
+        assert!((0..1000).all(|_| random.next_page(10) < 10), "seed {seed}");
     }
 
     #[test]
