@@ -70,6 +70,20 @@ def _leftover_cgroups(prefix: str) -> list[str]:
     return found
 
 
+def _run_state_left() -> bool:
+    """The runs' journal directory is still there with no critmem-linux-run alive to use it."""
+    if not RUN_STATE.exists():
+        return False
+    comms = []
+    for comm_file in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            comms.append(comm_file.read_text().strip())
+        except OSError:
+            continue
+    # comm is truncated to 15 characters.
+    return "critmem-linux-r" not in comms
+
+
 # -------------------------------------------------------------------------------------------
 # Bad input: one line, exit 2, before anything is touched.
 
@@ -339,6 +353,7 @@ def test_a_scenario_runs_on_real_processes_and_leaves_nothing_behind(controller:
     assert summary["control"]["ticks"] > 100 and summary["control"]["timeline"]
     assert summary["control"]["removed_dirs"] >= 2
     assert not _leftover_cgroups("critmem-run-"), _leftover_cgroups("critmem-run-")
+    assert not _run_state_left(), f"{RUN_STATE} left behind: {list(RUN_STATE.iterdir())}"
 
 
 @needs_machine
@@ -546,6 +561,7 @@ def test_a_run_killed_with_sigkill_takes_its_tasks_and_the_next_run_removes_its_
     assert "ended without restoring" in p.stderr and str(run.pid) in p.stderr, p.stderr
     assert not _leftover_cgroups(name), "the next run removes a crashed run's groups, journal and socket"
     assert not journal.exists() and not sockets.exists()
+    assert not _run_state_left(), f"{RUN_STATE} left behind: {list(RUN_STATE.iterdir())}"
 
 
 @needs_machine

@@ -400,6 +400,59 @@ fn remove_created(dir: &Path, evacuate_to: &Path, report: &mut RestoreReport) {
     }
 }
 
+/// A directory that concurrent runs keep their journals in, made when the first run enters and
+/// removed when the last one leaves it empty, so that runs leave nothing behind.
+///
+/// Each run holds a shared `flock` on the directory while it lives. Leaving, a run asks for an
+/// exclusive lock without waiting: granted only when no other run holds it, and then the
+/// directory is removed if empty (a journal that failed to restore keeps it). A run entering
+/// while another removes the directory finds, once locked, that the path no longer names the
+/// directory it opened, and makes it again. Create files in it only while entered.
+#[derive(Debug)]
+pub struct SharedJournalDir {
+    path: PathBuf,
+    lock: Option<Flock<File>>,
+}
+
+impl SharedJournalDir {
+    /// Creates `path` (mode 0700, with its parents) if missing and enters it.
+    pub fn enter(path: &Path) -> Result<Self> {
+        use std::os::unix::fs::DirBuilderExt;
+        // A directory removed between making and locking it is made again; only a run
+        // leaving at that instant removes it, so a few tries suffice.
+        for _ in 0..100 {
+            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(path).map_err(|e| Error::io("create journal directory", path, e))?;
+            let dir = match File::open(path) {
+                Ok(dir) => dir,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(Error::io("open journal directory", path, e)),
+            };
+            let opened_ino = dir.metadata().map_err(|e| Error::io("stat journal directory", path, e))?.ino();
+            let lock = Flock::lock(dir, FlockArg::LockShared).map_err(|(_, e)| Error::io("lock journal directory", path, e.into()))?;
+            if std::fs::metadata(path).map(|m| m.ino()).ok() == Some(opened_ino) {
+                return Ok(SharedJournalDir { path: path.to_owned(), lock: Some(lock) });
+            }
+        }
+        Err(Error::io("enter journal directory", path, std::io::Error::other("removed again on every try")))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for SharedJournalDir {
+    fn drop(&mut self) {
+        let Some(lock) = self.lock.take() else { return };
+        // Converting the lock may drop it before failing; this run is leaving either way.
+        if lock.relock(FlockArg::LockExclusiveNonblock).is_ok() {
+            // Fails, and stays, if not empty.
+            let _ = std::fs::remove_dir(&self.path);
+        }
+        drop(lock);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -790,5 +843,43 @@ mod tests {
     fn subtree_control_diff_adds_and_removes() {
         assert_eq!(subtree_control_diff("cpu memory io", "cpu pids"), "-io -memory +pids");
         assert_eq!(subtree_control_diff("cpu", "cpu"), "");
+    }
+
+    #[test]
+    fn the_last_run_to_leave_removes_the_journal_directory_if_empty() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("runs/state");
+        let first = SharedJournalDir::enter(&path).unwrap();
+        let second = SharedJournalDir::enter(&path).unwrap();
+        drop(first);
+        assert!(path.is_dir(), "removed while another run was in it");
+        drop(second);
+        assert!(!path.exists(), "the last run out left the empty directory");
+        assert!(path.parent().unwrap().is_dir(), "only the directory itself is removed");
+        let third = SharedJournalDir::enter(&path).unwrap();
+        std::fs::write(third.path().join("critmem-run-1.journal"), "").unwrap();
+        drop(third);
+        assert!(path.join("critmem-run-1.journal").exists(), "a journal left to restore keeps its directory");
+    }
+
+    #[test]
+    fn runs_entering_and_leaving_at_once_always_find_their_directory() {
+        // Each thread opens the directory itself, so their flocks conflict as separate runs' do.
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("state");
+        std::thread::scope(|scope| {
+            for run in 0..8 {
+                let path = &path;
+                scope.spawn(move || {
+                    for i in 0..200 {
+                        let dir = SharedJournalDir::enter(path).unwrap();
+                        let journal = dir.path().join(format!("critmem-run-{run}.journal"));
+                        std::fs::write(&journal, "").unwrap_or_else(|e| panic!("run {run}, try {i}: the directory went away: {e}"));
+                        std::fs::remove_file(&journal).unwrap();
+                    }
+                });
+            }
+        });
+        assert!(!path.exists());
     }
 }

@@ -27,7 +27,7 @@ use critmem_core::workload::{GroupKind, Pattern as StreamPattern, Target};
 use critmem_core::{load_str, Format, Overrides, Scenario};
 use critmem_linux::agent::shutdown_signals;
 use critmem_linux::cgroup::{open_backend, GroupPath};
-use critmem_linux::journal::Journal;
+use critmem_linux::journal::{Journal, SharedJournalDir};
 use critmem_linux::layout::{detect_layout_in, Layout};
 use critmem_linux::platform::{ControlLoop, GroupSpec, LinuxPlatform, PlatformOptions};
 use critmem_linux::procfs::{Hierarchy, ProcFs};
@@ -497,9 +497,6 @@ impl Drop for StateDir {
 /// in `dir` is unlocked. Their tasks, and what those forked, are killed first (they are this
 /// program's own, in the dead run's own cgroups), then the journal is restored and removed.
 fn recover_crashed_runs(dir: &Path, layout: &Layout) -> Result<(), String> {
-    use std::os::unix::fs::DirBuilderExt;
-    // Journal::open refuses a directory that is not root's alone (someone else's of this name).
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -619,7 +616,9 @@ fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String
             }
         }
     }
-    let journal_dir = Path::new(JOURNAL_DIR);
+    // Dropped last (declared first): removes the directory if this run is the last one out.
+    let shared_dir = SharedJournalDir::enter(Path::new(JOURNAL_DIR)).map_err(|e| e.to_string())?;
+    let journal_dir = shared_dir.path();
     recover_crashed_runs(journal_dir, &layout)?;
     let state_dir = StateDir::create(journal_dir, &run_dir)?;
     let socket = state_dir.path.join("jobs.sock");

@@ -8,6 +8,7 @@
 use clap::Parser;
 use critmem_linux::agent::shutdown_signals;
 use critmem_linux::cgroup::{open_backend, GroupPath};
+use critmem_linux::journal::SharedJournalDir;
 use critmem_linux::layout::detect_layout_in;
 use critmem_linux::platform::{ControlLoop, GroupSpec, LinuxPlatform, PlatformOptions};
 use critmem_linux::workload::signalled;
@@ -61,8 +62,8 @@ fn main() {
     let backend = open_backend(&layout).unwrap_or_else(|e| fail(&e));
     // One journal directory for every run, so that the next run restores what a killed one
     // changed and removes its groups (a per-run directory would be forgotten).
-    let dir = Path::new(JOURNAL_DIR);
-    std::fs::create_dir_all(dir).unwrap_or_else(|e| fail(&e));
+    let shared_dir = SharedJournalDir::enter(Path::new(JOURNAL_DIR)).unwrap_or_else(|e| fail(&e));
+    let dir = shared_dir.path();
     let specs: Vec<GroupSpec> = (0..args.groups)
         .map(|i| GroupSpec {
             name: format!("g{i}"),
@@ -144,8 +145,8 @@ fn main() {
     let idle_cpu_share_pct = idle_loop_cpu_share_pct(args.interval_ms, run.min(Duration::from_secs(5)));
     stop_workers(workers);
     let restore = platform.restore(Duration::from_secs(30));
-    // Only if empty: another run may hold a journal there.
-    let _ = std::fs::remove_dir(dir);
+    // Removes the directory unless another run is in it.
+    drop(shared_dir);
     if let Err(e) = result {
         fail(&e);
     }
