@@ -421,6 +421,7 @@ impl SharedJournalDir {
         // A directory removed between making and locking it is made again; only a run
         // leaving at that instant removes it, so a few tries suffice.
         for _ in 0..100 {
+            // Owner-only: Journal::open refuses a directory that others can write.
             std::fs::DirBuilder::new().recursive(true).mode(0o700).create(path).map_err(|e| Error::io("create journal directory", path, e))?;
             let dir = match File::open(path) {
                 Ok(dir) => dir,
