@@ -422,7 +422,12 @@ impl SharedJournalDir {
         // leaving at that instant removes it, so a few tries suffice.
         for _ in 0..100 {
             // Owner-only: Journal::open refuses a directory that others can write.
-            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(path).map_err(|e| Error::io("create journal directory", path, e))?;
+            match std::fs::DirBuilder::new().recursive(true).mode(0o700).create(path) {
+                Ok(()) => {}
+                // Made by another run and removed again before std could see it was a directory.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && std::fs::metadata(path).map_or(true, |m| m.is_dir()) => continue,
+                Err(e) => return Err(Error::io("create journal directory", path, e)),
+            }
             let dir = match File::open(path) {
                 Ok(dir) => dir,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
@@ -861,6 +866,10 @@ mod tests {
         std::fs::write(third.path().join("critmem-run-1.journal"), "").unwrap();
         drop(third);
         assert!(path.join("critmem-run-1.journal").exists(), "a journal left to restore keeps its directory");
+        let file = tmp.path().join("a-file");
+        std::fs::write(&file, "").unwrap();
+        let err = SharedJournalDir::enter(&file).unwrap_err().to_string();
+        assert!(err.contains("create journal directory") && err.contains("a-file"), "{err}");
     }
 
     #[test]
