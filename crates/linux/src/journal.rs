@@ -411,7 +411,8 @@ fn remove_created(dir: &Path, evacuate_to: &Path, report: &mut RestoreReport) {
 #[derive(Debug)]
 pub struct SharedJournalDir {
     path: PathBuf,
-    lock: Option<Flock<File>>,
+    /// Released after `drop` has run, so after the removal.
+    lock: Flock<File>,
 }
 
 impl SharedJournalDir {
@@ -436,7 +437,7 @@ impl SharedJournalDir {
             let opened_ino = dir.metadata().map_err(|e| Error::io("stat journal directory", path, e))?.ino();
             let lock = Flock::lock(dir, FlockArg::LockShared).map_err(|(_, e)| Error::io("lock journal directory", path, e.into()))?;
             if std::fs::metadata(path).map(|m| m.ino()).ok() == Some(opened_ino) {
-                return Ok(SharedJournalDir { path: path.to_owned(), lock: Some(lock) });
+                return Ok(SharedJournalDir { path: path.to_owned(), lock });
             }
         }
         Err(Error::io("enter journal directory", path, std::io::Error::other("removed again on every try")))
@@ -449,13 +450,11 @@ impl SharedJournalDir {
 
 impl Drop for SharedJournalDir {
     fn drop(&mut self) {
-        let Some(lock) = self.lock.take() else { return };
         // Converting the lock may drop it before failing; this run is leaving either way.
-        if lock.relock(FlockArg::LockExclusiveNonblock).is_ok() {
+        if self.lock.relock(FlockArg::LockExclusiveNonblock).is_ok() {
             // Fails, and stays, if not empty.
             let _ = std::fs::remove_dir(&self.path);
         }
-        drop(lock);
     }
 }
 
