@@ -4,9 +4,9 @@
 use critmem_core::{load_toml_str, simulate, Nanos, SimOptions, SimResult};
 use proptest::prelude::*;
 
-mod common;
+use crate::common;
 
-const SHARED_PAGES: &str = include_str!("../../../examples/shared-pages.toml");
+const SHARED_PAGES: &str = include_str!("../../../../examples/shared-pages.toml");
 
 fn run(text: &str) -> SimResult {
     let s = load_toml_str(text, "test.toml").unwrap_or_else(|e| panic!("{e}"));

@@ -8,7 +8,7 @@
 use critmem_core::{load_toml_str, simulate, Nanos, Outcome, SimOptions, SimResult};
 use proptest::prelude::*;
 
-mod common;
+use crate::common;
 
 fn config(cases: u32) -> ProptestConfig {
     common::seeded_config("properties", cases)

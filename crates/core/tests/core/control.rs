@@ -5,7 +5,7 @@ use critmem_core::control::ControlResult;
 use critmem_core::{load_toml_str, simulate, SimOptions, SimResult};
 use proptest::prelude::*;
 
-mod common;
+use crate::common;
 
 const MIB: u64 = 1 << 20;
 
