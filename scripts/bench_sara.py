@@ -20,8 +20,7 @@ def simulated_s(plan: sara.Plan) -> float:
     profile_ms = sum(plan.profile_periods * w.period_ms for w in sara.WORKLOADS for _ in sara.SSDS)
     fig7_ms = sum(plan.fig7_periods * w.period_ms for w in sara.WORKLOADS)
     search_ms = sum(
-        (plan.offline_candidates + len(plan.tmo_candidates_pct)) * plan.profile_periods * w.period_ms
-        for w, _, _ in sara.configs()
+        (plan.offline_candidates + len(plan.tmo_candidates_pct)) * plan.profile_periods * w.period_ms for w, _, _ in sara.configs()
     )
     return (eval_ms + profile_ms + fig7_ms + search_ms) / 1000.0
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test: the Rust workspace (cargo test), pytest against the installed package,
-# then the type checks (mypy --strict, and stubtest of the extension's .pyi stubs).
+# Runs every test: the style checks (rustfmt, clippy, ruff), the Rust workspace (cargo test),
+# pytest against the installed package, then the type checks (mypy --strict, and stubtest of the extension's .pyi stubs).
 # Expects .venv from scripts/setup.sh. Any failing step fails the run; so does pytest's
 # exit code 5 ("no tests collected").
 set -euo pipefail
@@ -44,6 +44,12 @@ step() { printf '\n== %s\n' "$*"; }
 
 # Release: the property tests run many times faster, and the dependencies are largely
 # those setup.sh already built for the extension.
+step "cargo fmt --check, clippy -D warnings, ruff"
+cargo fmt --check
+cargo clippy --workspace --all-targets --release --locked -- -D warnings
+"$venv/bin/ruff" check python tests scripts
+"$venv/bin/ruff" format --check python tests scripts
+
 step "cargo test --workspace --release"
 cargo test --workspace --release --locked
 

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from critmem.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent

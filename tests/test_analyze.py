@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import tomllib
 
+import critmem
 import pytest
 from conftest import EXAMPLES, RM_TEXTBOOK, cli
-
-import critmem
 
 REPORT_KEYS = {"scenario", "scheduler", "cpus", "total_utilization", "verdict", "tests", "tasks"}
 TASK_KEYS = {

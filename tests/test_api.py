@@ -8,11 +8,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import critmem
 import pandas as pd
 import pytest
 from conftest import QUICKSTART, RM_TEXTBOOK, cli
-
-import critmem
 from critmem.api import JOB_DTYPES, SEGMENT_DTYPES
 
 TASK_COLUMNS = [
@@ -134,7 +133,10 @@ def test_the_control_timeline_has_a_row_per_tick_with_typed_columns() -> None:
     [
         (RM_TEXT.replace("period_ms = 4", "period_ms = 0"), r"^<string>: task\[0\]\.period_ms: must be greater than 0"),
         ({**_rm_dict(), "machine": {"cpus": 0}}, r"^<dict>: machine\.cpus: must be at least 1"),
-        ({"scheduler": {"kind": "rm"}, "task": [{"name": "x", "wcet_ms": float("nan"), "period_ms": 1}]}, r"^<dict>: cannot be written as JSON"),
+        (
+            {"scheduler": {"kind": "rm"}, "task": [{"name": "x", "wcet_ms": float("nan"), "period_ms": 1}]},
+            r"^<dict>: cannot be written as JSON",
+        ),
         ({"scheduler": {"kind": "rm"}, "run": {"seed": object()}}, r"^<dict>: cannot be written as JSON"),
         ("[machine\ncpus = 1", r"^<string>: line 1"),
     ],

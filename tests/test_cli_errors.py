@@ -6,10 +6,9 @@ import os
 import subprocess
 from pathlib import Path
 
+import critmem.cli as cli_module
 import pytest
 from conftest import CRITMEM, EXAMPLES, RM_TEXTBOOK, Outcome, WriteScenario, assert_one_line_error, cli, cli_process
-
-import critmem.cli as cli_module
 
 GOOD = """\
 [machine]
@@ -48,12 +47,32 @@ BAD_SCENARIOS: list[tuple[str, str | bytes, list[str], list[str]]] = [
     ("binary garbage", b"\x00\xff\xfe\x89PNG\r\n\x1a\n\x00\x00", [], ["not UTF-8"]),
     ("control-character garbage", "\x00\x01\x02 [[[ = ]]]\x7f", [], ["line 1"]),
     # Sizes the loader refuses rather than letting the simulation exhaust this machine's memory.
-    ("per-job references over the cap", MEM + 'access = [{ pattern = "random", refs = 2147483647 }]\n', [], ["task[0].access", "references per job"]),
-    ("sweep passes over the cap", MEM + 'access = [{ pattern = "sweep", passes = 2147483647 }]\n', [], ["task[0].access", "references per job"]),
-    ("timeline samples over the cap", MEM.replace("total_mb = 64", "total_mb = 64\nsample_ms = 0.000001"), [], ["memory.sample_ms", "larger sample_ms"]),
+    (
+        "per-job references over the cap",
+        MEM + 'access = [{ pattern = "random", refs = 2147483647 }]\n',
+        [],
+        ["task[0].access", "references per job"],
+    ),
+    (
+        "sweep passes over the cap",
+        MEM + 'access = [{ pattern = "sweep", passes = 2147483647 }]\n',
+        [],
+        ["task[0].access", "references per job"],
+    ),
+    (
+        "timeline samples over the cap",
+        MEM.replace("total_mb = 64", "total_mb = 64\nsample_ms = 0.000001"),
+        [],
+        ["memory.sample_ms", "larger sample_ms"],
+    ),
     ("physical memory over the cap", MEM.replace("total_mb = 64", "total_mb = 4000000"), [], ["memory.total_mb", "too large"]),
     ("private memory over the cap", MEM.replace("private_mb = 16", "private_mb = 8e6"), [], ["task[0].private_mb", "too large"]),
-    ("regions over the cap", MEM + "".join(f'[[region]]\nname = "r{i}"\nsize_mb = 65536\n' for i in range(5)), [], ["task", "regions and tasks map"]),
+    (
+        "regions over the cap",
+        MEM + "".join(f'[[region]]\nname = "r{i}"\nsize_mb = 65536\n' for i in range(5)),
+        [],
+        ["task", "regions and tasks map"],
+    ),
     ("mapped pages over the cap", MEM.replace("private_mb = 16", "private_mb = 65536") + MANY_BIG_TASKS, [], ["task", "2^26"]),
     ("bad --seed value", GOOD, ["--seed", "twelve"], ["argument --seed", "twelve"]),
     ("negative --seed", GOOD, ["--seed", "-3"], ["argument --seed"]),
@@ -194,9 +213,7 @@ def test_stdout_closed_by_its_reader_ends_quietly_with_exit_1(argv: list[str]) -
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before critmem writes anything
     try:
-        p = subprocess.run(
-            [str(CRITMEM), *argv], stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120, check=False
-        )
+        p = subprocess.run([str(CRITMEM), *argv], stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120, check=False)
     finally:
         os.close(write_end)
     assert (p.returncode, p.stderr) == (1, "")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Outcome, cli
-from hypothesis import HealthCheck, given, settings, seed
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 SEED = int(os.environ.get("CRITMEM_TEST_SEED", "20260607"))
@@ -84,6 +84,7 @@ def scenario_files(draw: st.DrawFn) -> str:
         lines.append(draw(_pick(exec_lines, ["wcet_ms = 0", 'exec = { dist = "empirical", values_ms = [] }'])))
         if kind == "fp":
             lines.append(f"priority = {draw(st.sampled_from(['1', '2', '3']))}")
+
         def optional(values: st.SearchStrategy[str]) -> st.SearchStrategy[str | None]:
             return st.one_of(st.none(), values)
 
@@ -92,9 +93,7 @@ def scenario_files(draw: st.DrawFn) -> str:
             "offset_ms": optional(_pick(["0", "1.5"], ["-1"])),
             "criticality": optional(_pick(['"A"', '"B"', '"C"', '"D"'], ['"E"'])),
             # Pinning is for partitioned schedulers; elsewhere it is an error, drawn rarely.
-            "cpu": optional(_pick(["0", "1"], ["5"]))
-            if kind in ("pfp", "pedf")
-            else st.sampled_from([None] * 19 + ["0"]),
+            "cpu": optional(_pick(["0", "1"], ["5"])) if kind in ("pfp", "pedf") else st.sampled_from([None] * 19 + ["0"]),
             "overrun": optional(_pick(['"continue"', '"abort"', '"skip"'], ['"later"'])),
             "suspend": optional(_pick(["[{ after_ms = 0.2, for_ms = 1 }]"], ["[{ after_ms = 9, for_ms = 1 }]"])),
         }
@@ -143,7 +142,11 @@ def test_arbitrary_files_never_crash_the_cli(content: str | bytes, command: str,
 
 @seed(SEED)
 @settings(max_examples=200, deadline=None, database=None)
-@given(argv=st.lists(st.one_of(st.sampled_from(["run", "analyze", "--json", "--out", "--seed", "--horizon-ms", "-h"]), st.text(max_size=12)), max_size=5))
+@given(
+    argv=st.lists(
+        st.one_of(st.sampled_from(["run", "analyze", "--json", "--out", "--seed", "--horizon-ms", "-h"]), st.text(max_size=12)), max_size=5
+    )
+)
 def test_arbitrary_arguments_never_crash_the_cli(argv: list[str]) -> None:
     # Keep any --out folder inside a temporary directory.
     with tempfile.TemporaryDirectory() as tmp:

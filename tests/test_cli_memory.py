@@ -9,7 +9,6 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 from conftest import EXAMPLES, RM_TEXTBOOK, cli
-
 from critmem import run
 from critmem.memplot import plot_memory
 
@@ -29,7 +28,13 @@ def test_run_prints_per_task_memory_and_per_group_stall_tables() -> None:
     assert memory is not None
     tau1 = next(t for t in memory["tasks"] if t["name"] == "tau1")
     # task reservation minor major in out resident wait
-    assert rows["tau1"][1:6] == ["r1", str(tau1["minor_faults"]), str(tau1["major_faults"]), str(tau1["pages_swapped_in"]), str(tau1["pages_swapped_out"])]
+    assert rows["tau1"][1:6] == [
+        "r1",
+        str(tau1["minor_faults"]),
+        str(tau1["major_faults"]),
+        str(tau1["pages_swapped_in"]),
+        str(tau1["pages_swapped_out"]),
+    ]
     assert float(rows["tau1"][7]) == pytest.approx(tau1["fault_wait_ms"], abs=1e-3)
     groups = next(i for i, line in enumerate(lines) if line.startswith("group"))
     for column in ("memory some ms", "memory full ms", "io some ms", "io full ms"):
@@ -83,10 +88,9 @@ def test_dollar_signs_in_names_are_drawn_as_written(tmp_path: Path) -> None:
     assert {"gantt.png", "memory.png"} <= {p.name for p in out.iterdir()}
     # An escaped name is drawn pixel for pixel as the same name with math parsing off; `$x$`
     # unescaped would be drawn as math (an italic x), which differs.
+    from critmem.gantt import literal_text
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-
-    from critmem.gantt import literal_text
 
     def pixels(text: str, parse_math: bool = True) -> bytes:
         fig = Figure(figsize=(3, 0.5), dpi=60)

@@ -14,7 +14,6 @@ from typing import Any
 import matplotlib.image
 import pytest
 from conftest import EXAMPLE_FILES, EXAMPLES, QUICKSTART, RM_TEXTBOOK, WriteScenario, cli, cli_process
-
 from critmem import run
 from critmem.api import MAX_TRACE_RECORDS, RunResult
 from critmem.gantt import _window_end_ms, plot_gantt
@@ -82,7 +81,10 @@ def test_out_writes_the_trace_summary_and_a_gantt_png(tmp_path: Path) -> None:
 
     summary = json.loads((out / "summary.json").read_text())
     jobs = (out / "jobs.csv").read_text().splitlines()
-    assert jobs[0] == "task,job,release_ms,deadline_ms,demand_ms,executed_ms,start_ms,completion_ms,response_ms,tardiness_ms,missed,outcome,last_cpu"
+    assert (
+        jobs[0]
+        == "task,job,release_ms,deadline_ms,demand_ms,executed_ms,start_ms,completion_ms,response_ms,tardiness_ms,missed,outcome,last_cpu"
+    )
     assert len(jobs) - 1 == sum(t["jobs"] for t in summary["tasks"])
     segments = (out / "segments.csv").read_text().splitlines()
     assert segments[0] == "cpu,task,job,start_ms,end_ms"

@@ -21,11 +21,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
+from conftest import CRITMEM, EXAMPLES, cli
 from critmem import jobclient
 from critmem.linux import LinuxError, _one_line, agent_argv, parse_duration_s, parse_size_bytes, plot_timeline, run_scenario
-
-from conftest import CRITMEM, EXAMPLES, cli
 
 LINUX_EXAMPLE = EXAMPLES / "linux-sara.toml"
 BIN = Path(sys.executable).parent
@@ -238,10 +236,25 @@ def test_sigterm_is_passed_on_to_the_tool_and_waits_for_its_restore(
         (["run", str(LINUX_EXAMPLE), "--platform", "linux", "--controller", "nope"], ["unknown controller 'nope'"]),
         (["run", str(LINUX_EXAMPLE), "--platform", "linux", "--seed", "3"], ["--seed"]),
         (["run", str(LINUX_EXAMPLE), "--platform", "linux", "--controller-config", "{oops"], ["not JSON"]),
-        (["run", str(LINUX_EXAMPLE), "--platform", "linux", "--controller-config", '{"step_bytes": 1e400}'], ["not JSON", "1e400 is out of range"]),
-        (["run", str(LINUX_EXAMPLE), "--platform", "linux", "--controller-config", '{"step_bytes": NaN}'], ["not JSON", "NaN is not a JSON number"]),
         (
-            ["run", str(LINUX_EXAMPLE), "--platform", "linux", "--controller", "static", "--controller-config", '{"limits_bytes": {"nope": 1}}'],
+            ["run", str(LINUX_EXAMPLE), "--platform", "linux", "--controller-config", '{"step_bytes": 1e400}'],
+            ["not JSON", "1e400 is out of range"],
+        ),
+        (
+            ["run", str(LINUX_EXAMPLE), "--platform", "linux", "--controller-config", '{"step_bytes": NaN}'],
+            ["not JSON", "NaN is not a JSON number"],
+        ),
+        (
+            [
+                "run",
+                str(LINUX_EXAMPLE),
+                "--platform",
+                "linux",
+                "--controller",
+                "static",
+                "--controller-config",
+                '{"limits_bytes": {"nope": 1}}',
+            ],
             ['names "nope", which is not a soft real-time group (they are: "srt")'],
         ),
         (["run", str(LINUX_EXAMPLE), "--platform", "mars"], ["invalid choice"]),

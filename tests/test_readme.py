@@ -13,7 +13,7 @@ HEADER = '[scheduler]\nkind = "rm"\n[run]\nhorizon_ms = 300\n'
 
 
 def _toml_blocks() -> list[str]:
-    return re.findall(r"```toml\n(.*?)```", README.read_text(), re.S)
+    return re.findall(r"```toml\n(.*?)```", README.read_text(), re.DOTALL)
 
 
 def test_every_toml_snippet_in_the_readme_runs() -> None:

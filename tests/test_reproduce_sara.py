@@ -15,7 +15,6 @@ from typing import Any
 import matplotlib.image
 import pytest
 from conftest import Outcome, cli
-
 from critmem.reproduce import PAPERS
 from critmem.reproduce.sara import CONTROLLERS, MEMORY_PCTS, SSDS, STEP_UP_BYTES, VARIANTS, WORKLOADS, Spec, _cfg, measure
 from critmem.reproduce.sara_report import _acceptance
@@ -335,7 +334,9 @@ def _with_baseline_data(tmo_means_ms: list[float], tmo_pick_pct: float, offline_
             }
         }
         d["offline"] = {"opencv/60%/slow-ssd": {"limit_mb": 120.0, "profile": [{"limit_mb": 120.0, "hit_ratio": offline_profile}]}}
-        d["runs"] = [{"workload": "opencv", "memory_pct": 60, "ssd": "slow-ssd", "controller": "offline", "deadline_hit_ratio": offline_evaluated}]
+        d["runs"] = [
+            {"workload": "opencv", "memory_pct": 60, "ssd": "slow-ssd", "controller": "offline", "deadline_hit_ratio": offline_evaluated}
+        ]
 
     return f
 
@@ -422,10 +423,14 @@ def test_quick_reports_verdicts_agree_with_its_results_json(quick: Quick) -> Non
         if c == "tmo-high":
             return all(
                 t["threshold_pct"] == max(p["threshold_pct"] for p in t["search"])
-                and all(p["mean_response_ms"] is not None and p["mean_response_ms"] < 0.9 * deadline_ms[k.split("/")[0]] for p in t["search"])
+                and all(
+                    p["mean_response_ms"] is not None and p["mean_response_ms"] < 0.9 * deadline_ms[k.split("/")[0]] for p in t["search"]
+                )
                 for k, t in data["tmo_high"].items()
             )
-        evaluated = {f"{r['workload']}/{r['memory_pct']}%/{r['ssd']}": r["deadline_hit_ratio"] for r in runs if r["controller"] == "offline"}
+        evaluated = {
+            f"{r['workload']}/{r['memory_pct']}%/{r['ssd']}": r["deadline_hit_ratio"] for r in runs if r["controller"] == "offline"
+        }
         return all(
             abs(evaluated[k] - next(p["hit_ratio"] for p in o["profile"] if p["limit_mb"] == o["limit_mb"])) <= 0.1
             for k, o in data["offline"].items()

@@ -15,7 +15,6 @@ from typing import Any
 import matplotlib.image
 import pytest
 from conftest import Outcome, assert_one_line_error, cli
-
 from critmem import _core
 from critmem.reproduce import PAPERS, get
 from critmem.reproduce.shared_pages import Workload, compute

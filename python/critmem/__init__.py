@@ -44,6 +44,7 @@ def __getattr__(name: str) -> Any:
     globals()[name] = value
     return value
 
+
 __all__ = [
     "AnalysisResult",
     "RunResult",

@@ -3,17 +3,17 @@
 from typing import Any, Final, final
 
 __all__ = [
-    "__version__",
     "MAX_TRACE_RECORDS",
     "ScenarioError",
     "SimOutput",
-    "simulate",
+    "__version__",
     "analyze",
-    "measure_memory_ops",
-    "fit_exec_vs_stall",
     "estimate_bcet_ms",
+    "fit_exec_vs_stall",
+    "measure_memory_ops",
     "pick_offline_limit",
     "pick_tmo_threshold",
+    "simulate",
 ]
 
 __version__: Final[str]

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Self
 
 from rich import box
 from rich.console import Console
@@ -189,10 +189,12 @@ def _print_memory(console: Console, memory: dict[str, Any]) -> None:
     console.print(_table(columns, rows, left=2))
     shared = [
         [
-            u["region"], t["name"], _fmt(u["jobs_ended"]),
+            u["region"],
+            t["name"],
+            _fmt(u["jobs_ended"]),
             _fmt(u["mean_job_pages"] * page_mb if u["jobs_ended"] else None),
             _fmt(u["largest_job_pages"] * page_mb if u["jobs_ended"] else None),
-        ]  # fmt: skip
+        ]
         for t in memory["tasks"]
         for u in t.get("shared_regions", [])
     ]
@@ -264,13 +266,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.platform == "linux":
         return _cmd_run_linux(args)
     if args.duration is not None or args.controller is not None or args.controller_config is not None:
-        raise CliError("--duration, --controller and --controller-config need --platform linux (the simulator runs to the scenario's horizon with its [control] controller)")
+        raise CliError(
+            "--duration, --controller and --controller-config need --platform linux (the simulator runs to the scenario's horizon with its [control] controller)"
+        )
     src = read_path(args.file)
     out_dir = _prepare_out_dir(args.out) if args.out is not None else None
     record = out_dir is not None
-    result = _run_source(
-        src, seed=args.seed, horizon_ms=args.horizon_ms, record_jobs=record, record_segments=record
-    )
+    result = _run_source(src, seed=args.seed, horizon_ms=args.horizon_ms, record_jobs=record, record_segments=record)
     if args.json:
         sys.stdout.write(result.to_json() + "\n")
     else:
@@ -281,15 +283,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         note = sys.stderr if args.json else sys.stdout
         files = ", ".join(p.name for p in written)
         print(
-            f"wrote {files} to {out_dir}/ ({_plural(len(result.jobs), 'job')}, "
-            f"{_plural(len(result.segments), 'segment')})",
+            f"wrote {files} to {out_dir}/ ({_plural(len(result.jobs), 'job')}, {_plural(len(result.segments), 'segment')})",
             file=note,
         )
-        left_out = [
-            _plural(n, what)
-            for n, what in ((result.jobs_left_out, "job"), (result.segments_left_out, "segment"))
-            if n > 0
-        ]
+        left_out = [_plural(n, what) for n, what in ((result.jobs_left_out, "job"), (result.segments_left_out, "segment")) if n > 0]
         if left_out:
             print(
                 f"note: a trace keeps at most {MAX_TRACE_RECORDS:,} rows, the first to end; left out: "
@@ -316,7 +313,11 @@ def _cmd_run_linux(args: argparse.Namespace) -> int:
         try:
             summary_json = out_dir / "summary.json"
             summary_json.write_text(json.dumps(summary, allow_nan=False, indent=1) + "\n", encoding="utf-8")
-            written = [summary_json, linux.write_timeline_csv(summary, out_dir / "timeline.csv"), linux.plot_timeline(summary, out_dir / "memory.png")]
+            written = [
+                summary_json,
+                linux.write_timeline_csv(summary, out_dir / "timeline.csv"),
+                linux.plot_timeline(summary, out_dir / "memory.png"),
+            ]
         except OSError as e:
             raise CliError(f"cannot write results to {str(out_dir)!r}: {e.strerror or e}") from None
         note = sys.stderr if args.json else sys.stdout
@@ -350,7 +351,13 @@ def _print_linux_run(summary: dict[str, Any]) -> None:
                "mean resp ms", "max tard ms", "MiB/s", "checksum fails"]  # fmt: skip
     console.print(_table(columns, rows, left=3))
     groups = [
-        [g["name"], _fmt(g["memory_some_us"] / 1000), _fmt(g["memory_full_us"] / 1000), _fmt(g["io_some_us"] / 1000), _fmt(g["io_full_us"] / 1000)]
+        [
+            g["name"],
+            _fmt(g["memory_some_us"] / 1000),
+            _fmt(g["memory_full_us"] / 1000),
+            _fmt(g["io_some_us"] / 1000),
+            _fmt(g["io_full_us"] / 1000),
+        ]
         for g in summary["memory"]["groups"]
     ]
     console.print(Text("stall totals per group (PSI: some = at least one task stalled, full = all non-idle tasks stalled)"))
@@ -385,7 +392,9 @@ def _cmd_swap(args: argparse.Namespace) -> int:
         # Silently ignored, a `teardown --path X` would look as if it removed X.
         given = [flag for flag, value in (("--size", args.size), ("--path", args.path)) if value is not None]
         if given:
-            raise CliError(f"swap {args.action} takes no {' or '.join(given)} (only setup does); {args.action} acts on the swapfile the state file records")
+            raise CliError(
+                f"swap {args.action} takes no {' or '.join(given)} (only setup does); {args.action} acts on the swapfile the state file records"
+            )
     if args.action == "setup":
         if args.size is None:
             raise CliError("swap setup needs --size (e.g. --size 4G)")
@@ -409,10 +418,7 @@ def _print_analysis(result: AnalysisResult) -> None:
     console = _console()
     r = result.report
     console.print(
-        Text(
-            f"{r['scenario']}: {r['scheduler']} on {_plural(r['cpus'], 'CPU')}, "
-            f"total utilization {_fmt(r['total_utilization'])}"
-        )
+        Text(f"{r['scenario']}: {r['scheduler']} on {_plural(r['cpus'], 'CPU')}, total utilization {_fmt(r['total_utilization'])}")
     )
     task_rows = [
         [
@@ -462,7 +468,7 @@ class _BarProgress:
         )  # fmt: skip
         self._task = self._bar.add_task("starting", total=None)
 
-    def __enter__(self) -> _BarProgress:
+    def __enter__(self) -> Self:
         self._bar.start()
         return self
 
@@ -477,7 +483,7 @@ class _BarProgress:
 
 
 class _QuietContext(QuietProgress):
-    def __enter__(self) -> _QuietContext:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
@@ -504,14 +510,15 @@ def _print_reproduction(summary: dict[str, Any]) -> None:
                     ]
                 )  # fmt: skip
         console.print(Text("physical memory usage (Table III)"))
-        console.print(_table(["task set", "technique", "reserve MB", "total MB", "formula MB", "paper reserve MB", "paper total MB"], rows, left=2))
+        console.print(
+            _table(["task set", "technique", "reserve MB", "total MB", "formula MB", "paper reserve MB", "paper total MB"], rows, left=2)
+        )
     misses = summary.get("tau1_misses", {})
     if misses:
         periods = summary.get("tau2_periods_with_tau1_miss", {})
         steady = summary.get("tau1_steady_misses", {})
         rows = [
-            [k, _fmt(v), _fmt(steady.get(k)), "-" if k not in periods else f"{periods[k][0]} of {periods[k][1]}"]
-            for k, v in misses.items()
+            [k, _fmt(v), _fmt(steady.get(k)), "-" if k not in periods else f"{periods[k][0]} of {periods[k][1]}"] for k, v in misses.items()
         ]
         console.print(Text("tau1 with tau2 (Fig. 9)"))
         console.print(_table(["policy", "tau1 misses", "after warm-up", "tau2 periods with a miss"], rows))
@@ -534,7 +541,11 @@ def _print_sara_headline(console: Console, summary: dict[str, Any]) -> None:
     if step_up.get("mean_deadline_hit_ratio") is not None:
         label = f"sara, x_up {step_up['step_up_bytes'] // 1_048_576} MiB (not the paper's rule)"
         rows.append([label, _fmt(step_up["mean_deadline_hit_ratio"]), "-", _fmt(step_up.get("mean_nonrt_throughput"))])
-    console.print(Text(f"mean over the {len({(c['workload'], c['memory_pct'], c['ssd']) for c in summary.get('configs', [])})} configurations (Fig. 11)"))
+    console.print(
+        Text(
+            f"mean over the {len({(c['workload'], c['memory_pct'], c['ssd']) for c in summary.get('configs', [])})} configurations (Fig. 11)"
+        )
+    )
     console.print(_table(["controller", "deadline-hit ratio", "paper", "non-rt throughput /s"], rows, left=1))
     gains = summary.get("sara_throughput_gain", {})
     if gains:
@@ -656,7 +667,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--controller", metavar="NAME",
         help="linux: controller in place of the scenario's: sara, greedy, offline, tmo-low, tmo-high, senpai, static",
     )  # fmt: skip
-    run.add_argument("--controller-config", metavar="JSON", help="linux: the controller's parameters as a JSON object, e.g. '{\"limit_bytes\": 67108864}'")
+    run.add_argument(
+        "--controller-config",
+        metavar="JSON",
+        help="linux: the controller's parameters as a JSON object, e.g. '{\"limit_bytes\": 67108864}'",
+    )
     run.set_defaults(handler=_cmd_run)
 
     analyze = commands.add_parser(

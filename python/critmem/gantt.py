@@ -88,10 +88,7 @@ def plot_gantt(result: RunResult, path: str | os.PathLike[str], *, max_segments:
     home_cpu = {str(n): (0 if pd.isna(c) else int(c)) for n, c in zip(result.tasks["name"], result.tasks["cpu"])}
     missed = jobs[jobs["missed"] & (jobs["deadline_ms"] <= end_ms)]
     if not missed.empty:
-        ys = [
-            (home_cpu.get(str(t), 0) if pd.isna(c) else int(c)) - 0.46
-            for t, c in zip(missed["task"], missed["last_cpu"])
-        ]
+        ys = [(home_cpu.get(str(t), 0) if pd.isna(c) else int(c)) - 0.46 for t, c in zip(missed["task"], missed["last_cpu"])]
         ax.scatter(missed["deadline_ms"], ys, marker="v", s=36, color="red", zorder=3, clip_on=False)
 
     ax.set_xlim(0, end_ms)
@@ -110,9 +107,7 @@ def plot_gantt(result: RunResult, path: str | os.PathLike[str], *, max_segments:
 
     handles: list[Patch | Line2D] = [Patch(facecolor=colour[n], label=literal_text(n)) for n in names]
     n_missed = int(jobs["missed"].sum())
-    handles.append(
-        Line2D([], [], marker="v", color="red", linestyle="none", label=f"deadline miss ({n_missed} in all)")
-    )
+    handles.append(Line2D([], [], marker="v", color="red", linestyle="none", label=f"deadline miss ({n_missed} in all)"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
 
     out = Path(path)

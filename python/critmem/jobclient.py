@@ -22,7 +22,7 @@ import json
 import os
 import socket
 import time
-from typing import Any
+from typing import Any, Self
 
 PROTOCOL_VERSION = 1
 # The agent refuses longer lines.
@@ -32,9 +32,7 @@ MAX_LINE_BYTES = 512
 SOCKET_ENV = "CRITMEM_JOB_SOCKET"
 
 
-def format_message(
-    op: str, job: int, *, deadline_ns: int | None = None, at_ns: int | None = None, group: str | None = None
-) -> bytes:
+def format_message(op: str, job: int, *, deadline_ns: int | None = None, at_ns: int | None = None, group: str | None = None) -> bytes:
     """One protocol line. `op` is `release` (needs `deadline_ns`), `complete` or `drop`."""
     if op not in ("release", "complete", "drop"):
         raise ValueError(f"unknown op {op!r} (expected release, complete or drop)")
@@ -169,7 +167,7 @@ class JobClient:
     def close(self) -> None:
         self._disconnect()
 
-    def __enter__(self) -> JobClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

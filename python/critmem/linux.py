@@ -78,7 +78,9 @@ def binary(name: str) -> str:
     found = shutil.which(name)
     if found is not None:
         return found
-    raise LinuxError(f"{name} not found beside {sys.executable} or on PATH: run scripts/setup.sh, which installs the Linux binaries into .venv/bin")
+    raise LinuxError(
+        f"{name} not found beside {sys.executable} or on PATH: run scripts/setup.sh, which installs the Linux binaries into .venv/bin"
+    )
 
 
 def require_root(what: str) -> None:
@@ -126,7 +128,10 @@ def _call(
     chunks: list[str] = []
     # All of stderr, or with `pass_stderr` only the line held back.
     err_lines: list[str] = []
-    with subprocess.Popen([binary(name), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child, _passing_on(child, terminated):
+    with (
+        subprocess.Popen([binary(name), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child,
+        _passing_on(child, terminated),
+    ):
         assert child.stdout is not None and child.stderr is not None
         out, err = child.stdout, child.stderr
         reader = threading.Thread(target=lambda: chunks.append(out.read()), daemon=True)

@@ -40,10 +40,25 @@ def plot_memory(result: RunResult, path: str | os.PathLike[str]) -> Path:
     cmap = matplotlib.colormaps["tab10" if len(reservations) + len(residents) <= 10 else "tab20"]
     i = 0
     for c in reservations:
-        top.step(t_s, tl[c] * page_mb, where="post", linewidth=1.4, color=cmap(i % cmap.N), label=literal_text(f"reservation {str(c).split(':', 1)[1]}"))
+        top.step(
+            t_s,
+            tl[c] * page_mb,
+            where="post",
+            linewidth=1.4,
+            color=cmap(i % cmap.N),
+            label=literal_text(f"reservation {str(c).split(':', 1)[1]}"),
+        )
         i += 1
     for c in residents:
-        top.step(t_s, tl[c] * page_mb, where="post", linewidth=0.9, linestyle="--", color=cmap(i % cmap.N), label=literal_text(f"resident {str(c).split(':', 1)[1]}"))
+        top.step(
+            t_s,
+            tl[c] * page_mb,
+            where="post",
+            linewidth=0.9,
+            linestyle="--",
+            color=cmap(i % cmap.N),
+            label=literal_text(f"resident {str(c).split(':', 1)[1]}"),
+        )
         i += 1
     top.set_ylabel("MB")
     top.set_title("pages accounted per reservation (solid) and resident per task (dashed)", fontsize="medium")

@@ -21,7 +21,11 @@ fn scenario(kind: &str, cpus: usize, tasks: usize, util: f64) -> Scenario {
         let p = periods_ms[(i * 7 + 3) % periods_ms.len()];
         // Vary demand around the mean so preemptions happen at many points.
         let c = p * per_task * (0.5 + (i % 5) as f64 * 0.25);
-        text += &format!("[[task]]\nname = \"t{i}\"\nperiod_ms = {p}\nexec = {{ dist = \"uniform\", min_ms = {:.4}, max_ms = {:.4} }}\n", c * 0.6, c);
+        text += &format!(
+            "[[task]]\nname = \"t{i}\"\nperiod_ms = {p}\nexec = {{ dist = \"uniform\", min_ms = {:.4}, max_ms = {:.4} }}\n",
+            c * 0.6,
+            c
+        );
     }
     load_toml_str(&text, "bench.toml").expect("bench scenario is valid")
 }

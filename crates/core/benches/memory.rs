@@ -8,9 +8,7 @@
 //! Run: `cargo bench -p critmem-core --bench memory`
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use critmem_core::mem::{
-    Access, DeviceSpec, MemConfig, Memory, RefKind, RegionKind, ReservationKind, ReservationSpec, SharePolicy,
-};
+use critmem_core::mem::{Access, DeviceSpec, MemConfig, Memory, RefKind, RegionKind, ReservationKind, ReservationSpec, SharePolicy};
 use critmem_core::Nanos;
 use std::hint::black_box;
 

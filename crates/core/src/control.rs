@@ -6,9 +6,7 @@
 use crate::memsim::MemSim;
 use crate::time::Nanos;
 use crate::workload::{ControlSpec, GroupDecl, GroupKind, MemorySpec, TaskMemory};
-use critmem_policy::{
-    Action, Controller, GroupObservation, GroupRole, JobEvent, MemoryKnobs, Observation, Platform, StallTotals,
-};
+use critmem_policy::{Action, Controller, GroupObservation, GroupRole, JobEvent, MemoryKnobs, Observation, Platform, StallTotals};
 use std::convert::Infallible;
 
 /// One group at one tick, after the tick's actions were applied.
@@ -275,9 +273,7 @@ impl Platform for SimPlatform<'_> {
                     GroupObservation {
                         name: g.name.clone(),
                         role: match g.kind {
-                            GroupKind::SoftRealTime { bcet } => {
-                                GroupRole::SoftRealTime { deadline_ns: g.deadline.0, bcet_ns: bcet.0 }
-                            }
+                            GroupKind::SoftRealTime { bcet } => GroupRole::SoftRealTime { deadline_ns: g.deadline.0, bcet_ns: bcet.0 },
                             GroupKind::NonRealTime => GroupRole::NonRealTime,
                         },
                         stall: StallTotals {

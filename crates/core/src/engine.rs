@@ -65,11 +65,22 @@ impl SimOptions {
 
 #[derive(Clone, Copy, Debug)]
 enum Event {
-    Release { task: u32 },
+    Release {
+        task: u32,
+    },
     /// The job on `cpu` reaches its next stop (suspension point or completion).
-    CpuStop { cpu: u32, gen: u64 },
-    Resume { key: JobKey, seq: u64 },
-    AbortAt { key: JobKey, seq: u64 },
+    CpuStop {
+        cpu: u32,
+        gen: u64,
+    },
+    Resume {
+        key: JobKey,
+        seq: u64,
+    },
+    AbortAt {
+        key: JobKey,
+        seq: u64,
+    },
     SchedulerWake,
     /// A point of the memory timeline.
     MemSample,
@@ -326,10 +337,8 @@ impl<'a> Simulation<'a> {
     /// controller's request.
     fn drop_job(&mut self, group: usize, job: u64) {
         let control = self.control.as_ref().expect("drops come from the controller");
-        let key = self
-            .jobs
-            .iter()
-            .position(|j| j.as_ref().is_some_and(|j| j.seq == job && control.group_of(j.task as usize) == Some(group)));
+        let key =
+            self.jobs.iter().position(|j| j.as_ref().is_some_and(|j| j.seq == job && control.group_of(j.task as usize) == Some(group)));
         let control = self.control.as_mut().expect("drops come from the controller");
         match key {
             Some(key) => {
@@ -514,13 +523,7 @@ impl<'a> Simulation<'a> {
         debug_assert_eq!(job.cpu, Some(cpu as u32));
         debug_assert_eq!(job.dispatched_at, now, "progress is accounted before leaving a CPU");
         if self.opts.record_segments && now > job.segment_start {
-            self.segments.push(ExecSegment {
-                cpu: cpu as u32,
-                task: job.task,
-                job: job.index,
-                start: job.segment_start,
-                end: now,
-            });
+            self.segments.push(ExecSegment { cpu: cpu as u32, task: job.task, job: job.index, start: job.segment_start, end: now });
         }
         job.cpu = None;
         let c = &mut self.cpus[cpu];
@@ -702,17 +705,14 @@ impl<'a> Simulation<'a> {
             segments: self.segments.kept,
             segments_left_out: self.segments.left_out,
             events: self.events,
-            memory: self.memsim.map(|ms| {
-                ms.finish(horizon, self.scenario.memory.as_ref().expect("memsim implies memory"), &self.scenario.task_memory)
-            }),
+            memory: self
+                .memsim
+                .map(|ms| ms.finish(horizon, self.scenario.memory.as_ref().expect("memsim implies memory"), &self.scenario.task_memory)),
             control: self.control.map(Control::finish),
         }
     }
 }
 
 fn pos_is_head_queued(pending: &VecDeque<JobKey>, jobs: &[Option<Job>]) -> bool {
-    pending
-        .front()
-        .and_then(|&k| jobs[k as usize].as_ref())
-        .is_some_and(|j| j.state == JobState::Queued)
+    pending.front().and_then(|&k| jobs[k as usize].as_ref()).is_some_and(|j| j.state == JobState::Queued)
 }

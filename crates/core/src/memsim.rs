@@ -3,9 +3,8 @@
 //! they happen, PSI states updated as jobs run, stall and resume.
 
 use crate::mem::{
-    AsId, Access, AutoDecision, DeviceStats, MemConfig, MemError, MemStats, Memory, PsiAccounting, PsiGroupId,
-    PsiTaskId, PsiTotals, RefKind, RegionId, RegionUsage, ReservationKind, ReservationSpec, ReservationStats, ResId, SharePolicy, SpaceStats,
-    TaskPsiState, Vpn,
+    Access, AsId, AutoDecision, DeviceStats, MemConfig, MemError, MemStats, Memory, PsiAccounting, PsiGroupId, PsiTaskId, PsiTotals,
+    RefKind, RegionId, RegionUsage, ResId, ReservationKind, ReservationSpec, ReservationStats, SharePolicy, SpaceStats, TaskPsiState, Vpn,
 };
 use crate::program::Step;
 use crate::rng::{sub_rng, SimRng};
@@ -478,11 +477,7 @@ impl MemSim {
         let stats = self.mem.stats();
         self.timeline.push(MemSample {
             time: now,
-            reservation_pages: self
-                .reservations
-                .iter()
-                .map(|&r| self.mem.reservation_charged_pages(r).unwrap_or(0))
-                .collect(),
+            reservation_pages: self.reservations.iter().map(|&r| self.mem.reservation_charged_pages(r).unwrap_or(0)).collect(),
             task_resident_pages: self.tasks.iter().map(|t| self.mem.space_stats(t.space).map(|s| s.resident_pages).unwrap_or(0)).collect(),
             reserved_physical_frames: stats.reserved_physical_frames,
             used_frames: stats.total_frames - stats.global_free_frames,

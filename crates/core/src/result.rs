@@ -351,7 +351,12 @@ impl SimResult {
                     shared_regions: tm
                         .shared_usage
                         .iter()
-                        .map(|(region, u)| JsonSharedUsage { region, jobs_ended: u.windows, mean_job_pages: u.avg_pages(), largest_job_pages: u.pages_max })
+                        .map(|(region, u)| JsonSharedUsage {
+                            region,
+                            jobs_ended: u.windows,
+                            mean_job_pages: u.avg_pages(),
+                            largest_job_pages: u.pages_max,
+                        })
                         .collect(),
                 })
                 .collect(),
@@ -372,7 +377,13 @@ impl SimResult {
             auto_decisions: m
                 .auto_decisions
                 .iter()
-                .map(|(region, d)| JsonAuto { region, chosen: d.chosen.name(), max_pages: d.max_pages, avg_pages: d.avg_pages, sharers: d.n })
+                .map(|(region, d)| JsonAuto {
+                    region,
+                    chosen: d.chosen.name(),
+                    max_pages: d.max_pages,
+                    avg_pages: d.avg_pages,
+                    sharers: d.n,
+                })
                 .collect(),
         });
         let mb = |b: u64| b as f64 / 1_048_576.0;

@@ -6,10 +6,10 @@
 
 use crate::mem::{DeviceSpec, RegionKind, ReservationKind, SharePolicy};
 use crate::task::{Arrival, Criticality, ExecTime, OverrunPolicy, Suspension, TaskSpec};
+use crate::time::{lcm_all, Nanos};
 use crate::workload::{
     ControlSpec, GroupDecl, GroupKind, MemorySpec, Pattern, RegionDecl, ReservationDecl, Stream, StreamOrder, Target, TaskMemory,
 };
-use crate::time::{lcm_all, Nanos};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -80,10 +80,7 @@ impl SchedulerKind {
         matches!(self, SchedulerKind::Pfp | SchedulerKind::Pedf)
     }
     pub fn is_fixed_priority(self) -> bool {
-        matches!(
-            self,
-            SchedulerKind::Fp | SchedulerKind::Rm | SchedulerKind::Dm | SchedulerKind::Pfp | SchedulerKind::Gfp
-        )
+        matches!(self, SchedulerKind::Fp | SchedulerKind::Rm | SchedulerKind::Dm | SchedulerKind::Pfp | SchedulerKind::Gfp)
     }
 }
 
@@ -228,7 +225,9 @@ impl<'de> serde::de::Visitor<'de> for FiniteJsonVisitor {
         Ok(v.into())
     }
     fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
-        serde_json::Number::from_f64(v).map(serde_json::Value::Number).ok_or_else(|| E::custom(format!("must be a finite number (got {v})")))
+        serde_json::Number::from_f64(v)
+            .map(serde_json::Value::Number)
+            .ok_or_else(|| E::custom(format!("must be a finite number (got {v})")))
     }
     fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
         Ok(v.into())
@@ -545,7 +544,11 @@ impl Ctx<'_> {
     fn positive(&self, key: &str, ms: f64) -> Result<Nanos, ScenarioError> {
         let t = self.time(key, ms)?;
         if t == Nanos::ZERO {
-            let reason = if ms > 0.0 { format!("must be at least 1 ns, the simulator's resolution (got {ms} ms)") } else { format!("must be greater than 0 (got {ms})") };
+            let reason = if ms > 0.0 {
+                format!("must be at least 1 ns, the simulator's resolution (got {ms} ms)")
+            } else {
+                format!("must be greater than 0 (got {ms})")
+            };
             return Err(self.err(key, reason));
         }
         Ok(t)
@@ -561,14 +564,10 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
         Some(m) => m.cpus as usize,
     };
     let raw_sched = raw.scheduler.as_ref().ok_or_else(|| cx.err("scheduler", "missing section [scheduler] with kind = \"fp\" | \"rm\" | \"dm\" | \"edf\" | \"pfp\" | \"pedf\" | \"gedf\" | \"gfp\" | \"cyclic\""))?;
-    let kind = SchedulerKind::ALL
-        .iter()
-        .find(|(s, _)| *s == raw_sched.kind)
-        .map(|(_, k)| *k)
-        .ok_or_else(|| {
-            let names: Vec<_> = SchedulerKind::ALL.iter().map(|(s, _)| *s).collect();
-            cx.err("scheduler.kind", format!("unknown scheduler {:?}; expected one of {}", raw_sched.kind, names.join(", ")))
-        })?;
+    let kind = SchedulerKind::ALL.iter().find(|(s, _)| *s == raw_sched.kind).map(|(_, k)| *k).ok_or_else(|| {
+        let names: Vec<_> = SchedulerKind::ALL.iter().map(|(s, _)| *s).collect();
+        cx.err("scheduler.kind", format!("unknown scheduler {:?}; expected one of {}", raw_sched.kind, names.join(", ")))
+    })?;
     if kind.is_uniprocessor() && cpus != 1 {
         return Err(cx.err(
             "machine.cpus",
@@ -609,7 +608,10 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
     }
     if priorities == PriorityOrder::Explicit && kind.is_fixed_priority() {
         if let Some(i) = tasks.iter().position(|t| t.priority.is_none()) {
-            return Err(cx.err(format!("task[{i}].priority"), "missing: explicit fixed priorities need a priority on every task (lower number = higher priority)"));
+            return Err(cx.err(
+                format!("task[{i}].priority"),
+                "missing: explicit fixed priorities need a priority on every task (lower number = higher priority)",
+            ));
         }
     }
 
@@ -633,18 +635,13 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
     let horizon = match (overrides.horizon_ms, raw.run.as_ref().and_then(|r| r.horizon_ms)) {
         (Some(h), _) => cx.positive("horizon_ms (override)", h)?,
         (None, Some(h)) => cx.positive("run.horizon_ms", h)?,
-        (None, None) => default_horizon(&tasks).ok_or_else(|| {
-            cx.err("run.horizon_ms", "missing, and the hyperperiod is too long to default to: set [run] horizon_ms")
-        })?,
+        (None, None) => default_horizon(&tasks)
+            .ok_or_else(|| cx.err("run.horizon_ms", "missing, and the hyperperiod is too long to default to: set [run] horizon_ms"))?,
     };
 
     let mut memory = validate_memory(&cx, &raw, horizon)?;
-    let task_memory = raw
-        .task
-        .iter()
-        .enumerate()
-        .map(|(i, rt)| validate_task_memory(&cx, i, rt, memory.as_ref()))
-        .collect::<Result<Vec<_>, _>>()?;
+    let task_memory =
+        raw.task.iter().enumerate().map(|(i, rt)| validate_task_memory(&cx, i, rt, memory.as_ref())).collect::<Result<Vec<_>, _>>()?;
     if let Some(m) = memory.as_ref() {
         check_mapped_pages(&cx, m, &task_memory)?;
     }
@@ -801,7 +798,10 @@ fn validate_memory(cx: &Ctx, raw: &RawScenario, horizon: Nanos) -> Result<Option
         let policy = match r.policy.as_deref() {
             None => SharePolicy::Global,
             Some(p) => SharePolicy::from_name(p).ok_or_else(|| {
-                cx.err(format!("region[{i}].policy"), format!("unknown policy {p:?}; expected global, private, first-touch, spc, spel or auto"))
+                cx.err(
+                    format!("region[{i}].policy"),
+                    format!("unknown policy {p:?}; expected global, private, first-touch, spc, spel or auto"),
+                )
             })?,
         };
         let pages = cx.pages(&format!("region[{i}].size_mb"), r.size_mb, page_bytes, 1)? as u32;
@@ -834,10 +834,12 @@ fn validate_groups(
         if g.name.is_empty() || groups.iter().any(|x| x.name == g.name) || m.reservations.iter().any(|r| r.name == g.name) {
             return Err(cx.err(k("name"), format!("must be unique, non-empty and not a reservation's name (got {:?})", g.name)));
         }
-        let members: Vec<usize> =
-            (0..tasks.len()).filter(|&t| task_memory[t].as_ref().is_some_and(|tm| tm.group == g.name)).collect();
+        let members: Vec<usize> = (0..tasks.len()).filter(|&t| task_memory[t].as_ref().is_some_and(|tm| tm.group == g.name)).collect();
         if let Some(&t) = members.iter().find(|&&t| task_memory[t].as_ref().is_some_and(|tm| tm.reservation.is_some())) {
-            return Err(cx.err(format!("task[{t}].reservation"), format!("task is in memory-limited group {:?}, which is its reservation; remove the key", g.name)));
+            return Err(cx.err(
+                format!("task[{t}].reservation"),
+                format!("task is in memory-limited group {:?}, which is its reservation; remove the key", g.name),
+            ));
         }
         let kind = match g.role.as_deref() {
             None | Some("non-rt") => {
@@ -849,7 +851,9 @@ fn validate_groups(
             Some("soft-rt") => {
                 let bcet = g.bcet_ms.ok_or_else(|| cx.err(k("bcet_ms"), "missing: a soft-rt group needs its best-case execution time"))?;
                 if members.is_empty() {
-                    return Err(cx.err(k("name"), format!("soft-rt group {:?} has no tasks (set group = {:?} on its task)", g.name, g.name)));
+                    return Err(
+                        cx.err(k("name"), format!("soft-rt group {:?} has no tasks (set group = {:?} on its task)", g.name, g.name))
+                    );
                 }
                 GroupKind::SoftRealTime { bcet: cx.time(&k("bcet_ms"), bcet)? }
             }
@@ -917,7 +921,10 @@ fn validate_control(cx: &Ctx, raw: &RawScenario, memory: Option<&MemorySpec>) ->
                 if table.contains_key("interval_ns") {
                     return Err(cx.err(
                         "control.interval_ms",
-                        format!("{ms} ms differs from config.interval_ns ({} ns), SARA's monitoring interval and so its tick: give only one", controller.interval_ns()),
+                        format!(
+                            "{ms} ms differs from config.interval_ns ({} ns), SARA's monitoring interval and so its tick: give only one",
+                            controller.interval_ns()
+                        ),
                     ));
                 }
                 table.insert("interval_ns".into(), interval.0.into());
@@ -946,11 +953,19 @@ fn validate_task_memory(cx: &Ctx, i: usize, rt: &RawTask, memory: Option<&Memory
         return Ok(None);
     };
     if !rt.access.is_empty() && !rt.suspend.is_empty() {
-        return Err(cx.err(k("suspend"), "explicit self-suspensions cannot be combined with memory access streams (faults suspend jobs by themselves)"));
+        return Err(cx.err(
+            k("suspend"),
+            "explicit self-suspensions cannot be combined with memory access streams (faults suspend jobs by themselves)",
+        ));
     }
     let reservation = match &rt.reservation {
         None => None,
-        Some(name) => Some(m.reservations.iter().position(|r| &r.name == name).ok_or_else(|| cx.err(k("reservation"), format!("no reservation named {name:?}")))?),
+        Some(name) => Some(
+            m.reservations
+                .iter()
+                .position(|r| &r.name == name)
+                .ok_or_else(|| cx.err(k("reservation"), format!("no reservation named {name:?}")))?,
+        ),
     };
     let group = rt.group.clone().or_else(|| reservation.map(|r| m.reservations[r].name.clone())).unwrap_or_else(|| rt.name.clone());
     let private_pages = cx.pages(&k("private_mb"), rt.private_mb.unwrap_or(0.0), m.page_bytes, 0)? as u32;
@@ -965,7 +980,11 @@ fn validate_task_memory(cx: &Ctx, i: usize, rt: &RawTask, memory: Option<&Memory
         let (target, size) = match a.region.as_deref() {
             None | Some("private") => (Target::Private, private_pages),
             Some(name) => {
-                let r = m.regions.iter().position(|r| r.name == name).ok_or_else(|| cx.err(k("region"), format!("no region named {name:?}")))?;
+                let r = m
+                    .regions
+                    .iter()
+                    .position(|r| r.name == name)
+                    .ok_or_else(|| cx.err(k("region"), format!("no region named {name:?}")))?;
                 (Target::Region(r), m.regions[r].pages)
             }
         };
@@ -983,7 +1002,13 @@ fn validate_task_memory(cx: &Ctx, i: usize, rt: &RawTask, memory: Option<&Memory
         if offset + span > size {
             return Err(cx.err(k("span_mb"), format!("offset + span exceeds the target's {size} pages")));
         }
-        let forbid = |present: bool, field: &str| if present { Err(cx.err(k(field), format!("does not apply to pattern = {:?}", a.pattern))) } else { Ok(()) };
+        let forbid = |present: bool, field: &str| {
+            if present {
+                Err(cx.err(k(field), format!("does not apply to pattern = {:?}", a.pattern)))
+            } else {
+                Ok(())
+            }
+        };
         let pattern = match a.pattern.as_str() {
             "sweep" => {
                 forbid(a.refs.is_some(), "refs")?;
@@ -1012,7 +1037,8 @@ fn validate_task_memory(cx: &Ctx, i: usize, rt: &RawTask, memory: Option<&Memory
             "trace" => {
                 forbid(a.mb.is_some(), "mb")?;
                 forbid(a.refs.is_some(), "refs")?;
-                let list = a.pages.as_ref().ok_or_else(|| cx.err(k("pages"), "missing: pattern = \"trace\" needs pages = [page numbers]"))?;
+                let list =
+                    a.pages.as_ref().ok_or_else(|| cx.err(k("pages"), "missing: pattern = \"trace\" needs pages = [page numbers]"))?;
                 if list.is_empty() {
                     return Err(cx.err(k("pages"), "must list at least one page"));
                 }
@@ -1021,7 +1047,8 @@ fn validate_task_memory(cx: &Ctx, i: usize, rt: &RawTask, memory: Option<&Memory
                     .enumerate()
                     .map(|(n, &p)| {
                         if p < 0 || p as u64 >= u64::from(span) {
-                            Err(cx.err(format!("task[{i}].access[{j}].pages[{n}]"), format!("page {p} is outside the span of {span} pages")))
+                            Err(cx
+                                .err(format!("task[{i}].access[{j}].pages[{n}]"), format!("page {p} is outside the span of {span} pages")))
                         } else {
                             Ok(offset + p as u32)
                         }
@@ -1031,7 +1058,9 @@ fn validate_task_memory(cx: &Ctx, i: usize, rt: &RawTask, memory: Option<&Memory
             }
             "discard" => {
                 if target != Target::Private {
-                    return Err(cx.err(k("region"), "pattern = \"discard\" frees private memory only; drop region or set it to \"private\""));
+                    return Err(
+                        cx.err(k("region"), "pattern = \"discard\" frees private memory only; drop region or set it to \"private\"")
+                    );
                 }
                 forbid(a.mb.is_some(), "mb")?;
                 forbid(a.refs.is_some(), "refs")?;
@@ -1042,7 +1071,9 @@ fn validate_task_memory(cx: &Ctx, i: usize, rt: &RawTask, memory: Option<&Memory
                 forbid(a.passes.is_some(), "passes")?;
                 Pattern::Discard { offset, span }
             }
-            other => return Err(cx.err(k("pattern"), format!("unknown pattern {other:?}; expected sweep, random, hotcold, trace or discard"))),
+            other => {
+                return Err(cx.err(k("pattern"), format!("unknown pattern {other:?}; expected sweep, random, hotcold, trace or discard")))
+            }
         };
         let passes = cx.count(&k("passes"), a.passes, 1, 1)?;
         let write_fraction = cx.fraction(&k("writes"), a.writes, 0.0)?;
@@ -1067,7 +1098,10 @@ fn validate_task_memory(cx: &Ctx, i: usize, rt: &RawTask, memory: Option<&Memory
 fn validate_command(cx: &Ctx, i: usize, rt: &RawTask) -> Result<Option<TaskCommand>, ScenarioError> {
     let Some(argv) = &rt.command else {
         if rt.reports_jobs.is_some() {
-            return Err(cx.err(format!("task[{i}].reports_jobs"), "applies only to a task with a command (the shipped workers always report their jobs)"));
+            return Err(cx.err(
+                format!("task[{i}].reports_jobs"),
+                "applies only to a task with a command (the shipped workers always report their jobs)",
+            ));
         }
         return Ok(None);
     };
@@ -1143,7 +1177,9 @@ fn validate_task(cx: &Ctx, i: usize, rt: &RawTask, cpus: usize, kind: SchedulerK
     let cpu = match rt.cpu {
         None => None,
         Some(c) if !kind.is_partitioned() => {
-            return Err(cx.err(k("cpu"), format!("pinning applies to partitioned schedulers (pfp, pedf), not {:?} (got cpu = {c})", kind.as_str())))
+            return Err(
+                cx.err(k("cpu"), format!("pinning applies to partitioned schedulers (pfp, pedf), not {:?} (got cpu = {c})", kind.as_str()))
+            )
         }
         Some(c) if c < 0 || c as usize >= cpus => {
             return Err(cx.err(k("cpu"), format!("CPU {c} does not exist: machine.cpus = {cpus}, so CPUs are 0..{}", cpus - 1)))
@@ -1161,7 +1197,9 @@ fn validate_task(cx: &Ctx, i: usize, rt: &RawTask, cpus: usize, kind: SchedulerK
         let after = cx.time(&k(&format!("suspend[{j}].after_ms")), s.after_ms)?;
         let duration = cx.positive(&k(&format!("suspend[{j}].for_ms")), s.for_ms)?;
         if after > exec.bcet() {
-            return Err(cx.err(k(&format!("suspend[{j}].after_ms")), "must not exceed the task's smallest execution time, so every job reaches it"));
+            return Err(
+                cx.err(k(&format!("suspend[{j}].after_ms")), "must not exceed the task's smallest execution time, so every job reaches it")
+            );
         }
         suspensions.push(Suspension { after, duration });
     }
@@ -1233,11 +1271,8 @@ fn validate_exec(cx: &Ctx, key: &str, e: &RawExec) -> Result<ExecTime, ScenarioE
             if values.is_empty() {
                 return Err(cx.err(k("values_ms"), "must list at least one value"));
             }
-            let v = values
-                .iter()
-                .enumerate()
-                .map(|(j, &x)| cx.positive(&format!("{key}.values_ms[{j}]"), x))
-                .collect::<Result<Vec<_>, _>>()?;
+            let v =
+                values.iter().enumerate().map(|(j, &x)| cx.positive(&format!("{key}.values_ms[{j}]"), x)).collect::<Result<Vec<_>, _>>()?;
             Ok(ExecTime::Empirical(v))
         }
         other => Err(cx.err(k("dist"), format!("unknown distribution {other:?}; expected fixed, uniform, normal or empirical"))),
@@ -1255,10 +1290,7 @@ fn validate_cyclic(cx: &Ctx, raw: &RawScheduler, tasks: &[TaskSpec], cpus: usize
     let mut slots = Vec::with_capacity(raw.slot.len());
     for (j, s) in raw.slot.iter().enumerate() {
         let k = |f: &str| format!("scheduler.slot[{j}].{f}");
-        let task = tasks
-            .iter()
-            .position(|t| t.name == s.task)
-            .ok_or_else(|| cx.err(k("task"), format!("no task named {:?}", s.task)))?;
+        let task = tasks.iter().position(|t| t.name == s.task).ok_or_else(|| cx.err(k("task"), format!("no task named {:?}", s.task)))?;
         let start = cx.time(&k("start_ms"), s.start_ms)?;
         let duration = cx.positive(&k("duration_ms"), s.duration_ms)?;
         if start + duration > major_frame {
@@ -1339,7 +1371,10 @@ period_ms = 4
     fn bad_values_name_file_key_and_reason() {
         assert_eq!(err_of(&RM.replace("period_ms = 4", "period_ms = -4")), "s.toml: task[0].period_ms: must not be negative (got -4)");
         assert_eq!(err_of(&RM.replace("period_ms = 4", "period_ms = 0")), "s.toml: task[0].period_ms: must be greater than 0 (got 0)");
-        assert_eq!(err_of(&RM.replace("period_ms = 4", "period_ms = 1e-9")), "s.toml: task[0].period_ms: must be at least 1 ns, the simulator's resolution (got 0.000000001 ms)");
+        assert_eq!(
+            err_of(&RM.replace("period_ms = 4", "period_ms = 1e-9")),
+            "s.toml: task[0].period_ms: must be at least 1 ns, the simulator's resolution (got 0.000000001 ms)"
+        );
         // The user wrote an array where a table belongs; serde's Rust type name stays out.
         let err = err_of("task = [\"a\"]\n[scheduler]\nkind = \"rm\"\n");
         assert!(!err.contains("Raw") && err.contains("a table"), "{err}");
@@ -1380,7 +1415,10 @@ period_ms = 4
     fn a_command_is_kept_for_linux_and_checked() {
         let with = |extra: &str| RM.replace("period_ms = 4", &format!("period_ms = 4\n{extra}"));
         let s = load_toml_str(&with("command = [\"python3\", \"job.py\", \"\"]\nreports_jobs = true"), "s.toml").unwrap();
-        assert_eq!(s.task_commands, [Some(TaskCommand { argv: vec!["python3".into(), "job.py".into(), String::new()], reports_jobs: true })]);
+        assert_eq!(
+            s.task_commands,
+            [Some(TaskCommand { argv: vec!["python3".into(), "job.py".into(), String::new()], reports_jobs: true })]
+        );
         assert_eq!(load_toml_str(RM, "s.toml").unwrap().task_commands, [None]);
         assert_eq!(err_of(&with("command = []")), "s.toml: task[0].command: must name a program: command = [\"program\", \"arg\", ...]");
         assert_eq!(err_of(&with("command = [\"\"]")), "s.toml: task[0].command[0]: the program name is empty");
@@ -1400,6 +1438,9 @@ period_ms = 4
         let s = load_str(RM, "s.toml", Format::Toml, &o).unwrap();
         assert_eq!((s.horizon, s.seed), (Nanos::from_ms(50), 9), "overrides beat the file");
         let bad = Overrides { horizon_ms: Some(0.0), seed: None };
-        assert_eq!(load_str(RM, "s.toml", Format::Toml, &bad).unwrap_err().to_string(), "s.toml: horizon_ms (override): must be greater than 0 (got 0)");
+        assert_eq!(
+            load_str(RM, "s.toml", Format::Toml, &bad).unwrap_err().to_string(),
+            "s.toml: horizon_ms (override): must be greater than 0 (got 0)"
+        );
     }
 }

@@ -49,9 +49,17 @@ pub enum Arrival {
 #[derive(Clone, Debug, PartialEq)]
 pub enum ExecTime {
     Fixed(Nanos),
-    Uniform { min: Nanos, max: Nanos },
+    Uniform {
+        min: Nanos,
+        max: Nanos,
+    },
     /// Normal, truncated to `[min, max]` by rejection.
-    Normal { mean: Nanos, sd: Nanos, min: Nanos, max: Nanos },
+    Normal {
+        mean: Nanos,
+        sd: Nanos,
+        min: Nanos,
+        max: Nanos,
+    },
     /// Drawn uniformly from observed values.
     Empirical(Vec<Nanos>),
 }

@@ -372,7 +372,8 @@ mod tests {
         a.until_job = Some(1);
         let mut b = stream(Pattern::Trace { pages: vec![7, 8] });
         b.passes = 2;
-        let tm = TaskMemory { reservation: None, group: "g".into(), private_pages: 10, order: StreamOrder::Interleave, streams: vec![a, b] };
+        let tm =
+            TaskMemory { reservation: None, group: "g".into(), private_pages: 10, order: StreamOrder::Interleave, streams: vec![a, b] };
         let mut cur = vec![StreamCursor::default(), StreamCursor::default()];
         let mut rng = sub_rng(0, "m", 0);
         let mut out = Vec::new();
@@ -423,8 +424,7 @@ mod tests {
         let mut out = Vec::new();
         for _ in 0..s.passes {
             for &p in &one_pass {
-                let write = s.write_fraction >= 1.0
-                    || (s.write_fraction > 0.0 && u64::from(rng.next_u32()) < threshold(s.write_fraction));
+                let write = s.write_fraction >= 1.0 || (s.write_fraction > 0.0 && u64::from(rng.next_u32()) < threshold(s.write_fraction));
                 out.push((base.offset(p), if write { RefKind::Write } else { RefKind::Read }));
             }
         }
@@ -450,7 +450,11 @@ mod tests {
                 let mut out = vec![(Vpn(1), RefKind::Write)];
                 s.generate(&mut StreamCursor::default(), &mut a, Vpn(64), &mut out);
                 assert_eq!(out[0], (Vpn(1), RefKind::Write), "appends");
-                assert_eq!(out[1..], one_draw_at_a_time(&s, &mut b, Vpn(64))[..], "seed {seed}, stream {k}, {passes} passes, writes {write_fraction}");
+                assert_eq!(
+                    out[1..],
+                    one_draw_at_a_time(&s, &mut b, Vpn(64))[..],
+                    "seed {seed}, stream {k}, {passes} passes, writes {write_fraction}"
+                );
                 assert_eq!(a.get_word_pos(), b.get_word_pos(), "same number of draws");
             }
         }

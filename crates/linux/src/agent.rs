@@ -4,7 +4,7 @@
 //! Configuration (TOML):
 //!
 //! ```toml
-//! controller = "sara"                 # any of critmem_policy::CONTROLLER_NAMES
+//! controller = "sara"                 # any of critmem_policy::CONTROLLERS
 //! total_memory_bytes = 2147483648     # the budget the controller divides
 //! socket = "/run/critmem/jobs.sock"   # job socket (directory root-owned, socket 0660)
 //! journal = "/var/lib/critmem/journal.jsonl"
@@ -24,10 +24,10 @@
 //! ```
 
 use crate::cgroup::{open_backend, GroupPath};
-use crate::one_line;
 use crate::error::{Error, Result};
 use crate::layout::detect_layout_in;
 use crate::metrics::{MetricsSink, Publisher};
+use crate::one_line;
 use crate::platform::{ControlLoop, CostSummary, GroupSpec, LinuxPlatform, PlatformOptions};
 use crate::procfs::{Hierarchy, ProcFs};
 use crate::protocol::{JobServer, JobServerConfig, ReportingGroup};
@@ -135,8 +135,12 @@ impl AgentConfig {
             }
             match (g.role, g.deadline_ns, g.bcet_ns) {
                 (RoleName::SoftRealTime, Some(_), Some(_)) | (RoleName::NonRealTime, None, None) => {}
-                (RoleName::SoftRealTime, _, _) => return Err(bad(format!("group {:?}: soft-real-time needs deadline_ns and bcet_ns", g.name))),
-                (RoleName::NonRealTime, _, _) => return Err(bad(format!("group {:?}: non-real-time takes no deadline_ns or bcet_ns", g.name))),
+                (RoleName::SoftRealTime, _, _) => {
+                    return Err(bad(format!("group {:?}: soft-real-time needs deadline_ns and bcet_ns", g.name)))
+                }
+                (RoleName::NonRealTime, _, _) => {
+                    return Err(bad(format!("group {:?}: non-real-time takes no deadline_ns or bcet_ns", g.name)))
+                }
             }
         }
         if config.total_memory_bytes == 0 {
@@ -158,10 +162,7 @@ impl AgentConfig {
             }));
         }
         let soft_rt: Vec<&str> = config.groups.iter().filter(|g| g.role == RoleName::SoftRealTime).map(|g| g.name.as_str()).collect();
-        config
-            .controller_spec()
-            .and_then(|spec| spec.check_group_names(&soft_rt))
-            .map_err(|e| bad(one_line(&e.to_string())))?;
+        config.controller_spec().and_then(|spec| spec.check_group_names(&soft_rt)).map_err(|e| bad(one_line(&e.to_string())))?;
         Ok(config)
     }
 
@@ -179,7 +180,9 @@ impl AgentConfig {
                     name: g.name.clone(),
                     path: GroupPath::new(&g.cgroup)?,
                     role: match g.role {
-                        RoleName::SoftRealTime => GroupRole::SoftRealTime { deadline_ns: g.deadline_ns.unwrap_or(0), bcet_ns: g.bcet_ns.unwrap_or(0) },
+                        RoleName::SoftRealTime => {
+                            GroupRole::SoftRealTime { deadline_ns: g.deadline_ns.unwrap_or(0), bcet_ns: g.bcet_ns.unwrap_or(0) }
+                        }
                         RoleName::NonRealTime => GroupRole::NonRealTime,
                     },
                     floor_bytes: g.floor_bytes,
@@ -229,7 +232,8 @@ pub fn shutdown_signals() -> Result<SignalFd> {
     mask.add(Signal::SIGTERM);
     mask.add(Signal::SIGHUP);
     mask.thread_block().map_err(|e| Error::io("block signals", Path::new("sigprocmask"), e.into()))?;
-    SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC).map_err(|e| Error::io("signalfd", Path::new("signalfd"), e.into()))
+    SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+        .map_err(|e| Error::io("signalfd", Path::new("signalfd"), e.into()))
 }
 
 /// The name of a signal waiting on `signals` (e.g. "SIGTERM"), taking it; `None` if none is.
@@ -253,7 +257,10 @@ pub fn run(config: &AgentConfig, options: &RunOptions, signals: &SignalFd) -> Re
     let backend = open_backend(&layout)?;
     let backend_name = backend.name().to_owned();
     let specs = config.group_specs()?;
-    let mut controller = config.controller_spec().and_then(|spec| spec.build()).map_err(|e| Error::Config { path: PathBuf::from("controller"), reason: one_line(&e.to_string()) })?;
+    let mut controller = config
+        .controller_spec()
+        .and_then(|spec| spec.build())
+        .map_err(|e| Error::Config { path: PathBuf::from("controller"), reason: one_line(&e.to_string()) })?;
     let server = if options.dry_run {
         None
     } else {
@@ -417,24 +424,41 @@ create = true
 
     /// `key = value` lines drawn from the keys of `keys`.
     fn toml_lines(keys: &'static [&'static str], n: std::ops::Range<usize>) -> impl Strategy<Value = String> {
-        proptest::collection::vec((proptest::sample::select(keys), TOML_VALUE), n).prop_map(|pairs| pairs.iter().map(|(k, v)| format!("{k} = {v}\n")).collect())
+        proptest::collection::vec((proptest::sample::select(keys), TOML_VALUE), n)
+            .prop_map(|pairs| pairs.iter().map(|(k, v)| format!("{k} = {v}\n")).collect())
     }
 
     /// Configuration-shaped text: the real keys and tables with values of any shape.
     fn config_like() -> impl Strategy<Value = String> {
-        const TOP: &[&str] = &["controller", "total_memory_bytes", "socket", "socket_gid", "journal", "metrics_address", "metrics_file", "trigger_stall_us", "trigger_window_us", "x"];
+        const TOP: &[&str] = &[
+            "controller",
+            "total_memory_bytes",
+            "socket",
+            "socket_gid",
+            "journal",
+            "metrics_address",
+            "metrics_file",
+            "trigger_stall_us",
+            "trigger_window_us",
+            "x",
+        ];
         const CONTROLLER: &[&str] = &["step_bytes", "step_up_bytes", "interval_ns", "psi_threshold_pct", "x"];
         const GROUP: &[&str] = &["name", "cgroup", "role", "floor_bytes", "deadline_ns", "bcet_ns", "create", "x"];
-        (toml_lines(TOP, 0..10), proptest::option::of(toml_lines(CONTROLLER, 0..4)), proptest::collection::vec(toml_lines(GROUP, 0..8), 0..3)).prop_map(|(top, controller, groups)| {
-            let mut text = top;
-            if let Some(controller) = controller {
-                text.push_str(&format!("[controller_config]\n{controller}"));
-            }
-            for group in groups {
-                text.push_str(&format!("[[group]]\n{group}"));
-            }
-            text
-        })
+        (
+            toml_lines(TOP, 0..10),
+            proptest::option::of(toml_lines(CONTROLLER, 0..4)),
+            proptest::collection::vec(toml_lines(GROUP, 0..8), 0..3),
+        )
+            .prop_map(|(top, controller, groups)| {
+                let mut text = top;
+                if let Some(controller) = controller {
+                    text.push_str(&format!("[controller_config]\n{controller}"));
+                }
+                for group in groups {
+                    text.push_str(&format!("[[group]]\n{group}"));
+                }
+                text
+            })
     }
 
     /// Whatever the input, a configuration error is one line (front ends print it and exit).
@@ -455,14 +479,24 @@ create = true
     }
 
     fn gen_group() -> impl Strategy<Value = GenGroup> {
-        (r#"[^"\\\x00-\x1f\x7f]{1,12}"#, r"/?[a-z0-9_.-]{1,8}(/[a-z0-9_-]{1,8}){0,3}", proptest::option::of((0..=i64::MAX as u64, 0..=i64::MAX as u64)), 0..=i64::MAX as u64 / 4, any::<bool>())
+        (
+            r#"[^"\\\x00-\x1f\x7f]{1,12}"#,
+            r"/?[a-z0-9_.-]{1,8}(/[a-z0-9_-]{1,8}){0,3}",
+            proptest::option::of((0..=i64::MAX as u64, 0..=i64::MAX as u64)),
+            0..=i64::MAX as u64 / 4,
+            any::<bool>(),
+        )
             .prop_filter("`.` and `..` are not group names", |(_, cgroup, ..)| cgroup.split('/').all(|c| c != "." && c != ".."))
             .prop_map(|(name, cgroup, times, floor_bytes, create)| GenGroup { name, cgroup, times, floor_bytes, create })
     }
 
     /// Controllers whose parameters all have defaults.
     fn defaults_parse() -> Vec<&'static str> {
-        critmem_policy::CONTROLLER_NAMES.iter().copied().filter(|name| critmem_policy::ControllerConfig::parse(name, serde_json::json!({})).is_ok()).collect()
+        critmem_policy::CONTROLLERS
+            .iter()
+            .map(|c| c.name)
+            .filter(|name| critmem_policy::ControllerConfig::parse(name, serde_json::json!({})).is_ok())
+            .collect()
     }
 
     /// The documented configuration with a few lines dropped, repeated or given another value,

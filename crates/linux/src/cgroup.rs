@@ -168,7 +168,10 @@ impl FileWrite {
 pub enum Change {
     /// Create a cgroup directory. Processes still inside when it must be removed are moved to
     /// `evacuate_to` (the hierarchy root: the only group cgroup v2 always accepts them in).
-    Mkdir { dir: PathBuf, evacuate_to: PathBuf },
+    Mkdir {
+        dir: PathBuf,
+        evacuate_to: PathBuf,
+    },
     Write(FileWrite),
 }
 
@@ -219,7 +222,12 @@ pub fn write_value_unless(path: &Path, value: &str, give_up: &dyn Fn() -> bool) 
         match nix::unistd::write(&fd, value.as_bytes()) {
             Ok(n) if n == value.len() => return Ok(()),
             // cgroupfs takes a value whole; a second write would be a second value.
-            Ok(n) => return Err(rejected(std::io::Error::new(std::io::ErrorKind::WriteZero, format!("only {n} of {} bytes written", value.len())))),
+            Ok(n) => {
+                return Err(rejected(std::io::Error::new(
+                    std::io::ErrorKind::WriteZero,
+                    format!("only {n} of {} bytes written", value.len()),
+                )))
+            }
             Err(nix::errno::Errno::EINTR) if !give_up() => continue,
             Err(errno) => return Err(rejected(errno.into())),
         }
@@ -263,7 +271,9 @@ pub fn parse_memory_stat(text: &str, origin: &str) -> Result<BTreeMap<String, u6
         let (Some(key), Some(value), None) = (words.next(), words.next(), words.next()) else {
             return Err(Error::parse("memory.stat", origin, format!("expected `key value`, got {line:?}")));
         };
-        let value = value.parse::<u64>().map_err(|_| Error::parse("memory.stat", origin, format!("{key}: {value:?} is not an unsigned integer")))?;
+        let value = value
+            .parse::<u64>()
+            .map_err(|_| Error::parse("memory.stat", origin, format!("{key}: {value:?} is not an unsigned integer")))?;
         fields.insert(key.to_owned(), value);
     }
     Ok(fields)
@@ -605,7 +615,8 @@ impl CgroupBackend for V2Backend {
         let path = self.file(group, "memory.stat");
         let origin = path.display().to_string();
         let fields = parse_memory_stat(&read_trimmed(group, &path)?, &origin)?;
-        let required = |key: &str| fields.get(key).copied().ok_or_else(|| Error::parse("memory.stat", origin.clone(), format!("no `{key}` field")));
+        let required =
+            |key: &str| fields.get(key).copied().ok_or_else(|| Error::parse("memory.stat", origin.clone(), format!("no `{key}` field")));
         Ok(MemoryStat {
             anon_bytes: required("anon")?,
             file_bytes: required("file")?,
@@ -730,7 +741,9 @@ impl HybridBackend {
 
     fn unsupported(knob: Knob) -> Error {
         let hint = match knob {
-            Knob::High => "cgroup v1 has no throttling limit (memory.soft_limit_in_bytes only steers global reclaim); use max, or run on cgroup v2",
+            Knob::High => {
+                "cgroup v1 has no throttling limit (memory.soft_limit_in_bytes only steers global reclaim); use max, or run on cgroup v2"
+            }
             Knob::Min | Knob::Low => "cgroup v1 has no reclaim protection; keep protected groups' limits high instead, or run on cgroup v2",
             Knob::Max => "unreachable",
         };
@@ -800,7 +813,8 @@ impl CgroupBackend for HybridBackend {
         let path = self.memory_file(group, "memory.stat");
         let origin = path.display().to_string();
         let fields = parse_memory_stat(&read_trimmed(group, &path)?, &origin)?;
-        let required = |key: &str| fields.get(key).copied().ok_or_else(|| Error::parse("memory.stat", origin.clone(), format!("no `{key}` field")));
+        let required =
+            |key: &str| fields.get(key).copied().ok_or_else(|| Error::parse("memory.stat", origin.clone(), format!("no `{key}` field")));
         Ok(MemoryStat {
             anon_bytes: required("total_rss")?,
             file_bytes: required("total_cache")?,
@@ -848,7 +862,8 @@ impl CgroupBackend for HybridBackend {
             return Ok(None);
         }
         let control = dir.join("cgroup.event_control");
-        let eventfd = EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK).map_err(|e| Error::io("create eventfd for", &control, e.into()))?;
+        let eventfd = EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
+            .map_err(|e| Error::io("create eventfd for", &control, e.into()))?;
         let oom_path = dir.join("memory.oom_control");
         let oom = std::fs::File::open(&oom_path).map_err(|e| Error::group_io("open", &group.to_string(), &oom_path, e))?;
         write_value(&control, &format!("{} {}", eventfd.as_raw_fd(), oom.as_raw_fd()))?;
@@ -924,7 +939,10 @@ pub(crate) mod fake {
 
     /// A v2 tree whose root has the memory controller available.
     pub fn v2_root(root: &Path) {
-        populate(root, &[("cgroup.procs", "1\n"), ("cgroup.controllers", "cpu io memory pids\n"), ("cgroup.subtree_control", "cpu memory\n")]);
+        populate(
+            root,
+            &[("cgroup.procs", "1\n"), ("cgroup.controllers", "cpu io memory pids\n"), ("cgroup.subtree_control", "cpu memory\n")],
+        );
     }
 
     pub fn hybrid_roots(base: &Path) -> (PathBuf, PathBuf) {
@@ -1108,10 +1126,7 @@ mod tests {
         assert_eq!(backend.usage_bytes(&g).unwrap(), 8192);
         let stat = backend.memory_stat(&g).unwrap();
         assert_eq!((stat.anon_bytes, stat.file_bytes, stat.pgmajfault, stat.workingset_refault), (4000, 3000, 9, 6));
-        assert_eq!(
-            backend.stall_totals(&g).unwrap(),
-            StallTotals { memory_some_us: 11, memory_full_us: 2, io_some_us: 13, io_full_us: 5 }
-        );
+        assert_eq!(backend.stall_totals(&g).unwrap(), StallTotals { memory_some_us: 11, memory_full_us: 2, io_some_us: 13, io_full_us: 5 });
     }
 
     #[test]
@@ -1121,7 +1136,11 @@ mod tests {
         create(&backend, &g, hybrid_files);
         std::fs::remove_dir_all(dir.path().join("memory/g")).unwrap();
         std::fs::remove_dir_all(dir.path().join("unified/g")).unwrap();
-        for err in [backend.usage_bytes(&g).unwrap_err(), backend.stall_totals(&g).unwrap_err(), backend.set_knob(&g, Knob::Max, Some(1)).unwrap_err()] {
+        for err in [
+            backend.usage_bytes(&g).unwrap_err(),
+            backend.stall_totals(&g).unwrap_err(),
+            backend.set_knob(&g, Knob::Max, Some(1)).unwrap_err(),
+        ] {
             assert!(err.to_string().contains("vanished mid-run"), "{err}");
         }
     }

@@ -45,7 +45,10 @@ where
         ensure!(a.name == b.name && a.role == b.role && a.floor_bytes == b.floor_bytes, "group identity changed: {} -> {}", a.name, b.name);
         let (s, t) = (a.stall, b.stall);
         ensure!(
-            t.memory_some_us >= s.memory_some_us && t.memory_full_us >= s.memory_full_us && t.io_some_us >= s.io_some_us && t.io_full_us >= s.io_full_us,
+            t.memory_some_us >= s.memory_some_us
+                && t.memory_full_us >= s.memory_full_us
+                && t.io_some_us >= s.io_some_us
+                && t.io_full_us >= s.io_full_us,
             "stall totals of {} went backwards: {s:?} -> {t:?}",
             a.name
         );
@@ -64,7 +67,12 @@ where
         ensure!(limit >= g.floor_bytes, "{}: limit {limit} below floor {}", g.name, g.floor_bytes);
         let seen = platform.observe()?;
         // A platform may raise a limit further (unreclaimable memory), never lower it.
-        ensure!(seen.groups[id].knobs.max_bytes.is_some_and(|m| m >= g.floor_bytes), "{}: observed limit {:?} is below the floor", g.name, seen.groups[id].knobs.max_bytes);
+        ensure!(
+            seen.groups[id].knobs.max_bytes.is_some_and(|m| m >= g.floor_bytes),
+            "{}: observed limit {:?} is below the floor",
+            g.name,
+            seen.groups[id].knobs.max_bytes
+        );
     }
 
     // Clearing the limit is applied and observed; nonexistent groups are ignored.
@@ -73,7 +81,11 @@ where
     ensure!(applied.len() == clear.len(), "clearing limits applied {applied:?}");
     settle(platform);
     let cleared = platform.observe()?;
-    ensure!(cleared.groups.iter().all(|g| g.knobs.max_bytes.is_none()), "limits still set after clearing: {:?}", cleared.groups.iter().map(|g| g.knobs).collect::<Vec<_>>());
+    ensure!(
+        cleared.groups.iter().all(|g| g.knobs.max_bytes.is_none()),
+        "limits still set after clearing: {:?}",
+        cleared.groups.iter().map(|g| g.knobs).collect::<Vec<_>>()
+    );
     let stray = platform.apply(&[Action::SetMax { group: second.groups.len(), bytes: Some(1 << 30) }])?;
     ensure!(stray.is_empty(), "an action for a nonexistent group was applied: {stray:?}");
     Ok(())

@@ -77,8 +77,12 @@ pub(crate) fn replace_atomically(path: &Path, contents: &[u8]) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(Error::io("remove temporary file", &temp, e)),
     }
-    let mut file =
-        OpenOptions::new().write(true).create_new(true).mode(0o600).open(&temp).map_err(|e| Error::io("create temporary file", &temp, e))?;
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&temp)
+        .map_err(|e| Error::io("create temporary file", &temp, e))?;
     file.write_all(contents).and_then(|()| file.sync_all()).map_err(|e| Error::io("write", &temp, e))?;
     std::fs::rename(&temp, path).map_err(|e| Error::io("replace", path, e))?;
     sync_parent(path)
@@ -110,7 +114,10 @@ mod tests {
         replace_atomically(&longest, b"fits").unwrap();
         let too_long = dir.path().join("j".repeat(MAX_NAME_BYTES + 1));
         let reason = unsafe_location(&too_long).unwrap();
-        assert_eq!(reason, format!("its file name is {} bytes; at most {MAX_NAME_BYTES} leave room for its temporary file", MAX_NAME_BYTES + 1));
+        assert_eq!(
+            reason,
+            format!("its file name is {} bytes; at most {MAX_NAME_BYTES} leave room for its temporary file", MAX_NAME_BYTES + 1)
+        );
         assert!(replace_atomically(&too_long, b"").is_err(), "the kernel's limit is what the check guards");
     }
 

@@ -26,8 +26,8 @@ use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::MetadataExt;
 use std::io::{Read, Seek, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 const VERSION: u32 = 1;
@@ -153,7 +153,8 @@ impl Journal {
     }
 
     fn append(&mut self, entry: &Entry) -> Result<()> {
-        let mut line = serde_json::to_string(entry).map_err(|e| Error::Journal { path: self.path.clone(), reason: format!("cannot encode entry: {e}") })?;
+        let mut line = serde_json::to_string(entry)
+            .map_err(|e| Error::Journal { path: self.path.clone(), reason: format!("cannot encode entry: {e}") })?;
         line.push('\n');
         // One write per line keeps a crash from interleaving; fsync makes it durable before
         // the change it guards is made.
@@ -209,7 +210,10 @@ fn check_is_journal(text: &str, path: &Path) -> Result<()> {
         if !(is_entry || torn) {
             return Err(Error::Journal {
                 path: path.to_owned(),
-                reason: format!("line {} is not a journal entry: this is not a critmem journal; refusing to restore from or overwrite it", index + 1),
+                reason: format!(
+                    "line {} is not a journal entry: this is not a critmem journal; refusing to restore from or overwrite it",
+                    index + 1
+                ),
             });
         }
     }
@@ -230,7 +234,9 @@ fn lock_file_at(path: &Path) -> Result<Flock<File>> {
             .map_err(|e| Error::io("open journal", path, e))?;
         let file = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| Error::Journal {
             path: path.to_owned(),
-            reason: format!("cannot lock it ({errno}): another critmem process (an agent or a loop bench) is running with this journal; stop it first"),
+            reason: format!(
+                "cannot lock it ({errno}): another critmem process (an agent or a loop bench) is running with this journal; stop it first"
+            ),
         })?;
         if path_names(path, &file)? {
             return Ok(file);
@@ -385,7 +391,8 @@ fn remove_created(dir: &Path, evacuate_to: &Path, report: &mut RestoreReport) {
         return;
     }
     let procs = dir.join("cgroup.procs");
-    let pids = std::fs::read_to_string(&procs).ok().and_then(|t| cgroup::parse_pids(&t, &procs.display().to_string()).ok()).unwrap_or_default();
+    let pids =
+        std::fs::read_to_string(&procs).ok().and_then(|t| cgroup::parse_pids(&t, &procs.display().to_string()).ok()).unwrap_or_default();
     for pid in pids {
         match cgroup::write_value(&evacuate_to.join("cgroup.procs"), &pid.to_string()) {
             Ok(()) => report.evacuated_pids.push(pid),
@@ -526,7 +533,13 @@ mod tests {
     }
 
     /// Performs planned changes through the journal and fills new directories like the kernel.
-    fn create_journaled(journal: &mut Journal, backend: &dyn CgroupBackend, g: &GroupPath, files: &'static [(&'static str, &'static str)], unified_files: &'static [(&'static str, &'static str)]) {
+    fn create_journaled(
+        journal: &mut Journal,
+        backend: &dyn CgroupBackend,
+        g: &GroupPath,
+        files: &'static [(&'static str, &'static str)],
+        unified_files: &'static [(&'static str, &'static str)],
+    ) {
         for change in backend.plan_create(g).unwrap() {
             journal.perform(&change).unwrap();
             if let Change::Mkdir { dir, .. } = &change {

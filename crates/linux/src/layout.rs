@@ -148,7 +148,9 @@ pub fn detect_layout(mounts_text: &str, proc_cgroups_text: &str) -> Result<Layou
     let controllers = parse_proc_cgroups(proc_cgroups_text)?;
     if let Some(memory) = controllers.iter().find(|c| c.name == "memory") {
         if !memory.enabled {
-            return Err(Error::NoMemoryController { detail: "/proc/cgroups lists memory as disabled (cgroup_disable=memory on the kernel command line?)".into() });
+            return Err(Error::NoMemoryController {
+                detail: "/proc/cgroups lists memory as disabled (cgroup_disable=memory on the kernel command line?)".into(),
+            });
         }
     }
     let unified = mounts.iter().find(|m| m.fs_type == "cgroup2").map(|m| m.mount_point.clone());
@@ -159,7 +161,9 @@ pub fn detect_layout(mounts_text: &str, proc_cgroups_text: &str) -> Result<Layou
         (None, Some(root)) => Ok(Layout::V2 { root }),
         (None, None) => {
             if mounts.iter().any(|m| m.fs_type == "cgroup") {
-                Err(Error::NoMemoryController { detail: "cgroup v1 is mounted but no hierarchy carries the memory controller, and there is no cgroup2 mount".into() })
+                Err(Error::NoMemoryController {
+                    detail: "cgroup v1 is mounted but no hierarchy carries the memory controller, and there is no cgroup2 mount".into(),
+                })
             } else {
                 Err(Error::NoCgroupFs { mounts: PathBuf::from("/proc/self/mounts") })
             }
@@ -233,16 +237,14 @@ mod tests {
 
     /// A mount source or mount point: any text, weighted towards what needs escaping.
     fn mount_field() -> impl Strategy<Value = String> {
-        prop_oneof![any::<String>(), r"[/a-z \t\n\\0-7\r\x0b\x0c\u{a0}\u{2028}\u{3000}]{0,12}"].prop_filter("fields are not empty", |f| !f.is_empty())
+        prop_oneof![any::<String>(), r"[/a-z \t\n\\0-7\r\x0b\x0c\u{a0}\u{2028}\u{3000}]{0,12}"]
+            .prop_filter("fields are not empty", |f| !f.is_empty())
     }
 
     #[test]
     fn hybrid_layout_is_detected_from_this_machines_files() {
         let layout = detect_layout(HYBRID_MOUNTS, HYBRID_CGROUPS).unwrap();
-        assert_eq!(
-            layout,
-            Layout::Hybrid { memory_root: "/sys/fs/cgroup/memory".into(), unified_root: "/sys/fs/cgroup/unified".into() }
-        );
+        assert_eq!(layout, Layout::Hybrid { memory_root: "/sys/fs/cgroup/memory".into(), unified_root: "/sys/fs/cgroup/unified".into() });
     }
 
     #[test]

@@ -38,7 +38,9 @@ pub mod swap;
 pub mod workload;
 pub mod writer;
 
-pub use cgroup::{knob_change, open_backend, CgroupBackend, Change, FileWrite, GroupPath, HybridBackend, Knob, MemoryStat, PsiResource, V2Backend};
+pub use cgroup::{
+    knob_change, open_backend, CgroupBackend, Change, FileWrite, GroupPath, HybridBackend, Knob, MemoryStat, PsiResource, V2Backend,
+};
 pub use error::{Error, Result};
 pub use journal::{Journal, RestoreReport};
 pub use layout::{detect_layout, detect_layout_in, Layout};
@@ -67,7 +69,12 @@ pub fn read_input_file(path: &std::path::Path) -> std::io::Result<String> {
     if bytes.len() as u64 > MAX_INPUT_FILE_BYTES {
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("larger than {} MiB", MAX_INPUT_FILE_BYTES >> 20)));
     }
-    String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to())))
+    String::from_utf8(bytes).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to()),
+        )
+    })
 }
 
 /// A command-line duration in seconds: finite, above zero and at most [`MAX_RUN_SECONDS`].
@@ -257,14 +264,26 @@ mod tests {
     #[test]
     fn usage_errors_are_one_line_naming_the_tool_and_what_is_wrong() {
         let cases: [(&[&str], &str); 8] = [
-            (&["tool", "setup", "--size-bytes", "x"], "tool: invalid value 'x' for '--size-bytes <SIZE_BYTES>': invalid digit found in string (see 'tool setup --help')"),
-            (&["tool", "setup"], "tool: the following required arguments were not provided: --size-bytes <SIZE_BYTES> (see 'tool setup --help')"),
+            (
+                &["tool", "setup", "--size-bytes", "x"],
+                "tool: invalid value 'x' for '--size-bytes <SIZE_BYTES>': invalid digit found in string (see 'tool setup --help')",
+            ),
+            (
+                &["tool", "setup"],
+                "tool: the following required arguments were not provided: --size-bytes <SIZE_BYTES> (see 'tool setup --help')",
+            ),
             (&["tool"], "tool: a command is required: setup, teardown (see 'tool --help')"),
             (&["tool", "--state-file", "x"], "tool: a command is required: setup, teardown (see 'tool --help')"),
-            (&["tool", "setup", "--size-byte", "1"], "tool: unexpected argument '--size-byte' found; a similar argument exists: '--size-bytes' (see 'tool setup --help')"),
+            (
+                &["tool", "setup", "--size-byte", "1"],
+                "tool: unexpected argument '--size-byte' found; a similar argument exists: '--size-bytes' (see 'tool setup --help')",
+            ),
             (&["tool", "--bogus"], "tool: unexpected argument '--bogus' found (see 'tool --help')"),
             // A newline in the input must not split the line or hide the reason.
-            (&["tool", "setup", "--size-bytes", "1\n\nx"], "tool: invalid value \"1\\n\\nx\" for '--size-bytes <SIZE_BYTES>': invalid digit found in string (see 'tool setup --help')"),
+            (
+                &["tool", "setup", "--size-bytes", "1\n\nx"],
+                "tool: invalid value \"1\\n\\nx\" for '--size-bytes <SIZE_BYTES>': invalid digit found in string (see 'tool setup --help')",
+            ),
             (&["tool", "--bo\ngus"], "tool: unexpected argument \"--bo\\ngus\" found (see 'tool --help')"),
         ];
         for (argv, want) in cases {

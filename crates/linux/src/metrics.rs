@@ -26,7 +26,12 @@ pub fn render(platform: &LinuxPlatform, loop_stats: &LoopStats) -> String {
     };
     let single = |v: f64| vec![(String::new(), v)];
     metric("critmem_ticks_total", "counter", "Control loop ticks.", &single(loop_stats.ticks as f64));
-    metric("critmem_tick_cost_seconds_sum", "counter", "Time spent in observe + tick + apply.", &single(loop_stats.cost_sum_ns as f64 / 1e9));
+    metric(
+        "critmem_tick_cost_seconds_sum",
+        "counter",
+        "Time spent in observe + tick + apply.",
+        &single(loop_stats.cost_sum_ns as f64 / 1e9),
+    );
     metric("critmem_tick_cost_seconds_max", "gauge", "Longest tick.", &single(loop_stats.cost_max_ns as f64 / 1e9));
     metric("critmem_early_wakes_total", "counter", "Ticks run early on a PSI trigger.", &single(loop_stats.early_wakes as f64));
     metric("critmem_overruns_total", "counter", "Ticks that started over one interval late.", &single(loop_stats.overruns as f64));
@@ -54,7 +59,12 @@ pub fn render(platform: &LinuxPlatform, loop_stats: &LoopStats) -> String {
             ("{to=\"memsw_limit\"}".into(), s.clamped_to_combined_limit as f64),
         ],
     );
-    metric("critmem_oom_rescues_total", "counter", "Limits raised at once because a group was out of memory at its limit.", &single(s.oom_rescues as f64));
+    metric(
+        "critmem_oom_rescues_total",
+        "counter",
+        "Limits raised at once because a group was out of memory at its limit.",
+        &single(s.oom_rescues as f64),
+    );
     metric(
         "critmem_oom_guard_releases_total",
         "counter",
@@ -97,7 +107,13 @@ pub fn render(platform: &LinuxPlatform, loop_stats: &LoopStats) -> String {
             limit.push((label.clone(), max as f64));
         }
         let c = platform.job_counts(id);
-        for (event, n) in [("released", c.released), ("completed", c.completed), ("dropped", c.dropped), ("deadline_hit", c.deadline_hits), ("deadline_miss", c.deadline_misses)] {
+        for (event, n) in [
+            ("released", c.released),
+            ("completed", c.completed),
+            ("dropped", c.dropped),
+            ("deadline_hit", c.deadline_hits),
+            ("deadline_miss", c.deadline_misses),
+        ] {
             jobs.push((format!("{{group=\"{}\",event=\"{event}\"}}", escape(&spec.name)), n as f64));
         }
     }
@@ -171,7 +187,11 @@ fn serve_loop(listener: &TcpListener, snapshot: &Mutex<String>, stop: &AtomicBoo
                 let mut request = [0u8; 1024];
                 let _ = stream.read(&mut request);
                 let body = snapshot.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                let _ = write!(stream, "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+                let _ = write!(
+                    stream,
+                    "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                );
             }
             Err(_) => std::thread::sleep(Duration::from_millis(50)),
         }

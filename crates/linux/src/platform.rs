@@ -201,7 +201,8 @@ impl OpenFiles {
         for ((value, file), knob) in values.iter_mut().zip(&self.knobs).zip(Knob::ALL) {
             if let Some(file) = file {
                 let bytes = pread_start(file, buf)?;
-                *value = if bytes.trim_ascii() == b"max" { None } else { knob_value(parse_u64(bytes)?, matches!(knob, Knob::Min | Knob::Low)) };
+                *value =
+                    if bytes.trim_ascii() == b"max" { None } else { knob_value(parse_u64(bytes)?, matches!(knob, Knob::Min | Knob::Low)) };
             }
         }
         let knobs = MemoryKnobs { max_bytes: values[0], high_bytes: values[1], min_bytes: values[2], low_bytes: values[3] };
@@ -376,7 +377,11 @@ impl LinuxPlatform {
             (Some(path), false) => {
                 let (journal, report) = Journal::open(path)?;
                 if let Some(r) = &report {
-                    tracing::warn!(restored = r.restored.len(), removed_dirs = r.removed_dirs.len(), "restored the changes of a previous run that did not shut down");
+                    tracing::warn!(
+                        restored = r.restored.len(),
+                        removed_dirs = r.removed_dirs.len(),
+                        "restored the changes of a previous run that did not shut down"
+                    );
                 }
                 (Some(journal), report)
             }
@@ -401,7 +406,9 @@ impl LinuxPlatform {
                 if let Some(journal) = journal {
                     match journal.restore_all() {
                         Ok(report) if report.failures.is_empty() => {}
-                        Ok(report) => tracing::error!(failures = ?report.failures, "start-up failed, and undoing what it had set up failed too; kept in the journal for the next start"),
+                        Ok(report) => {
+                            tracing::error!(failures = ?report.failures, "start-up failed, and undoing what it had set up failed too; kept in the journal for the next start")
+                        }
                         Err(undo) => tracing::error!(error = %undo, "start-up failed, and undoing what it had set up failed too"),
                     }
                 }
@@ -623,7 +630,8 @@ impl LinuxPlatform {
     fn take_oom_notifications(&mut self) {
         use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
         use std::os::fd::AsFd;
-        let mut fds: Vec<PollFd> = self.groups.iter().filter_map(|g| g.oom.notifier.as_ref().map(|n| PollFd::new(n.as_fd(), PollFlags::POLLIN))).collect();
+        let mut fds: Vec<PollFd> =
+            self.groups.iter().filter_map(|g| g.oom.notifier.as_ref().map(|n| PollFd::new(n.as_fd(), PollFlags::POLLIN))).collect();
         let ready: Vec<bool> = match poll(&mut fds, PollTimeout::ZERO) {
             Ok(0) => return,
             Ok(_) => fds.iter().map(|fd| fd.revents().is_some_and(|r| !r.is_empty())).collect(),
@@ -631,7 +639,9 @@ impl LinuxPlatform {
             Err(_) => vec![true; fds.len()],
         };
         drop(fds);
-        for (oom, _) in self.groups.iter_mut().map(|g| &mut g.oom).filter(|oom| oom.notifier.is_some()).zip(ready).filter(|(_, ready)| *ready) {
+        for (oom, _) in
+            self.groups.iter_mut().map(|g| &mut g.oom).filter(|oom| oom.notifier.is_some()).zip(ready).filter(|(_, ready)| *ready)
+        {
             // Non-blocking: nothing to read (EAGAIN) means someone else drained it; still check.
             let _ = oom.notifier.as_ref().map(|n| n.read());
             (oom.pending, oom.notified) = (true, true);
@@ -848,7 +858,8 @@ impl LinuxPlatform {
             let stat = self.backend.memory_stat(&g.spec.path)?;
             let swap_free = swap_free_bytes(&self.proc_root);
             let unevictable = stat.fields.get("unevictable").copied().unwrap_or(0);
-            let unreclaimable = stat.anon_bytes.saturating_sub(swap_free).saturating_add(unevictable).saturating_add(V2_UNRECLAIMABLE_MARGIN_BYTES);
+            let unreclaimable =
+                stat.anon_bytes.saturating_sub(swap_free).saturating_add(unevictable).saturating_add(V2_UNRECLAIMABLE_MARGIN_BYTES);
             if bytes < unreclaimable {
                 bytes = page_align_up(unreclaimable);
                 self.stats.clamped_to_unreclaimable += 1;
@@ -985,14 +996,21 @@ impl LinuxPlatform {
 
 /// Creates or adopts every group of `specs` through `journal` (none in dry-run mode) and
 /// switches their OOM killers off: the part of [`LinuxPlatform::open`] that changes the machine.
-fn open_groups(backend: &dyn CgroupBackend, specs: Vec<GroupSpec>, mut journal: Option<&mut Journal>) -> Result<(Vec<Managed>, PlatformStats)> {
+fn open_groups(
+    backend: &dyn CgroupBackend,
+    specs: Vec<GroupSpec>,
+    mut journal: Option<&mut Journal>,
+) -> Result<(Vec<Managed>, PlatformStats)> {
     let mut groups = Vec::with_capacity(specs.len());
     for spec in specs {
         if !backend.exists(&spec.path) {
             if !spec.create {
                 return Err(Error::Config {
                     path: spec.path.dir_in(Path::new("/")),
-                    reason: format!("cgroup of group {:?} does not exist; create it, or set create = true to let the agent create it", spec.name),
+                    reason: format!(
+                        "cgroup of group {:?} does not exist; create it, or set create = true to let the agent create it",
+                        spec.name
+                    ),
                 });
             }
             for change in backend.plan_create(&spec.path)? {
@@ -1003,7 +1021,13 @@ fn open_groups(backend: &dyn CgroupBackend, specs: Vec<GroupSpec>, mut journal: 
             }
         }
         // A group created just now has no limits; reading them is for adopted groups.
-        let knobs = if spec.create && journal.is_some() { MemoryKnobs::default() } else if backend.exists(&spec.path) { backend.knobs(&spec.path)? } else { MemoryKnobs::default() };
+        let knobs = if spec.create && journal.is_some() {
+            MemoryKnobs::default()
+        } else if backend.exists(&spec.path) {
+            backend.knobs(&spec.path)?
+        } else {
+            MemoryKnobs::default()
+        };
         let files = OpenFiles::open(backend, &spec.path);
         let oom = OomWatch { file: std::fs::File::open(backend.oom_file(&spec.path)).ok(), ..OomWatch::default() };
         let knob_paths = Knob::ALL.map(|k| backend.plan_knob(&spec.path, k, None).ok().flatten().map(|w| w.path));
@@ -1011,7 +1035,22 @@ fn open_groups(backend: &dyn CgroupBackend, specs: Vec<GroupSpec>, mut journal: 
         if let Some(c) = combined {
             tracing::info!(group = %spec.name, memsw_limit_bytes = c.limit_bytes, "the group has a memory+swap limit: its memory limit stays at or below it, and an OOM at it is the kernel's to handle");
         }
-        groups.push(Managed { spec, knob_paths, knobs_age_ticks: u32::MAX, stall_inputs: StallInputs::ALL, reads_usage: true, usage_fresh: false, high_is_ours: false, files, oom, knobs, combined, usage_bytes: 0, stall: StallTotals::default(), jobs: JobCounts::default() });
+        groups.push(Managed {
+            spec,
+            knob_paths,
+            knobs_age_ticks: u32::MAX,
+            stall_inputs: StallInputs::ALL,
+            reads_usage: true,
+            usage_fresh: false,
+            high_is_ours: false,
+            files,
+            oom,
+            knobs,
+            combined,
+            usage_bytes: 0,
+            stall: StallTotals::default(),
+            jobs: JobCounts::default(),
+        });
     }
     let mut stats = PlatformStats::default();
     if let Some(journal) = &mut journal {
@@ -1025,7 +1064,9 @@ fn open_groups(backend: &dyn CgroupBackend, specs: Vec<GroupSpec>, mut journal: 
             }
             match backend.oom_notifier(&g.spec.path) {
                 Ok(notifier) => g.oom.notifier = notifier,
-                Err(e) => tracing::warn!(group = %g.spec.name, error = %e, "cannot register for the kernel's OOM notifications; the group's usage is read every tick instead"),
+                Err(e) => {
+                    tracing::warn!(group = %g.spec.name, error = %e, "cannot register for the kernel's OOM notifications; the group's usage is read every tick instead")
+                }
             }
         }
     }
@@ -1376,7 +1417,13 @@ mod tests {
                 floor_bytes: 64 * MIB,
                 create: true,
             },
-            GroupSpec { name: "batch".into(), path: GroupPath::new("batch").unwrap(), role: GroupRole::NonRealTime, floor_bytes: 16 * MIB, create: false },
+            GroupSpec {
+                name: "batch".into(),
+                path: GroupPath::new("batch").unwrap(),
+                role: GroupRole::NonRealTime,
+                floor_bytes: 16 * MIB,
+                create: false,
+            },
         ]
     }
 
@@ -1414,8 +1461,13 @@ mod tests {
         let options = fake(dir.path());
         let mut platform = open(dir.path(), options);
         platform.observe().unwrap();
-        let applied = platform.apply(&[Action::SetMax { group: 0, bytes: Some(MIB) }, Action::SetMax { group: 1, bytes: Some(100 * MIB + 1) }]).unwrap();
-        assert_eq!(applied, vec![Action::SetMax { group: 0, bytes: Some(64 * MIB) }, Action::SetMax { group: 1, bytes: Some(100 * MIB + 4096) }]);
+        let applied = platform
+            .apply(&[Action::SetMax { group: 0, bytes: Some(MIB) }, Action::SetMax { group: 1, bytes: Some(100 * MIB + 1) }])
+            .unwrap();
+        assert_eq!(
+            applied,
+            vec![Action::SetMax { group: 0, bytes: Some(64 * MIB) }, Action::SetMax { group: 1, bytes: Some(100 * MIB + 4096) }]
+        );
         settle(&platform);
         assert_eq!(std::fs::read_to_string(dir.path().join("cg/batch/memory.max")).unwrap(), (100 * MIB + 4096).to_string());
         let obs = platform.observe().unwrap();
@@ -1454,7 +1506,10 @@ mod tests {
         platform.observe().unwrap();
         let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(32 * MIB) }]).unwrap();
         // Below usage: throttled through memory.high, memory.max kept above usage.
-        assert_eq!(applied, vec![Action::SetHigh { group: 1, bytes: Some(158 * MIB) }, Action::SetMax { group: 1, bytes: Some(216 * MIB) }]);
+        assert_eq!(
+            applied,
+            vec![Action::SetHigh { group: 1, bytes: Some(158 * MIB) }, Action::SetMax { group: 1, bytes: Some(216 * MIB) }]
+        );
         settle(&platform);
         platform.observe().unwrap();
         // With enough free swap the anon memory is reclaimable, so the request stands (as high).
@@ -1491,7 +1546,10 @@ mod tests {
         std::fs::write(dir.path().join("proc/meminfo"), "SwapFree: 1048576 kB\n").unwrap();
         platform.observe().unwrap();
         let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(100 * MIB) }]).unwrap();
-        assert_eq!(applied, vec![Action::SetHigh { group: 1, bytes: Some(100 * MIB) }, Action::SetMax { group: 1, bytes: Some(216 * MIB) }]);
+        assert_eq!(
+            applied,
+            vec![Action::SetHigh { group: 1, bytes: Some(100 * MIB) }, Action::SetMax { group: 1, bytes: Some(216 * MIB) }]
+        );
         settle(&platform);
         // Throttled, it still grows; with no new request memory.max must move ahead of it.
         std::fs::write(batch.join("memory.current"), (205 * MIB).to_string()).unwrap();
@@ -1527,7 +1585,11 @@ mod tests {
         platform.observe().unwrap();
         assert_eq!(platform.stats().oom_rescues, 1);
         platform.restore(Duration::from_secs(5)).unwrap();
-        assert_eq!(std::fs::read_to_string(batch.join("memory.max")).unwrap(), (64 * MIB).to_string(), "restored to its value before the rescue");
+        assert_eq!(
+            std::fs::read_to_string(batch.join("memory.max")).unwrap(),
+            (64 * MIB).to_string(),
+            "restored to its value before the rescue"
+        );
     }
 
     /// An adopted hybrid group `batch` (its v1 directory returned), with `extra` files beside
@@ -1547,7 +1609,13 @@ mod tests {
         populate(&unified.join("batch"), UNIFIED_FILES);
         let mut options = fake(dir);
         options.journal_path = Some(dir.join("journal-v1.jsonl"));
-        let specs = vec![GroupSpec { name: "batch".into(), path: GroupPath::new("batch").unwrap(), role: GroupRole::NonRealTime, floor_bytes: 16 * MIB, create: false }];
+        let specs = vec![GroupSpec {
+            name: "batch".into(),
+            path: GroupPath::new("batch").unwrap(),
+            role: GroupRole::NonRealTime,
+            floor_bytes: 16 * MIB,
+            create: false,
+        }];
         let backend = crate::cgroup::HybridBackend::new(memory, unified);
         let backend = if notify { backend.notifying_on_plain_fs() } else { backend };
         (LinuxPlatform::open(Box::new(backend), specs, options).unwrap(), batch)
@@ -1558,7 +1626,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (mut platform, batch) = v1_adopted_with(dir.path(), &[("cgroup.event_control", "")], true);
         let registration = std::fs::read_to_string(batch.join("cgroup.event_control")).unwrap();
-        assert_eq!(registration.split(' ').filter(|fd| fd.parse::<u32>().is_ok()).count(), 2, "`<eventfd> <oom_control fd>`: {registration:?}");
+        assert_eq!(
+            registration.split(' ').filter(|fd| fd.parse::<u32>().is_ok()).count(),
+            2,
+            "`<eventfd> <oom_control fd>`: {registration:?}"
+        );
         platform.set_usage_inputs(|_| false);
         let (usage_file, oom_control) = (batch.join("memory.usage_in_bytes"), batch.join("memory.oom_control"));
         let set = |usage_mib: u64, under_oom: bool| {
@@ -1580,7 +1652,10 @@ mod tests {
         let obs = platform.observe().unwrap();
         assert_eq!(obs.groups[0].usage_bytes, 100 * MIB, "notified: usage read at once");
         assert_eq!(obs.groups[0].knobs.max_bytes, Some(125 * MIB), "and the limit raised by a quarter");
-        assert_eq!((platform.stats().oom_notifications, platform.stats().oom_rescues, platform.stats().oom_rescues_on_notification), (1, 1, 1));
+        assert_eq!(
+            (platform.stats().oom_notifications, platform.stats().oom_rescues, platform.stats().oom_rescues_on_notification),
+            (1, 1, 1)
+        );
 
         // Seen waiting when rescued, so usage is read every tick until it is seen not waiting;
         // the raised limit is far above it (a task reaching it again is notified again), so no
@@ -1619,7 +1694,11 @@ mod tests {
         let report = platform.restore(Duration::from_secs(5)).unwrap();
         assert!(report.failures.is_empty(), "{report:?}");
         assert_eq!(std::fs::read_to_string(&oom_control).unwrap(), "0", "switch restored");
-        assert_eq!(std::fs::read_to_string(batch.join("memory.limit_in_bytes")).unwrap(), (100 * MIB).to_string(), "limit restored to its value before the rescue");
+        assert_eq!(
+            std::fs::read_to_string(batch.join("memory.limit_in_bytes")).unwrap(),
+            (100 * MIB).to_string(),
+            "limit restored to its value before the rescue"
+        );
     }
 
     /// [`v1_adopted`] with a memory+swap limit of 256 MiB.
@@ -1640,7 +1719,11 @@ mod tests {
         assert_eq!(platform.stats().clamped_to_combined_limit, 1);
         platform.apply(&[Action::SetMax { group: 0, bytes: Some(100 * MIB) }]).unwrap();
         settle(&platform);
-        assert_eq!(std::fs::read_to_string(batch.join("memory.limit_in_bytes")).unwrap(), (100 * MIB).to_string(), "lower limits are left alone");
+        assert_eq!(
+            std::fs::read_to_string(batch.join("memory.limit_in_bytes")).unwrap(),
+            (100 * MIB).to_string(),
+            "lower limits are left alone"
+        );
         assert_eq!(platform.stats().clamped_to_combined_limit, 1);
     }
 
@@ -1692,7 +1775,8 @@ mod tests {
     #[test]
     fn a_notified_group_waiting_at_its_memory_and_swap_limit_far_below_its_memory_limit_gets_its_oom_killer_back() {
         let dir = tempfile::tempdir().unwrap();
-        let memsw = [("memory.memsw.limit_in_bytes", "268435456\n"), ("memory.memsw.usage_in_bytes", "8192\n"), ("cgroup.event_control", "")];
+        let memsw =
+            [("memory.memsw.limit_in_bytes", "268435456\n"), ("memory.memsw.usage_in_bytes", "8192\n"), ("cgroup.event_control", "")];
         let (mut platform, batch) = v1_adopted_with(dir.path(), &memsw, true);
         let oom_control = batch.join("memory.oom_control");
         // Most of it swapped out: memory usage is far below the memory limit, memory+swap full.
@@ -1705,7 +1789,10 @@ mod tests {
         platform.signal_oom_notifier(0);
         platform.observe().unwrap();
         assert_eq!(std::fs::read_to_string(&oom_control).unwrap(), "0", "the OOM killer is back on");
-        assert_eq!((platform.stats().oom_guard_releases, platform.stats().oom_rescues, platform.stats().oom_checks_on_notification), (1, 0, 1));
+        assert_eq!(
+            (platform.stats().oom_guard_releases, platform.stats().oom_rescues, platform.stats().oom_checks_on_notification),
+            (1, 0, 1)
+        );
         let report = platform.restore(Duration::from_secs(5)).unwrap();
         assert!(report.failures.is_empty(), "{report:?}");
     }
@@ -1714,10 +1801,15 @@ mod tests {
     fn a_task_left_waiting_far_below_a_raised_limit_is_woken_by_a_one_page_raise() {
         let dir = tempfile::tempdir().unwrap();
         let (mut platform, batch) = v1_adopted(dir.path(), &[]);
-        let (limit_file, usage_file, oom_control) = (batch.join("memory.limit_in_bytes"), batch.join("memory.usage_in_bytes"), batch.join("memory.oom_control"));
+        let (limit_file, usage_file, oom_control) =
+            (batch.join("memory.limit_in_bytes"), batch.join("memory.usage_in_bytes"), batch.join("memory.oom_control"));
         let set = |usage_mib: u64, under_oom: bool, kill_disabled: bool| {
             std::fs::write(&usage_file, (usage_mib * MIB).to_string()).unwrap();
-            std::fs::write(&oom_control, format!("oom_kill_disable {}\nunder_oom {}\noom_kill 0\n", u8::from(kill_disabled), u8::from(under_oom))).unwrap();
+            std::fs::write(
+                &oom_control,
+                format!("oom_kill_disable {}\nunder_oom {}\noom_kill 0\n", u8::from(kill_disabled), u8::from(under_oom)),
+            )
+            .unwrap();
         };
         let limit = || std::fs::read_to_string(&limit_file).unwrap().parse::<u64>().unwrap();
         std::fs::write(&limit_file, (100 * MIB).to_string()).unwrap();
@@ -1759,7 +1851,8 @@ mod tests {
     #[test]
     fn a_task_notified_waiting_after_a_raise_is_woken_at_once_but_not_above_the_memory_and_swap_limit() {
         let dir = tempfile::tempdir().unwrap();
-        let memsw = [("memory.memsw.limit_in_bytes", "524288000\n"), ("memory.memsw.usage_in_bytes", "8192\n"), ("cgroup.event_control", "")];
+        let memsw =
+            [("memory.memsw.limit_in_bytes", "524288000\n"), ("memory.memsw.usage_in_bytes", "8192\n"), ("cgroup.event_control", "")];
         let (mut platform, batch) = v1_adopted_with(dir.path(), &memsw, true);
         let (limit_file, oom_control) = (batch.join("memory.limit_in_bytes"), batch.join("memory.oom_control"));
         let limit = || std::fs::read_to_string(&limit_file).unwrap().parse::<u64>().unwrap();

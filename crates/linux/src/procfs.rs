@@ -37,7 +37,8 @@ pub fn parse_proc_pid_cgroup(text: &str, origin: &str) -> Result<Vec<ProcCgroupL
         let (Some(id), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
             return Err(Error::parse("/proc/<pid>/cgroup", origin, format!("expected `id:controllers:path`, got {line:?}")));
         };
-        let hierarchy = id.parse::<u32>().map_err(|_| Error::parse("/proc/<pid>/cgroup", origin, format!("hierarchy ID {id:?} is not a number")))?;
+        let hierarchy =
+            id.parse::<u32>().map_err(|_| Error::parse("/proc/<pid>/cgroup", origin, format!("hierarchy ID {id:?} is not a number")))?;
         if !path.starts_with('/') {
             return Err(Error::parse("/proc/<pid>/cgroup", origin, format!("path {path:?} is not absolute")));
         }
@@ -156,8 +157,11 @@ mod tests {
         // cgroup names are anything but `/` and newline (cgroup_mkdir refuses `\n`).
         let component = prop_oneof![r"[^/\n]{1,12}", r"[a-z:\r \t]{1,6}"];
         let path = proptest::collection::vec(component, 0..4).prop_map(|c| format!("/{}", c.join("/")));
-        let v1 = (1..=u32::MAX, proptest::collection::vec(r"[a-z_]{1,10}|name=[a-z0-9_.-]{1,10}", 1..4), path.clone())
-            .prop_map(|(hierarchy, controllers, path)| (format!("{hierarchy}:{}:{path}\n", controllers.join(",")), ProcCgroupLine { hierarchy, controllers, path }));
+        let v1 = (1..=u32::MAX, proptest::collection::vec(r"[a-z_]{1,10}|name=[a-z0-9_.-]{1,10}", 1..4), path.clone()).prop_map(
+            |(hierarchy, controllers, path)| {
+                (format!("{hierarchy}:{}:{path}\n", controllers.join(",")), ProcCgroupLine { hierarchy, controllers, path })
+            },
+        );
         let v2 = path.prop_map(|path| (format!("0::{path}\n"), ProcCgroupLine { hierarchy: 0, controllers: Vec::new(), path }));
         prop_oneof![v1, v2]
     }

@@ -73,7 +73,9 @@ const MAX_GROUP_NAME_BYTES: usize = 128;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum JobOp {
     /// The job was released; its absolute deadline (CLOCK_MONOTONIC) is `deadline_ns`.
-    Release { deadline_ns: u64 },
+    Release {
+        deadline_ns: u64,
+    },
     Complete,
     Drop,
 }
@@ -251,7 +253,8 @@ impl JobServer {
         let socket_err = |reason: String| Error::Socket { path: path.clone(), reason };
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).ok_or_else(|| socket_err("needs a directory".into()))?;
         // The directories made here go again with the server (or with this call, if it fails).
-        let created_dirs = CreatedDirs(dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && !d.exists()).map(Path::to_path_buf).collect());
+        let created_dirs =
+            CreatedDirs(dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && !d.exists()).map(Path::to_path_buf).collect());
         if !dir.exists() {
             std::fs::create_dir_all(dir).map_err(|e| Error::io("create socket directory", dir, e))?;
             for created in &created_dirs.0 {
@@ -671,7 +674,11 @@ mod tests {
         client.write_all(b"{\"v\":1,\"op\":\"complete\",\"job\":2,\"group\":\"rt\"}\n").unwrap();
         client.write_all(b"{\"v\":1,\"op\":\"complete\",\"job\":3,\"group\":\"batch\"}\n").unwrap();
         let jobs = poll_for(&mut server, 2);
-        assert_eq!(jobs.iter().map(|j| (j.group, j.job)).collect::<Vec<_>>(), [(1, 1)], "only the honest message, then the connection is closed");
+        assert_eq!(
+            jobs.iter().map(|j| (j.group, j.job)).collect::<Vec<_>>(),
+            [(1, 1)],
+            "only the honest message, then the connection is closed"
+        );
         assert_eq!(server.stats().refused, 1);
         assert_eq!(server.connections(), 0);
     }
@@ -720,7 +727,10 @@ mod tests {
 
         let mut client = UnixStream::connect(server.socket_path()).unwrap();
         let mut stream = Vec::new();
-        stream.extend(format_message(&JobMessage { op: JobOp::Release { deadline_ns: 99 }, job: 7, at_ns: Some(1), group: Some("self".into()) }).bytes());
+        stream.extend(
+            format_message(&JobMessage { op: JobOp::Release { deadline_ns: 99 }, job: 7, at_ns: Some(1), group: Some("self".into()) })
+                .bytes(),
+        );
         stream.extend(b"not json\n");
         stream.extend(vec![b'x'; 2000]);
         stream.extend(b"\n\n");
@@ -866,7 +876,14 @@ sys.stdin.readline()
     #[test]
     fn the_directories_made_for_the_socket_go_with_it_unless_something_else_is_there() {
         let dir = tempfile::tempdir().unwrap();
-        let config = |path: PathBuf| JobServerConfig { socket_path: path, socket_gid: None, groups: groups(), hierarchy: Hierarchy::Unified, proc: ProcFs::new("/proc".into()), max_connections: 4 };
+        let config = |path: PathBuf| JobServerConfig {
+            socket_path: path,
+            socket_gid: None,
+            groups: groups(),
+            hierarchy: Hierarchy::Unified,
+            proc: ProcFs::new("/proc".into()),
+            max_connections: 4,
+        };
         let server = JobServer::bind(config(dir.path().join("a/b/jobs.sock"))).unwrap();
         assert!(dir.path().join("a/b/jobs.sock").exists());
         drop(server);

@@ -55,7 +55,12 @@ pub fn parse_pressure(text: &str, origin: &str) -> Result<Pressure> {
     })?;
     let psi_line = |line: KernelLine| -> Result<PsiLine> {
         // split_line checked the `%lu.%02lu` shape, so this parse cannot fail in practice.
-        let avg = |bytes: &[u8]| std::str::from_utf8(bytes).ok().and_then(|s| s.parse::<f64>().ok()).ok_or_else(|| Error::parse("PSI", origin, "average is not a number"));
+        let avg = |bytes: &[u8]| {
+            std::str::from_utf8(bytes)
+                .ok()
+                .and_then(|s| s.parse::<f64>().ok())
+                .ok_or_else(|| Error::parse("PSI", origin, "average is not a number"))
+        };
         Ok(PsiLine { avg10: avg(line.avgs[0])?, avg60: avg(line.avgs[1])?, avg300: avg(line.avgs[2])?, total_us: line.total_us })
     };
     Ok(Pressure { some: psi_line(some)?, full: full.map(psi_line).transpose()? })
@@ -131,7 +136,10 @@ fn split_line(line: &[u8]) -> std::result::Result<KernelLine<'_>, &'static str> 
 fn is_average(bytes: &[u8]) -> bool {
     let Some(dot) = bytes.iter().position(|&b| b == b'.') else { return false };
     let (whole, hundredths) = (&bytes[..dot], &bytes[dot + 1..]);
-    (1..=20).contains(&whole.len()) && whole.iter().all(u8::is_ascii_digit) && hundredths.len() == 2 && hundredths.iter().all(u8::is_ascii_digit)
+    (1..=20).contains(&whole.len())
+        && whole.iter().all(u8::is_ascii_digit)
+        && hundredths.len() == 2
+        && hundredths.iter().all(u8::is_ascii_digit)
 }
 
 /// Decimal digits only; `None` if empty or over u64 (`total` is a full u64, `%llu`, so 20
@@ -221,12 +229,8 @@ impl PsiTrigger {
                 format!("window_us={window_us} must be in 500000..=10000000 and stall_us={stall_us} in 1..=window_us"),
             ));
         }
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(nix::libc::O_NONBLOCK)
-            .open(path)
-            .map_err(|e| match e.kind() {
+        let mut file =
+            OpenOptions::new().read(true).write(true).custom_flags(nix::libc::O_NONBLOCK).open(path).map_err(|e| match e.kind() {
                 std::io::ErrorKind::NotFound => Error::PsiMissing { path: path.to_owned() },
                 _ => Error::io("open", path, e),
             })?;
@@ -321,7 +325,14 @@ mod tests {
         let full = parse_pressure(text, "t").unwrap();
         assert_eq!(parse_totals(text.as_bytes()), Some((full.some.total_us, full.full.unwrap().total_us)));
         assert_eq!(parse_totals(b"some avg10=0.00 avg60=0.00 avg300=0.00 total=5\n"), Some((5, 0)));
-        for bad in [&b""[..], b"full avg10=0.00 total=1\n", b"some total=\n", b"some total=1x\n", b"other total=1\n", b"some total=99999999999999999999\n"] {
+        for bad in [
+            &b""[..],
+            b"full avg10=0.00 total=1\n",
+            b"some total=\n",
+            b"some total=1x\n",
+            b"other total=1\n",
+            b"some total=99999999999999999999\n",
+        ] {
             assert_eq!(parse_totals(bad), None, "{:?}", String::from_utf8_lossy(bad));
         }
     }
@@ -384,7 +395,8 @@ mod tests {
     /// changed, ending in `\n`; with `Some((is_full, total))` if it is still a kernel line.
     fn kernel_line_changed() -> impl Strategy<Value = (String, Option<(bool, u64)>)> {
         use proptest::sample::{select, Index};
-        let average = prop_oneof![0..=10_000u64, any::<u64>()].prop_map(|hundredths| format!("{}.{:02}", hundredths / 100, hundredths % 100));
+        let average =
+            prop_oneof![0..=10_000u64, any::<u64>()].prop_map(|hundredths| format!("{}.{:02}", hundredths / 100, hundredths % 100));
         let change = prop_oneof![
             12 => Just(Change::None),
             2 => Just(Change::CarriageReturn),
@@ -399,8 +411,10 @@ mod tests {
             1 => select(vec!["", "-1", "+1", "1x", "18446744073709551616", "99999999999999999999", "1.0", "0x10"]).prop_map(Change::Total),
         ];
         (any::<bool>(), [average.clone(), average.clone(), average], any::<u64>(), change).prop_map(|(is_full, avgs, total, change)| {
-            let mut words = vec![format!("avg10={}", avgs[0]), format!("avg60={}", avgs[1]), format!("avg300={}", avgs[2]), format!("total={total}")];
-            let (mut kind, mut separator, mut prefix, mut ending, mut kernel) = (if is_full { "full" } else { "some" }, " ", "", "\n", true);
+            let mut words =
+                vec![format!("avg10={}", avgs[0]), format!("avg60={}", avgs[1]), format!("avg300={}", avgs[2]), format!("total={total}")];
+            let (mut kind, mut separator, mut prefix, mut ending, mut kernel) =
+                (if is_full { "full" } else { "some" }, " ", "", "\n", true);
             match change {
                 Change::None => {}
                 Change::CarriageReturn => ending = "\r\n",
@@ -547,7 +561,11 @@ mod tests {
     /// ending in `total=`. Extra words are now refused by both parsers.
     #[test]
     fn totals_come_from_the_total_key_only() {
-        for text in ["some avg10=0.00 avg60=1.00 avg300=2.50 total=0 atotal=1\n", "some avg10=0.00 avg60=1.00 avg300=2.50 x=total=4\n", "some avg10=0.00 avg60=1.00 atotal=1 total=3\n"] {
+        for text in [
+            "some avg10=0.00 avg60=1.00 avg300=2.50 total=0 atotal=1\n",
+            "some avg10=0.00 avg60=1.00 avg300=2.50 x=total=4\n",
+            "some avg10=0.00 avg60=1.00 atotal=1 total=3\n",
+        ] {
             assert!(parse_pressure(text, "t").is_err(), "{text:?}");
             assert_eq!(parse_totals(text.as_bytes()), None, "{text:?}");
         }

@@ -98,7 +98,8 @@ pub struct FileIdentity {
 
 impl FileIdentity {
     pub fn of(meta: &Metadata) -> Self {
-        let birth_ns = meta.created().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).and_then(|d| u64::try_from(d.as_nanos()).ok());
+        let birth_ns =
+            meta.created().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).and_then(|d| u64::try_from(d.as_nanos()).ok());
         FileIdentity { dev: meta.dev(), ino: meta.ino(), birth_ns }
     }
 
@@ -196,7 +197,11 @@ impl SwapManager {
         // Undo what setup made: the file it created exclusively (if the path still names
         // it) and the state, unless the kernel is using it after all and setup did not
         // turn it on itself.
-        let ours = file.metadata().ok().zip(std::fs::symlink_metadata(&state.path).ok()).is_some_and(|(made, now)| FileIdentity::of(&made).is(&FileIdentity::of(&now)));
+        let ours = file
+            .metadata()
+            .ok()
+            .zip(std::fs::symlink_metadata(&state.path).ok())
+            .is_some_and(|(made, now)| FileIdentity::of(&made).is(&FileIdentity::of(&now)));
         let active = match self.is_active(state) {
             Ok(true) if signal.is_some() && ours => swapoff_with_retries(&state.path).is_err(),
             Ok(active) => active,
@@ -229,7 +234,8 @@ impl SwapManager {
     /// Records the state, creates the (empty) swapfile at `path`, which must not exist, and
     /// records which file it is. Leaves neither behind if it fails.
     fn create_recorded(&self, path: &Path, size_bytes: u64) -> Result<(File, SwapState)> {
-        let mut state = SwapState { v: 1, path: path.to_owned(), size_bytes, uuid: random_uuid()?, label: SWAP_LABEL.to_owned(), file: None };
+        let mut state =
+            SwapState { v: 1, path: path.to_owned(), size_bytes, uuid: random_uuid()?, label: SWAP_LABEL.to_owned(), file: None };
         self.write_state(&state)?;
         let file = match OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
             Ok(file) => file,
@@ -265,7 +271,10 @@ impl SwapManager {
             return Err(Error::SwapUnsupported { path: path.clone(), stderr: String::from_utf8_lossy(&swapon.stderr).trim().to_owned() });
         }
         if !self.is_active(state)? {
-            return Err(Error::SwapUnsupported { path: path.clone(), stderr: "swapon succeeded but /proc/swaps does not list the file".into() });
+            return Err(Error::SwapUnsupported {
+                path: path.clone(),
+                stderr: "swapon succeeded but /proc/swaps does not list the file".into(),
+            });
         }
         check()
     }
@@ -277,7 +286,12 @@ impl SwapManager {
         std::fs::create_dir_all(dir).map_err(|e| Error::io("create state directory", dir, e))?;
         self.check_state_location()?;
         let text = serde_json::to_string_pretty(state).map_err(|e| Error::parse("swap state", "setup", e.to_string()))?;
-        let mut file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&self.state_file).map_err(|e| Error::io("create", &self.state_file, e))?;
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&self.state_file)
+            .map_err(|e| Error::io("create", &self.state_file, e))?;
         file.write_all(text.as_bytes()).and_then(|()| file.sync_all()).map_err(|e| Error::io("write", &self.state_file, e))?;
         crate::durable::sync_parent(&self.state_file)
     }
@@ -341,19 +355,29 @@ impl SwapManager {
             self.check_identity(&created, &found, path)?;
             // Identity and header from one descriptor, so both are of the same file; no
             // following a symlink swapped in since.
-            let mut file = OpenOptions::new().read(true).custom_flags(nix::libc::O_NOFOLLOW).open(path).map_err(|e| Error::io("open swapfile", path, e))?;
+            let mut file = OpenOptions::new()
+                .read(true)
+                .custom_flags(nix::libc::O_NOFOLLOW)
+                .open(path)
+                .map_err(|e| Error::io("open swapfile", path, e))?;
             self.check_identity(&created, &file.metadata().map_err(|e| Error::io("stat swapfile", path, e))?, path)?;
             match read_header_of(&mut file, path)? {
                 Some(header) if header.label == state.label && header.uuid == state.uuid => {}
                 Some(header) => {
                     return Err(Error::SwapNotOurs {
                         path: path.clone(),
-                        reason: format!("its swap header (label {:?}, UUID {}) is not the one critmem wrote ({})", header.label, header.uuid, state.uuid),
+                        reason: format!(
+                            "its swap header (label {:?}, UUID {}) is not the one critmem wrote ({})",
+                            header.label, header.uuid, state.uuid
+                        ),
                     })
                 }
                 // No swap signature: setup stopped between creating the file and mkswap.
                 None if self.is_active(&state)? => {
-                    return Err(Error::SwapNotOurs { path: path.clone(), reason: "it is active but has no swap header critmem can read".into() })
+                    return Err(Error::SwapNotOurs {
+                        path: path.clone(),
+                        reason: "it is active but has no swap header critmem can read".into(),
+                    })
                 }
                 None => {}
             }
@@ -433,7 +457,6 @@ fn allocate(file: &File, path: &Path, size_bytes: u64, check: &dyn Fn() -> Resul
     file.sync_all().map_err(|e| Error::io("sync swapfile", path, e))
 }
 
-
 /// Writes `size_bytes` of zeros in 1 MiB chunks, asking `check` before each (a slow disk can
 /// take minutes for a few GiB).
 fn fill_zeros(writer: &mut impl Write, path: &Path, size_bytes: u64, check: &dyn Fn() -> Result<()>) -> Result<()> {
@@ -502,7 +525,16 @@ mod tests {
     fn proc_swaps_is_parsed() {
         let entries = parse_proc_swaps(SWAPS).unwrap();
         assert_eq!(entries.len(), 2);
-        assert_eq!(entries[1], SwapEntry { path: "/var/lib/my swap".into(), kind: "file".into(), size_bytes: 65532 * 1024, used_bytes: 1024 * 1024, priority: -3 });
+        assert_eq!(
+            entries[1],
+            SwapEntry {
+                path: "/var/lib/my swap".into(),
+                kind: "file".into(),
+                size_bytes: 65532 * 1024,
+                used_bytes: 1024 * 1024,
+                priority: -3
+            }
+        );
         assert!(parse_proc_swaps("Filename Type Size Used Priority\n").unwrap().is_empty());
         assert!(parse_proc_swaps("Filename Type Size Used Priority\n/x file 1 2\n").is_err());
         assert!(parse_proc_swaps("/x file big 2 -1\n").is_err());
@@ -511,7 +543,10 @@ mod tests {
     /// One `/proc/swaps` line as mm/swapfile.c prints it: the path escaped (` \t\n\\`) and
     /// padded to 40 columns, then `%s\t%lu\t%s%lu\t%s%d`, with tabs that depend on the widths.
     fn swaps_line(path: &str, partition: bool, size_kib: u64, used_kib: u64, priority: i32) -> String {
-        let escaped: String = path.chars().map(|c| if matches!(c, ' ' | '\t' | '\n' | '\\') { format!("\\{:03o}", c as u32) } else { c.to_string() }).collect();
+        let escaped: String = path
+            .chars()
+            .map(|c| if matches!(c, ' ' | '\t' | '\n' | '\\') { format!("\\{:03o}", c as u32) } else { c.to_string() })
+            .collect();
         let pad = if escaped.len() < 40 { 40 - escaped.len() } else { 1 };
         let tab = |kib: u64| if kib < 10_000_000 { "\t" } else { "" };
         let kind = if partition { "partition" } else { "file\t" };
@@ -637,7 +672,14 @@ mod tests {
         let path = dir.path().join("swapfile");
         fake_swapfile(&path, [0x34; 16], "someone-else");
         let file = Some(FileIdentity::of(&std::fs::metadata(&path).unwrap()));
-        let state = SwapState { v: 1, path: path.clone(), size_bytes: 4096, uuid: "12121212-1212-1212-1212-121212121212".into(), label: SWAP_LABEL.into(), file };
+        let state = SwapState {
+            v: 1,
+            path: path.clone(),
+            size_bytes: 4096,
+            uuid: "12121212-1212-1212-1212-121212121212".into(),
+            label: SWAP_LABEL.into(),
+            file,
+        };
         manager.write_state(&state).unwrap();
         let err = manager.teardown().unwrap_err();
         assert!(err.to_string().contains("is not the one critmem wrote"), "{err}");
@@ -687,7 +729,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let manager = manager(dir.path(), SWAPS);
         let path = dir.path().join("swapfile");
-        let state = SwapState { v: 1, path: path.clone(), size_bytes: 1 << 20, uuid: random_uuid().unwrap(), label: SWAP_LABEL.into(), file: None };
+        let state =
+            SwapState { v: 1, path: path.clone(), size_bytes: 1 << 20, uuid: random_uuid().unwrap(), label: SWAP_LABEL.into(), file: None };
         manager.write_state(&state).unwrap();
         std::fs::write(&path, "someone else's data").unwrap();
         let err = manager.teardown().unwrap_err().to_string();
@@ -723,7 +766,10 @@ mod tests {
         let manager = manager(dir.path(), SWAPS);
         let path = dir.path().join("swapfile");
         std::fs::create_dir_all(dir.path().join("state")).unwrap();
-        let old = format!(r#"{{"v": 1, "path": {:?}, "size_bytes": 1048576, "uuid": "12121212-1212-1212-1212-121212121212", "label": "critmem-swap"}}"#, path.display().to_string());
+        let old = format!(
+            r#"{{"v": 1, "path": {:?}, "size_bytes": 1048576, "uuid": "12121212-1212-1212-1212-121212121212", "label": "critmem-swap"}}"#,
+            path.display().to_string()
+        );
         std::fs::write(dir.path().join("state/swap.json"), old).unwrap();
         assert_eq!(manager.state().unwrap().map(|s| s.file), Some(None));
         // No file at the path: nothing to protect, so the state goes.
@@ -736,7 +782,10 @@ mod tests {
         let created = FileIdentity { dev: 2049, ino: 77, birth_ns: Some(1_700_000_000_000_000_000) };
         assert!(created.is(&created));
         assert!(!created.is(&FileIdentity { ino: 78, ..created }));
-        assert!(!created.is(&FileIdentity { birth_ns: Some(1_700_000_000_000_000_001), ..created }), "an inode number reused by a newer file");
+        assert!(
+            !created.is(&FileIdentity { birth_ns: Some(1_700_000_000_000_000_001), ..created }),
+            "an inode number reused by a newer file"
+        );
         assert!(created.is(&FileIdentity { dev: 2050, ..created }), "device numbers may change across a reboot");
         assert!(!created.is(&FileIdentity { dev: 2050, birth_ns: None, ..created }), "without birth times the device must match");
         assert!(FileIdentity { birth_ns: None, ..created }.is(&created));
@@ -775,7 +824,14 @@ mod tests {
         // A planted state naming a file with critmem's header: teardown leaves both alone.
         let planted = dir.path().join("precious");
         fake_swapfile(&planted, uuid_bytes("a3c6e4a0-0b1c-4d2e-8f3a-5b6c7d8e9f00"), SWAP_LABEL);
-        let state = SwapState { v: 1, path: planted.clone(), size_bytes: 4096, uuid: "a3c6e4a0-0b1c-4d2e-8f3a-5b6c7d8e9f00".into(), label: SWAP_LABEL.into(), file: None };
+        let state = SwapState {
+            v: 1,
+            path: planted.clone(),
+            size_bytes: 4096,
+            uuid: "a3c6e4a0-0b1c-4d2e-8f3a-5b6c7d8e9f00".into(),
+            label: SWAP_LABEL.into(),
+            file: None,
+        };
         std::fs::write(shared.join("swap.json"), serde_json::to_string(&state).unwrap()).unwrap();
         let err = manager.teardown().unwrap_err().to_string();
         assert!(err.contains("writable by no one else"), "{err}");

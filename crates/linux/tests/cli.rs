@@ -114,7 +114,11 @@ fn worker_sizes_and_times_beyond_the_machine_are_one_line_errors() {
         ("critmem-nrt-worker", &["--wss-mib", "1000000000", "--duration-s", "0.1"], "--wss-mib 1000000000: cannot allocate"),
         ("critmem-nrt-worker", &["--wss-mib", "17592186044416", "--duration-s", "0.1"], "--wss-mib 17592186044416: too large"),
         ("critmem-srt-worker", &["--wss-mib", "1", "--cold-mib", "1000000000", "--duration-s", "0.1"], "cannot allocate"),
-        ("critmem-srt-worker", &["--period-ms", "18446744073709551615", "--duration-s", "0.1"], "--period-ms 18446744073709551615 is too large"),
+        (
+            "critmem-srt-worker",
+            &["--period-ms", "18446744073709551615", "--duration-s", "0.1"],
+            "--period-ms 18446744073709551615 is too large",
+        ),
         ("critmem-srt-worker", &["--phase", "0:17592186044416:1", "--duration-s", "0.1"], "WSS_MIB 17592186044416 is too large"),
     ];
     for (name, argv, want) in cases {
@@ -133,13 +137,19 @@ fn worker_sizes_and_times_beyond_the_machine_are_one_line_errors() {
 fn a_controller_config_that_is_not_an_object_is_refused() {
     let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/linux-sara.toml");
     for (config, kind) in [("[]", "an array"), ("[1048576]", "an array"), ("null", "null"), ("\"x\"", "a string")] {
-        let out = Command::new(env!("CARGO_BIN_EXE_critmem-linux-run")).args(["--duration-s", "1", "--controller-config", config, scenario]).output().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_critmem-linux-run"))
+            .args(["--duration-s", "1", "--controller-config", config, scenario])
+            .output()
+            .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{config}: {stderr}");
         assert_eq!(stderr.trim_end(), format!("critmem-linux-run: --controller-config: not a JSON object (got {kind})"), "{config}");
     }
     for config in ["{oops", r#"{"step_bytes": 1e400}"#] {
-        let out = Command::new(env!("CARGO_BIN_EXE_critmem-linux-run")).args(["--duration-s", "1", "--controller-config", config, scenario]).output().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_critmem-linux-run"))
+            .args(["--duration-s", "1", "--controller-config", config, scenario])
+            .output()
+            .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{config}: {stderr}");
         assert!(stderr.starts_with("critmem-linux-run: --controller-config: not valid JSON: "), "{config}: {stderr}");

@@ -338,7 +338,10 @@ fn a_limit_write_stuck_in_reclaim_at_shutdown_is_cancelled_and_never_lands_later
     let at_shutdown = machine.backend.knob(&group, Knob::Max).unwrap();
     std::thread::sleep(Duration::from_millis(1500));
     let later = machine.backend.knob(&group, Knob::Max).unwrap();
-    let _ = writeln!(std::io::stderr(), "{name}: shutdown took {took:?}; limit before {before:?}, at shutdown {at_shutdown:?}, 1.5 s later {later:?}");
+    let _ = writeln!(
+        std::io::stderr(),
+        "{name}: shutdown took {took:?}; limit before {before:?}, at shutdown {at_shutdown:?}, 1.5 s later {later:?}"
+    );
     assert!(stuck.is_empty(), "the write was not cancelled: {stuck:?}");
     assert_eq!(later, at_shutdown, "the cancelled write landed after shutdown returned");
     if matches!(machine.layout, Layout::Hybrid { .. }) {
@@ -682,7 +685,24 @@ const ACCEPTANCE_RUN: Duration = Duration::from_secs(60);
 const ACCEPTANCE_BUDGET_BYTES: u64 = 155 * MIB;
 
 fn acceptance_srt_args(socket: &str) -> Vec<String> {
-    let args = ["--socket", socket, "--period-ms", "20", "--deadline-ms", "20", "--compute-us", "2000", "--wss-mib", "32", "--cold-mib", "64", "--pages-per-job", "2048", "--pattern", "random"];
+    let args = [
+        "--socket",
+        socket,
+        "--period-ms",
+        "20",
+        "--deadline-ms",
+        "20",
+        "--compute-us",
+        "2000",
+        "--wss-mib",
+        "32",
+        "--cold-mib",
+        "64",
+        "--pages-per-job",
+        "2048",
+        "--pattern",
+        "random",
+    ];
     args.iter().map(|s| s.to_string()).collect()
 }
 
@@ -697,10 +717,20 @@ fn run_acceptance(machine: &Machine, dir: &Path, controller_name: &str) -> Accep
     let socket_arg = socket.to_string_lossy().into_owned();
     let (srt_path, nrt_path) = (GroupPath::new(&unique_name()).unwrap(), GroupPath::new(&unique_name()).unwrap());
     let specs = vec![
-        GroupSpec { name: "srt".into(), path: srt_path.clone(), role: GroupRole::SoftRealTime { deadline_ns: 20_000_000, bcet_ns: 4_000_000 }, floor_bytes: 40 * MIB, create: true },
+        GroupSpec {
+            name: "srt".into(),
+            path: srt_path.clone(),
+            role: GroupRole::SoftRealTime { deadline_ns: 20_000_000, bcet_ns: 4_000_000 },
+            floor_bytes: 40 * MIB,
+            create: true,
+        },
         GroupSpec { name: "nrt".into(), path: nrt_path.clone(), role: GroupRole::NonRealTime, floor_bytes: 32 * MIB, create: true },
     ];
-    let server = bind_job_server(machine, &socket, specs.iter().map(|s| ReportingGroup { name: s.name.clone(), cgroup: s.path.to_string() }).collect());
+    let server = bind_job_server(
+        machine,
+        &socket,
+        specs.iter().map(|s| ReportingGroup { name: s.name.clone(), cgroup: s.path.to_string() }).collect(),
+    );
     let options = PlatformOptions {
         total_memory_bytes: ACCEPTANCE_BUDGET_BYTES,
         dry_run: false,
@@ -710,17 +740,30 @@ fn run_acceptance(machine: &Machine, dir: &Path, controller_name: &str) -> Accep
     };
     let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
     let platform = guard.get();
-    let srt = Worker::start(|pid| platform.add_process(0, pid).unwrap(), SRT_WORKER, &acceptance_srt_args(&socket_arg).iter().map(String::as_str).collect::<Vec<_>>());
-    let nrt = Worker::start(|pid| platform.add_process(1, pid).unwrap(), NRT_WORKER, &["--wss-mib", "160", "--pattern", "random", "--report-ms", "10000"]);
+    let srt = Worker::start(
+        |pid| platform.add_process(0, pid).unwrap(),
+        SRT_WORKER,
+        &acceptance_srt_args(&socket_arg).iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let nrt = Worker::start(
+        |pid| platform.add_process(1, pid).unwrap(),
+        NRT_WORKER,
+        &["--wss-mib", "160", "--pattern", "random", "--report-ms", "10000"],
+    );
     let mut controller = make_controller(controller_name, serde_json::json!({})).unwrap();
     let mut control = ControlLoop::new(controller.interval_ns());
     let started = Instant::now();
     let (mut srt_limits, mut nrt_limits) = (Vec::new(), Vec::new());
     control
-        .run(platform, controller.as_mut(), || started.elapsed() >= ACCEPTANCE_RUN, |p, _, _| {
-            srt_limits.push(p.last_seen(0).1.max_bytes);
-            nrt_limits.push(p.last_seen(1).1.max_bytes);
-        })
+        .run(
+            platform,
+            controller.as_mut(),
+            || started.elapsed() >= ACCEPTANCE_RUN,
+            |p, _, _| {
+                srt_limits.push(p.last_seen(0).1.max_bytes);
+                nrt_limits.push(p.last_seen(1).1.max_bytes);
+            },
+        )
         .unwrap();
     let cost = control.stats.summary();
     let (srt_jobs, stats) = (platform.job_counts(0).clone(), platform.stats().clone());
@@ -801,7 +844,12 @@ fn sara_keeps_soft_real_time_deadlines_and_gives_non_real_time_more_than_greedy(
     assert!(swap.state().unwrap().is_none() && !dir.path().join("critmem-acceptance.swap").exists(), "swapfile left behind");
     assert_eq!(swap.active().unwrap(), others_before, "other swap exactly as it was");
     assert!(sara.hit_ratio >= 0.90, "SARA keeps the soft real-time deadline-hit ratio at or above 90 %: {:.1} %", sara.hit_ratio * 100.0);
-    assert!(sara.nrt_units_per_s > greedy.nrt_units_per_s, "SARA gives the non-real-time worker more throughput than Greedy: {:.1} vs {:.1}", sara.nrt_units_per_s, greedy.nrt_units_per_s);
+    assert!(
+        sara.nrt_units_per_s > greedy.nrt_units_per_s,
+        "SARA gives the non-real-time worker more throughput than Greedy: {:.1} vs {:.1}",
+        sara.nrt_units_per_s,
+        greedy.nrt_units_per_s
+    );
 }
 
 #[test]
@@ -813,7 +861,13 @@ fn the_platform_conformance_body_passes_on_real_cgroups() {
         GroupSpec { name: "srt".into(), path: paths[0].clone(), role: srt_role(), floor_bytes: 8 * MIB, create: true },
         GroupSpec { name: "nrt".into(), path: paths[1].clone(), role: GroupRole::NonRealTime, floor_bytes: 16 * MIB, create: true },
     ];
-    let options = PlatformOptions { total_memory_bytes: 256 * MIB, dry_run: false, journal_path: Some(dir.path().join("journal.jsonl")), job_server: None, proc_root: "/proc".into() };
+    let options = PlatformOptions {
+        total_memory_bytes: 256 * MIB,
+        dry_run: false,
+        journal_path: Some(dir.path().join("journal.jsonl")),
+        job_server: None,
+        proc_root: "/proc".into(),
+    };
     let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
     let result = critmem_linux::conformance::check_platform(guard.get(), |p| assert!(p.wait_writes(Duration::from_secs(10))));
     // The body shared with the simulator (crates/core/tests/conformance.rs), as a controller
@@ -824,13 +878,19 @@ fn the_platform_conformance_body_passes_on_real_cgroups() {
     let mut probe_run = Ok(());
     if result.is_ok() {
         let done = probe_report.clone();
-        probe_run = control.run(guard.get(), &mut probe, || done.lock().unwrap().finished || started.elapsed() > Duration::from_secs(20), |_, _, _| {});
+        probe_run = control.run(
+            guard.get(),
+            &mut probe,
+            || done.lock().unwrap().finished || started.elapsed() > Duration::from_secs(20),
+            |_, _, _| {},
+        );
     }
     let report = guard.restore();
     result.unwrap();
     probe_run.unwrap();
     let probe_report = probe_report.lock().unwrap().clone();
-    let _ = writeln!(std::io::stderr(), "conformance probe on real cgroups: {} ticks, finished {}", probe_report.ticks, probe_report.finished);
+    let _ =
+        writeln!(std::io::stderr(), "conformance probe on real cgroups: {} ticks, finished {}", probe_report.ticks, probe_report.finished);
     if let Err(violations) = probe_report.verdict() {
         panic!("the Linux platform broke the platform contract:\n{violations}");
     }
@@ -889,7 +949,11 @@ floor_bytes = {floor}
     std::fs::write(&config_path, config).unwrap();
     AgentConfig::load(&config_path).unwrap();
     let socket_arg = socket.to_string_lossy().into_owned();
-    let srt = Worker::start(|pid| machine.backend.move_pid(&srt_guard.group, pid).unwrap(), SRT_WORKER, &srt_args(&socket_arg).iter().map(String::as_str).collect::<Vec<_>>());
+    let srt = Worker::start(
+        |pid| machine.backend.move_pid(&srt_guard.group, pid).unwrap(),
+        SRT_WORKER,
+        &srt_args(&socket_arg).iter().map(String::as_str).collect::<Vec<_>>(),
+    );
     let nrt = Worker::start(|pid| machine.backend.move_pid(&nrt_guard.group, pid).unwrap(), NRT_WORKER, &["--wss-mib", "64"]);
     let agent = |extra: &[&str]| {
         Command::new(AGENT).arg("--config").arg(&config_path).args(extra).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
@@ -905,7 +969,9 @@ floor_bytes = {floor}
             .and_then(|v| v.parse::<f64>().ok())
             .unwrap_or(0.0)
     };
-    wait_until("the first agent to see jobs", Duration::from_secs(10), || released(&std::fs::read_to_string(&metrics).unwrap_or_default()) > 0.0);
+    wait_until("the first agent to see jobs", Duration::from_secs(10), || {
+        released(&std::fs::read_to_string(&metrics).unwrap_or_default()) > 0.0
+    });
     drop(first); // SIGKILL, as kill -9
     let lowered = machine.backend.knob(&nrt_guard.group, Knob::Max).unwrap();
     assert!(lowered.is_some_and(|l| l < original), "kill -9 left the changed limit: {lowered:?}");
@@ -1021,8 +1087,15 @@ fn a_worker_whose_working_set_exceeds_the_asked_limit_is_never_oom_killed() {
 fn squeezed_worker_survives(machine: &Machine, working_set: &str, asked_limit_bytes: u64, says_it_reads_usage: bool) {
     let dir = tempfile::tempdir().unwrap();
     let path = GroupPath::new(&unique_name()).unwrap();
-    let specs = vec![GroupSpec { name: "hog".into(), path: path.clone(), role: GroupRole::NonRealTime, floor_bytes: 8 * MIB, create: true }];
-    let options = PlatformOptions { total_memory_bytes: 1024 * MIB, dry_run: false, journal_path: Some(dir.path().join("journal.jsonl")), job_server: None, proc_root: "/proc".into() };
+    let specs =
+        vec![GroupSpec { name: "hog".into(), path: path.clone(), role: GroupRole::NonRealTime, floor_bytes: 8 * MIB, create: true }];
+    let options = PlatformOptions {
+        total_memory_bytes: 1024 * MIB,
+        dry_run: false,
+        journal_path: Some(dir.path().join("journal.jsonl")),
+        job_server: None,
+        proc_root: "/proc".into(),
+    };
     let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
     let platform = guard.get();
     let mut controller = Squeeze { limit_bytes: asked_limit_bytes, says_it_reads_usage };
@@ -1046,13 +1119,18 @@ fn squeezed_worker_survives(machine: &Machine, working_set: &str, asked_limit_by
     let started = Instant::now();
     let mut said = None;
     control
-        .run(platform, &mut controller, || {
-            if said.is_none() {
-                said = ready.try_recv().ok();
-            }
-            // Past ready, keep squeezing a while: the held limit must stay held.
-            said.is_some() && started.elapsed() > Duration::from_secs(3) || started.elapsed() > Duration::from_secs(30)
-        }, |_, _, _| {})
+        .run(
+            platform,
+            &mut controller,
+            || {
+                if said.is_none() {
+                    said = ready.try_recv().ok();
+                }
+                // Past ready, keep squeezing a while: the held limit must stay held.
+                said.is_some() && started.elapsed() > Duration::from_secs(3) || started.elapsed() > Duration::from_secs(30)
+            },
+            |_, _, _| {},
+        )
         .unwrap();
     let stats = platform.stats().clone();
     let state = oom_state(machine, &path);
@@ -1109,8 +1187,20 @@ fn a_v1_group_out_of_memory_at_its_own_memory_and_swap_limit_is_left_to_the_kern
     machine.backend.set_knob(&bare.group, Knob::Max, Some(64 * MIB)).unwrap();
     critmem_linux::cgroup::write_value(&memsw, &(64 * MIB).to_string()).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let specs = vec![GroupSpec { name: "owned".into(), path: bare.group.clone(), role: GroupRole::NonRealTime, floor_bytes: 8 * MIB, create: false }];
-    let options = PlatformOptions { total_memory_bytes: 1024 * MIB, dry_run: false, journal_path: Some(dir.path().join("journal.jsonl")), job_server: None, proc_root: "/proc".into() };
+    let specs = vec![GroupSpec {
+        name: "owned".into(),
+        path: bare.group.clone(),
+        role: GroupRole::NonRealTime,
+        floor_bytes: 8 * MIB,
+        create: false,
+    }];
+    let options = PlatformOptions {
+        total_memory_bytes: 1024 * MIB,
+        dry_run: false,
+        journal_path: Some(dir.path().join("journal.jsonl")),
+        job_server: None,
+        proc_root: "/proc".into(),
+    };
     let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
     assert!(oom_state(&machine, &bare.group).kill_disabled, "the platform switched the OOM killer off");
 
@@ -1131,11 +1221,24 @@ fn a_v1_group_out_of_memory_at_its_own_memory_and_swap_limit_is_left_to_the_kern
     };
     let stats = guard.get().stats().clone();
     let state = oom_state(&machine, &bare.group);
-    let _ = writeln!(std::io::stderr(), "{test}: worker {status:?} after {:?}, {state:?}, guard releases {}, rescues {}", started.elapsed(), stats.oom_guard_releases, stats.oom_rescues);
-    assert!(status.is_some_and(|s| !s.success()), "the worker waited at the memory+swap limit instead of being killed as it would be without critmem");
+    let _ = writeln!(
+        std::io::stderr(),
+        "{test}: worker {status:?} after {:?}, {state:?}, guard releases {}, rescues {}",
+        started.elapsed(),
+        stats.oom_guard_releases,
+        stats.oom_rescues
+    );
+    assert!(
+        status.is_some_and(|s| !s.success()),
+        "the worker waited at the memory+swap limit instead of being killed as it would be without critmem"
+    );
     assert!(state.oom_kills >= 1, "the kernel's OOM killer did it");
     assert!(stats.oom_guard_releases >= 1);
-    assert_eq!(machine.backend.knob(&bare.group, Knob::Max).unwrap().map(|b| b <= 64 * MIB), Some(true), "the memory limit never went above the memory+swap limit");
+    assert_eq!(
+        machine.backend.knob(&bare.group, Knob::Max).unwrap().map(|b| b <= 64 * MIB),
+        Some(true),
+        "the memory limit never went above the memory+swap limit"
+    );
     let report = guard.restore();
     assert!(report.failures.is_empty(), "{report:?}");
     assert!(!oom_state(&machine, &bare.group).kill_disabled, "the switch is restored");
@@ -1175,13 +1278,23 @@ fn a_job_the_controller_drops_is_abandoned_by_the_soft_real_time_worker() {
     let path = GroupPath::new(&unique_name()).unwrap();
     let specs = vec![GroupSpec { name: "srt".into(), path: path.clone(), role: srt_role(), floor_bytes: 16 * MIB, create: true }];
     let server = bind_job_server(&machine, &socket, vec![ReportingGroup { name: "srt".into(), cgroup: path.to_string() }]);
-    let options = PlatformOptions { total_memory_bytes: 256 * MIB, dry_run: false, journal_path: Some(dir.path().join("journal.jsonl")), job_server: Some(server), proc_root: "/proc".into() };
+    let options = PlatformOptions {
+        total_memory_bytes: 256 * MIB,
+        dry_run: false,
+        journal_path: Some(dir.path().join("journal.jsonl")),
+        job_server: Some(server),
+        proc_root: "/proc".into(),
+    };
     let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
     let platform = guard.get();
     // Jobs of 20 ms compute every 50 ms: a drop asked within a tick of the release lands
     // while the job still runs.
     let socket_arg = socket.to_string_lossy().into_owned();
-    let srt = Worker::start(|pid| platform.add_process(0, pid).unwrap(), SRT_WORKER, &["--socket", &socket_arg, "--period-ms", "50", "--compute-us", "20000", "--wss-mib", "8"]);
+    let srt = Worker::start(
+        |pid| platform.add_process(0, pid).unwrap(),
+        SRT_WORKER,
+        &["--socket", &socket_arg, "--period-ms", "50", "--compute-us", "20000", "--wss-mib", "8"],
+    );
     let reported = std::sync::Arc::new(Mutex::new(Vec::new()));
     let mut controller = DropOddJobs { reported_drops: reported.clone() };
     let mut control = ControlLoop::new(5_000_000);
@@ -1191,7 +1304,11 @@ fn a_job_the_controller_drops_is_abandoned_by_the_soft_real_time_worker() {
     let (summary, code) = srt.stop();
     let report = guard.restore();
     let reported = reported.lock().unwrap().clone();
-    let _ = writeln!(std::io::stderr(), "drops asked {}, reported back {reported:?}, agent counts {counts:?}, worker {summary}", stats.drops_requested);
+    let _ = writeln!(
+        std::io::stderr(),
+        "drops asked {}, reported back {reported:?}, agent counts {counts:?}, worker {summary}",
+        stats.drops_requested
+    );
     assert_eq!(code, Some(0));
     assert_eq!(summary["checksum_failures"], 0);
     let dropped = summary["dropped"].as_u64().unwrap();
@@ -1230,7 +1347,18 @@ fn a_managed_group_vanishing_mid_run_stops_the_agent_with_one_line_and_the_rest_
         ),
     )
     .unwrap();
-    let agent = Worker { child: Some(Command::new(AGENT).arg("--config").arg(&config_path).args(["--log-level", "error"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()) };
+    let agent = Worker {
+        child: Some(
+            Command::new(AGENT)
+                .arg("--config")
+                .arg(&config_path)
+                .args(["--log-level", "error"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        ),
+    };
     wait_for_limit(&machine, &kept.group, "the agent to lower the kept group's limit", |l| l.is_some_and(|l| l < original));
     machine.backend.remove(&doomed.group).unwrap();
     let mut agent = agent;

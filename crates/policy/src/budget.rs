@@ -60,12 +60,8 @@ pub enum StallKind {
 /// recreated) counts as no stall.
 pub fn interval_stall_ns(prev: &StallTotals, now: &StallTotals, kind: StallKind) -> u64 {
     let (mem_us, io_us) = match kind {
-        StallKind::Some => {
-            (now.memory_some_us.saturating_sub(prev.memory_some_us), now.io_some_us.saturating_sub(prev.io_some_us))
-        }
-        StallKind::Full => {
-            (now.memory_full_us.saturating_sub(prev.memory_full_us), now.io_full_us.saturating_sub(prev.io_full_us))
-        }
+        StallKind::Some => (now.memory_some_us.saturating_sub(prev.memory_some_us), now.io_some_us.saturating_sub(prev.io_some_us)),
+        StallKind::Full => (now.memory_full_us.saturating_sub(prev.memory_full_us), now.io_full_us.saturating_sub(prev.io_full_us)),
     };
     mem_us.max(io_us).saturating_mul(1_000)
 }
@@ -121,8 +117,7 @@ impl Budget {
     /// Even share of the soft-RT budget for `n_srt` groups (a fresh controller's starting point).
     pub(crate) fn even_srt_share(obs: &Observation) -> u64 {
         let n_srt = obs.groups.iter().filter(|g| is_soft_rt(g)).count() as u64;
-        let nrt_floors =
-            obs.groups.iter().filter(|g| !is_soft_rt(g)).fold(0u64, |acc, g| acc.saturating_add(g.floor_bytes));
+        let nrt_floors = obs.groups.iter().filter(|g| !is_soft_rt(g)).fold(0u64, |acc, g| acc.saturating_add(g.floor_bytes));
         obs.total_memory_bytes.saturating_sub(nrt_floors) / n_srt.max(1)
     }
 
@@ -144,8 +139,7 @@ pub(crate) fn water_fill(budget: u64, groups: &[(GroupId, u64)]) -> Vec<(GroupId
     let mut pinned = vec![false; groups.len()];
     // Each pass pins the groups whose floor exceeds the current even level; at most k passes.
     let level = loop {
-        let pinned_sum =
-            groups.iter().zip(&pinned).filter(|(_, p)| **p).fold(0u64, |acc, (g, _)| acc.saturating_add(g.1));
+        let pinned_sum = groups.iter().zip(&pinned).filter(|(_, p)| **p).fold(0u64, |acc, (g, _)| acc.saturating_add(g.1));
         let free = pinned.iter().filter(|p| !**p).count() as u64;
         if free == 0 {
             break 0;

@@ -132,7 +132,11 @@ impl ConformanceProbe {
                 self.violation(format!("group identity changed: {} -> {}", a.name, b.name));
             }
             let (s, t) = (a.stall, b.stall);
-            if t.memory_some_us < s.memory_some_us || t.memory_full_us < s.memory_full_us || t.io_some_us < s.io_some_us || t.io_full_us < s.io_full_us {
+            if t.memory_some_us < s.memory_some_us
+                || t.memory_full_us < s.memory_full_us
+                || t.io_some_us < s.io_some_us
+                || t.io_full_us < s.io_full_us
+            {
                 self.violation(format!("stall totals of {} went backwards: {s:?} -> {t:?}", a.name));
             }
         }
@@ -143,8 +147,21 @@ impl ConformanceProbe {
     }
 
     /// Moves on when `done` holds for every group, or reports `what` after [`SETTLE_TICKS`].
-    fn wait(&mut self, obs: &Observation, since: u32, next: Step, what: &str, done: impl Fn(usize, &GroupObservation) -> bool) -> Option<Step> {
-        let pending: Vec<String> = obs.groups.iter().enumerate().filter(|(i, g)| !done(*i, g)).map(|(_, g)| format!("{} {:?}", g.name, g.knobs.max_bytes)).collect();
+    fn wait(
+        &mut self,
+        obs: &Observation,
+        since: u32,
+        next: Step,
+        what: &str,
+        done: impl Fn(usize, &GroupObservation) -> bool,
+    ) -> Option<Step> {
+        let pending: Vec<String> = obs
+            .groups
+            .iter()
+            .enumerate()
+            .filter(|(i, g)| !done(*i, g))
+            .map(|(_, g)| format!("{} {:?}", g.name, g.knobs.max_bytes))
+            .collect();
         if pending.is_empty() {
             return Some(next);
         }
@@ -177,7 +194,9 @@ impl Controller for ConformanceProbe {
                 Self::set_all(obs, |g| Some(g.floor_bytes / 2))
             }
             Step::BelowFloor { since } => {
-                match self.wait(obs, since, Step::Exact { since: 0 }, "a limit asked below the floor", |_, g| g.knobs.max_bytes.is_some_and(|m| m >= g.floor_bytes)) {
+                match self.wait(obs, since, Step::Exact { since: 0 }, "a limit asked below the floor", |_, g| {
+                    g.knobs.max_bytes.is_some_and(|m| m >= g.floor_bytes)
+                }) {
                     Some(next) => {
                         self.step = next;
                         Self::set_all(obs, |g| Some(Self::exact_limit(g)))
@@ -213,7 +232,10 @@ impl Controller for ConformanceProbe {
             },
             Step::Stray => {
                 if let Some(g) = obs.groups.iter().find(|g| g.knobs.max_bytes.is_some()) {
-                    self.violation(format!("{}: an action for a nonexistent group changed this group's limit to {:?}", g.name, g.knobs.max_bytes));
+                    self.violation(format!(
+                        "{}: an action for a nonexistent group changed this group's limit to {:?}",
+                        g.name, g.knobs.max_bytes
+                    ));
                 }
                 self.step = Step::Done;
                 self.lock().finished = true;

@@ -4,7 +4,7 @@ use thiserror::Error;
 
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum PolicyError {
-    #[error("unknown controller `{name}`; use one of: {}", crate::CONTROLLER_NAMES.join(", "))]
+    #[error("unknown controller `{name}`; use one of: {}", crate::factory::controller_names())]
     UnknownController { name: String },
 
     #[error("invalid config for controller `{controller}`: {message}")]

@@ -9,8 +9,69 @@ use crate::senpai::{Senpai, SenpaiConfig};
 use crate::tmo::{Tmo, TmoConfig};
 use crate::{Controller, PolicyError};
 
-/// Names [`make_controller`] accepts.
-pub const CONTROLLER_NAMES: &[&str] = &["sara", "greedy", "offline", "tmo-low", "tmo-high", "senpai", "static"];
+/// Which controller a [`ControllerConfig`] configures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ControllerKind {
+    Sara,
+    Greedy,
+    Offline,
+    TmoLow,
+    TmoHigh,
+    Senpai,
+    Static,
+}
+
+/// One controller as users name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ControllerInfo {
+    /// The name scenario files, the agent's config and the command line use.
+    pub name: &'static str,
+    pub kind: ControllerKind,
+    /// One line for help texts and listings.
+    pub summary: &'static str,
+}
+
+/// Every controller [`make_controller`] builds, in the order help texts list them: the one
+/// registry every front end reads.
+pub const CONTROLLERS: [ControllerInfo; 7] = [
+    ControllerInfo {
+        name: "sara",
+        kind: ControllerKind::Sara,
+        summary: "SARA: stall-aware limits for soft real-time groups, with early job dropping",
+    },
+    ControllerInfo {
+        name: "greedy",
+        kind: ControllerKind::Greedy,
+        summary: "no limit on soft real-time groups; the rest to non-real-time work",
+    },
+    ControllerInfo { name: "offline", kind: ControllerKind::Offline, summary: "fixed per-group limits found by offline profiling" },
+    ControllerInfo {
+        name: "tmo-low",
+        kind: ControllerKind::TmoLow,
+        summary: "TMO with a low pressure threshold (reclaims while stall stays under it)",
+    },
+    ControllerInfo {
+        name: "tmo-high",
+        kind: ControllerKind::TmoHigh,
+        summary: "TMO with a profiled pressure threshold (psi_threshold_pct)",
+    },
+    ControllerInfo {
+        name: "senpai",
+        kind: ControllerKind::Senpai,
+        summary: "senpai: probes memory.high down while pressure stays under its target",
+    },
+    ControllerInfo { name: "static", kind: ControllerKind::Static, summary: "fixed limits given per group in the config" },
+];
+
+/// The registry entry named `name`.
+pub fn controller_info(name: &str) -> Option<&'static ControllerInfo> {
+    CONTROLLERS.iter().find(|c| c.name == name)
+}
+
+/// The registry's names, comma-separated (for messages).
+pub fn controller_names() -> String {
+    CONTROLLERS.iter().map(|c| c.name).collect::<Vec<_>>().join(", ")
+}
 
 /// A controller name with its parsed configuration; serialisable so a run can log exactly what
 /// it used.
@@ -40,28 +101,36 @@ impl ControllerConfig {
                 PolicyError::BadConfig { controller: name.to_string(), message }
             })
         }
-        Ok(match name {
-            "sara" => ControllerConfig::Sara(de(name, config)?),
-            "greedy" => ControllerConfig::Greedy(de(name, config)?),
-            "offline" => ControllerConfig::Offline(de(name, config)?),
-            "tmo-low" => ControllerConfig::TmoLow(de(name, config)?),
-            "tmo-high" => ControllerConfig::TmoHigh(de(name, config)?),
-            "senpai" => ControllerConfig::Senpai(de(name, config)?),
-            "static" => ControllerConfig::Static(de(name, config)?),
-            other => return Err(PolicyError::UnknownController { name: other.to_string() }),
+        let Some(info) = controller_info(name) else {
+            return Err(PolicyError::UnknownController { name: name.to_string() });
+        };
+        Ok(match info.kind {
+            ControllerKind::Sara => ControllerConfig::Sara(de(name, config)?),
+            ControllerKind::Greedy => ControllerConfig::Greedy(de(name, config)?),
+            ControllerKind::Offline => ControllerConfig::Offline(de(name, config)?),
+            ControllerKind::TmoLow => ControllerConfig::TmoLow(de(name, config)?),
+            ControllerKind::TmoHigh => ControllerConfig::TmoHigh(de(name, config)?),
+            ControllerKind::Senpai => ControllerConfig::Senpai(de(name, config)?),
+            ControllerKind::Static => ControllerConfig::Static(de(name, config)?),
         })
     }
 
-    pub fn name(&self) -> &'static str {
+    pub fn kind(&self) -> ControllerKind {
         match self {
-            ControllerConfig::Sara(_) => "sara",
-            ControllerConfig::Greedy(_) => "greedy",
-            ControllerConfig::Offline(_) => "offline",
-            ControllerConfig::TmoLow(_) => "tmo-low",
-            ControllerConfig::TmoHigh(_) => "tmo-high",
-            ControllerConfig::Senpai(_) => "senpai",
-            ControllerConfig::Static(_) => "static",
+            ControllerConfig::Sara(_) => ControllerKind::Sara,
+            ControllerConfig::Greedy(_) => ControllerKind::Greedy,
+            ControllerConfig::Offline(_) => ControllerKind::Offline,
+            ControllerConfig::TmoLow(_) => ControllerKind::TmoLow,
+            ControllerConfig::TmoHigh(_) => ControllerKind::TmoHigh,
+            ControllerConfig::Senpai(_) => ControllerKind::Senpai,
+            ControllerConfig::Static(_) => ControllerKind::Static,
         }
+    }
+
+    /// The registry name of this controller.
+    pub fn name(&self) -> &'static str {
+        let kind = self.kind();
+        CONTROLLERS.iter().find(|c| c.kind == kind).map_or("?", |c| c.name)
     }
 
     /// Whether the controller's rule counts one tick as one interval of its own `interval_ns`
@@ -124,9 +193,37 @@ fn one_line(s: &str) -> String {
 /// let err = make_controller("tmo-high", serde_json::json!({})).err().unwrap();
 /// assert!(err.to_string().contains("psi_threshold_pct"));
 /// ```
-pub fn make_controller<'de, D: Deserializer<'de>>(
-    name: &str,
-    config: D,
-) -> Result<Box<dyn Controller + Send>, PolicyError> {
+pub fn make_controller<'de, D: Deserializer<'de>>(name: &str, config: D) -> Result<Box<dyn Controller + Send>, PolicyError> {
     ControllerConfig::parse(name, config)?.build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each registry name parses to a config of its own kind, which serialises under that
+    /// same name (the serde tag is derived from the variant, the registry is written out).
+    #[test]
+    fn every_registered_name_round_trips_through_its_config() {
+        let defaults = |name: &str| match name {
+            "tmo-high" => r#"{"psi_threshold_pct": 30.0}"#,
+            "offline" => r#"{"limit_bytes": 16777216}"#,
+            _ => "{}",
+        };
+        for info in CONTROLLERS {
+            let mut de = serde_json::Deserializer::from_str(defaults(info.name));
+            let config = ControllerConfig::parse(info.name, &mut de).unwrap_or_else(|e| panic!("{}: {e}", info.name));
+            assert_eq!((config.kind(), config.name()), (info.kind, info.name));
+            let tagged = serde_json::to_value(&config).unwrap();
+            assert_eq!(tagged["controller"], info.name);
+        }
+        let kinds: std::collections::BTreeSet<_> = CONTROLLERS.iter().map(|c| format!("{:?}", c.kind)).collect();
+        assert_eq!(kinds.len(), CONTROLLERS.len(), "each kind is registered once");
+    }
+
+    #[test]
+    fn an_unknown_name_lists_the_registry() {
+        let e = ControllerConfig::parse("sarah", serde_json::json!({})).unwrap_err();
+        assert_eq!(e.to_string(), "unknown controller `sarah`; use one of: sara, greedy, offline, tmo-low, tmo-high, senpai, static");
+    }
 }

@@ -56,22 +56,12 @@ pub struct FixedLimits {
 
 impl FixedLimits {
     pub fn offline(config: OfflineConfig) -> Self {
-        FixedLimits {
-            name: "offline",
-            default_bytes: Some(config.limit_bytes),
-            by_name: config.group_limits_bytes,
-            knob: config.knob,
-        }
+        FixedLimits { name: "offline", default_bytes: Some(config.limit_bytes), by_name: config.group_limits_bytes, knob: config.knob }
     }
 
     pub fn fixed_partition(config: StaticConfig) -> Result<Self, PolicyError> {
         config.validate()?;
-        Ok(FixedLimits {
-            name: "static",
-            default_bytes: config.default_limit_bytes,
-            by_name: config.limits_bytes,
-            knob: config.knob,
-        })
+        Ok(FixedLimits { name: "static", default_bytes: config.default_limit_bytes, by_name: config.limits_bytes, knob: config.knob })
     }
 
     fn limit_for(&self, g: &GroupObservation) -> Option<u64> {
@@ -131,14 +121,12 @@ pub fn pick_offline_limit(profile: &[(u64, f64)], target_hit_ratio: f64) -> Resu
             message: format!("hit ratio at {limit} bytes must be within 0..=1 (got {ratio})"),
         });
     }
-    let Some(&(best_limit_bytes, best_ratio)) = profile.iter().max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
-    else {
+    let Some(&(best_limit_bytes, best_ratio)) = profile.iter().max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0))) else {
         return Err(PolicyError::TooFewSamples { what: "pick_offline_limit", needed: 1, got: 0 });
     };
-    profile
-        .iter()
-        .filter(|(_, r)| *r >= target_hit_ratio)
-        .map(|(l, _)| *l)
-        .min()
-        .ok_or(PolicyError::NoLimitMeetsTarget { target: target_hit_ratio, best_ratio, best_limit_bytes })
+    profile.iter().filter(|(_, r)| *r >= target_hit_ratio).map(|(l, _)| *l).min().ok_or(PolicyError::NoLimitMeetsTarget {
+        target: target_hit_ratio,
+        best_ratio,
+        best_limit_bytes,
+    })
 }

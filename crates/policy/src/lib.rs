@@ -29,7 +29,7 @@ pub mod tmo;
 pub use budget::{interval_stall_ns, LimitKnob, StallKind};
 pub use conformance::{ConformanceProbe, ConformanceReport};
 pub use error::PolicyError;
-pub use factory::{make_controller, ControllerConfig, CONTROLLER_NAMES};
+pub use factory::{controller_info, controller_names, make_controller, ControllerConfig, ControllerInfo, ControllerKind, CONTROLLERS};
 pub use fixed::{pick_offline_limit, FixedLimits, OfflineConfig, StaticConfig};
 pub use greedy::{Greedy, GreedyConfig};
 pub use profile::{estimate_bcet_ns, fit_exec_vs_stall, JobProfile, LinearFit};
@@ -52,6 +52,37 @@ pub enum GroupRole {
     },
     /// Throughput work that gets whatever memory the others do not hold.
     NonRealTime,
+}
+
+/// The role a group is declared with, as scenario files and the agent's config spell it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RoleName {
+    /// Soft real-time work: periodic jobs with deadlines.
+    #[serde(rename = "soft-rt")]
+    SoftRealTime,
+    /// Throughput work (the default).
+    #[default]
+    #[serde(rename = "non-rt")]
+    NonRealTime,
+}
+
+impl RoleName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RoleName::SoftRealTime => "soft-rt",
+            RoleName::NonRealTime => "non-rt",
+        }
+    }
+}
+
+impl GroupRole {
+    /// The declared role this is an instance of.
+    pub fn name(&self) -> RoleName {
+        match self {
+            GroupRole::SoftRealTime { .. } => RoleName::SoftRealTime,
+            GroupRole::NonRealTime => RoleName::NonRealTime,
+        }
+    }
 }
 
 /// Cumulative stall totals in microseconds, as PSI reports them (`total=`), since the group
@@ -80,7 +111,11 @@ impl StallInputs {
 
     /// These totals for a soft real-time group, none for any other.
     pub fn of_soft_rt(self, role: &GroupRole) -> StallInputs {
-        if matches!(role, GroupRole::SoftRealTime { .. }) { self } else { StallInputs::NONE }
+        if matches!(role, GroupRole::SoftRealTime { .. }) {
+            self
+        } else {
+            StallInputs::NONE
+        }
     }
 }
 
@@ -134,12 +169,27 @@ pub struct Observation {
 /// A change a controller asks for. The platform clamps limits to each group's floor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Action {
-    SetMax { group: GroupId, bytes: Option<u64> },
-    SetHigh { group: GroupId, bytes: Option<u64> },
-    SetMin { group: GroupId, bytes: Option<u64> },
-    SetLow { group: GroupId, bytes: Option<u64> },
+    SetMax {
+        group: GroupId,
+        bytes: Option<u64>,
+    },
+    SetHigh {
+        group: GroupId,
+        bytes: Option<u64>,
+    },
+    SetMin {
+        group: GroupId,
+        bytes: Option<u64>,
+    },
+    SetLow {
+        group: GroupId,
+        bytes: Option<u64>,
+    },
     /// Abort the running job `job` of `group` now.
-    DropJob { group: GroupId, job: u64 },
+    DropJob {
+        group: GroupId,
+        job: u64,
+    },
 }
 
 /// A memory policy.

@@ -71,10 +71,8 @@ mod tests {
     #[test]
     fn fit_recovers_an_exact_line() {
         // exec = 1.0 · stall + 480 ms, the paper's Sphinx numbers.
-        let pts: Vec<JobProfile> = [0u64, 100, 250, 400]
-            .iter()
-            .map(|ms| JobProfile { stall_ns: ms * 1_000_000, exec_ns: ms * 1_000_000 + 480_000_000 })
-            .collect();
+        let pts: Vec<JobProfile> =
+            [0u64, 100, 250, 400].iter().map(|ms| JobProfile { stall_ns: ms * 1_000_000, exec_ns: ms * 1_000_000 + 480_000_000 }).collect();
         let fit = fit_exec_vs_stall(&pts).unwrap();
         assert!((fit.slope - 1.0).abs() < 1e-12);
         assert!((fit.intercept_ns - 480e6).abs() < 1e-3);

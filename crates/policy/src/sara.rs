@@ -88,9 +88,7 @@ impl Default for SaraConfig {
 
 impl SaraConfig {
     pub fn validate(&self) -> Result<(), PolicyError> {
-        let bad = |field, requirement, got: String| {
-            Err(PolicyError::InvalidParameter { controller: "sara", field, requirement, got })
-        };
+        let bad = |field, requirement, got: String| Err(PolicyError::InvalidParameter { controller: "sara", field, requirement, got });
         if self.interval_ns == 0 {
             return bad("interval_ns", "must be > 0 (the paper uses 5_000_000)", "0".into());
         }
@@ -101,18 +99,10 @@ impl SaraConfig {
             return bad("step_up_bytes", "must be > 0, or left out to use step_bytes", "0".into());
         }
         if self.long_stall_intervals_pct > 100 {
-            return bad(
-                "long_stall_intervals_pct",
-                "must be a percentage 0..=100",
-                self.long_stall_intervals_pct.to_string(),
-            );
+            return bad("long_stall_intervals_pct", "must be a percentage 0..=100", self.long_stall_intervals_pct.to_string());
         }
         if self.long_stall_threshold_pct > 100 {
-            return bad(
-                "long_stall_threshold_pct",
-                "must be a percentage 0..=100",
-                self.long_stall_threshold_pct.to_string(),
-            );
+            return bad("long_stall_threshold_pct", "must be a percentage 0..=100", self.long_stall_threshold_pct.to_string());
         }
         Ok(())
     }
@@ -377,8 +367,7 @@ impl Controller for Sara {
                         job.severe_intervals = job.severe_intervals.saturating_add(1);
                     }
                     let hopeless = job.remaining_ideal_stall_ns() < 0;
-                    let long_stall =
-                        hopeless && is_long_stall(job.severe_intervals, job.intervals, cfg.long_stall_intervals_pct);
+                    let long_stall = hopeless && is_long_stall(job.severe_intervals, job.intervals, cfg.long_stall_intervals_pct);
                     if long_stall && cfg.early_drop && !job.drop_requested {
                         job.drop_requested = true;
                         drop_job = Some(job.job);

@@ -80,9 +80,7 @@ impl Default for SenpaiConfig {
 
 impl SenpaiConfig {
     pub fn validate(&self) -> Result<(), PolicyError> {
-        let bad = |field, requirement, got: String| {
-            Err(PolicyError::InvalidParameter { controller: "senpai", field, requirement, got })
-        };
+        let bad = |field, requirement, got: String| Err(PolicyError::InvalidParameter { controller: "senpai", field, requirement, got });
         if self.tick_ns == 0 {
             return bad("tick_ns", "must be > 0 (senpai uses 1_000_000_000)", "0".into());
         }
@@ -98,11 +96,7 @@ impl SenpaiConfig {
             }
         }
         if self.max_probe > 1.0 {
-            return bad(
-                "max_probe",
-                "must be ≤ 1 (a probe cannot remove more than the limit)",
-                self.max_probe.to_string(),
-            );
+            return bad("max_probe", "must be ≤ 1 (a probe cannot remove more than the limit)", self.max_probe.to_string());
         }
         for (field, v) in [("coeff_probe", self.coeff_probe), ("coeff_backoff", self.coeff_backoff)] {
             if !(v.is_finite() && v > 0.0) {

@@ -77,9 +77,7 @@ impl Tmo {
     }
 
     fn build(name: &'static str, threshold_pct: f64, config: TmoConfig) -> Result<Self, PolicyError> {
-        let bad = |field, requirement, got: String| {
-            Err(PolicyError::InvalidParameter { controller: name, field, requirement, got })
-        };
+        let bad = |field, requirement, got: String| Err(PolicyError::InvalidParameter { controller: name, field, requirement, got });
         if !(threshold_pct.is_finite() && threshold_pct > 0.0 && threshold_pct <= 100.0) {
             return bad("psi_threshold_pct", "must be a percentage in (0, 100]", threshold_pct.to_string());
         }
@@ -126,17 +124,13 @@ impl Controller for Tmo {
         let mut budget = Budget::new(obs);
         for (id, g) in obs.groups.iter().enumerate().filter(|(_, g)| is_soft_rt(g)) {
             let some_us = g.stall.memory_some_us;
-            let st = self
-                .groups
-                .entry(id)
-                .or_insert(TmoState { window_start_ns: obs.now_ns, window_start_some_us: some_us });
+            let st = self.groups.entry(id).or_insert(TmoState { window_start_ns: obs.now_ns, window_start_some_us: some_us });
             let elapsed_ns = obs.now_ns.saturating_sub(st.window_start_ns);
             let mut dip = None;
             if elapsed_ns >= self.config.period_ns {
                 let stall_ns = some_us.saturating_sub(st.window_start_some_us) as f64 * 1_000.0;
                 let psi_some_pct = 100.0 * stall_ns / elapsed_ns as f64;
-                let reclaim =
-                    tmo_reclaim_bytes(g.usage_bytes, self.config.reclaim_ratio, psi_some_pct, self.threshold_pct);
+                let reclaim = tmo_reclaim_bytes(g.usage_bytes, self.config.reclaim_ratio, psi_some_pct, self.threshold_pct);
                 let (lo, hi) = budget.bounds(g.floor_bytes);
                 let target = clamp_bytes(g.usage_bytes.saturating_sub(reclaim), lo, hi);
                 if reclaim > 0 && target < g.usage_bytes {
@@ -165,11 +159,7 @@ pub struct ThresholdSearch {
 /// TMO-High's threshold: evaluates every candidate (the platform's `mean_elapsed_ns` runs a
 /// profiling run per threshold) and picks the largest threshold whose mean job elapsed time
 /// stays below the deadline. All candidates are run because the mean need not be monotonic.
-pub fn pick_tmo_threshold<F>(
-    candidates_pct: &[f64],
-    deadline_ns: u64,
-    mut mean_elapsed_ns: F,
-) -> Result<ThresholdSearch, PolicyError>
+pub fn pick_tmo_threshold<F>(candidates_pct: &[f64], deadline_ns: u64, mut mean_elapsed_ns: F) -> Result<ThresholdSearch, PolicyError>
 where
     F: FnMut(f64) -> u64,
 {
@@ -189,8 +179,7 @@ where
     match evaluated.iter().rev().find(|(_, mean)| *mean < deadline_ns) {
         Some(&(threshold_pct, mean_elapsed_ns)) => Ok(ThresholdSearch { threshold_pct, mean_elapsed_ns, evaluated }),
         None => {
-            let &(best_threshold_pct, best_mean_ns) =
-                evaluated.iter().min_by_key(|(_, m)| *m).expect("candidates checked non-empty");
+            let &(best_threshold_pct, best_mean_ns) = evaluated.iter().min_by_key(|(_, m)| *m).expect("candidates checked non-empty");
             Err(PolicyError::NoThresholdMeetsDeadline { deadline_ns, best_threshold_pct, best_mean_ns })
         }
     }

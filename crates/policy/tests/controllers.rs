@@ -132,10 +132,7 @@ fn start_first_job(c: &mut Sara, f: &mut Fake) {
 fn sara_takes_the_initial_limit_and_gives_the_rest_to_non_rt() {
     let (mut c, mut f) = sara_setup(SaraConfig::default());
     let actions = f.tick(&mut c, 0);
-    assert_eq!(
-        actions,
-        vec![Action::SetMax { group: 0, bytes: Some(512 * MIB) }, Action::SetMax { group: 1, bytes: Some(512 * MIB) }]
-    );
+    assert_eq!(actions, vec![Action::SetMax { group: 0, bytes: Some(512 * MIB) }, Action::SetMax { group: 1, bytes: Some(512 * MIB) }]);
     assert_eq!(c.interval_ns(), 5 * MS);
 }
 
@@ -154,10 +151,7 @@ fn sara_adds_exactly_x_times_excess_stall_over_interval_length() {
     // The non-RT group loses exactly what the soft-RT group gained; shrinking is applied first.
     assert_eq!(
         actions,
-        vec![
-            Action::SetMax { group: 1, bytes: Some(512 * MIB - 597_688) },
-            Action::SetMax { group: 0, bytes: Some(512 * MIB + 597_688) },
-        ]
+        vec![Action::SetMax { group: 1, bytes: Some(512 * MIB - 597_688) }, Action::SetMax { group: 0, bytes: Some(512 * MIB + 597_688) },]
     );
 }
 
@@ -385,8 +379,7 @@ fn sara_follows_a_job_dropped_by_someone_else() {
 #[test]
 fn sara_tracks_several_soft_rt_groups_independently() {
     // Groups 0 and 2 are soft RT, 1 is non-RT; only group 0 runs a job and stalls.
-    let mut f =
-        Fake::new(1 << 30, vec![srt("a", 100 * MS, 57 * MS, 0), nrt("batch", 0), srt("b", 100 * MS, 57 * MS, 0)]);
+    let mut f = Fake::new(1 << 30, vec![srt("a", 100 * MS, 57 * MS, 0), nrt("batch", 0), srt("b", 100 * MS, 57 * MS, 0)]);
     let mut c = sara(SaraConfig { initial_limit_bytes: Some(256 * MIB), ..SaraConfig::default() });
     f.release(0, 1, 0, 100 * MS);
     f.tick(&mut c, 0);
@@ -401,8 +394,7 @@ fn sara_tracks_several_soft_rt_groups_independently() {
 #[test]
 fn sara_clamps_the_limit_to_floor_and_to_what_the_others_need() {
     let mut f = Fake::new(100 * MIB, vec![srt("rt", 100 * MS, 57 * MS, 20 * MIB), nrt("batch", 30 * MIB)]);
-    let mut c =
-        sara(SaraConfig { initial_limit_bytes: Some(200 * MIB), step_bytes: 64 * MIB, ..SaraConfig::default() });
+    let mut c = sara(SaraConfig { initial_limit_bytes: Some(200 * MIB), step_bytes: 64 * MIB, ..SaraConfig::default() });
     f.release(0, 1, 0, 100 * MS);
     f.tick(&mut c, 0);
     assert_eq!(c.limit_bytes(0), Some(70 * MIB), "total − non-RT floor");
@@ -416,10 +408,7 @@ fn sara_clamps_the_limit_to_floor_and_to_what_the_others_need() {
 
 #[test]
 fn sara_default_start_is_an_even_share_above_the_non_rt_floors() {
-    let mut f = Fake::new(
-        1000 * MIB,
-        vec![srt("a", 100 * MS, 50 * MS, 0), nrt("batch", 100 * MIB), srt("b", 100 * MS, 50 * MS, 0)],
-    );
+    let mut f = Fake::new(1000 * MIB, vec![srt("a", 100 * MS, 50 * MS, 0), nrt("batch", 100 * MIB), srt("b", 100 * MS, 50 * MS, 0)]);
     let mut c = sara(SaraConfig::default());
     f.tick(&mut c, 0);
     assert_eq!((c.limit_bytes(0), c.limit_bytes(2)), (Some(450 * MIB), Some(450 * MIB)));
@@ -484,10 +473,8 @@ fn offline_picks_the_smallest_limit_meeting_the_target_hit_ratio() {
 
 #[test]
 fn static_partition_uses_named_limits_and_the_non_rt_groups_split_the_rest() {
-    let mut f =
-        Fake::new(1000 * MIB, vec![srt("a", MS, MS, 0), srt("b", MS, MS, 0), nrt("n1", 0), nrt("n2", 250 * MIB)]);
-    let mut c =
-        make_controller("static", json!({"limits_bytes": {"a": 300 * MIB}, "default_limit_bytes": 100 * MIB})).unwrap();
+    let mut f = Fake::new(1000 * MIB, vec![srt("a", MS, MS, 0), srt("b", MS, MS, 0), nrt("n1", 0), nrt("n2", 250 * MIB)]);
+    let mut c = make_controller("static", json!({"limits_bytes": {"a": 300 * MIB}, "default_limit_bytes": 100 * MIB})).unwrap();
     f.tick(c.as_mut(), 0);
     let maxes: Vec<_> = f.groups.iter().map(|g| g.knobs.max_bytes).collect();
     // 600 MiB left; n2's floor (250) is below the even share (300), so both get 300.
@@ -537,10 +524,7 @@ fn tmo_low_reclaims_ratio_scaled_by_headroom_below_the_threshold() {
     let actions = f.tick(c.as_mut(), 6_000 * MS);
     assert_eq!(
         actions,
-        vec![
-            Action::SetMax { group: 0, bytes: Some(100 * MIB - 524_288) },
-            Action::SetMax { group: 1, bytes: Some(900 * MIB + 524_288) },
-        ]
+        vec![Action::SetMax { group: 0, bytes: Some(100 * MIB - 524_288) }, Action::SetMax { group: 1, bytes: Some(900 * MIB + 524_288) },]
     );
     assert_eq!(tmo_reclaim_bytes(100 * MIB, 0.01, 0.05, 0.1), 524_288);
     // Next tick the dip is lifted; the group is unconstrained and holds its (reclaimed) usage.
@@ -587,18 +571,10 @@ fn tmo_high_search_picks_the_largest_threshold_with_mean_below_the_deadline() {
     assert_eq!((r.threshold_pct, r.mean_elapsed_ns), (30.0, 1_450 * MS));
     assert_eq!(r.evaluated.len(), 5);
     // Not monotone: a larger threshold that happens to pass wins, since every candidate is run.
-    let r =
-        pick_tmo_threshold(&[10.0, 30.0, 40.0], 1_500 * MS, |t| if t == 40.0 { 1_400 * MS } else { mean(t) }).unwrap();
+    let r = pick_tmo_threshold(&[10.0, 30.0, 40.0], 1_500 * MS, |t| if t == 40.0 { 1_400 * MS } else { mean(t) }).unwrap();
     assert_eq!(r.threshold_pct, 40.0);
     let e = pick_tmo_threshold(&[40.0, 50.0], 1_500 * MS, mean).unwrap_err();
-    assert_eq!(
-        e,
-        PolicyError::NoThresholdMeetsDeadline {
-            deadline_ns: 1_500 * MS,
-            best_threshold_pct: 40.0,
-            best_mean_ns: 1_600 * MS
-        }
-    );
+    assert_eq!(e, PolicyError::NoThresholdMeetsDeadline { deadline_ns: 1_500 * MS, best_threshold_pct: 40.0, best_mean_ns: 1_600 * MS });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -614,10 +590,7 @@ fn senpai_update_rule_matches_hand_computed_numbers() {
     let actions = f.tick(&mut c, 0);
     assert_eq!(
         actions,
-        vec![
-            Action::SetHigh { group: 0, bytes: Some(104_857_600) },
-            Action::SetHigh { group: 1, bytes: Some(943_718_400) }
-        ]
+        vec![Action::SetHigh { group: 0, bytes: Some(104_857_600) }, Action::SetHigh { group: 1, bytes: Some(943_718_400) }]
     );
     // Calls between senpai ticks do nothing.
     assert!(f.tick(&mut c, 500 * MS).is_empty());
@@ -713,15 +686,8 @@ fn factory_errors_are_one_line_and_actionable() {
         err("sara", json!({"step_bytes": "x"})),
         err("static", json!({"limits_bytes": {"srt": -1}})),
     ];
-    assert_eq!(
-        errors[0],
-        "unknown controller `sarah`; use one of: sara, greedy, offline, tmo-low, tmo-high, senpai, static"
-    );
-    assert!(
-        errors[1].starts_with("invalid config for controller `sara`: unknown field `intervl_ns`, expected one of"),
-        "{}",
-        errors[1]
-    );
+    assert_eq!(errors[0], "unknown controller `sarah`; use one of: sara, greedy, offline, tmo-low, tmo-high, senpai, static");
+    assert!(errors[1].starts_with("invalid config for controller `sara`: unknown field `intervl_ns`, expected one of"), "{}", errors[1]);
     assert_eq!(errors[2], "invalid config for controller `offline`: missing field `limit_bytes`");
     assert!(errors[3].contains("set `limits_bytes`"), "{}", errors[3]);
     assert!(errors[4].contains("unknown variant `min`, expected `max` or `high`"), "{}", errors[4]);
@@ -815,11 +781,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
             prop::option::weighted(0.1, (0usize..n, prop::option::of(0u64..=2 * total))),
         )
             .prop_map(|(dt_ns, stall, usage, events, perturb)| Step { dt_ns, stall, usage, events, perturb });
-        (Just(total), Just(groups), prop::collection::vec(step, 1..80)).prop_map(|(total, groups, steps)| Scenario {
-            total,
-            groups,
-            steps,
-        })
+        (Just(total), Just(groups), prop::collection::vec(step, 1..80)).prop_map(|(total, groups, steps)| Scenario { total, groups, steps })
     })
 }
 
@@ -833,11 +795,7 @@ fn all_controllers() -> Vec<(Box<dyn Controller + Send>, LimitKnob)> {
         ("tmo-low", json!({"period_ns": 20_000_000}), LimitKnob::Max),
         ("tmo-high", json!({"psi_threshold_pct": 30.0, "period_ns": 10_000_000, "reclaim_ratio": 0.5}), LimitKnob::Max),
         ("senpai", json!({"tick_ns": 10_000_000, "interval_ticks": 2}), LimitKnob::High),
-        (
-            "senpai",
-            json!({"tick_ns": 1, "interval_ticks": 1, "knob": "max", "limit_min_bytes": 8 * MIB}),
-            LimitKnob::Max,
-        ),
+        ("senpai", json!({"tick_ns": 1, "interval_ticks": 1, "knob": "max", "limit_min_bytes": 8 * MIB}), LimitKnob::Max),
         ("static", json!({"limits_bytes": {"g0": 100 * MIB}, "default_limit_bytes": 50 * MIB}), LimitKnob::Max),
     ];
     specs.into_iter().map(|(n, cfg, k)| (make_controller(n, cfg).unwrap(), k)).collect()
@@ -871,20 +829,11 @@ fn run_scenario(sc: &Scenario, c: &mut dyn Controller, knob: LimitKnob) -> Resul
                     prop_assert!(group < n, "{}: action on unknown group {group}", c.name());
                     if let Some(b) = bytes {
                         let floor = sc.groups[group].floor_bytes;
-                        prop_assert!(
-                            b >= floor && b <= sc.total,
-                            "{} step {i}: {a:?} outside [{floor}, {}]",
-                            c.name(),
-                            sc.total
-                        );
+                        prop_assert!(b >= floor && b <= sc.total, "{} step {i}: {a:?} outside [{floor}, {}]", c.name(), sc.total);
                     }
                 }
                 Action::DropJob { group, .. } => {
-                    prop_assert!(
-                        matches!(sc.groups[group].role, GroupRole::SoftRealTime { .. }),
-                        "{}: drop on non-RT",
-                        c.name()
-                    );
+                    prop_assert!(matches!(sc.groups[group].role, GroupRole::SoftRealTime { .. }), "{}: drop on non-RT", c.name());
                 }
                 Action::SetMin { .. } | Action::SetLow { .. } => prop_assert!(false, "{}: unexpected {a:?}", c.name()),
             }
@@ -909,22 +858,10 @@ proptest! {
 }
 
 fn wild_group() -> impl Strategy<Value = GroupObservation> {
-    (
-        any::<bool>(),
-        any::<u64>(),
-        any::<u64>(),
-        any::<[u64; 4]>(),
-        any::<u64>(),
-        any::<(Option<u64>, Option<u64>)>(),
-        0u64..=1 << 40,
-    )
+    (any::<bool>(), any::<u64>(), any::<u64>(), any::<[u64; 4]>(), any::<u64>(), any::<(Option<u64>, Option<u64>)>(), 0u64..=1 << 40)
         .prop_map(|(is_rt, d, bcet, st, usage, (max, high), floor)| GroupObservation {
             name: "w".into(),
-            role: if is_rt {
-                GroupRole::SoftRealTime { deadline_ns: d, bcet_ns: bcet }
-            } else {
-                GroupRole::NonRealTime
-            },
+            role: if is_rt { GroupRole::SoftRealTime { deadline_ns: d, bcet_ns: bcet } } else { GroupRole::NonRealTime },
             stall: StallTotals { memory_some_us: st[0], memory_full_us: st[1], io_some_us: st[2], io_full_us: st[3] },
             usage_bytes: usage,
             knobs: MemoryKnobs { max_bytes: max, high_bytes: high, min_bytes: None, low_bytes: None },
@@ -933,13 +870,11 @@ fn wild_group() -> impl Strategy<Value = GroupObservation> {
 }
 
 fn wild_event() -> impl Strategy<Value = JobEvent> {
-    (0usize..5, 0u8..3, any::<u64>(), any::<u64>(), any::<u64>()).prop_map(
-        |(group, k, job, at_ns, deadline_ns)| match k {
-            0 => JobEvent::Release { group, job: job % 4, at_ns, deadline_ns },
-            1 => JobEvent::Completion { group, job: job % 4, at_ns },
-            _ => JobEvent::Drop { group, job: job % 4, at_ns },
-        },
-    )
+    (0usize..5, 0u8..3, any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(group, k, job, at_ns, deadline_ns)| match k {
+        0 => JobEvent::Release { group, job: job % 4, at_ns, deadline_ns },
+        1 => JobEvent::Completion { group, job: job % 4, at_ns },
+        _ => JobEvent::Drop { group, job: job % 4, at_ns },
+    })
 }
 
 proptest! {
@@ -998,8 +933,7 @@ const PLANT_TOTAL: u64 = 200 * MIB;
 
 impl Plant {
     fn new() -> Self {
-        let mut fake =
-            Fake::new(PLANT_TOTAL, vec![srt("rt", PLANT_PERIOD, PLANT_BCET, 10 * MIB), nrt("batch", 10 * MIB)]);
+        let mut fake = Fake::new(PLANT_TOTAL, vec![srt("rt", PLANT_PERIOD, PLANT_BCET, 10 * MIB), nrt("batch", 10 * MIB)]);
         fake.groups[1].usage_bytes = PLANT_TOTAL;
         Plant { fake, running: None, pending: VecDeque::new(), next_job: 0, stall_acc_ns: 0.0, finished: Vec::new() }
     }
@@ -1109,12 +1043,7 @@ fn sara_closes_the_loop_on_a_toy_plant_and_greedy_holds_everything() {
     assert_eq!(*trace.last().unwrap(), PLANT_NEED, "greedy's soft-RT task holds all it needs");
     let greedy_nrt = plant.fake.groups[1].knobs.max_bytes.unwrap();
     assert_eq!(greedy_nrt, PLANT_TOTAL - PLANT_NEED);
-    assert!(
-        sara_nrt >= greedy_nrt + 15 * MIB,
-        "SARA gives non-RT {} MiB, Greedy {} MiB",
-        sara_nrt / MIB,
-        greedy_nrt / MIB
-    );
+    assert!(sara_nrt >= greedy_nrt + 15 * MIB, "SARA gives non-RT {} MiB, Greedy {} MiB", sara_nrt / MIB, greedy_nrt / MIB);
 }
 
 /// A group's observation with every pressure total and the usage the controller says it does

@@ -4,7 +4,9 @@
 //! (unit-tested below without Python); the `#[pyfunction]`s only move data across.
 //! Core scenario errors become the Python `ScenarioError` in one place, [`to_py_err`].
 
-use critmem_core::mem::{DeviceSpec, MemConfig, MemError, Memory, RefKind, RegionKind, ResId, ReservationKind, ReservationSpec, SharePolicy, Vpn};
+use critmem_core::mem::{
+    DeviceSpec, MemConfig, MemError, Memory, RefKind, RegionKind, ResId, ReservationKind, ReservationSpec, SharePolicy, Vpn,
+};
 use critmem_core::{load_str, Format, Nanos, Overrides, Scenario, SimOptions, SimResult, Simulation};
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
@@ -275,8 +277,7 @@ fn simulate(
 #[pyo3(signature = (text, source_name, format))]
 fn analyze(py: Python<'_>, text: &str, source_name: &str, format: &str) -> PyResult<String> {
     let format = parse_format(format)?;
-    py.detach(|| load(text, source_name, format, None, None).map(|s| critmem_analysis::analyze(&s).to_json()))
-        .map_err(to_py_err)
+    py.detach(|| load(text, source_name, format, None, None).map(|s| critmem_analysis::analyze(&s).to_json())).map_err(to_py_err)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -475,7 +476,9 @@ mod tests {
         let n = c.task.len();
         assert_eq!(n, r.jobs.len());
         assert!(n > 0);
-        for len in [c.job.len(), c.release_ms.len(), c.start_ms.len(), c.completion_ms.len(), c.response_ms.len(), c.missed.len(), c.outcome.len()] {
+        for len in
+            [c.job.len(), c.release_ms.len(), c.start_ms.len(), c.completion_ms.len(), c.response_ms.len(), c.missed.len(), c.outcome.len()]
+        {
             assert_eq!(len, n);
         }
         for i in 0..n {

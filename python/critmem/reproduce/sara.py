@@ -231,7 +231,7 @@ def measure(spec: Spec) -> dict[str, Any]:
         "total_mb": spec.total_mb,
         "deadline_hit_ratio": _num(tasks.loc[w.srt, "hit_ratio"], 4),
         "nonrt_throughput": _num(tasks.loc[w.nrt, "throughput_per_s"], 4),
-        "jobs": int(len(judged)),
+        "jobs": len(judged),
         "misses": int(missed.sum()),
         "cascaded_misses": int((missed & judged["late_start"]).sum()),
         "dropped": int(jobs["outcome"].eq("aborted").sum()),
@@ -320,9 +320,7 @@ def compute(plan: Plan, progress: Progress | None = None) -> dict[str, Any]:
 
     # 1. Profiling: BCET with memory unconstrained (Greedy, large memory), and Fig. 7 under a
     #    fixed limit halfway between the workload's minimum and maximum, beside the graph job.
-    bcet_specs = [
-        Spec(w, 80, ssd, "greedy", (), plan.profile_periods, PROFILE_SEED, keep_series=True) for w in WORKLOADS for ssd in SSDS
-    ]
+    bcet_specs = [Spec(w, 80, ssd, "greedy", (), plan.profile_periods, PROFILE_SEED, keep_series=True) for w in WORKLOADS for ssd in SSDS]
     fig7_specs = [
         Spec(
             w,
@@ -503,8 +501,7 @@ def headline(data: dict[str, Any]) -> dict[str, Any]:
     numbers beside the paper's."""
     rows = [r for r in data["runs"] if r["controller"] in CONTROLLERS]
     configs_out = [
-        {k: r[k] for k in ("workload", "memory_pct", "ssd", "controller", "deadline_hit_ratio", "nonrt_throughput")}
-        for r in rows
+        {k: r[k] for k in ("workload", "memory_pct", "ssd", "controller", "deadline_hit_ratio", "nonrt_throughput")} for r in rows
     ]
     by: dict[str, list[dict[str, Any]]] = {}
     for r in rows:

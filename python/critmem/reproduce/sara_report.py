@@ -76,10 +76,19 @@ def plot_fig7(data: dict[str, Any], path: Path) -> Path:
         ax.scatter(x, y, s=8, color="#1f77b4", label="jobs")
         if len(x):
             xs = np.linspace(0, max(x.max(), 1e-3), 50)
-            ax.plot(xs, f["slope"] * xs + f["intercept_ms"] / 1000.0, color="#d62728",
-                    label=f"fit: y = {f['slope']:.3f}x + {f['intercept_ms'] / 1000:.3f} s")
-        _label(ax, f"{name}: limit {f['limit_mb']:.0f} MB (R² {f['r_squared']:.3f})",
-               "stall per period s_period (s)", "execution time t_exec (s)", "upper left")
+            ax.plot(
+                xs,
+                f["slope"] * xs + f["intercept_ms"] / 1000.0,
+                color="#d62728",
+                label=f"fit: y = {f['slope']:.3f}x + {f['intercept_ms'] / 1000:.3f} s",
+            )
+        _label(
+            ax,
+            f"{name}: limit {f['limit_mb']:.0f} MB (R² {f['r_squared']:.3f})",
+            "stall per period s_period (s)",
+            "execution time t_exec (s)",
+            "upper left",
+        )
     fig.suptitle("Fig. 7 (model): execution time against stall per period, fixed limit beside graphchi")
     fig.tight_layout()
     return _save(fig, path)
@@ -140,7 +149,10 @@ def plot_step_up(data: dict[str, Any], path: Path) -> Path:
     workloads = data["workloads"]
     for i, w in enumerate(workloads):
         ax = fig.add_subplot(1, len(workloads), i + 1)
-        for c, label, color in (("sara", "paper's rule (one x)", _COLORS["sara"]), ("sara-step-up", f"x_up = {STEP_UP_BYTES / MIB:g} MiB", "#ff7f0e")):
+        for c, label, color in (
+            ("sara", "paper's rule (one x)", _COLORS["sara"]),
+            ("sara-step-up", f"x_up = {STEP_UP_BYTES / MIB:g} MiB", "#ff7f0e"),
+        ):
             r = _find(data, w["name"], 60, "slow-ssd", c)
             if r is None or "series" not in r:
                 continue
@@ -148,7 +160,13 @@ def plot_step_up(data: dict[str, Any], path: Path) -> Path:
             resp = np.array([x if x is not None else np.nan for x in shown], dtype=float)
             ax.plot(np.arange(len(resp)), resp / w["deadline_ms"], color=color, lw=0.7, label=label)
         ax.axhline(1.0, color="black", ls="--", lw=0.8, label="deadline")
-        _label(ax, f"{w['name']}, 60 % memory, slow SSD", f"job (period; the first {STEP_UP_JOBS_SHOWN} at most)", "response time / deadline", "lower right")
+        _label(
+            ax,
+            f"{w['name']}, 60 % memory, slow SSD",
+            f"job (period; the first {STEP_UP_JOBS_SHOWN} at most)",
+            "response time / deadline",
+            "lower right",
+        )
     fig.suptitle("SARA: response time per job, the paper's Eq. 6 vs growing by x_up (dropped jobs left out)")
     fig.tight_layout()
     return _save(fig, path)
@@ -181,8 +199,13 @@ def plot_fig13(data: dict[str, Any], path: Path) -> Path:
         if dropped:
             ax.scatter(dropped, [deadline / 1000.0] * len(dropped), color="black", s=12, label="dropped", zorder=3)
     ax.axhline(deadline / 1000.0, color="red", ls="--", lw=0.8, label="deadline")
-    _label(ax, f"Fig. 13 (model): SARA with and without early job dropping — {w}, {pct} % memory, {ssd}",
-           "job (period)", "elapsed time from release (s)", "upper right")
+    _label(
+        ax,
+        f"Fig. 13 (model): SARA with and without early job dropping — {w}, {pct} % memory, {ssd}",
+        "job (period)",
+        "elapsed time from release (s)",
+        "upper right",
+    )
     fig.tight_layout()
     return _save(fig, path)
 
@@ -219,7 +242,17 @@ def render(data: dict[str, Any], summary: dict[str, Any], files: Sequence[str]) 
     out.append(
         _table(
             ["workload", "deadline (ms)", "BCET configured (ms)", "SRT memory min/max (MB)", "graphchi max (MB)", "aggregate peak (MB)"],
-            [[w["name"], w["deadline_ms"], w["configured_bcet_ms"], f"{w['srt_min_mb']}/{w['srt_max_mb']}", w["nrt_max_mb"], w["peak_mb"]] for w in data["workloads"]],
+            [
+                [
+                    w["name"],
+                    w["deadline_ms"],
+                    w["configured_bcet_ms"],
+                    f"{w['srt_min_mb']}/{w['srt_max_mb']}",
+                    w["nrt_max_mb"],
+                    w["peak_mb"],
+                ]
+                for w in data["workloads"]
+            ],
         )
     )
     out.append(
@@ -239,7 +272,15 @@ def render(data: dict[str, Any], summary: dict[str, Any], files: Sequence[str]) 
         _table(
             ["workload", "fixed limit (MB)", "slope (paper ≈ 1)", "intercept (ms)", "configured BCET (ms)", "intercept error", "R²"],
             [
-                [k, v["limit_mb"], v["slope"], v["intercept_ms"], v["configured_bcet_ms"], f"{v['intercept_error_pct']:+.1f} %", v["r_squared"]]
+                [
+                    k,
+                    v["limit_mb"],
+                    v["slope"],
+                    v["intercept_ms"],
+                    v["configured_bcet_ms"],
+                    f"{v['intercept_error_pct']:+.1f} %",
+                    v["r_squared"],
+                ]
                 for k, v in data["fig7"].items()
             ],
         )
@@ -251,7 +292,13 @@ def render(data: dict[str, Any], summary: dict[str, Any], files: Sequence[str]) 
     out.append("## The baselines' searches\n")
     out.append(
         _table(
-            ["configuration", "Offline limit (MB)", "Offline profile (MB: hit ratio)", "TMO-High threshold (%)", "TMO-High search (%: mean response ms)"],
+            [
+                "configuration",
+                "Offline limit (MB)",
+                "Offline profile (MB: hit ratio)",
+                "TMO-High threshold (%)",
+                "TMO-High search (%: mean response ms)",
+            ],
             [
                 [
                     k,
@@ -288,10 +335,18 @@ def render(data: dict[str, Any], summary: dict[str, Any], files: Sequence[str]) 
                 ["TMO-High mean deadline hit ratio", _f(hit.get("tmo-high"), 4), _f(PAPER_BASELINE_HIT_RATIO["tmo-high"], 4)],
                 ["Greedy mean deadline hit ratio", _f(hit.get("greedy"), 4), "high (not given)"],
                 ["TMO-Low mean deadline hit ratio", _f(hit.get("tmo-low"), 4), "high (not given)"],
-                ["SARA / Greedy throughput (mean of per-config ratios)", _f(gains["greedy"]["mean_of_ratios"], 2), _f(gains["greedy"]["paper_mean"], 2)],
+                [
+                    "SARA / Greedy throughput (mean of per-config ratios)",
+                    _f(gains["greedy"]["mean_of_ratios"], 2),
+                    _f(gains["greedy"]["paper_mean"], 2),
+                ],
                 ["SARA / Greedy throughput (ratio of means)", _f(gains["greedy"]["ratio_of_means"], 2), "–"],
                 ["SARA / Greedy largest ratio", _f(gains["greedy"]["max_ratio"], 2), _f(gains["greedy"]["paper_max"], 2)],
-                ["SARA / TMO-Low throughput (mean of per-config ratios)", _f(gains["tmo-low"]["mean_of_ratios"], 2), _f(gains["tmo-low"]["paper_mean"], 2)],
+                [
+                    "SARA / TMO-Low throughput (mean of per-config ratios)",
+                    _f(gains["tmo-low"]["mean_of_ratios"], 2),
+                    _f(gains["tmo-low"]["paper_mean"], 2),
+                ],
                 ["SARA / TMO-Low throughput (ratio of means)", _f(gains["tmo-low"]["ratio_of_means"], 2), "–"],
                 ["SARA / TMO-Low largest ratio", _f(gains["tmo-low"]["max_ratio"], 2), _f(gains["tmo-low"]["paper_max"], 2)],
             ],
@@ -304,7 +359,9 @@ def render(data: dict[str, Any], summary: dict[str, Any], files: Sequence[str]) 
     for name, pct, ssd in _configs(data):
         s, g = _find(data, name, pct, ssd, "sara"), _find(data, name, pct, ssd, "greedy")
         if s and g:
-            usage_rows.append([f"{name}/{pct} %/{ssd}", s["srt_mean_usage_mb"], g["srt_mean_usage_mb"], s["nrt_mean_usage_mb"], g["nrt_mean_usage_mb"]])
+            usage_rows.append(
+                [f"{name}/{pct} %/{ssd}", s["srt_mean_usage_mb"], g["srt_mean_usage_mb"], s["nrt_mean_usage_mb"], g["nrt_mean_usage_mb"]]
+            )
     out.append(_table(["configuration", "SRT MB (SARA)", "SRT MB (Greedy)", "graphchi MB (SARA)", "graphchi MB (Greedy)"], usage_rows))
     out.append("\n## Fig. 13: early job dropping\n")
     w13, p13, s13 = fig13_config(data)
@@ -362,7 +419,13 @@ def _step_up_section(data: dict[str, Any], summary: dict[str, Any]) -> str:
         "while the job's time grows as BCET/(1 − ρ). The variant `step_up_bytes` gives growth its "
         f"own x ({x_up_mib:g} MiB here; trims keep x = 1 MiB). Same runs, same seed:\n\n"
         + _table(
-            ["configuration", "paper's rule: hit / thr", f"x_up = {x_up_mib:g} MiB: hit / thr", "jobs dropped (paper / x_up)", "median lateness of misses, ms (paper / x_up)"],
+            [
+                "configuration",
+                "paper's rule: hit / thr",
+                f"x_up = {x_up_mib:g} MiB: hit / thr",
+                "jobs dropped (paper / x_up)",
+                "median lateness of misses, ms (paper / x_up)",
+            ],
             rows,
         )
         + "\n\nIt is a deviation from the paper and is reported beside it, never in place of it; "
@@ -420,8 +483,13 @@ def _discussion(data: dict[str, Any]) -> str:
         th, gr = _find(data, w, pct_i, ssd, "tmo-high"), _find(data, w, pct_i, ssd, "greedy")
         means = [p["mean_response_ms"] for p in t["search"] if p["mean_response_ms"] is not None]
         tmo_rows.append(
-            [k, t["threshold_pct"], f"{min(means):.0f}–{max(means):.0f}" if means else "–",
-             th["srt_mean_usage_mb"] if th else None, gr["srt_mean_usage_mb"] if gr else None]
+            [
+                k,
+                t["threshold_pct"],
+                f"{min(means):.0f}–{max(means):.0f}" if means else "–",
+                th["srt_mean_usage_mb"] if th else None,
+                gr["srt_mean_usage_mb"] if gr else None,
+            ]
         )
     out.append(
         "\n**TMO-High.** TMO reclaims once per 6 s period (`memory.reclaim`, 1 % of usage scaled by "
@@ -509,8 +577,10 @@ def _acceptance(data: dict[str, Any], summary: dict[str, Any]) -> str:
     checks = [
         ("SARA mean deadline hit ratio ≥ 0.95", hit.get("sara") is not None and hit["sara"] >= 0.95, _f(hit.get("sara"), 4)),
         (
-            f"(not the paper's rule) SARA with x_up = {su['step_up_bytes'] / MIB:g} MiB: mean hit ratio ≥ 0.95, "
-            "throughput ≥ 3× Greedy's and TMO-Low's",
+            (
+                f"(not the paper's rule) SARA with x_up = {su['step_up_bytes'] / MIB:g} MiB: mean hit ratio ≥ 0.95, "
+                "throughput ≥ 3× Greedy's and TMO-Low's"
+            ),
             (su["mean_deadline_hit_ratio"] or 0) >= 0.95 and all((g or 0) >= 3 for g in su["throughput_gain"].values()),
             f"{_f(su['mean_deadline_hit_ratio'], 4)}; {_f(su['throughput_gain']['greedy'], 2)}× / {_f(su['throughput_gain']['tmo-low'], 2)}×",
         ),
@@ -525,8 +595,10 @@ def _acceptance(data: dict[str, Any], summary: dict[str, Any]) -> str:
             _f(g["tmo-low"]["ratio_of_means"], 2),
         ),
         (
-            "Offline and TMO-High hit ratio clearly below SARA's (yes), or not and the data bear out why (explained, "
-            "see \"Where the model and the paper differ\")",
+            (
+                "Offline and TMO-High hit ratio clearly below SARA's (yes), or not and the data bear out why (explained, "
+                'see "Where the model and the paper differ")'
+            ),
             *_baselines_verdict(data, hit),
         ),
         (

@@ -431,11 +431,16 @@ def table3(ctx: _Ctx, minimum: dict[str, int], spel_size: dict[str, int]) -> dic
                 "total_min_mb": phys["min_mb"],
                 "total_max_mb": phys["max_mb"],
                 "formula": {
-                    "no-sp-mgmt": "sum - (n-1)*min Avg(S) = " + (f"{total} - {n - 1}*{least:g}" if least is not None else "? (a sharer ended no job)"),
+                    "no-sp-mgmt": "sum - (n-1)*min Avg(S) = "
+                    + (f"{total} - {n - 1}*{least:g}" if least is not None else "? (a sharer ended no job)"),
                     "spc": "sum",
                     "spel": f"sum - (n-1)*S = {total} - {n - 1}*{w.shm_mb}",
                 }[tech],
-                "formula_mb": {"no-sp-mgmt": None if least is None else _whole_or_num(total - (n - 1) * least), "spc": total, "spel": total - (n - 1) * w.shm_mb}[tech],
+                "formula_mb": {
+                    "no-sp-mgmt": None if least is None else _whole_or_num(total - (n - 1) * least),
+                    "spc": total,
+                    "spel": total - (n - 1) * w.shm_mb,
+                }[tech],
                 "shared_use_per_job_mb": shared_mb,
                 "steady_misses": {m.name: task_summary(r, m.name, warm)["steady_misses"] for m in members},
                 "paper_reservations_mb": paper_res,

@@ -185,19 +185,37 @@ def render(data: dict[str, Any], t2: dict[str, Any], files: Sequence[str]) -> st
                 ["τ2 (C, T, D)", f"({w['tau2_wcet_ms']:g}, {w['tau2_period_ms']:g}, {w['tau2_period_ms']:g}) ms", "paper"],
                 ["scheduling", "rate monotonic on 1 CPU (τ1 has the higher priority)", "paper"],
                 ["shared region", f"{w['shm_mb']} MB shm, mapped by every task", "paper"],
-                ["τ1 memory", f"sweeps the whole region once per job, in order", "paper"],
-                ["τ2 memory", f"{w['tau2_chunk_mb']} MB chunk per job, the next chunk in the next job "
-                 f"({math.ceil(w['shm_mb'] / w['tau2_chunk_mb'])} jobs cover the region)", "paper"],
+                ["τ1 memory", "sweeps the whole region once per job, in order", "paper"],
+                [
+                    "τ2 memory",
+                    (
+                        f"{w['tau2_chunk_mb']} MB chunk per job, the next chunk in the next job "
+                        f"({math.ceil(w['shm_mb'] / w['tau2_chunk_mb'])} jobs cover the region)"
+                    ),
+                    "paper",
+                ],
                 ["τ2 passes over its chunk", f"{w['tau2_passes']} per job", "chosen (see below)"],
-                ["private footprint", f"{w['private_mb']:g} MB per task, referenced throughout the job "
-                 "(one private reference per shared one)", "chosen (see below)"],
-                ["swap", f"{w['swap']}" + (" (5 ms per request + 120 MB/s)" if w["swap"] == "hdd" else "") + f", readahead {w['readahead_pages']} pages",
-                 "paper: 7200 rpm disk; readahead: Linux default (page-cluster 3)"],
+                [
+                    "private footprint",
+                    (f"{w['private_mb']:g} MB per task, referenced throughout the job (one private reference per shared one)"),
+                    "chosen (see below)",
+                ],
+                [
+                    "swap",
+                    f"{w['swap']}"
+                    + (" (5 ms per request + 120 MB/s)" if w["swap"] == "hdd" else "")
+                    + f", readahead {w['readahead_pages']} pages",
+                    "paper: 7200 rpm disk; readahead: Linux default (page-cluster 3)",
+                ],
                 ["reservations", "hard, FIFO second chance, one per task", "paper (Linux/RK)"],
                 ["physical memory", f"{w['total_mb']} MB, {w['page_bytes']} B pages", "paper (4 GB, 4 KB pages)"],
-                ["warm-up / judged", f"{w['warmup_laps']} / {w['measure_laps']} laps of the slowest task over the region", "chosen (see below)"],
+                [
+                    "warm-up / judged",
+                    f"{w['warmup_laps']} / {w['measure_laps']} laps of the slowest task over the region",
+                    "chosen (see below)",
+                ],
             ],
-        )  # fmt: skip
+        )
     )
     add(
         "\n**Why these choices.** The paper does not state τ2's reuse of its chunk or the tasks' private "
@@ -209,7 +227,7 @@ def render(data: dict[str, Any], t2: dict[str, Any], files: Sequence[str]) -> st
         "code, data and stack) is the size of the bundled `examples/shared-pages.toml`. The paper's minima "
         "only bound it to (0, 1] MB; the supplementary study S3 shows what changes with it. Private pages "
         "are touched throughout a job, so under LRU they are hotter than each shared page — the situation "
-        "of the paper's Sec. III-B (\"its private code and data pages are more frequently accessed\"). "
+        'of the paper\'s Sec. III-B ("its private code and data pages are more frequently accessed"). '
         "*Warm-up:* the region starts empty, so the first lap over it is zero-fill (no swap-in), and the "
         "first time each page is evicted it must be written to swap; jobs released in the first "
         f"{w['warmup_laps']} laps (τ2: {data['search']['tau2']['warmup_ms'] / 1000:g} s) are shown but not "
@@ -273,7 +291,16 @@ def render(data: dict[str, Any], t2: dict[str, Any], files: Sequence[str]) -> st
             )  # fmt: skip
     add(
         _table(
-            ["task set", "technique", "model reserve (MB)", "model total (MB)", "formula (MB)", "paper reserve (MB)", "paper total (MB)", "model steady misses"],
+            [
+                "task set",
+                "technique",
+                "model reserve (MB)",
+                "model total (MB)",
+                "formula (MB)",
+                "paper reserve (MB)",
+                "paper total (MB)",
+                "model steady misses",
+            ],
             rows,
         )
     )
@@ -308,10 +335,20 @@ def render(data: dict[str, Any], t2: dict[str, Any], files: Sequence[str]) -> st
         )  # fmt: skip
     add(
         _table(
-            ["policy", "reservations (MB)", "τ1 misses", "judged", "τ2 periods with a τ1 miss", "τ1 misses per τ2 period",
-             "τ1 worst resp. (ms)", "τ1 major faults", "τ2 judged misses", "paper"],
+            [
+                "policy",
+                "reservations (MB)",
+                "τ1 misses",
+                "judged",
+                "τ2 periods with a τ1 miss",
+                "τ1 misses per τ2 period",
+                "τ1 worst resp. (ms)",
+                "τ1 major faults",
+                "τ2 judged misses",
+                "paper",
+            ],
             rows,
-        )  # fmt: skip
+        )
     )
     add("\n![Fig. 9](fig9.png)\n")
 
@@ -326,10 +363,7 @@ def render(data: dict[str, Any], t2: dict[str, Any], files: Sequence[str]) -> st
     add(
         _table(
             ["operation"] + [f"paper: {v}" for v in TABLE2_COLUMNS.values()] + ["paper SPC / global"],
-            [
-                [TABLE2_ROWS[op], *_paper_cells(cols), _paper_ratio(cols)]
-                for op, cols in t2["rows"].items()
-            ],
+            [[TABLE2_ROWS[op], *_paper_cells(cols), _paper_ratio(cols)] for op, cols in t2["rows"].items()],
         )
     )
 
@@ -380,14 +414,17 @@ def render_table2(t2: dict[str, Any]) -> str:
         + [f"paper: {v}" for v in TABLE2_COLUMNS.values()]
         + ["model SPC / global", "paper SPC / global"]
     )
-    return "\n".join(
-        [
-            "# Table II: cost of the memory operations, this run (shared-page reproduction)\n",
-            _table2_method(t2),
-            _table(header, rows),
-            "\nThe rest of the reproduction is in [`report.md`](report.md).",
-        ]
-    ) + "\n"
+    return (
+        "\n".join(
+            [
+                "# Table II: cost of the memory operations, this run (shared-page reproduction)\n",
+                _table2_method(t2),
+                _table(header, rows),
+                "\nThe rest of the reproduction is in [`report.md`](report.md).",
+            ]
+        )
+        + "\n"
+    )
 
 
 def _discussion(data: dict[str, Any]) -> str:
@@ -412,16 +449,25 @@ def _discussion(data: dict[str, Any]) -> str:
         "τ2's per-period use of the region, as the duplicated part; applied to the Avg(S) the model measures in "
         f"the same runs it gives {_f(ns_t1t2['formula_mb'])} and {_f(ns_t2t2['formula_mb'])} MB (the formula "
         "column). "
-        + ("The frames actually held match it. " if all(_close(c["total_mb"], c["formula_mb"]) for c in (ns_t1t2, ns_t2t2)) else "The frames actually held differ. ")
+        + (
+            "The frames actually held match it. "
+            if all(_close(c["total_mb"], c["formula_mb"]) for c in (ns_t1t2, ns_t2t2))
+            else "The frames actually held differ. "
+        )
         + "In the model a hard reservation keeps every "
         f"page until it needs the frame, so τ2's {m2} MB holds its {w['tau2_chunk_mb']} MB chunk, the tail of the "
         f"previous chunk and its {p:g} MB of private pages: {m2 - p:g} MB of shared pages, every one of which τ1 "
         "(or the in-phase copy of τ2) holds too — that whole amount is the duplicate the model subtracts, "
         f"giving {m1} + {m2} − {m2 - p:g} and {m2} + {m2} − {m2 - p:g}. The paper's numbers correspond to τ2 keeping 1 MB of "
         "shared pages, i.e. a 1 MB private footprint, or, for {τ2, τ2}, to copies that are not in phase"
-        + (f" (one period apart the model gives {_f(apart['total_mb'])} MB: then the copies share only one chunk at a time)" if apart else "")
+        + (
+            f" (one period apart the model gives {_f(apart['total_mb'])} MB: then the copies share only one chunk at a time)"
+            if apart
+            else ""
+        )
         + ". S3 varies the footprint and the phase:\n"
     )
+
     def first(r: dict[str, Any]) -> str:
         return ", ".join(f"{k}: {'—' if v is None else f'{v / 1000:g} s'}" for k, v in r["first_miss_release_ms"].items())
 
@@ -430,7 +476,21 @@ def _discussion(data: dict[str, Any]) -> str:
          r["duplicate_mb"], ", ".join(f"{k}: {v}" for k, v in r["steady_misses"].items()), first(r)]
         for r in pair
     ]  # fmt: skip
-    add(_table(["S3: private (MB)", "τ2 minimum (MB)", "copies", "total (MB)", "range", "duplicates (MB)", "judged misses", "first miss released at"], rows))
+    add(
+        _table(
+            [
+                "S3: private (MB)",
+                "τ2 minimum (MB)",
+                "copies",
+                "total (MB)",
+                "range",
+                "duplicates (MB)",
+                "judged misses",
+                "first miss released at",
+            ],
+            rows,
+        )
+    )
     thrash = [r for r in pair if sum(r["steady_misses"].values()) > 0]
     calm = [r for r in pair if sum(r["steady_misses"].values()) == 0]
     add(
@@ -476,7 +536,20 @@ def _discussion(data: dict[str, Any]) -> str:
          r["tau1_worst_response_ms"]]
         for r in sup["swap_in_cost"]
     ]  # fmt: skip
-    add(_table(["S1: swap", "readahead", "τ1 pages in / τ2 period¹", "requests / τ2 period¹", "τ1 suspended ms / τ2 period¹", "τ1 misses / τ2 period (judged)", "τ1 worst resp. (ms)"], rows))
+    add(
+        _table(
+            [
+                "S1: swap",
+                "readahead",
+                "τ1 pages in / τ2 period¹",
+                "requests / τ2 period¹",
+                "τ1 suspended ms / τ2 period¹",
+                "τ1 misses / τ2 period (judged)",
+                "τ1 worst resp. (ms)",
+            ],
+            rows,
+        )
+    )
     add(
         "\n¹ Averaged over every τ2 period of the run. The same pages are swapped in whatever the device; only what they cost τ1 changes. The default keeps "
         "Linux's readahead of 8 pages (page-cluster 3) rather than choosing the device cost that matches the "
@@ -500,7 +573,11 @@ def _discussion(data: dict[str, Any]) -> str:
          f"{r['tau1_steady_misses']} of {r['tau1_steady_jobs']}", r["tau1_major_faults"]]
         for r in sup["first_touch"]
     ]  # fmt: skip
-    add(_table(["S2: policy", "touches first", "τ1 offset (ms)", "τ1 misses", "of them in warm-up", "judged misses", "τ1 major faults"], rows))
+    add(
+        _table(
+            ["S2: policy", "touches first", "τ1 offset (ms)", "τ1 misses", "of them in warm-up", "judged misses", "τ1 major faults"], rows
+        )
+    )
     t2_first = {r["policy"]: r for r in sup["first_touch"] if r["first_toucher"] == "tau2"}
     ft2, nosp2 = t2_first["first-touch"], t2_first["no-sp-mgmt"]
     add(
@@ -520,7 +597,7 @@ def _discussion(data: dict[str, Any]) -> str:
         later = [f"{resp / 1000:.1f} s" for _, resp in done[1:4]]
         add(
             f"**4. Fig. 8(a), τ1 at {data['min_reservation_mb']['tau1'] - 1} MB.** The paper's τ1 at 10 MB \"could "
-            "not even finish its first period until 3 sec\". In the model the first job takes "
+            'not even finish its first period until 3 sec". In the model the first job takes '
             f"{_f(done[0][1]) if done else '—'} ms (the region starts empty: its first sweep is zero-fill, without "
             "swap-in); from then on every sweep thrashes the reservation (each page is evicted before it is used "
             "again)"

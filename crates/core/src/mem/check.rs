@@ -30,68 +30,39 @@ impl Memory {
     ///   charged to that reservation; SPEL-locked regions are wholly resident and locked;
     /// * commitments fit in physical memory.
     pub fn check_invariants(&self) -> Result<(), String> {
-        self.flists
-            .check()
-            .map_err(|e| format!("frame lists: {e}"))?;
-        self.elists
-            .check()
-            .map_err(|e| format!("charge lists: {e}"))?;
+        self.flists.check().map_err(|e| format!("frame lists: {e}"))?;
+        self.elists.check().map_err(|e| format!("charge lists: {e}"))?;
         let n = self.frames.len();
-        ensure!(
-            n == self.cfg.total_frames as usize && self.flists.elements() == n,
-            "frame count changed"
-        );
+        ensure!(n == self.cfg.total_frames as usize && self.flists.elements() == n, "frame count changed");
 
         // Frames.
         let mut in_use = 0usize;
         for (f, fr) in self.frames.iter().enumerate() {
             match self.flists.list_of(f as u32) {
                 Some(LOCKED) => {
-                    ensure!(
-                        fr.region != NIL && fr.first == NIL,
-                        "locked frame {f} holds no page or has charges"
-                    );
+                    ensure!(fr.region != NIL && fr.first == NIL, "locked frame {f} holds no page or has charges");
                     let reg = &self.regions[fr.region as usize];
-                    ensure!(
-                        reg.mode == Mode::Locked,
-                        "frame {f} is locked but region {} is not",
-                        fr.region
-                    );
+                    ensure!(reg.mode == Mode::Locked, "frame {f} is locked but region {} is not", fr.region);
                 }
                 Some(l) => {
                     ensure!(
                         fr.region == NIL && fr.first == NIL && !fr.pinned,
                         "free/conserved frame {f} (list {l}) holds a page or has charges"
                     );
-                    ensure!(
-                        ((l - 1) / 2) < self.pools.len() as u32,
-                        "frame {f} is on list {l} of no pool"
-                    );
+                    ensure!(((l - 1) / 2) < self.pools.len() as u32, "frame {f} is on list {l} of no pool");
                 }
                 None => {
                     in_use += 1;
-                    ensure!(
-                        fr.first != NIL,
-                        "frame {f} is on no list and has no holder (lost)"
-                    );
+                    ensure!(fr.first != NIL, "frame {f} is on no list and has no holder (lost)");
                     ensure!(fr.region != NIL, "in-use frame {f} holds no page");
                     let e = &self.entries[fr.first as usize];
-                    ensure!(
-                        e.frame == f as u32,
-                        "frame {f}: holder entry {} points at frame {}",
-                        fr.first,
-                        e.frame
-                    );
+                    ensure!(e.frame == f as u32, "frame {f}: holder entry {} points at frame {}", fr.first, e.frame);
                     ensure!(!fr.pinned, "frame {f} left pinned");
                 }
             }
             if fr.region != NIL {
                 let reg = &self.regions[fr.region as usize];
-                ensure!(
-                    reg.alive,
-                    "frame {f} holds a page of dead region {}",
-                    fr.region
-                );
+                ensure!(reg.alive, "frame {f} holds a page of dead region {}", fr.region);
                 ensure!(
                     reg.frame.get(fr.page as usize) == Some(&(f as u32)),
                     "frame {f} holds page {} of region {} but the region points elsewhere",
@@ -100,38 +71,20 @@ impl Memory {
                 );
             }
         }
-        let placed = in_use as u64
-            + (0..self.flists.lists() as u32)
-                .map(|l| u64::from(self.flists.len(l)))
-                .sum::<u64>();
-        ensure!(
-            placed == n as u64,
-            "frames are not conserved: {placed} placed of {n}"
-        );
+        let placed = in_use as u64 + (0..self.flists.lists() as u32).map(|l| u64::from(self.flists.len(l))).sum::<u64>();
+        ensure!(placed == n as u64, "frames are not conserved: {placed} placed of {n}");
 
         // Charge entries.
         let mut live = 0usize;
         for (e, en) in self.entries.iter().enumerate() {
             let Some(list) = self.elists.list_of(e as u32) else {
-                ensure!(
-                    en.frame == NIL,
-                    "entry {e} is on no list but still charges frame {}",
-                    en.frame
-                );
+                ensure!(en.frame == NIL, "entry {e} is on no list but still charges frame {}", en.frame);
                 continue;
             };
             live += 1;
-            ensure!(
-                list == active(en.pool) || list == inactive(en.pool),
-                "entry {e} of pool {} is on list {list}",
-                en.pool
-            );
+            ensure!(list == active(en.pool) || list == inactive(en.pool), "entry {e} of pool {} is on list {list}", en.pool);
             let fr = &self.frames[en.frame as usize];
-            ensure!(
-                self.flists.list_of(en.frame).is_none(),
-                "entry {e} charges frame {} which is not in use",
-                en.frame
-            );
+            ensure!(self.flists.list_of(en.frame).is_none(), "entry {e} charges frame {} which is not in use", en.frame);
             let mut c = fr.first;
             let mut found = false;
             while c != NIL {
@@ -140,10 +93,7 @@ impl Memory {
             }
             ensure!(found, "entry {e} is not on frame {}'s chain", en.frame);
         }
-        ensure!(
-            live + self.free_entries.len() == self.entries.len(),
-            "charge entries leaked"
-        );
+        ensure!(live + self.free_entries.len() == self.entries.len(), "charge entries leaked");
 
         // Per-frame charge chains.
         for (f, fr) in self.frames.iter().enumerate() {
@@ -155,32 +105,17 @@ impl Memory {
             let mut c = fr.first;
             while c != NIL {
                 let en = &self.entries[c as usize];
-                ensure!(
-                    en.frame == f as u32,
-                    "frame {f}'s chain contains entry {c} of frame {}",
-                    en.frame
-                );
-                ensure!(
-                    !pools_seen.contains(&en.pool),
-                    "frame {f} is charged twice to pool {}",
-                    en.pool
-                );
+                ensure!(en.frame == f as u32, "frame {f}'s chain contains entry {c} of frame {}", en.frame);
+                ensure!(!pools_seen.contains(&en.pool), "frame {f} is charged twice to pool {}", en.pool);
                 pools_seen.push(en.pool);
                 c = en.next;
             }
             match mode {
-                Mode::Global => ensure!(
-                    pools_seen == [GLOBAL],
-                    "global-policy frame {f} charged to {pools_seen:?}"
-                ),
-                Mode::FirstTouch => ensure!(
-                    pools_seen.len() == 1,
-                    "first-touch frame {f} charged to {pools_seen:?}"
-                ),
-                Mode::Own | Mode::Spc => ensure!(
-                    pools_seen[1..].iter().all(|&p| p != GLOBAL),
-                    "frame {f}: the global pool is a non-owner sharer"
-                ),
+                Mode::Global => ensure!(pools_seen == [GLOBAL], "global-policy frame {f} charged to {pools_seen:?}"),
+                Mode::FirstTouch => ensure!(pools_seen.len() == 1, "first-touch frame {f} charged to {pools_seen:?}"),
+                Mode::Own | Mode::Spc => {
+                    ensure!(pools_seen[1..].iter().all(|&p| p != GLOBAL), "frame {f}: the global pool is a non-owner sharer")
+                }
                 Mode::Locked => return Err(format!("locked-region frame {f} has charges")),
             }
         }
@@ -190,11 +125,7 @@ impl Memory {
         for (p, pool) in self.pools.iter().enumerate() {
             let p = p as u32;
             let (mut holders, mut spc_shared, mut entries) = (0u64, 0u64, 0u64);
-            for e in self
-                .elists
-                .iter(active(p))
-                .chain(self.elists.iter(inactive(p)))
-            {
+            for e in self.elists.iter(active(p)).chain(self.elists.iter(inactive(p))) {
                 entries += 1;
                 let f = self.entries[e as usize].frame;
                 if self.frames[f as usize].first == e {
@@ -205,21 +136,12 @@ impl Memory {
             }
             let free = u64::from(self.flists.len(free_list(p)));
             let cpl = u64::from(self.flists.len(cpl_list(p)));
-            ensure!(
-                cpl == spc_shared,
-                "pool {p}: {cpl} conserved frames but {spc_shared} SPC pages shared without owning"
-            );
+            ensure!(cpl == spc_shared, "pool {p}: {cpl} conserved frames but {spc_shared} SPC pages shared without owning");
             if pool.kind == PoolKind::Global {
-                ensure!(
-                    pool.lent == 0 && pool.borrowed == 0 && cpl == 0,
-                    "global pool has lent/borrowed/conserved frames"
-                );
+                ensure!(pool.lent == 0 && pool.borrowed == 0 && cpl == 0, "global pool has lent/borrowed/conserved frames");
                 continue;
             }
-            ensure!(
-                !(pool.lent > 0 && pool.borrowed > 0),
-                "pool {p} both lends and borrows"
-            );
+            ensure!(!(pool.lent > 0 && pool.borrowed > 0), "pool {p} both lends and borrows");
             if pool.kind == PoolKind::Limit {
                 // A cap, not a reservation: no slots, nothing set aside, never above max.
                 ensure!(
@@ -230,23 +152,14 @@ impl Memory {
                     pool.borrowed,
                     pool.locked_charge
                 );
-                ensure!(
-                    entries <= pool.size,
-                    "limit group {} charges {entries} pages above its max {}",
-                    p - 1,
-                    pool.size
-                );
+                ensure!(entries <= pool.size, "limit group {} charges {entries} pages above its max {}", p - 1, pool.size);
                 continue;
             }
             let charge = entries + free + pool.lent + pool.locked_charge;
             let held = holders + free + cpl;
             match pool.kind {
                 PoolKind::Hard => {
-                    ensure!(
-                        pool.borrowed == 0,
-                        "hard reservation {} borrowed frames",
-                        p - 1
-                    );
+                    ensure!(pool.borrowed == 0, "hard reservation {} borrowed frames", p - 1);
                     ensure!(
                         charge == pool.size,
                         "hard reservation {}: charged {entries} + free {free} + lent {} + locked {} != size {}",
@@ -273,43 +186,27 @@ impl Memory {
                         pool.size,
                         pool.borrowed
                     );
-                    ensure!(
-                        pool.borrowed == 0 || free == 0,
-                        "firm reservation {} keeps free frames while borrowing",
-                        p - 1
-                    );
+                    ensure!(pool.borrowed == 0 || free == 0, "firm reservation {} keeps free frames while borrowing", p - 1);
                 }
                 PoolKind::Global | PoolKind::Limit => unreachable!(),
             }
-            ensure!(
-                pool.locked_charge <= pool.size,
-                "pool {p}: locked charge beyond size"
-            );
+            ensure!(pool.locked_charge <= pool.size, "pool {p}: locked charge beyond size");
             committed += pool.size - pool.locked_charge;
         }
         committed += u64::from(self.flists.len(LOCKED));
         let capacity = u64::from(self.cfg.total_frames - self.cfg.unreserved_min_frames);
-        ensure!(
-            committed <= capacity,
-            "committed {committed} frames beyond capacity {capacity}"
-        );
+        ensure!(committed <= capacity, "committed {committed} frames beyond capacity {capacity}");
 
         // Regions.
         let mut resident = 0usize;
         for (r, reg) in self.regions.iter().enumerate() {
             if !reg.alive {
-                ensure!(
-                    reg.frame.iter().all(|&f| f == NIL),
-                    "dead region {r} keeps resident pages"
-                );
+                ensure!(reg.frame.iter().all(|&f| f == NIL), "dead region {r} keeps resident pages");
                 continue;
             }
             for (i, &f) in reg.frame.iter().enumerate() {
                 if f == NIL {
-                    ensure!(
-                        reg.mode != Mode::Locked,
-                        "page {i} of locked region {r} is not resident"
-                    );
+                    ensure!(reg.mode != Mode::Locked, "page {i} of locked region {r} is not resident");
                     continue;
                 }
                 resident += 1;
@@ -323,10 +220,7 @@ impl Memory {
             }
             for (i, &o) in reg.swap_owner.iter().enumerate() {
                 ensure!(
-                    o == NIL
-                        || (reg.frame[i] == NIL
-                            && reg.pflags[i] & BACKED != 0
-                            && (o as usize) < self.pools.len()),
+                    o == NIL || (reg.frame[i] == NIL && reg.pflags[i] & BACKED != 0 && (o as usize) < self.pools.len()),
                     "region {r} page {i}: swap owner {o} recorded for a page that is not swapped out"
                 );
             }
@@ -339,14 +233,8 @@ impl Memory {
                         "locked region {r} is mapped by space {s} whose reservation gave up nothing for it"
                     );
                 }
-                let v = sp
-                    .vmas
-                    .get(vi as usize)
-                    .ok_or_else(|| format!("region {r}: mapper ({s},{vi}) has no vma"))?;
-                ensure!(
-                    v.region == r as u32 || v.shadow == r as u32,
-                    "region {r}: mapper ({s},{vi}) maps another region"
-                );
+                let v = sp.vmas.get(vi as usize).ok_or_else(|| format!("region {r}: mapper ({s},{vi}) has no vma"))?;
+                ensure!(v.region == r as u32 || v.shadow == r as u32, "region {r}: mapper ({s},{vi}) maps another region");
             }
         }
         ensure!(
@@ -363,17 +251,12 @@ impl Memory {
             let mut present = 0u64;
             let mut next_start = 0u32;
             for (vi, v) in sp.vmas.iter().enumerate() {
-                ensure!(
-                    v.start == next_start,
-                    "space {s}: vma {vi} does not follow the previous one"
-                );
+                ensure!(v.start == next_start, "space {s}: vma {vi} does not follow the previous one");
                 next_start = v.start + v.pages;
                 for me in [v.region, v.shadow] {
                     if me != NIL {
                         ensure!(
-                            self.regions[me as usize]
-                                .mappers
-                                .contains(&(s as u32, vi as u32)),
+                            self.regions[me as usize].mappers.contains(&(s as u32, vi as u32)),
                             "space {s} vma {vi} is missing from region {me}'s reverse map"
                         );
                     }
@@ -381,11 +264,7 @@ impl Memory {
                 for i in 0..v.pages {
                     let pte = sp.ptes[(v.start + i) as usize];
                     if pte.flags & PRESENT == 0 {
-                        ensure!(
-                            pte.frame == NIL,
-                            "space {s} page {}: not present but points at a frame",
-                            v.start + i
-                        );
+                        ensure!(pte.frame == NIL, "space {s} page {}: not present but points at a frame", v.start + i);
                         continue;
                     }
                     present += 1;
@@ -400,11 +279,7 @@ impl Memory {
                     );
                     let reg = &self.regions[fr.region as usize];
                     if pte.flags & WRITABLE != 0 {
-                        ensure!(
-                            v.writable && !reg.is_cow_base(),
-                            "space {s} page {} is writable but must not be",
-                            v.start + i
-                        );
+                        ensure!(v.writable && !reg.is_cow_base(), "space {s} page {} is writable but must not be", v.start + i);
                     }
                     if sp.pool != GLOBAL && matches!(reg.mode, Mode::Own | Mode::Spc) {
                         ensure!(
@@ -415,10 +290,7 @@ impl Memory {
                     }
                 }
             }
-            ensure!(
-                next_start as usize == sp.ptes.len(),
-                "space {s}: page table longer than its mappings"
-            );
+            ensure!(next_start as usize == sp.ptes.len(), "space {s}: page table longer than its mappings");
             ensure!(
                 present == sp.stats.resident_pages,
                 "space {s}: {present} present entries but resident counter {}",

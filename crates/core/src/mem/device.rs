@@ -101,10 +101,7 @@ impl DeviceSpec {
     /// Checks the parameters; the message says what to change.
     pub fn validate(&self) -> Result<(), String> {
         if self.read_bytes_per_s == 0 || self.write_bytes_per_s == 0 {
-            return Err(format!(
-                "device `{}`: bandwidths must be greater than 0 bytes/s",
-                self.name
-            ));
+            return Err(format!("device `{}`: bandwidths must be greater than 0 bytes/s", self.name));
         }
         Ok(())
     }
@@ -164,12 +161,7 @@ pub struct Device {
 
 impl Device {
     pub fn new(spec: DeviceSpec) -> Self {
-        Device {
-            spec,
-            busy_until: Nanos::ZERO,
-            last: None,
-            stats: DeviceStats::default(),
-        }
+        Device { spec, busy_until: Nanos::ZERO, last: None, stats: DeviceStats::default() }
     }
 
     pub fn spec(&self) -> &DeviceSpec {
@@ -225,15 +217,9 @@ mod tests {
     #[test]
     fn presets_have_the_documented_bandwidths() {
         let s = DeviceSpec::slow_ssd();
-        assert_eq!(
-            (s.read_bytes_per_s, s.write_bytes_per_s),
-            (560_000_000, 510_000_000)
-        );
+        assert_eq!((s.read_bytes_per_s, s.write_bytes_per_s), (560_000_000, 510_000_000));
         let f = DeviceSpec::fast_ssd();
-        assert_eq!(
-            (f.read_bytes_per_s, f.write_bytes_per_s),
-            (2_100_000_000, 1_000_000_000)
-        );
+        assert_eq!((f.read_bytes_per_s, f.write_bytes_per_s), (2_100_000_000, 1_000_000_000));
         for name in DeviceSpec::PRESETS {
             let d = DeviceSpec::preset(name).unwrap();
             assert_eq!(d.name, name);
@@ -245,14 +231,8 @@ mod tests {
     #[test]
     fn service_time_is_latency_plus_transfer() {
         // 4096 B at 560 MB/s = 7314.29 ns, rounded up.
-        assert_eq!(
-            DeviceSpec::slow_ssd().service_time(IoOp::Read, 4096),
-            Nanos(90_000 + 7_315)
-        );
-        assert_eq!(
-            DeviceSpec::hdd().service_time(IoOp::Write, 120_000),
-            Nanos(5_000_000 + 1_000_000)
-        );
+        assert_eq!(DeviceSpec::slow_ssd().service_time(IoOp::Read, 4096), Nanos(90_000 + 7_315));
+        assert_eq!(DeviceSpec::hdd().service_time(IoOp::Write, 120_000), Nanos(5_000_000 + 1_000_000));
     }
 
     #[test]
@@ -261,10 +241,7 @@ mod tests {
         let svc = d.spec().service_time(IoOp::Read, 4096);
         assert_eq!(d.submit(Nanos(1_000), IoOp::Read, 4096), Nanos(1_000) + svc);
         // Submitted long after the first finished: starts at once.
-        assert_eq!(
-            d.submit(Nanos::from_ms(1), IoOp::Read, 4096),
-            Nanos::from_ms(1) + svc
-        );
+        assert_eq!(d.submit(Nanos::from_ms(1), IoOp::Read, 4096), Nanos::from_ms(1) + svc);
         assert_eq!(d.stats().queued, Nanos::ZERO);
     }
 
@@ -281,9 +258,6 @@ mod tests {
         let r = d.submit(Nanos::ZERO, IoOp::Read, 4096);
         assert_eq!(r, one + transfer + d.spec().service_time(IoOp::Read, 4096));
         assert_eq!(d.submit(Nanos::ZERO, IoOp::Write, 4096), r + one);
-        assert_eq!(
-            (d.stats().writes, d.stats().merged_writes, d.stats().reads),
-            (2, 1, 1)
-        );
+        assert_eq!((d.stats().writes, d.stats().merged_writes, d.stats().reads), (2, 1, 1));
     }
 }

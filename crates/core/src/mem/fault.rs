@@ -41,13 +41,7 @@ impl Memory {
     /// else goes to the fault path, which may evict pages (write-backs are queued on the
     /// device at `now`, ahead of any read this fault submits).
     #[inline]
-    pub fn access(
-        &mut self,
-        now: Nanos,
-        space: AsId,
-        vpn: Vpn,
-        kind: RefKind,
-    ) -> Result<Access, MemError> {
+    pub fn access(&mut self, now: Nanos, space: AsId, vpn: Vpn, kind: RefKind) -> Result<Access, MemError> {
         if let Some(sp) = self.spaces.get_mut(space.0 as usize) {
             if let Some(pte) = sp.ptes.get_mut(vpn.0 as usize) {
                 let (need, set) = match kind {
@@ -93,25 +87,13 @@ impl Memory {
         (vpn < v.start + v.pages).then_some(k - 1)
     }
 
-    fn fault(
-        &mut self,
-        now: Nanos,
-        space: AsId,
-        vpn: Vpn,
-        kind: RefKind,
-    ) -> Result<Access, MemError> {
+    fn fault(&mut self, now: Nanos, space: AsId, vpn: Vpn, kind: RefKind) -> Result<Access, MemError> {
         let s = self.space_idx(space)?;
-        let vi = self.find_vma(s, vpn.0).ok_or(MemError::Unmapped {
-            space: space.0,
-            vpn: vpn.0,
-        })?;
+        let vi = self.find_vma(s, vpn.0).ok_or(MemError::Unmapped { space: space.0, vpn: vpn.0 })?;
         let vma = self.spaces[s].vmas[vi];
         let write = kind == RefKind::Write;
         if write && !vma.writable {
-            return Err(MemError::ReadOnly {
-                space: space.0,
-                vpn: vpn.0,
-            });
+            return Err(MemError::ReadOnly { space: space.0, vpn: vpn.0 });
         }
         let i = vpn.0 - vma.start;
         let pool = self.spaces[s].pool;
@@ -145,12 +127,7 @@ impl Memory {
         Ok(match out.ready_at {
             Some(ready_at) if ready_at > now => {
                 st.major_faults += 1;
-                Access::Major {
-                    cpu: out.cpu,
-                    memstall_cpu: out.memstall_cpu,
-                    ready_at,
-                    refault: out.refault,
-                }
+                Access::Major { cpu: out.cpu, memstall_cpu: out.memstall_cpu, ready_at, refault: out.refault }
             }
             _ => {
                 st.minor_faults += 1;
@@ -189,24 +166,13 @@ impl Memory {
             self.frames[pte.frame as usize].dirty = true;
         }
         let sp = &mut self.spaces[s];
-        sp.ptes[vpn as usize] = Pte {
-            frame: NIL,
-            flags: pte.flags & WINDOW,
-        };
+        sp.ptes[vpn as usize] = Pte { frame: NIL, flags: pte.flags & WINDOW };
         sp.stats.resident_pages -= 1;
         true
     }
 
     /// Makes page `i` of region `r` resident and accounted for `pool`'s mapping of it.
-    fn bring_in(
-        &mut self,
-        now: Nanos,
-        s: usize,
-        pool: u32,
-        r: u32,
-        i: u32,
-        out: &mut FaultOut,
-    ) -> Result<u32, MemError> {
+    fn bring_in(&mut self, now: Nanos, s: usize, pool: u32, r: u32, i: u32, out: &mut FaultOut) -> Result<u32, MemError> {
         let f = self.regions[r as usize].frame[i as usize];
         if f != NIL {
             let was = self.frames[f as usize].pinned;
@@ -222,10 +188,7 @@ impl Memory {
             let ready = self.frames[f as usize].ready_at;
             if ready > now {
                 // Someone else's read of this page is still in flight.
-                out.wait_for(
-                    ready,
-                    self.regions[r as usize].pflags[i as usize] & EVICTED != 0,
-                );
+                out.wait_for(ready, self.regions[r as usize].pflags[i as usize] & EVICTED != 0);
             }
             return Ok(f);
         }
@@ -233,11 +196,7 @@ impl Memory {
         debug_assert_ne!(mode, Mode::Locked, "locked pages are always resident");
         let alloc = if mode == Mode::Global { GLOBAL } else { self.swap_owner(r, i).unwrap_or(pool) };
         let f = self.take_free(alloc, now, true)?;
-        let first_list = if alloc == GLOBAL {
-            inactive(GLOBAL)
-        } else {
-            active(alloc)
-        };
+        let first_list = if alloc == GLOBAL { inactive(GLOBAL) } else { active(alloc) };
         self.install(f, r, i, alloc, first_list, now);
         let flags = self.regions[r as usize].pflags[i as usize];
         if flags & BACKED == 0 {
@@ -319,15 +278,7 @@ impl Memory {
     pub(super) fn install(&mut self, f: u32, r: u32, i: u32, pool: u32, list: u32, now: Nanos) {
         let e = self.new_entry(f, pool);
         self.elists.push_back(list, e);
-        self.frames[f as usize] = Frame {
-            region: r,
-            page: i,
-            first: e,
-            dirty: false,
-            pinned: false,
-            ready_at: now,
-            readahead: false,
-        };
+        self.frames[f as usize] = Frame { region: r, page: i, first: e, dirty: false, pinned: false, ready_at: now, readahead: false };
         let reg = &mut self.regions[r as usize];
         reg.frame[i as usize] = f;
         reg.pflags[i as usize] |= MATERIAL;
@@ -363,23 +314,13 @@ impl Memory {
     }
 
     /// A write to a copy-on-write page still shared through the base region.
-    fn cow_break(
-        &mut self,
-        now: Nanos,
-        s: usize,
-        pool: u32,
-        vma: Vma,
-        i: u32,
-        out: &mut FaultOut,
-    ) -> Result<u32, MemError> {
+    fn cow_break(&mut self, now: Nanos, s: usize, pool: u32, vma: Vma, i: u32, out: &mut FaultOut) -> Result<u32, MemError> {
         let (b, sh) = (vma.region, vma.shadow);
         let fb = self.regions[b as usize].frame[i as usize];
         let sole_user = self.regions[b as usize].cow_refs[i as usize] == 1;
         let sole_charge = fb == NIL || {
             let e = self.frames[fb as usize].first;
-            e != NIL
-                && self.entries[e as usize].pool == pool
-                && self.entries[e as usize].next == NIL
+            e != NIL && self.entries[e as usize].pool == pool && self.entries[e as usize].next == NIL
         };
         if sole_user && sole_charge {
             // Nobody else can see the page any more: it simply becomes private (no copy).

@@ -14,11 +14,7 @@ struct Head {
     len: u32,
 }
 
-const EMPTY: Head = Head {
-    head: NIL,
-    tail: NIL,
-    len: 0,
-};
+const EMPTY: Head = Head { head: NIL, tail: NIL, len: 0 };
 
 /// An element's links and list, together: unlinking touches one cache line per element,
 /// not one per field (reclaim moves elements between lists all the time).
@@ -30,11 +26,7 @@ struct Link {
     on: u32,
 }
 
-const UNLINKED: Link = Link {
-    prev: NIL,
-    next: NIL,
-    on: NIL,
-};
+const UNLINKED: Link = Link { prev: NIL, next: NIL, on: NIL };
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct IndexLists {
@@ -44,10 +36,7 @@ pub(crate) struct IndexLists {
 
 impl IndexLists {
     pub fn new(elements: usize, lists: usize) -> Self {
-        IndexLists {
-            links: vec![UNLINKED; elements],
-            heads: vec![EMPTY; lists],
-        }
+        IndexLists { links: vec![UNLINKED; elements], heads: vec![EMPTY; lists] }
     }
 
     /// Makes room for elements `0..n` (new ones are on no list).
@@ -98,17 +87,9 @@ impl IndexLists {
     /// Appends `x` (which must be on no list) at the tail of `list`.
     #[inline]
     pub fn push_back(&mut self, list: u32, x: u32) {
-        debug_assert_eq!(
-            self.links[x as usize].on, NIL,
-            "element {x} is already on list {}",
-            self.links[x as usize].on
-        );
+        debug_assert_eq!(self.links[x as usize].on, NIL, "element {x} is already on list {}", self.links[x as usize].on);
         let h = &mut self.heads[list as usize];
-        self.links[x as usize] = Link {
-            prev: h.tail,
-            next: NIL,
-            on: list,
-        };
+        self.links[x as usize] = Link { prev: h.tail, next: NIL, on: list };
         if h.tail == NIL {
             h.head = x;
         } else {
@@ -121,11 +102,7 @@ impl IndexLists {
     /// Unlinks `x` from whatever list it is on (no-op if none).
     #[inline]
     pub fn remove(&mut self, x: u32) {
-        let Link {
-            prev: p,
-            next: n,
-            on: list,
-        } = self.links[x as usize];
+        let Link { prev: p, next: n, on: list } = self.links[x as usize];
         if list == NIL {
             return;
         }
@@ -189,10 +166,7 @@ impl IndexLists {
                 }
                 seen[c] = true;
                 if self.links[c].on != l as u32 {
-                    return Err(format!(
-                        "list {l}: element {cur} is tagged as on list {}",
-                        self.links[c].on
-                    ));
+                    return Err(format!("list {l}: element {cur} is tagged as on list {}", self.links[c].on));
                 }
                 if self.links[c].prev != prev {
                     return Err(format!("list {l}: element {cur} has a wrong back link"));
@@ -202,10 +176,7 @@ impl IndexLists {
                 cur = self.links[c].next;
             }
             if prev != h.tail {
-                return Err(format!(
-                    "list {l}: tail is {} but the last element is {prev}",
-                    h.tail
-                ));
+                return Err(format!("list {l}: tail is {} but the last element is {prev}", h.tail));
             }
             if count != h.len {
                 return Err(format!("list {l}: length {} but {count} elements", h.len));
@@ -213,9 +184,7 @@ impl IndexLists {
         }
         for (x, l) in self.links.iter().map(|k| k.on).enumerate() {
             if l != NIL && !seen[x] {
-                return Err(format!(
-                    "element {x} is tagged as on list {l} but not linked into it"
-                ));
+                return Err(format!("element {x} is tagged as on list {l} but not linked into it"));
             }
         }
         Ok(())

@@ -118,10 +118,7 @@ struct Pte {
     flags: u8,
 }
 
-const EMPTY_PTE: Pte = Pte {
-    frame: NIL,
-    flags: 0,
-};
+const EMPTY_PTE: Pte = Pte { frame: NIL, flags: 0 };
 
 #[derive(Clone, Copy, Debug)]
 struct Frame {
@@ -140,15 +137,8 @@ struct Frame {
     readahead: bool,
 }
 
-const FREE_FRAME: Frame = Frame {
-    region: NIL,
-    page: NIL,
-    first: NIL,
-    dirty: false,
-    pinned: false,
-    ready_at: Nanos::ZERO,
-    readahead: false,
-};
+const FREE_FRAME: Frame =
+    Frame { region: NIL, page: NIL, first: NIL, dirty: false, pinned: false, ready_at: Nanos::ZERO, readahead: false };
 
 #[derive(Clone, Copy, Debug)]
 struct Entry {
@@ -350,9 +340,7 @@ impl Memory {
     }
 
     pub fn device(&self, id: DeviceId) -> Result<&Device, MemError> {
-        self.devices
-            .get(id.0 as usize)
-            .ok_or(MemError::NoSuchDevice(id.0))
+        self.devices.get(id.0 as usize).ok_or(MemError::NoSuchDevice(id.0))
     }
 
     // ---------------------------------------------------------------- reservations
@@ -362,17 +350,9 @@ impl Memory {
     ///
     /// Admission: the frames committed to reservations (sizes, minus what SPEL locks saved)
     /// plus the new size must fit in `total_frames − unreserved_min_frames`.
-    pub fn create_reservation(
-        &mut self,
-        now: Nanos,
-        spec: ReservationSpec,
-    ) -> Result<ResId, MemError> {
+    pub fn create_reservation(&mut self, now: Nanos, spec: ReservationSpec) -> Result<ResId, MemError> {
         if spec.pages < self.cfg.min_reservation_pages.max(1) {
-            return Err(MemError::ReservationTooSmall {
-                name: spec.name,
-                pages: spec.pages,
-                min: self.cfg.min_reservation_pages.max(1),
-            });
+            return Err(MemError::ReservationTooSmall { name: spec.name, pages: spec.pages, min: self.cfg.min_reservation_pages.max(1) });
         }
         let capacity = u64::from(self.cfg.total_frames - self.cfg.unreserved_min_frames);
         let committed = self.committed_frames();
@@ -407,10 +387,7 @@ impl Memory {
     }
 
     fn pool_of(&self, res: ResId) -> Result<u32, MemError> {
-        let p = res
-            .0
-            .checked_add(1)
-            .ok_or(MemError::NoSuchReservation(res.0))?;
+        let p = res.0.checked_add(1).ok_or(MemError::NoSuchReservation(res.0))?;
         if (p as usize) < self.pools.len() {
             Ok(p)
         } else {
@@ -420,11 +397,7 @@ impl Memory {
 
     /// Frames promised to reservations and locked regions (limit groups promise nothing).
     pub fn committed_frames(&self) -> u64 {
-        let sizes: u64 = self.pools[1..]
-            .iter()
-            .filter(|p| p.kind != PoolKind::Limit)
-            .map(|p| p.size - p.locked_charge)
-            .sum();
+        let sizes: u64 = self.pools[1..].iter().filter(|p| p.kind != PoolKind::Limit).map(|p| p.size - p.locked_charge).sum();
         sizes + u64::from(self.flists.len(LOCKED))
     }
 
@@ -436,21 +409,12 @@ impl Memory {
     /// A limit group (`memory.max`) may be set to any size from 1 page up to the machine's
     /// frames; shrinking evicts its own pages down to the new size. On error nothing is
     /// resized, though pages already evicted stay evicted.
-    pub fn set_reservation_size(
-        &mut self,
-        now: Nanos,
-        res: ResId,
-        pages: u64,
-    ) -> Result<(), MemError> {
+    pub fn set_reservation_size(&mut self, now: Nanos, res: ResId, pages: u64) -> Result<(), MemError> {
         let p = self.pool_of(res)?;
         let pi = p as usize;
         let (kind, size) = (self.pools[pi].kind, self.pools[pi].size);
         let name = self.pools[pi].name.clone();
-        let floor = if kind == PoolKind::Limit {
-            1
-        } else {
-            self.cfg.min_reservation_pages.max(1).max(self.pools[pi].locked_charge + 1)
-        };
+        let floor = if kind == PoolKind::Limit { 1 } else { self.cfg.min_reservation_pages.max(1).max(self.pools[pi].locked_charge + 1) };
         if pages < floor {
             return Err(MemError::ReservationTooSmall { name, pages, min: floor });
         }
@@ -460,9 +424,7 @@ impl Memory {
                 return Err(MemError::AdmissionRejected { name, requested: pages, available: total, total });
             }
             while self.charged_pages(p) > pages {
-                let f = self
-                    .reclaim_one(p, now, true)
-                    .ok_or(MemError::ReservationExhausted(res.0))?;
+                let f = self.reclaim_one(p, now, true).ok_or(MemError::ReservationExhausted(res.0))?;
                 self.flists.push_back(free_list(GLOBAL), f);
             }
             self.pools[pi].size = pages;
@@ -497,9 +459,7 @@ impl Memory {
                     // which global memory pressure takes back first.
                     self.pools[pi].borrowed += 1;
                 } else {
-                    let g = self
-                        .reclaim_one(p, now, true)
-                        .ok_or(MemError::ReservationExhausted(res.0))?;
+                    let g = self.reclaim_one(p, now, true).ok_or(MemError::ReservationExhausted(res.0))?;
                     self.flists.push_back(free_list(GLOBAL), g);
                 }
                 self.pools[pi].size -= 1;
@@ -516,13 +476,7 @@ impl Memory {
     /// Pages of a group charged at or below `min` are never reclaimed by other pools' faults;
     /// below `low` only when no unprotected page is left anywhere. Lowering `high` reclaims
     /// nothing by itself (Linux reclaims on the next charge too).
-    pub fn set_limit_protection(
-        &mut self,
-        res: ResId,
-        high: Option<u64>,
-        min: Option<u64>,
-        low: Option<u64>,
-    ) -> Result<(), MemError> {
+    pub fn set_limit_protection(&mut self, res: ResId, high: Option<u64>, min: Option<u64>, low: Option<u64>) -> Result<(), MemError> {
         let p = self.pool_of(res)?;
         let pool = &mut self.pools[p as usize];
         if pool.kind != PoolKind::Limit {
@@ -555,11 +509,7 @@ impl Memory {
     // ---------------------------------------------------------------- address spaces
 
     /// A new, empty address space, bound to `reservation` (or to the global pool).
-    pub fn create_space(
-        &mut self,
-        name: &str,
-        reservation: Option<ResId>,
-    ) -> Result<AsId, MemError> {
+    pub fn create_space(&mut self, name: &str, reservation: Option<ResId>) -> Result<AsId, MemError> {
         let pool = match reservation {
             Some(r) => self.pool_of(r)?,
             None => GLOBAL,
@@ -599,14 +549,7 @@ impl Memory {
         (p != GLOBAL).then(|| ResId(p - 1))
     }
 
-    fn new_region(
-        &mut self,
-        name: &str,
-        kind: RegionKind,
-        pages: u32,
-        policy: SharePolicy,
-        mode: Mode,
-    ) -> u32 {
+    fn new_region(&mut self, name: &str, kind: RegionKind, pages: u32, policy: SharePolicy, mode: Mode) -> u32 {
         self.regions.push(Region {
             name: name.to_string(),
             kind,
@@ -632,19 +575,10 @@ impl Memory {
     }
 
     /// Appends a mapping of `region` to `space`'s virtual pages; returns its first page.
-    fn add_vma(
-        &mut self,
-        s: usize,
-        region: u32,
-        shadow: u32,
-        writable: bool,
-    ) -> Result<Vpn, MemError> {
+    fn add_vma(&mut self, s: usize, region: u32, shadow: u32, writable: bool) -> Result<Vpn, MemError> {
         let pool = self.spaces[s].pool;
         if self.pools[pool as usize].kind == PoolKind::Limit
-            && matches!(
-                self.regions[region as usize].policy,
-                SharePolicy::Spc | SharePolicy::Spel | SharePolicy::Auto
-            )
+            && matches!(self.regions[region as usize].policy, SharePolicy::Spc | SharePolicy::Spel | SharePolicy::Auto)
         {
             return Err(MemError::UnsupportedForLimit(pool - 1));
         }
@@ -656,13 +590,7 @@ impl Memory {
         let sp = &mut self.spaces[s];
         sp.ptes.resize(sp.ptes.len() + pages as usize, EMPTY_PTE);
         let vi = sp.vmas.len() as u32;
-        sp.vmas.push(Vma {
-            start: start as u32,
-            pages,
-            region,
-            shadow,
-            writable,
-        });
+        sp.vmas.push(Vma { start: start as u32, pages, region, shadow, writable });
         self.regions[region as usize].mappers.push((s as u32, vi));
         if shadow != NIL {
             self.regions[shadow as usize].mappers.push((s as u32, vi));
@@ -671,36 +599,19 @@ impl Memory {
     }
 
     /// Maps `pages` of new private anonymous memory into `space`.
-    pub fn map_private(
-        &mut self,
-        space: AsId,
-        name: &str,
-        pages: u32,
-    ) -> Result<(RegionId, Vpn), MemError> {
+    pub fn map_private(&mut self, space: AsId, name: &str, pages: u32) -> Result<(RegionId, Vpn), MemError> {
         let s = self.space_idx(space)?;
         if pages == 0 {
             return Err(MemError::EmptyRegion);
         }
-        let r = self.new_region(
-            name,
-            RegionKind::PrivateAnon,
-            pages,
-            SharePolicy::Private,
-            Mode::Own,
-        );
+        let r = self.new_region(name, RegionKind::PrivateAnon, pages, SharePolicy::Private, Mode::Own);
         let vpn = self.add_vma(s, r, NIL, true)?;
         Ok((RegionId(r), vpn))
     }
 
     /// Creates a shared region (shm segment or file) managed by `policy`; map it with
     /// [`Memory::map_shared`].
-    pub fn create_shared(
-        &mut self,
-        name: &str,
-        kind: RegionKind,
-        pages: u32,
-        policy: SharePolicy,
-    ) -> Result<RegionId, MemError> {
+    pub fn create_shared(&mut self, name: &str, kind: RegionKind, pages: u32, policy: SharePolicy) -> Result<RegionId, MemError> {
         if pages == 0 {
             return Err(MemError::EmptyRegion);
         }
@@ -728,29 +639,17 @@ impl Memory {
     /// Maps a shared region into `space`. Mapping a SPEL-locked region runs the SPEL
     /// admission test for the space's reservation and makes it give up the region's size
     /// (evicting its own pages at `now` if it must).
-    pub fn map_shared(
-        &mut self,
-        now: Nanos,
-        space: AsId,
-        region: RegionId,
-        writable: bool,
-    ) -> Result<Vpn, MemError> {
+    pub fn map_shared(&mut self, now: Nanos, space: AsId, region: RegionId, writable: bool) -> Result<Vpn, MemError> {
         let s = self.space_idx(space)?;
         let r = self.region_idx(region)?;
         if !self.regions[r].kind.is_shared() || self.regions[r].is_cow_base() {
             return Err(MemError::NoSuchRegion(region.0));
         }
         if self.spaces[s].vmas.iter().any(|v| v.region == r as u32) {
-            return Err(MemError::AlreadyMapped {
-                space: space.0,
-                region: region.0,
-            });
+            return Err(MemError::AlreadyMapped { space: space.0, region: region.0 });
         }
         let pool = self.spaces[s].pool;
-        if self.regions[r].mode == Mode::Locked
-            && pool != GLOBAL
-            && !self.regions[r].participants.contains(&pool)
-        {
+        if self.regions[r].mode == Mode::Locked && pool != GLOBAL && !self.regions[r].participants.contains(&pool) {
             self.spel_join(now, r as u32, pool)?;
         }
         let vpn = self.add_vma(s, r as u32, NIL, writable)?;
@@ -776,10 +675,7 @@ impl Memory {
         cow_policy: SharePolicy,
     ) -> Result<AsId, MemError> {
         let ps = self.space_idx(parent)?;
-        if !matches!(
-            cow_policy,
-            SharePolicy::Private | SharePolicy::FirstTouch | SharePolicy::Spc
-        ) {
+        if !matches!(cow_policy, SharePolicy::Private | SharePolicy::FirstTouch | SharePolicy::Spc) {
             return Err(MemError::UnsupportedCowPolicy(cow_policy));
         }
         let limit_pool = |p: u32| self.pools[p as usize].kind == PoolKind::Limit;
@@ -788,9 +684,7 @@ impl Memory {
             None => false,
         };
         if cow_policy == SharePolicy::Spc && (child_limit || limit_pool(self.spaces[ps].pool)) {
-            return Err(MemError::UnsupportedForLimit(
-                reservation.map_or(self.spaces[ps].pool - 1, |r| r.0),
-            ));
+            return Err(MemError::UnsupportedForLimit(reservation.map_or(self.spaces[ps].pool - 1, |r| r.0)));
         }
         // The child joins the SPEL locks of the regions it inherits: admit it to all of them
         // before changing anything.
@@ -828,13 +722,7 @@ impl Memory {
         }
     }
 
-    fn fork_into(
-        &mut self,
-        now: Nanos,
-        ps: usize,
-        child: AsId,
-        cow_policy: SharePolicy,
-    ) -> Result<(), MemError> {
+    fn fork_into(&mut self, now: Nanos, ps: usize, child: AsId, cow_policy: SharePolicy) -> Result<(), MemError> {
         let cs = child.0 as usize;
         let parent_vmas = self.spaces[ps].vmas.clone();
         for (vi, v) in parent_vmas.iter().enumerate() {
@@ -859,9 +747,7 @@ impl Memory {
                     Mode::Own,
                 );
                 self.spaces[ps].vmas[vi].shadow = sh;
-                self.regions[sh as usize]
-                    .mappers
-                    .push((ps as u32, vi as u32));
+                self.regions[sh as usize].mappers.push((ps as u32, vi as u32));
                 for i in 0..v.pages {
                     let pte = &mut self.spaces[ps].ptes[(v.start + i) as usize];
                     pte.flags &= !WRITABLE;
@@ -876,11 +762,7 @@ impl Memory {
             );
             self.add_vma(cs, base, csh, v.writable)?;
             // The child sees every base page that still exists.
-            for r in self.regions[base as usize]
-                .cow_refs
-                .iter_mut()
-                .filter(|r| **r > 0)
-            {
+            for r in self.regions[base as usize].cow_refs.iter_mut().filter(|r| **r > 0) {
                 *r += 1;
             }
         }
@@ -896,9 +778,7 @@ impl Memory {
             _ => Mode::Own,
         };
         reg.policy = policy;
-        reg.cow_refs = (0..reg.pages as usize)
-            .map(|i| u32::from(reg.frame[i] != NIL || reg.pflags[i] & BACKED != 0))
-            .collect();
+        reg.cow_refs = (0..reg.pages as usize).map(|i| u32::from(reg.frame[i] != NIL || reg.pflags[i] & BACKED != 0)).collect();
     }
 
     // ---------------------------------------------------------------- read-outs
@@ -960,10 +840,8 @@ impl Memory {
     }
 
     pub fn stats(&self) -> MemStats {
-        let held: u64 = (1..self.pools.len() as u32)
-            .filter(|&p| self.pools[p as usize].kind != PoolKind::Limit)
-            .map(|p| self.frames_held(p))
-            .sum();
+        let held: u64 =
+            (1..self.pools.len() as u32).filter(|&p| self.pools[p as usize].kind != PoolKind::Limit).map(|p| self.frames_held(p)).sum();
         let lent: u64 = self.pools.iter().map(|p| p.lent).sum();
         let locked = u64::from(self.flists.len(LOCKED));
         MemStats {
@@ -982,10 +860,7 @@ impl Memory {
 
     /// Whether page `i` of `region` is resident.
     pub fn is_resident(&self, region: RegionId, page: u32) -> bool {
-        self.regions
-            .get(region.0 as usize)
-            .and_then(|r| r.frame.get(page as usize))
-            .is_some_and(|&f| f != NIL)
+        self.regions.get(region.0 as usize).and_then(|r| r.frame.get(page as usize)).is_some_and(|&f| f != NIL)
     }
 
     /// Whether a reference of `kind` to `vpn` would be a hit now (present, and writable for
@@ -998,10 +873,7 @@ impl Memory {
             RefKind::Write => PRESENT | WRITABLE,
             RefKind::Discard => return false,
         };
-        self.spaces
-            .get(space.0 as usize)
-            .and_then(|s| s.ptes.get(vpn.0 as usize))
-            .is_some_and(|p| p.flags & need == need)
+        self.spaces.get(space.0 as usize).and_then(|s| s.ptes.get(vpn.0 as usize)).is_some_and(|p| p.flags & need == need)
     }
 
     /// Applies the leading references of `refs` that hit, exactly as [`Memory::access`]
@@ -1031,20 +903,13 @@ impl Memory {
 
     /// Whether `vpn` is mapped present in `space`'s page table.
     pub fn is_mapped(&self, space: AsId, vpn: Vpn) -> bool {
-        self.spaces
-            .get(space.0 as usize)
-            .and_then(|s| s.ptes.get(vpn.0 as usize))
-            .is_some_and(|p| p.flags & PRESENT != 0)
+        self.spaces.get(space.0 as usize).and_then(|s| s.ptes.get(vpn.0 as usize)).is_some_and(|p| p.flags & PRESENT != 0)
     }
 
     /// The reservation holding (owning) a resident page: `Some(None)` for the global pool or
     /// a locked page, `None` if not resident.
     pub fn holder_of(&self, region: RegionId, page: u32) -> Option<Option<ResId>> {
-        let f = *self
-            .regions
-            .get(region.0 as usize)?
-            .frame
-            .get(page as usize)?;
+        let f = *self.regions.get(region.0 as usize)?.frame.get(page as usize)?;
         if f == NIL {
             return None;
         }
@@ -1058,11 +923,7 @@ impl Memory {
 
     /// Reservations charged for a resident page (holder first).
     pub fn charged_to(&self, region: RegionId, page: u32) -> Vec<Option<ResId>> {
-        let Some(&f) = self
-            .regions
-            .get(region.0 as usize)
-            .and_then(|r| r.frame.get(page as usize))
-        else {
+        let Some(&f) = self.regions.get(region.0 as usize).and_then(|r| r.frame.get(page as usize)) else {
             return Vec::new();
         };
         if f == NIL {

@@ -45,31 +45,15 @@ pub struct TaskPsiState {
 }
 
 impl TaskPsiState {
-    pub const IDLE: TaskPsiState = TaskPsiState {
-        runnable: false,
-        memstall: false,
-        iowait: false,
-    };
-    pub const RUNNABLE: TaskPsiState = TaskPsiState {
-        runnable: true,
-        memstall: false,
-        iowait: false,
-    };
+    pub const IDLE: TaskPsiState = TaskPsiState { runnable: false, memstall: false, iowait: false };
+    pub const RUNNABLE: TaskPsiState = TaskPsiState { runnable: true, memstall: false, iowait: false };
     /// On the CPU but doing direct reclaim (Linux's `memstall` while running).
-    pub const RECLAIMING: TaskPsiState = TaskPsiState {
-        runnable: true,
-        memstall: true,
-        iowait: false,
-    };
+    pub const RECLAIMING: TaskPsiState = TaskPsiState { runnable: true, memstall: true, iowait: false };
 
     /// Blocked (not runnable) on memory and/or io; a major fault on a swapped-out page is
     /// both, a first read of a file page is io only.
     pub const fn blocked(memory: bool, io: bool) -> TaskPsiState {
-        TaskPsiState {
-            runnable: false,
-            memstall: memory,
-            iowait: io,
-        }
+        TaskPsiState { runnable: false, memstall: memory, iowait: io }
     }
 
     pub fn is_idle(self) -> bool {
@@ -112,20 +96,11 @@ impl Group {
     fn states(&self) -> [bool; 4] {
         let mem = self.nr_memstall > 0;
         let io = self.nr_iowait > 0;
-        [
-            mem,
-            mem && self.nr_running == self.nr_memstall_running,
-            io,
-            io && self.nr_running == 0,
-        ]
+        [mem, mem && self.nr_running == self.nr_memstall_running, io, io && self.nr_running == 0]
     }
 
     fn advance(&mut self, now: Nanos) {
-        debug_assert!(
-            now >= self.last,
-            "PSI time went backwards: {now} < {}",
-            self.last
-        );
+        debug_assert!(now >= self.last, "PSI time went backwards: {now} < {}", self.last);
         let dt = now.saturating_sub(self.last).as_ns();
         let states = self.states();
         // Multiplied in rather than branched on: which states hold changes all the time.
@@ -153,9 +128,7 @@ impl Group {
     fn apply(&mut self, s: TaskPsiState, sign: i32) {
         let add = |c: &mut u32, on: bool| {
             if on {
-                *c = c
-                    .checked_add_signed(sign)
-                    .expect("PSI task counts stay consistent");
+                *c = c.checked_add_signed(sign).expect("PSI task counts stay consistent");
             }
         };
         add(&mut self.nr_running, s.runnable);
@@ -169,14 +142,8 @@ impl Group {
         let st = self.states();
         let t = |i: usize| (self.acc_ns[i] + if st[i] { dt } else { 0 }) / 1_000;
         PsiTotals {
-            memory: Pressure {
-                some_us: t(MEM_SOME),
-                full_us: t(MEM_FULL),
-            },
-            io: Pressure {
-                some_us: t(IO_SOME),
-                full_us: t(IO_FULL),
-            },
+            memory: Pressure { some_us: t(MEM_SOME), full_us: t(MEM_FULL) },
+            io: Pressure { some_us: t(IO_SOME), full_us: t(IO_FULL) },
         }
     }
 }
@@ -196,26 +163,15 @@ impl PsiAccounting {
     /// Adds a group, optionally nested in `parent` (whose totals then include it).
     pub fn add_group(&mut self, parent: Option<PsiGroupId>) -> PsiGroupId {
         if let Some(p) = parent {
-            assert!(
-                (p.0 as usize) < self.groups.len(),
-                "PSI parent group {} does not exist",
-                p.0
-            );
+            assert!((p.0 as usize) < self.groups.len(), "PSI parent group {} does not exist", p.0);
         }
-        self.groups.push(Group {
-            parent: parent.map(|p| p.0),
-            ..Group::default()
-        });
+        self.groups.push(Group { parent: parent.map(|p| p.0), ..Group::default() });
         PsiGroupId(self.groups.len() as u32 - 1)
     }
 
     /// Adds an idle task in `group`.
     pub fn add_task(&mut self, group: PsiGroupId) -> PsiTaskId {
-        assert!(
-            (group.0 as usize) < self.groups.len(),
-            "PSI group {} does not exist",
-            group.0
-        );
+        assert!((group.0 as usize) < self.groups.len(), "PSI group {} does not exist", group.0);
         self.tasks.push((group.0, TaskPsiState::IDLE));
         PsiTaskId(self.tasks.len() as u32 - 1)
     }
@@ -287,20 +243,8 @@ mod tests {
         let t = p.add_task(g);
         p.set_state(ms(1), t, TaskPsiState::blocked(true, true));
         let at5 = p.totals(g, ms(5));
-        assert_eq!(
-            at5.memory,
-            Pressure {
-                some_us: 4_000,
-                full_us: 4_000
-            }
-        );
-        assert_eq!(
-            at5.io,
-            Pressure {
-                some_us: 4_000,
-                full_us: 4_000
-            }
-        );
+        assert_eq!(at5.memory, Pressure { some_us: 4_000, full_us: 4_000 });
+        assert_eq!(at5.io, Pressure { some_us: 4_000, full_us: 4_000 });
         p.set_state(ms(7), t, TaskPsiState::IDLE);
         assert_eq!(p.totals(g, ms(100)).memory.some_us, 6_000);
     }
@@ -313,13 +257,7 @@ mod tests {
         p.set_state(ms(0), t, TaskPsiState::RECLAIMING);
         p.set_state(ms(2), t, TaskPsiState::RUNNABLE);
         let tot = p.totals(g, ms(10));
-        assert_eq!(
-            tot.memory,
-            Pressure {
-                some_us: 2_000,
-                full_us: 2_000
-            }
-        );
+        assert_eq!(tot.memory, Pressure { some_us: 2_000, full_us: 2_000 });
         assert_eq!(tot.io, Pressure::default());
     }
 
@@ -334,28 +272,10 @@ mod tests {
         p.set_state(ms(0), ta, TaskPsiState::blocked(false, true));
         p.set_state(ms(0), tb, TaskPsiState::RUNNABLE);
         // a alone: io full for 10 ms; root: io some but not full (tb runs).
-        assert_eq!(
-            p.totals(a, ms(10)).io,
-            Pressure {
-                some_us: 10_000,
-                full_us: 10_000
-            }
-        );
-        assert_eq!(
-            p.totals(root, ms(10)).io,
-            Pressure {
-                some_us: 10_000,
-                full_us: 0
-            }
-        );
+        assert_eq!(p.totals(a, ms(10)).io, Pressure { some_us: 10_000, full_us: 10_000 });
+        assert_eq!(p.totals(root, ms(10)).io, Pressure { some_us: 10_000, full_us: 0 });
         p.move_task(ms(10), tb, a);
         p.set_state(ms(10), tb, TaskPsiState::IDLE);
-        assert_eq!(
-            p.totals(root, ms(12)).io,
-            Pressure {
-                some_us: 12_000,
-                full_us: 2_000
-            }
-        );
+        assert_eq!(p.totals(root, ms(12)).io, Pressure { some_us: 12_000, full_us: 2_000 });
     }
 }

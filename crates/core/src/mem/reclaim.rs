@@ -9,11 +9,7 @@ impl Memory {
     // ------------------------------------------------------------- charge entries
 
     pub(super) fn new_entry(&mut self, f: u32, pool: u32) -> u32 {
-        let entry = Entry {
-            frame: f,
-            pool,
-            next: NIL,
-        };
+        let entry = Entry { frame: f, pool, next: NIL };
         let e = match self.free_entries.pop() {
             Some(e) => {
                 self.entries[e as usize] = entry;
@@ -57,11 +53,7 @@ impl Memory {
             self.entries[cur as usize].next = next;
         }
         self.elists.remove(e);
-        self.entries[e as usize] = Entry {
-            frame: NIL,
-            pool: NIL,
-            next: NIL,
-        };
+        self.entries[e as usize] = Entry { frame: NIL, pool: NIL, next: NIL };
         self.free_entries.push(e);
     }
 
@@ -82,12 +74,7 @@ impl Memory {
     /// then a frame it lent to the global pool, then (firm) a free global frame to borrow,
     /// then its own victim. For the global pool: its free list, then a frame taken back from
     /// the firm reservation that borrowed most, then the global LRU's victim.
-    pub(super) fn take_free(
-        &mut self,
-        pool: u32,
-        now: Nanos,
-        allow_busy: bool,
-    ) -> Result<u32, MemError> {
+    pub(super) fn take_free(&mut self, pool: u32, now: Nanos, allow_busy: bool) -> Result<u32, MemError> {
         if let Some(f) = self.flists.pop_front(free_list(pool)) {
             return Ok(f);
         }
@@ -108,8 +95,7 @@ impl Memory {
                 return Ok(f);
             }
         }
-        self.reclaim_one(pool, now, allow_busy)
-            .ok_or(MemError::ReservationExhausted(pool - 1))
+        self.reclaim_one(pool, now, allow_busy).ok_or(MemError::ReservationExhausted(pool - 1))
     }
 
     /// A frame for limit group `pool` (cgroup `memory.max`/`memory.high`): at its size it
@@ -120,9 +106,7 @@ impl Memory {
         let charged = self.charged_pages(pool);
         let p = &self.pools[pool as usize];
         if charged >= p.size {
-            return self
-                .reclaim_one(pool, now, allow_busy)
-                .ok_or(MemError::ReservationExhausted(pool - 1));
+            return self.reclaim_one(pool, now, allow_busy).ok_or(MemError::ReservationExhausted(pool - 1));
         }
         if charged >= p.high {
             if let Some(f) = self.reclaim_one(pool, now, false) {
@@ -219,9 +203,7 @@ impl Memory {
         if self.pools[pool as usize].kind == PoolKind::Limit {
             // No slots: only the cap counts, so at the cap one of its own pages goes.
             if self.charged_pages(pool) >= self.pools[pool as usize].size {
-                let g = self
-                    .reclaim_one(pool, now, true)
-                    .ok_or(MemError::ReservationExhausted(pool - 1))?;
+                let g = self.reclaim_one(pool, now, true).ok_or(MemError::ReservationExhausted(pool - 1))?;
                 self.flists.push_back(free_list(GLOBAL), g);
             }
             return Ok(());
@@ -235,15 +217,11 @@ impl Memory {
             self.flists.push_back(free_list(GLOBAL), g);
             return Ok(());
         }
-        if self.pools[pool as usize].kind == PoolKind::Firm
-            && !self.flists.is_empty(free_list(GLOBAL))
-        {
+        if self.pools[pool as usize].kind == PoolKind::Firm && !self.flists.is_empty(free_list(GLOBAL)) {
             self.pools[pool as usize].borrowed += 1;
             return Ok(());
         }
-        let g = self
-            .reclaim_one(pool, now, true)
-            .ok_or(MemError::ReservationExhausted(pool - 1))?;
+        let g = self.reclaim_one(pool, now, true).ok_or(MemError::ReservationExhausted(pool - 1))?;
         self.flists.push_back(free_list(GLOBAL), g);
         Ok(())
     }
@@ -271,9 +249,7 @@ impl Memory {
             } else if let Some(g) = self.flists.pop_front(free_list(pool)) {
                 self.flists.push_back(free_list(GLOBAL), g);
             } else {
-                let g = self
-                    .reclaim_one(pool, now, true)
-                    .ok_or(MemError::ReservationExhausted(pool - 1))?;
+                let g = self.reclaim_one(pool, now, true).ok_or(MemError::ReservationExhausted(pool - 1))?;
                 self.flists.push_back(free_list(GLOBAL), g);
             }
         }
@@ -285,11 +261,7 @@ impl Memory {
     /// Picks a victim of `pool` and evicts (or, under SPC, unmaps) it; returns the frame
     /// `pool` gains.
     pub(super) fn reclaim_one(&mut self, pool: u32, now: Nanos, allow_busy: bool) -> Option<u32> {
-        let e = if pool == GLOBAL {
-            self.lru_victim(now, allow_busy)?
-        } else {
-            self.second_chance_victim(pool, now, allow_busy)?
-        };
+        let e = if pool == GLOBAL { self.lru_victim(now, allow_busy)? } else { self.second_chance_victim(pool, now, allow_busy)? };
         Some(self.evict_entry(e, now))
     }
 
@@ -297,9 +269,7 @@ impl Memory {
     /// spaces bound to `pool`, or all of them for the global pool — Linux's memcg reclaim
     /// likewise only counts references from the reclaiming group's mms.
     fn test_referenced(&mut self, pool: u32, f: u32) -> bool {
-        let Frame {
-            region: r, page: i, ..
-        } = self.frames[f as usize];
+        let Frame { region: r, page: i, .. } = self.frames[f as usize];
         let mut seen = false;
         for k in 0..self.regions[r as usize].mappers.len() {
             let (s, vi) = self.regions[r as usize].mappers[k];
@@ -331,8 +301,7 @@ impl Memory {
         if total == 0 {
             return None;
         }
-        let target = (u64::from(total) * u64::from(self.cfg.reservation_inactive_percent) / 100)
-            .max(1) as u32;
+        let target = (u64::from(total) * u64::from(self.cfg.reservation_inactive_percent) / 100).max(1) as u32;
         let mut budget = 4 * u64::from(total) + 4;
         let mut fallback = None;
         while budget > 0 {
@@ -399,9 +368,7 @@ impl Memory {
         let mut fallback = None;
         while budget > 0 {
             budget -= 1;
-            while !self.elists.is_empty(act)
-                && self.elists.len(ina).saturating_mul(ratio) < self.elists.len(act)
-            {
+            while !self.elists.is_empty(act) && self.elists.len(ina).saturating_mul(ratio) < self.elists.len(act) {
                 let e = self.elists.front(act).expect("non-empty");
                 self.test_referenced(GLOBAL, self.entries[e as usize].frame);
                 self.elists.move_to_back(ina, e);
@@ -427,27 +394,16 @@ impl Memory {
     /// ownership to the next sharer in FCFS order, which pays with a frame from *its* list.
     /// Otherwise the page is evicted from memory for everyone.
     fn evict_entry(&mut self, e: u32, now: Nanos) -> u32 {
-        let Entry {
-            frame: f,
-            pool: p,
-            next,
-        } = self.entries[e as usize];
+        let Entry { frame: f, pool: p, next } = self.entries[e as usize];
         let r = self.frames[f as usize].region;
         self.reclaim_work += 1;
         if self.regions[r as usize].mode == Mode::Spc {
             let holder = self.frames[f as usize].first == e;
             if !holder || next != NIL {
-                let payer = if holder {
-                    self.entries[next as usize].pool
-                } else {
-                    p
-                };
+                let payer = if holder { self.entries[next as usize].pool } else { p };
                 self.unmap_pool(p, f);
                 self.remove_entry(e);
-                let g = self
-                    .flists
-                    .pop_front(cpl_list(payer))
-                    .expect("SPC: every non-owner conserves a frame");
+                let g = self.flists.pop_front(cpl_list(payer)).expect("SPC: every non-owner conserves a frame");
                 let pl = &mut self.pools[p as usize];
                 pl.spc_unmaps += 1;
                 if holder {
@@ -464,17 +420,14 @@ impl Memory {
     /// drops every charge on it. The evicting pool gets the frame; every other reservation
     /// that accounted the page keeps the slot, unbacked.
     pub(super) fn full_evict(&mut self, f: u32, evictor: u32, now: Nanos) -> u32 {
-        let Frame {
-            region: r, page: i, ..
-        } = self.frames[f as usize];
+        let Frame { region: r, page: i, .. } = self.frames[f as usize];
         let mut mapped_by = std::mem::take(&mut self.scratch_spaces);
         mapped_by.clear();
         self.unmap_all(f, Some(&mut mapped_by));
         let reg = &mut self.regions[r as usize];
         // Shared anonymous memory has no copy anywhere but swap (as shmem in Linux): even a
         // page never written is written out the first time it is evicted.
-        let must_write = self.frames[f as usize].dirty
-            || (reg.kind == RegionKind::SharedAnon && reg.pflags[i as usize] & BACKED == 0);
+        let must_write = self.frames[f as usize].dirty || (reg.kind == RegionKind::SharedAnon && reg.pflags[i as usize] & BACKED == 0);
         if must_write {
             let dev = reg.device as usize;
             self.devices[dev].submit(now, IoOp::Write, self.cfg.page_bytes);
@@ -518,9 +471,7 @@ impl Memory {
 
     /// Unmaps frame `f` from every address space bound to `pool`.
     fn unmap_pool(&mut self, pool: u32, f: u32) {
-        let Frame {
-            region: r, page: i, ..
-        } = self.frames[f as usize];
+        let Frame { region: r, page: i, .. } = self.frames[f as usize];
         for k in 0..self.regions[r as usize].mappers.len() {
             let (s, vi) = self.regions[r as usize].mappers[k];
             if self.spaces[s as usize].pool != pool {
@@ -535,15 +486,11 @@ impl Memory {
 
     /// Unmaps frame `f` from every address space; records which had it present.
     pub(super) fn unmap_all(&mut self, f: u32, mut mapped_by: Option<&mut Vec<u32>>) {
-        let Frame {
-            region: r, page: i, ..
-        } = self.frames[f as usize];
+        let Frame { region: r, page: i, .. } = self.frames[f as usize];
         for k in 0..self.regions[r as usize].mappers.len() {
             let (s, vi) = self.regions[r as usize].mappers[k];
             let vpn = self.spaces[s as usize].vmas[vi as usize].start + i;
-            if self.spaces[s as usize].ptes[vpn as usize].frame == f
-                && self.clear_pte(s as usize, vpn)
-            {
+            if self.spaces[s as usize].ptes[vpn as usize].frame == f && self.clear_pte(s as usize, vpn) {
                 if let Some(v) = mapped_by.as_deref_mut() {
                     v.push(s);
                 }
@@ -582,10 +529,7 @@ impl Memory {
             let Entry { pool: q, next, .. } = self.entries[e as usize];
             if !first {
                 if mode == Mode::Spc {
-                    let g = self
-                        .flists
-                        .pop_front(cpl_list(q))
-                        .expect("SPC: every non-owner conserves a frame");
+                    let g = self.flists.pop_front(cpl_list(q)).expect("SPC: every non-owner conserves a frame");
                     self.release_frame(q, g);
                 } else {
                     self.release_unbacked_slot(q);
@@ -613,16 +557,9 @@ impl Memory {
             Mode::FirstTouch | Mode::Global | Mode::Locked => {}
             Mode::Spc => {
                 if !holder || next != NIL {
-                    let payer = if holder {
-                        self.entries[next as usize].pool
-                    } else {
-                        pool
-                    };
+                    let payer = if holder { self.entries[next as usize].pool } else { pool };
                     self.remove_entry(e);
-                    let g = self
-                        .flists
-                        .pop_front(cpl_list(payer))
-                        .expect("SPC: every non-owner conserves a frame");
+                    let g = self.flists.pop_front(cpl_list(payer)).expect("SPC: every non-owner conserves a frame");
                     self.release_frame(pool, g);
                     if holder {
                         self.pools[pool as usize].transfers += 1;

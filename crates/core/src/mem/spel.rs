@@ -17,21 +17,13 @@ impl Memory {
         let r = self.region_idx(region)?;
         let reg = &self.regions[r];
         if !matches!(reg.policy, SharePolicy::Spel | SharePolicy::Auto) || reg.is_cow_base() {
-            return Err(MemError::NotLockable {
-                region: region.0,
-                policy: reg.policy,
-            });
+            return Err(MemError::NotLockable { region: region.0, policy: reg.policy });
         }
         if reg.mode == Mode::Locked {
             return Ok(now);
         }
         let s_pages = u64::from(reg.pages);
-        let mut participants: Vec<u32> = reg
-            .mappers
-            .iter()
-            .map(|&(s, _)| self.spaces[s as usize].pool)
-            .filter(|&p| p != GLOBAL)
-            .collect();
+        let mut participants: Vec<u32> = reg.mappers.iter().map(|&(s, _)| self.spaces[s as usize].pool).filter(|&p| p != GLOBAL).collect();
         participants.sort_unstable();
         participants.dedup();
         for &p in &participants {
@@ -72,15 +64,8 @@ impl Memory {
                 continue;
             }
             let g = self.take_free(GLOBAL, now, true)?;
-            self.frames[g as usize] = Frame {
-                region: r as u32,
-                page: i,
-                first: NIL,
-                dirty: false,
-                pinned: false,
-                ready_at: now,
-                readahead: false,
-            };
+            self.frames[g as usize] =
+                Frame { region: r as u32, page: i, first: NIL, dirty: false, pinned: false, ready_at: now, readahead: false };
             self.flists.push_back(LOCKED, g);
             let reg = &mut self.regions[r];
             reg.frame[i as usize] = g;
@@ -104,8 +89,7 @@ impl Memory {
             return now;
         }
         let dev = self.regions[r].device as usize;
-        let done =
-            self.devices[dev].submit(now, IoOp::Read, run.len() as u64 * self.cfg.page_bytes);
+        let done = self.devices[dev].submit(now, IoOp::Read, run.len() as u64 * self.cfg.page_bytes);
         for &g in run.iter() {
             self.frames[g as usize].ready_at = done;
         }
@@ -151,10 +135,7 @@ impl Memory {
         while e != NIL {
             let Entry { pool: q, next, .. } = self.entries[e as usize];
             if !first && mode == Mode::Spc {
-                let g = self
-                    .flists
-                    .pop_front(cpl_list(q))
-                    .expect("SPC: every non-owner conserves a frame");
+                let g = self.flists.pop_front(cpl_list(q)).expect("SPC: every non-owner conserves a frame");
                 self.release_frame(q, g);
             } else {
                 self.release_unbacked_slot(q);
@@ -185,10 +166,7 @@ impl Memory {
                     pte.flags &= !WINDOW;
                 }
             }
-            let u = self.regions[v.region as usize]
-                .usage
-                .entry(s as u32)
-                .or_default();
+            let u = self.regions[v.region as usize].usage.entry(s as u32).or_default();
             u.windows += 1;
             u.pages_sum += touched;
             u.pages_max = u.pages_max.max(touched);
@@ -199,11 +177,7 @@ impl Memory {
     /// Measured use of a shared region per address space, in space order.
     pub fn region_usage(&self, region: RegionId) -> Result<Vec<(AsId, RegionUsage)>, MemError> {
         let r = self.region_idx(region)?;
-        Ok(self.regions[r]
-            .usage
-            .iter()
-            .map(|(&s, &u)| (AsId(s), u))
-            .collect())
+        Ok(self.regions[r].usage.iter().map(|(&s, &u)| (AsId(s), u)).collect())
     }
 
     /// Decides an `auto` region (Sec. IV-C): SPEL if `Max(S) < n·Avg(S)`, else SPC, where
@@ -215,37 +189,19 @@ impl Memory {
         let r = self.region_idx(region)?;
         let reg = &self.regions[r];
         if reg.policy != SharePolicy::Auto {
-            return Err(MemError::NotLockable {
-                region: region.0,
-                policy: reg.policy,
-            });
+            return Err(MemError::NotLockable { region: region.0, policy: reg.policy });
         }
-        let measured: Vec<f64> = reg
-            .usage
-            .values()
-            .filter(|u| u.windows > 0)
-            .map(RegionUsage::avg_pages)
-            .collect();
+        let measured: Vec<f64> = reg.usage.values().filter(|u| u.windows > 0).map(RegionUsage::avg_pages).collect();
         if measured.is_empty() {
             return Err(MemError::NoUsageMeasured(region.0));
         }
         let avg = measured.iter().sum::<f64>() / measured.len() as f64;
-        let mut pools: Vec<u32> = reg
-            .mappers
-            .iter()
-            .map(|&(s, _)| self.spaces[s as usize].pool)
-            .collect();
+        let mut pools: Vec<u32> = reg.mappers.iter().map(|&(s, _)| self.spaces[s as usize].pool).collect();
         pools.sort_unstable();
         pools.dedup();
         let n = pools.iter().filter(|&&p| p != GLOBAL).count().max(1) as u64;
         let max_pages = u64::from(reg.pages);
-        let mut d = AutoDecision {
-            chosen: SharePolicy::Spc,
-            max_pages,
-            avg_pages: avg,
-            n,
-            spel_rejected: None,
-        };
+        let mut d = AutoDecision { chosen: SharePolicy::Spc, max_pages, avg_pages: avg, n, spel_rejected: None };
         if reg.mode == Mode::Locked {
             d.chosen = SharePolicy::Spel;
         } else if (max_pages as f64) < n as f64 * avg {
@@ -320,10 +276,7 @@ impl Memory {
         if f == NIL {
             return;
         }
-        let still = self.regions[r as usize]
-            .mappers
-            .iter()
-            .any(|&(s2, _)| self.spaces[s2 as usize].pool == pool);
+        let still = self.regions[r as usize].mappers.iter().any(|&(s2, _)| self.spaces[s2 as usize].pool == pool);
         if !still {
             self.drop_charge(pool, f, now);
         }

@@ -157,11 +157,7 @@ impl SharePolicy {
     }
 
     pub fn name(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(_, p)| *p == self)
-            .map(|(n, _)| *n)
-            .expect("every policy is named")
+        Self::ALL.iter().find(|(_, p)| *p == self).map(|(n, _)| *n).expect("every policy is named")
     }
 }
 
@@ -223,13 +219,7 @@ pub struct FaultCosts {
 
 impl Default for FaultCosts {
     fn default() -> Self {
-        FaultCosts {
-            minor: Nanos(600),
-            zero_fill: Nanos(1_000),
-            cow_copy: Nanos(1_500),
-            major: Nanos(2_000),
-            reclaim_per_page: Nanos(200),
-        }
+        FaultCosts { minor: Nanos(600), zero_fill: Nanos(1_000), cow_copy: Nanos(1_500), major: Nanos(2_000), reclaim_per_page: Nanos(200) }
     }
 }
 
@@ -281,10 +271,7 @@ impl Default for MemConfig {
 impl MemConfig {
     /// A configuration with `total_frames` frames and the defaults otherwise.
     pub fn with_frames(total_frames: u32) -> Self {
-        MemConfig {
-            total_frames,
-            ..Self::default()
-        }
+        MemConfig { total_frames, ..Self::default() }
     }
 
     /// Whole pages in `bytes` (rounded up).
@@ -295,34 +282,19 @@ impl MemConfig {
     pub fn validate(&self) -> Result<(), MemError> {
         let bad = |m: String| Err(MemError::InvalidConfig(m));
         if !self.page_bytes.is_power_of_two() || self.page_bytes < 512 {
-            return bad(format!(
-                "page_bytes = {}: must be a power of two of at least 512",
-                self.page_bytes
-            ));
+            return bad(format!("page_bytes = {}: must be a power of two of at least 512", self.page_bytes));
         }
         if self.total_frames == 0 || self.total_frames == u32::MAX {
-            return bad(format!(
-                "total_frames = {}: must be between 1 and 2^32 − 2",
-                self.total_frames
-            ));
+            return bad(format!("total_frames = {}: must be between 1 and 2^32 − 2", self.total_frames));
         }
         if self.unreserved_min_frames > self.total_frames {
-            return bad(format!(
-                "unreserved_min_frames = {} exceeds total_frames = {}",
-                self.unreserved_min_frames, self.total_frames
-            ));
+            return bad(format!("unreserved_min_frames = {} exceeds total_frames = {}", self.unreserved_min_frames, self.total_frames));
         }
         if !self.readahead_pages.is_power_of_two() {
-            return bad(format!(
-                "readahead_pages = {}: must be a power of two (1 disables)",
-                self.readahead_pages
-            ));
+            return bad(format!("readahead_pages = {}: must be a power of two (1 disables)", self.readahead_pages));
         }
         if self.reservation_inactive_percent == 0 || self.reservation_inactive_percent > 100 {
-            return bad(format!(
-                "reservation_inactive_percent = {}: must be between 1 and 100",
-                self.reservation_inactive_percent
-            ));
+            return bad(format!("reservation_inactive_percent = {}: must be between 1 and 100", self.reservation_inactive_percent));
         }
         if self.global_inactive_ratio == 0 {
             return bad("global_inactive_ratio must be at least 1".into());
@@ -438,9 +410,7 @@ pub struct AutoDecision {
 pub enum MemError {
     #[error("invalid memory configuration: {0}")]
     InvalidConfig(String),
-    #[error(
-        "address space {0} does not exist (or has exited); create it with Memory::create_space"
-    )]
+    #[error("address space {0} does not exist (or has exited); create it with Memory::create_space")]
     NoSuchSpace(u32),
     #[error("region {0} does not exist; create it with Memory::create_shared or map_private")]
     NoSuchRegion(u32),
@@ -454,44 +424,25 @@ pub enum MemError {
     ReadOnly { space: u32, vpn: u32 },
     #[error("a region must have at least one page")]
     EmptyRegion,
-    #[error(
-        "address space {space} would exceed 2^32 − 1 virtual pages; use fewer or smaller regions"
-    )]
+    #[error("address space {space} would exceed 2^32 − 1 virtual pages; use fewer or smaller regions")]
     AddressSpaceFull { space: u32 },
     #[error("address space {space} already maps region {region}")]
     AlreadyMapped { space: u32, region: u32 },
-    #[error(
-        "reservation `{name}` of {pages} pages is below the minimum of {min} pages; enlarge it"
-    )]
+    #[error("reservation `{name}` of {pages} pages is below the minimum of {min} pages; enlarge it")]
     ReservationTooSmall { name: String, pages: u64, min: u64 },
     #[error(
         "reservation `{name}` of {requested} pages rejected by admission control: {available} of {total} frames \
          are uncommitted; shrink it, or shrink or remove other reservations"
     )]
-    AdmissionRejected {
-        name: String,
-        requested: u64,
-        available: u64,
-        total: u64,
-    },
+    AdmissionRejected { name: String, requested: u64, available: u64, total: u64 },
     #[error(
         "SPEL lock of region {region} ({pages} pages) rejected: reservation {res} has {effective} pages not yet \
          locked, which must exceed the locked size; enlarge it to at least {need} pages or use SPC"
     )]
-    SpelAdmission {
-        region: u32,
-        pages: u64,
-        res: u32,
-        effective: u64,
-        need: u64,
-    },
-    #[error(
-        "region {region} uses policy `{policy}`; only `spel` (or `auto`) regions can be locked"
-    )]
+    SpelAdmission { region: u32, pages: u64, res: u32, effective: u64, need: u64 },
+    #[error("region {region} uses policy `{policy}`; only `spel` (or `auto`) regions can be locked")]
     NotLockable { region: u32, policy: SharePolicy },
-    #[error(
-        "region {0} has no usage measurements yet; call end_window at job ends before resolve_auto"
-    )]
+    #[error("region {0} has no usage measurements yet; call end_window at job ends before resolve_auto")]
     NoUsageMeasured(u32),
     #[error("reservation {0} has no page it can evict (all pinned or under I/O); enlarge it")]
     ReservationExhausted(u32),
@@ -503,6 +454,8 @@ pub enum MemError {
     NotALimitGroup(u32),
     #[error("copy-on-write memory can be managed by `private`, `first-touch` or `spc`, not `{0}`")]
     UnsupportedCowPolicy(SharePolicy),
-    #[error("address space {space}: page {vpn} is not private anonymous memory (shared or copy-on-write); only private pages can be discarded")]
+    #[error(
+        "address space {space}: page {vpn} is not private anonymous memory (shared or copy-on-write); only private pages can be discarded"
+    )]
     NotDiscardable { space: u32, vpn: u32 },
 }

@@ -52,10 +52,8 @@ impl Scheduler for CyclicScheduler {
         let (_, pos) = self.frame_pos(now);
         for (cpu, slot) in assign.iter_mut().enumerate() {
             *slot = None;
-            let active = self.per_cpu[cpu]
-                .iter()
-                .map(|&i| &self.table.slots[i])
-                .find(|s| s.start.0 <= pos && pos < s.start.0 + s.duration.0);
+            let active =
+                self.per_cpu[cpu].iter().map(|&i| &self.table.slots[i]).find(|s| s.start.0 <= pos && pos < s.start.0 + s.duration.0);
             if let Some(s) = active {
                 *slot = self.ready_by_task[s.task];
             }

@@ -107,11 +107,7 @@ pub fn partition_worst_fit(tasks: &[TaskSpec], cpus: usize) -> Vec<usize> {
     let mut free: Vec<usize> = (0..tasks.len()).filter(|&i| tasks[i].cpu.is_none()).collect();
     free.sort_by(|&a, &b| tasks[b].utilization().total_cmp(&tasks[a].utilization()).then(a.cmp(&b)));
     for i in free {
-        let (c, _) = load
-            .iter()
-            .enumerate()
-            .min_by(|(ia, a), (ib, b)| a.total_cmp(b).then(ia.cmp(ib)))
-            .expect("cpus >= 1");
+        let (c, _) = load.iter().enumerate().min_by(|(ia, a), (ib, b)| a.total_cmp(b).then(ia.cmp(ib))).expect("cpus >= 1");
         out[i] = c;
         load[c] += tasks[i].utilization();
     }

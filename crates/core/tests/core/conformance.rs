@@ -56,7 +56,12 @@ access = [{ pattern = "random", refs = 2000, writes = 0.3 }]
 fn the_platform_conformance_body_passes_on_the_simulator() {
     let scenario = load_toml_str(SCENARIO, "conformance.toml").unwrap_or_else(|e| panic!("{e}"));
     let (probe, report) = ConformanceProbe::new(5_000_000);
-    let result = simulate_with_controller(&scenario, SimOptions { record_jobs: false, record_segments: false, check_invariants: true }, Box::new(probe), "conformance");
+    let result = simulate_with_controller(
+        &scenario,
+        SimOptions { record_jobs: false, record_segments: false, check_invariants: true },
+        Box::new(probe),
+        "conformance",
+    );
     assert!(result.is_some(), "the scenario has [control]");
     let report = report.lock().unwrap().clone();
     assert!(report.ticks > 10, "{report:?}");

@@ -254,7 +254,11 @@ fn bad_control_configuration_is_one_line_naming_the_key() {
     assert!(e.contains("group[0].max_mb: must be at least floor_mb"), "{e}");
     // A limit for a group that is not soft real-time would be ignored without a word.
     let e = err(scenario("static", "{ limits_bytes = { srt = 1, batch = 1 } }", 4, 8, 100, "hdd", 1));
-    assert!(e.contains("control.config: ") && e.contains("`limits_bytes` names \"batch\", which is not a soft real-time group (they are: \"srt\")"), "{e}");
+    assert!(
+        e.contains("control.config: ")
+            && e.contains("`limits_bytes` names \"batch\", which is not a soft real-time group (they are: \"srt\")"),
+        "{e}"
+    );
     let e = err(scenario("greedy", "{}", 4, 8, 100, "hdd", 1).replace("role = \"soft-rt\"", "role = \"hard\""));
     assert!(e.contains("group[0].role: unknown role"), "{e}");
     let e = err(scenario("greedy", "{}", 4, 8, 100, "hdd", 1).replace("group = \"srt\"", "group = \"srt\"\nreservation = \"x\""));
@@ -342,7 +346,7 @@ proptest! {
         swap in prop::sample::select(vec!["hdd", "slow-ssd", "fast-ssd", "zram"]),
         seed in 0u64..1000,
     ) {
-        for name in critmem_policy::CONTROLLER_NAMES {
+        for name in critmem_policy::CONTROLLERS.iter().map(|c| c.name) {
             let text = scenario(name, minimal_config(name), ws_mb, max_mb, deadline_ms, swap, seed);
             run_400ms_within_limits(name, &text, false)?;
         }
@@ -363,7 +367,7 @@ proptest! {
         swap in prop::sample::select(vec!["hdd", "slow-ssd", "fast-ssd", "zram"]),
         seed in 0u64..1000,
     ) {
-        for name in critmem_policy::CONTROLLER_NAMES {
+        for name in critmem_policy::CONTROLLERS.iter().map(|c| c.name) {
             let text = scenario_on(16, 6, name, minimal_config(name), ws_mb, max_mb, deadline_ms, swap, seed);
             run_400ms_within_limits(name, &text, true)?;
         }

@@ -12,10 +12,7 @@ fn max_resp_ms(r: &critmem_core::SimResult) -> Vec<f64> {
 }
 
 fn tasks(set: &[(f64, f64)]) -> String {
-    set.iter()
-        .enumerate()
-        .map(|(i, (c, t))| format!("[[task]]\nname = \"t{}\"\nwcet_ms = {c}\nperiod_ms = {t}\n", i + 1))
-        .collect()
+    set.iter().enumerate().map(|(i, (c, t))| format!("[[task]]\nname = \"t{}\"\nwcet_ms = {c}\nperiod_ms = {t}\n", i + 1)).collect()
 }
 
 #[test]
@@ -53,7 +50,8 @@ fn self_suspension_lengthens_response_and_frees_the_cpu() {
 
 #[test]
 fn abort_policy_ends_overrunning_jobs_at_their_deadline() {
-    let text = "[scheduler]\nkind = \"edf\"\n[run]\nhorizon_ms = 20\n[[task]]\nname = \"x\"\nwcet_ms = 6\nperiod_ms = 5\noverrun = \"abort\"\n";
+    let text =
+        "[scheduler]\nkind = \"edf\"\n[run]\nhorizon_ms = 20\n[[task]]\nname = \"x\"\nwcet_ms = 6\nperiod_ms = 5\noverrun = \"abort\"\n";
     let r = run(text);
     let s = &r.tasks[0].stats;
     // Releases at 0, 5, 10, 15; the last one's deadline is the horizon, so it ends unfinished.
@@ -63,7 +61,8 @@ fn abort_policy_ends_overrunning_jobs_at_their_deadline() {
 
 #[test]
 fn skip_policy_drops_releases_while_a_job_is_unfinished() {
-    let text = "[scheduler]\nkind = \"edf\"\n[run]\nhorizon_ms = 24\n[[task]]\nname = \"x\"\nwcet_ms = 6\nperiod_ms = 4\noverrun = \"skip\"\n";
+    let text =
+        "[scheduler]\nkind = \"edf\"\n[run]\nhorizon_ms = 24\n[[task]]\nname = \"x\"\nwcet_ms = 6\nperiod_ms = 4\noverrun = \"skip\"\n";
     let r = run(text);
     let s = &r.tasks[0].stats;
     // Jobs at 0, 8, 16 run 6 ms each; the releases at 4, 12, 20 find the task still busy.

@@ -47,7 +47,8 @@ fn spc_spel_and_running_alone_keep_tau1_free_of_faults_after_warm_up() {
         assert_eq!(r.memory.as_ref().unwrap().tasks[0].stats.major_faults, 0, "{policy}");
     }
     // τ1 alone: drop τ2 and its reservation.
-    let alone = SHARED_PAGES.split("[[task]]\nname = \"tau2\"").next().unwrap().replace("[[reservation]]\nname = \"r2\"\nsize_mb = 2\n", "");
+    let alone =
+        SHARED_PAGES.split("[[task]]\nname = \"tau2\"").next().unwrap().replace("[[reservation]]\nname = \"r2\"\nsize_mb = 2\n", "");
     let r = run(&alone);
     assert_eq!(r.tasks.len(), 1);
     assert_eq!(r.tasks[0].stats.deadline_misses, 0);
@@ -94,7 +95,10 @@ fn psi_memory_stall_of_a_single_task_group_equals_its_fault_waits() {
     let evictions = m.reservations[0].1.evictions;
     let kernel_us = (m.tasks[0].stats.major_faults * costs.major.0 + evictions * costs.reclaim_per_page.0) / 1_000;
     let extra_us = tau1.memory.some_us - wait_us;
-    assert!(extra_us.abs_diff(kernel_us) <= 2 + kernel_us / 100, "memory stall beyond the waits {extra_us} µs vs kernel work {kernel_us} µs");
+    assert!(
+        extra_us.abs_diff(kernel_us) <= 2 + kernel_us / 100,
+        "memory stall beyond the waits {extra_us} µs vs kernel work {kernel_us} µs"
+    );
     assert_eq!(tau1.memory.some_us, tau1.memory.full_us, "one task: some == full");
     // τ2 never waits for the device (its memory stall is reclaim, on the CPU or preempted
     // in it: Linux's memstall flag stays set while a reclaiming task waits for the CPU).
@@ -153,11 +157,14 @@ fn same_seed_same_bytes_with_memory() {
 #[test]
 fn memory_errors_name_the_key() {
     let err = |text: &str| load_toml_str(text, "m.toml").unwrap_err().to_string();
-    let base = "[scheduler]\nkind = \"rm\"\n[run]\nhorizon_ms = 10\n[memory]\ntotal_mb = 16\n[[task]]\nname = \"a\"\nwcet_ms = 1\nperiod_ms = 5\n";
+    let base =
+        "[scheduler]\nkind = \"rm\"\n[run]\nhorizon_ms = 10\n[memory]\ntotal_mb = 16\n[[task]]\nname = \"a\"\nwcet_ms = 1\nperiod_ms = 5\n";
     assert!(err(&base.replace("total_mb = 16", "total_mb = 16\nswap = \"floppy\"")).starts_with("m.toml: memory.swap: unknown device"));
     assert!(err(&format!("{base}reservation = \"nope\"\n")).starts_with("m.toml: task[0].reservation: no reservation named"));
-    assert!(err(&format!("{base}access = [{{ pattern = \"sweep\" }}]\n")).starts_with("m.toml: task[0].access[0].region: the target has no pages"));
-    assert!(err(&format!("{base}private_mb = 1\naccess = [{{ pattern = \"zigzag\" }}]\n")).starts_with("m.toml: task[0].access[0].pattern: unknown pattern"));
+    assert!(err(&format!("{base}access = [{{ pattern = \"sweep\" }}]\n"))
+        .starts_with("m.toml: task[0].access[0].region: the target has no pages"));
+    assert!(err(&format!("{base}private_mb = 1\naccess = [{{ pattern = \"zigzag\" }}]\n"))
+        .starts_with("m.toml: task[0].access[0].pattern: unknown pattern"));
     // Admission control: reservations larger than the machine are a load error, not a crash.
     let over = format!("{base}[[reservation]]\nname = \"big\"\nsize_mb = 64\n");
     assert!(err(&over).starts_with("m.toml: reservation[0].size_mb: "), "{}", err(&over));
@@ -206,13 +213,21 @@ fn a_discard_frees_its_span_and_the_next_touch_is_a_zero_fill_minor_fault() {
 fn discard_keys_are_checked() {
     let err = |extra: &str| load_toml_str(&grow_and_free(extra), "m.toml").unwrap_err().to_string();
     let d = ", { pattern = \"discard\", offset_mb = 1, span_mb = 1";
-    for (key, bad) in [("refs", "refs = 5"), ("mb", "mb = 1"), ("writes", "writes = 0.5"), ("passes", "passes = 2"), ("hot_share", "hot_share = 0.5"), ("pages", "pages = [1]")] {
+    for (key, bad) in [
+        ("refs", "refs = 5"),
+        ("mb", "mb = 1"),
+        ("writes", "writes = 0.5"),
+        ("passes", "passes = 2"),
+        ("hot_share", "hot_share = 0.5"),
+        ("pages", "pages = [1]"),
+    ] {
         let line = err(&format!("{d}, {bad} }}"));
         assert_eq!(line, format!("m.toml: task[0].access[1].{key}: does not apply to pattern = \"discard\""));
     }
     let line = err(", { pattern = \"discard\", offset_mb = 1, span_mb = 2 }");
     assert!(line.starts_with("m.toml: task[0].access[1].span_mb: offset + span exceeds"), "{line}");
-    let shm = grow_and_free(", { pattern = \"discard\", region = \"shm\" }").replace("sample_ms = 1\n", "sample_ms = 1\n[[region]]\nname = \"shm\"\nsize_mb = 1\n");
+    let shm = grow_and_free(", { pattern = \"discard\", region = \"shm\" }")
+        .replace("sample_ms = 1\n", "sample_ms = 1\n[[region]]\nname = \"shm\"\nsize_mb = 1\n");
     let line = load_toml_str(&shm, "m.toml").unwrap_err().to_string();
     assert!(line.starts_with("m.toml: task[0].access[1].region: pattern = \"discard\" frees private memory only"), "{line}");
     // Phases apply: a discard every other job from job 1.
@@ -261,7 +276,9 @@ fn memory_scenario(
         };
         // Some tasks free part of their private memory every other job.
         let discard = if res & 4 != 0 { ", { pattern = \"discard\", offset_mb = 0.125, span_mb = 0.25, every_jobs = 2 }" } else { "" };
-        s += &format!("access = [{stream}, {{ pattern = \"random\", region = \"shm\", refs = 50 }}{discard}]\naccess_order = \"interleave\"\n");
+        s += &format!(
+            "access = [{stream}, {{ pattern = \"random\", region = \"shm\", refs = 50 }}{discard}]\naccess_order = \"interleave\"\n"
+        );
     }
     s
 }

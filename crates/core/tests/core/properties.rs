@@ -18,17 +18,44 @@ fn config(cases: u32) -> ProptestConfig {
 // Loader fuzzing
 
 const KEYS: &[&str] = &[
-    "name", "wcet_ms", "period_ms", "deadline_ms", "offset_ms", "priority", "criticality", "cpu", "arrival",
-    "overrun", "min_interarrival_ms", "max_interarrival_ms", "exec", "suspend", "dist", "min_ms", "max_ms",
-    "mean_ms", "sd_ms", "values_ms", "after_ms", "for_ms", "kind", "cpus", "horizon_ms", "seed", "slot",
-    "major_frame_ms", "task", "start_ms", "duration_ms", "priorities", "bogus",
+    "name",
+    "wcet_ms",
+    "period_ms",
+    "deadline_ms",
+    "offset_ms",
+    "priority",
+    "criticality",
+    "cpu",
+    "arrival",
+    "overrun",
+    "min_interarrival_ms",
+    "max_interarrival_ms",
+    "exec",
+    "suspend",
+    "dist",
+    "min_ms",
+    "max_ms",
+    "mean_ms",
+    "sd_ms",
+    "values_ms",
+    "after_ms",
+    "for_ms",
+    "kind",
+    "cpus",
+    "horizon_ms",
+    "seed",
+    "slot",
+    "major_frame_ms",
+    "task",
+    "start_ms",
+    "duration_ms",
+    "priorities",
+    "bogus",
 ];
 
 /// Scheduler-side words a fuzzed value may take.
-const WORDS: &[&str] = &[
-    "rm", "edf", "gedf", "pfp", "cyclic", "A", "D", "sporadic", "abort", "skip", "uniform", "normal", "empirical",
-    "t0", "t1", "", "x",
-];
+const WORDS: &[&str] =
+    &["rm", "edf", "gedf", "pfp", "cyclic", "A", "D", "sporadic", "abort", "skip", "uniform", "normal", "empirical", "t0", "t1", "", "x"];
 
 fn toml_value() -> impl Strategy<Value = toml::Value> {
     toml_value_over(KEYS, WORDS, 3)
@@ -188,18 +215,87 @@ fn load_mutated_or_one_line_error(base: &str, mutations: Vec<Mutation>, horizon_
 // the tasks' access streams, mutated from valid documents.
 
 const MEM_KEYS: &[&str] = &[
-    "total_mb", "page_kb", "swap", "readahead_pages", "sample_ms", "size_mb", "kind", "policy", "name",
-    "reservation", "group", "private_mb", "access_order", "access", "pattern", "region", "mb", "refs",
-    "writes", "hot_fraction", "hot_share", "pages", "offset_mb", "span_mb", "passes", "from_job",
-    "until_job", "every_jobs", "role", "bcet_ms", "floor_mb", "max_mb", "high_mb", "min_mb", "low_mb",
-    "controller", "interval_ms", "config", "step_bytes", "limit_bytes", "psi_threshold_pct", "bogus",
+    "total_mb",
+    "page_kb",
+    "swap",
+    "readahead_pages",
+    "sample_ms",
+    "size_mb",
+    "kind",
+    "policy",
+    "name",
+    "reservation",
+    "group",
+    "private_mb",
+    "access_order",
+    "access",
+    "pattern",
+    "region",
+    "mb",
+    "refs",
+    "writes",
+    "hot_fraction",
+    "hot_share",
+    "pages",
+    "offset_mb",
+    "span_mb",
+    "passes",
+    "from_job",
+    "until_job",
+    "every_jobs",
+    "role",
+    "bcet_ms",
+    "floor_mb",
+    "max_mb",
+    "high_mb",
+    "min_mb",
+    "low_mb",
+    "controller",
+    "interval_ms",
+    "config",
+    "step_bytes",
+    "limit_bytes",
+    "psi_threshold_pct",
+    "bogus",
 ];
 
 /// Memory-side words a fuzzed value may take.
 const MEM_WORDS: &[&str] = &[
-    "hdd", "slow-ssd", "fast-ssd", "zram", "hard", "firm", "shm", "file", "global", "private", "first-touch", "spc",
-    "spel", "auto", "sweep", "random", "hotcold", "trace", "discard", "interleave", "sequence", "soft-rt", "non-rt",
-    "sara", "greedy", "offline", "tmo-low", "tmo-high", "senpai", "static", "r1", "shm0", "g1", "g2", "",
+    "hdd",
+    "slow-ssd",
+    "fast-ssd",
+    "zram",
+    "hard",
+    "firm",
+    "shm",
+    "file",
+    "global",
+    "private",
+    "first-touch",
+    "spc",
+    "spel",
+    "auto",
+    "sweep",
+    "random",
+    "hotcold",
+    "trace",
+    "discard",
+    "interleave",
+    "sequence",
+    "soft-rt",
+    "non-rt",
+    "sara",
+    "greedy",
+    "offline",
+    "tmo-low",
+    "tmo-high",
+    "senpai",
+    "static",
+    "r1",
+    "shm0",
+    "g1",
+    "g2",
+    "",
 ];
 
 fn mem_value() -> impl Strategy<Value = toml::Value> {
@@ -321,7 +417,16 @@ struct GenTask {
 }
 
 fn gen_task() -> impl Strategy<Value = GenTask> {
-    (1u32..60, prop::sample::select(vec![4u32, 5, 6, 8, 10, 12, 15, 20]), 50u32..=150, 0u32..5, 0u8..4, any::<bool>(), 0u8..3, any::<bool>())
+    (
+        1u32..60,
+        prop::sample::select(vec![4u32, 5, 6, 8, 10, 12, 15, 20]),
+        50u32..=150,
+        0u32..5,
+        0u8..4,
+        any::<bool>(),
+        0u8..3,
+        any::<bool>(),
+    )
         .prop_map(|(wcet_tenths, period_ms, deadline_pct, offset_ms, dist, suspend, overrun, sporadic)| GenTask {
             wcet_tenths,
             period_ms,
@@ -360,7 +465,14 @@ fn render(kind: &str, cpus: usize, tasks: &[GenTask], seed: u64) -> String {
         match t.dist {
             0 => s += &format!("wcet_ms = {c}\n"),
             1 => s += &format!("exec = {{ dist = \"uniform\", min_ms = {}, max_ms = {c} }}\n", c / 2.0),
-            2 => s += &format!("exec = {{ dist = \"normal\", mean_ms = {c}, sd_ms = {}, min_ms = {}, max_ms = {} }}\n", c / 4.0, c / 2.0, c * 1.5),
+            2 => {
+                s += &format!(
+                    "exec = {{ dist = \"normal\", mean_ms = {c}, sd_ms = {}, min_ms = {}, max_ms = {} }}\n",
+                    c / 4.0,
+                    c / 2.0,
+                    c * 1.5
+                )
+            }
             _ => s += &format!("exec = {{ dist = \"empirical\", values_ms = [{}, {c}] }}\n", c / 3.0),
         }
         if t.suspend {
@@ -435,7 +547,12 @@ fn check_work_conserving(r: &SimResult, text: &str, cpu_of_task: Option<Vec<usiz
         let prev_end = if i > 0 && jobs[i - 1].task == j.task { end_of(jobs[i - 1]) } else { Nanos::ZERO };
         spans.push((j.task as usize, j.release.max(prev_end), end_of(j)));
     }
-    let mut instants: Vec<Nanos> = spans.iter().flat_map(|&(_, a, b)| [a, b]).chain(r.segments.iter().flat_map(|s| [s.start, s.end])).filter(|&t| t < r.horizon).collect();
+    let mut instants: Vec<Nanos> = spans
+        .iter()
+        .flat_map(|&(_, a, b)| [a, b])
+        .chain(r.segments.iter().flat_map(|s| [s.start, s.end]))
+        .filter(|&t| t < r.horizon)
+        .collect();
     instants.sort();
     instants.dedup();
     let groups: Vec<Vec<usize>> = match &cpu_of_task {
@@ -481,7 +598,12 @@ proptest! {
 
 #[test]
 fn a_different_seed_changes_random_demands_only() {
-    let text = render("gedf", 2, &[GenTask { wcet_tenths: 30, period_ms: 10, deadline_pct: 100, offset_ms: 0, dist: 1, suspend: false, overrun: 0, sporadic: true }], 1);
+    let text = render(
+        "gedf",
+        2,
+        &[GenTask { wcet_tenths: 30, period_ms: 10, deadline_pct: 100, offset_ms: 0, dist: 1, suspend: false, overrun: 0, sporadic: true }],
+        1,
+    );
     let a = load_toml_str(&text, "a.toml").unwrap();
     let mut b = a.clone();
     b.seed = 2;
@@ -491,7 +613,25 @@ fn a_different_seed_changes_random_demands_only() {
     assert_ne!(ra.jobs, rb.jobs, "seed must change random demands and arrivals");
     assert_ne!(ra.to_json(), rb.to_json());
     // A fixed, periodic scenario does not depend on the seed at all.
-    let fixed = load_toml_str(&render("rm", 1, &[GenTask { wcet_tenths: 10, period_ms: 4, deadline_pct: 100, offset_ms: 0, dist: 0, suspend: false, overrun: 0, sporadic: false }], 1), "f.toml").unwrap();
+    let fixed = load_toml_str(
+        &render(
+            "rm",
+            1,
+            &[GenTask {
+                wcet_tenths: 10,
+                period_ms: 4,
+                deadline_pct: 100,
+                offset_ms: 0,
+                dist: 0,
+                suspend: false,
+                overrun: 0,
+                sporadic: false,
+            }],
+            1,
+        ),
+        "f.toml",
+    )
+    .unwrap();
     let mut fixed2 = fixed.clone();
     fixed2.seed = 99;
     assert_eq!(simulate(&fixed, opts).jobs, simulate(&fixed2, opts).jobs);

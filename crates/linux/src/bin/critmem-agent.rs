@@ -28,7 +28,10 @@ fn main() {
     let args: Args = critmem_linux::parse_args();
     // Before any thread exists, so every thread has the signals blocked.
     let signals = shutdown_signals().unwrap_or_else(|e| fail(&e));
-    tracing_subscriber::fmt().with_writer(std::io::stderr).with_max_level(args.log_level).with_target(false)
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(args.log_level)
+        .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let config = AgentConfig::load(&args.config).unwrap_or_else(|e| fail(&e));

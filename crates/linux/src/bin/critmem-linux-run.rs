@@ -189,7 +189,9 @@ fn load(path: &Path) -> Result<Scenario, String> {
 fn plan(scenario: &Scenario, run_dir: &str) -> Result<(Vec<GroupSpec>, Vec<TaskPlan>), String> {
     let source = &scenario.source_name;
     let Some(memory) = scenario.memory.as_ref().filter(|m| !m.groups.is_empty()) else {
-        return Err(format!("{source}: the Linux platform needs [memory] and at least one [[group]] (each task runs in its group's cgroup)"));
+        return Err(format!(
+            "{source}: the Linux platform needs [memory] and at least one [[group]] (each task runs in its group's cgroup)"
+        ));
     };
     let page_bytes = memory.page_bytes;
     let mut groups = Vec::new();
@@ -205,7 +207,10 @@ fn plan(scenario: &Scenario, run_dir: &str) -> Result<(Vec<GroupSpec>, Vec<TaskP
     for (i, (task, mem)) in scenario.tasks.iter().zip(&scenario.task_memory).enumerate() {
         let Some(mem) = mem else { return Err(format!("{source}: task[{i}]: no memory declaration")) };
         let Some(group) = memory.groups.iter().position(|g| g.name == mem.group) else {
-            return Err(format!("{source}: task[{i}].group: {:?} is not a [[group]]; on Linux every task runs in a managed group", mem.group));
+            return Err(format!(
+                "{source}: task[{i}].group: {:?} is not a [[group]]; on Linux every task runs in a managed group",
+                mem.group
+            ));
         };
         // Streams over part of the private memory make that part the hot working set; the
         // rest is cold data the worker writes once and verifies at exit.
@@ -215,7 +220,9 @@ fn plan(scenario: &Scenario, run_dir: &str) -> Result<(Vec<GroupSpec>, Vec<TaskP
             .iter()
             .filter(|s| s.target == Target::Private)
             .map(|s| match &s.pattern {
-                StreamPattern::Sweep { offset, span, .. } | StreamPattern::Random { offset, span, .. } | StreamPattern::HotCold { offset, span, .. } => u64::from(*offset) + u64::from(*span),
+                StreamPattern::Sweep { offset, span, .. }
+                | StreamPattern::Random { offset, span, .. }
+                | StreamPattern::HotCold { offset, span, .. } => u64::from(*offset) + u64::from(*span),
                 StreamPattern::Trace { pages } => pages.iter().max().map_or(0, |&p| u64::from(p) + 1),
                 StreamPattern::Discard { .. } => 0,
             })
@@ -238,8 +245,13 @@ fn plan(scenario: &Scenario, run_dir: &str) -> Result<(Vec<GroupSpec>, Vec<TaskP
             seed,
         };
         if let Some(command) = &scenario.task_commands[i] {
-            let program = resolve_program(&command.argv[0])
-                .ok_or_else(|| format!("{source}: task[{i}].command: cannot run {:?}: no such executable file{}", command.argv[0], if command.argv[0].contains('/') { "" } else { " on PATH" }))?;
+            let program = resolve_program(&command.argv[0]).ok_or_else(|| {
+                format!(
+                    "{source}: task[{i}].command: cannot run {:?}: no such executable file{}",
+                    command.argv[0],
+                    if command.argv[0].contains('/') { "" } else { " on PATH" }
+                )
+            })?;
             plan.launch = Launch::Command { argv: command.argv.clone(), program, reports_jobs: command.reports_jobs };
             tasks.push(plan);
             continue;
@@ -279,7 +291,19 @@ fn plan(scenario: &Scenario, run_dir: &str) -> Result<(Vec<GroupSpec>, Vec<TaskP
                 }
                 ("critmem-srt-worker", args)
             }
-            GroupRole::NonRealTime => ("critmem-nrt-worker", vec!["--wss-mib".into(), to_mib(private_pages).max(1).to_string(), "--pattern".into(), pattern.into(), "--seed".into(), seed, "--report-ms".into(), "3600000".into()]),
+            GroupRole::NonRealTime => (
+                "critmem-nrt-worker",
+                vec![
+                    "--wss-mib".into(),
+                    to_mib(private_pages).max(1).to_string(),
+                    "--pattern".into(),
+                    pattern.into(),
+                    "--seed".into(),
+                    seed,
+                    "--report-ms".into(),
+                    "3600000".into(),
+                ],
+            ),
         };
         plan.launch = Launch::Worker { exe, args };
         tasks.push(plan);
@@ -410,7 +434,10 @@ fn kill_leftovers(platform: &LinuxPlatform, groups: usize) -> usize {
     // Only processes in our own cgroups get here. The last directory of a group is its
     // cgroup2 one (v2, or the unified half on the hybrid layout).
     let cgroup2_dirs: Vec<PathBuf> = platform.group_specs().filter_map(|g| platform.backend().group_dirs(&g.path).pop()).collect();
-    kill_until_empty(|| (0..groups).flat_map(|g| platform.pids(g).unwrap_or_default()).collect(), || cgroup2_dirs.iter().filter(|d| !kill_cgroup2(d)).count() == 0)
+    kill_until_empty(
+        || (0..groups).flat_map(|g| platform.pids(g).unwrap_or_default()).collect(),
+        || cgroup2_dirs.iter().filter(|d| !kill_cgroup2(d)).count() == 0,
+    )
 }
 
 /// Kills every process in the cgroup2 directory `dir` and below at once, by writing its
@@ -501,7 +528,10 @@ fn recover_crashed_runs(dir: &Path, layout: &Layout) -> Result<(), String> {
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         // critmem-run-<pid>.journal and critmem-run-<pid>.d, a run's journal and socket directory.
-        let Some((pid, kind)) = name.strip_prefix("critmem-run-").and_then(|n| n.split_once('.')).filter(|(p, _)| p.parse::<u32>().is_ok()) else { continue };
+        let Some((pid, kind)) = name.strip_prefix("critmem-run-").and_then(|n| n.split_once('.')).filter(|(p, _)| p.parse::<u32>().is_ok())
+        else {
+            continue;
+        };
         let path = entry.path();
         match kind {
             "d" => {
@@ -545,20 +575,23 @@ fn kill_run_cgroups(layout: &Layout, name: &str) -> usize {
         Layout::Hybrid { memory_root, unified_root } => (vec![memory_root, unified_root], unified_root),
     };
     let run_cgroup2 = cgroup2_root.join(name);
-    kill_until_empty(|| {
-        let mut pids = Vec::new();
-        for root in &roots {
-            let mut dirs = vec![root.join(name)];
-            while let Some(d) = dirs.pop() {
-                let Ok(entries) = std::fs::read_dir(&d) else { continue };
-                dirs.extend(entries.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).map(|e| e.path()));
-                let procs = d.join("cgroup.procs");
-                let text = std::fs::read_to_string(&procs).unwrap_or_default();
-                pids.extend(critmem_linux::cgroup::parse_pids(&text, &procs.display().to_string()).unwrap_or_default());
+    kill_until_empty(
+        || {
+            let mut pids = Vec::new();
+            for root in &roots {
+                let mut dirs = vec![root.join(name)];
+                while let Some(d) = dirs.pop() {
+                    let Ok(entries) = std::fs::read_dir(&d) else { continue };
+                    dirs.extend(entries.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).map(|e| e.path()));
+                    let procs = d.join("cgroup.procs");
+                    let text = std::fs::read_to_string(&procs).unwrap_or_default();
+                    pids.extend(critmem_linux::cgroup::parse_pids(&text, &procs.display().to_string()).unwrap_or_default());
+                }
             }
-        }
-        pids
-    }, || kill_cgroup2(&run_cgroup2))
+            pids
+        },
+        || kill_cgroup2(&run_cgroup2),
+    )
 }
 
 /// Most timeline samples a run keeps (at the default 100 ms, about 3.6 hours of them).
@@ -612,7 +645,10 @@ fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String
     for t in &tasks {
         if let Launch::Worker { exe, .. } = t.launch {
             if !workers_dir.join(exe).is_file() {
-                return Err(format!("worker {exe} not found in {}: run scripts/setup.sh (it installs the workers into .venv/bin)", workers_dir.display()));
+                return Err(format!(
+                    "worker {exe} not found in {}: run scripts/setup.sh (it installs the workers into .venv/bin)",
+                    workers_dir.display()
+                ));
             }
         }
     }

@@ -56,7 +56,8 @@ fn main() {
     let config: serde_json::Value = serde_json::json!({ "interval_ns": args.interval_ms * 1_000_000 });
     let config = if args.controller == "sara" || args.controller == "senpai" { config } else { serde_json::json!({}) };
     let mut controller = make_controller(&args.controller, config).unwrap_or_else(|e| fail(&e));
-    let worker_exe = (args.worker_mib > 0).then(|| std::env::current_exe().unwrap_or_else(|e| fail(&e)).with_file_name("critmem-nrt-worker"));
+    let worker_exe =
+        (args.worker_mib > 0).then(|| std::env::current_exe().unwrap_or_else(|e| fail(&e)).with_file_name("critmem-nrt-worker"));
     let signals = shutdown_signals().unwrap_or_else(|e| fail(&e));
     let layout = detect_layout_in(Path::new("/proc")).unwrap_or_else(|e| fail(&e));
     let backend = open_backend(&layout).unwrap_or_else(|e| fail(&e));
@@ -68,7 +69,11 @@ fn main() {
         .map(|i| GroupSpec {
             name: format!("g{i}"),
             path: GroupPath::new(&format!("critmem-bench-{}-{i}", std::process::id())).unwrap_or_else(|e| fail(&e)),
-            role: if args.srt_groups.map_or(i % 2 == 0, |n| i < n) { GroupRole::SoftRealTime { deadline_ns: 20_000_000, bcet_ns: 2_000_000 } } else { GroupRole::NonRealTime },
+            role: if args.srt_groups.map_or(i % 2 == 0, |n| i < n) {
+                GroupRole::SoftRealTime { deadline_ns: 20_000_000, bcet_ns: 2_000_000 }
+            } else {
+                GroupRole::NonRealTime
+            },
             floor_bytes: 16 << 20,
             create: true,
         })
@@ -123,20 +128,25 @@ fn main() {
     let mut by_mode = [(0u64, 0u64); 2];
     let (mut mode, mut cost_seen_ns) = (0usize, 0u64);
     let reads_usage: Vec<(GroupRole, bool)> = platform.group_specs().map(|g| (g.role.clone(), controller.reads_usage(&g.role))).collect();
-    let result = control.run(&mut platform, controller.as_mut(), || started.elapsed() >= run || signalled(&signals), |p, _, stats| {
-        if !args.alternate_usage_reads {
-            return;
-        }
-        if stats.ticks > 100 {
-            by_mode[mode].0 += 1;
-            by_mode[mode].1 += stats.cost_sum_ns - cost_seen_ns;
-        }
-        cost_seen_ns = stats.cost_sum_ns;
-        if stats.ticks % 100 == 0 {
-            mode = 1 - mode;
-            p.set_usage_inputs(|role| mode == 1 || reads_usage.iter().any(|(r, reads)| r == role && *reads));
-        }
-    });
+    let result = control.run(
+        &mut platform,
+        controller.as_mut(),
+        || started.elapsed() >= run || signalled(&signals),
+        |p, _, stats| {
+            if !args.alternate_usage_reads {
+                return;
+            }
+            if stats.ticks > 100 {
+                by_mode[mode].0 += 1;
+                by_mode[mode].1 += stats.cost_sum_ns - cost_seen_ns;
+            }
+            cost_seen_ns = stats.cost_sum_ns;
+            if stats.ticks % 100 == 0 {
+                mode = 1 - mode;
+                p.set_usage_inputs(|role| mode == 1 || reads_usage.iter().any(|(r, reads)| r == role && *reads));
+            }
+        },
+    );
     let elapsed_s = started.elapsed().as_secs_f64();
     let loop_cpu_ns = process_cpu_ns().saturating_sub(cpu_before_ns);
     let srt_groups = platform.group_specs().filter(|g| matches!(g.role, GroupRole::SoftRealTime { .. })).count();
@@ -207,7 +217,10 @@ fn bare_reads(platform: &LinuxPlatform, interval_ms: u64, run: Duration) -> (usi
         let memory_dir = &backend.group_dirs(&spec.path)[0];
         let usage = ["memory.current", "memory.usage_in_bytes"].iter().map(|n| memory_dir.join(n)).find(|p| p.exists());
         let knobs = Knob::ALL.iter().filter_map(|&k| backend.plan_knob(&spec.path, k, None).ok().flatten().map(|w| w.path));
-        let paths = [backend.pressure_file(&spec.path, PsiResource::Memory), backend.pressure_file(&spec.path, PsiResource::Io)].into_iter().chain(usage).chain(knobs);
+        let paths = [backend.pressure_file(&spec.path, PsiResource::Memory), backend.pressure_file(&spec.path, PsiResource::Io)]
+            .into_iter()
+            .chain(usage)
+            .chain(knobs);
         files.extend(paths.filter_map(|p| std::fs::File::open(p).ok()));
     }
     let mut buf = [0u8; 512];

@@ -44,10 +44,15 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let region = args.wss_mib.checked_mul(1 << 20).ok_or_else(|| "too large".to_owned()).and_then(|bytes| Region::try_new(bytes, args.seed)).unwrap_or_else(|e| {
-        eprintln!("critmem-nrt-worker: --wss-mib {}: {e}", args.wss_mib);
-        std::process::exit(2);
-    });
+    let region = args
+        .wss_mib
+        .checked_mul(1 << 20)
+        .ok_or_else(|| "too large".to_owned())
+        .and_then(|bytes| Region::try_new(bytes, args.seed))
+        .unwrap_or_else(|e| {
+            eprintln!("critmem-nrt-worker: --wss-mib {}: {e}", args.wss_mib);
+            std::process::exit(2);
+        });
     let mut walker = Walker::new(args.pattern, args.seed);
     let started = Instant::now();
     let end = args.duration_s.map(|d| started + d);
@@ -76,7 +81,8 @@ fn main() {
     }
     let elapsed_s = started.elapsed().as_secs_f64();
     let work_units = pages / PAGES_PER_UNIT;
-    let summary = Summary { worker: "nrt", work_units, work_units_per_s: work_units as f64 / elapsed_s.max(1e-9), checksum_failures, elapsed_s };
+    let summary =
+        Summary { worker: "nrt", work_units, work_units_per_s: work_units as f64 / elapsed_s.max(1e-9), checksum_failures, elapsed_s };
     println!("{}", serde_json::to_string(&summary).expect("summary serialises"));
     std::process::exit(if checksum_failures == 0 { 0 } else { 3 });
 }

@@ -103,7 +103,10 @@ fn main() {
         std::process::exit(2);
     };
     let period_ns = args.period_ms.max(1).checked_mul(1_000_000).unwrap_or_else(|| too_large("--period-ms", args.period_ms));
-    let deadline_ns = args.deadline_ms.map_or(Some(period_ns), |d| d.checked_mul(1_000_000)).unwrap_or_else(|| too_large("--deadline-ms", args.deadline_ms.unwrap_or(0)));
+    let deadline_ns = args
+        .deadline_ms
+        .map_or(Some(period_ns), |d| d.checked_mul(1_000_000))
+        .unwrap_or_else(|| too_large("--deadline-ms", args.deadline_ms.unwrap_or(0)));
     let wss_bytes = args.wss_mib.checked_mul(1 << 20).unwrap_or_else(|| too_large("--wss-mib", args.wss_mib));
     let cold_bytes = args.cold_mib.checked_mul(1 << 20).unwrap_or_else(|| too_large("--cold-mib", args.cold_mib));
     let compute_ns = args.compute_us.checked_mul(1000).unwrap_or_else(|| too_large("--compute-us", args.compute_us));
@@ -114,10 +117,15 @@ fn main() {
     let hot_bytes = phases.iter().map(|p| p.wss_bytes).max().unwrap_or(0) as usize;
     let hot_pages = hot_bytes.div_ceil(PAGE_BYTES).max(1);
     // The cold pages sit after the hot ones; jobs address only the first `active` pages.
-    let region = (hot_pages as u64).checked_mul(PAGE_BYTES as u64).and_then(|hot| hot.checked_add(cold_bytes)).ok_or_else(|| "too large".to_owned()).and_then(|bytes| Region::try_new(bytes, args.seed)).unwrap_or_else(|e| {
-        eprintln!("critmem-srt-worker: working set (--wss-mib, --phase) and --cold-mib: {e}");
-        std::process::exit(2);
-    });
+    let region = (hot_pages as u64)
+        .checked_mul(PAGE_BYTES as u64)
+        .and_then(|hot| hot.checked_add(cold_bytes))
+        .ok_or_else(|| "too large".to_owned())
+        .and_then(|bytes| Region::try_new(bytes, args.seed))
+        .unwrap_or_else(|e| {
+            eprintln!("critmem-srt-worker: working set (--wss-mib, --phase) and --cold-mib: {e}");
+            std::process::exit(2);
+        });
     let mut response_sum_ns = 0u64;
     let mut walker = Walker::new(args.pattern, args.seed);
     let mut client = args.socket.clone().map(JobClient::new);
@@ -149,7 +157,9 @@ fn main() {
         for i in 0..touches {
             let page = walker.next_page(active);
             if !region.verify_page(page) {
-                eprintln!("critmem-srt-worker: CHECKSUM MISMATCH in page {page} during job {job}: memory contents changed under the worker");
+                eprintln!(
+                    "critmem-srt-worker: CHECKSUM MISMATCH in page {page} during job {job}: memory contents changed under the worker"
+                );
                 summary.checksum_failures += 1;
                 checksum_ok = false;
                 break 'jobs;

@@ -57,7 +57,11 @@ fn main() {
             .map(|s| serde_json::json!({"swapfile": s.path, "size_bytes": s.size_bytes, "uuid": s.uuid})),
         Cmd::Teardown => manager.teardown().map(|p| serde_json::json!({"removed": p})),
         Cmd::Status => manager.state().and_then(|s| {
-            let active: Vec<_> = manager.active()?.into_iter().map(|e| serde_json::json!({"path": e.path, "kind": e.kind, "size_bytes": e.size_bytes})).collect();
+            let active: Vec<_> = manager
+                .active()?
+                .into_iter()
+                .map(|e| serde_json::json!({"path": e.path, "kind": e.kind, "size_bytes": e.size_bytes}))
+                .collect();
             Ok(serde_json::json!({"swapfile": s.map(|s| s.path), "active": active}))
         }),
     };

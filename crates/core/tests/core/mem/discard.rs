@@ -17,7 +17,9 @@ fn a_discarded_dirty_page_is_freed_without_writeback_and_comes_back_zero_filled(
             wr(&mut m, Nanos::ZERO, s, v.offset(i));
         }
         let free_before = m.stats().global_free_frames;
-        let charged = |m: &Memory| r.map_or(m.stats().global_active_pages + m.stats().global_inactive_pages, |r| m.reservation_charged_pages(r).unwrap());
+        let charged = |m: &Memory| {
+            r.map_or(m.stats().global_active_pages + m.stats().global_inactive_pages, |r| m.reservation_charged_pages(r).unwrap())
+        };
         assert_eq!(charged(&m), 8, "{kind:?}");
         for i in 0..4 {
             m.discard(s, v.offset(i)).unwrap();

@@ -18,15 +18,7 @@ fn machine(frames: u32, readahead: u32) -> Memory {
 }
 
 fn res(m: &mut Memory, name: &str, pages: u64, kind: ReservationKind) -> ResId {
-    m.create_reservation(
-        Nanos::ZERO,
-        ReservationSpec {
-            name: name.into(),
-            pages,
-            kind,
-        },
-    )
-    .unwrap()
+    m.create_reservation(Nanos::ZERO, ReservationSpec { name: name.into(), pages, kind }).unwrap()
 }
 
 fn rd(m: &mut Memory, t: Nanos, s: AsId, v: Vpn) -> Access {
@@ -54,41 +46,20 @@ struct Two {
 
 fn two(policy: SharePolicy, size: u64) -> Two {
     let mut m = machine(64, 1);
-    let shm = m
-        .create_shared("shm", RegionKind::SharedAnon, 4, policy)
-        .unwrap();
-    let r = [
-        res(&mut m, "r1", size, ReservationKind::Hard),
-        res(&mut m, "r2", size, ReservationKind::Hard),
-    ];
-    let s = [
-        m.create_space("a", Some(r[0])).unwrap(),
-        m.create_space("b", Some(r[1])).unwrap(),
-    ];
-    let vs = [
-        m.map_shared(Nanos::ZERO, s[0], shm, true).unwrap(),
-        m.map_shared(Nanos::ZERO, s[1], shm, true).unwrap(),
-    ];
-    let vp = [
-        m.map_private(s[0], "p", 8).unwrap().1,
-        m.map_private(s[1], "p", 8).unwrap().1,
-    ];
-    Two {
-        m,
-        r,
-        s,
-        shm,
-        vs,
-        vp,
-    }
+    let shm = m.create_shared("shm", RegionKind::SharedAnon, 4, policy).unwrap();
+    let r = [res(&mut m, "r1", size, ReservationKind::Hard), res(&mut m, "r2", size, ReservationKind::Hard)];
+    let s = [m.create_space("a", Some(r[0])).unwrap(), m.create_space("b", Some(r[1])).unwrap()];
+    let vs = [m.map_shared(Nanos::ZERO, s[0], shm, true).unwrap(), m.map_shared(Nanos::ZERO, s[1], shm, true).unwrap()];
+    let vp = [m.map_private(s[0], "p", 8).unwrap().1, m.map_private(s[1], "p", 8).unwrap().1];
+    Two { m, r, s, shm, vs, vp }
 }
 
-mod paper;
+mod device;
+mod discard;
+mod limit_groups;
+mod reservations_paper;
+mod props;
+mod psi;
 mod replacement;
 mod shared;
-mod device;
 mod spaces;
-mod psi;
-mod discard;
-mod props;
-mod limit_groups;

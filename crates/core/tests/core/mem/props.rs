@@ -5,28 +5,16 @@ use super::*;
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 
-const POLICIES: [SharePolicy; 6] = [
-    SharePolicy::Global,
-    SharePolicy::Private,
-    SharePolicy::FirstTouch,
-    SharePolicy::Spc,
-    SharePolicy::Spel,
-    SharePolicy::Auto,
-];
+const POLICIES: [SharePolicy; 6] =
+    [SharePolicy::Global, SharePolicy::Private, SharePolicy::FirstTouch, SharePolicy::Spc, SharePolicy::Spel, SharePolicy::Auto];
 
 fn check(m: &Memory, seed: u64, step: usize, what: &str) {
     if let Err(e) = m.check_invariants() {
         panic!("seed {seed}, step {step} ({what}): {e}");
     }
     let st = m.stats();
-    let used: u64 = m
-        .reservations()
-        .map(|r| m.reservation_stats(r).unwrap().frames_held)
-        .sum();
-    assert!(
-        st.global_free_frames + st.locked_frames + used <= st.total_frames,
-        "seed {seed}, step {step}: frames not conserved: {st:?}"
-    );
+    let used: u64 = m.reservations().map(|r| m.reservation_stats(r).unwrap().frames_held).sum();
+    assert!(st.global_free_frames + st.locked_frames + used <= st.total_frames, "seed {seed}, step {step}: frames not conserved: {st:?}");
     for r in m.reservations() {
         let s = m.reservation_stats(r).unwrap();
         if s.kind == ReservationKind::Hard {
@@ -71,16 +59,8 @@ fn scenario(seed: u64) -> Reached {
     let file_dev = m.add_device(DeviceSpec::fast_ssd()).unwrap();
     let mut ress = Vec::new();
     for i in 0..rng.random_range(1..4) {
-        let kind = if rng.random_bool(0.5) {
-            ReservationKind::Hard
-        } else {
-            ReservationKind::Firm
-        };
-        let spec = ReservationSpec {
-            name: format!("r{i}"),
-            pages: rng.random_range(3..14),
-            kind,
-        };
+        let kind = if rng.random_bool(0.5) { ReservationKind::Hard } else { ReservationKind::Firm };
+        let spec = ReservationSpec { name: format!("r{i}"), pages: rng.random_range(3..14), kind };
         if let Ok(r) = m.create_reservation(Nanos::ZERO, spec) {
             ress.push(r);
         }
@@ -88,24 +68,13 @@ fn scenario(seed: u64) -> Reached {
     let mut regions = Vec::new();
     for _ in 0..rng.random_range(1..4) {
         let policy = POLICIES[rng.random_range(0..POLICIES.len())];
-        let kind = if rng.random_bool(0.7) {
-            RegionKind::SharedAnon
-        } else {
-            RegionKind::SharedFile { device: file_dev }
-        };
-        regions.push(
-            m.create_shared("shm", kind, rng.random_range(1..10), policy)
-                .unwrap(),
-        );
+        let kind = if rng.random_bool(0.7) { RegionKind::SharedAnon } else { RegionKind::SharedFile { device: file_dev } };
+        regions.push(m.create_shared("shm", kind, rng.random_range(1..10), policy).unwrap());
     }
     // (space, list of (first vpn, pages))
     let mut spaces: Vec<(AsId, Vec<(Vpn, u32)>)> = Vec::new();
     for i in 0..rng.random_range(2..6) {
-        let res = if ress.is_empty() || rng.random_bool(0.25) {
-            None
-        } else {
-            Some(ress[rng.random_range(0..ress.len())])
-        };
+        let res = if ress.is_empty() || rng.random_bool(0.25) { None } else { Some(ress[rng.random_range(0..ress.len())]) };
         let s = m.create_space(&format!("t{i}"), res).unwrap();
         let pages = rng.random_range(1..20);
         let (_, v) = m.map_private(s, "p", pages).unwrap();
@@ -145,17 +114,11 @@ fn scenario(seed: u64) -> Reached {
             }
         } else if roll < 940 {
             let (v, pages) = maps[rng.random_range(0..maps.len())];
-            let kind = if rng.random_bool(0.3) {
-                RefKind::Write
-            } else {
-                RefKind::Read
-            };
+            let kind = if rng.random_bool(0.3) { RefKind::Write } else { RefKind::Read };
             what = "access";
             match m.access(now, s, v.offset(rng.random_range(0..pages)), kind) {
                 Ok(a) => reached.majors += u64::from(matches!(a, Access::Major { .. })),
-                Err(MemError::ReservationExhausted(_) | MemError::OutOfMemory) => {
-                    reached.errors += 1
-                }
+                Err(MemError::ReservationExhausted(_) | MemError::OutOfMemory) => reached.errors += 1,
                 Err(e) => panic!("seed {seed}, step {step}: unexpected {e}"),
             }
         } else if roll < 960 {
@@ -168,16 +131,8 @@ fn scenario(seed: u64) -> Reached {
             let _ = m.resolve_auto(now, reg);
         } else if roll < 990 && spaces.len() < 8 {
             what = "fork";
-            let res = if ress.is_empty() {
-                None
-            } else {
-                Some(ress[rng.random_range(0..ress.len())])
-            };
-            let policy = [
-                SharePolicy::Private,
-                SharePolicy::FirstTouch,
-                SharePolicy::Spc,
-            ][rng.random_range(0..3)];
+            let res = if ress.is_empty() { None } else { Some(ress[rng.random_range(0..ress.len())]) };
+            let policy = [SharePolicy::Private, SharePolicy::FirstTouch, SharePolicy::Spc][rng.random_range(0..3)];
             if let Ok(c) = m.fork(now, s, "child", res, policy) {
                 reached.forks += 1;
                 let maps = maps.clone();
@@ -204,10 +159,7 @@ fn scenario(seed: u64) -> Reached {
         reached.evictions += st.evictions;
     }
     reached.global_evictions = m.stats().global_evictions;
-    reached.cow_copies = spaces
-        .iter()
-        .map(|(s, _)| m.space_stats(*s).unwrap().cow_copies)
-        .sum();
+    reached.cow_copies = spaces.iter().map(|(s, _)| m.space_stats(*s).unwrap().cow_copies).sum();
     for (s, _) in spaces {
         m.exit_space(now, s).unwrap();
         check(&m, seed, usize::MAX, "final exit");

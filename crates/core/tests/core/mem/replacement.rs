@@ -10,10 +10,7 @@ fn second_chance_evicts_in_fifo_order_but_spares_a_page_referenced_again() {
     let (reg, v) = m.map_private(s, "data", 6).unwrap();
     let t = Nanos::ZERO;
     for p in 0..3 {
-        assert!(
-            matches!(rd(&mut m, t, s, v.offset(p)), Access::Minor { .. }),
-            "zero-fill"
-        );
+        assert!(matches!(rd(&mut m, t, s, v.offset(p)), Access::Minor { .. }), "zero-fill");
     }
     // All three were referenced once: FIFO, the oldest goes.
     rd(&mut m, t, s, v.offset(3));
@@ -44,10 +41,7 @@ fn hard_reservation_evicts_its_own_pages_and_never_exceeds_its_size() {
             now += Nanos::from_ms(1);
             let acc = wr(&mut m, now, a, va.offset(p));
             if pass == 1 {
-                assert!(
-                    matches!(acc, Access::Major { .. }),
-                    "page {p} was swapped out"
-                );
+                assert!(matches!(acc, Access::Major { .. }), "page {p} was swapped out");
             }
             if let Access::Major { ready_at, .. } = acc {
                 now = ready_at;
@@ -56,15 +50,8 @@ fn hard_reservation_evicts_its_own_pages_and_never_exceeds_its_size() {
             assert!(st.frames_held <= 4 && st.borrowed_frames == 0, "{st:?}");
         }
     }
-    assert_eq!(
-        m.stats().global_free_frames,
-        global_free,
-        "free memory elsewhere is never touched"
-    );
-    assert!(
-        (0..8).all(|p| m.is_resident(breg, p)),
-        "other tasks' pages are never touched"
-    );
+    assert_eq!(m.stats().global_free_frames, global_free, "free memory elsewhere is never touched");
+    assert!((0..8).all(|p| m.is_resident(breg, p)), "other tasks' pages are never touched");
     let st = m.reservation_stats(r).unwrap();
     assert_eq!(st.evictions, 16);
     assert_eq!(st.writebacks, 16, "every victim was dirty");
@@ -84,11 +71,7 @@ fn firm_reservation_borrows_free_pages_and_returns_them_under_pressure() {
         wr(&mut m, Nanos::ZERO, a, va.offset(p));
     }
     let st = m.reservation_stats(r).unwrap();
-    assert_eq!(
-        (st.borrowed_frames, st.frames_held, st.evictions),
-        (6, 10, 0),
-        "borrowed instead of evicting"
-    );
+    assert_eq!((st.borrowed_frames, st.frames_held, st.evictions), (6, 10, 0), "borrowed instead of evicting");
     assert_eq!(m.stats().global_free_frames, 6);
     let mut now = Nanos::ZERO;
     for p in 0..12 {
@@ -97,11 +80,7 @@ fn firm_reservation_borrows_free_pages_and_returns_them_under_pressure() {
         ok(&m);
     }
     let st = m.reservation_stats(r).unwrap();
-    assert_eq!(
-        (st.borrowed_frames, st.frames_held, st.evictions),
-        (0, 4, 6),
-        "gave every borrowed page back"
-    );
+    assert_eq!((st.borrowed_frames, st.frames_held, st.evictions), (0, 4, 6), "gave every borrowed page back");
     assert_eq!(m.space_stats(b).unwrap().resident_pages, 12);
     // With nothing left to take back, the global LRU evicts unreserved pages; the firm
     // reservation keeps its size.
@@ -113,36 +92,16 @@ fn firm_reservation_borrows_free_pages_and_returns_them_under_pressure() {
 
 #[test]
 fn admission_control_rejects_overcommitted_reservations() {
-    let cfg = MemConfig {
-        unreserved_min_frames: 10,
-        min_reservation_pages: 8,
-        ..MemConfig::with_frames(100)
-    };
+    let cfg = MemConfig { unreserved_min_frames: 10, min_reservation_pages: 8, ..MemConfig::with_frames(100) };
     let mut m = Memory::new(cfg, DeviceSpec::zram()).unwrap();
-    let spec = |pages| ReservationSpec {
-        name: "r".into(),
-        pages,
-        kind: ReservationKind::Hard,
-    };
+    let spec = |pages| ReservationSpec { name: "r".into(), pages, kind: ReservationKind::Hard };
     m.create_reservation(Nanos::ZERO, spec(50)).unwrap();
     let err = m.create_reservation(Nanos::ZERO, spec(41)).unwrap_err();
-    assert!(
-        matches!(err, MemError::AdmissionRejected { available: 40, .. }),
-        "{err}"
-    );
-    assert!(
-        err.to_string().contains("40 of 100 frames are uncommitted"),
-        "{err}"
-    );
+    assert!(matches!(err, MemError::AdmissionRejected { available: 40, .. }), "{err}");
+    assert!(err.to_string().contains("40 of 100 frames are uncommitted"), "{err}");
     m.create_reservation(Nanos::ZERO, spec(40)).unwrap();
-    assert!(matches!(
-        m.create_reservation(Nanos::ZERO, spec(8)),
-        Err(MemError::AdmissionRejected { .. })
-    ));
-    assert!(matches!(
-        m.create_reservation(Nanos::ZERO, spec(7)),
-        Err(MemError::ReservationTooSmall { .. })
-    ));
+    assert!(matches!(m.create_reservation(Nanos::ZERO, spec(8)), Err(MemError::AdmissionRejected { .. })));
+    assert!(matches!(m.create_reservation(Nanos::ZERO, spec(7)), Err(MemError::ReservationTooSmall { .. })));
     assert_eq!(m.stats().committed_frames, 90);
     ok(&m);
 }
@@ -155,18 +114,11 @@ fn global_lru_promotes_referenced_pages_and_evicts_the_inactive_head() {
     for p in 0..5 {
         rd(&mut m, Nanos::ZERO, s, v.offset(p));
     }
-    assert!(
-        !m.is_resident(reg, 0),
-        "all equally referenced: the oldest goes"
-    );
+    assert!(!m.is_resident(reg, 0), "all equally referenced: the oldest goes");
     assert!(rd(&mut m, Nanos::ZERO, s, v.offset(1)).is_hit());
     rd(&mut m, Nanos::ZERO, s, v.offset(5));
     let resident: Vec<u32> = (0..6).filter(|&p| m.is_resident(reg, p)).collect();
-    assert_eq!(
-        resident,
-        vec![1, 3, 4, 5],
-        "page 1 was promoted, page 2 demoted and evicted"
-    );
+    assert_eq!(resident, vec![1, 3, 4, 5], "page 1 was promoted, page 2 demoted and evicted");
     assert_eq!(m.stats().global_evictions, 2);
     ok(&m);
 }

@@ -51,22 +51,14 @@ mod paper {
     /// Sets up reservations of `sizes_mb` (one per task) sharing the shm under `policy`.
     pub fn setup(kinds: &[Kind], sizes_mb: &[u64], policy: SharePolicy) -> Result<Run, MemError> {
         // The paper's machine: 4 GB of RAM, swap on a 7200 rpm disk.
-        let cfg = MemConfig {
-            readahead_pages: 8,
-            check_every_operation: false,
-            ..MemConfig::with_frames((4096 * MB / PAGE) as u32)
-        };
+        let cfg = MemConfig { readahead_pages: 8, check_every_operation: false, ..MemConfig::with_frames((4096 * MB / PAGE) as u32) };
         let mut m = Memory::new(cfg, DeviceSpec::hdd()).unwrap();
         let region = m.create_shared("shm", RegionKind::SharedAnon, SHM_PAGES, policy)?;
         let mut tasks = Vec::new();
         for (i, (&kind, &mb)) in kinds.iter().zip(sizes_mb).enumerate() {
             let r = m.create_reservation(
                 Nanos::ZERO,
-                ReservationSpec {
-                    name: format!("r{i}"),
-                    pages: mb * MB / PAGE,
-                    kind: ReservationKind::Hard,
-                },
+                ReservationSpec { name: format!("r{i}"), pages: mb * MB / PAGE, kind: ReservationKind::Hard },
             )?;
             let space = m.create_space(&format!("tau{i}"), Some(r))?;
             let priv_pages = if kind == Kind::Tau1 { PRIV1 } else { PRIV2 };
@@ -86,12 +78,7 @@ mod paper {
         if policy == SharePolicy::Spel {
             m.lock_region(Nanos::ZERO, region)?;
         }
-        Ok(Run {
-            m,
-            tasks,
-            steady_max_frames: 0,
-            steady_min_frames: u64::MAX,
-        })
+        Ok(Run { m, tasks, steady_max_frames: 0, steady_min_frames: u64::MAX })
     }
 
     /// One job: the reference string, each reference at the job's local time (1 µs apart,
@@ -113,11 +100,7 @@ mod paper {
         }
         for v in refs {
             // The first job of each task writes the data it sweeps (initialising the shm).
-            let kind = if t.jobs == 0 {
-                RefKind::Write
-            } else {
-                RefKind::Read
-            };
+            let kind = if t.jobs == 0 { RefKind::Write } else { RefKind::Read };
             match m.access(now, t.space, v, kind).unwrap() {
                 Access::Hit => now += Nanos(1_000),
                 Access::Minor { cpu, .. } => now += Nanos(1_000) + cpu,
@@ -173,11 +156,7 @@ mod paper {
 /// steady-state job: its CPU demand plus the time it waits for the device fits in its period.
 fn minimum_reservation_mb(kind: paper::Kind) -> u64 {
     use paper::*;
-    let (c, t) = if kind == Kind::Tau1 {
-        (C1, T1)
-    } else {
-        (C2, T2)
-    };
+    let (c, t) = if kind == Kind::Tau1 { (C1, T1) } else { (C2, T2) };
     (1..=16)
         .find(|&mb| {
             let mut r = setup(&[kind], &[mb], SharePolicy::Spc).unwrap();
@@ -189,26 +168,15 @@ fn minimum_reservation_mb(kind: paper::Kind) -> u64 {
 
 #[test]
 fn minimum_reservations_are_11_mb_for_tau1_and_2_mb_for_tau2() {
-    assert_eq!(
-        minimum_reservation_mb(paper::Kind::Tau1),
-        11,
-        "10 MB sweep + code/data thrashes in 10 MB"
-    );
-    assert_eq!(
-        minimum_reservation_mb(paper::Kind::Tau2),
-        2,
-        "1 MB chunk + code/data thrashes in 1 MB"
-    );
+    assert_eq!(minimum_reservation_mb(paper::Kind::Tau1), 11, "10 MB sweep + code/data thrashes in 10 MB");
+    assert_eq!(minimum_reservation_mb(paper::Kind::Tau2), 2, "1 MB chunk + code/data thrashes in 1 MB");
 }
 
 #[test]
 fn table3_totals_fall_out_of_the_mechanism() {
     use paper::*;
-    let sets: [(&str, [Kind; 2]); 3] = [
-        ("{t1,t1}", [Kind::Tau1, Kind::Tau1]),
-        ("{t2,t2}", [Kind::Tau2, Kind::Tau2]),
-        ("{t1,t2}", [Kind::Tau1, Kind::Tau2]),
-    ];
+    let sets: [(&str, [Kind; 2]); 3] =
+        [("{t1,t1}", [Kind::Tau1, Kind::Tau1]), ("{t2,t2}", [Kind::Tau2, Kind::Tau2]), ("{t1,t2}", [Kind::Tau1, Kind::Tau2])];
     let min_mb = |k: Kind| if k == Kind::Tau1 { 11 } else { 2 };
     let mut table = Vec::new();
     for policy in [SharePolicy::Private, SharePolicy::Spc, SharePolicy::Spel] {
@@ -221,9 +189,7 @@ fn table3_totals_fall_out_of_the_mechanism() {
                     if policy != SharePolicy::Spel {
                         return min_mb(k);
                     }
-                    (min_mb(k)..)
-                        .find(|&mb| setup(&[k, k], &[mb, mb], policy).is_ok())
-                        .expect("admitted eventually")
+                    (min_mb(k)..).find(|&mb| setup(&[k, k], &[mb, mb], policy).is_ok()).expect("admitted eventually")
                 })
                 .collect();
             let mut r = setup(kinds, &sizes, policy).unwrap();
@@ -238,34 +204,21 @@ fn table3_totals_fall_out_of_the_mechanism() {
                 r.steady_max_frames,
                 r.tasks.iter().map(|t| t.stall.as_ms_f64().round()).collect::<Vec<_>>()
             );
-            table.push((
-                policy,
-                *name,
-                sizes,
-                r.steady_min_frames,
-                r.steady_max_frames,
-            ));
+            table.push((policy, *name, sizes, r.steady_min_frames, r.steady_max_frames));
         }
     }
     let frames = |mb: u64| mb * MB / PAGE;
     for (policy, name, sizes, lo, hi) in table {
         match policy {
             // SPC conserves a frame for every shared page: the sum of the reservations.
-            SharePolicy::Spc => assert_eq!(
-                (lo, hi),
-                (frames(sizes.iter().sum()), frames(sizes.iter().sum())),
-                "{name}"
-            ),
+            SharePolicy::Spc => assert_eq!((lo, hi), (frames(sizes.iter().sum()), frames(sizes.iter().sum())), "{name}"),
             // SPEL: (11 + 11) − 10 for every set.
             SharePolicy::Spel => assert_eq!((lo, hi), (frames(12), frames(12)), "{name}"),
             // No-SP-Mgmt: the sum minus the shm pages both reservations account but one pays.
             _ => match name {
                 "{t1,t1}" => assert_eq!((lo, hi), (frames(12), frames(12))),
                 // τ2's 2 MB keeps up to 2 MB − code/data of shm, all of it duplicated.
-                "{t2,t2}" => assert!(
-                    lo >= frames(2) && hi <= frames(4) - frames(1) / 2,
-                    "{lo}..{hi}"
-                ),
+                "{t2,t2}" => assert!(lo >= frames(2) && hi <= frames(4) - frames(1) / 2, "{lo}..{hi}"),
                 _ => assert!(lo > frames(11) && hi < frames(12), "{lo}..{hi}"),
             },
         }
@@ -286,22 +239,13 @@ fn tau1_misses_once_per_tau2_period_without_management_and_never_under_spc_or_sp
     ] {
         let mut r = setup(&[Kind::Tau1, Kind::Tau2], &sizes, policy).unwrap();
         run(&mut r, 110, 60);
-        let misses: Vec<usize> = r.tasks[0]
-            .job_stalls
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| **s > slack)
-            .map(|(i, _)| i)
-            .collect();
+        let misses: Vec<usize> = r.tasks[0].job_stalls.iter().enumerate().filter(|(_, s)| **s > slack).map(|(i, _)| i).collect();
         println!("{policy}: τ1 jobs over their slack after warm-up: {misses:?}");
         match want {
             None => assert!(misses.is_empty(), "{policy}: {misses:?}"),
             Some(every) => {
                 assert_eq!(misses.len(), 50 / every, "{policy}: {misses:?}");
-                assert!(
-                    misses.windows(2).all(|w| w[1] - w[0] == every),
-                    "{policy}: {misses:?}"
-                );
+                assert!(misses.windows(2).all(|w| w[1] - w[0] == every), "{policy}: {misses:?}");
             }
         }
     }
@@ -315,16 +259,10 @@ fn tau1_misses_once_per_tau2_period_without_management_and_never_under_spc_or_sp
 fn changing_the_shared_size_changes_totals_as_the_formulas_say() {
     // A 3 MB shm swept whole by three tasks with 4 MB reservations.
     for policy in [SharePolicy::Spc, SharePolicy::Spel] {
-        let cfg = MemConfig {
-            readahead_pages: 8,
-            check_every_operation: false,
-            ..MemConfig::with_frames(4096)
-        };
+        let cfg = MemConfig { readahead_pages: 8, check_every_operation: false, ..MemConfig::with_frames(4096) };
         let mut m = Memory::new(cfg, DeviceSpec::fast_ssd()).unwrap();
         let s_pages = 3 * 256;
-        let shm = m
-            .create_shared("shm", RegionKind::SharedAnon, s_pages, policy)
-            .unwrap();
+        let shm = m.create_shared("shm", RegionKind::SharedAnon, s_pages, policy).unwrap();
         let mut spaces = Vec::new();
         for i in 0..3 {
             let r = res(&mut m, &format!("r{i}"), 4 * 256, ReservationKind::Hard);
