@@ -152,8 +152,11 @@ fn run_job(supply: &SlotSupply, start: u128, task: &TaskSpec) -> u128 {
             }
             Step::Suspend(duration) => now += u128::from(duration.0),
             Step::Done => return now,
-            // Only the memory model kills jobs; a task's plain program never does.
-            Step::Killed => unreachable!("a plain task program never kills its job"),
+            // Kills, waits on resources and invocations come from subsystems, never from a
+            // task's own program.
+            Step::Killed | Step::Block(_) | Step::Invoke(_) | Step::Return => {
+                unreachable!("a plain task program only computes, suspends and ends")
+            }
         }
     }
 }

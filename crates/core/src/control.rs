@@ -3,10 +3,14 @@
 //! and its job boundaries, calls the controller, and applies its actions — the semantics of
 //! [`critmem_policy::Platform`], inside the deterministic engine.
 
-use crate::memsim::MemSim;
+use crate::engine::{Context, JobInfo, Subsystem};
+use crate::memsim::{MemSim, MemorySubsystem};
+use crate::result::{Outcome, SimResult};
+use crate::sched::JobKey;
 use crate::time::Nanos;
 use crate::workload::{ControlSpec, GroupDecl, GroupKind, MemorySpec, TaskMemory};
 use critmem_policy::{Action, Controller, GroupObservation, GroupRole, JobEvent, MemoryKnobs, Observation, Platform, StallTotals};
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 
 /// One group at one tick, after the tick's actions were applied.
@@ -78,9 +82,14 @@ pub struct GroupExtremes {
 pub(crate) struct Control {
     controller: Box<dyn Controller + Send>,
     name: String,
-    pub(crate) interval: Nanos,
+    interval: Nanos,
     state: State,
+    /// Live jobs of the managed groups' tasks: job id (release sequence) → (key, group).
+    live: BTreeMap<u64, (JobKey, usize)>,
 }
+
+/// The one event tag of the control loop: a tick.
+const TICK: u64 = 0;
 
 /// What the platform side keeps between ticks.
 struct State {
@@ -141,27 +150,7 @@ impl Control {
             dropped: 0,
             ignored: 0,
         };
-        Control { controller, name, interval: spec.interval, state }
-    }
-
-    pub(crate) fn group_of(&self, ti: usize) -> Option<usize> {
-        self.state.task_group[ti]
-    }
-
-    pub(crate) fn on_release(&mut self, ti: usize, job: u64, at: Nanos, deadline: Nanos) {
-        self.state.on_release(ti, job, at, deadline);
-    }
-
-    pub(crate) fn on_end(&mut self, ti: usize, job: u64, at: Nanos, completed: bool) {
-        self.state.on_end(ti, job, at, completed);
-    }
-
-    pub(crate) fn count_drop(&mut self) {
-        self.state.dropped += 1;
-    }
-
-    pub(crate) fn count_ignored(&mut self) {
-        self.state.ignored += 1;
+        Control { controller, name, interval: spec.interval, state, live: BTreeMap::new() }
     }
 
     /// One iteration of the platform-neutral loop ([`critmem_policy::step`]) over the
@@ -206,7 +195,7 @@ impl Control {
         drops
     }
 
-    pub(crate) fn finish(self) -> ControlResult {
+    pub(crate) fn into_result(self) -> ControlResult {
         let st = self.state;
         ControlResult {
             controller: self.name,
@@ -219,6 +208,53 @@ impl Control {
             timeline: st.timeline,
             timeline_every_ticks: st.timeline_every_ticks,
         }
+    }
+}
+
+impl Subsystem for Control {
+    fn name(&self) -> &'static str {
+        "control"
+    }
+
+    fn start(&mut self, cx: &mut Context<'_>) {
+        // The first tick closes the first interval (SARA counts ticks as intervals).
+        cx.schedule(cx.now() + self.interval, TICK);
+    }
+
+    fn on_release(&mut self, cx: &mut Context<'_>, job: &JobInfo) -> bool {
+        self.state.on_release(job.task, job.seq, cx.now(), job.abs_deadline);
+        if let Some(group) = self.state.task_group[job.task] {
+            self.live.insert(job.seq, (job.key, group));
+        }
+        false
+    }
+
+    fn on_end(&mut self, cx: &mut Context<'_>, job: &JobInfo, outcome: Outcome, _task_idle: bool) {
+        self.state.on_end(job.task, job.seq, cx.now(), outcome == Outcome::Completed);
+        self.live.remove(&job.seq);
+    }
+
+    fn on_event(&mut self, cx: &mut Context<'_>, tag: u64) {
+        debug_assert_eq!(tag, TICK);
+        let now = cx.now();
+        let memory = cx.peer_mut::<MemorySubsystem>().expect("a control loop runs beside the memory model");
+        let drops = self.tick(now, memory.model_mut());
+        for (group, job) in drops {
+            // A job asked for twice in one tick is dropped once; the second request is ignored.
+            match self.live.get(&job).copied().filter(|&(_, g)| g == group) {
+                Some((key, _)) => {
+                    self.live.remove(&job);
+                    self.state.dropped += 1;
+                    cx.drop_job(key);
+                }
+                None => self.state.ignored += 1,
+            }
+        }
+        cx.schedule(now + self.interval, TICK);
+    }
+
+    fn finish(self: Box<Self>, _horizon: Nanos, result: &mut SimResult) {
+        result.control = Some(self.into_result());
     }
 }
 

@@ -12,12 +12,14 @@ pub mod result;
 pub mod rng;
 pub mod scenario;
 pub mod sched;
+pub mod sim;
 pub mod task;
 pub mod time;
 pub mod workload;
 
-pub use engine::{simulate, simulate_with_controller, SimOptions, Simulation, MAX_TRACE_RECORDS};
+pub use engine::{Context, JobInfo, SimOptions, Simulation, Subsystem, SubsystemId, MAX_TRACE_RECORDS};
 pub use result::{ExecSegment, JobRecord, Outcome, SimResult, TaskStats, TaskSummary};
 pub use scenario::{load_json_str, load_str, load_toml_str, Format, Overrides, Scenario, ScenarioError, SchedulerKind, TaskCommand};
+pub use sim::{simulate, simulate_with_controller};
 pub use task::{Criticality, TaskSpec};
 pub use time::Nanos;

@@ -2,13 +2,16 @@
 //! references spread evenly over its compute, faults taken at the exact simulated instant
 //! they happen, PSI states updated as jobs run, stall and resume.
 
+use crate::engine::{Context, JobInfo, Subsystem};
 use crate::mem::{
     Access, AsId, AutoDecision, DeviceStats, MemConfig, MemError, MemStats, Memory, PsiAccounting, PsiGroupId, PsiTaskId, PsiTotals,
     RefKind, RegionId, RegionUsage, ResId, ReservationKind, ReservationSpec, ReservationStats, SharePolicy, SpaceStats, TaskPsiState, Vpn,
 };
 use crate::program::Step;
+use crate::result::{Outcome, SimResult};
 use crate::rng::{sub_rng, SimRng};
 use crate::scenario::{Scenario, MIB};
+use crate::sched::JobKey;
 use crate::time::Nanos;
 use crate::workload::{MemorySpec, StreamCursor, Target, TaskMemory};
 
@@ -536,6 +539,97 @@ impl MemSim {
             timeline: self.timeline,
             auto_decisions: self.auto_decisions,
         }
+    }
+}
+
+/// The memory model as a subsystem of the engine: it takes over the steps of jobs whose tasks
+/// have access streams (their references, faults and stalls), follows the PSI state of the
+/// other tasks' jobs, and samples the memory timeline.
+pub(crate) struct MemorySubsystem {
+    model: MemSim,
+    spec: MemorySpec,
+    task_memory: Vec<Option<TaskMemory>>,
+    /// The reference string of each live job whose steps come from here, by job key.
+    jobs: Vec<Option<Box<MemJob>>>,
+}
+
+/// The one event tag of [`MemorySubsystem`]: a point of the memory timeline.
+const SAMPLE: u64 = 0;
+
+impl MemorySubsystem {
+    /// The memory of a validated scenario.
+    pub(crate) fn new(s: &Scenario, seed: u64, check_invariants: bool) -> Option<MemorySubsystem> {
+        let spec = s.memory.as_ref()?;
+        let names: Vec<String> = s.tasks.iter().map(|t| t.name.clone()).collect();
+        let model = match MemSim::new(spec, &s.task_memory, &names, seed, check_invariants) {
+            Ok(m) => m,
+            Err(e) => panic!("memory setup failed after validation: {}: {}", e.key, e.message),
+        };
+        Some(MemorySubsystem { model, spec: spec.clone(), task_memory: s.task_memory.clone(), jobs: Vec::new() })
+    }
+
+    pub(crate) fn model_mut(&mut self) -> &mut MemSim {
+        &mut self.model
+    }
+
+    fn job_slot(&mut self, key: JobKey) -> &mut Option<Box<MemJob>> {
+        let k = key as usize;
+        if k >= self.jobs.len() {
+            self.jobs.resize_with(k + 1, || None);
+        }
+        &mut self.jobs[k]
+    }
+}
+
+impl Subsystem for MemorySubsystem {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
+    fn start(&mut self, cx: &mut Context<'_>) {
+        cx.schedule(cx.now(), SAMPLE);
+    }
+
+    fn on_release(&mut self, _cx: &mut Context<'_>, job: &JobInfo) -> bool {
+        let Some(tm) = self.task_memory[job.task].as_ref().filter(|tm| !tm.streams.is_empty()) else { return false };
+        let mj = self.model.start_job(job.task, tm, job.index, job.demand);
+        *self.job_slot(job.key) = Some(Box::new(mj));
+        true
+    }
+
+    #[inline]
+    fn next_step(&mut self, cx: &mut Context<'_>, job: &JobInfo) -> Step {
+        let tm = self.task_memory[job.task].as_ref().expect("a job with streams has its task's declaration");
+        let mj = self.jobs[job.key as usize].as_deref_mut().expect("a job this subsystem took over");
+        self.model.next_step(job.task, tm, mj, cx.now())
+    }
+
+    fn on_program_step(&mut self, cx: &mut Context<'_>, job: &JobInfo, step: Step) {
+        match step {
+            Step::Compute(_) => self.model.set_state(job.task, cx.now(), TaskPsiState::RUNNABLE),
+            // A plain self-suspension is sleep, not a stall.
+            Step::Suspend(_) => self.model.set_state(job.task, cx.now(), TaskPsiState::IDLE),
+            _ => {}
+        }
+    }
+
+    fn on_end(&mut self, cx: &mut Context<'_>, job: &JobInfo, _outcome: Outcome, task_idle: bool) {
+        self.model.job_ended(job.task, cx.now(), task_idle);
+        if let Some(mj) = self.jobs.get_mut(job.key as usize).and_then(Option::take) {
+            self.model.recycle(job.task, *mj);
+        }
+    }
+
+    fn on_event(&mut self, cx: &mut Context<'_>, tag: u64) {
+        debug_assert_eq!(tag, SAMPLE);
+        let now = cx.now();
+        self.model.sample(now);
+        cx.schedule(now + self.spec.sample_interval, SAMPLE);
+    }
+
+    fn finish(self: Box<Self>, horizon: Nanos, result: &mut SimResult) {
+        let MemorySubsystem { model, spec, task_memory, .. } = *self;
+        result.memory = Some(model.finish(horizon, &spec, &task_memory));
     }
 }
 

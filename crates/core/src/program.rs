@@ -3,10 +3,18 @@
 //! A job alternates compute stretches (preemptible CPU time) with self-suspensions. The engine
 //! asks the job's program for its next step whenever the current one ends, at the exact
 //! simulated instant it ends, so a program can base its next step on the state of the world
-//! at that moment (later: a page reference that faults, a lock that is taken, a device queue).
+//! at that moment (a page reference that faults, a lock that is taken, a device queue).
 
 use crate::task::TaskSpec;
 use crate::time::Nanos;
+
+/// A resource a job can block on (a lock, a pool of units), named by the subsystem that owns it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ResourceId(pub u32);
+
+/// A component jobs invoke; its owner is the subsystem that added it ([`crate::engine::Context::add_component`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ComponentId(pub u32);
 
 /// The next thing a job does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,6 +23,13 @@ pub enum Step {
     Compute(Nanos),
     /// Sleep for this long, off every CPU.
     Suspend(Nanos),
+    /// Wait, off every CPU, until the subsystem that owns the resource wakes the job
+    /// ([`crate::engine::Context::wake`]).
+    Block(ResourceId),
+    /// Enter a component: the job's steps come from the component's owner until it returns.
+    Invoke(ComponentId),
+    /// Leave the component the job is in, back to the caller's steps.
+    Return,
     /// The job is finished.
     Done,
     /// The job cannot go on and is killed (e.g. the memory model found no frame it could ever

@@ -142,7 +142,9 @@ pub struct TaskSummary {
     pub stats: TaskStats,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+/// What a run produces. The engine fills in everything up to `events`; each subsystem adds
+/// its own section.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct SimResult {
     pub source_name: String,
     pub scheduler: &'static str,

@@ -7,7 +7,7 @@
 use critmem_core::mem::{
     DeviceSpec, MemConfig, MemError, Memory, RefKind, RegionKind, ResId, ReservationKind, ReservationSpec, SharePolicy, Vpn,
 };
-use critmem_core::{load_str, Format, Nanos, Overrides, Scenario, SimOptions, SimResult, Simulation};
+use critmem_core::{load_str, Format, Nanos, Overrides, Scenario, SimOptions, SimResult};
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -250,7 +250,7 @@ fn simulate(
     let (result, seed, hyperperiod_ms, jobs, segments, control) = py
         .detach(|| {
             let scenario = load(text, source_name, format, horizon_ms, seed)?;
-            let result = Simulation::new(&scenario, scenario.seed, opts).run();
+            let result = critmem_core::simulate(&scenario, opts);
             let hyper = scenario.hyperperiod().map(Nanos::as_ms_f64);
             let (jobs, segments) = (JobColumns::new(&result), SegmentColumns::new(&result));
             let control = control_columns(&result);

@@ -1,11 +1,11 @@
-//! CPU schedulers behind one trait.
+//! CPU schedulers: a tree of nodes behind one trait.
 //!
-//! The engine tells a scheduler which jobs are eligible (`add_ready` / `remove`) and asks it,
-//! after every batch of same-time events, which job each CPU should run (`choose`). A
-//! scheduler never sees time advance on its own except through `next_wakeup`, which
-//! time-triggered policies (cyclic tables, later budgets and servers) use. Hierarchical
-//! schedulers and priority inheritance fit the same shape: a parent scheduler can delegate
-//! `choose` to children, and a changed effective priority is a `remove` + `add_ready`.
+//! The engine tells the root which jobs are eligible (`add_ready` / `remove`) and asks it,
+//! after every batch of same-time events, which job each CPU should run (`choose`). A node
+//! never sees time advance on its own except through `next_wakeup`, which time-triggered
+//! policies (cyclic tables, budgets and servers) use. A node with children routes each job to
+//! one child and delegates `choose` to them over their CPUs ([`NodeSpec`]); a changed
+//! effective priority (inheritance) is a `remove` + `add_ready` with a donor.
 
 mod cyclic;
 mod global;
@@ -13,9 +13,9 @@ mod partitioned;
 
 pub use cyclic::CyclicScheduler;
 pub use global::GlobalScheduler;
-pub use partitioned::PartitionedScheduler;
+pub use partitioned::PartitionNode;
 
-use crate::scenario::{PriorityOrder, Scenario, SchedulerKind};
+use crate::scenario::{CyclicTable, PriorityOrder, Scenario, SchedulerKind};
 use crate::task::TaskSpec;
 use crate::time::Nanos;
 
@@ -30,6 +30,17 @@ pub struct ReadyJob {
     /// Global release sequence number: unique, so it breaks every tie deterministically.
     pub seq: u64,
     pub release: Nanos,
+    pub abs_deadline: Nanos,
+    /// What the job inherits its priority from, where that is higher than its own.
+    pub donor: Option<PriorityInputs>,
+}
+
+/// What a job's place in a priority order depends on: its task (fixed priorities) and its
+/// absolute deadline (EDF). A job under priority inheritance is ordered by the higher of its
+/// own and its donor's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PriorityInputs {
+    pub task: usize,
     pub abs_deadline: Nanos,
 }
 
@@ -68,10 +79,20 @@ pub enum JobOrder {
 
 impl JobOrder {
     #[inline]
+    fn primary(&self, p: PriorityInputs) -> u64 {
+        match self {
+            JobOrder::FixedPriority { ranks } => u64::from(ranks[p.task]),
+            JobOrder::Edf => p.abs_deadline.0,
+        }
+    }
+
+    /// The job's key, with any inherited priority that beats its own.
+    #[inline]
     pub fn key(&self, job: &ReadyJob) -> QueueKey {
-        let primary = match self {
-            JobOrder::FixedPriority { ranks } => u64::from(ranks[job.task]),
-            JobOrder::Edf => job.abs_deadline.0,
+        let own = self.primary(PriorityInputs { task: job.task, abs_deadline: job.abs_deadline });
+        let primary = match job.donor {
+            Some(d) => own.min(self.primary(d)),
+            None => own,
         };
         QueueKey { primary, seq: job.seq }
     }
@@ -131,18 +152,54 @@ pub fn partition(scenario: &Scenario) -> Option<Vec<usize>> {
     scenario.scheduler.kind.is_partitioned().then(|| partition_worst_fit(&scenario.tasks, scenario.cpus))
 }
 
-/// Builds the scheduler a scenario asks for.
-pub fn build(scenario: &Scenario) -> Box<dyn Scheduler> {
-    let kind = scenario.scheduler.kind;
-    match (job_order(scenario), partition(scenario)) {
-        (None, _) => Box::new(CyclicScheduler::new(
-            scenario.scheduler.cyclic.clone().expect("validated: cyclic has a table"),
-            scenario.cpus,
-            scenario.tasks.len(),
-        )),
-        (Some(order), Some(part)) => Box::new(PartitionedScheduler::new(kind.as_str(), order, part, scenario.cpus)),
-        (Some(order), None) => Box::new(GlobalScheduler::new(kind.as_str(), order, scenario.cpus)),
+/// A node of the scheduler tree, as a scenario describes it.
+#[derive(Clone, Debug)]
+pub enum NodeSpec {
+    /// One ready queue in `order` over `cpus` CPUs: the `cpus` highest-priority eligible jobs
+    /// run (uniprocessor FP/EDF, global FP/EDF).
+    Queue { name: &'static str, order: JobOrder, cpus: usize },
+    /// Children over consecutive, disjoint ranges of CPUs, each task's jobs routed to one.
+    Partition { name: &'static str, children: Vec<NodeSpec>, task_child: Vec<usize> },
+    /// A time-triggered table of per-task windows.
+    Table { table: CyclicTable, cpus: usize, tasks: usize },
+}
+
+impl NodeSpec {
+    /// The tree a scenario's `[scheduler]` describes: one node, or a partition node over one
+    /// uniprocessor queue per CPU.
+    pub fn of(scenario: &Scenario) -> NodeSpec {
+        let kind = scenario.scheduler.kind;
+        let name = kind.as_str();
+        match (job_order(scenario), partition(scenario)) {
+            (None, _) => NodeSpec::Table {
+                table: scenario.scheduler.cyclic.clone().expect("validated: cyclic has a table"),
+                cpus: scenario.cpus,
+                tasks: scenario.tasks.len(),
+            },
+            (Some(order), Some(task_cpu)) => NodeSpec::Partition {
+                name,
+                children: (0..scenario.cpus).map(|_| NodeSpec::Queue { name, order: order.clone(), cpus: 1 }).collect(),
+                task_child: task_cpu,
+            },
+            (Some(order), None) => NodeSpec::Queue { name, order, cpus: scenario.cpus },
+        }
     }
+
+    /// The node, with its subtree built.
+    pub fn build(self) -> Box<dyn Scheduler> {
+        match self {
+            NodeSpec::Queue { name, order, cpus } => Box::new(GlobalScheduler::new(name, order, cpus)),
+            NodeSpec::Partition { name, children, task_child } => {
+                Box::new(PartitionNode::new(name, children.into_iter().map(NodeSpec::build).collect(), task_child))
+            }
+            NodeSpec::Table { table, cpus, tasks } => Box::new(CyclicScheduler::new(table, cpus, tasks)),
+        }
+    }
+}
+
+/// Builds the scheduler tree a scenario asks for.
+pub fn build(scenario: &Scenario) -> Box<dyn Scheduler> {
+    NodeSpec::of(scenario).build()
 }
 
 /// A ready queue: eligible jobs in ascending (key, job) order, as a `BTreeSet` of the same

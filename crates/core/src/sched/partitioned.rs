@@ -1,43 +1,61 @@
-//! One ready queue per CPU; each task is bound to a CPU by the partition.
+//! A node that splits the CPUs among its children: each child schedules its own CPUs, and
+//! each task's jobs go to one child (partitioned scheduling is this node over one uniprocessor
+//! queue per CPU).
 
-use super::{JobKey, JobOrder, KeyMap, QueueKey, ReadyJob, ReadyQueue, Scheduler};
+use super::{JobKey, KeyMap, ReadyJob, Scheduler};
 use crate::time::Nanos;
+use std::ops::Range;
 
-pub struct PartitionedScheduler {
+pub struct PartitionNode {
     name: &'static str,
-    order: JobOrder,
-    task_cpu: Vec<usize>,
-    queues: Vec<ReadyQueue>,
-    keys: KeyMap<(usize, QueueKey)>,
+    children: Vec<Box<dyn Scheduler>>,
+    /// The CPUs of each child, contiguous and in child order.
+    child_cpus: Vec<Range<usize>>,
+    task_child: Vec<usize>,
+    child_of_job: KeyMap<usize>,
 }
 
-impl PartitionedScheduler {
-    pub fn new(name: &'static str, order: JobOrder, task_cpu: Vec<usize>, cpus: usize) -> Self {
-        PartitionedScheduler { name, order, task_cpu, queues: vec![ReadyQueue::default(); cpus], keys: KeyMap::default() }
+impl PartitionNode {
+    /// `children[i]` gets the next `children[i].cpus()` CPUs; task `t`'s jobs go to
+    /// `children[task_child[t]]`.
+    pub fn new(name: &'static str, children: Vec<Box<dyn Scheduler>>, task_child: Vec<usize>) -> Self {
+        let mut next = 0;
+        let child_cpus = children
+            .iter()
+            .map(|c| {
+                let r = next..next + c.cpus();
+                next = r.end;
+                r
+            })
+            .collect();
+        assert!(task_child.iter().all(|&c| c < children.len()), "every task goes to an existing child");
+        PartitionNode { name, children, child_cpus, task_child, child_of_job: KeyMap::default() }
     }
 }
 
-impl Scheduler for PartitionedScheduler {
+impl Scheduler for PartitionNode {
     fn name(&self) -> &'static str {
         self.name
     }
     fn cpus(&self) -> usize {
-        self.queues.len()
+        self.child_cpus.last().map_or(0, |r| r.end)
     }
     fn add_ready(&mut self, job: &ReadyJob) {
-        let cpu = self.task_cpu[job.task];
-        let k = self.order.key(job);
-        self.keys.insert(job.key, (cpu, k));
-        self.queues[cpu].insert(k, job.key);
+        let c = self.task_child[job.task];
+        self.child_of_job.insert(job.key, c);
+        self.children[c].add_ready(job);
     }
     fn remove(&mut self, key: JobKey) {
-        if let Some((cpu, k)) = self.keys.take(key) {
-            self.queues[cpu].remove(k, key);
+        if let Some(c) = self.child_of_job.take(key) {
+            self.children[c].remove(key);
         }
     }
-    fn choose(&mut self, _now: Nanos, _current: &[Option<JobKey>], assign: &mut [Option<JobKey>]) {
-        for (slot, q) in assign.iter_mut().zip(&self.queues) {
-            *slot = q.first();
+    fn choose(&mut self, now: Nanos, current: &[Option<JobKey>], assign: &mut [Option<JobKey>]) {
+        for (child, cpus) in self.children.iter_mut().zip(&self.child_cpus) {
+            child.choose(now, &current[cpus.clone()], &mut assign[cpus.clone()]);
         }
+    }
+    fn next_wakeup(&self, now: Nanos) -> Option<Nanos> {
+        self.children.iter().filter_map(|c| c.next_wakeup(now)).min()
     }
 }

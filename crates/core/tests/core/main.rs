@@ -8,3 +8,4 @@ mod engine;
 mod mem;
 mod memsim;
 mod properties;
+mod subsystems;

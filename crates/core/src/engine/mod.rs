@@ -1,27 +1,30 @@
 //! The deterministic discrete-event simulation of jobs on CPUs.
 //!
-//! A job's execution is a sequence of compute stretches separated by self-suspensions; the
-//! engine only ever schedules an event for the next point where something changes (a job
-//! reaches a suspension point or completes, a release, a resume, an abort deadline, a
-//! time-triggered scheduler decision). Superseded events are left in the queue and skipped
-//! when they surface, recognised by generation numbers.
+//! A job's execution is a sequence of steps: compute stretches, self-suspensions, waits on a
+//! resource, invocations of components. The engine only ever schedules an event for the next
+//! point where something changes (a job reaches the end of a step, a release, a resume, an
+//! abort deadline, a time-triggered scheduler decision, a subsystem's own event). Superseded
+//! events are left in the queue and skipped when they surface, recognised by generation
+//! numbers. Models beyond CPU scheduling plug in as [`Subsystem`]s.
 
-use crate::control::Control;
+mod subsystem;
+
+pub use subsystem::{Context, JobInfo, Subsystem, SubsystemId};
+
 use crate::event::EventQueue;
-use crate::mem::TaskPsiState;
-use crate::memsim::{MemJob, MemSim};
-use crate::program::{ProgramState, Step};
+use crate::program::{ComponentId, ProgramState, Step};
 use crate::result::{ExecSegment, JobRecord, Outcome, SimResult, TaskStats, TaskSummary};
 use crate::rng::{sub_rng, SimRng};
 use crate::scenario::Scenario;
-use crate::sched::{self, JobKey, ReadyJob, Scheduler};
+use crate::sched::{self, JobKey, PriorityInputs, ReadyJob, Scheduler};
 use crate::task::{Arrival, OverrunPolicy};
 use crate::time::Nanos;
 use rand::Rng;
 use std::collections::VecDeque;
+use subsystem::Command;
 
 /// Most job records and most segments one run keeps: enough for any trace a person reads, and
-/// a run over a long horizon cannot exhaust memory with them (per-task totals count every job).
+/// a run over a long horizon cannot exhaust the host with them (per-task totals count every job).
 pub const MAX_TRACE_RECORDS: usize = 1 << 21;
 
 /// The first [`MAX_TRACE_RECORDS`] entries of a trace, and how many more there were.
@@ -50,9 +53,9 @@ pub struct SimOptions {
     pub record_jobs: bool,
     /// Keep every execution segment (for Gantt charts).
     pub record_segments: bool,
-    /// Check the engine's invariants after every scheduling decision and the memory model's
-    /// after every operation (on machines of at most 2^16 frames: the check is O(frames)),
-    /// panicking on the first violation. Always on in debug builds; tests turn it on in release.
+    /// Check the engine's invariants after every scheduling decision, and let subsystems check
+    /// theirs as they go, panicking on the first violation. Always on in debug builds; tests
+    /// turn it on in release.
     pub check_invariants: bool,
 }
 
@@ -82,10 +85,11 @@ enum Event {
         seq: u64,
     },
     SchedulerWake,
-    /// A point of the memory timeline.
-    MemSample,
-    /// A controller tick (`[control]`).
-    Tick,
+    /// An event a subsystem scheduled for itself.
+    Subsystem {
+        id: u32,
+        tag: u64,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,6 +99,8 @@ enum JobState {
     /// Eligible; the scheduler holds it (it may be running).
     Ready,
     Suspended,
+    /// Off every CPU until a subsystem wakes it ([`Step::Block`]).
+    Blocked,
 }
 
 #[derive(Clone, Debug)]
@@ -107,8 +113,12 @@ struct Job {
     demand: Nanos,
     /// Progress through the task's program; `executed` excludes the current dispatch.
     program: ProgramState,
-    /// The reference string of a task with memory streams (its steps come from there).
-    mem: Option<Box<MemJob>>,
+    /// The subsystem that took over the job's steps, if any.
+    stepper: Option<SubsystemId>,
+    /// Components the job invoked and has not returned from, innermost last.
+    invoked: Vec<ComponentId>,
+    /// The job whose priority this one inherits, if higher than its own.
+    donor: Option<PriorityInputs>,
     /// Compute left in the current step, as of `dispatched_at` when running.
     step_left: Nanos,
     state: JobState,
@@ -122,6 +132,23 @@ struct Job {
 }
 
 impl Job {
+    fn priority_inputs(&self) -> PriorityInputs {
+        PriorityInputs { task: self.task as usize, abs_deadline: self.abs_deadline }
+    }
+
+    fn info(&self, key: JobKey) -> JobInfo {
+        JobInfo {
+            key,
+            task: self.task as usize,
+            seq: self.seq,
+            index: self.index,
+            release: self.release,
+            abs_deadline: self.abs_deadline,
+            demand: self.demand,
+            component: self.invoked.last().copied(),
+        }
+    }
+
     /// The trace record of this job as it ends with `outcome`.
     fn record(&self, outcome: Outcome, completion: Option<Nanos>) -> JobRecord {
         JobRecord {
@@ -182,32 +209,18 @@ pub struct Simulation<'a> {
     records: Capped<JobRecord>,
     segments: Capped<ExecSegment>,
     events: u64,
-    memsim: Option<MemSim>,
-    control: Option<Control>,
-}
-
-/// Runs `scenario` to its horizon with its own seed.
-pub fn simulate(scenario: &Scenario, opts: SimOptions) -> SimResult {
-    Simulation::new(scenario, scenario.seed, opts).run()
-}
-
-/// Runs `scenario` with `controller` in place of the one its `[control]` table names (same
-/// interval and groups): for controllers built in code, such as test probes. `None` if the
-/// scenario has no `[control]` table.
-pub fn simulate_with_controller(
-    scenario: &Scenario,
-    opts: SimOptions,
-    controller: Box<dyn critmem_policy::Controller + Send>,
-    name: &str,
-) -> Option<SimResult> {
-    let (c, m) = (scenario.control.as_ref()?, scenario.memory.as_ref()?);
-    let mut sim = Simulation::new(scenario, scenario.seed, opts);
-    sim.control = Some(Control::with_controller(controller, name.to_string(), c, m, &scenario.task_memory));
-    Some(sim.run())
+    /// Each is taken out of its slot while one of its hooks runs.
+    subsystems: Vec<Option<Box<dyn Subsystem>>>,
+    /// The owner of each component.
+    components: Vec<SubsystemId>,
+    /// A spare buffer for hooks' commands (kept to spare an allocation per hook call).
+    spare_commands: Vec<Command>,
 }
 
 impl<'a> Simulation<'a> {
-    pub fn new(scenario: &'a Scenario, seed: u64, opts: SimOptions) -> Self {
+    /// A simulation of `scenario`'s tasks with `seed`, and `subsystems` plugged in (their hooks
+    /// run in this order).
+    pub fn new(scenario: &'a Scenario, seed: u64, opts: SimOptions, subsystems: Vec<Box<dyn Subsystem>>) -> Self {
         let tasks = (0..scenario.tasks.len())
             .map(|i| TaskState { rng: sub_rng(seed, "task", i as u64), released: 0, pending: VecDeque::new() })
             .collect();
@@ -215,28 +228,8 @@ impl<'a> Simulation<'a> {
         for (i, t) in scenario.tasks.iter().enumerate() {
             queue.push(t.offset, Event::Release { task: i as u32 });
         }
-        let memsim = scenario.memory.as_ref().map(|spec| {
-            let names: Vec<String> = scenario.tasks.iter().map(|t| t.name.clone()).collect();
-            match MemSim::new(spec, &scenario.task_memory, &names, seed, opts.checks_invariants()) {
-                Ok(m) => m,
-                // The loader built the same memory once already (scenario::check_setup).
-                Err(e) => panic!("memory setup failed after validation: {}: {}", e.key, e.message),
-            }
-        });
-        if memsim.is_some() {
-            queue.push(Nanos::ZERO, Event::MemSample);
-        }
-        let control = match (&scenario.control, &scenario.memory) {
-            (Some(c), Some(m)) => {
-                let control = Control::new(c, m, &scenario.task_memory);
-                // The first tick closes the first interval (SARA counts ticks as intervals).
-                queue.push(control.interval, Event::Tick);
-                Some(control)
-            }
-            _ => None,
-        };
         let m = scenario.cpus;
-        Simulation {
+        let mut sim = Simulation {
             scenario,
             opts,
             seed,
@@ -255,8 +248,76 @@ impl<'a> Simulation<'a> {
             records: Capped::new(),
             segments: Capped::new(),
             events: 0,
-            memsim,
-            control,
+            subsystems: subsystems.into_iter().map(Some).collect(),
+            components: Vec::new(),
+            spare_commands: Vec::new(),
+        };
+        for id in 0..sim.subsystems.len() {
+            sim.call(id, |s, cx| s.start(cx));
+        }
+        sim
+    }
+
+    /// Runs hook `f` of subsystem `id`, then applies what it asked of the engine, in order.
+    #[inline]
+    fn call<R>(&mut self, id: SubsystemId, f: impl FnOnce(&mut dyn Subsystem, &mut Context<'_>) -> R) -> R {
+        let mut me = self.subsystems[id].take().expect("a subsystem's hooks do not nest");
+        let mut commands = std::mem::take(&mut self.spare_commands);
+        let out = {
+            let mut cx =
+                Context { now: self.now, commands: &mut commands, peers: &mut self.subsystems, components: &mut self.components, me: id };
+            f(me.as_mut(), &mut cx)
+        };
+        self.subsystems[id] = Some(me);
+        if !commands.is_empty() {
+            for c in commands.drain(..) {
+                self.apply(id, c);
+            }
+        }
+        if self.spare_commands.capacity() == 0 {
+            self.spare_commands = commands;
+        }
+        out
+    }
+
+    /// Runs hook `f` of every subsystem, in order.
+    #[inline]
+    fn call_all(&mut self, mut f: impl FnMut(&mut dyn Subsystem, &mut Context<'_>)) {
+        for id in 0..self.subsystems.len() {
+            self.call(id, &mut f);
+        }
+    }
+
+    fn apply(&mut self, from: SubsystemId, command: Command) {
+        match command {
+            Command::Schedule { at, tag } => {
+                self.queue.push(at, Event::Subsystem { id: from as u32, tag });
+            }
+            Command::DropJob(key) => {
+                if self.is_live_key(key) {
+                    let ti = self.job(key).task as usize;
+                    self.stats[ti].dropped += 1;
+                    self.abort(key);
+                }
+            }
+            Command::Wake(key) => {
+                if self.is_live_key(key) && self.job(key).state == JobState::Blocked {
+                    self.advance(key);
+                }
+            }
+            Command::Inherit { job, donor } => {
+                if !self.is_live_key(job) {
+                    return;
+                }
+                let donor = donor.filter(|&d| self.is_live_key(d)).map(|d| self.job(d).priority_inputs());
+                let j = self.job_mut(job);
+                j.donor = donor;
+                if j.state == JobState::Ready {
+                    // A new key means a new place in the ready queue.
+                    self.sched.remove(job);
+                    self.make_ready(job);
+                }
+            }
         }
     }
 
@@ -309,50 +370,17 @@ impl<'a> Simulation<'a> {
             Event::SchedulerWake => {
                 self.wake_at = None;
             }
-            Event::MemSample => {
-                let now = self.now;
-                if let Some(ms) = self.memsim.as_mut() {
-                    ms.sample(now);
-                }
-                let every = self.scenario.memory.as_ref().expect("sampling implies memory").sample_interval;
-                self.queue.push(now + every, Event::MemSample);
-            }
-            Event::Tick => {
-                let now = self.now;
-                let (Some(c), Some(ms)) = (self.control.as_mut(), self.memsim.as_mut()) else {
-                    return false;
-                };
-                let drops = c.tick(now, ms);
-                let next = now + c.interval;
-                for (group, job) in drops {
-                    self.drop_job(group, job);
-                }
-                self.queue.push(next, Event::Tick);
-            }
+            Event::Subsystem { id, tag } => self.call(id as usize, |s, cx| s.on_event(cx, tag)),
         }
         true
     }
 
-    /// Aborts the live job with id (sequence number) `job` of managed group `group` now, at a
-    /// controller's request.
-    fn drop_job(&mut self, group: usize, job: u64) {
-        let control = self.control.as_ref().expect("drops come from the controller");
-        let key =
-            self.jobs.iter().position(|j| j.as_ref().is_some_and(|j| j.seq == job && control.group_of(j.task as usize) == Some(group)));
-        let control = self.control.as_mut().expect("drops come from the controller");
-        match key {
-            Some(key) => {
-                control.count_drop();
-                let ti = self.job(key as JobKey).task as usize;
-                self.stats[ti].dropped += 1;
-                self.abort(key as JobKey);
-            }
-            None => control.count_ignored(),
-        }
-    }
-
     fn is_live(&self, key: JobKey, seq: u64) -> bool {
         self.jobs.get(key as usize).and_then(Option::as_ref).is_some_and(|j| j.seq == seq)
+    }
+
+    fn is_live_key(&self, key: JobKey) -> bool {
+        self.jobs.get(key as usize).is_some_and(Option::is_some)
     }
 
     #[inline]
@@ -396,7 +424,9 @@ impl<'a> Simulation<'a> {
             abs_deadline: now + spec.deadline,
             demand,
             program: ProgramState::default(),
-            mem: None,
+            stepper: None,
+            invoked: Vec::new(),
+            donor: None,
             step_left: Nanos::ZERO,
             state: JobState::Queued,
             start: None,
@@ -415,14 +445,15 @@ impl<'a> Simulation<'a> {
                 (self.jobs.len() - 1) as JobKey
             }
         };
-        if let (Some(ms), Some(tm)) = (self.memsim.as_mut(), self.scenario.task_memory.get(ti).and_then(Option::as_ref)) {
-            if !tm.streams.is_empty() {
-                let mj = ms.start_job(ti, tm, index, demand);
-                self.job_mut(key).mem = Some(Box::new(mj));
+        if !self.subsystems.is_empty() {
+            let info = self.job(key).info(key);
+            let mut stepper = None;
+            for id in 0..self.subsystems.len() {
+                if self.call(id, |s, cx| s.on_release(cx, &info)) && stepper.is_none() {
+                    stepper = Some(id);
+                }
             }
-        }
-        if let Some(c) = self.control.as_mut() {
-            c.on_release(ti, seq, now, now + spec.deadline);
+            self.job_mut(key).stepper = stepper;
         }
         if spec.overrun == OverrunPolicy::Abort {
             self.queue.push(now + spec.deadline, Event::AbortAt { key, seq });
@@ -436,7 +467,7 @@ impl<'a> Simulation<'a> {
 
     fn make_ready(&mut self, key: JobKey) {
         let j = self.job(key);
-        let rj = ReadyJob { key, task: j.task as usize, seq: j.seq, release: j.release, abs_deadline: j.abs_deadline };
+        let rj = ReadyJob { key, task: j.task as usize, seq: j.seq, release: j.release, abs_deadline: j.abs_deadline, donor: j.donor };
         self.sched.add_ready(&rj);
     }
 
@@ -468,8 +499,16 @@ impl<'a> Simulation<'a> {
                 }
                 self.queue.push(self.now + duration, Event::Resume { key, seq });
             }
+            Step::Block(_) => {
+                let was_ready = job.state == JobState::Ready;
+                job.state = JobState::Blocked;
+                if was_ready {
+                    self.sched.remove(key);
+                }
+            }
             Step::Done => self.end_job(key, Outcome::Completed),
             Step::Killed => self.end_job(key, Outcome::Killed),
+            Step::Invoke(_) | Step::Return => unreachable!("next_step resolves invocations"),
         }
     }
 
@@ -494,26 +533,43 @@ impl<'a> Simulation<'a> {
         self.apply_off_cpu(key, step);
     }
 
-    /// The next step of a job at `now`, from its reference string or its task's program;
-    /// keeps the task's PSI state in line with it.
+    /// The next step of a job at `now`: from the component it is in, the subsystem that took
+    /// it over, or its task's program. Invocations and returns are followed here, so the step
+    /// returned is one the engine carries out.
     fn next_step(&mut self, key: JobKey) -> Step {
-        let now = self.now;
-        let job = self.jobs[key as usize].as_mut().expect("live job");
-        let ti = job.task as usize;
-        if let (Some(mj), Some(ms)) = (job.mem.as_deref_mut(), self.memsim.as_mut()) {
-            let tm = self.scenario.task_memory[ti].as_ref().expect("a job with memory has its task's declaration");
-            return ms.next_step(ti, tm, mj, now);
-        }
-        let step = job.program.next_step(&self.scenario.tasks[ti], job.demand);
-        if let Some(ms) = self.memsim.as_mut() {
+        loop {
+            let job = self.jobs[key as usize].as_mut().expect("live job");
+            let owner = match job.invoked.last() {
+                Some(c) => Some(self.components[c.0 as usize]),
+                None => job.stepper,
+            };
+            let step = match owner {
+                Some(id) => {
+                    let info = job.info(key);
+                    self.call(id, |s, cx| s.next_step(cx, &info))
+                }
+                None => {
+                    let ti = job.task as usize;
+                    let step = job.program.next_step(&self.scenario.tasks[ti], job.demand);
+                    if !self.subsystems.is_empty() {
+                        let info = job.info(key);
+                        self.call_all(|s, cx| s.on_program_step(cx, &info, step));
+                    }
+                    step
+                }
+            };
+            let job = self.jobs[key as usize].as_mut().expect("live job");
             match step {
-                Step::Compute(_) => ms.set_state(ti, now, TaskPsiState::RUNNABLE),
-                // A plain self-suspension is sleep, not a stall.
-                Step::Suspend(_) => ms.set_state(ti, now, TaskPsiState::IDLE),
-                Step::Done | Step::Killed => {}
+                Step::Invoke(c) => {
+                    assert!((c.0 as usize) < self.components.len(), "job {} invoked component {} that no subsystem added", job.seq, c.0);
+                    job.invoked.push(c);
+                }
+                Step::Return => {
+                    assert!(job.invoked.pop().is_some(), "job {} returned from a component it was not in", job.seq);
+                }
+                step => return step,
             }
         }
-        step
     }
 
     /// Takes a job off its CPU, recording the segment it ran. Its progress is the caller's.
@@ -547,9 +603,6 @@ impl<'a> Simulation<'a> {
         self.free_keys.push(key);
         let rec = job.record(outcome, (outcome == Outcome::Completed).then_some(self.now));
         let ti = job.task as usize;
-        if let Some(c) = self.control.as_mut() {
-            c.on_end(ti, job.seq, self.now, outcome == Outcome::Completed);
-        }
         self.stats[ti].record(&rec, self.scenario.horizon);
         if self.opts.record_jobs {
             self.records.push(rec);
@@ -558,12 +611,11 @@ impl<'a> Simulation<'a> {
         if let Some(pos) = pending.iter().position(|&k| k == key) {
             pending.remove(pos);
         }
-        if let Some(ms) = self.memsim.as_mut() {
-            ms.job_ended(ti, self.now, pending.is_empty());
-            if let Some(mj) = job.mem {
-                ms.recycle(ti, *mj);
-            }
+        if !self.subsystems.is_empty() {
+            let (info, idle) = (job.info(key), pending.is_empty());
+            self.call_all(|s, cx| s.on_end(cx, &info, outcome, idle));
         }
+        let pending = &self.tasks[ti].pending;
         if pos_is_head_queued(pending, &self.jobs) {
             let next = pending[0];
             self.advance(next);
@@ -628,8 +680,8 @@ impl<'a> Simulation<'a> {
             }
             let head = self.tasks[j.task as usize].pending.front() == Some(&(key as JobKey));
             assert_eq!(head, j.state != JobState::Queued, "only a task's oldest job may be eligible");
-            // Fault handling adds CPU time beyond the drawn demand of memory-touching jobs.
-            assert!(j.mem.is_some() || j.program.executed <= j.demand);
+            // A subsystem's steps may add CPU time beyond the drawn demand.
+            assert!(j.stepper.is_some() || !j.invoked.is_empty() || j.program.executed <= j.demand);
         }
     }
 
@@ -693,7 +745,7 @@ impl<'a> Simulation<'a> {
                 stats,
             })
             .collect();
-        SimResult {
+        let mut result = SimResult {
             source_name: self.scenario.source_name.clone(),
             scheduler: self.sched.name(),
             cpus: self.scenario.cpus,
@@ -705,11 +757,12 @@ impl<'a> Simulation<'a> {
             segments: self.segments.kept,
             segments_left_out: self.segments.left_out,
             events: self.events,
-            memory: self
-                .memsim
-                .map(|ms| ms.finish(horizon, self.scenario.memory.as_ref().expect("memsim implies memory"), &self.scenario.task_memory)),
-            control: self.control.map(Control::finish),
+            ..SimResult::default()
+        };
+        for s in self.subsystems.into_iter().flatten() {
+            s.finish(horizon, &mut result);
         }
+        result
     }
 }
 

@@ -1,0 +1,49 @@
+//! A simulation assembled from a scenario: the engine, with the subsystems the scenario asks
+//! for plugged in (the page-level memory model for `[memory]`, the controller loop for
+//! `[control]`).
+
+use crate::control::Control;
+use crate::engine::{SimOptions, Simulation, Subsystem};
+use crate::memsim::MemorySubsystem;
+use crate::result::SimResult;
+use crate::scenario::Scenario;
+
+/// Runs `scenario` to its horizon with its own seed.
+pub fn simulate(scenario: &Scenario, opts: SimOptions) -> SimResult {
+    let subsystems = subsystems(scenario, opts, None);
+    Simulation::new(scenario, scenario.seed, opts, subsystems).run()
+}
+
+/// Runs `scenario` with `controller` in place of the one its `[control]` table names (same
+/// interval and groups): for controllers built in code, such as test probes. `None` if the
+/// scenario has no `[control]` table.
+pub fn simulate_with_controller(
+    scenario: &Scenario,
+    opts: SimOptions,
+    controller: Box<dyn critmem_policy::Controller + Send>,
+    name: &str,
+) -> Option<SimResult> {
+    scenario.control.as_ref()?;
+    let subsystems = subsystems(scenario, opts, Some((controller, name.to_string())));
+    Some(Simulation::new(scenario, scenario.seed, opts, subsystems).run())
+}
+
+/// The scenario's subsystems in hook order: memory first, so a job's references are set up
+/// before anything else hears of its release, then the control loop.
+fn subsystems(
+    scenario: &Scenario,
+    opts: SimOptions,
+    controller: Option<(Box<dyn critmem_policy::Controller + Send>, String)>,
+) -> Vec<Box<dyn Subsystem>> {
+    let mut out: Vec<Box<dyn Subsystem>> = Vec::new();
+    let Some(memory) = MemorySubsystem::new(scenario, scenario.seed, opts.checks_invariants()) else { return out };
+    out.push(Box::new(memory));
+    if let (Some(c), Some(m)) = (&scenario.control, &scenario.memory) {
+        let control = match controller {
+            Some((controller, name)) => Control::with_controller(controller, name, c, m, &scenario.task_memory),
+            None => Control::new(c, m, &scenario.task_memory),
+        };
+        out.push(Box::new(control));
+    }
+    out
+}
