@@ -16,10 +16,12 @@ arrives, so a sweep that was stopped part-way computes only the items still miss
 again. Cached results are reused only by the same code: the key includes a hash of the
 installed critmem package (`code_fingerprint`).
 
-    >>> from critmem.sweep import ScenarioItem, Sweep, simulate
-    >>> items = [ScenarioItem(text, overrides=(("memory.total_mb", mb),)) for mb in (256, 512)]
-    >>> with Sweep(cache_dir=Path("results/my-study/.critmem-sweep")) as sweep:
-    ...     summaries = sweep.map(simulate, items)
+    from critmem.sweep import ScenarioItem, Sweep, simulate
+
+    if __name__ == "__main__":  # worker processes import the main script; only the parent sweeps
+        items = [ScenarioItem(text, overrides=(("memory.total_mb", mb),)) for mb in (256, 512)]
+        with Sweep(cache_dir=Path("results/my-study/.critmem-sweep")) as sweep:
+            summaries = sweep.map(simulate, items)
 """
 
 from __future__ import annotations
@@ -218,7 +220,9 @@ class Executor(Protocol):
 
 class LocalProcesses:
     """Worker processes on this machine (default: one per core). The processes are started
-    fresh (spawn), not forked, so they share no state with the caller."""
+    fresh (spawn), not forked, so they share no state (no locks held by the caller's threads);
+    they import the caller's main script, which therefore needs the usual
+    `if __name__ == "__main__":` guard around its sweep."""
 
     def __init__(self, workers: int | None = None) -> None:
         if workers is not None and workers < 1:
