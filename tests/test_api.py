@@ -110,7 +110,7 @@ def test_recording_can_be_turned_off() -> None:
 
 
 def test_the_control_timeline_has_a_row_per_tick_with_typed_columns() -> None:
-    from critmem.reproduce import sara
+    from critmem.reproduce.sara import experiment as sara
 
     w = sara.WORKLOADS[1]  # opencv beside graphchi, SARA every 5 ms, 4 periods of 800 ms
     r = critmem.run(sara.Spec(w, 60, "slow-ssd", "sara", (), 4, 1).scenario(), record_jobs=False, record_segments=False)
@@ -172,3 +172,20 @@ def test_runs_in_threads_give_the_same_results() -> None:
     with ThreadPoolExecutor(max_workers=4) as pool:
         outputs = list(pool.map(lambda seed: critmem.run(QUICKSTART, seed=seed).to_json(), [3, 3, 4, 4]))
     assert outputs[0] == outputs[1] and outputs[2] == outputs[3] and outputs[0] != outputs[2]
+
+
+def test_controllers_are_the_registry_every_front_end_lists() -> None:
+    from critmem import linux
+    from critmem.reproduce.sara import experiment as sara
+
+    registry = critmem.controllers()
+    names = [c.name for c in registry]
+    assert len(names) == len(set(names)) >= 7 and all(c.summary for c in registry)
+    # The scenario loader (Rust) names the same controllers, in the same order.
+    scenario = sara.Spec(sara.WORKLOADS[1], 60, "slow-ssd", "nope", (), 1, 1).scenario()
+    with pytest.raises(critmem.ScenarioError, match=r"unknown controller `nope`; use one of: (.*)$") as e:
+        critmem.run(scenario)
+    assert str(e.value).rsplit("use one of: ", 1)[1] == ", ".join(names)
+    assert linux.CONTROLLERS == sara.CONTROLLERS == tuple(names)
+    run_help = " ".join(cli("run", "--help").stdout.split())
+    assert f"controller in place of the scenario's: {', '.join(names)}" in run_help

@@ -35,7 +35,7 @@ def test_run_prints_a_header_and_one_row_per_task() -> None:
     assert rows["t3"] == ["t3", "B", "-", "40", "40", "0", "100.0%", "7.000", "5.050", "0.000"]
 
 
-def test_run_json_has_the_issue_keys_and_nothing_else_on_stdout() -> None:
+def test_run_json_has_the_documented_keys_and_nothing_else_on_stdout() -> None:
     o = cli("run", str(QUICKSTART), "--json")
     assert o.code == 0, o.stderr
     assert o.stdout.endswith("}\n") and o.stdout.count("\n") == 1

@@ -13,11 +13,24 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib.image
+import numpy as np
 import pytest
 from conftest import Outcome, cli
-from critmem.reproduce import PAPERS
-from critmem.reproduce.sara import CONTROLLERS, MEMORY_PCTS, SSDS, STEP_UP_BYTES, VARIANTS, WORKLOADS, Spec, _cfg, measure
-from critmem.reproduce.sara_report import _acceptance
+from critmem import _core
+from critmem.api import RunResult, run
+from critmem.reproduce.sara.experiment import (
+    CONTROLLERS,
+    MEMORY_PCTS,
+    SSDS,
+    STEP_UP_BYTES,
+    VARIANTS,
+    WORKLOADS,
+    Spec,
+    _cfg,
+    job_stall_ms,
+    measure,
+)
+from critmem.reproduce.sara.report import _acceptance
 
 Quick = tuple[Outcome, dict[str, Any], Path]
 
@@ -33,10 +46,6 @@ def quick(tmp_path_factory: pytest.TempPathFactory) -> Quick:
 def _results(quick: Quick) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((quick[2] / "results.json").read_text())
     return data
-
-
-def test_registered() -> None:
-    assert PAPERS["sara"].source == "sara-stall-aware-allocation.txt"
 
 
 def test_json_has_one_row_per_configuration_and_controller(quick: Quick) -> None:
@@ -148,6 +157,42 @@ def test_writes_the_report_and_figures(quick: Quick) -> None:
     assert "## Acceptance checks (computed)" in report and "Quick run" in report
     # The paper's numbers are quoted beside the model's.
     assert "0.9713" in report and "5.69" in report
+
+
+def _stall_by_numpy(r: RunResult, group: str, starts_ms: np.ndarray, ends_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eq. 2/3 and Definition 1 written out with numpy: running totals of s_intv in ms over the
+    ticks, read at the job's first and last overlapping tick."""
+    ct = r.control_timeline
+    t = ct["time_ms"].to_numpy()
+    interval_ms = float(t[1] - t[0])
+    mem = np.diff(ct[f"memory_some_us:{group}"].to_numpy(dtype=np.int64), prepend=0)
+    io = np.diff(ct[f"io_some_us:{group}"].to_numpy(dtype=np.int64), prepend=0)
+    s_intv_ms = np.maximum(mem, io) / 1000.0
+    cum = np.concatenate([[0.0], np.cumsum(s_intv_ms)])
+    severe = np.concatenate([[0], np.cumsum(s_intv_ms > 0.9 * interval_ms)])
+    lo = np.searchsorted(t, starts_ms, side="right")
+    hi = np.searchsorted(t, ends_ms + interval_ms, side="left")
+    return cum[hi] - cum[lo], (severe[hi] - severe[lo]) / np.maximum(hi - lo, 1)
+
+
+def test_per_job_stall_is_the_controllers_eq3_and_definition1() -> None:
+    """The per-job stall the figures use comes from critmem_policy::sara::job_stalls; it is the
+    definitions to the last bit, also for jobs judged at a deadline they started after."""
+    w = WORKLOADS[0]
+    r = run(Spec(w, 60, "slow-ssd", "sara", _cfg(), 30, 1, w.configured_bcet_ms).scenario(), record_segments=False)
+    j = r.jobs[r.jobs["task"] == w.srt]
+    starts = j["start_ms"].fillna(j["release_ms"]).to_numpy(dtype=float)
+    ends = j["completion_ms"].fillna(j["deadline_ms"]).to_numpy(dtype=float)
+    # Also spans that start after they end, and spans between ticks.
+    starts = np.concatenate([starts, [4500.0, 3.0, 10.0]])
+    ends = np.concatenate([ends, [1600.0, 4.0, 10.0]])
+    got, want = job_stall_ms(r, w.srt, starts, ends), _stall_by_numpy(r, w.srt, starts, ends)
+    assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()
+    assert (got[0][: len(j)] > 0).any() and (got[1] > 0).any() and got[0][-3] < 0
+    with pytest.raises(ValueError, match="start_ms and end_ms differ in length"):
+        _core.sara_job_stalls([5.0], [1], [1], 5.0, [0.0], [])
+    with pytest.raises(ValueError, match="PSI totals must not decrease"):
+        _core.sara_job_stalls([5.0, 10.0], [2, 1], [0, 0], 5.0, [0.0], [1.0])
 
 
 def test_a_run_is_deterministic() -> None:

@@ -17,7 +17,7 @@ import pytest
 from conftest import Outcome, assert_one_line_error, cli
 from critmem import _core
 from critmem.reproduce import PAPERS, get
-from critmem.reproduce.shared_pages import Workload, compute
+from critmem.reproduce.shared_pages.experiment import Workload, compute
 
 SETS = {"tau1+tau1": ["tau1", "tau1"], "tau2+tau2": ["tau2", "tau2"], "tau1+tau2": ["tau1", "tau2"]}
 
@@ -200,7 +200,7 @@ def test_table2_timings_written_and_printed_are_measured(quick: tuple[Outcome, d
 
 def test_avg_s_is_unknown_for_a_task_that_ended_no_job() -> None:
     from critmem import run
-    from critmem.reproduce.shared_pages import members_of, scenario, shared_use_per_job_mb
+    from critmem.reproduce.shared_pages.experiment import members_of, scenario, shared_use_per_job_mb
 
     w = Workload()
     # 50 ms: tau1's first 40 ms job ends, tau2's 100 ms job cannot.

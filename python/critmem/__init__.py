@@ -1,7 +1,9 @@
 """critmem: predictable memory management for mixed-criticality real-time systems.
 
-`run` simulates a scenario deterministically; `analyze` runs the schedulability analyses.
-A scenario is a path to a .toml/.json file, TOML text, or a dict with the same structure.
+`run` simulates a scenario deterministically; `analyze` runs the schedulability analyses;
+`controllers` lists the memory controllers a scenario's `[control]` can name. A scenario is a
+path to a .toml/.json file, TOML text, or a dict with the same structure. Studies of many runs
+map a function over work items with `critmem.sweep` (local processes or a Dask cluster).
 
     >>> import critmem
     >>> result = critmem.run("examples/rm-textbook.toml")
@@ -10,14 +12,16 @@ A scenario is a path to a .toml/.json file, TOML text, or a dict with the same s
 
 from __future__ import annotations
 
+import functools
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 # Before numpy is first imported: OpenBLAS's worker threads spin-wait after each call and take
 # CPU from the simulations running in threads (the sweeps); critmem's arrays are too small to
 # gain from them. An explicit setting is kept.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+from critmem import _core
 from critmem._core import ScenarioError, __version__
 
 if TYPE_CHECKING:
@@ -34,6 +38,22 @@ _LAZY = {
 }
 
 
+class ControllerInfo(NamedTuple):
+    """One memory controller as users name it."""
+
+    name: str
+    """The name a scenario's `[control] controller`, the agent's config and `--controller` use."""
+    summary: str
+    """One line for help texts and listings."""
+
+
+@functools.cache
+def controllers() -> tuple[ControllerInfo, ...]:
+    """The controller registry (`critmem_policy::CONTROLLERS`): every controller critmem
+    builds, in the order help texts list them."""
+    return tuple(ControllerInfo(name, summary) for name, summary in _core.controllers())
+
+
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
@@ -47,10 +67,12 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AnalysisResult",
+    "ControllerInfo",
     "RunResult",
     "ScenarioError",
     "ScenarioInput",
     "__version__",
     "analyze",
+    "controllers",
     "run",
 ]

@@ -8,11 +8,13 @@ __all__ = [
     "SimOutput",
     "__version__",
     "analyze",
+    "controllers",
     "estimate_bcet_ms",
     "fit_exec_vs_stall",
     "measure_memory_ops",
     "pick_offline_limit",
     "pick_tmo_threshold",
+    "sara_job_stalls",
     "simulate",
 ]
 
@@ -108,3 +110,24 @@ def pick_offline_limit(profile: list[tuple[int, float]], target_hit_ratio: float
 
 def pick_tmo_threshold(evaluated: list[tuple[float, float]], deadline_ms: float) -> float:
     """The largest PSI threshold (%) whose mean elapsed time stays below the deadline."""
+
+def sara_job_stalls(
+    tick_ms: list[float],
+    memory_some_us: list[int],
+    io_some_us: list[int],
+    interval_ms: float,
+    start_ms: list[float],
+    end_ms: list[float],
+    *,
+    threshold_pct: int | None = None,
+) -> tuple[list[float], list[float]]:
+    """SARA's view of each job (`critmem_policy::sara::job_stalls`): from one group's per-tick
+    cumulative PSI `some` totals (every tick, in time order) and each job's start and end,
+    (stall_ms, severe_share) per job: `s_period` (Eq. 2, the sum of `max(s_mem, s_io)` over the
+    ticks whose interval overlaps the job) and the share of those intervals that were severe
+    (Definition 1; `threshold_pct` is its n, by default SARA's 90). Raises ValueError for lists
+    of different lengths, negative or non-finite times, ticks out of order or totals that fall."""
+
+def controllers() -> list[tuple[str, str]]:
+    """The controller registry (`critmem_policy::CONTROLLERS`) as (name, summary) pairs, in the
+    order help texts list them."""

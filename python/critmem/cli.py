@@ -16,20 +16,20 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import Any, NoReturn, Self
+from typing import Any, NoReturn
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from critmem import __version__
+from critmem import __version__, controllers
 from critmem._core import ScenarioError
 from critmem._source import read_path
 from critmem.api import MAX_TRACE_RECORDS, AnalysisResult, RunResult, _analyze_source, _run_source
 from critmem.linux import LinuxError
-from critmem.reproduce import PAPERS, QuietProgress, get
+from critmem.progress import BarProgress, QuietProgress
+from critmem.reproduce import PAPERS, get
 
 # The reader of stdout closed it early; nothing is printed (rich's console does the same).
 EXIT_CLOSED_OUTPUT = 1
@@ -64,6 +64,23 @@ def _out_dir(text: str) -> str:
     # An empty name would silently mean the current directory.
     if not text:
         raise argparse.ArgumentTypeError("must name a folder (got an empty string)")
+    return text
+
+
+def _workers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (got {text})")
+    return value
+
+
+def _scheduler_address(text: str) -> str:
+    # Dask names its schedulers by URL; a bare host:port would be read as something else.
+    if "://" not in text or not text.split("://", 1)[1]:
+        raise argparse.ArgumentTypeError(f"must be a scheduler address like tcp://HOST:PORT (got {text!r})")
     return text
 
 
@@ -456,40 +473,6 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 # critmem reproduce
 
 
-class _BarProgress:
-    """A rich progress bar on stderr (used only when stderr is a terminal)."""
-
-    def __init__(self) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self._bar = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=Console(file=sys.stderr), transient=True,
-        )  # fmt: skip
-        self._task = self._bar.add_task("starting", total=None)
-
-    def __enter__(self) -> Self:
-        self._bar.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        self._bar.stop()
-
-    def start(self, total: int) -> None:
-        self._bar.update(self._task, total=total, completed=0)
-
-    def step(self, description: str) -> None:
-        self._bar.update(self._task, advance=1, description=description)
-
-
-class _QuietContext(QuietProgress):
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        pass
-
-
 def _print_reproduction(summary: dict[str, Any]) -> None:
     """The headline numbers beside the paper's, for people; the report has everything."""
     console = _console()
@@ -560,12 +543,24 @@ def _print_sara_headline(console: Console, summary: dict[str, Any]) -> None:
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from critmem.sweep import SCHEDULER_ENV, SweepError, executor_for
+
     paper = get(args.paper)
+    if not paper.sweeps and (args.scheduler is not None or args.workers is not None):
+        raise CliError(
+            f"{paper.name} runs its simulations one after another (each depends on the last); --scheduler and --workers are for sara"
+        )
     out_dir = _prepare_out_dir(args.out if args.out is not None else str(paper.default_out))
     started = time.monotonic()
-    progress = _BarProgress() if sys.stderr.isatty() else _QuietContext()
-    with progress:
-        reproduction = paper.run(out_dir, quick=args.quick, progress=progress)
+    # The bar goes to stderr; with --json a script reads the output, so it stays quiet.
+    progress = BarProgress() if sys.stderr.isatty() and not args.json else QuietProgress()
+    try:
+        executor = executor_for(args.scheduler, args.workers) if paper.sweeps else None
+        with progress:
+            reproduction = paper.run(out_dir, quick=args.quick, progress=progress, executor=executor)
+    except SweepError as e:
+        where = f" (from {SCHEDULER_ENV})" if args.scheduler is None and os.environ.get(SCHEDULER_ENV) else ""
+        raise CliError(f"{e}{where}") from None
     elapsed = time.monotonic() - started
     note = sys.stderr if args.json else sys.stdout
     if args.json:
@@ -626,6 +621,12 @@ examples:
   critmem reproduce shared-pages --quick --out /tmp/sp
   critmem reproduce shared-pages --json | python3 -m json.tool
   critmem reproduce sara --quick
+  critmem reproduce sara --scheduler tcp://127.0.0.1:8786 --out results/sara
+
+sara runs its simulations on local worker processes (--workers N, default one per core) or
+on a Dask cluster (--scheduler tcp://HOST:PORT, or CRITMEM_DASK_SCHEDULER), with the same
+results either way; each result is kept in DIR/.critmem-sweep as it arrives, so a run that
+was stopped resumes where it left off.
 
 Writes report.md (each table and figure beside the paper's own numbers), PNG figures and
 results.json (identical bytes for identical code) to DIR, by simulation only; shared-pages
@@ -665,7 +666,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--duration", metavar="D", help="linux: how long the processes run, e.g. 60s, 2m (default 60s)")
     run.add_argument(
         "--controller", metavar="NAME",
-        help="linux: controller in place of the scenario's: sara, greedy, offline, tmo-low, tmo-high, senpai, static",
+        help=f"linux: controller in place of the scenario's: {', '.join(c.name for c in controllers())}",
     )  # fmt: skip
     run.add_argument(
         "--controller-config",
@@ -700,6 +701,11 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--out", metavar="DIR", type=_out_dir, help="output folder (default: results/reproduce/PAPER)")
     reproduce.add_argument("--json", action="store_true", help="print the headline numbers as one JSON object")
     reproduce.add_argument("--quick", action="store_true", help="a reduced version: fewer periods and runs (a first look; under a minute)")
+    reproduce.add_argument(
+        "--scheduler", metavar="ADDRESS", type=_scheduler_address,
+        help="sara: run the simulations on the Dask cluster of this scheduler, e.g. tcp://127.0.0.1:8786 (default: $CRITMEM_DASK_SCHEDULER, else local processes)",
+    )  # fmt: skip
+    reproduce.add_argument("--workers", metavar="N", type=_workers, help="sara: local worker processes (default: one per core)")
     reproduce.set_defaults(handler=_cmd_reproduce)
 
     agent = commands.add_parser(

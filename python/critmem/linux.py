@@ -21,7 +21,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-CONTROLLERS = ("sara", "greedy", "offline", "tmo-low", "tmo-high", "senpai", "static")
+from critmem import controllers
+
+CONTROLLERS = tuple(c.name for c in controllers())
 MIB = 1_048_576
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)

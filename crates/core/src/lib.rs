@@ -7,6 +7,7 @@ pub mod engine;
 pub mod event;
 pub mod mem;
 pub mod memsim;
+pub mod opcost;
 pub mod program;
 pub mod result;
 pub mod rng;

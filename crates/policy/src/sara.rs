@@ -118,6 +118,98 @@ pub fn is_long_stall(severe_intervals: u32, intervals: u32, intervals_pct: u8) -
     intervals > 0 && u64::from(severe_intervals) * 100 >= u64::from(intervals) * u64::from(intervals_pct)
 }
 
+/// One controller tick's cumulative PSI `some` totals of a group, as platforms report them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StallTick {
+    /// When the tick observed the totals; it measured the interval `(at_ns − l_intv, at_ns]`.
+    pub at_ns: u64,
+    pub memory_some_us: u64,
+    pub io_some_us: u64,
+}
+
+/// When a job ran: from its start to its completion (or, for a job that never completed, to
+/// the instant it was judged, e.g. its deadline).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JobSpan {
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+/// Eq. 2/3 and Definition 1 over one whole job, from the ticks that overlap its span.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct JobStall {
+    /// `s_period` (Eq. 2): Σ `s_intv = max(s_mem, s_IO)` (Eq. 3) over the job's intervals, in
+    /// ms. Accumulated as one running f64 total of `s_intv` in ms over every tick, in tick
+    /// order, and read as the difference of two such totals: the figures and reports of the
+    /// SARA reproduction are pinned to exactly these values.
+    pub stall_ms: f64,
+    /// Ticks whose interval overlaps the job (negative for an inverted span, see [`job_stalls`]).
+    pub intervals: i64,
+    /// Of those, the intervals that were severe (Definition 1's `n`).
+    pub severe_intervals: i64,
+    /// `severe_intervals / max(intervals, 1)`: Definition 1's share, checked against `m`.
+    pub severe_share: f64,
+}
+
+/// Per job, the stall per period and the share of severe intervals that SARA's rules see
+/// (Eq. 2, Eq. 3, Definition 1), from one group's per-tick cumulative PSI `some` totals.
+///
+/// `ticks` must be every tick of the run in time order (a thinned timeline would lose
+/// intervals); `interval_ns` is `l_intv`. A job's intervals are the ticks at `t` with
+/// `start < t < end + l_intv`, i.e. those whose interval `(t − l_intv, t]` overlaps
+/// `(start, end]`; a job that ran inside no tick gets zero stall and one interval's worth of
+/// denominator. The first tick's interval counts the totals from zero.
+///
+/// Every figure is a difference of running totals, `S(end + l_intv) − S(start)`, so a span that
+/// ends more than an interval before it starts (a job judged at its deadline that started after
+/// it) gets the negative of the stall in between, with `intervals` negative and a denominator
+/// of one. Callers that want none pass `end_ns >= start_ns`.
+pub fn job_stalls(ticks: &[StallTick], interval_ns: u64, threshold_pct: u8, jobs: &[JobSpan]) -> Result<Vec<JobStall>, PolicyError> {
+    let bad = |message: String| Err(PolicyError::BadInput { what: "job_stalls", message });
+    if interval_ns == 0 {
+        return bad("interval_ns must be > 0".into());
+    }
+    if threshold_pct > 100 {
+        return bad(format!("threshold_pct must be a percentage 0..=100 (got {threshold_pct})"));
+    }
+    // Running totals from the first tick: `total_ms[k]` and `severe[k]` cover ticks 0..k.
+    let mut total_ms = Vec::with_capacity(ticks.len() + 1);
+    let mut severe = Vec::with_capacity(ticks.len() + 1);
+    total_ms.push(0.0_f64);
+    severe.push(0_i64);
+    let mut prev = StallTick { at_ns: 0, memory_some_us: 0, io_some_us: 0 };
+    for (k, t) in ticks.iter().enumerate() {
+        if k > 0 && t.at_ns <= prev.at_ns {
+            return bad(format!("tick times must increase (tick {k} at {} ns after {} ns)", t.at_ns, prev.at_ns));
+        }
+        let (Some(mem_us), Some(io_us)) = (t.memory_some_us.checked_sub(prev.memory_some_us), t.io_some_us.checked_sub(prev.io_some_us))
+        else {
+            return bad(format!("PSI totals must not decrease (tick {k})"));
+        };
+        let s_intv_us = mem_us.max(io_us);
+        total_ms.push(total_ms[k] + s_intv_us as f64 / 1000.0);
+        let is_severe = is_severe_interval(s_intv_us.saturating_mul(1000), interval_ns, threshold_pct);
+        severe.push(severe[k] + i64::from(is_severe));
+        prev = *t;
+    }
+    let mut out = Vec::with_capacity(jobs.len());
+    for j in jobs {
+        let lo = ticks.partition_point(|t| t.at_ns <= j.start_ns);
+        let until_ns = j.end_ns.saturating_add(interval_ns);
+        let hi = ticks.partition_point(|t| t.at_ns < until_ns);
+        // Tick counts fit in i64: a slice holds fewer than isize::MAX elements.
+        let intervals = hi as i64 - lo as i64;
+        let severe_intervals = severe[hi] - severe[lo];
+        out.push(JobStall {
+            stall_ms: total_ms[hi] - total_ms[lo],
+            intervals,
+            severe_intervals,
+            severe_share: severe_intervals as f64 / intervals.max(1) as f64,
+        });
+    }
+    Ok(out)
+}
+
 /// The job SARA is steering in one group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SaraJob {
@@ -396,5 +488,82 @@ impl Controller for Sara {
         }
         plan_nrt(&mut plan, obs, &budget, cfg.knob);
         plan.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    /// Ticks every 5 ms from 5 ms on, with the given per-interval (memory, io) stall in µs.
+    fn ticks(per_interval_us: &[(u64, u64)]) -> Vec<StallTick> {
+        let (mut mem, mut io) = (0, 0);
+        per_interval_us
+            .iter()
+            .enumerate()
+            .map(|(k, &(m, i))| {
+                mem += m;
+                io += i;
+                StallTick { at_ns: (k as u64 + 1) * 5 * MS, memory_some_us: mem, io_some_us: io }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_jobs_stall_is_the_sum_of_the_larger_of_memory_and_io_stall_over_its_intervals() {
+        // Intervals end at 5, 10, 15, 20, 25 ms.
+        let t = ticks(&[(1000, 0), (4600, 200), (300, 4501), (4500, 0), (0, 0)]);
+        // Runs in (3 ms, 12 ms]: the intervals ending at 5, 10 and 15 ms overlap it.
+        let s = job_stalls(&t, 5 * MS, 90, &[JobSpan { start_ns: 3 * MS, end_ns: 12 * MS }]).unwrap();
+        assert_eq!(s[0].intervals, 3);
+        assert_eq!(s[0].stall_ms, 1.0 + 4.6 + 4.501);
+        // 4.6 and 4.501 ms exceed 90 % of 5 ms; 4.5 ms (the fourth interval) would not.
+        assert_eq!((s[0].severe_intervals, s[0].severe_share), (2, 2.0 / 3.0));
+        // Starting exactly at a tick leaves that tick's interval out; ending exactly at one
+        // keeps the next interval out.
+        let s = job_stalls(&t, 5 * MS, 90, &[JobSpan { start_ns: 10 * MS, end_ns: 20 * MS }]).unwrap();
+        assert_eq!((s[0].intervals, s[0].severe_intervals), (2, 1));
+        assert_eq!(s[0].stall_ms, (1.0 + 4.6 + 4.501 + 4.5) - (1.0 + 4.6));
+    }
+
+    #[test]
+    fn a_job_inside_no_tick_has_no_stall_and_no_share() {
+        let t = ticks(&[(5000, 5000)]);
+        let s = job_stalls(&t, 5 * MS, 90, &[JobSpan { start_ns: 30 * MS, end_ns: 31 * MS }]).unwrap();
+        assert_eq!(s, vec![JobStall { stall_ms: 0.0, intervals: 0, severe_intervals: 0, severe_share: 0.0 }]);
+        assert!(job_stalls(&[], 5 * MS, 90, &[JobSpan { start_ns: 0, end_ns: 1 }]).unwrap()[0].stall_ms == 0.0);
+    }
+
+    #[test]
+    fn an_inverted_span_gives_the_negative_of_the_stall_in_between() {
+        let t = ticks(&[(1000, 0), (4600, 0), (2000, 0), (0, 0)]);
+        // Ends at 2 ms (so up to the tick at 5 ms), starts at 15 ms: ticks 10 and 15 ms between.
+        let s = job_stalls(&t, 5 * MS, 90, &[JobSpan { start_ns: 15 * MS, end_ns: 2 * MS }]).unwrap()[0];
+        assert_eq!(s.stall_ms, 1.0 - (1.0 + 4.6 + 2.0));
+        assert_eq!((s.intervals, s.severe_intervals, s.severe_share), (-2, -1, -1.0));
+    }
+
+    #[test]
+    fn the_severity_threshold_is_definition_ones_n() {
+        let t = ticks(&[(4000, 0)]);
+        let span = [JobSpan { start_ns: 0, end_ns: 5 * MS }];
+        assert_eq!(job_stalls(&t, 5 * MS, 80, &span).unwrap()[0].severe_intervals, 0, "4 ms is not more than 80 % of 5 ms");
+        assert_eq!(job_stalls(&t, 5 * MS, 79, &span).unwrap()[0].severe_intervals, 1);
+    }
+
+    #[test]
+    fn bad_input_is_refused_with_a_reason() {
+        let span = [JobSpan { start_ns: 0, end_ns: 1 }];
+        let e = |t: &[StallTick], l, pct| job_stalls(t, l, pct, &span).unwrap_err().to_string();
+        assert!(e(&ticks(&[(1, 1)]), 0, 90).contains("interval_ns must be > 0"));
+        assert!(e(&ticks(&[(1, 1)]), 5 * MS, 101).contains("percentage"));
+        let mut back = ticks(&[(1, 1), (1, 1)]);
+        back[1].at_ns = back[0].at_ns;
+        assert!(e(&back, 5 * MS, 90).contains("tick times must increase"));
+        let mut down = ticks(&[(5, 5), (1, 1)]);
+        down[1].io_some_us = 0;
+        assert!(e(&down, 5 * MS, 90).contains("must not decrease"));
     }
 }

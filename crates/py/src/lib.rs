@@ -2,12 +2,14 @@
 //!
 //! Everything here converts; nothing decides. Loading and column building are plain Rust
 //! (unit-tested below without Python); the `#[pyfunction]`s only move data across.
-//! Core scenario errors become the Python `ScenarioError` in one place, [`to_py_err`].
+//! Errors cross into Python in one place, `From<BindingError> for PyErr`.
 
-use critmem_core::mem::{
-    DeviceSpec, MemConfig, MemError, Memory, RefKind, RegionKind, ResId, ReservationKind, ReservationSpec, SharePolicy, Vpn,
-};
+use std::time::Instant;
+
+use critmem_core::opcost::{self, OpCostError};
 use critmem_core::{load_str, Format, Nanos, Overrides, Scenario, SimOptions, SimResult};
+use critmem_policy::sara::{job_stalls, JobSpan, StallTick};
+use critmem_policy::{PolicyError, SaraConfig, CONTROLLERS};
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -22,16 +24,61 @@ create_exception!(
     "A scenario that could not be loaded. The message is one line: `file: key: reason`."
 );
 
-/// The one place a core error crosses into Python.
-fn to_py_err(e: CoreError) -> PyErr {
-    ScenarioError::new_err(e.to_string())
+/// Every error a binding can raise. They cross into Python in one place, the [`From`] below:
+/// a scenario's as `ScenarioError`, everything else as `ValueError`, each with its one-line
+/// message.
+#[derive(Debug)]
+enum BindingError {
+    Scenario(CoreError),
+    Policy(PolicyError),
+    OpCost(OpCostError),
+    /// An argument the Rust side cannot take (a length mismatch, a negative time).
+    Argument(String),
+    /// Raised by Python itself while results were handed over.
+    Python(PyErr),
 }
 
-fn parse_format(s: &str) -> PyResult<Format> {
+impl From<BindingError> for PyErr {
+    fn from(e: BindingError) -> PyErr {
+        match e {
+            BindingError::Scenario(e) => ScenarioError::new_err(e.to_string()),
+            BindingError::Policy(e) => PyValueError::new_err(e.to_string()),
+            BindingError::OpCost(e) => PyValueError::new_err(e.to_string()),
+            BindingError::Argument(message) => PyValueError::new_err(message),
+            BindingError::Python(e) => e,
+        }
+    }
+}
+
+impl From<CoreError> for BindingError {
+    fn from(e: CoreError) -> Self {
+        BindingError::Scenario(e)
+    }
+}
+
+impl From<PolicyError> for BindingError {
+    fn from(e: PolicyError) -> Self {
+        BindingError::Policy(e)
+    }
+}
+
+impl From<OpCostError> for BindingError {
+    fn from(e: OpCostError) -> Self {
+        BindingError::OpCost(e)
+    }
+}
+
+impl From<PyErr> for BindingError {
+    fn from(e: PyErr) -> Self {
+        BindingError::Python(e)
+    }
+}
+
+fn parse_format(s: &str) -> Result<Format, BindingError> {
     match s {
         "toml" => Ok(Format::Toml),
         "json" => Ok(Format::Json),
-        other => Err(PyValueError::new_err(format!("format must be \"toml\" or \"json\", not {other:?}"))),
+        other => Err(BindingError::Argument(format!("format must be \"toml\" or \"json\", not {other:?}"))),
     }
 }
 
@@ -244,19 +291,17 @@ fn simulate(
     horizon_ms: Option<f64>,
     record_jobs: bool,
     record_segments: bool,
-) -> PyResult<SimOutput> {
+) -> Result<SimOutput, BindingError> {
     let format = parse_format(format)?;
     let opts = SimOptions { record_jobs, record_segments, check_invariants: false };
-    let (result, seed, hyperperiod_ms, jobs, segments, control) = py
-        .detach(|| {
-            let scenario = load(text, source_name, format, horizon_ms, seed)?;
-            let result = critmem_core::simulate(&scenario, opts);
-            let hyper = scenario.hyperperiod().map(Nanos::as_ms_f64);
-            let (jobs, segments) = (JobColumns::new(&result), SegmentColumns::new(&result));
-            let control = control_columns(&result);
-            Ok((result, scenario.seed, hyper, jobs, segments, control))
-        })
-        .map_err(to_py_err)?;
+    let (result, seed, hyperperiod_ms, jobs, segments, control) = py.detach(|| {
+        let scenario = load(text, source_name, format, horizon_ms, seed)?;
+        let result = critmem_core::simulate(&scenario, opts);
+        let hyper = scenario.hyperperiod().map(Nanos::as_ms_f64);
+        let (jobs, segments) = (JobColumns::new(&result), SegmentColumns::new(&result));
+        let control = control_columns(&result);
+        Ok::<_, CoreError>((result, scenario.seed, hyper, jobs, segments, control))
+    })?;
     Ok(SimOutput {
         summary_json: result.to_json(),
         seed,
@@ -275,92 +320,9 @@ fn simulate(
 /// Loads `text` (TOML or JSON) and runs the schedulability analyses; returns the report JSON.
 #[pyfunction]
 #[pyo3(signature = (text, source_name, format))]
-fn analyze(py: Python<'_>, text: &str, source_name: &str, format: &str) -> PyResult<String> {
+fn analyze(py: Python<'_>, text: &str, source_name: &str, format: &str) -> Result<String, BindingError> {
     let format = parse_format(format)?;
-    py.detach(|| load(text, source_name, format, None, None).map(|s| critmem_analysis::analyze(&s).to_json())).map_err(to_py_err)
-}
-
-// ---------------------------------------------------------------------------------------------
-// Cost of the memory model's own operations (the paper's Table II, as wall-clock time).
-//
-// Timing lives here, in the front end: critmem-core never reads a clock.
-
-/// The three columns of the paper's Table II: global management (no reservation, the shared
-/// region left to the global LRU), reservations without shared-page management (No-SP-Mgmt),
-/// reservations with it (SPC).
-const OP_COLUMNS: [(&str, bool, SharePolicy); 3] =
-    [("global", false, SharePolicy::Global), ("reservation", true, SharePolicy::Private), ("spc", true, SharePolicy::Spc)];
-
-/// The rows: allocate (first touch of a private anonymous page: zero-fill fault that takes a
-/// frame and installs the entry), free (the frames of those pages released when their address
-/// space exits), map (a second address space's first read of a resident shared page) and
-/// unmap (that space exiting, which unmaps each shared page and undoes its charge).
-const OP_ROWS: [&str; 4] = ["alloc", "free", "map", "unmap"];
-
-/// Nanoseconds per operation of one row, for each of `pages` operations, in one fresh machine.
-fn time_ops_once(reserved: bool, policy: SharePolicy, pages: u32) -> Result<[f64; 4], MemError> {
-    use std::time::Instant;
-    let cfg = MemConfig { check_every_operation: false, ..MemConfig::with_frames(pages * 4 + 4096) };
-    let mut mem = Memory::new(cfg, DeviceSpec::hdd())?;
-    let t0 = Nanos::ZERO;
-    let res = |mem: &mut Memory, name: &str| -> Result<Option<ResId>, MemError> {
-        if !reserved {
-            return Ok(None);
-        }
-        let spec = ReservationSpec { name: name.into(), pages: u64::from(pages) + 64, kind: ReservationKind::Hard };
-        mem.create_reservation(t0, spec).map(Some)
-    };
-    let (ra, rb, rc) = (res(&mut mem, "a")?, res(&mut mem, "b")?, res(&mut mem, "c")?);
-    let shm = mem.create_shared("shm", RegionKind::SharedAnon, pages, policy)?;
-    let (a, b, c) = (mem.create_space("a", ra)?, mem.create_space("b", rb)?, mem.create_space("c", rc)?);
-    let va = mem.map_shared(t0, a, shm, true)?;
-    let vb = mem.map_shared(t0, b, shm, true)?;
-    let (_, vc) = mem.map_private(c, "private", pages)?;
-    // `a` brings the shared pages in (not timed): they are resident, owned by `a`'s pool.
-    for i in 0..pages {
-        mem.access(t0, a, va.offset(i), RefKind::Write)?;
-    }
-    let per_op = |start: Instant| start.elapsed().as_nanos() as f64 / f64::from(pages);
-    let touch = |mem: &mut Memory, space, base: Vpn, kind| -> Result<(), MemError> {
-        for i in 0..pages {
-            std::hint::black_box(mem.access(t0, space, base.offset(i), kind)?);
-        }
-        Ok(())
-    };
-    let start = Instant::now();
-    touch(&mut mem, c, vc, RefKind::Write)?;
-    let alloc = per_op(start);
-    let start = Instant::now();
-    mem.exit_space(t0, c)?;
-    let free = per_op(start);
-    let start = Instant::now();
-    touch(&mut mem, b, vb, RefKind::Read)?;
-    let map = per_op(start);
-    let start = Instant::now();
-    mem.exit_space(t0, b)?;
-    let unmap = per_op(start);
-    std::hint::black_box(&mem);
-    Ok([alloc, free, map, unmap])
-}
-
-/// Median over `iterations` fresh machines of ns per operation, keyed `"<row>/<column>"`.
-fn measure_ops(iterations: u32, pages: u32) -> Result<Vec<(String, f64)>, MemError> {
-    let mut out = Vec::new();
-    for (col, reserved, policy) in OP_COLUMNS {
-        let mut samples: [Vec<f64>; 4] = Default::default();
-        for _ in 0..iterations {
-            let t = time_ops_once(reserved, policy, pages)?;
-            for (k, v) in t.into_iter().enumerate() {
-                samples[k].push(v);
-            }
-        }
-        for (row, mut s) in OP_ROWS.into_iter().zip(samples) {
-            s.sort_by(f64::total_cmp);
-            let median = if s.is_empty() { f64::NAN } else { (s[(s.len() - 1) / 2] + s[s.len() / 2]) / 2.0 };
-            out.push((format!("{row}/{col}"), median));
-        }
-    }
-    Ok(out)
+    Ok(py.detach(|| load(text, source_name, format, None, None).map(|s| critmem_analysis::analyze(&s).to_json()))?)
 }
 
 /// Wall-clock nanoseconds per operation of the memory model's own data structures, median
@@ -369,68 +331,113 @@ fn measure_ops(iterations: u32, pages: u32) -> Result<Vec<(String, f64)>, MemErr
 /// `"<operation>/<global|reservation|spc>"`.
 #[pyfunction]
 #[pyo3(signature = (iterations=20, pages=4096))]
-fn measure_memory_ops(py: Python<'_>, iterations: u32, pages: u32) -> PyResult<Py<PyDict>> {
-    if iterations == 0 || pages == 0 || pages > 1 << 22 {
-        return Err(PyValueError::new_err(format!(
-            "iterations must be at least 1 and pages from 1 to 4194304 (got iterations={iterations}, pages={pages})"
-        )));
-    }
-    let rows = py.detach(|| measure_ops(iterations, pages)).map_err(|e| PyValueError::new_err(e.to_string()))?;
+fn measure_memory_ops(py: Python<'_>, iterations: u32, pages: u32) -> Result<Py<PyDict>, BindingError> {
+    let rows = py.detach(|| {
+        let origin = Instant::now();
+        opcost::measure_ops(iterations, pages, &mut || u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    })?;
     let d = PyDict::new(py);
-    for (k, v) in rows {
-        d.set_item(k, v)?;
+    for r in rows {
+        d.set_item(format!("{}/{}", r.operation, r.column), r.ns_per_op)?;
     }
     Ok(d.unbind())
 }
 
-fn profiles(stall_ms: &[f64], exec_ms: &[f64]) -> PyResult<Vec<critmem_policy::JobProfile>> {
-    if stall_ms.len() != exec_ms.len() {
-        return Err(PyValueError::new_err(format!("stall_ms and exec_ms differ in length ({} vs {})", stall_ms.len(), exec_ms.len())));
+/// Milliseconds from Python as integer nanoseconds.
+fn ms_to_ns(what: &str, ms: f64) -> Result<u64, BindingError> {
+    if ms.is_finite() && ms >= 0.0 && ms * 1e6 < u64::MAX as f64 {
+        Ok((ms * 1e6).round() as u64)
+    } else {
+        Err(BindingError::Argument(format!("{what} must be finite, non-negative milliseconds (got {ms})")))
     }
-    let ns = |ms: f64| -> PyResult<u64> {
-        if ms.is_finite() && ms >= 0.0 {
-            Ok((ms * 1e6).round() as u64)
-        } else {
-            Err(PyValueError::new_err(format!("times must be finite and non-negative (got {ms})")))
-        }
-    };
-    stall_ms.iter().zip(exec_ms).map(|(&s, &e)| Ok(critmem_policy::JobProfile { stall_ns: ns(s)?, exec_ns: ns(e)? })).collect()
 }
 
-fn policy_err(e: critmem_policy::PolicyError) -> PyErr {
-    PyValueError::new_err(e.to_string())
+fn same_length(what: &str, a: usize, b: usize) -> Result<(), BindingError> {
+    if a == b {
+        Ok(())
+    } else {
+        Err(BindingError::Argument(format!("{what} differ in length ({a} vs {b})")))
+    }
+}
+
+fn profiles(stall_ms: &[f64], exec_ms: &[f64]) -> Result<Vec<critmem_policy::JobProfile>, BindingError> {
+    same_length("stall_ms and exec_ms", stall_ms.len(), exec_ms.len())?;
+    let ns = |ms: f64| ms_to_ns("times", ms);
+    stall_ms.iter().zip(exec_ms).map(|(&s, &e)| Ok(critmem_policy::JobProfile { stall_ns: ns(s)?, exec_ns: ns(e)? })).collect()
 }
 
 /// Fig. 7 of the SARA paper: least-squares line of execution time against stall per period.
 /// Returns (slope, intercept_ms, r_squared).
 #[pyfunction]
-fn fit_exec_vs_stall(stall_ms: Vec<f64>, exec_ms: Vec<f64>) -> PyResult<(f64, f64, f64)> {
-    let fit = critmem_policy::fit_exec_vs_stall(&profiles(&stall_ms, &exec_ms)?).map_err(policy_err)?;
+fn fit_exec_vs_stall(stall_ms: Vec<f64>, exec_ms: Vec<f64>) -> Result<(f64, f64, f64), BindingError> {
+    let fit = critmem_policy::fit_exec_vs_stall(&profiles(&stall_ms, &exec_ms)?)?;
     Ok((fit.slope, fit.intercept_ns / 1e6, fit.r_squared))
 }
 
 /// BCET from profiled jobs: the smallest execution time minus stall (ms).
 #[pyfunction]
-fn estimate_bcet_ms(stall_ms: Vec<f64>, exec_ms: Vec<f64>) -> PyResult<f64> {
-    let bcet = critmem_policy::estimate_bcet_ns(&profiles(&stall_ms, &exec_ms)?).map_err(policy_err)?;
+fn estimate_bcet_ms(stall_ms: Vec<f64>, exec_ms: Vec<f64>) -> Result<f64, BindingError> {
+    let bcet = critmem_policy::estimate_bcet_ns(&profiles(&stall_ms, &exec_ms)?)?;
     Ok(bcet as f64 / 1e6)
 }
 
 /// Offline profiling's choice from (limit_bytes, hit_ratio) pairs: the smallest limit that
 /// reaches `target_hit_ratio`.
 #[pyfunction]
-fn pick_offline_limit(profile: Vec<(u64, f64)>, target_hit_ratio: f64) -> PyResult<u64> {
-    critmem_policy::pick_offline_limit(&profile, target_hit_ratio).map_err(policy_err)
+fn pick_offline_limit(profile: Vec<(u64, f64)>, target_hit_ratio: f64) -> Result<u64, BindingError> {
+    Ok(critmem_policy::pick_offline_limit(&profile, target_hit_ratio)?)
 }
 
 /// TMO-High's threshold from (threshold_pct, mean_elapsed_ms) results of its exhaustive
 /// search: the largest threshold whose mean elapsed time stays below `deadline_ms`.
 #[pyfunction]
-fn pick_tmo_threshold(evaluated: Vec<(f64, f64)>, deadline_ms: f64) -> PyResult<f64> {
+fn pick_tmo_threshold(evaluated: Vec<(f64, f64)>, deadline_ms: f64) -> Result<f64, BindingError> {
     let thresholds: Vec<f64> = evaluated.iter().map(|e| e.0).collect();
     let mean_of = |t: f64| evaluated.iter().find(|e| e.0 == t).map_or(u64::MAX, |e| (e.1 * 1e6).round() as u64);
-    let search = critmem_policy::pick_tmo_threshold(&thresholds, (deadline_ms * 1e6).round() as u64, mean_of).map_err(policy_err)?;
+    let search = critmem_policy::pick_tmo_threshold(&thresholds, (deadline_ms * 1e6).round() as u64, mean_of)?;
     Ok(search.threshold_pct)
+}
+
+/// SARA's view of each job (Eq. 2/3, Definition 1) from one group's control timeline: per job,
+/// `s_period` in ms and the share of its intervals that were severe. Returns (stall_ms,
+/// severe_share), one entry per job.
+#[pyfunction]
+#[pyo3(signature = (tick_ms, memory_some_us, io_some_us, interval_ms, start_ms, end_ms, *, threshold_pct=None))]
+#[allow(clippy::too_many_arguments)] // mirrors the Python arguments one to one
+fn sara_job_stalls(
+    py: Python<'_>,
+    tick_ms: Vec<f64>,
+    memory_some_us: Vec<u64>,
+    io_some_us: Vec<u64>,
+    interval_ms: f64,
+    start_ms: Vec<f64>,
+    end_ms: Vec<f64>,
+    threshold_pct: Option<u8>,
+) -> Result<(Vec<f64>, Vec<f64>), BindingError> {
+    same_length("tick_ms and memory_some_us", tick_ms.len(), memory_some_us.len())?;
+    same_length("tick_ms and io_some_us", tick_ms.len(), io_some_us.len())?;
+    same_length("start_ms and end_ms", start_ms.len(), end_ms.len())?;
+    let ticks = tick_ms
+        .iter()
+        .zip(memory_some_us.iter().zip(&io_some_us))
+        .map(|(&t, (&memory_some_us, &io_some_us))| Ok(StallTick { at_ns: ms_to_ns("tick_ms", t)?, memory_some_us, io_some_us }))
+        .collect::<Result<Vec<_>, BindingError>>()?;
+    let jobs = start_ms
+        .iter()
+        .zip(&end_ms)
+        .map(|(&s, &e)| Ok(JobSpan { start_ns: ms_to_ns("start_ms", s)?, end_ns: ms_to_ns("end_ms", e)? }))
+        .collect::<Result<Vec<_>, BindingError>>()?;
+    let interval_ns = ms_to_ns("interval_ms", interval_ms)?;
+    let threshold_pct = threshold_pct.unwrap_or(SaraConfig::default().long_stall_threshold_pct);
+    let stalls = py.detach(|| job_stalls(&ticks, interval_ns, threshold_pct, &jobs))?;
+    Ok(stalls.iter().map(|s| (s.stall_ms, s.severe_share)).unzip())
+}
+
+/// The controller registry (`critmem_policy::CONTROLLERS`) as (name, summary) pairs, in the
+/// order help texts list them.
+#[pyfunction]
+fn controllers() -> Vec<(&'static str, &'static str)> {
+    CONTROLLERS.iter().map(|c| (c.name, c.summary)).collect()
 }
 
 #[pymodule]
@@ -446,6 +453,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(estimate_bcet_ms, m)?)?;
     m.add_function(wrap_pyfunction!(pick_offline_limit, m)?)?;
     m.add_function(wrap_pyfunction!(pick_tmo_threshold, m)?)?;
+    m.add_function(wrap_pyfunction!(sara_job_stalls, m)?)?;
+    m.add_function(wrap_pyfunction!(controllers, m)?)?;
     Ok(())
 }
 
@@ -503,19 +512,6 @@ mod tests {
         // Python ints past i64 make pandas pick uint64.
         assert_eq!(RawColumn::u64s([1, u64::MAX].into_iter()).dtype, "<u8");
         assert_eq!(RawColumn::u64s(std::iter::empty()), RawColumn { dtype: "<i8", bytes: Vec::new() });
-    }
-
-    #[test]
-    fn memory_ops_are_measured_for_every_row_and_column() {
-        let rows = measure_ops(2, 64).unwrap();
-        let keys: Vec<&str> = rows.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(keys.len(), 12);
-        for col in ["global", "reservation", "spc"] {
-            for row in OP_ROWS {
-                assert!(keys.contains(&format!("{row}/{col}").as_str()), "{row}/{col}");
-            }
-        }
-        assert!(rows.iter().all(|(_, v)| v.is_finite() && *v >= 0.0), "{rows:?}");
     }
 
     #[test]

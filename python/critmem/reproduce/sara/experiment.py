@@ -1,5 +1,4 @@
-"""Reproduction of the evaluation of SARA, "Stall-Aware Real-Time Memory Allocation" (the
-paper's text is ../shared/papers/sara-stall-aware-allocation.txt).
+"""The experiment of the SARA reproduction: what runs, and the numbers it yields.
 
 Every number in `results.json` and in the report's "model" columns comes from simulating the
 bundled workloads (`workloads/sara-*.toml`, modelled on the paper's Table I); the "paper"
@@ -21,12 +20,9 @@ happens before, not during, the run it configures.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import tomllib
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,31 +30,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from critmem import _core
+from critmem import _core, controllers
 from critmem.api import RunResult, run
-from critmem.reproduce import Progress, QuietProgress, Reproduction
+from critmem.reproduce.sara.paper import PAPER_BASELINE_HIT_RATIO, PAPER_MAX_THROUGHPUT_GAIN, PAPER_SARA_HIT_RATIO, PAPER_THROUGHPUT_GAIN
+from critmem.sweep import Sweep
 
 MIB = 1_048_576
 WORKLOAD_DIR = Path(__file__).with_name("workloads")
 
 # ---------------------------------------------------------------------------------------------
-# The paper's own numbers, quoted for comparison (never used to compute anything).
-
-PAPER_SARA_HIT_RATIO = 0.9713
-"""Abstract and Sec. IV-B: SARA's average deadline hit ratio."""
-PAPER_THROUGHPUT_GAIN = {"greedy": 5.69, "tmo-low": 5.89}
-"""Sec. IV-B: SARA's average non-RT throughput improvement over Greedy and TMO-Low."""
-PAPER_MAX_THROUGHPUT_GAIN = {"greedy": 20.96, "tmo-low": 22.32}
-"""Sec. IV-B: the largest improvement (small memory, fast SSD)."""
-PAPER_BASELINE_HIT_RATIO = {"offline": 0.4961, "tmo-high": 0.7711}
-"""Sec. IV-B: Offline's and TMO-High's deadline hit ratios."""
-PAPER_FIG7 = {"slope": 1.0, "intercept_s": 0.48}
-"""Sec. III-B: Fig. 7's fit for Sphinx, slope "approaches 1", intercept "approximates 0.48"."""
-
-# ---------------------------------------------------------------------------------------------
 # The experiment.
 
-CONTROLLERS = ("sara", "greedy", "offline", "tmo-low", "tmo-high", "senpai", "static")
+CONTROLLERS = tuple(c.name for c in controllers())
+"""Every registered controller, in the registry's order (the figures' and tables' order)."""
 MEMORY_PCTS = (60, 80)
 SSDS = ("slow-ssd", "fast-ssd")
 EVAL_SEED = 1
@@ -168,31 +152,23 @@ def _cfg(**kw: Any) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted(kw.items()))
 
 
-SEVERE_SHARE = 0.9
-"""Definition 1's n: an interval is severe when its stall exceeds 90 % of l_intv."""
-
-
 def job_stall_ms(r: RunResult, group: str, starts_ms: np.ndarray, ends_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per job: `s_period` (Eq. 2), the sum of `s_intv = max(s_mem, s_io)` (Eq. 3, PSI some)
     over the controller intervals that overlap the job's execution, and the share of those
-    intervals that were severe (Definition 1)."""
+    intervals that were severe (Definition 1), as `critmem_policy::sara::job_stalls` computes
+    them from the group's control timeline."""
     if r.control_timeline_every_ticks != 1:
         raise ValueError("per-job stall needs a row per controller tick; this run's control timeline was thinned (shorten the run)")
     ct = r.control_timeline
-    t = ct["time_ms"].to_numpy()
-    interval_ms = float(t[1] - t[0]) if len(t) > 1 else 5.0
-    mem = np.diff(ct[f"memory_some_us:{group}"].to_numpy(dtype=np.int64), prepend=0)
-    io = np.diff(ct[f"io_some_us:{group}"].to_numpy(dtype=np.int64), prepend=0)
-    s_intv_ms = np.maximum(mem, io) / 1000.0
-    cum = np.concatenate([[0.0], np.cumsum(s_intv_ms)])
-    severe = np.concatenate([[0], np.cumsum(s_intv_ms > SEVERE_SHARE * interval_ms)])
-    # The tick at t[k] measured (t[k] - interval, t[k]].
-    lo = np.searchsorted(t, starts_ms, side="right")
-    hi = np.searchsorted(t, ends_ms + interval_ms, side="left")
-    n = np.maximum(hi - lo, 1)
-    stall: np.ndarray = cum[hi] - cum[lo]
-    share: np.ndarray = (severe[hi] - severe[lo]) / n
-    return stall, share
+    stall, share = _core.sara_job_stalls(
+        ct["time_ms"].to_numpy().tolist(),
+        ct[f"memory_some_us:{group}"].to_numpy().tolist(),
+        ct[f"io_some_us:{group}"].to_numpy().tolist(),
+        float(r.summary["control"]["interval_ms"]),
+        np.asarray(starts_ms, dtype=float).tolist(),
+        np.asarray(ends_ms, dtype=float).tolist(),
+    )
+    return np.array(stall, dtype=float), np.array(share, dtype=float)
 
 
 def srt_jobs(r: RunResult, w: Workload) -> pd.DataFrame:
@@ -267,27 +243,6 @@ def _num(x: Any, digits: int = 3) -> float | None:
     return None if math.isnan(v) else round(v, digits)
 
 
-# ---------------------------------------------------------------------------------------------
-# Running many specs on all cores (the engine releases the GIL while it simulates).
-
-
-class _Runner:
-    def __init__(self, progress: Progress) -> None:
-        self.progress = progress
-        self.runs = 0
-        self.workers = max(1, os.cpu_count() or 1)
-
-    def map(self, label: Callable[[Spec], str], specs: Sequence[Spec]) -> list[dict[str, Any]]:
-        with ThreadPoolExecutor(max_workers=self.workers) as pool:
-            futures = [pool.submit(measure, s) for s in specs]
-            results = []
-            for s, f in zip(specs, futures):
-                results.append(f.result())
-                self.runs += 1
-                self.progress.step(label(s))
-        return results
-
-
 def configs() -> list[tuple[Workload, int, str]]:
     return [(w, pct, ssd) for w in WORKLOADS for pct in MEMORY_PCTS for ssd in SSDS]
 
@@ -314,9 +269,10 @@ def planned_runs(plan: Plan) -> int:
     return profiling + searches + n_cfg * (len(CONTROLLERS) + len(VARIANTS))
 
 
-def compute(plan: Plan, progress: Progress | None = None) -> dict[str, Any]:
-    progress = progress or QuietProgress()
-    runner = _Runner(progress)
+def compute(plan: Plan, sweep: Sweep) -> dict[str, Any]:
+    """Every simulation of the reproduction, run on `sweep` (two batches: the profiling runs
+    and searches, then the evaluation they configure), and what they measured."""
+    runs = 0
 
     # 1. Profiling: BCET with memory unconstrained (Greedy, large memory), and Fig. 7 under a
     #    fixed limit halfway between the workload's minimum and maximum, beside the graph job.
@@ -345,10 +301,8 @@ def compute(plan: Plan, progress: Progress | None = None) -> dict[str, Any]:
         for w, pct, ssd in configs()
         for t in plan.tmo_candidates_pct
     ]
-    first = runner.map(
-        lambda s: f"profiling {s.workload.name} {s.memory_pct}% {s.ssd} ({s.controller})",
-        bcet_specs + fig7_specs + offline_specs + tmo_specs,
-    )
+    first = sweep.map(measure, bcet_specs + fig7_specs + offline_specs + tmo_specs, label=_profiling_label)
+    runs += len(first)
     bcet_runs = first[: len(bcet_specs)]
     fig7_runs = first[len(bcet_specs) : len(bcet_specs) + len(fig7_specs)]
     offline_runs = first[len(bcet_specs) + len(fig7_specs) : len(bcet_specs) + len(fig7_specs) + len(offline_specs)]
@@ -438,7 +392,8 @@ def compute(plan: Plan, progress: Progress | None = None) -> dict[str, Any]:
         for v, config in VARIANTS.items():
             eval_specs.append(eval_spec(w, pct, ssd, v, config))
             labels.append(v)
-    evaluated_runs = runner.map(lambda s: f"{s.workload.name} {s.memory_pct}% {s.ssd} {s.controller}", eval_specs)
+    evaluated_runs = sweep.map(measure, eval_specs, label=_eval_label)
+    runs += len(evaluated_runs)
     rows = []
     for label, res in zip(labels, evaluated_runs):
         res = dict(res)
@@ -471,8 +426,16 @@ def compute(plan: Plan, progress: Progress | None = None) -> dict[str, Any]:
         "offline": offline,
         "tmo_high": tmo_high,
         "runs": rows,
-        "simulation_runs": runner.runs,
+        "simulation_runs": runs,
     }
+
+
+def _profiling_label(s: Spec) -> str:
+    return f"profiling {s.workload.name} {s.memory_pct}% {s.ssd} ({s.controller})"
+
+
+def _eval_label(s: Spec) -> str:
+    return f"{s.workload.name} {s.memory_pct}% {s.ssd} {s.controller}"
 
 
 def early_drop_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -553,36 +516,3 @@ def headline(data: dict[str, Any]) -> dict[str, Any]:
 
 def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a is not None and b else None
-
-
-def reproduce(out_dir: Path, *, quick: bool = False, progress: Progress | None = None, plan: Plan | None = None) -> Reproduction:
-    """Runs everything, writes report.md, results.json and the figures to `out_dir`, and
-    returns the headline numbers."""
-    from critmem.reproduce import sara_report as report  # matplotlib: only when writing
-
-    plan = plan or (QUICK if quick else Plan())
-    progress = progress or QuietProgress()
-    progress.start(planned_runs(plan) + 1)
-    data = compute(plan, progress)
-    progress.step("writing the report and figures")
-    summary = headline(data)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    files = [
-        _write_json(out_dir / "results.json", data),
-        report.plot_fig7(data, out_dir / "fig7.png"),
-        report.plot_fig11(data, out_dir / "fig11.png"),
-        report.plot_fig12(data, out_dir / "fig12.png"),
-        report.plot_fig13(data, out_dir / "fig13.png"),
-        report.plot_step_up(data, out_dir / "fig_step_up.png"),
-    ]
-    report_md = out_dir / "report.md"
-    report_md.write_text(report.render(data, summary, [p.name for p in files]), encoding="utf-8")
-    files.insert(0, report_md)
-    summary["out_dir"] = str(out_dir)
-    summary["files"] = [p.name for p in files]
-    return Reproduction(summary=summary, files=files)
-
-
-def _write_json(path: Path, data: Any) -> Path:
-    path.write_text(json.dumps(data, indent=1, allow_nan=False) + "\n", encoding="utf-8")
-    return path

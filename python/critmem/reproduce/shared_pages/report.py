@@ -1,4 +1,4 @@
-"""Figures and the Markdown report of the shared-page reproduction (see shared_pages.py).
+"""Figures and the Markdown report of the shared-page reproduction (see `experiment`).
 
 Works from the `results.json` dict only, so the report can be rebuilt from saved results.
 PNGs carry no date or version metadata: identical results give identical bytes.
@@ -16,14 +16,8 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from critmem.reproduce.shared_pages import (
-    PAPER_CPU_GHZ,
-    PAPER_FIG9,
-    PAPER_MIN_RESERVATION_MB,
-    TABLE2_COLUMNS,
-    TABLE2_ROWS,
-    TECHNIQUES,
-)
+from critmem.reproduce.shared_pages.experiment import TECHNIQUES
+from critmem.reproduce.shared_pages.paper import PAPER_CPU_GHZ, PAPER_FIG9, PAPER_MIN_RESERVATION_MB, TABLE2_COLUMNS, TABLE2_ROWS
 
 _SET_LABEL = {"tau1+tau1": "{τ1, τ1}", "tau2+tau2": "{τ2, τ2}", "tau1+tau2": "{τ1, τ2}"}
 _TECH_LABEL = {k: label for k, _, label in TECHNIQUES}
@@ -559,7 +553,7 @@ def _discussion(data: dict[str, Any]) -> str:
     # First touch.
     ft = f9["first-touch"]
     add(
-        f"**3. First-touch (memory cgroup rule)** — not in the paper's Fig. 9; the issue expects misses. The model "
+        f"**3. First-touch (memory cgroup rule)** — not in the paper's Fig. 9, where Sec. III-C's drawback of first-touch suggests misses. The model "
         f"gives τ1 {ft['tau1']['misses']} misses in the standard run. Under first-touch the group that "
         "first brings a page into memory owns it: only its reservation pays for the page and only its reclaim "
         "may evict it, and, as a memory cgroup does with the record kept beside the swap entry, a page it "

@@ -1,4 +1,5 @@
-"""Figures and the Markdown report of `critmem reproduce sara` (from `sara.compute`'s data)."""
+"""Figures and the Markdown report of `critmem reproduce sara`, from `experiment.compute`'s
+data alone."""
 
 from __future__ import annotations
 
@@ -11,17 +12,8 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from critmem.reproduce.sara import (
-    CONTROLLERS,
-    MEMORY_PCTS,
-    MIB,
-    PAPER_BASELINE_HIT_RATIO,
-    PAPER_FIG7,
-    PAPER_SARA_HIT_RATIO,
-    SSDS,
-    STEP_UP_BYTES,
-    early_drop_rows,
-)
+from critmem.reproduce.sara.experiment import CONTROLLERS, MEMORY_PCTS, MIB, SSDS, STEP_UP_BYTES, early_drop_rows
+from critmem.reproduce.sara.paper import PAPER_BASELINE_HIT_RATIO, PAPER_FIG7, PAPER_SARA_HIT_RATIO
 
 _COLORS = {
     "sara": "#d62728",
@@ -232,7 +224,7 @@ def render(data: dict[str, Any], summary: dict[str, Any], files: Sequence[str]) 
         out.append("**Quick run** (`--quick`): fewer periods and candidates; numbers are indicative only.\n")
     out.append(
         "Every *model* number below was computed by critmem's simulator from the bundled workloads "
-        "(`python/critmem/reproduce/workloads/sara-*.toml`, also under `examples/`); *paper* numbers are "
+        "(`python/critmem/reproduce/sara/workloads/sara-*.toml`, also under `examples/`); *paper* numbers are "
         "quoted from the paper for comparison. The controllers are the `critmem-policy` objects the Linux "
         f"agent runs. Evaluation runs: {plan['periods']} soft real-time periods each, seed 1; profiling runs "
         f"(BCET, Fig. 7, Offline and TMO-High searches) use seed 1001. {data['simulation_runs']} simulations "
@@ -555,7 +547,7 @@ def _baselines_explained(data: dict[str, Any], which: list[str]) -> tuple[bool, 
 
 
 def _baselines_verdict(data: dict[str, Any], hit: dict[str, Any]) -> tuple[str, str]:
-    """The acceptance item: Offline and TMO-High clearly below SARA ("yes"), or not but with the
+    """The acceptance check: Offline and TMO-High clearly below SARA ("yes"), or not but with the
     report's explanation borne out by the data ("explained"), or neither."""
     sara = hit.get("sara")
     below = {c: hit.get(c) is not None and sara is not None and hit[c] < sara - 0.05 for c in ("offline", "tmo-high")}

@@ -1,6 +1,4 @@
-"""Reproduction of the evaluation of Kim and Rajkumar, "Shared-Page Management for Improving
-the Temporal Isolation of Memory Reservations in Resource Kernels" (Sec. VI; the paper's text
-is ../shared/papers/shared-page-memory-reservations.txt).
+"""The experiment of the shared-page reproduction: what runs, and the numbers it yields.
 
 Every number in `results.json` and in the report's "model" columns is computed here by
 simulating the configured workloads; the "paper" columns are quotations of the paper's own
@@ -18,11 +16,9 @@ plus supplementary runs that explain where the model and the paper differ.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -30,61 +26,17 @@ import pandas as pd
 from critmem import _core
 from critmem._core import ScenarioError
 from critmem.api import RunResult, run
-from critmem.reproduce import Progress, QuietProgress, Reproduction
+from critmem.progress import Progress, QuietProgress
+from critmem.reproduce.shared_pages.paper import (
+    PAPER_CPU_GHZ,
+    PAPER_MIN_RESERVATION_MB,
+    PAPER_TABLE2_CYCLES,
+    PAPER_TABLE3,
+    TABLE2_COLUMNS,
+    TABLE2_ROWS,
+)
 
 MIB = 1_048_576
-
-# ---------------------------------------------------------------------------------------------
-# The paper's own numbers, quoted for comparison (never used to compute anything).
-
-PAPER_MIN_RESERVATION_MB = {"tau1": 11, "tau2": 2}
-"""Sec. VI-B: tau1 needs 11 MB (10 MB "could not even finish its first period"), tau2 2 MB."""
-
-PAPER_TABLE3: dict[str, dict[str, tuple[list[int], int, str]]] = {
-    # set -> technique -> (per-task reservations MB, total physical MB, the paper's arithmetic)
-    "tau1+tau1": {
-        "no-sp-mgmt": ([11, 11], 12, "(11+11)-10"),
-        "spc": ([11, 11], 22, "11+11"),
-        "spel": ([11, 11], 12, "(11+11)-10"),
-    },
-    "tau2+tau2": {
-        "no-sp-mgmt": ([2, 2], 3, "(2+2)-1"),
-        "spc": ([2, 2], 4, "2+2"),
-        "spel": ([11, 11], 12, "(11+11)-10"),
-    },
-    "tau1+tau2": {
-        "no-sp-mgmt": ([11, 2], 12, "(11+2)-1"),
-        "spc": ([11, 2], 13, "11+2"),
-        "spel": ([11, 11], 12, "(11+11)-10"),
-    },
-}
-
-PAPER_FIG9 = {
-    "no-sp-mgmt": "misses every 500 ms (once per tau2 period)",
-    "spc": "same as alone: no misses",
-    "spel": "same as alone: no misses",
-}
-
-PAPER_TABLE2_CYCLES: dict[str, dict[str, float]] = {
-    # operation -> column -> CPU cycles (rdtsc, Core i5-2540M at 2.6 GHz, Linux/RK 2.6.32)
-    "alloc": {"global": 400.4, "reservation": 192.4, "spc": 202.3},
-    "free": {"global": 208.6, "reservation": 187.2, "spc": 188.6},
-    "map": {"global": 1197.0, "reservation": 1220.4, "spc": 1417.3},
-    "unmap": {"global": 816.2, "reservation": 834.3, "spc": 1059.7},
-}
-PAPER_CPU_GHZ = 2.6
-
-TABLE2_ROWS = {
-    "alloc": "Page allocation (`alloc_page`)",
-    "free": "Page deallocation (`__free_page`)",
-    "map": "Mapping a shared page to a page table",
-    "unmap": "Unmapping a shared page from a page table",
-}
-TABLE2_COLUMNS = {
-    "global": "Global Mgmt",
-    "reservation": "Mem Reserve w/o SP-Mgmt",
-    "spc": "Mem Reserve w/ SP-Mgmt (SPC)",
-}
 
 # ---------------------------------------------------------------------------------------------
 # The workload
@@ -693,45 +645,8 @@ def quick_workload() -> Workload:
     return Workload(measure_laps=1)
 
 
-def reproduce(
-    out_dir: Path,
-    *,
-    quick: bool = False,
-    progress: Progress | None = None,
-    workload: Workload | None = None,
-) -> Reproduction:
-    """Runs everything, writes report.md, fig8.png, fig9.png, results.json (deterministic)
-    and table2.md, table2.json (wall-clock timings) to `out_dir`, and returns the headline
-    numbers."""
-    from critmem.reproduce import shared_pages_report as report  # matplotlib: only when writing
-
-    w = workload or (quick_workload() if quick else Workload())
-    progress = progress or QuietProgress()
-    progress.start(planned_steps(w) + 2)
-    res = compute(w, quick=quick, progress=progress)
-    progress.step("(d) timing the memory operations")
-    t2 = table2(10 if quick else 50)
-    progress.step("writing the report and figures")
-    data = res.to_dict()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    files = [
-        _write_json(out_dir / "results.json", data),
-        _write_json(out_dir / "table2.json", t2),
-        _write_text(out_dir / "table2.md", report.render_table2(t2)),
-        report.plot_fig8(data, out_dir / "fig8.png"),
-        report.plot_fig9(data, out_dir / "fig9.png"),
-    ]
-    report_md = out_dir / "report.md"
-    report_md.write_text(report.render(data, t2, [p.name for p in files]), encoding="utf-8")
-    files.insert(0, report_md)
-    summary = headline(data, t2)
-    summary["out_dir"] = str(out_dir)
-    summary["files"] = [p.name for p in files]
-    return Reproduction(summary=summary, files=files)
-
-
 def headline(data: dict[str, Any], t2: dict[str, Any]) -> dict[str, Any]:
-    """What `--json` prints: the numbers the issue asks for, each beside the paper's."""
+    """What `--json` prints: the reproduction's headline numbers, each beside the paper's."""
     table3 = {
         set_key: {
             tech: {
@@ -758,13 +673,3 @@ def headline(data: dict[str, Any], t2: dict[str, Any]) -> dict[str, Any]:
         "quick": data["quick"],
         "simulation_runs": data["simulation_runs"],
     }
-
-
-def _write_text(path: Path, text: str) -> Path:
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-def _write_json(path: Path, data: Any) -> Path:
-    path.write_text(json.dumps(data, indent=1, allow_nan=False) + "\n", encoding="utf-8")
-    return path

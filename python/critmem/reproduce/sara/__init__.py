@@ -1,0 +1,76 @@
+"""Reproduction of the evaluation of SARA, "Stall-Aware Real-Time Memory Allocation" (the
+paper's text is ../shared/papers/sara-stall-aware-allocation.txt).
+
+- `paper`: the paper's own numbers, quoted for comparison;
+- `experiment`: the workloads, every simulation the reproduction makes (on `critmem.sweep`)
+  and the numbers they yield (`results.json`, the `--json` summary);
+- `report`: the figures and `report.md`, from those numbers alone.
+
+This module only ties them together (`reproduce`); it imports them when called, so nothing
+imports it back.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from critmem.progress import Progress
+    from critmem.reproduce import Reproduction
+    from critmem.reproduce.sara.experiment import Plan
+    from critmem.sweep import Executor
+
+__all__ = ["SWEEP_CACHE", "reproduce"]
+
+SWEEP_CACHE = ".critmem-sweep"
+"""The folder in the output folder where each simulation's result is kept as it arrives, so an
+interrupted reproduction resumes where it stopped."""
+
+
+def reproduce(
+    out_dir: Path,
+    *,
+    quick: bool = False,
+    progress: Progress | None = None,
+    plan: Plan | None = None,
+    executor: Executor | None = None,
+) -> Reproduction:
+    """Runs everything on `executor` (default: local processes, one per core), writes report.md,
+    results.json and the figures to `out_dir`, and returns the headline numbers."""
+    from critmem.progress import QuietProgress
+    from critmem.reproduce import Reproduction
+    from critmem.reproduce.sara import (
+        experiment,
+        report,  # matplotlib: only when writing
+    )
+    from critmem.sweep import Sweep
+
+    plan = plan or (experiment.QUICK if quick else experiment.Plan())
+    progress = progress or QuietProgress()
+    progress.start(experiment.planned_runs(plan) + 1)
+    with Sweep(executor, cache_dir=out_dir / SWEEP_CACHE, progress=progress) as sweep:
+        data = experiment.compute(plan, sweep)
+    progress.step("writing the report and figures")
+    summary = experiment.headline(data)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = [
+        _write_json(out_dir / "results.json", data),
+        report.plot_fig7(data, out_dir / "fig7.png"),
+        report.plot_fig11(data, out_dir / "fig11.png"),
+        report.plot_fig12(data, out_dir / "fig12.png"),
+        report.plot_fig13(data, out_dir / "fig13.png"),
+        report.plot_step_up(data, out_dir / "fig_step_up.png"),
+    ]
+    report_md = out_dir / "report.md"
+    report_md.write_text(report.render(data, summary, [p.name for p in files]), encoding="utf-8")
+    files.insert(0, report_md)
+    summary["out_dir"] = str(out_dir)
+    summary["files"] = [p.name for p in files]
+    return Reproduction(summary=summary, files=files)
+
+
+def _write_json(path: Path, data: Any) -> Path:
+    path.write_text(json.dumps(data, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    return path
