@@ -4,7 +4,7 @@
 use super::list::NIL;
 use super::*;
 
-impl Memory {
+impl<A: FrameAllocator> Memory<A> {
     /// Applies SPEL to a `spel` (or `auto`) region: runs the admission test, then makes the
     /// whole region resident on the locked list, never to be evicted. Every reservation
     /// mapping it gives up the region's size `S` (its own pages are evicted if it must), and
@@ -66,7 +66,7 @@ impl Memory {
             let g = self.take_free(GLOBAL, now, true)?;
             self.frames[g as usize] =
                 Frame { region: r as u32, page: i, first: NIL, dirty: false, pinned: false, ready_at: now, readahead: false };
-            self.flists.push_back(LOCKED, g);
+            self.kept.push_back(LOCKED, g);
             let reg = &mut self.regions[r];
             reg.frame[i as usize] = g;
             reg.pflags[i as usize] |= MATERIAL;
@@ -135,7 +135,7 @@ impl Memory {
         while e != NIL {
             let Entry { pool: q, next, .. } = self.entries[e as usize];
             if !first && mode == Mode::Spc {
-                let g = self.flists.pop_front(cpl_list(q)).expect("SPC: every non-owner conserves a frame");
+                let g = self.kept.pop_front(cpl_list(q)).expect("SPC: every non-owner conserves a frame");
                 self.release_frame(q, g);
             } else {
                 self.release_unbacked_slot(q);
@@ -144,7 +144,7 @@ impl Memory {
             first = false;
             e = next;
         }
-        self.flists.push_back(LOCKED, f);
+        self.kept.push_back(LOCKED, f);
     }
 
     // ---------------------------------------------------------------- usage and `auto`
