@@ -347,7 +347,7 @@ impl<A: FrameAllocator> Memory<A> {
             Mode::Spc => {
                 // SPC: conserve one free page for it in the conserved-page list.
                 let g = self.take_free(pool, now, true)?;
-                self.kept.push_back(cpl_list(pool), g);
+                self.conserved[pool as usize].push_back(g);
             }
             Mode::Global | Mode::Locked | Mode::FirstTouch => unreachable!(),
         }

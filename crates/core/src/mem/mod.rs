@@ -10,9 +10,9 @@
 //!
 //! * **Frames** are dense indices. Each frame is in exactly one place: free in one pool (the
 //!   global pool's or a reservation's) of the frame allocator ([`frames::FrameAllocator`],
-//!   by default [`FreeLists`]), a reservation's conserved-page list (SPC), the locked list
-//!   (SPEL), or in use, holding one page and linked into its holder's active or inactive list
-//!   through the holder's *charge entry*. Every frame taken or given back goes through the
+//!   by default [`FreeLists`]), a reservation's conserved-page list (SPC), locked (holding a
+//!   SPEL-locked page, charged to nobody), or in use, holding one page and linked into its
+//!   holder's active or inactive list through the holder's *charge entry*. Every frame taken or given back goes through the
 //!   allocator, which chooses which frame serves a request.
 //! * **Charge entries** are Linux/RK's `mem_reserve_page`: one per (pool, resident page) that
 //!   the pool accounts. The first entry of a page is its holder (whose frame it occupies); the
@@ -80,18 +80,11 @@ pub use types::*;
 use crate::time::Nanos;
 use list::{IndexLists, NIL};
 use pool::{Pool, PoolKind};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 /// Pool index of the global (unreserved) pool.
 const GLOBAL: u32 = frames::GLOBAL_POOL;
 
-/// Set-aside frame list of SPEL-locked frames.
-const LOCKED: u32 = 0;
-/// Set-aside frame list of pool `pool`'s conserved frames (SPC).
-#[inline]
-const fn cpl_list(pool: u32) -> u32 {
-    1 + pool
-}
 #[inline]
 const fn active(pool: u32) -> u32 {
     2 * pool
@@ -166,7 +159,7 @@ enum Mode {
     Own,
     FirstTouch,
     Spc,
-    /// SPEL-locked: resident, on the locked list, never evicted.
+    /// SPEL-locked: resident in locked frames, never evicted.
     Locked,
 }
 
@@ -240,9 +233,11 @@ pub struct Memory<A = FreeLists> {
     frames: Vec<Frame>,
     /// Every free frame, in the pool it is free in.
     alloc: A,
-    /// Frames set aside outside the allocator: `LOCKED` (holding SPEL-locked pages) and
-    /// `cpl_list(p)` (conserved for pool `p`, holding nothing).
-    kept: IndexLists,
+    /// Pool `p`'s conserved-page list (SPC): frames out of the allocator, holding nothing,
+    /// oldest first.
+    conserved: Vec<VecDeque<u32>>,
+    /// Frames holding SPEL-locked pages (a resident page without charges is a locked one).
+    locked_frames: u64,
     entries: Vec<Entry>,
     free_entries: Vec<u32>,
     /// Lists of charge entries: `active(p)`, `inactive(p)`.
@@ -288,7 +283,8 @@ impl<A: FrameAllocator> Memory<A> {
             cfg,
             frames: vec![FREE_FRAME; n as usize],
             alloc,
-            kept: IndexLists::new(n as usize, cpl_list(GLOBAL) as usize + 1),
+            conserved: vec![VecDeque::new()],
+            locked_frames: 0,
             entries: Vec::new(),
             free_entries: Vec::new(),
             elists: IndexLists::new(0, 2),

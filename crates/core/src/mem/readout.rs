@@ -12,7 +12,7 @@ impl<A: FrameAllocator> Memory<A> {
         let held: u64 =
             (1..self.pools.len() as u32).filter(|&p| self.pools[p as usize].kind.sets_aside_frames()).map(|p| self.frames_held(p)).sum();
         let lent: u64 = self.pools.iter().map(|p| p.lent).sum();
-        let locked = u64::from(self.kept.len(LOCKED));
+        let locked = self.locked_frames;
         MemStats {
             total_frames: u64::from(self.cfg.total_frames),
             global_free_frames: self.alloc.free_frames(GLOBAL),

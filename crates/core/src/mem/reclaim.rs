@@ -214,7 +214,7 @@ impl<A: FrameAllocator> Memory<A> {
                 let payer = if holder { self.entries[next as usize].pool } else { p };
                 self.unmap_pool(p, f);
                 self.remove_entry(e);
-                let g = self.kept.pop_front(cpl_list(payer)).expect("SPC: every non-owner conserves a frame");
+                let g = self.conserved[payer as usize].pop_front().expect("SPC: every non-owner conserves a frame");
                 let pl = &mut self.pools[p as usize];
                 pl.spc_unmaps += 1;
                 if holder {
@@ -331,8 +331,9 @@ impl<A: FrameAllocator> Memory<A> {
                 self.entries[e as usize].pool
             }
         };
-        if self.kept.list_of(f) == Some(LOCKED) {
-            self.kept.remove(f);
+        if self.frames[f as usize].first == NIL {
+            // Resident without charges: a locked page.
+            self.locked_frames -= 1;
         }
         let mut e = self.frames[f as usize].first;
         let mut first = true;
@@ -340,7 +341,7 @@ impl<A: FrameAllocator> Memory<A> {
             let Entry { pool: q, next, .. } = self.entries[e as usize];
             if !first {
                 if mode == Mode::Spc {
-                    let g = self.kept.pop_front(cpl_list(q)).expect("SPC: every non-owner conserves a frame");
+                    let g = self.conserved[q as usize].pop_front().expect("SPC: every non-owner conserves a frame");
                     self.release_frame(q, g);
                 } else {
                     self.release_unbacked_slot(q);
@@ -370,7 +371,7 @@ impl<A: FrameAllocator> Memory<A> {
                 if !holder || next != NIL {
                     let payer = if holder { self.entries[next as usize].pool } else { pool };
                     self.remove_entry(e);
-                    let g = self.kept.pop_front(cpl_list(payer)).expect("SPC: every non-owner conserves a frame");
+                    let g = self.conserved[payer as usize].pop_front().expect("SPC: every non-owner conserves a frame");
                     self.release_frame(pool, g);
                     if holder {
                         self.pools[pool as usize].transfers += 1;

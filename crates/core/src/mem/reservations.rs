@@ -30,7 +30,7 @@ impl<A: FrameAllocator> Memory<A> {
         let lent = if kind.sets_aside_frames() { spec.pages } else { 0 };
         self.pools.push(Pool::new(spec.name, kind, spec.pages, lent));
         self.alloc.add_pool(p);
-        self.kept.grow_lists(cpl_list(p) as usize + 1);
+        self.conserved.push(VecDeque::new());
         self.elists.grow_lists(inactive(p) as usize + 1);
         while self.pools[p as usize].lent > 0 {
             let f = self.take_free(GLOBAL, now, true)?;
@@ -53,7 +53,7 @@ impl<A: FrameAllocator> Memory<A> {
     /// Frames promised to reservations and locked regions (limit groups promise nothing).
     pub fn committed_frames(&self) -> u64 {
         let sizes: u64 = self.pools[1..].iter().filter(|p| p.kind.counts_toward_admission()).map(|p| p.size - p.locked_charge).sum();
-        sizes + u64::from(self.kept.len(LOCKED))
+        sizes + self.locked_frames
     }
 
     /// Resizes a reservation at `now`. Growing a hard or firm reservation is subject to
@@ -181,7 +181,7 @@ impl<A: FrameAllocator> Memory<A> {
             active_pages: act,
             inactive_pages: inact,
             free_frames: self.alloc.free_frames(p),
-            conserved_frames: u64::from(self.kept.len(cpl_list(p))),
+            conserved_frames: self.conserved[p as usize].len() as u64,
             lent_frames: pool.lent,
             borrowed_frames: pool.borrowed,
             locked_charge_pages: pool.locked_charge,
@@ -200,7 +200,7 @@ impl<A: FrameAllocator> Memory<A> {
             .chain(self.elists.iter(inactive(p)))
             .filter(|&e| self.frames[self.entries[e as usize].frame as usize].first == e)
             .count() as u64;
-        holders + self.alloc.free_frames(p) + u64::from(self.kept.len(cpl_list(p)))
+        holders + self.alloc.free_frames(p) + self.conserved[p as usize].len() as u64
     }
 
     pub fn reservation_name(&self, res: ResId) -> Result<&str, MemError> {
