@@ -1,7 +1,7 @@
 //! Where a pool's frames come from and go back to: its slots (free frames in the allocator,
 //! frames lent to the global pool, borrowed global frames), the global pool's free frames,
-//! and reclaim when none is free. Every frame is taken from and given back to the frame
-//! allocator here or in the few places that set frames aside (conserved, locked).
+//! and reclaim when none is free. Frames are taken from and given back to the frame
+//! allocator here, and when a reservation is created or resized (reservations.rs).
 
 use super::*;
 
