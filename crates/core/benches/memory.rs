@@ -1,4 +1,4 @@
-//! Simulated page references per second (issue 3 benchmark).
+//! Simulated page references per second.
 //!
 //! (a) references that hit resident pages; (b) a workload under heavy replacement (two hard
 //! reservations of 8 MiB over 32 MiB private + 32 MiB shared each, random references, most

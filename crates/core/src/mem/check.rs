@@ -13,12 +13,14 @@ macro_rules! ensure {
     };
 }
 
-impl Memory {
+impl<A: FrameAllocator> Memory<A> {
     /// Checks every structural invariant; the error names the first violation found.
     ///
-    /// * every frame is in exactly one place: a pool's free list, a conserved-page list, the
-    ///   locked list, or in use with its holder's charge entry on that pool's active or
-    ///   inactive list (so free + conserved + locked + in use = total);
+    /// * every frame is in exactly one place: free in one pool of the frame allocator, on one
+    ///   conserved-page list, locked (holding a locked page, no charges), or in use with its
+    ///   holder's charge entry on that pool's active or inactive list (so free + conserved +
+    ///   locked + in use = total), and the allocator's free counts agree with the frames it
+    ///   says are free;
     /// * resident pages and frames are in one-to-one correspondence (region → frame → region),
     ///   so no resident page is lost or duplicated;
     /// * every present page-table entry maps the frame holding the page its mapping resolves
@@ -30,30 +32,50 @@ impl Memory {
     ///   charged to that reservation; SPEL-locked regions are wholly resident and locked;
     /// * commitments fit in physical memory.
     pub fn check_invariants(&self) -> Result<(), String> {
-        self.flists.check().map_err(|e| format!("frame lists: {e}"))?;
+        self.alloc.check().map_err(|e| format!("frame allocator: {e}"))?;
         self.elists.check().map_err(|e| format!("charge lists: {e}"))?;
         let n = self.frames.len();
-        ensure!(n == self.cfg.total_frames as usize && self.flists.elements() == n, "frame count changed");
+        ensure!(n == self.cfg.total_frames as usize && self.alloc.total_frames() as usize == n, "frame count changed");
+        let pools = self.pools.len();
+        ensure!(self.conserved.len() == pools, "{} conserved-page lists for {pools} pools", self.conserved.len());
+
+        // Conserved frames: each on one pool's list, once.
+        let mut conserved_by = vec![NIL; n];
+        for (p, list) in self.conserved.iter().enumerate() {
+            for &f in list {
+                ensure!((f as usize) < n, "pool {p} conserves frame {f}, which does not exist");
+                let other = conserved_by[f as usize];
+                ensure!(other == NIL, "frame {f} is conserved twice (pools {other} and {p})");
+                conserved_by[f as usize] = p as u32;
+            }
+        }
 
         // Frames.
-        let mut in_use = 0usize;
+        let (mut in_use, mut locked) = (0usize, 0u64);
+        let mut free_seen = vec![0u64; pools];
         for (f, fr) in self.frames.iter().enumerate() {
-            match self.flists.list_of(f as u32) {
-                Some(LOCKED) => {
-                    ensure!(fr.region != NIL && fr.first == NIL, "locked frame {f} holds no page or has charges");
-                    let reg = &self.regions[fr.region as usize];
-                    ensure!(reg.mode == Mode::Locked, "frame {f} is locked but region {} is not", fr.region);
+            let conserver = conserved_by[f];
+            match self.alloc.free_pool_of(f as u32) {
+                Some(p) => {
+                    ensure!(conserver == NIL, "frame {f} is free in pool {p} and conserved by pool {conserver} at once");
+                    ensure!((p as usize) < pools, "frame {f} is free in pool {p}, which does not exist");
+                    free_seen[p as usize] += 1;
+                    ensure!(fr.region == NIL && fr.first == NIL && !fr.pinned, "free frame {f} (pool {p}) holds a page or has charges");
                 }
-                Some(l) => {
+                None if conserver != NIL => {
                     ensure!(
                         fr.region == NIL && fr.first == NIL && !fr.pinned,
-                        "free/conserved frame {f} (list {l}) holds a page or has charges"
+                        "conserved frame {f} (pool {conserver}) holds a page or has charges"
                     );
-                    ensure!(((l - 1) / 2) < self.pools.len() as u32, "frame {f} is on list {l} of no pool");
+                }
+                None if fr.region != NIL && fr.first == NIL => {
+                    locked += 1;
+                    let reg = &self.regions[fr.region as usize];
+                    ensure!(reg.mode == Mode::Locked, "frame {f} holds a page charged to nobody but region {} is not locked", fr.region);
                 }
                 None => {
                     in_use += 1;
-                    ensure!(fr.first != NIL, "frame {f} is on no list and has no holder (lost)");
+                    ensure!(fr.first != NIL, "frame {f} is neither free nor conserved and holds no page (lost)");
                     ensure!(fr.region != NIL, "in-use frame {f} holds no page");
                     let e = &self.entries[fr.first as usize];
                     ensure!(e.frame == f as u32, "frame {f}: holder entry {} points at frame {}", fr.first, e.frame);
@@ -71,7 +93,15 @@ impl Memory {
                 );
             }
         }
-        let placed = in_use as u64 + (0..self.flists.lists() as u32).map(|l| u64::from(self.flists.len(l))).sum::<u64>();
+        ensure!(locked == self.locked_frames, "{locked} frames hold locked pages but {} are counted", self.locked_frames);
+        let mut free_total = 0u64;
+        for (p, &seen) in free_seen.iter().enumerate() {
+            let counted = self.alloc.free_frames(p as u32);
+            ensure!(counted == seen, "pool {p}: the frame allocator counts {counted} free frames but {seen} frames are free in it");
+            free_total += counted;
+        }
+        let conserved = self.conserved.iter().map(|l| l.len() as u64).sum::<u64>();
+        let placed = in_use as u64 + free_total + conserved + locked;
         ensure!(placed == n as u64, "frames are not conserved: {placed} placed of {n}");
 
         // Charge entries.
@@ -84,7 +114,11 @@ impl Memory {
             live += 1;
             ensure!(list == active(en.pool) || list == inactive(en.pool), "entry {e} of pool {} is on list {list}", en.pool);
             let fr = &self.frames[en.frame as usize];
-            ensure!(self.flists.list_of(en.frame).is_none(), "entry {e} charges frame {} which is not in use", en.frame);
+            ensure!(
+                self.alloc.free_pool_of(en.frame).is_none() && conserved_by[en.frame as usize] == NIL,
+                "entry {e} charges frame {} which is not in use",
+                en.frame
+            );
             let mut c = fr.first;
             let mut found = false;
             while c != NIL {
@@ -134,15 +168,15 @@ impl Memory {
                     spc_shared += 1;
                 }
             }
-            let free = u64::from(self.flists.len(free_list(p)));
-            let cpl = u64::from(self.flists.len(cpl_list(p)));
+            let free = self.alloc.free_frames(p);
+            let cpl = self.conserved[p as usize].len() as u64;
             ensure!(cpl == spc_shared, "pool {p}: {cpl} conserved frames but {spc_shared} SPC pages shared without owning");
-            if pool.kind == PoolKind::Global {
+            if p == GLOBAL {
                 ensure!(pool.lent == 0 && pool.borrowed == 0 && cpl == 0, "global pool has lent/borrowed/conserved frames");
                 continue;
             }
             ensure!(!(pool.lent > 0 && pool.borrowed > 0), "pool {p} both lends and borrows");
-            if pool.kind == PoolKind::Limit {
+            if !pool.kind.sets_aside_frames() {
                 // A cap, not a reservation: no slots, nothing set aside, never above max.
                 ensure!(
                     pool.lent == 0 && pool.borrowed == 0 && free == 0 && cpl == 0 && pool.locked_charge == 0,
@@ -152,48 +186,46 @@ impl Memory {
                     pool.borrowed,
                     pool.locked_charge
                 );
-                ensure!(entries <= pool.size, "limit group {} charges {entries} pages above its max {}", p - 1, pool.size);
+                if pool.kind.size_is_cap() {
+                    ensure!(entries <= pool.size, "limit group {} charges {entries} pages above its max {}", p - 1, pool.size);
+                }
                 continue;
             }
             let charge = entries + free + pool.lent + pool.locked_charge;
             let held = holders + free + cpl;
-            match pool.kind {
-                PoolKind::Hard => {
-                    ensure!(pool.borrowed == 0, "hard reservation {} borrowed frames", p - 1);
-                    ensure!(
-                        charge == pool.size,
-                        "hard reservation {}: charged {entries} + free {free} + lent {} + locked {} != size {}",
-                        p - 1,
-                        pool.lent,
-                        pool.locked_charge,
-                        pool.size
-                    );
-                    ensure!(
-                        held + pool.locked_charge <= pool.size,
-                        "hard reservation {} holds {held} frames (+{} locked) beyond its size {}",
-                        p - 1,
-                        pool.locked_charge,
-                        pool.size
-                    );
-                }
-                PoolKind::Firm => {
-                    ensure!(
-                        charge == pool.size + pool.borrowed,
-                        "firm reservation {}: charged {entries} + free {free} + lent {} + locked {} != size {} + borrowed {}",
-                        p - 1,
-                        pool.lent,
-                        pool.locked_charge,
-                        pool.size,
-                        pool.borrowed
-                    );
-                    ensure!(pool.borrowed == 0 || free == 0, "firm reservation {} keeps free frames while borrowing", p - 1);
-                }
-                PoolKind::Global | PoolKind::Limit => unreachable!(),
+            if pool.kind.borrows_global_frames() {
+                ensure!(
+                    charge == pool.size + pool.borrowed,
+                    "firm reservation {}: charged {entries} + free {free} + lent {} + locked {} != size {} + borrowed {}",
+                    p - 1,
+                    pool.lent,
+                    pool.locked_charge,
+                    pool.size,
+                    pool.borrowed
+                );
+                ensure!(pool.borrowed == 0 || free == 0, "firm reservation {} keeps free frames while borrowing", p - 1);
+            } else {
+                ensure!(pool.borrowed == 0, "hard reservation {} borrowed frames", p - 1);
+                ensure!(
+                    charge == pool.size,
+                    "hard reservation {}: charged {entries} + free {free} + lent {} + locked {} != size {}",
+                    p - 1,
+                    pool.lent,
+                    pool.locked_charge,
+                    pool.size
+                );
+                ensure!(
+                    held + pool.locked_charge <= pool.size,
+                    "hard reservation {} holds {held} frames (+{} locked) beyond its size {}",
+                    p - 1,
+                    pool.locked_charge,
+                    pool.size
+                );
             }
             ensure!(pool.locked_charge <= pool.size, "pool {p}: locked charge beyond size");
             committed += pool.size - pool.locked_charge;
         }
-        committed += u64::from(self.flists.len(LOCKED));
+        committed += self.locked_frames;
         let capacity = u64::from(self.cfg.total_frames - self.cfg.unreserved_min_frames);
         ensure!(committed <= capacity, "committed {committed} frames beyond capacity {capacity}");
 
@@ -237,11 +269,7 @@ impl Memory {
                 ensure!(v.region == r as u32 || v.shadow == r as u32, "region {r}: mapper ({s},{vi}) maps another region");
             }
         }
-        ensure!(
-            resident == in_use + self.flists.len(LOCKED) as usize,
-            "{resident} resident pages but {in_use} in-use + {} locked frames",
-            self.flists.len(LOCKED)
-        );
+        ensure!(resident as u64 == in_use as u64 + locked, "{resident} resident pages but {in_use} in-use + {locked} locked frames");
 
         // Page tables.
         for (s, sp) in self.spaces.iter().enumerate() {

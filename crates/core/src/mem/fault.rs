@@ -33,7 +33,7 @@ enum Target {
     CowBreak,
 }
 
-impl Memory {
+impl<A: FrameAllocator> Memory<A> {
     /// One page reference by `space` at `now`.
     ///
     /// The hit path is two bounds-checked array lookups and a bit-or: a present entry with
@@ -58,6 +58,49 @@ impl Memory {
         let r = self.fault(now, space, vpn, kind);
         self.debug_check();
         r
+    }
+
+    /// Whether a reference of `kind` to `vpn` would be a hit now (present, and writable for
+    /// a write). The engine applies a run of hits ahead and stops a job's compute step
+    /// exactly where the first reference that faults falls.
+    #[inline]
+    pub fn would_hit(&self, space: AsId, vpn: Vpn, kind: RefKind) -> bool {
+        let need = match kind {
+            RefKind::Read => PRESENT,
+            RefKind::Write => PRESENT | WRITABLE,
+            RefKind::Discard => return false,
+        };
+        self.spaces.get(space.0 as usize).and_then(|s| s.ptes.get(vpn.0 as usize)).is_some_and(|p| p.flags & need == need)
+    }
+
+    /// Applies the leading references of `refs` that hit, exactly as [`Memory::access`]
+    /// would, and returns how many; stops at the first that would fault. The engine's runs
+    /// of hits, without a page-table lookup per reference for `would_hit` and another for
+    /// `access`.
+    #[inline]
+    pub fn hit_run(&mut self, space: AsId, refs: &[(Vpn, RefKind)]) -> usize {
+        let Some(sp) = self.spaces.get_mut(space.0 as usize) else {
+            return 0;
+        };
+        // Flags needed and flags set per kind, looked up rather than matched: reads and writes
+        // are mixed at random, and a branch on the kind mispredicts. A discard needs a flag no
+        // page has, so the run ends there and the caller frees the page.
+        const NEED: [u8; 3] = [PRESENT, PRESENT | WRITABLE, NEVER_SET];
+        const SET: [u8; 3] = [REFERENCED | WINDOW, REFERENCED | WINDOW | DIRTY, 0];
+        const _: () = assert!(RefKind::Read as usize == 0 && RefKind::Write as usize == 1 && RefKind::Discard as usize == 2);
+        for (n, &(vpn, kind)) in refs.iter().enumerate() {
+            let (need, set) = (NEED[kind as usize], SET[kind as usize]);
+            match sp.ptes.get_mut(vpn.0 as usize) {
+                Some(pte) if pte.flags & need == need => pte.flags |= set,
+                _ => return n,
+            }
+        }
+        refs.len()
+    }
+
+    /// Whether `vpn` is mapped present in `space`'s page table.
+    pub fn is_mapped(&self, space: AsId, vpn: Vpn) -> bool {
+        self.spaces.get(space.0 as usize).and_then(|s| s.ptes.get(vpn.0 as usize)).is_some_and(|p| p.flags & PRESENT != 0)
     }
 
     /// Frees page `vpn` of `space` as `madvise(MADV_DONTNEED)` (or `free` returning it to the
@@ -304,7 +347,7 @@ impl Memory {
             Mode::Spc => {
                 // SPC: conserve one free page for it in the conserved-page list.
                 let g = self.take_free(pool, now, true)?;
-                self.flists.push_back(cpl_list(pool), g);
+                self.conserved[pool as usize].push_back(g);
             }
             Mode::Global | Mode::Locked | Mode::FirstTouch => unreachable!(),
         }

@@ -57,10 +57,6 @@ impl IndexLists {
         self.links.len()
     }
 
-    pub fn lists(&self) -> usize {
-        self.heads.len()
-    }
-
     #[inline]
     pub fn len(&self, list: u32) -> u32 {
         self.heads[list as usize].len

@@ -4,9 +4,9 @@
 use super::list::NIL;
 use super::*;
 
-impl Memory {
+impl<A: FrameAllocator> Memory<A> {
     /// Applies SPEL to a `spel` (or `auto`) region: runs the admission test, then makes the
-    /// whole region resident on the locked list, never to be evicted. Every reservation
+    /// whole region resident in locked frames, never to be evicted. Every reservation
     /// mapping it gives up the region's size `S` (its own pages are evicted if it must), and
     /// the region is held once, so `n` sharers use `n·M − (n−1)·S` frames in total.
     ///
@@ -41,7 +41,7 @@ impl Memory {
                 });
             }
         }
-        // 1. Resident pages leave every reservation's accounting for the locked list.
+        // 1. Resident pages leave every reservation's accounting and become locked frames.
         for i in 0..self.regions[r].pages {
             let f = self.regions[r].frame[i as usize];
             if f != NIL {
@@ -66,7 +66,7 @@ impl Memory {
             let g = self.take_free(GLOBAL, now, true)?;
             self.frames[g as usize] =
                 Frame { region: r as u32, page: i, first: NIL, dirty: false, pinned: false, ready_at: now, readahead: false };
-            self.flists.push_back(LOCKED, g);
+            self.locked_frames += 1;
             let reg = &mut self.regions[r];
             reg.frame[i as usize] = g;
             reg.pflags[i as usize] |= MATERIAL;
@@ -125,7 +125,7 @@ impl Memory {
         Ok(())
     }
 
-    /// Takes a resident page out of every pool's accounting onto the locked list. The holder
+    /// Takes a resident page out of every pool's accounting into a locked frame. The holder
     /// keeps an (unbacked) slot for the frame it lost; SPC sharers get their conserved frame
     /// back as a free one.
     fn detach_for_lock(&mut self, f: u32) {
@@ -135,7 +135,7 @@ impl Memory {
         while e != NIL {
             let Entry { pool: q, next, .. } = self.entries[e as usize];
             if !first && mode == Mode::Spc {
-                let g = self.flists.pop_front(cpl_list(q)).expect("SPC: every non-owner conserves a frame");
+                let g = self.conserved[q as usize].pop_front().expect("SPC: every non-owner conserves a frame");
                 self.release_frame(q, g);
             } else {
                 self.release_unbacked_slot(q);
@@ -144,7 +144,7 @@ impl Memory {
             first = false;
             e = next;
         }
-        self.flists.push_back(LOCKED, f);
+        self.locked_frames += 1;
     }
 
     // ---------------------------------------------------------------- usage and `auto`

@@ -17,19 +17,19 @@ fn machine(frames: u32, readahead: u32) -> Memory {
     Memory::new(cfg, DeviceSpec::slow_ssd()).unwrap()
 }
 
-fn res(m: &mut Memory, name: &str, pages: u64, kind: ReservationKind) -> ResId {
+fn res<A: FrameAllocator>(m: &mut Memory<A>, name: &str, pages: u64, kind: ReservationKind) -> ResId {
     m.create_reservation(Nanos::ZERO, ReservationSpec { name: name.into(), pages, kind }).unwrap()
 }
 
-fn rd(m: &mut Memory, t: Nanos, s: AsId, v: Vpn) -> Access {
+fn rd<A: FrameAllocator>(m: &mut Memory<A>, t: Nanos, s: AsId, v: Vpn) -> Access {
     m.access(t, s, v, RefKind::Read).unwrap()
 }
 
-fn wr(m: &mut Memory, t: Nanos, s: AsId, v: Vpn) -> Access {
+fn wr<A: FrameAllocator>(m: &mut Memory<A>, t: Nanos, s: AsId, v: Vpn) -> Access {
     m.access(t, s, v, RefKind::Write).unwrap()
 }
 
-fn ok(m: &Memory) {
+fn ok<A: FrameAllocator>(m: &Memory<A>) {
     m.check_invariants().unwrap_or_else(|e| panic!("{e}"));
 }
 
@@ -56,6 +56,7 @@ fn two(policy: SharePolicy, size: u64) -> Two {
 
 mod device;
 mod discard;
+mod frames;
 mod limit_groups;
 mod props;
 mod psi;

@@ -8,7 +8,7 @@ use rand::{Rng, SeedableRng};
 const POLICIES: [SharePolicy; 6] =
     [SharePolicy::Global, SharePolicy::Private, SharePolicy::FirstTouch, SharePolicy::Spc, SharePolicy::Spel, SharePolicy::Auto];
 
-fn check(m: &Memory, seed: u64, step: usize, what: &str) {
+fn check<A: FrameAllocator>(m: &Memory<A>, seed: u64, step: usize, what: &str) {
     if let Err(e) = m.check_invariants() {
         panic!("seed {seed}, step {step} ({what}): {e}");
     }
@@ -28,7 +28,7 @@ fn check(m: &Memory, seed: u64, step: usize, what: &str) {
 
 /// What a run reached, to check the generator exercises every mechanism.
 #[derive(Default, Debug)]
-struct Reached {
+pub(super) struct Reached {
     majors: u64,
     errors: u64,
     transfers: u64,
@@ -46,6 +46,12 @@ struct Reached {
 
 /// A random machine and workload from one seed; every step is checked.
 fn scenario(seed: u64) -> Reached {
+    scenario_on(seed, |cfg, dev| Memory::new(cfg, dev).unwrap()).0
+}
+
+/// [`scenario`] on the machine `make` builds (the frame allocator is its choice); returns the
+/// machine after every space has exited.
+pub(super) fn scenario_on<A: FrameAllocator>(seed: u64, make: impl FnOnce(MemConfig, DeviceSpec) -> Memory<A>) -> (Reached, Memory<A>) {
     let mut reached = Reached::default();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let cfg = MemConfig {
@@ -55,7 +61,7 @@ fn scenario(seed: u64) -> Reached {
         ..MemConfig::with_frames(rng.random_range(24..72))
     };
     let dev = DeviceSpec::preset(DeviceSpec::PRESETS[rng.random_range(0..4)]).unwrap();
-    let mut m = Memory::new(cfg, dev).unwrap();
+    let mut m = make(cfg, dev);
     let file_dev = m.add_device(DeviceSpec::fast_ssd()).unwrap();
     let mut ress = Vec::new();
     for i in 0..rng.random_range(1..4) {
@@ -170,7 +176,7 @@ fn scenario(seed: u64) -> Reached {
         let st = m.reservation_stats(r).unwrap();
         assert_eq!(st.conserved_frames, 0, "seed {seed}: {st:?}");
     }
-    reached
+    (reached, m)
 }
 
 proptest! {
