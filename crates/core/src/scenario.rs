@@ -909,7 +909,7 @@ fn validate_control(cx: &Ctx, raw: &RawScenario, memory: Option<&MemorySpec>) ->
         .map(|g| g.name.as_str())
         .collect();
     parsed.check_group_names(&soft_rt).map_err(err)?;
-    let controller = parsed.build().map_err(err)?;
+    let controller = parsed.build();
     let interval = match c.interval_ms {
         Some(ms) => {
             let interval = cx.positive("control.interval_ms", ms)?;

@@ -619,7 +619,7 @@ fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String
     let soft_rt: Vec<&str> =
         memory.groups.iter().filter(|g| matches!(g.kind, GroupKind::SoftRealTime { .. })).map(|g| g.name.as_str()).collect();
     parsed.check_group_names(&soft_rt).map_err(|e| e.to_string())?;
-    let mut controller: Box<dyn Controller + Send> = parsed.build().map_err(|e| e.to_string())?;
+    let mut controller: Box<dyn Controller + Send> = parsed.build();
     // SARA's tick is its l_intv, so it follows the config in use (the scenario's [control]
     // interval_ms is already in that config); others take the scenario's.
     let interval_ns = match scenario.control.as_ref().filter(|_| args.controller.is_none()) {
