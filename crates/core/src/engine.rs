@@ -202,7 +202,7 @@ pub fn simulate_with_controller(
 ) -> Option<SimResult> {
     let (c, m) = (scenario.control.as_ref()?, scenario.memory.as_ref()?);
     let mut sim = Simulation::new(scenario, scenario.seed, opts);
-    sim.control = Some(Control::with_controller(controller, name.to_string(), c, m, &scenario.task_memory));
+    sim.control = Some(Control::with_controller(controller, name.to_string(), c, m, &scenario.tasks));
     Some(sim.run())
 }
 
@@ -217,9 +217,9 @@ impl<'a> Simulation<'a> {
         }
         let memsim = scenario.memory.as_ref().map(|spec| {
             let names: Vec<String> = scenario.tasks.iter().map(|t| t.name.clone()).collect();
-            match MemSim::new(spec, &scenario.task_memory, &names, seed, opts.checks_invariants()) {
+            match MemSim::new(spec, &scenario.tasks, &names, seed, opts.checks_invariants()) {
                 Ok(m) => m,
-                // The loader built the same memory once already (scenario::check_setup).
+                // The loader admitted this memory (mem::admission).
                 Err(e) => panic!("memory setup failed after validation: {}: {}", e.key, e.message),
             }
         });
@@ -228,7 +228,7 @@ impl<'a> Simulation<'a> {
         }
         let control = match (&scenario.control, &scenario.memory) {
             (Some(c), Some(m)) => {
-                let control = Control::new(c, m, &scenario.task_memory);
+                let control = Control::new(c, m, &scenario.tasks);
                 // The first tick closes the first interval (SARA counts ticks as intervals).
                 queue.push(control.interval, Event::Tick);
                 Some(control)
@@ -415,7 +415,7 @@ impl<'a> Simulation<'a> {
                 (self.jobs.len() - 1) as JobKey
             }
         };
-        if let (Some(ms), Some(tm)) = (self.memsim.as_mut(), self.scenario.task_memory.get(ti).and_then(Option::as_ref)) {
+        if let (Some(ms), Some(tm)) = (self.memsim.as_mut(), self.scenario.tasks.get(ti).and_then(|t| t.memory.as_ref())) {
             if !tm.streams.is_empty() {
                 let mj = ms.start_job(ti, tm, index, demand);
                 self.job_mut(key).mem = Some(Box::new(mj));
@@ -501,7 +501,7 @@ impl<'a> Simulation<'a> {
         let job = self.jobs[key as usize].as_mut().expect("live job");
         let ti = job.task as usize;
         if let (Some(mj), Some(ms)) = (job.mem.as_deref_mut(), self.memsim.as_mut()) {
-            let tm = self.scenario.task_memory[ti].as_ref().expect("a job with memory has its task's declaration");
+            let tm = self.scenario.tasks[ti].memory.as_ref().expect("a job with memory has its task's declaration");
             return ms.next_step(ti, tm, mj, now);
         }
         let step = job.program.next_step(&self.scenario.tasks[ti], job.demand);
@@ -707,7 +707,7 @@ impl<'a> Simulation<'a> {
             events: self.events,
             memory: self
                 .memsim
-                .map(|ms| ms.finish(horizon, self.scenario.memory.as_ref().expect("memsim implies memory"), &self.scenario.task_memory)),
+                .map(|ms| ms.finish(horizon, self.scenario.memory.as_ref().expect("memsim implies memory"), &self.scenario.tasks)),
             control: self.control.map(Control::finish),
         }
     }

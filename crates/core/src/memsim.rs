@@ -8,9 +8,9 @@ use crate::mem::{
 };
 use crate::program::Step;
 use crate::rng::{sub_rng, SimRng};
-use crate::scenario::{Scenario, MIB};
+use crate::task::TaskSpec;
 use crate::time::Nanos;
-use crate::workload::{MemorySpec, StreamCursor, Target, TaskMemory};
+use crate::workload::{MemorySpec, StreamCursor, Target, TaskMemory, MIB};
 
 /// Hits are applied ahead of time in runs of at most this much compute, so tasks on other
 /// CPUs see a run's references at most this early.
@@ -145,7 +145,7 @@ impl MemSim {
     /// `check_invariants`: check the memory model after every operation (small machines only).
     pub(crate) fn new(
         spec: &MemorySpec,
-        task_memory: &[Option<TaskMemory>],
+        task_specs: &[TaskSpec],
         task_names: &[String],
         seed: u64,
         check_invariants: bool,
@@ -182,8 +182,8 @@ impl MemSim {
             limit_groups.push((res, pg));
         }
         let mut tasks = Vec::new();
-        for (ti, tm) in task_memory.iter().enumerate() {
-            let tm = tm.as_ref().expect("every task has a memory declaration when [memory] exists");
+        for (ti, t) in task_specs.iter().enumerate() {
+            let tm = t.memory.as_ref().expect("every task has a memory declaration when [memory] exists");
             let key = |f: &str| format!("task[{ti}].{f}");
             let bound = match spec.groups.iter().position(|g| g.name == tm.group) {
                 Some(gi) => Some(limit_groups[gi].0),
@@ -496,13 +496,13 @@ impl MemSim {
             .collect()
     }
 
-    pub(crate) fn finish(self, now: Nanos, spec: &MemorySpec, task_memory: &[Option<TaskMemory>]) -> MemoryResult {
+    pub(crate) fn finish(self, now: Nanos, spec: &MemorySpec, task_specs: &[TaskSpec]) -> MemoryResult {
         let tasks = self
             .tasks
             .iter()
-            .zip(task_memory)
-            .map(|(t, tm)| {
-                let tm = tm.as_ref().expect("declared");
+            .zip(task_specs)
+            .map(|(t, spec_t)| {
+                let tm = spec_t.memory.as_ref().expect("declared");
                 TaskMemResult {
                     group: tm.group.clone(),
                     reservation: tm.reservation.map(|r| spec.reservations[r].name.clone()),
@@ -537,14 +537,4 @@ impl MemSim {
             auto_decisions: self.auto_decisions,
         }
     }
-}
-
-/// Checks at load time that the scenario's memory can be built (admission control, SPEL
-/// admission), so a run never fails half-way.
-pub(crate) fn check_setup(s: &Scenario) -> Result<(), SetupError> {
-    if let Some(spec) = &s.memory {
-        let names: Vec<String> = s.tasks.iter().map(|t| t.name.clone()).collect();
-        MemSim::new(spec, &s.task_memory, &names, s.seed, cfg!(debug_assertions))?;
-    }
-    Ok(())
 }

@@ -15,7 +15,7 @@ pub use cyclic::CyclicScheduler;
 pub use global::GlobalScheduler;
 pub use partitioned::PartitionedScheduler;
 
-use crate::scenario::{PriorityOrder, Scenario, SchedulerKind};
+use crate::scenario::{PriorityOrder, Scenario};
 use crate::task::TaskSpec;
 use crate::time::Nanos;
 
@@ -116,11 +116,10 @@ pub fn partition_worst_fit(tasks: &[TaskSpec], cpus: usize) -> Vec<usize> {
 
 /// The job order a scenario's scheduler uses (cyclic has none).
 pub fn job_order(scenario: &Scenario) -> Option<JobOrder> {
-    let kind = scenario.scheduler.kind;
-    if kind == SchedulerKind::Cyclic {
+    if scenario.scheduler.cyclic_table().is_some() {
         None
-    } else if kind.is_fixed_priority() {
-        Some(JobOrder::FixedPriority { ranks: priority_ranks(scenario.scheduler.priorities, &scenario.tasks) })
+    } else if let Some(order) = scenario.scheduler.priority_order() {
+        Some(JobOrder::FixedPriority { ranks: priority_ranks(order, &scenario.tasks) })
     } else {
         Some(JobOrder::Edf)
     }
@@ -128,20 +127,20 @@ pub fn job_order(scenario: &Scenario) -> Option<JobOrder> {
 
 /// The CPU each task runs on under a partitioned scheduler, `None` otherwise.
 pub fn partition(scenario: &Scenario) -> Option<Vec<usize>> {
-    scenario.scheduler.kind.is_partitioned().then(|| partition_worst_fit(&scenario.tasks, scenario.cpus))
+    scenario.scheduler.is_partitioned().then(|| partition_worst_fit(&scenario.tasks, scenario.cpus))
 }
 
 /// Builds the scheduler a scenario asks for.
 pub fn build(scenario: &Scenario) -> Box<dyn Scheduler> {
-    let kind = scenario.scheduler.kind;
+    let name = scenario.scheduler.name();
     match (job_order(scenario), partition(scenario)) {
         (None, _) => Box::new(CyclicScheduler::new(
-            scenario.scheduler.cyclic.clone().expect("validated: cyclic has a table"),
+            scenario.scheduler.cyclic_table().cloned().expect("validated: cyclic has a table"),
             scenario.cpus,
             scenario.tasks.len(),
         )),
-        (Some(order), Some(part)) => Box::new(PartitionedScheduler::new(kind.as_str(), order, part, scenario.cpus)),
-        (Some(order), None) => Box::new(GlobalScheduler::new(kind.as_str(), order, scenario.cpus)),
+        (Some(order), Some(part)) => Box::new(PartitionedScheduler::new(name, order, part, scenario.cpus)),
+        (Some(order), None) => Box::new(GlobalScheduler::new(name, order, scenario.cpus)),
     }
 }
 
@@ -227,6 +226,8 @@ mod tests {
             cpu: None,
             overrun: OverrunPolicy::Continue,
             suspensions: vec![],
+            memory: None,
+            command: None,
         }
     }
 
