@@ -57,9 +57,9 @@ fn two(policy: SharePolicy, size: u64) -> Two {
 mod device;
 mod discard;
 mod limit_groups;
-mod reservations_paper;
 mod props;
 mod psi;
 mod replacement;
+mod reservations_paper;
 mod shared;
 mod spaces;
