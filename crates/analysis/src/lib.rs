@@ -60,7 +60,7 @@ pub fn analyze(scenario: &Scenario) -> AnalysisReport {
     let mut a = Analysis::new(scenario);
     let all: Vec<usize> = (0..scenario.tasks.len()).collect();
     let m = scenario.cpus;
-    match scenario.scheduler.kind {
+    match scenario.scheduler.kind() {
         SchedulerKind::Fp | SchedulerKind::Rm | SchedulerKind::Dm => a.fixed_priority(Some(0), &all, ""),
         SchedulerKind::Edf => a.edf(Some(0), &all, ""),
         SchedulerKind::Gedf if m == 1 => a.edf(Some(0), &all, " (global EDF on one CPU is EDF)"),
@@ -72,7 +72,7 @@ pub fn analyze(scenario: &Scenario) -> AnalysisReport {
                 if on_cpu.is_empty() {
                     continue;
                 }
-                if scenario.scheduler.kind == SchedulerKind::Pfp {
+                if scenario.scheduler.kind() == SchedulerKind::Pfp {
                     a.fixed_priority(Some(cpu), &on_cpu, "");
                 } else {
                     a.edf(Some(cpu), &on_cpu, "");
@@ -103,8 +103,7 @@ fn ms(n: Nanos) -> f64 {
 
 impl<'a> Analysis<'a> {
     fn new(scenario: &'a Scenario) -> Self {
-        let kind = scenario.scheduler.kind;
-        let ranks = kind.is_fixed_priority().then(|| priority_ranks(scenario.scheduler.priorities, &scenario.tasks));
+        let ranks = scenario.scheduler.priority_order().map(|order| priority_ranks(order, &scenario.tasks));
         let part = partition(scenario);
         let tasks = scenario
             .tasks
@@ -142,7 +141,7 @@ impl<'a> Analysis<'a> {
     fn finish(self) -> AnalysisReport {
         AnalysisReport {
             scenario: self.scenario.source_name.clone(),
-            scheduler: self.scenario.scheduler.kind.as_str(),
+            scheduler: self.scenario.scheduler.name(),
             cpus: self.scenario.cpus,
             total_utilization: self.scenario.total_utilization(),
             verdict: report::overall(&self.tests),
@@ -391,7 +390,7 @@ impl<'a> Analysis<'a> {
     }
 
     fn cyclic(&mut self) {
-        let table = self.scenario.scheduler.cyclic.clone().expect("cyclic scenarios have a table");
+        let table = self.scenario.scheduler.cyclic_table().cloned().expect("cyclic scenarios have a table");
         let mut missed = Vec::new();
         let mut open = Vec::new();
         for i in 0..self.params.len() {

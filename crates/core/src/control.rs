@@ -7,8 +7,9 @@ use crate::engine::{Context, JobInfo, Subsystem};
 use crate::memsim::{MemSim, MemorySubsystem};
 use crate::result::{Outcome, SimResult};
 use crate::sched::JobKey;
+use crate::task::TaskSpec;
 use crate::time::Nanos;
-use crate::workload::{ControlSpec, GroupDecl, GroupKind, MemorySpec, TaskMemory};
+use crate::workload::{ControlSpec, GroupDecl, MemorySpec};
 use critmem_policy::{Action, Controller, GroupObservation, GroupRole, JobEvent, MemoryKnobs, Observation, Platform, StallTotals};
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -107,13 +108,8 @@ struct State {
 }
 
 impl Control {
-    pub(crate) fn new(spec: &ControlSpec, memory: &MemorySpec, task_memory: &[Option<TaskMemory>]) -> Control {
-        let controller = match critmem_policy::make_controller(&spec.controller, &spec.config) {
-            Ok(c) => c,
-            // The loader built the same controller once already (scenario::validate_control).
-            Err(e) => panic!("controller setup failed after validation: {e}"),
-        };
-        Control::with_controller(controller, spec.controller.clone(), spec, memory, task_memory)
+    pub(crate) fn new(spec: &ControlSpec, memory: &MemorySpec, tasks: &[TaskSpec]) -> Control {
+        Control::with_controller(spec.config.build(), spec.config.name().to_string(), spec, memory, tasks)
     }
 
     /// A loop around a controller the caller built (the scenario's name and config unused).
@@ -122,7 +118,7 @@ impl Control {
         name: String,
         spec: &ControlSpec,
         memory: &MemorySpec,
-        task_memory: &[Option<TaskMemory>],
+        tasks: &[TaskSpec],
     ) -> Control {
         let pb = memory.page_bytes;
         let bytes = |p: Option<u64>| p.map(|p| p * pb);
@@ -137,9 +133,9 @@ impl Control {
                     low_bytes: bytes(g.low_pages),
                 })
                 .collect(),
-            task_group: task_memory
+            task_group: tasks
                 .iter()
-                .map(|tm| tm.as_ref().and_then(|tm| memory.groups.iter().position(|g| g.name == tm.group)))
+                .map(|t| t.memory.as_ref().and_then(|tm| memory.groups.iter().position(|g| g.name == tm.group)))
                 .collect(),
             groups: memory.groups.clone(),
             events: Vec::new(),
@@ -261,7 +257,7 @@ impl Subsystem for Control {
 impl State {
     /// The managed group of task `ti`, if it is soft real-time (only those report jobs).
     fn soft_rt_group(&self, ti: usize) -> Option<usize> {
-        self.task_group[ti].filter(|&g| matches!(self.groups[g].kind, GroupKind::SoftRealTime { .. }))
+        self.task_group[ti].filter(|&g| matches!(self.groups[g].role, GroupRole::SoftRealTime { .. }))
     }
 
     fn on_release(&mut self, ti: usize, job: u64, at: Nanos, deadline: Nanos) {
@@ -308,10 +304,7 @@ impl Platform for SimPlatform<'_> {
                     let (psi, usage_bytes) = self.ms.group_state(gi, self.now);
                     GroupObservation {
                         name: g.name.clone(),
-                        role: match g.kind {
-                            GroupKind::SoftRealTime { bcet } => GroupRole::SoftRealTime { deadline_ns: g.deadline.0, bcet_ns: bcet.0 },
-                            GroupKind::NonRealTime => GroupRole::NonRealTime,
-                        },
+                        role: g.role.clone(),
                         stall: StallTotals {
                             memory_some_us: psi.memory.some_us,
                             memory_full_us: psi.memory.full_us,
@@ -420,9 +413,10 @@ access = [{ pattern = "sweep" }]
     fn the_simulator_platform_clamps_reports_what_it_applied_and_ignores_strays() {
         let s = load_toml_str(SCENARIO, "p.toml").unwrap();
         let spec = s.memory.as_ref().unwrap();
-        let mut ms = MemSim::new(spec, &s.task_memory, &["t".to_string()], 1, true).ok().unwrap();
-        let cs = ControlSpec { controller: "greedy".into(), config: serde_json::json!({}), interval: Nanos::from_ms(5) };
-        let mut c = Control::new(&cs, spec, &s.task_memory);
+        let mut ms = MemSim::new(spec, &s.tasks, &["t".to_string()], 1, true).ok().unwrap();
+        let config = critmem_policy::ControllerConfig::parse("greedy", serde_json::json!({})).unwrap();
+        let cs = ControlSpec { config, interval: Nanos::from_ms(5) };
+        let mut c = Control::new(&cs, spec, &s.tasks);
         let mut drops = Vec::new();
         let mut p = SimPlatform { state: &mut c.state, ms: &mut ms, now: Nanos::from_ms(1), drops: &mut drops };
         let obs = p.observe().unwrap();

@@ -10,10 +10,11 @@ use crate::mem::{
 use crate::program::Step;
 use crate::result::{Outcome, SimResult};
 use crate::rng::{sub_rng, SimRng};
-use crate::scenario::{Scenario, MIB};
+use crate::scenario::Scenario;
 use crate::sched::JobKey;
+use crate::task::TaskSpec;
 use crate::time::Nanos;
-use crate::workload::{MemorySpec, StreamCursor, Target, TaskMemory};
+use crate::workload::{MemorySpec, StreamCursor, Target, TaskMemory, MIB};
 
 /// Hits are applied ahead of time in runs of at most this much compute, so tasks on other
 /// CPUs see a run's references at most this early.
@@ -148,7 +149,7 @@ impl MemSim {
     /// `check_invariants`: check the memory model after every operation (small machines only).
     pub(crate) fn new(
         spec: &MemorySpec,
-        task_memory: &[Option<TaskMemory>],
+        task_specs: &[TaskSpec],
         task_names: &[String],
         seed: u64,
         check_invariants: bool,
@@ -185,8 +186,8 @@ impl MemSim {
             limit_groups.push((res, pg));
         }
         let mut tasks = Vec::new();
-        for (ti, tm) in task_memory.iter().enumerate() {
-            let tm = tm.as_ref().expect("every task has a memory declaration when [memory] exists");
+        for (ti, t) in task_specs.iter().enumerate() {
+            let tm = t.memory.as_ref().expect("every task has a memory declaration when [memory] exists");
             let key = |f: &str| format!("task[{ti}].{f}");
             let bound = match spec.groups.iter().position(|g| g.name == tm.group) {
                 Some(gi) => Some(limit_groups[gi].0),
@@ -499,13 +500,13 @@ impl MemSim {
             .collect()
     }
 
-    pub(crate) fn finish(self, now: Nanos, spec: &MemorySpec, task_memory: &[Option<TaskMemory>]) -> MemoryResult {
+    pub(crate) fn finish(self, now: Nanos, spec: &MemorySpec, task_specs: &[TaskSpec]) -> MemoryResult {
         let tasks = self
             .tasks
             .iter()
-            .zip(task_memory)
-            .map(|(t, tm)| {
-                let tm = tm.as_ref().expect("declared");
+            .zip(task_specs)
+            .map(|(t, spec_t)| {
+                let tm = spec_t.memory.as_ref().expect("declared");
                 TaskMemResult {
                     group: tm.group.clone(),
                     reservation: tm.reservation.map(|r| spec.reservations[r].name.clone()),
@@ -548,7 +549,7 @@ impl MemSim {
 pub(crate) struct MemorySubsystem {
     model: MemSim,
     spec: MemorySpec,
-    task_memory: Vec<Option<TaskMemory>>,
+    tasks: Vec<TaskSpec>,
     /// The reference string of each live job whose steps come from here, by job key.
     jobs: Vec<Option<Box<MemJob>>>,
 }
@@ -561,11 +562,11 @@ impl MemorySubsystem {
     pub(crate) fn new(s: &Scenario, seed: u64, check_invariants: bool) -> Option<MemorySubsystem> {
         let spec = s.memory.as_ref()?;
         let names: Vec<String> = s.tasks.iter().map(|t| t.name.clone()).collect();
-        let model = match MemSim::new(spec, &s.task_memory, &names, seed, check_invariants) {
+        let model = match MemSim::new(spec, &s.tasks, &names, seed, check_invariants) {
             Ok(m) => m,
             Err(e) => panic!("memory setup failed after validation: {}: {}", e.key, e.message),
         };
-        Some(MemorySubsystem { model, spec: spec.clone(), task_memory: s.task_memory.clone(), jobs: Vec::new() })
+        Some(MemorySubsystem { model, spec: spec.clone(), tasks: s.tasks.clone(), jobs: Vec::new() })
     }
 
     pub(crate) fn model_mut(&mut self) -> &mut MemSim {
@@ -591,7 +592,7 @@ impl Subsystem for MemorySubsystem {
     }
 
     fn on_release(&mut self, _cx: &mut Context<'_>, job: &JobInfo) -> bool {
-        let Some(tm) = self.task_memory[job.task].as_ref().filter(|tm| !tm.streams.is_empty()) else { return false };
+        let Some(tm) = self.tasks[job.task].memory.as_ref().filter(|tm| !tm.streams.is_empty()) else { return false };
         let mj = self.model.start_job(job.task, tm, job.index, job.demand);
         *self.job_slot(job.key) = Some(Box::new(mj));
         true
@@ -599,7 +600,7 @@ impl Subsystem for MemorySubsystem {
 
     #[inline]
     fn next_step(&mut self, cx: &mut Context<'_>, job: &JobInfo) -> Step {
-        let tm = self.task_memory[job.task].as_ref().expect("a job with streams has its task's declaration");
+        let tm = self.tasks[job.task].memory.as_ref().expect("a job with streams has its task's declaration");
         let mj = self.jobs[job.key as usize].as_deref_mut().expect("a job this subsystem took over");
         self.model.next_step(job.task, tm, mj, cx.now())
     }
@@ -628,17 +629,7 @@ impl Subsystem for MemorySubsystem {
     }
 
     fn finish(self: Box<Self>, horizon: Nanos, result: &mut SimResult) {
-        let MemorySubsystem { model, spec, task_memory, .. } = *self;
-        result.memory = Some(model.finish(horizon, &spec, &task_memory));
+        let MemorySubsystem { model, spec, tasks, .. } = *self;
+        result.memory = Some(model.finish(horizon, &spec, &tasks));
     }
-}
-
-/// Checks at load time that the scenario's memory can be built (admission control, SPEL
-/// admission), so a run never fails half-way.
-pub(crate) fn check_setup(s: &Scenario) -> Result<(), SetupError> {
-    if let Some(spec) = &s.memory {
-        let names: Vec<String> = s.tasks.iter().map(|t| t.name.clone()).collect();
-        MemSim::new(spec, &s.task_memory, &names, s.seed, cfg!(debug_assertions))?;
-    }
-    Ok(())
 }

@@ -1,7 +1,9 @@
-//! Tasks as the engine sees them, after a scenario has been validated.
+//! Tasks as the engine sees them, after a scenario has been validated: timing, criticality,
+//! and what each task touches and runs.
 
 use crate::rng::SimRng;
 use crate::time::Nanos;
+use crate::workload::TaskMemory;
 use rand::Rng;
 use rand_distr::{Distribution, Normal};
 use serde::{Deserialize, Serialize};
@@ -153,6 +155,21 @@ pub struct TaskSpec {
     pub overrun: OverrunPolicy,
     /// Sorted by `after`, each within the WCET.
     pub suspensions: Vec<Suspension>,
+    /// What the task's jobs touch, when the scenario has page-level memory (`[memory]`).
+    pub memory: Option<TaskMemory>,
+    /// What the task runs on the Linux platform in place of a shipped worker; the simulator
+    /// ignores it and simulates the task's declared behaviour.
+    pub command: Option<TaskCommand>,
+}
+
+/// An arbitrary program run as a task's workload on the Linux platform.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskCommand {
+    /// Program and arguments, executed directly (no shell); a program without a `/` is looked
+    /// up on `PATH`.
+    pub argv: Vec<String>,
+    /// Whether the program reports its jobs over the job socket (`CRITMEM_JOB_SOCKET`).
+    pub reports_jobs: bool,
 }
 
 impl TaskSpec {

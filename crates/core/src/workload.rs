@@ -5,7 +5,12 @@
 use crate::mem::{DeviceSpec, RefKind, RegionKind, ReservationKind, SharePolicy, Vpn};
 use crate::rng::SimRng;
 use crate::time::Nanos;
+use critmem_policy::{ControllerConfig, GroupRole};
 use rand::RngCore;
+use serde::Deserialize;
+
+/// Bytes in a MiB (sizes in scenario files are MiB).
+pub const MIB: f64 = 1_048_576.0;
 
 /// Machine memory and the objects in it.
 #[derive(Clone, Debug, PartialEq)]
@@ -24,21 +29,12 @@ pub struct MemorySpec {
     pub groups: Vec<GroupDecl>,
 }
 
-/// What a managed group is for (the controller's [`critmem_policy::GroupRole`] without the
-/// deadline, which comes from the group's tasks).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GroupKind {
-    SoftRealTime { bcet: Nanos },
-    NonRealTime,
-}
-
 /// A memory-limited group with cgroup v2 semantics (see [`crate::mem::ReservationKind::Limit`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct GroupDecl {
     pub name: String,
-    pub kind: GroupKind,
-    /// Relative deadline of the group's jobs (its first task's), for soft real-time groups.
-    pub deadline: Nanos,
+    /// What the group is for; a soft real-time group's deadline is its first task's.
+    pub role: GroupRole,
     /// The smallest max/high a controller may set.
     pub floor_pages: u64,
     /// Initial `memory.max`; `None` = unlimited (the whole machine).
@@ -51,10 +47,10 @@ pub struct GroupDecl {
 /// The controller tick loop of a scenario (`[control]`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ControlSpec {
-    /// A name [`critmem_policy::make_controller`] accepts.
-    pub controller: String,
-    /// Its configuration table, passed through as it was written.
-    pub config: serde_json::Value,
+    /// The controller and its checked configuration (SARA's interval already resolved to
+    /// `interval`).
+    pub config: ControllerConfig,
+    /// The loop's tick.
     pub interval: Nanos,
 }
 
@@ -86,8 +82,9 @@ pub struct TaskMemory {
     pub streams: Vec<Stream>,
 }
 
-/// How a job's streams combine.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How a job's streams combine (`access_order`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum StreamOrder {
     /// One stream after the other (phases within a job).
     Sequence,

@@ -259,7 +259,7 @@ pub fn run(config: &AgentConfig, options: &RunOptions, signals: &SignalFd) -> Re
     let specs = config.group_specs()?;
     let mut controller = config
         .controller_spec()
-        .and_then(|spec| spec.build())
+        .map(|spec| spec.build())
         .map_err(|e| Error::Config { path: PathBuf::from("controller"), reason: one_line(&e.to_string()) })?;
     let server = if options.dry_run {
         None

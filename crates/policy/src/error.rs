@@ -13,6 +13,12 @@ pub enum PolicyError {
     #[error("controller `{controller}`: `{field}` {requirement} (got {got})")]
     InvalidParameter { controller: &'static str, field: &'static str, requirement: &'static str, got: String },
 
+    #[error(
+        "controller `{controller}`: the loop's interval ({requested_ns} ns) differs from `interval_ns` ({interval_ns} ns), its \
+         monitoring interval and so its tick: give only one"
+    )]
+    IntervalConflict { controller: &'static str, requested_ns: u64, interval_ns: u64 },
+
     #[error("controller `tmo-high` needs `psi_threshold_pct` (find it with pick_tmo_threshold, e.g. `psi_threshold_pct = 30.0`)")]
     MissingTmoThreshold,
 

@@ -4,9 +4,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::fixed::{FixedLimits, OfflineConfig, StaticConfig};
 use crate::greedy::{Greedy, GreedyConfig};
-use crate::sara::{Sara, SaraConfig};
+use crate::sara::{Sara, SaraConfig, SaraConfigInput};
 use crate::senpai::{Senpai, SenpaiConfig};
-use crate::tmo::{Tmo, TmoConfig};
+use crate::tmo::{Tmo, TmoConfig, TMO_LOW_THRESHOLD_PCT};
 use crate::{Controller, PolicyError};
 
 /// Which controller a [`ControllerConfig`] configures.
@@ -73,11 +73,22 @@ pub fn controller_names() -> String {
     CONTROLLERS.iter().map(|c| c.name).collect::<Vec<_>>().join(", ")
 }
 
-/// A controller name with its parsed configuration; serialisable so a run can log exactly what
-/// it used.
+/// A controller name with its parsed and checked configuration. Only
+/// [`ControllerConfig::parse`] makes one, so [`ControllerConfig::build`] cannot fail.
+/// Serialisable so a run can log exactly what it used.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct ControllerConfig {
+    params: Params,
+    /// Whether the configuration set `interval_ns`, which a tick requested beside it must then
+    /// equal (see [`ControllerConfig::resolve_tick_ns`]).
+    #[serde(skip)]
+    interval_given: bool,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "controller", rename_all = "kebab-case")]
-pub enum ControllerConfig {
+enum Params {
     Sara(SaraConfig),
     Greedy(GreedyConfig),
     Offline(OfflineConfig),
@@ -87,9 +98,22 @@ pub enum ControllerConfig {
     Static(StaticConfig),
 }
 
+/// What a control loop was asked to tick at, besides the controller's configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TickRequest {
+    /// Nothing: the loop ticks at the controller's own interval.
+    OwnInterval,
+    /// An interval given together with this configuration (a scenario's `[control]
+    /// interval_ms`).
+    WithConfig(u64),
+    /// An interval given together with a configuration this one replaces (a scenario's, when
+    /// the command line gives another configuration).
+    ForReplacedConfig(u64),
+}
+
 impl ControllerConfig {
     /// Parses `config` (any serde source: a TOML table, a JSON object; `{}` for defaults) as the
-    /// configuration of controller `name`.
+    /// configuration of controller `name`, and checks its parameters.
     pub fn parse<'de, D: Deserializer<'de>>(name: &str, config: D) -> Result<Self, PolicyError> {
         fn de<'de, T: Deserialize<'de>, D: Deserializer<'de>>(name: &str, d: D) -> Result<T, PolicyError> {
             // The path names the key at fault, e.g. `step_bytes: invalid type: ...`.
@@ -104,26 +128,31 @@ impl ControllerConfig {
         let Some(info) = controller_info(name) else {
             return Err(PolicyError::UnknownController { name: name.to_string() });
         };
-        Ok(match info.kind {
-            ControllerKind::Sara => ControllerConfig::Sara(de(name, config)?),
-            ControllerKind::Greedy => ControllerConfig::Greedy(de(name, config)?),
-            ControllerKind::Offline => ControllerConfig::Offline(de(name, config)?),
-            ControllerKind::TmoLow => ControllerConfig::TmoLow(de(name, config)?),
-            ControllerKind::TmoHigh => ControllerConfig::TmoHigh(de(name, config)?),
-            ControllerKind::Senpai => ControllerConfig::Senpai(de(name, config)?),
-            ControllerKind::Static => ControllerConfig::Static(de(name, config)?),
-        })
+        let (params, interval_given) = match info.kind {
+            ControllerKind::Sara => {
+                let (config, interval_given) = de::<SaraConfigInput, _>(name, config)?.into_config();
+                (Params::Sara(config), interval_given)
+            }
+            ControllerKind::Greedy => (Params::Greedy(de(name, config)?), false),
+            ControllerKind::Offline => (Params::Offline(de(name, config)?), false),
+            ControllerKind::TmoLow => (Params::TmoLow(de(name, config)?), false),
+            ControllerKind::TmoHigh => (Params::TmoHigh(de(name, config)?), false),
+            ControllerKind::Senpai => (Params::Senpai(de(name, config)?), false),
+            ControllerKind::Static => (Params::Static(de(name, config)?), false),
+        };
+        params.check()?;
+        Ok(ControllerConfig { params, interval_given })
     }
 
     pub fn kind(&self) -> ControllerKind {
-        match self {
-            ControllerConfig::Sara(_) => ControllerKind::Sara,
-            ControllerConfig::Greedy(_) => ControllerKind::Greedy,
-            ControllerConfig::Offline(_) => ControllerKind::Offline,
-            ControllerConfig::TmoLow(_) => ControllerKind::TmoLow,
-            ControllerConfig::TmoHigh(_) => ControllerKind::TmoHigh,
-            ControllerConfig::Senpai(_) => ControllerKind::Senpai,
-            ControllerConfig::Static(_) => ControllerKind::Static,
+        match self.params {
+            Params::Sara(_) => ControllerKind::Sara,
+            Params::Greedy(_) => ControllerKind::Greedy,
+            Params::Offline(_) => ControllerKind::Offline,
+            Params::TmoLow(_) => ControllerKind::TmoLow,
+            Params::TmoHigh(_) => ControllerKind::TmoHigh,
+            Params::Senpai(_) => ControllerKind::Senpai,
+            Params::Static(_) => ControllerKind::Static,
         }
     }
 
@@ -137,16 +166,53 @@ impl ControllerConfig {
     /// (SARA's l_intv in Eq. 5, Eq. 6 and Definition 1), so a loop must tick at exactly that
     /// interval. The others measure elapsed time from the observations.
     pub fn ticks_are_its_interval(&self) -> bool {
-        matches!(self, ControllerConfig::Sara(_))
+        matches!(self.params, Params::Sara(_))
+    }
+
+    /// The interval the controller is designed to tick at: [`Controller::interval_ns`] of what
+    /// [`ControllerConfig::build`] makes.
+    pub fn interval_ns(&self) -> u64 {
+        match &self.params {
+            Params::Sara(c) => c.interval_ns,
+            _ => crate::DEFAULT_INTERVAL_NS,
+        }
+    }
+
+    /// The loop's tick in nanoseconds, the one rule every platform follows. A controller whose
+    /// ticks are its own intervals ([`ControllerConfig::ticks_are_its_interval`]) ticks at its
+    /// `interval_ns`: an interval requested with its configuration becomes its `interval_ns`,
+    /// unless the configuration gives a different one ([`PolicyError::IntervalConflict`]); one
+    /// requested with a configuration this one replaced does not apply. Any other controller
+    /// ticks at the requested interval, or at its own when none is requested.
+    pub fn resolve_tick_ns(&mut self, request: TickRequest) -> Result<u64, PolicyError> {
+        let Params::Sara(config) = &mut self.params else {
+            return Ok(match request {
+                TickRequest::OwnInterval => self.interval_ns(),
+                TickRequest::WithConfig(ns) | TickRequest::ForReplacedConfig(ns) => ns,
+            });
+        };
+        match request {
+            TickRequest::WithConfig(ns) if ns != config.interval_ns => {
+                if self.interval_given {
+                    return Err(PolicyError::IntervalConflict { controller: "sara", requested_ns: ns, interval_ns: config.interval_ns });
+                }
+                let adopted = SaraConfig { interval_ns: ns, ..config.clone() };
+                adopted.validate()?;
+                *config = adopted;
+                self.interval_given = true;
+                Ok(ns)
+            }
+            _ => Ok(config.interval_ns),
+        }
     }
 
     /// Checks that every group the configuration names per group (`static`'s `limits_bytes`,
     /// `offline`'s `group_limits_bytes`) is one of `soft_rt_groups`: limits apply only to soft
     /// real-time groups, so any other name would be silently ignored.
     pub fn check_group_names(&self, soft_rt_groups: &[&str]) -> Result<(), PolicyError> {
-        let (field, named) = match self {
-            ControllerConfig::Static(c) => ("limits_bytes", &c.limits_bytes),
-            ControllerConfig::Offline(c) => ("group_limits_bytes", &c.group_limits_bytes),
+        let (field, named) = match &self.params {
+            Params::Static(c) => ("limits_bytes", &c.limits_bytes),
+            Params::Offline(c) => ("group_limits_bytes", &c.group_limits_bytes),
             _ => return Ok(()),
         };
         match named.keys().find(|name| !soft_rt_groups.contains(&name.as_str())) {
@@ -166,17 +232,33 @@ impl ControllerConfig {
         }
     }
 
-    /// Validates the parameters and builds a fresh controller.
-    pub fn build(&self) -> Result<Box<dyn Controller + Send>, PolicyError> {
-        Ok(match self {
-            ControllerConfig::Sara(c) => Box::new(Sara::new(c.clone())?),
-            ControllerConfig::Greedy(c) => Box::new(Greedy::new(c.clone())),
-            ControllerConfig::Offline(c) => Box::new(FixedLimits::offline(c.clone())),
-            ControllerConfig::TmoLow(c) => Box::new(Tmo::low(c.clone())?),
-            ControllerConfig::TmoHigh(c) => Box::new(Tmo::high(c.clone())?),
-            ControllerConfig::Senpai(c) => Box::new(Senpai::new(c.clone())?),
-            ControllerConfig::Static(c) => Box::new(FixedLimits::fixed_partition(c.clone())?),
-        })
+    /// A fresh controller (its parameters were checked by [`ControllerConfig::parse`]).
+    pub fn build(&self) -> Box<dyn Controller + Send> {
+        match &self.params {
+            Params::Sara(c) => Box::new(Sara::from_valid(c.clone())),
+            Params::Greedy(c) => Box::new(Greedy::new(c.clone())),
+            Params::Offline(c) => Box::new(FixedLimits::offline(c.clone())),
+            // `check` refused a tmo-high config without a threshold, so the default is tmo-low's only.
+            Params::TmoLow(c) | Params::TmoHigh(c) => {
+                Box::new(Tmo::from_checked(self.name(), c.psi_threshold_pct.unwrap_or(TMO_LOW_THRESHOLD_PCT), c.clone()))
+            }
+            Params::Senpai(c) => Box::new(Senpai::from_valid(c.clone())),
+            Params::Static(c) => Box::new(FixedLimits::from_valid(c.clone())),
+        }
+    }
+}
+
+impl Params {
+    /// The parameter checks of each controller's constructor.
+    fn check(&self) -> Result<(), PolicyError> {
+        match self {
+            Params::Sara(c) => c.validate(),
+            Params::Greedy(_) | Params::Offline(_) => Ok(()),
+            Params::TmoLow(c) => c.checked_low_threshold().map(drop),
+            Params::TmoHigh(c) => c.checked_high_threshold().map(drop),
+            Params::Senpai(c) => c.validate(),
+            Params::Static(c) => c.validate(),
+        }
     }
 }
 
@@ -194,7 +276,7 @@ fn one_line(s: &str) -> String {
 /// assert!(err.to_string().contains("psi_threshold_pct"));
 /// ```
 pub fn make_controller<'de, D: Deserializer<'de>>(name: &str, config: D) -> Result<Box<dyn Controller + Send>, PolicyError> {
-    ControllerConfig::parse(name, config)?.build()
+    Ok(ControllerConfig::parse(name, config)?.build())
 }
 
 #[cfg(test)]
@@ -208,6 +290,7 @@ mod tests {
         let defaults = |name: &str| match name {
             "tmo-high" => r#"{"psi_threshold_pct": 30.0}"#,
             "offline" => r#"{"limit_bytes": 16777216}"#,
+            "static" => r#"{"default_limit_bytes": 16777216}"#,
             _ => "{}",
         };
         for info in CONTROLLERS {
@@ -219,6 +302,98 @@ mod tests {
         }
         let kinds: std::collections::BTreeSet<_> = CONTROLLERS.iter().map(|c| format!("{:?}", c.kind)).collect();
         assert_eq!(kinds.len(), CONTROLLERS.len(), "each kind is registered once");
+    }
+
+    fn parse(name: &str, config: serde_json::Value) -> Result<ControllerConfig, PolicyError> {
+        ControllerConfig::parse(name, config)
+    }
+
+    /// SARA's configuration is read through `SaraConfigInput`, which must take exactly the keys,
+    /// defaults and values `SaraConfig` itself takes.
+    #[test]
+    fn sara_is_read_as_its_config_reads_itself() {
+        let unknown = |e: String| e[e.find("expected").unwrap()..].to_string();
+        let direct = serde_json::from_value::<SaraConfig>(serde_json::json!({"bogus": 1})).unwrap_err().to_string();
+        let via = parse("sara", serde_json::json!({"bogus": 1})).unwrap_err().to_string();
+        assert_eq!(unknown(direct), unknown(via), "the same keys in the same order");
+        assert_eq!(
+            parse("sara", serde_json::json!({})).unwrap(),
+            parse("sara", serde_json::to_value(SaraConfig::default()).unwrap()).unwrap().without_interval_given()
+        );
+        let full = serde_json::json!({
+            "interval_ns": 7, "step_bytes": 9, "step_up_bytes": 11, "long_stall_intervals_pct": 12, "long_stall_threshold_pct": 13,
+            "early_drop": false, "stall": "full", "knob": "high", "initial_limit_bytes": 14,
+        });
+        let direct: SaraConfig = serde_json::from_value(full.clone()).unwrap();
+        let mut logged = serde_json::to_value(parse("sara", full).unwrap()).unwrap();
+        logged.as_object_mut().unwrap().remove("controller");
+        assert_eq!(logged, serde_json::to_value(direct).unwrap());
+        let e = parse("sara", serde_json::json!({"interval_ns": null})).unwrap_err().to_string();
+        assert!(e.contains("invalid type: null, expected u64"), "{e}");
+    }
+
+    impl ControllerConfig {
+        fn without_interval_given(mut self) -> Self {
+            self.interval_given = false;
+            self
+        }
+    }
+
+    #[test]
+    fn parse_checks_the_parameters_so_building_cannot_fail() {
+        let e = parse("tmo-high", serde_json::json!({})).unwrap_err();
+        assert_eq!(e, PolicyError::MissingTmoThreshold);
+        let e = parse("sara", serde_json::json!({"interval_ns": 0})).unwrap_err().to_string();
+        assert_eq!(e, "controller `sara`: `interval_ns` must be > 0 (the paper uses 5_000_000) (got 0)");
+        assert!(parse("senpai", serde_json::json!({"tick_ns": 0})).is_err());
+        assert!(parse("static", serde_json::json!({})).is_err());
+        assert!(parse("tmo-low", serde_json::json!({"period_ns": 0})).is_err());
+    }
+
+    #[test]
+    fn the_config_knows_the_interval_its_controller_ticks_at() {
+        for info in CONTROLLERS {
+            let config = match info.name {
+                "tmo-high" => serde_json::json!({"psi_threshold_pct": 30.0}),
+                "offline" => serde_json::json!({"limit_bytes": 1}),
+                "static" => serde_json::json!({"default_limit_bytes": 1}),
+                "sara" => serde_json::json!({"interval_ns": 3}),
+                _ => serde_json::json!({}),
+            };
+            let config = parse(info.name, config).unwrap();
+            assert_eq!(config.interval_ns(), config.build().interval_ns(), "{}", info.name);
+        }
+    }
+
+    #[test]
+    fn sara_ticks_at_its_own_interval_and_adopts_one_requested_with_its_config() {
+        let tick = |name: &str, config: serde_json::Value, request: TickRequest| {
+            let mut c = parse(name, config).unwrap();
+            c.resolve_tick_ns(request).map(|ns| (ns, c.build().interval_ns()))
+        };
+        let none = serde_json::json!({});
+        let own_2ms = serde_json::json!({"interval_ns": 2_000_000});
+        let own_5ms = serde_json::json!({"interval_ns": 5_000_000});
+        // SARA: a tick requested with its config becomes its l_intv, unless the config sets another.
+        assert_eq!(tick("sara", none.clone(), TickRequest::WithConfig(10_000_000)), Ok((10_000_000, 10_000_000)));
+        assert_eq!(tick("sara", own_5ms.clone(), TickRequest::WithConfig(5_000_000)), Ok((5_000_000, 5_000_000)));
+        assert_eq!(
+            tick("sara", own_5ms, TickRequest::WithConfig(10_000_000)),
+            Err(PolicyError::IntervalConflict { controller: "sara", requested_ns: 10_000_000, interval_ns: 5_000_000 })
+        );
+        // ...and one requested for a config this one replaced does not apply.
+        assert_eq!(tick("sara", own_2ms.clone(), TickRequest::ForReplacedConfig(5_000_000)), Ok((2_000_000, 2_000_000)));
+        assert_eq!(tick("sara", none.clone(), TickRequest::ForReplacedConfig(10_000_000)), Ok((5_000_000, 5_000_000)));
+        assert_eq!(tick("sara", own_2ms, TickRequest::OwnInterval), Ok((2_000_000, 2_000_000)));
+        // The others tick at what is asked, or at their own interval.
+        assert_eq!(tick("greedy", none.clone(), TickRequest::WithConfig(10_000_000)), Ok((10_000_000, 5_000_000)));
+        assert_eq!(tick("greedy", none.clone(), TickRequest::ForReplacedConfig(10_000_000)), Ok((10_000_000, 5_000_000)));
+        assert_eq!(tick("greedy", none, TickRequest::OwnInterval), Ok((5_000_000, 5_000_000)));
+        // Once adopted, the interval is the config's own: another request conflicts with it.
+        let mut c = parse("sara", serde_json::json!({})).unwrap();
+        assert_eq!(c.resolve_tick_ns(TickRequest::WithConfig(10_000_000)), Ok(10_000_000));
+        assert!(c.resolve_tick_ns(TickRequest::WithConfig(20_000_000)).is_err());
+        assert!(parse("sara", serde_json::json!({})).unwrap().resolve_tick_ns(TickRequest::WithConfig(0)).is_err());
     }
 
     #[test]

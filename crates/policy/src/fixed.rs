@@ -61,7 +61,12 @@ impl FixedLimits {
 
     pub fn fixed_partition(config: StaticConfig) -> Result<Self, PolicyError> {
         config.validate()?;
-        Ok(FixedLimits { name: "static", default_bytes: config.default_limit_bytes, by_name: config.limits_bytes, knob: config.knob })
+        Ok(FixedLimits::from_valid(config))
+    }
+
+    /// A fixed partition from a configuration [`StaticConfig::validate`] accepted.
+    pub(crate) fn from_valid(config: StaticConfig) -> Self {
+        FixedLimits { name: "static", default_bytes: config.default_limit_bytes, by_name: config.limits_bytes, knob: config.knob }
     }
 
     fn limit_for(&self, g: &GroupObservation) -> Option<u64> {

@@ -29,7 +29,9 @@ pub mod tmo;
 pub use budget::{interval_stall_ns, LimitKnob, StallKind};
 pub use conformance::{ConformanceProbe, ConformanceReport};
 pub use error::PolicyError;
-pub use factory::{controller_info, controller_names, make_controller, ControllerConfig, ControllerInfo, ControllerKind, CONTROLLERS};
+pub use factory::{
+    controller_info, controller_names, make_controller, ControllerConfig, ControllerInfo, ControllerKind, TickRequest, CONTROLLERS,
+};
 pub use fixed::{pick_offline_limit, FixedLimits, OfflineConfig, StaticConfig};
 pub use greedy::{Greedy, GreedyConfig};
 pub use profile::{estimate_bcet_ns, fit_exec_vs_stall, JobProfile, LinearFit};

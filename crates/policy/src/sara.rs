@@ -86,6 +86,66 @@ impl Default for SaraConfig {
     }
 }
 
+/// [`SaraConfig`] as a configuration writes it: the same keys, but whether `interval_ns` was
+/// given stays known, since a loop's requested tick may set it only when it was not
+/// (see [`crate::ControllerConfig::resolve_tick_ns`]). Field for field as [`SaraConfig`], in
+/// the same order (error messages list them); a test keeps the two alike.
+#[derive(Deserialize)]
+#[serde(rename = "SaraConfig", default, deny_unknown_fields)]
+pub(crate) struct SaraConfigInput {
+    // Present means a number: an explicit null is an error, as for the other fields.
+    #[serde(deserialize_with = "some_u64")]
+    interval_ns: Option<u64>,
+    step_bytes: u64,
+    step_up_bytes: Option<u64>,
+    long_stall_intervals_pct: u8,
+    long_stall_threshold_pct: u8,
+    early_drop: bool,
+    stall: StallKind,
+    knob: LimitKnob,
+    initial_limit_bytes: Option<u64>,
+}
+
+fn some_u64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    u64::deserialize(d).map(Some)
+}
+
+impl Default for SaraConfigInput {
+    fn default() -> Self {
+        let d = SaraConfig::default();
+        SaraConfigInput {
+            interval_ns: None,
+            step_bytes: d.step_bytes,
+            step_up_bytes: d.step_up_bytes,
+            long_stall_intervals_pct: d.long_stall_intervals_pct,
+            long_stall_threshold_pct: d.long_stall_threshold_pct,
+            early_drop: d.early_drop,
+            stall: d.stall,
+            knob: d.knob,
+            initial_limit_bytes: d.initial_limit_bytes,
+        }
+    }
+}
+
+impl SaraConfigInput {
+    /// The configuration, and whether it gave `interval_ns`.
+    pub(crate) fn into_config(self) -> (SaraConfig, bool) {
+        let given = self.interval_ns.is_some();
+        let config = SaraConfig {
+            interval_ns: self.interval_ns.unwrap_or(crate::DEFAULT_INTERVAL_NS),
+            step_bytes: self.step_bytes,
+            step_up_bytes: self.step_up_bytes,
+            long_stall_intervals_pct: self.long_stall_intervals_pct,
+            long_stall_threshold_pct: self.long_stall_threshold_pct,
+            early_drop: self.early_drop,
+            stall: self.stall,
+            knob: self.knob,
+            initial_limit_bytes: self.initial_limit_bytes,
+        };
+        (config, given)
+    }
+}
+
 impl SaraConfig {
     pub fn validate(&self) -> Result<(), PolicyError> {
         let bad = |field, requirement, got: String| Err(PolicyError::InvalidParameter { controller: "sara", field, requirement, got });
@@ -288,7 +348,12 @@ pub struct Sara {
 impl Sara {
     pub fn new(config: SaraConfig) -> Result<Self, PolicyError> {
         config.validate()?;
-        Ok(Sara { config, last_tick_ns: None, groups: BTreeMap::new() })
+        Ok(Sara::from_valid(config))
+    }
+
+    /// A controller from a configuration [`SaraConfig::validate`] accepted.
+    pub(crate) fn from_valid(config: SaraConfig) -> Self {
+        Sara { config, last_tick_ns: None, groups: BTreeMap::new() }
     }
 
     pub fn config(&self) -> &SaraConfig {

@@ -126,7 +126,12 @@ pub struct Senpai {
 impl Senpai {
     pub fn new(config: SenpaiConfig) -> Result<Self, PolicyError> {
         config.validate()?;
-        Ok(Senpai { config, groups: BTreeMap::new() })
+        Ok(Senpai::from_valid(config))
+    }
+
+    /// A controller from a configuration [`SenpaiConfig::validate`] accepted.
+    pub(crate) fn from_valid(config: SenpaiConfig) -> Self {
+        Senpai { config, groups: BTreeMap::new() }
     }
 
     pub fn state(&self, group: GroupId) -> Option<&SenpaiState> {

@@ -63,31 +63,51 @@ pub struct Tmo {
     groups: BTreeMap<GroupId, TmoState>,
 }
 
-impl Tmo {
-    /// TMO-Low: the threshold defaults to 0.1 %.
-    pub fn low(config: TmoConfig) -> Result<Self, PolicyError> {
-        let threshold = config.psi_threshold_pct.unwrap_or(TMO_LOW_THRESHOLD_PCT);
-        Self::build("tmo-low", threshold, config)
+impl TmoConfig {
+    /// TMO-Low's threshold (0.1 % unless given), with every parameter checked.
+    pub fn checked_low_threshold(&self) -> Result<f64, PolicyError> {
+        let threshold_pct = self.psi_threshold_pct.unwrap_or(TMO_LOW_THRESHOLD_PCT);
+        self.check("tmo-low", threshold_pct).map(|()| threshold_pct)
     }
 
-    /// TMO-High: the threshold must be given (found by exhaustive search).
-    pub fn high(config: TmoConfig) -> Result<Self, PolicyError> {
-        let threshold = config.psi_threshold_pct.ok_or(PolicyError::MissingTmoThreshold)?;
-        Self::build("tmo-high", threshold, config)
+    /// TMO-High's threshold (which must be given), with every parameter checked.
+    pub fn checked_high_threshold(&self) -> Result<f64, PolicyError> {
+        let threshold_pct = self.psi_threshold_pct.ok_or(PolicyError::MissingTmoThreshold)?;
+        self.check("tmo-high", threshold_pct).map(|()| threshold_pct)
     }
 
-    fn build(name: &'static str, threshold_pct: f64, config: TmoConfig) -> Result<Self, PolicyError> {
+    fn check(&self, name: &'static str, threshold_pct: f64) -> Result<(), PolicyError> {
         let bad = |field, requirement, got: String| Err(PolicyError::InvalidParameter { controller: name, field, requirement, got });
         if !(threshold_pct.is_finite() && threshold_pct > 0.0 && threshold_pct <= 100.0) {
             return bad("psi_threshold_pct", "must be a percentage in (0, 100]", threshold_pct.to_string());
         }
-        if !(config.reclaim_ratio.is_finite() && (0.0..=1.0).contains(&config.reclaim_ratio)) {
-            return bad("reclaim_ratio", "must be within 0..=1", config.reclaim_ratio.to_string());
+        if !(self.reclaim_ratio.is_finite() && (0.0..=1.0).contains(&self.reclaim_ratio)) {
+            return bad("reclaim_ratio", "must be within 0..=1", self.reclaim_ratio.to_string());
         }
-        if config.period_ns == 0 {
+        if self.period_ns == 0 {
             return bad("period_ns", "must be > 0 (TMO/senpai use 6_000_000_000)", "0".into());
         }
-        Ok(Tmo { name, threshold_pct, config, groups: BTreeMap::new() })
+        Ok(())
+    }
+}
+
+impl Tmo {
+    /// TMO-Low: the threshold defaults to 0.1 %.
+    pub fn low(config: TmoConfig) -> Result<Self, PolicyError> {
+        let threshold_pct = config.checked_low_threshold()?;
+        Ok(Tmo::from_checked("tmo-low", threshold_pct, config))
+    }
+
+    /// TMO-High: the threshold must be given (found by exhaustive search).
+    pub fn high(config: TmoConfig) -> Result<Self, PolicyError> {
+        let threshold_pct = config.checked_high_threshold()?;
+        Ok(Tmo::from_checked("tmo-high", threshold_pct, config))
+    }
+
+    /// A controller from a threshold and configuration [`TmoConfig::checked_low_threshold`] or
+    /// [`TmoConfig::checked_high_threshold`] accepted.
+    pub(crate) fn from_checked(name: &'static str, threshold_pct: f64, config: TmoConfig) -> Self {
+        Tmo { name, threshold_pct, config, groups: BTreeMap::new() }
     }
 
     pub fn threshold_pct(&self) -> f64 {

@@ -31,7 +31,7 @@ fn overlapping_slots_on_two_cpus_count_once() {
     let text = table_head(10, &[(0, "a", 0.0, 4.0), (1, "a", 0.0, 4.0), (1, "a", 4.0, 1.0)])
         + "[machine]\ncpus = 2\n[[task]]\nname = \"a\"\nwcet_ms = 5\nperiod_ms = 10\n";
     let s = load(&text);
-    let supply = SlotSupply::new(s.scheduler.cyclic.as_ref().unwrap(), 0);
+    let supply = SlotSupply::new(s.scheduler.cyclic_table().unwrap(), 0);
     assert_eq!(supply.per_frame(), Nanos::from_ms(5));
     let r = analyze(&s);
     assert_eq!(r.task("a").unwrap().response_time_ms, Some(5.0));
@@ -44,7 +44,7 @@ fn sporadic_task_waits_for_its_slot_from_the_worst_release() {
     let text = table_head(10, &[(0, "s", 0.0, 2.0)])
         + "[[task]]\nname = \"s\"\nwcet_ms = 1\narrival = \"sporadic\"\nmin_interarrival_ms = 10\nmax_interarrival_ms = 25\n";
     let s = load(&text);
-    let supply = SlotSupply::new(s.scheduler.cyclic.as_ref().unwrap(), 0);
+    let supply = SlotSupply::new(s.scheduler.cyclic_table().unwrap(), 0);
     assert_eq!(supply.min_supply(Nanos::from_ms(9)), Nanos::from_ms(1));
     assert_eq!(supply.min_supply(Nanos::from_ms(8)), Nanos::ZERO);
     let task = TaskParams::implicit(Nanos::from_ms(1), Nanos::from_ms(10));

@@ -21,7 +21,7 @@ fn assert_responses_match_simulation(s: &Scenario, r: &AnalysisReport) {
     let sim = run(s, false);
     for (a, t) in r.tasks.iter().zip(&sim.tasks) {
         assert_eq!(a.response_time_ms.map(ms), t.stats.max_response, "{}: task {}", s.source_name, a.name);
-        assert_eq!(a.cpu.filter(|_| s.scheduler.kind.is_partitioned()), t.cpu, "{}: task {} placed differently", s.source_name, a.name);
+        assert_eq!(a.cpu.filter(|_| s.scheduler.is_partitioned()), t.cpu, "{}: task {} placed differently", s.source_name, a.name);
     }
 }
 

@@ -56,6 +56,7 @@
 //! measures per-task use of shared regions for `auto`), [`Memory::resolve_auto`] when the
 //! measurement is long enough, and [`Memory::exit_space`] when a process ends.
 
+pub mod admission;
 pub mod device;
 pub mod frames;
 mod list;

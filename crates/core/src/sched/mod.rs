@@ -15,7 +15,7 @@ pub use cyclic::CyclicScheduler;
 pub use global::GlobalScheduler;
 pub use partitioned::PartitionNode;
 
-use crate::scenario::{CyclicTable, PriorityOrder, Scenario, SchedulerKind};
+use crate::scenario::{CyclicTable, PriorityOrder, Scenario};
 use crate::task::TaskSpec;
 use crate::time::Nanos;
 
@@ -137,11 +137,10 @@ pub fn partition_worst_fit(tasks: &[TaskSpec], cpus: usize) -> Vec<usize> {
 
 /// The job order a scenario's scheduler uses (cyclic has none).
 pub fn job_order(scenario: &Scenario) -> Option<JobOrder> {
-    let kind = scenario.scheduler.kind;
-    if kind == SchedulerKind::Cyclic {
+    if scenario.scheduler.cyclic_table().is_some() {
         None
-    } else if kind.is_fixed_priority() {
-        Some(JobOrder::FixedPriority { ranks: priority_ranks(scenario.scheduler.priorities, &scenario.tasks) })
+    } else if let Some(order) = scenario.scheduler.priority_order() {
+        Some(JobOrder::FixedPriority { ranks: priority_ranks(order, &scenario.tasks) })
     } else {
         Some(JobOrder::Edf)
     }
@@ -149,7 +148,7 @@ pub fn job_order(scenario: &Scenario) -> Option<JobOrder> {
 
 /// The CPU each task runs on under a partitioned scheduler, `None` otherwise.
 pub fn partition(scenario: &Scenario) -> Option<Vec<usize>> {
-    scenario.scheduler.kind.is_partitioned().then(|| partition_worst_fit(&scenario.tasks, scenario.cpus))
+    scenario.scheduler.is_partitioned().then(|| partition_worst_fit(&scenario.tasks, scenario.cpus))
 }
 
 /// A node of the scheduler tree, as a scenario describes it.
@@ -168,11 +167,10 @@ impl NodeSpec {
     /// The tree a scenario's `[scheduler]` describes: one node, or a partition node over one
     /// uniprocessor queue per CPU.
     pub fn of(scenario: &Scenario) -> NodeSpec {
-        let kind = scenario.scheduler.kind;
-        let name = kind.as_str();
+        let name = scenario.scheduler.name();
         match (job_order(scenario), partition(scenario)) {
             (None, _) => NodeSpec::Table {
-                table: scenario.scheduler.cyclic.clone().expect("validated: cyclic has a table"),
+                table: scenario.scheduler.cyclic_table().cloned().expect("validated: cyclic has a table"),
                 cpus: scenario.cpus,
                 tasks: scenario.tasks.len(),
             },
@@ -284,6 +282,8 @@ mod tests {
             cpu: None,
             overrun: OverrunPolicy::Continue,
             suspensions: vec![],
+            memory: None,
+            command: None,
         }
     }
 

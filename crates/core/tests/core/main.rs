@@ -1,11 +1,16 @@
 //! Integration tests of critmem-core, one module per behaviour.
 
+mod alloc;
 mod common;
 mod conformance;
 mod control;
 mod distributions;
 mod engine;
+mod loading;
 mod mem;
 mod memsim;
 mod properties;
 mod subsystems;
+
+#[global_allocator]
+static ALLOCATOR: alloc::CountingAllocator = alloc::CountingAllocator;

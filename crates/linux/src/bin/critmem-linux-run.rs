@@ -23,7 +23,7 @@
 //! `--duration-s` or when every task's process has exited, whichever is first.
 
 use clap::Parser;
-use critmem_core::workload::{GroupKind, Pattern as StreamPattern, Target};
+use critmem_core::workload::{Pattern as StreamPattern, Target};
 use critmem_core::{load_str, Format, Overrides, Scenario};
 use critmem_linux::agent::shutdown_signals;
 use critmem_linux::cgroup::{open_backend, GroupPath};
@@ -34,7 +34,7 @@ use critmem_linux::procfs::{Hierarchy, ProcFs};
 use critmem_linux::protocol::{JobServer, JobServerConfig, ReportingGroup};
 use critmem_linux::workload::signalled;
 use critmem_linux::Error;
-use critmem_policy::{Controller, GroupRole, Platform, StallInputs};
+use critmem_policy::{Controller, ControllerConfig, GroupRole, Platform, StallInputs, TickRequest};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use serde_json::{json, Value};
@@ -196,16 +196,13 @@ fn plan(scenario: &Scenario, run_dir: &str) -> Result<(Vec<GroupSpec>, Vec<TaskP
     let page_bytes = memory.page_bytes;
     let mut groups = Vec::new();
     for g in &memory.groups {
-        let role = match g.kind {
-            GroupKind::SoftRealTime { bcet } => GroupRole::SoftRealTime { deadline_ns: g.deadline.0, bcet_ns: bcet.0 },
-            GroupKind::NonRealTime => GroupRole::NonRealTime,
-        };
+        let role = g.role.clone();
         let path = GroupPath::new(&format!("{run_dir}/{}", g.name)).map_err(|e| format!("{source}: group {:?}: {e}", g.name))?;
         groups.push(GroupSpec { name: g.name.clone(), path, role, floor_bytes: g.floor_pages * page_bytes, create: true });
     }
     let mut tasks = Vec::new();
-    for (i, (task, mem)) in scenario.tasks.iter().zip(&scenario.task_memory).enumerate() {
-        let Some(mem) = mem else { return Err(format!("{source}: task[{i}]: no memory declaration")) };
+    for (i, task) in scenario.tasks.iter().enumerate() {
+        let Some(mem) = &task.memory else { return Err(format!("{source}: task[{i}]: no memory declaration")) };
         let Some(group) = memory.groups.iter().position(|g| g.name == mem.group) else {
             return Err(format!(
                 "{source}: task[{i}].group: {:?} is not a [[group]]; on Linux every task runs in a managed group",
@@ -244,7 +241,7 @@ fn plan(scenario: &Scenario, run_dir: &str) -> Result<(Vec<GroupSpec>, Vec<TaskP
             wcet_ns: task.exec.wcet().0,
             seed,
         };
-        if let Some(command) = &scenario.task_commands[i] {
+        if let Some(command) = &task.command {
             let program = resolve_program(&command.argv[0]).ok_or_else(|| {
                 format!(
                     "{source}: task[{i}].command: cannot run {:?}: no such executable file{}",
@@ -601,31 +598,33 @@ fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String
     let scenario = load(&args.file)?;
     let run_dir = format!("critmem-run-{}", std::process::id());
     let (specs, tasks) = plan(&scenario, &run_dir)?;
-    let (name, config) = match (&args.controller, &scenario.control) {
-        (Some(name), _) => (name.clone(), json!({})),
-        (None, Some(c)) => (c.controller.clone(), c.config.clone()),
+    let (name, scenario_control) = match (&args.controller, &scenario.control) {
+        (Some(name), _) => (name.as_str(), None),
+        (None, Some(c)) => (c.config.name(), Some(c)),
         (None, None) => return Err(format!("{}: no [control] table and no --controller: name a controller", scenario.source_name)),
     };
-    let config = match &args.controller_config {
+    let replacement = match &args.controller_config {
         Some(text) => match serde_json::from_str(text).map_err(|e| format!("--controller-config: not valid JSON: {e}"))? {
             // serde would read an array as the fields in order, `[]` as all defaults.
-            object @ Value::Object(_) => object,
+            object @ Value::Object(_) => Some(object),
             other => return Err(format!("--controller-config: not a JSON object (got {})", json_kind(&other))),
         },
-        None => config,
+        None => None,
+    };
+    // The scenario's [control] interval_ms goes with its config (SARA's already holds it); a
+    // config given here replaces that one, and another controller ticks at its own interval.
+    let parse = |config: Value| ControllerConfig::parse(name, config).map_err(|e| e.to_string());
+    let (mut config, request) = match (replacement, scenario_control) {
+        (Some(config), Some(c)) => (parse(config)?, TickRequest::ForReplacedConfig(c.interval.0)),
+        (None, Some(c)) => (c.config.clone(), TickRequest::WithConfig(c.interval.0)),
+        (replacement, None) => (parse(replacement.unwrap_or_else(|| json!({})))?, TickRequest::OwnInterval),
     };
     let memory = scenario.memory.as_ref().expect("plan checked [memory]");
-    let parsed = critmem_policy::ControllerConfig::parse(&name, config).map_err(|e| e.to_string())?;
     let soft_rt: Vec<&str> =
-        memory.groups.iter().filter(|g| matches!(g.kind, GroupKind::SoftRealTime { .. })).map(|g| g.name.as_str()).collect();
-    parsed.check_group_names(&soft_rt).map_err(|e| e.to_string())?;
-    let mut controller: Box<dyn Controller + Send> = parsed.build().map_err(|e| e.to_string())?;
-    // SARA's tick is its l_intv, so it follows the config in use (the scenario's [control]
-    // interval_ms is already in that config); others take the scenario's.
-    let interval_ns = match scenario.control.as_ref().filter(|_| args.controller.is_none()) {
-        Some(c) if !parsed.ticks_are_its_interval() => c.interval.0,
-        _ => controller.interval_ns(),
-    };
+        memory.groups.iter().filter(|g| matches!(g.role, GroupRole::SoftRealTime { .. })).map(|g| g.name.as_str()).collect();
+    config.check_group_names(&soft_rt).map_err(|e| e.to_string())?;
+    let interval_ns = config.resolve_tick_ns(request).map_err(|e| e.to_string())?;
+    let mut controller: Box<dyn Controller + Send> = config.build();
     let total_memory_bytes = u64::from(memory.total_frames) * memory.page_bytes;
 
     let layout = detect_layout_in(Path::new("/proc")).map_err(|e| e.to_string())?;

@@ -1,0 +1,46 @@
+//! `[control]`: the controller, its configuration (parsed and checked once, and kept) and the
+//! loop's tick.
+
+use super::error::{Ctx, ScenarioError};
+use super::raw::RawScenario;
+use crate::time::Nanos;
+use crate::workload::{ControlSpec, MemorySpec};
+use critmem_policy::{ControllerConfig, GroupRole, PolicyError, TickRequest};
+
+pub(super) fn validate_control(cx: &Ctx, raw: &RawScenario, memory: Option<&MemorySpec>) -> Result<Option<ControlSpec>, ScenarioError> {
+    let Some(c) = &raw.control else { return Ok(None) };
+    let Some(memory) = memory.filter(|m| !m.groups.is_empty()) else {
+        return Err(cx.err("control", "a controller needs [memory] and at least one [[group]] to manage"));
+    };
+    let written = c.config.as_ref().map_or_else(|| serde_json::Value::Object(Default::default()), |c| c.0.clone());
+    let err = |e: PolicyError| {
+        let key = if matches!(e, PolicyError::UnknownController { .. }) { "control.controller" } else { "control.config" };
+        cx.err(key, e.to_string())
+    };
+    let mut config = ControllerConfig::parse(&c.controller, &written).map_err(err)?;
+    let soft_rt: Vec<&str> =
+        memory.groups.iter().filter(|g| matches!(g.role, GroupRole::SoftRealTime { .. })).map(|g| g.name.as_str()).collect();
+    config.check_group_names(&soft_rt).map_err(err)?;
+    let request = match c.interval_ms {
+        Some(ms) => {
+            let interval = cx.positive("control.interval_ms", ms)?;
+            // The interval becomes SARA's interval_ns, a key of the table.
+            if config.ticks_are_its_interval() && config.interval_ns() != interval.0 && !written.is_object() {
+                return Err(cx.err("control.config", "must be a table"));
+            }
+            TickRequest::WithConfig(interval.0)
+        }
+        None => TickRequest::OwnInterval,
+    };
+    let interval = config.resolve_tick_ns(request).map_err(|e| match e {
+        PolicyError::IntervalConflict { interval_ns, .. } => cx.err(
+            "control.interval_ms",
+            format!(
+                "{} ms differs from config.interval_ns ({interval_ns} ns), SARA's monitoring interval and so its tick: give only one",
+                c.interval_ms.unwrap_or_default()
+            ),
+        ),
+        e => err(e),
+    })?;
+    Ok(Some(ControlSpec { config, interval: Nanos(interval) }))
+}

@@ -1,0 +1,305 @@
+//! `[memory]`, `[[reservation]]`, `[[region]]` and each task's memory keys (`reservation`,
+//! `group`, `private_mb`, `access_order`, `access`), within caps that keep a scenario inside
+//! this machine's memory.
+
+use super::error::{Ctx, ScenarioError};
+use super::raw::{PatternName, RawScenario, RawTask};
+use crate::mem::{RegionKind, ReservationKind, SharePolicy};
+use crate::time::Nanos;
+use crate::workload::{MemorySpec, Pattern, RegionDecl, ReservationDecl, Stream, StreamOrder, Target, TaskMemory, MIB};
+
+/// Caps that keep a scenario within this machine's memory: frames and pages cost their
+/// tables, references are made a job at a time, and the timeline keeps every sample.
+const MAX_PAGES: u64 = 1 << 24;
+const MAX_MAPPED_PAGES: u64 = 1 << 26;
+const MAX_REFS_PER_JOB: u64 = 1 << 24;
+const MAX_TIMELINE_SAMPLES: u64 = 1 << 20;
+const MAX_TIMELINE_VALUES: u64 = 1 << 24;
+
+impl Ctx<'_> {
+    /// A size in MiB as whole pages (rounded up), at least `min_pages`.
+    pub(super) fn pages(&self, key: &str, mb: f64, page_bytes: u64, min_pages: u64) -> Result<u64, ScenarioError> {
+        if !mb.is_finite() || mb < 0.0 {
+            return Err(self.err(key, format!("must be a non-negative number of MiB (got {mb})")));
+        }
+        let pages = (mb * MIB / page_bytes as f64).ceil();
+        if pages > MAX_PAGES as f64 {
+            return Err(self.err(key, format!("is too large: at most 2^24 pages of {page_bytes} bytes (got {mb} MiB)")));
+        }
+        let pages = pages as u64;
+        if pages < min_pages {
+            return Err(self.err(key, format!("must be at least {min_pages} page(s) of {page_bytes} bytes (got {mb} MiB)")));
+        }
+        Ok(pages)
+    }
+    fn count(&self, key: &str, v: Option<i64>, default: i64, min: i64) -> Result<u32, ScenarioError> {
+        let v = v.unwrap_or(default);
+        if v < min || v > i64::from(u32::MAX / 2) {
+            return Err(self.err(key, format!("must be a whole number from {min} to {} (got {v})", u32::MAX / 2)));
+        }
+        Ok(v as u32)
+    }
+    fn fraction(&self, key: &str, v: Option<f64>, default: f64) -> Result<f64, ScenarioError> {
+        let v = v.unwrap_or(default);
+        if !(0.0..=1.0).contains(&v) {
+            return Err(self.err(key, format!("must be a fraction from 0 to 1 (got {v})")));
+        }
+        Ok(v)
+    }
+}
+
+/// The machine's memory with its reservations and regions (groups are added by
+/// [`super::groups`]), or `None` without `[memory]`.
+pub(super) fn validate_memory(cx: &Ctx, raw: &RawScenario, horizon: Nanos) -> Result<Option<MemorySpec>, ScenarioError> {
+    let Some(m) = &raw.memory else {
+        if !raw.reservation.is_empty() {
+            return Err(cx.err("reservation", "memory reservations need a [memory] section"));
+        }
+        if !raw.region.is_empty() {
+            return Err(cx.err("region", "shared regions need a [memory] section"));
+        }
+        return Ok(None);
+    };
+    let page_bytes = match m.page_bytes {
+        None => 4096,
+        Some(b) if (512..=(1 << 30)).contains(&b) && (b as u64).is_power_of_two() => b as u64,
+        Some(b) => return Err(cx.err("memory.page_bytes", format!("must be a power of two from 512 to 2^30 (got {b})"))),
+    };
+    let total_frames = cx.pages("memory.total_mb", m.total_mb.unwrap_or(4096.0), page_bytes, 16)?;
+    let swap = m.swap.unwrap_or_default();
+    let readahead_pages = match m.readahead_pages {
+        None => 8,
+        Some(r) if (1..=1024).contains(&r) && (r as u64).is_power_of_two() => r as u32,
+        Some(r) => return Err(cx.err("memory.readahead_pages", format!("must be a power of two from 1 to 1024 (got {r})"))),
+    };
+    let sample_interval = match m.sample_ms {
+        Some(ms) => cx.positive("memory.sample_ms", ms)?,
+        None => Nanos((horizon.0 / 500).max(1_000_000)),
+    };
+    // Each sample holds one value per reservation and per task, plus two totals.
+    // The first sample is at time 0.
+    let samples = horizon.0 / sample_interval.0.max(1) + 1;
+    let values_per_sample = (raw.reservation.len() + raw.task.len() + 2) as u64;
+    if samples > MAX_TIMELINE_SAMPLES || samples.saturating_mul(values_per_sample) > MAX_TIMELINE_VALUES {
+        return Err(cx.err(
+            "memory.sample_ms",
+            format!(
+                "the memory timeline would take {samples} samples of {values_per_sample} values; at most 2^20 samples and 2^24 values \
+                 are kept: set a larger sample_ms"
+            ),
+        ));
+    }
+    let mut reservations = Vec::new();
+    for (i, r) in raw.reservation.iter().enumerate() {
+        if reservations.iter().any(|x: &ReservationDecl| x.name == r.name) || r.name.is_empty() {
+            return Err(cx.err(format!("reservation[{i}].name"), format!("must be unique and non-empty (got {:?})", r.name)));
+        }
+        let kind = r.kind.map_or(ReservationKind::Hard, ReservationKind::from);
+        let pages = cx.pages(&format!("reservation[{i}].size_mb"), r.size_mb, page_bytes, 1)?;
+        reservations.push(ReservationDecl { name: r.name.clone(), pages, kind });
+    }
+    let mut regions = Vec::new();
+    for (i, r) in raw.region.iter().enumerate() {
+        if regions.iter().any(|x: &RegionDecl| x.name == r.name) || r.name.is_empty() || r.name == "private" {
+            return Err(cx.err(format!("region[{i}].name"), format!("must be unique, non-empty and not \"private\" (got {:?})", r.name)));
+        }
+        let kind = r.kind.map_or(RegionKind::SharedAnon, RegionKind::from);
+        let policy = r.policy.map_or(SharePolicy::Global, SharePolicy::from);
+        let pages = cx.pages(&format!("region[{i}].size_mb"), r.size_mb, page_bytes, 1)? as u32;
+        regions.push(RegionDecl { name: r.name.clone(), pages, kind, policy });
+    }
+    Ok(Some(MemorySpec {
+        page_bytes,
+        total_frames: total_frames as u32,
+        swap_name: swap.name().to_string(),
+        swap: swap.device(),
+        readahead_pages,
+        sample_interval,
+        reservations,
+        regions,
+        groups: Vec::new(),
+    }))
+}
+
+/// Every region has per-page state, and every task maps its private pages and each region it
+/// touches, with an entry per mapped page in the task's page table.
+pub(super) fn check_mapped_pages<'t>(
+    cx: &Ctx,
+    m: &MemorySpec,
+    task_memory: impl Iterator<Item = &'t TaskMemory>,
+) -> Result<(), ScenarioError> {
+    let mut mapped_pages: u64 = m.regions.iter().map(|r| u64::from(r.pages)).sum();
+    for tm in task_memory {
+        let mut touched = vec![false; m.regions.len()];
+        for s in &tm.streams {
+            if let Target::Region(r) = s.target {
+                touched[r] = true;
+            }
+        }
+        let regions: u64 = m.regions.iter().zip(&touched).filter(|(_, &t)| t).map(|(r, _)| u64::from(r.pages)).sum();
+        mapped_pages += u64::from(tm.private_pages) + regions;
+    }
+    if mapped_pages > MAX_MAPPED_PAGES {
+        return Err(cx.err("task", format!("the regions and tasks map {mapped_pages} pages in all (each region once, plus private and shared pages per task); at most 2^26 are allowed")));
+    }
+    Ok(())
+}
+
+/// What task `i` touches: its memory keys, which need `[memory]`.
+pub(super) fn validate_task_memory(
+    cx: &Ctx,
+    i: usize,
+    rt: &RawTask,
+    memory: Option<&MemorySpec>,
+) -> Result<Option<TaskMemory>, ScenarioError> {
+    let k = |field: &str| format!("task[{i}].{field}");
+    let Some(m) = memory else {
+        for (present, field) in [
+            (rt.reservation.is_some(), "reservation"),
+            (rt.group.is_some(), "group"),
+            (rt.private_mb.is_some(), "private_mb"),
+            (rt.access_order.is_some(), "access_order"),
+            (!rt.access.is_empty(), "access"),
+        ] {
+            if present {
+                return Err(cx.err(k(field), "needs a [memory] section"));
+            }
+        }
+        return Ok(None);
+    };
+    if !rt.access.is_empty() && !rt.suspend.is_empty() {
+        return Err(cx.err(
+            k("suspend"),
+            "explicit self-suspensions cannot be combined with memory access streams (faults suspend jobs by themselves)",
+        ));
+    }
+    let reservation = match &rt.reservation {
+        None => None,
+        Some(name) => Some(
+            m.reservations
+                .iter()
+                .position(|r| &r.name == name)
+                .ok_or_else(|| cx.err(k("reservation"), format!("no reservation named {name:?}")))?,
+        ),
+    };
+    let group = rt.group.clone().or_else(|| reservation.map(|r| m.reservations[r].name.clone())).unwrap_or_else(|| rt.name.clone());
+    let private_pages = cx.pages(&k("private_mb"), rt.private_mb.unwrap_or(0.0), m.page_bytes, 0)? as u32;
+    let order = rt.access_order.unwrap_or(StreamOrder::Sequence);
+    let mut streams = Vec::with_capacity(rt.access.len());
+    for j in 0..rt.access.len() {
+        streams.push(validate_stream(cx, i, j, rt, m, private_pages)?);
+    }
+    let refs_per_job = streams.iter().map(Stream::refs_per_job).fold(0, u64::saturating_add);
+    if refs_per_job > MAX_REFS_PER_JOB {
+        return Err(cx.err(k("access"), format!("makes {refs_per_job} references per job; at most 2^24 are allowed")));
+    }
+    Ok(Some(TaskMemory { reservation, group, private_pages, order, streams }))
+}
+
+/// `access[j]` of task `i`: `pattern` decides which keys apply.
+fn validate_stream(cx: &Ctx, i: usize, j: usize, rt: &RawTask, m: &MemorySpec, private_pages: u32) -> Result<Stream, ScenarioError> {
+    let a = &rt.access[j];
+    let k = |field: &str| format!("task[{i}].access[{j}].{field}");
+    let (target, size) = match a.region.as_deref() {
+        None | Some("private") => (Target::Private, private_pages),
+        Some(name) => {
+            let r =
+                m.regions.iter().position(|r| r.name == name).ok_or_else(|| cx.err(k("region"), format!("no region named {name:?}")))?;
+            (Target::Region(r), m.regions[r].pages)
+        }
+    };
+    if size == 0 {
+        return Err(cx.err(k("region"), "the target has no pages: set the task's private_mb or name a shared region"));
+    }
+    let offset = cx.pages(&k("offset_mb"), a.offset_mb.unwrap_or(0.0), m.page_bytes, 0)? as u32;
+    if offset >= size {
+        return Err(cx.err(k("offset_mb"), format!("lies beyond the target's {size} pages")));
+    }
+    let span = match a.span_mb {
+        Some(mb) => cx.pages(&k("span_mb"), mb, m.page_bytes, 1)? as u32,
+        None => size - offset,
+    };
+    if offset + span > size {
+        return Err(cx.err(k("span_mb"), format!("offset + span exceeds the target's {size} pages")));
+    }
+    let forbid = |present: bool, field: &str| {
+        if present {
+            Err(cx.err(k(field), format!("does not apply to pattern = {:?}", a.pattern.name())))
+        } else {
+            Ok(())
+        }
+    };
+    let pattern = match a.pattern {
+        PatternName::Sweep => {
+            forbid(a.refs.is_some(), "refs")?;
+            forbid(a.pages.is_some(), "pages")?;
+            forbid(a.hot_fraction.is_some() || a.hot_share.is_some(), "hot_fraction")?;
+            let pages = match a.mb {
+                Some(mb) => cx.pages(&k("mb"), mb, m.page_bytes, 1)? as u32,
+                None => span,
+            };
+            Pattern::Sweep { pages, offset, span }
+        }
+        PatternName::Random => {
+            forbid(a.mb.is_some(), "mb")?;
+            forbid(a.pages.is_some(), "pages")?;
+            let refs = cx.count(&k("refs"), a.refs, 0, 1)?;
+            forbid(a.hot_fraction.is_some() || a.hot_share.is_some(), "hot_fraction")?;
+            Pattern::Random { refs, offset, span }
+        }
+        PatternName::Hotcold => {
+            forbid(a.mb.is_some(), "mb")?;
+            forbid(a.pages.is_some(), "pages")?;
+            let refs = cx.count(&k("refs"), a.refs, 0, 1)?;
+            let hot_fraction = cx.fraction(&k("hot_fraction"), a.hot_fraction, 0.2)?;
+            let hot_pages = ((f64::from(span) * hot_fraction).round() as u32).clamp(1, span);
+            let hot_share = cx.fraction(&k("hot_share"), a.hot_share, 0.8)?;
+            Pattern::HotCold { refs, offset, span, hot_pages, hot_share }
+        }
+        PatternName::Trace => {
+            forbid(a.mb.is_some(), "mb")?;
+            forbid(a.refs.is_some(), "refs")?;
+            let list = a.pages.as_ref().ok_or_else(|| cx.err(k("pages"), "missing: pattern = \"trace\" needs pages = [page numbers]"))?;
+            if list.is_empty() {
+                return Err(cx.err(k("pages"), "must list at least one page"));
+            }
+            let pages = list
+                .iter()
+                .enumerate()
+                .map(|(n, &p)| {
+                    if p < 0 || p as u64 >= u64::from(span) {
+                        Err(cx.err(format!("task[{i}].access[{j}].pages[{n}]"), format!("page {p} is outside the span of {span} pages")))
+                    } else {
+                        Ok(offset + p as u32)
+                    }
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Pattern::Trace { pages }
+        }
+        PatternName::Discard => {
+            if target != Target::Private {
+                return Err(cx.err(k("region"), "pattern = \"discard\" frees private memory only; drop region or set it to \"private\""));
+            }
+            forbid(a.mb.is_some(), "mb")?;
+            forbid(a.refs.is_some(), "refs")?;
+            forbid(a.pages.is_some(), "pages")?;
+            forbid(a.hot_fraction.is_some(), "hot_fraction")?;
+            forbid(a.hot_share.is_some(), "hot_share")?;
+            forbid(a.writes.is_some(), "writes")?;
+            forbid(a.passes.is_some(), "passes")?;
+            Pattern::Discard { offset, span }
+        }
+    };
+    let passes = cx.count(&k("passes"), a.passes, 1, 1)?;
+    let write_fraction = cx.fraction(&k("writes"), a.writes, 0.0)?;
+    let from_job = cx.count(&k("from_job"), a.from_job, 0, 0)? as u64;
+    let until_job = match a.until_job {
+        None => None,
+        Some(u) => Some(u64::from(cx.count(&k("until_job"), Some(u), 0, 0)?)),
+    };
+    if until_job.is_some_and(|u| u <= from_job) {
+        return Err(cx.err(k("until_job"), "must be greater than from_job"));
+    }
+    let every_jobs = u64::from(cx.count(&k("every_jobs"), a.every_jobs, 1, 1)?);
+    Ok(Stream { target, pattern, passes, write_fraction, from_job, until_job, every_jobs })
+}

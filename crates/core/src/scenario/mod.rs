@@ -1,0 +1,131 @@
+//! Scenario files: TOML (or the same structure as JSON) → validated [`Scenario`].
+//!
+//! Times in files are decimal milliseconds (`period_ms = 2.5`); inside the engine they are
+//! integer nanoseconds. Every problem is reported as one line naming the file, the key and
+//! the reason, e.g. `rm.toml: task[2].period_ms: must be greater than 0`.
+//!
+//! The file is read by serde into [`raw`] structures, then each section is checked in its
+//! module; memory admission (what building the memory model would refuse) is decided by
+//! [`crate::mem::admission`] from the declarations, without building it.
+
+mod control;
+mod error;
+mod groups;
+mod machine;
+mod memory;
+mod raw;
+mod run;
+mod tasks;
+#[cfg(test)]
+mod tests;
+
+pub use crate::task::TaskCommand;
+pub use error::ScenarioError;
+pub use machine::{CyclicSlot, CyclicTable, PriorityOrder, SchedulerKind, SchedulerSpec};
+
+use crate::task::{Arrival, TaskSpec};
+use crate::time::{lcm_all, Nanos};
+use crate::workload::{ControlSpec, MemorySpec};
+use error::Ctx;
+use raw::RawScenario;
+
+/// A validated scenario, ready to simulate or analyse.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    pub source_name: String,
+    pub cpus: usize,
+    pub scheduler: SchedulerSpec,
+    /// Each task with its timing, and its memory and command where the file gives them.
+    pub tasks: Vec<TaskSpec>,
+    pub horizon: Nanos,
+    pub seed: u64,
+    /// Page-level memory, when the scenario declares `[memory]` (then every task has its
+    /// memory declaration).
+    pub memory: Option<MemorySpec>,
+    /// The controller tick loop over the memory's `groups`, when the scenario has `[control]`.
+    pub control: Option<ControlSpec>,
+}
+
+impl Scenario {
+    pub fn task_index(&self, name: &str) -> Option<usize> {
+        self.tasks.iter().position(|t| t.name == name)
+    }
+    /// Least common multiple of the periods, if it fits in 64-bit nanoseconds.
+    pub fn hyperperiod(&self) -> Option<Nanos> {
+        lcm_all(self.tasks.iter().map(|t| t.period.0)).map(Nanos)
+    }
+    pub fn total_utilization(&self) -> f64 {
+        self.tasks.iter().map(TaskSpec::utilization).sum()
+    }
+    /// Whether any job's demand or arrival is random (so the seed matters).
+    pub fn is_random(&self) -> bool {
+        self.tasks.iter().any(|t| t.exec.is_random() || matches!(t.arrival, Arrival::Sporadic { .. }))
+    }
+}
+
+/// The text format of a scenario.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Toml,
+    Json,
+}
+
+/// Values given outside the file (e.g. on the command line) that replace the file's own,
+/// applied before defaults and validation so they can make a file valid.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Overrides {
+    pub horizon_ms: Option<f64>,
+    pub seed: Option<u64>,
+}
+
+/// Loads a scenario in either format with overrides.
+pub fn load_str(text: &str, source_name: &str, format: Format, overrides: &Overrides) -> Result<Scenario, ScenarioError> {
+    let raw = match format {
+        Format::Toml => raw::parse_toml(text, source_name)?,
+        Format::Json => raw::parse_json(text, source_name)?,
+    };
+    validate(raw, source_name, overrides)
+}
+
+/// Loads a scenario from TOML text. `source_name` is used in error messages.
+pub fn load_toml_str(text: &str, source_name: &str) -> Result<Scenario, ScenarioError> {
+    load_str(text, source_name, Format::Toml, &Overrides::default())
+}
+
+/// Loads a scenario from JSON text with the same structure as the TOML file.
+pub fn load_json_str(text: &str, source_name: &str) -> Result<Scenario, ScenarioError> {
+    load_str(text, source_name, Format::Json, &Overrides::default())
+}
+
+/// Checks the sections in file order of dependence; the first problem found is the error.
+fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Result<Scenario, ScenarioError> {
+    let cx = Ctx { source_name };
+    let cpus = machine::validate_cpus(&cx, &raw)?;
+    let (raw_scheduler, kind) = machine::validate_kind(&cx, &raw, cpus)?;
+    let mut tasks = tasks::validate_tasks(&cx, &raw.task, cpus, kind)?;
+    let scheduler = machine::validate_scheduler(&cx, raw_scheduler, &tasks, cpus)?;
+    let seed = run::seed(&raw, overrides);
+    let horizon = run::horizon(&cx, &raw, overrides, &tasks)?;
+
+    let mut memory = memory::validate_memory(&cx, &raw, horizon)?;
+    for (i, (task, rt)) in tasks.iter_mut().zip(&raw.task).enumerate() {
+        task.memory = memory::validate_task_memory(&cx, i, rt, memory.as_ref())?;
+    }
+    if let Some(m) = memory.as_ref() {
+        memory::check_mapped_pages(&cx, m, tasks.iter().filter_map(|t| t.memory.as_ref()))?;
+    }
+    if let Some(m) = memory.as_mut() {
+        m.groups = groups::validate_groups(&cx, &raw, m, &tasks)?;
+    } else if !raw.group.is_empty() {
+        return Err(cx.err("group", "memory-limited groups need a [memory] section"));
+    }
+    let control = control::validate_control(&cx, &raw, memory.as_ref())?;
+    for (i, (task, rt)) in tasks.iter_mut().zip(&raw.task).enumerate() {
+        task.command = tasks::validate_command(&cx, i, rt)?;
+    }
+    // Admission failures are load errors, so a run never fails half-way.
+    if let Some(m) = &memory {
+        crate::mem::admission::check(m, &tasks).map_err(|e| cx.err(e.key, e.message))?;
+    }
+    Ok(Scenario { source_name: source_name.to_string(), cpus, scheduler, tasks, horizon, seed, memory, control })
+}

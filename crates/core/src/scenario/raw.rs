@@ -1,0 +1,624 @@
+//! The file's structure as serde reads it (TOML, or the same structure as JSON). Unknown keys
+//! are refused so typos never pass silently. Every key with a fixed set of values is a serde
+//! enum ([`Choice`]); an unknown value is refused at its key with the accepted ones listed.
+
+use super::error::{one_line, ScenarioError};
+use super::machine::{PriorityOrder, SchedulerKind};
+use crate::mem::{DeviceId, DeviceSpec, RegionKind, ReservationKind, SharePolicy};
+use crate::task::{Criticality, OverrunPolicy};
+use crate::workload::StreamOrder;
+use critmem_policy::RoleName;
+use serde::de::{DeserializeOwned, IntoDeserializer};
+use serde::{Deserialize, Deserializer};
+use std::fmt;
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawScenario {
+    pub(super) machine: Option<RawMachine>,
+    pub(super) scheduler: Option<RawScheduler>,
+    #[serde(default)]
+    pub(super) task: Vec<RawTask>,
+    pub(super) run: Option<RawRun>,
+    pub(super) memory: Option<RawMemory>,
+    #[serde(default)]
+    pub(super) reservation: Vec<RawReservation>,
+    #[serde(default)]
+    pub(super) region: Vec<RawRegion>,
+    pub(super) control: Option<RawControl>,
+    #[serde(default)]
+    pub(super) group: Vec<RawGroup>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMachine {
+    pub(super) cpus: i64,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawScheduler {
+    #[serde(deserialize_with = "choice")]
+    pub(super) kind: SchedulerKind,
+    #[serde(default, deserialize_with = "some_choice")]
+    pub(super) priorities: Option<PriorityOrder>,
+    pub(super) major_frame_ms: Option<f64>,
+    #[serde(default)]
+    pub(super) slot: Vec<RawSlot>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSlot {
+    pub(super) task: String,
+    pub(super) start_ms: f64,
+    pub(super) duration_ms: f64,
+    pub(super) cpu: Option<i64>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRun {
+    pub(super) horizon_ms: Option<f64>,
+    pub(super) seed: Option<Seed>,
+}
+
+/// `[run] seed`: any 64-bit seed `--seed` takes. Read as i64 it would refuse 2^63 and up with
+/// "expected i64", though the toml parser reads them.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Seed(pub(super) u64);
+
+impl<'de> Deserialize<'de> for Seed {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(SeedVisitor)
+    }
+}
+
+struct SeedVisitor;
+
+impl serde::de::Visitor<'_> for SeedVisitor {
+    type Value = Seed;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an integer from 0 to 2^64 - 1")
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Seed, E> {
+        u64::try_from(v).map(Seed).map_err(|_| E::custom(format!("must not be negative (got {v})")))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Seed, E> {
+        Ok(Seed(v))
+    }
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTask {
+    pub(super) name: String,
+    pub(super) wcet_ms: Option<f64>,
+    pub(super) exec: Option<RawExec>,
+    pub(super) period_ms: Option<f64>,
+    pub(super) min_interarrival_ms: Option<f64>,
+    pub(super) max_interarrival_ms: Option<f64>,
+    pub(super) deadline_ms: Option<f64>,
+    #[serde(default)]
+    pub(super) offset_ms: f64,
+    pub(super) priority: Option<i64>,
+    #[serde(default, deserialize_with = "some_choice")]
+    pub(super) criticality: Option<Criticality>,
+    pub(super) cpu: Option<i64>,
+    #[serde(default, deserialize_with = "some_choice")]
+    pub(super) arrival: Option<ArrivalKind>,
+    #[serde(default, deserialize_with = "some_choice")]
+    pub(super) overrun: Option<OverrunPolicy>,
+    #[serde(default)]
+    pub(super) suspend: Vec<RawSuspend>,
+    pub(super) reservation: Option<String>,
+    pub(super) group: Option<String>,
+    pub(super) private_mb: Option<f64>,
+    #[serde(default, deserialize_with = "some_choice")]
+    pub(super) access_order: Option<StreamOrder>,
+    #[serde(default)]
+    pub(super) access: Vec<RawAccess>,
+    pub(super) command: Option<Vec<String>>,
+    pub(super) reports_jobs: Option<bool>,
+}
+
+/// `exec = { dist = ..., ... }`: `dist` selects which of the other keys apply.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawExec {
+    #[serde(deserialize_with = "choice")]
+    pub(super) dist: DistName,
+    pub(super) min_ms: Option<f64>,
+    pub(super) max_ms: Option<f64>,
+    pub(super) mean_ms: Option<f64>,
+    pub(super) sd_ms: Option<f64>,
+    pub(super) values_ms: Option<Vec<f64>>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSuspend {
+    pub(super) after_ms: f64,
+    pub(super) for_ms: f64,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMemory {
+    pub(super) total_mb: Option<f64>,
+    pub(super) page_bytes: Option<i64>,
+    #[serde(default, deserialize_with = "some_choice")]
+    pub(super) swap: Option<SwapPreset>,
+    pub(super) readahead_pages: Option<i64>,
+    pub(super) sample_ms: Option<f64>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawReservation {
+    pub(super) name: String,
+    pub(super) size_mb: f64,
+    #[serde(default, deserialize_with = "some_choice")]
+    pub(super) kind: Option<ReservationKindName>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRegion {
+    pub(super) name: String,
+    pub(super) size_mb: f64,
+    #[serde(default, deserialize_with = "some_choice")]
+    pub(super) kind: Option<RegionKindName>,
+    #[serde(default, deserialize_with = "some_choice")]
+    pub(super) policy: Option<PolicyName>,
+}
+
+/// One element of a task's `access`: `pattern` selects which of the other keys apply.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAccess {
+    #[serde(deserialize_with = "choice")]
+    pub(super) pattern: PatternName,
+    pub(super) region: Option<String>,
+    /// Sweep: MiB per job.
+    pub(super) mb: Option<f64>,
+    /// Random, hot/cold: references per job.
+    pub(super) refs: Option<i64>,
+    pub(super) offset_mb: Option<f64>,
+    pub(super) span_mb: Option<f64>,
+    pub(super) hot_fraction: Option<f64>,
+    pub(super) hot_share: Option<f64>,
+    /// Trace: page numbers within the target.
+    pub(super) pages: Option<Vec<i64>>,
+    pub(super) passes: Option<i64>,
+    pub(super) writes: Option<f64>,
+    pub(super) from_job: Option<i64>,
+    pub(super) until_job: Option<i64>,
+    pub(super) every_jobs: Option<i64>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawGroup {
+    pub(super) name: String,
+    #[serde(default, deserialize_with = "some_choice")]
+    pub(super) role: Option<RoleName>,
+    pub(super) bcet_ms: Option<f64>,
+    pub(super) floor_mb: Option<f64>,
+    pub(super) max_mb: Option<f64>,
+    pub(super) high_mb: Option<f64>,
+    pub(super) min_mb: Option<f64>,
+    pub(super) low_mb: Option<f64>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawControl {
+    /// A name of the controller registry, checked by the controller's parser with its config.
+    pub(super) controller: String,
+    pub(super) interval_ms: Option<f64>,
+    /// The controller's own table, checked by the controller's parser.
+    pub(super) config: Option<FiniteJson>,
+}
+
+/// `[control] config` as JSON. serde_json turns NaN and infinities into null, which a
+/// controller would read as "left out"; this refuses them where they are written instead.
+#[derive(Debug, Clone)]
+pub(super) struct FiniteJson(pub(super) serde_json::Value);
+
+impl<'de> Deserialize<'de> for FiniteJson {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(FiniteJsonVisitor).map(FiniteJson)
+    }
+}
+
+struct FiniteJsonVisitor;
+
+impl<'de> serde::de::Visitor<'de> for FiniteJsonVisitor {
+    type Value = serde_json::Value;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        serde_json::Number::from_f64(v)
+            .map(serde_json::Value::Number)
+            .ok_or_else(|| E::custom(format!("must be a finite number (got {v})")))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(serde_json::Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(serde_json::Value::Null)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        FiniteJson::deserialize(d).map(|v| v.0)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(FiniteJson(v)) = seq.next_element()? {
+            items.push(v);
+        }
+        Ok(serde_json::Value::Array(items))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut object = serde_json::Map::new();
+        while let Some((k, FiniteJson(v))) = map.next_entry::<String, FiniteJson>()? {
+            object.insert(k, v);
+        }
+        Ok(serde_json::Value::Object(object))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Keys with a fixed set of values.
+
+/// A serde enum of unit variants that a scenario key names by a string.
+pub(super) trait Choice: DeserializeOwned {
+    /// What the value is, for `unknown {NOUN} "x"; expected ...`.
+    const NOUN: &'static str;
+    /// The names serde accepts, in variant order (a test checks them against serde's list).
+    const NAMES: &'static [&'static str];
+}
+
+/// `a`, `a or b`, `a, b or c`.
+pub(super) fn or_list(names: &[&str]) -> String {
+    match names {
+        [] => String::new(),
+        [one] => (*one).to_string(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+    }
+}
+
+fn parse_choice<T: Choice, E: serde::de::Error>(name: &str) -> Result<T, E> {
+    T::deserialize(name.into_deserializer())
+        .map_err(|_: serde::de::value::Error| E::custom(format!("unknown {} {name:?}; expected {}", T::NOUN, or_list(T::NAMES))))
+}
+
+/// A required key whose value names one of `T`'s variants.
+fn choice<'de, T: Choice, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
+    parse_choice(&String::deserialize(d)?)
+}
+
+/// An optional one (JSON's null counts as left out, as for every optional key).
+fn some_choice<'de, T: Choice, D: Deserializer<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    Option::<String>::deserialize(d)?.map(|name| parse_choice(&name)).transpose()
+}
+
+impl Choice for SchedulerKind {
+    const NOUN: &'static str = "scheduler";
+    const NAMES: &'static [&'static str] = &["fp", "rm", "dm", "edf", "pfp", "pedf", "gedf", "gfp", "cyclic"];
+}
+
+impl Choice for PriorityOrder {
+    const NOUN: &'static str = "priority order";
+    const NAMES: &'static [&'static str] = &["explicit", "rm", "dm"];
+}
+
+impl Choice for Criticality {
+    const NOUN: &'static str = "criticality";
+    const NAMES: &'static [&'static str] = &["A", "B", "C", "D"];
+}
+
+impl Choice for OverrunPolicy {
+    const NOUN: &'static str = "overrun policy";
+    const NAMES: &'static [&'static str] = &["continue", "abort", "skip"];
+}
+
+impl Choice for StreamOrder {
+    const NOUN: &'static str = "order";
+    const NAMES: &'static [&'static str] = &["sequence", "interleave"];
+}
+
+impl Choice for RoleName {
+    const NOUN: &'static str = "role";
+    const NAMES: &'static [&'static str] = &["soft-rt", "non-rt"];
+}
+
+/// `arrival`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum ArrivalKind {
+    Periodic,
+    Sporadic,
+}
+
+impl Choice for ArrivalKind {
+    const NOUN: &'static str = "arrival";
+    const NAMES: &'static [&'static str] = &["periodic", "sporadic"];
+}
+
+/// `exec.dist`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum DistName {
+    Fixed,
+    Uniform,
+    Normal,
+    Empirical,
+}
+
+impl Choice for DistName {
+    const NOUN: &'static str = "distribution";
+    const NAMES: &'static [&'static str] = &["fixed", "uniform", "normal", "empirical"];
+}
+
+/// An access stream's `pattern`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum PatternName {
+    Sweep,
+    Random,
+    Hotcold,
+    Trace,
+    Discard,
+}
+
+impl Choice for PatternName {
+    const NOUN: &'static str = "pattern";
+    const NAMES: &'static [&'static str] = &["sweep", "random", "hotcold", "trace", "discard"];
+}
+
+/// A reservation's `kind` (limit groups are `[[group]]`s, not reservations).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum ReservationKindName {
+    Hard,
+    Firm,
+}
+
+impl Choice for ReservationKindName {
+    const NOUN: &'static str = "kind";
+    const NAMES: &'static [&'static str] = &["hard", "firm"];
+}
+
+impl From<ReservationKindName> for ReservationKind {
+    fn from(kind: ReservationKindName) -> Self {
+        match kind {
+            ReservationKindName::Hard => ReservationKind::Hard,
+            ReservationKindName::Firm => ReservationKind::Firm,
+        }
+    }
+}
+
+/// A region's `kind`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum RegionKindName {
+    Shm,
+    File,
+}
+
+impl Choice for RegionKindName {
+    const NOUN: &'static str = "kind";
+    const NAMES: &'static [&'static str] = &["shm", "file"];
+}
+
+impl From<RegionKindName> for RegionKind {
+    fn from(kind: RegionKindName) -> Self {
+        match kind {
+            RegionKindName::Shm => RegionKind::SharedAnon,
+            // Files live on the swap device: the model has one device.
+            RegionKindName::File => RegionKind::SharedFile { device: DeviceId::SWAP },
+        }
+    }
+}
+
+/// A region's `policy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(super) enum PolicyName {
+    Global,
+    Private,
+    FirstTouch,
+    Spc,
+    Spel,
+    Auto,
+}
+
+impl Choice for PolicyName {
+    const NOUN: &'static str = "policy";
+    const NAMES: &'static [&'static str] = &["global", "private", "first-touch", "spc", "spel", "auto"];
+}
+
+impl From<PolicyName> for SharePolicy {
+    fn from(policy: PolicyName) -> Self {
+        match policy {
+            PolicyName::Global => SharePolicy::Global,
+            PolicyName::Private => SharePolicy::Private,
+            PolicyName::FirstTouch => SharePolicy::FirstTouch,
+            PolicyName::Spc => SharePolicy::Spc,
+            PolicyName::Spel => SharePolicy::Spel,
+            PolicyName::Auto => SharePolicy::Auto,
+        }
+    }
+}
+
+/// `[memory] swap`: one of the device presets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(super) enum SwapPreset {
+    Hdd,
+    #[default]
+    SlowSsd,
+    FastSsd,
+    Zram,
+}
+
+impl Choice for SwapPreset {
+    const NOUN: &'static str = "device";
+    const NAMES: &'static [&'static str] = &["hdd", "slow-ssd", "fast-ssd", "zram"];
+}
+
+impl SwapPreset {
+    pub(super) fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+    pub(super) fn device(self) -> DeviceSpec {
+        match self {
+            SwapPreset::Hdd => DeviceSpec::hdd(),
+            SwapPreset::SlowSsd => DeviceSpec::slow_ssd(),
+            SwapPreset::FastSsd => DeviceSpec::fast_ssd(),
+            SwapPreset::Zram => DeviceSpec::zram(),
+        }
+    }
+}
+
+impl DistName {
+    pub(super) fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+}
+
+impl PatternName {
+    pub(super) fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parsing.
+
+pub(super) fn parse_toml(text: &str, source_name: &str) -> Result<RawScenario, ScenarioError> {
+    let de = toml::Deserializer::parse(text).map_err(|e| toml_error(text, source_name, &e))?;
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let key = e.path().to_string();
+        let inner = e.into_inner();
+        ScenarioError {
+            source_name: source_name.to_string(),
+            key: if key == "." { String::new() } else { key },
+            reason: without_type_names(&one_line(inner.message())),
+        }
+    })
+}
+
+pub(super) fn parse_json(text: &str, source_name: &str) -> Result<RawScenario, ScenarioError> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let raw: RawScenario = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let key = e.path().to_string();
+        ScenarioError {
+            source_name: source_name.to_string(),
+            key: if key == "." { String::new() } else { key },
+            reason: without_type_names(&one_line(&e.into_inner().to_string())),
+        }
+    })?;
+    // Anything after the value is an error too (serde_path_to_error stops at the value).
+    de.end().map_err(|e| ScenarioError { source_name: source_name.to_string(), key: String::new(), reason: one_line(&e.to_string()) })?;
+    Ok(raw)
+}
+
+/// serde names the Rust type it expected (`expected struct RawTask`); a user wrote a table.
+fn without_type_names(reason: &str) -> String {
+    let mut out = String::with_capacity(reason.len());
+    let mut rest = reason;
+    while let Some(at) = rest.find("struct Raw") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + "struct Raw".len()..];
+        rest = after.trim_start_matches(|c: char| c.is_ascii_alphanumeric());
+        out.push_str("a table");
+    }
+    out.push_str(rest);
+    out
+}
+
+fn toml_error(text: &str, source_name: &str, e: &toml::de::Error) -> ScenarioError {
+    let key = match e.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let col = before.len() - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
+            format!("line {line}, column {col}")
+        }
+        None => String::new(),
+    };
+    ScenarioError { source_name: source_name.to_string(), key, reason: one_line(e.message()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `T::NAMES` are exactly the names serde accepts, in variant order, and an unknown name
+    /// is refused with them listed.
+    fn names_are_serdes<T: Choice + std::fmt::Debug>() {
+        let serde_says = T::deserialize("?".into_deserializer()).map(drop).unwrap_err();
+        let serde_says: serde::de::value::Error = serde_says;
+        let text = serde_says.to_string();
+        let listed: Vec<&str> = text[text.find("expected").unwrap()..].split('`').skip(1).step_by(2).collect();
+        assert_eq!(listed, T::NAMES, "{}", T::NOUN);
+        for name in T::NAMES {
+            parse_choice::<T, serde::de::value::Error>(name).unwrap();
+        }
+        let e = parse_choice::<T, serde::de::value::Error>("nope").unwrap_err().to_string();
+        assert_eq!(e, format!("unknown {} \"nope\"; expected {}", T::NOUN, or_list(T::NAMES)));
+    }
+
+    #[test]
+    fn every_enumerated_key_lists_what_serde_accepts() {
+        names_are_serdes::<SchedulerKind>();
+        names_are_serdes::<PriorityOrder>();
+        names_are_serdes::<Criticality>();
+        names_are_serdes::<OverrunPolicy>();
+        names_are_serdes::<StreamOrder>();
+        names_are_serdes::<RoleName>();
+        names_are_serdes::<ArrivalKind>();
+        names_are_serdes::<DistName>();
+        names_are_serdes::<PatternName>();
+        names_are_serdes::<ReservationKindName>();
+        names_are_serdes::<RegionKindName>();
+        names_are_serdes::<PolicyName>();
+        names_are_serdes::<SwapPreset>();
+        assert_eq!(or_list(&["a"]), "a");
+        assert_eq!(or_list(&["a", "b", "c"]), "a, b or c");
+    }
+
+    #[test]
+    fn names_in_messages_are_the_files_and_the_presets_their_own() {
+        for (i, name) in PatternName::NAMES.iter().enumerate() {
+            assert_eq!(parse_choice::<PatternName, serde::de::value::Error>(name).unwrap().name(), *name, "{i}");
+        }
+        for name in DistName::NAMES {
+            assert_eq!(parse_choice::<DistName, serde::de::value::Error>(name).unwrap().name(), *name);
+        }
+        for name in SwapPreset::NAMES {
+            let preset = parse_choice::<SwapPreset, serde::de::value::Error>(name).unwrap();
+            assert_eq!(preset.name(), *name);
+            assert_eq!(Some(preset.device()), DeviceSpec::preset(name));
+        }
+        for (name, policy) in SharePolicy::ALL {
+            assert_eq!(SharePolicy::from(parse_choice::<PolicyName, serde::de::value::Error>(name).unwrap()), policy);
+        }
+    }
+}
