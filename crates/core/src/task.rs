@@ -19,9 +19,6 @@ pub enum Criticality {
 }
 
 impl Criticality {
-    pub fn is_hard(self) -> bool {
-        matches!(self, Criticality::A | Criticality::B)
-    }
     pub fn as_str(self) -> &'static str {
         match self {
             Criticality::A => "A",

@@ -59,11 +59,6 @@ impl FixedLimits {
         FixedLimits { name: "offline", default_bytes: Some(config.limit_bytes), by_name: config.group_limits_bytes, knob: config.knob }
     }
 
-    pub fn fixed_partition(config: StaticConfig) -> Result<Self, PolicyError> {
-        config.validate()?;
-        Ok(FixedLimits::from_valid(config))
-    }
-
     /// A fixed partition from a configuration [`StaticConfig::validate`] accepted.
     pub(crate) fn from_valid(config: StaticConfig) -> Self {
         FixedLimits { name: "static", default_bytes: config.default_limit_bytes, by_name: config.limits_bytes, knob: config.knob }

@@ -55,10 +55,6 @@ impl TaskPsiState {
     pub const fn blocked(memory: bool, io: bool) -> TaskPsiState {
         TaskPsiState { runnable: false, memstall: memory, iowait: io }
     }
-
-    pub fn is_idle(self) -> bool {
-        !(self.runnable || self.memstall || self.iowait)
-    }
 }
 
 /// Cumulative stall of one resource, microseconds.

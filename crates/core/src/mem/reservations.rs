@@ -203,10 +203,6 @@ impl<A: FrameAllocator> Memory<A> {
         holders + self.alloc.free_frames(p) + self.conserved[p as usize].len() as u64
     }
 
-    pub fn reservation_name(&self, res: ResId) -> Result<&str, MemError> {
-        Ok(&self.pools[self.pool_of(res)? as usize].name)
-    }
-
     pub fn reservations(&self) -> impl Iterator<Item = ResId> {
         (0..self.pools.len() as u32 - 1).map(ResId)
     }

@@ -40,12 +40,6 @@ impl<A: FrameAllocator> Memory<A> {
         self.spaces.get(space.0 as usize).map(|s| s.name.as_str())
     }
 
-    /// The reservation an address space is bound to.
-    pub fn reservation_of(&self, space: AsId) -> Option<ResId> {
-        let p = self.spaces.get(space.0 as usize)?.pool;
-        (p != GLOBAL).then(|| ResId(p - 1))
-    }
-
     fn new_region(&mut self, name: &str, kind: RegionKind, pages: u32, policy: SharePolicy, mode: Mode) -> u32 {
         self.regions.push(Region {
             name: name.to_string(),

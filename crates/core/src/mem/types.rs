@@ -152,10 +152,6 @@ impl SharePolicy {
         ("auto", SharePolicy::Auto),
     ];
 
-    pub fn from_name(name: &str) -> Option<SharePolicy> {
-        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, p)| *p)
-    }
-
     pub fn name(self) -> &'static str {
         Self::ALL.iter().find(|(_, p)| *p == self).map(|(n, _)| *n).expect("every policy is named")
     }
@@ -272,11 +268,6 @@ impl MemConfig {
     /// A configuration with `total_frames` frames and the defaults otherwise.
     pub fn with_frames(total_frames: u32) -> Self {
         MemConfig { total_frames, ..Self::default() }
-    }
-
-    /// Whole pages in `bytes` (rounded up).
-    pub fn pages_for_bytes(&self, bytes: u64) -> u64 {
-        bytes.div_ceil(self.page_bytes)
     }
 
     pub fn validate(&self) -> Result<(), MemError> {
