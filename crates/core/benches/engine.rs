@@ -1,4 +1,4 @@
-//! Scheduler events per second (issue 2 benchmark).
+//! Scheduler events per second.
 //!
 //! (a) 20 tasks on 4 CPUs under global EDF, 100 simulated seconds;
 //! (b) 100 tasks on 1 CPU under fixed priority (RM), 100 simulated seconds;
