@@ -12,7 +12,7 @@
 //! - [`procfs`]: which cgroup a process is in.
 //! - [`protocol`]: the job socket soft real-time processes report to; [`client`]: its Rust
 //!   client (Python: `critmem.jobclient`, C: `include/critmem_job.h`).
-//! - [`platform`]: [`LinuxPlatform`] (the controllers' [`critmem_policy::Platform`]) and the
+//! - [`platform`]: [`LinuxPlatform`] (the controllers' [`critmem_policy::Platform`]); [`control_loop`]: the
 //!   [`ControlLoop`] that ticks a controller on it.
 //! - [`conformance`]: the platform contract, as a body any platform can run.
 //! - [`metrics`]: Prometheus text-format metrics.
@@ -25,6 +25,7 @@ pub mod agent;
 pub mod cgroup;
 pub mod client;
 pub mod conformance;
+pub mod control_loop;
 mod durable;
 pub mod error;
 pub mod journal;
