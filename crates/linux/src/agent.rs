@@ -23,22 +23,20 @@
 //! create = false                      # true: create it (and remove it on restore)
 //! ```
 
-use crate::cgroup::{open_backend, GroupPath};
+use crate::cgroup::GroupPath;
 use crate::error::{Error, Result};
-use crate::layout::detect_layout_in;
 use crate::metrics::{MetricsSink, Publisher};
 use crate::one_line;
-use crate::platform::{ControlLoop, CostSummary, GroupSpec, LinuxPlatform, PlatformOptions};
-use crate::procfs::{Hierarchy, ProcFs};
-use crate::protocol::{JobServer, JobServerConfig, ReportingGroup};
+use crate::platform::{CostSummary, GroupSpec};
 use crate::psi::UNPRIVILEGED_WINDOW_STEP_US;
+use crate::session::{JobSocket, SessionBuilder, SessionPlan, TriggerSpec};
 use critmem_policy::GroupRole;
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -245,34 +243,20 @@ pub fn pending_signal(signals: &SignalFd) -> Option<String> {
 /// Runs the agent until a signal, `options.duration`, or an error; restores every change
 /// before returning (also on error).
 pub fn run(config: &AgentConfig, options: &RunOptions, signals: &SignalFd) -> Result<AgentSummary> {
-    let proc_root = PathBuf::from("/proc");
-    let layout = detect_layout_in(&proc_root)?;
-    if !options.dry_run && !nix::unistd::geteuid().is_root() {
-        let root = match &layout {
-            crate::layout::Layout::V2 { root } => root.clone(),
-            crate::layout::Layout::Hybrid { memory_root, .. } => memory_root.clone(),
-        };
-        return Err(Error::NotRoot { path: root });
-    }
-    let backend = open_backend(&layout)?;
-    let backend_name = backend.name().to_owned();
-    let specs = config.group_specs()?;
-    let mut controller = config
+    run_in(SessionBuilder::new(), config, options, signals)
+}
+
+/// [`run`] on the machine `session` describes (its `/proc`, cgroup roots and clock).
+pub fn run_in(session: SessionBuilder, config: &AgentConfig, options: &RunOptions, signals: &SignalFd) -> Result<AgentSummary> {
+    let host = session.dry_run(options.dry_run).connect()?;
+    let backend_name = host.backend().name().to_owned();
+    let clock = host.clock().clone();
+    let controller = config
         .controller_spec()
         .and_then(|spec| spec.build())
         .map_err(|e| Error::Config { path: PathBuf::from("controller"), reason: one_line(&e.to_string()) })?;
-    let server = if options.dry_run {
-        None
-    } else {
-        Some(JobServer::bind(JobServerConfig {
-            socket_path: config.socket.clone(),
-            socket_gid: config.socket_gid,
-            groups: specs.iter().map(|s| ReportingGroup { name: s.name.clone(), cgroup: s.path.to_string() }).collect(),
-            hierarchy: Hierarchy::for_layout(&layout),
-            proc: ProcFs::new(proc_root.clone()),
-            max_connections: 64,
-        })?)
-    };
+    let interval_ns = controller.interval_ns();
+    let controller_name = controller.name().to_owned();
     // Bound before the platform changes anything: a port in use must not end the agent
     // after its changes and before the loop that restores them.
     let sink = match (&config.metrics_address, &config.metrics_file) {
@@ -280,42 +264,28 @@ pub fn run(config: &AgentConfig, options: &RunOptions, signals: &SignalFd) -> Re
         (None, Some(path)) => Some(MetricsSink::File(path.clone())),
         (None, None) => None,
     };
-    let mut platform = LinuxPlatform::open(
-        backend,
-        specs,
-        PlatformOptions {
-            total_memory_bytes: config.total_memory_bytes,
-            dry_run: options.dry_run,
-            journal_path: Some(config.journal.clone()),
-            job_server: server,
-            proc_root,
-        },
-    )?;
-    platform.set_stall_inputs(|role| controller.stall_inputs(role));
-    platform.set_usage_inputs(|role| controller.reads_usage(role));
-    let recovered = platform.recovered().is_some();
-    tracing::info!(controller = controller.name(), backend = %backend_name, groups = config.groups.len(), dry_run = options.dry_run, interval_ns = controller.interval_ns(), "agent started");
-    let mut control = ControlLoop::new(controller.interval_ns());
-    if config.trigger_stall_us > 0 && !options.dry_run {
-        match platform.arm_triggers(config.trigger_stall_us, config.trigger_window_us) {
-            Ok(triggers) => control.triggers = triggers,
-            Err(e) => tracing::warn!(error = %e, "PSI triggers unavailable; ticking on the timer only"),
-        }
-    }
-    let mut publisher = sink.map(|sink| Publisher::new(sink, Duration::from_secs(1)));
-    let started = Instant::now();
+    let mut session = host.start(SessionPlan {
+        groups: config.group_specs()?,
+        total_memory_bytes: config.total_memory_bytes,
+        journal: Some(config.journal.clone()),
+        job_socket: Some(JobSocket { path: config.socket.clone(), gid: config.socket_gid }),
+        controller,
+        interval_ns,
+        triggers: (config.trigger_stall_us > 0)
+            .then_some(TriggerSpec { stall_us: config.trigger_stall_us, window_us: config.trigger_window_us }),
+    })?;
+    tracing::info!(controller = %controller_name, backend = %backend_name, groups = config.groups.len(), dry_run = options.dry_run, interval_ns, "agent started");
+    let mut publisher = sink.map(|sink| Publisher::new(sink, METRICS_PERIOD_NS, clock));
     let mut stopped_by = String::from("duration");
-    let result = control.run(
-        &mut platform,
-        controller.as_mut(),
-        || {
+    let result = session.run(
+        |elapsed_ns| {
             if let Some(signal) = pending_signal(signals) {
                 stopped_by = signal;
                 return true;
             }
-            options.duration.is_some_and(|d| started.elapsed() >= d)
+            options.duration.is_some_and(|d| u128::from(elapsed_ns) >= d.as_nanos())
         },
-        |platform, applied, stats| {
+        |platform, applied, stats, _| {
             for action in applied {
                 tracing::debug!(?action, "applied");
             }
@@ -328,47 +298,36 @@ pub fn run(config: &AgentConfig, options: &RunOptions, signals: &SignalFd) -> Re
         stopped_by = format!("error: {e}");
     }
     if let Some(p) = publisher.as_mut() {
-        if let Err(e) = p.sink.publish(crate::metrics::render(&platform, &control.stats)) {
+        if let Err(e) = p.sink.publish(crate::metrics::render(session.platform(), session.loop_stats())) {
             tracing::warn!(error = %e, "cannot publish final metrics");
         }
     }
-    let (released, completed) = (0..config.groups.len()).fold((0, 0), |(r, c), id| {
-        let j = platform.job_counts(id);
-        (r + j.released, c + j.completed)
-    });
-    let stats = platform.stats().clone();
-    let restore = platform.restore(Duration::from_secs(10))?;
-    if !restore.failures.is_empty() {
-        // The journal is kept: the next start tries these again.
-        tracing::error!(failures = ?restore.failures, journal = %config.journal.display(), "could not restore everything; kept in the journal for the next start");
-        result?;
-        return Err(Error::Journal {
-            path: config.journal.clone(),
-            reason: format!("could not restore everything (kept in the journal for the next start): {}", restore.failures.join("; ")),
-        });
-    }
-    tracing::info!(restored = restore.restored.len(), removed_dirs = restore.removed_dirs.len(), "restored every original value");
+    let end = session.finish(Duration::from_secs(10))?;
     result?;
-    let cost: CostSummary = control.stats.summary();
+    end.restored()?;
+    let cost: CostSummary = end.loop_stats.summary();
     Ok(AgentSummary {
-        controller: controller.name().to_owned(),
+        controller: controller_name,
         backend: backend_name,
         stopped_by,
         ticks: cost.ticks,
         tick_cost_mean_ns: cost.mean_ns,
         tick_cost_p99_ns: cost.p99_ns,
         tick_cost_max_ns: cost.max_ns,
-        early_wakes: control.stats.early_wakes,
-        overruns: control.stats.overruns,
-        writes_ok: stats.writes_ok,
-        writes_failed: stats.writes_failed,
-        jobs_released: released,
-        jobs_completed: completed,
-        restored_files: restore.restored.len(),
-        removed_dirs: restore.removed_dirs.len(),
-        recovered_from_crash: recovered,
+        early_wakes: end.loop_stats.early_wakes,
+        overruns: end.loop_stats.overruns,
+        writes_ok: end.stats.writes_ok,
+        writes_failed: end.stats.writes_failed,
+        jobs_released: end.job_counts.iter().map(|j| j.released).sum(),
+        jobs_completed: end.job_counts.iter().map(|j| j.completed).sum(),
+        restored_files: end.restore.restored.len(),
+        removed_dirs: end.restore.removed_dirs.len(),
+        recovered_from_crash: end.recovered_from_crash,
     })
 }
+
+/// How often the agent publishes its metrics.
+const METRICS_PERIOD_NS: u64 = 1_000_000_000;
 
 #[cfg(test)]
 mod tests {

@@ -1,8 +1,9 @@
 //! [`ControlLoop`]: ticks a controller on a platform at its interval.
 
+use crate::clock::SharedClock;
 use crate::psi::{wait_any, PsiTrigger, TriggerEvent};
 use critmem_policy::{Action, Controller, Platform};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Figures of a control loop's run.
 #[derive(Clone, Debug, Default)]
@@ -55,22 +56,24 @@ impl LoopStats {
     }
 }
 
-/// Ticks a controller at its interval on CLOCK_MONOTONIC (std's `Instant`). Between ticks it
-/// waits on the PSI triggers, if any: one firing runs the next tick at once (a hint that the
-/// situation changed; the schedule then restarts from that tick).
+/// Ticks a controller at its interval on a [`crate::clock::Clock`]. Between ticks it waits on the PSI
+/// triggers, if any: one firing runs the next tick at once (a hint that the situation changed;
+/// the schedule then restarts from that tick).
 pub struct ControlLoop {
-    pub interval: Duration,
+    pub interval_ns: u64,
     pub triggers: Vec<PsiTrigger>,
     pub stats: LoopStats,
+    clock: SharedClock,
 }
 
 impl ControlLoop {
-    pub fn new(interval_ns: u64) -> Self {
-        ControlLoop { interval: Duration::from_nanos(interval_ns.max(1)), triggers: Vec::new(), stats: LoopStats::default() }
+    pub fn new(interval_ns: u64, clock: SharedClock) -> Self {
+        ControlLoop { interval_ns: interval_ns.max(1), triggers: Vec::new(), stats: LoopStats::default(), clock }
     }
 
     /// Runs until `stop` says so (checked before every tick) or an error. `after_tick` sees
-    /// the platform and this tick's applied actions (metrics, logs).
+    /// the platform and this tick's applied actions (metrics, logs). A tick's cost is the
+    /// clock's time from its observation to the end of its apply.
     pub fn run<P: Platform, C: Controller + ?Sized>(
         &mut self,
         platform: &mut P,
@@ -78,36 +81,33 @@ impl ControlLoop {
         mut stop: impl FnMut() -> bool,
         mut after_tick: impl FnMut(&mut P, &[Action], &LoopStats),
     ) -> std::result::Result<(), P::Error> {
-        let mut next = Instant::now();
+        let mut next_ns = self.clock.now_ns();
         while !stop() {
-            let started = Instant::now();
-            if started.duration_since(next) > self.interval {
+            let started_ns = self.clock.now_ns();
+            if started_ns.saturating_sub(next_ns) > self.interval_ns {
                 self.stats.overruns += 1;
             }
             let applied = critmem_policy::step(platform, controller)?;
-            self.stats.record(started.elapsed().as_nanos() as u64);
+            self.stats.record(self.clock.now_ns().saturating_sub(started_ns));
             self.stats.actions_applied += applied.len() as u64;
             after_tick(platform, &applied, &self.stats);
-            next = started + self.interval;
             // A tick that took longer than the interval starts the next one now, not a burst.
-            if next < Instant::now() {
-                next = Instant::now();
-            }
-            if self.wait_until(next) {
+            next_ns = started_ns.saturating_add(self.interval_ns).max(self.clock.now_ns());
+            if self.wait_until(next_ns) {
                 self.stats.early_wakes += 1;
             }
         }
         Ok(())
     }
 
-    /// Sleeps until `deadline`, or returns `true` early when a trigger fires. Triggers whose
+    /// Sleeps until `deadline_ns`, or returns `true` early when a trigger fires. Triggers whose
     /// group is gone are dropped (the next observe reports the vanished group).
-    fn wait_until(&mut self, deadline: Instant) -> bool {
-        let left = deadline.saturating_duration_since(Instant::now());
+    fn wait_until(&mut self, deadline_ns: u64) -> bool {
         if self.triggers.is_empty() {
-            std::thread::sleep(left);
+            self.clock.sleep_until_ns(deadline_ns);
             return false;
         }
+        let left = Duration::from_nanos(deadline_ns.saturating_sub(self.clock.now_ns()));
         let refs: Vec<&PsiTrigger> = self.triggers.iter().collect();
         match wait_any(&refs, left) {
             Ok(ready) => {
@@ -118,16 +118,89 @@ impl ControlLoop {
                 }
                 if !fired {
                     // Interrupted or only gone-events: sleep out the rest.
-                    std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+                    self.clock.sleep_until_ns(deadline_ns);
                 }
                 fired
             }
             Err(e) => {
                 tracing::warn!(error = %e, "waiting on PSI triggers failed; ticking on the timer only");
                 self.triggers.clear();
-                std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+                self.clock.sleep_until_ns(deadline_ns);
                 false
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::{Clock, FakeClock};
+    use critmem_policy::{GroupObservation, GroupRole, MemoryKnobs, Observation, StallTotals};
+    use std::sync::Arc;
+
+    /// A platform whose every observation takes `observe_ns` of the clock's time and records
+    /// when it started.
+    struct Timed {
+        clock: Arc<FakeClock>,
+        observe_ns: u64,
+        seen_ns: Vec<u64>,
+    }
+
+    impl Platform for Timed {
+        type Error = std::convert::Infallible;
+        fn observe(&mut self) -> Result<Observation, Self::Error> {
+            self.seen_ns.push(self.clock.now_ns());
+            self.clock.advance_ns(self.observe_ns);
+            let group = GroupObservation {
+                name: "g".into(),
+                role: GroupRole::NonRealTime,
+                stall: StallTotals::default(),
+                usage_bytes: 0,
+                knobs: MemoryKnobs::default(),
+                floor_bytes: 4096,
+            };
+            Ok(Observation { now_ns: self.clock.now_ns(), total_memory_bytes: 1 << 30, groups: vec![group], events: Vec::new() })
+        }
+        fn apply(&mut self, _actions: &[Action]) -> Result<Vec<Action>, Self::Error> {
+            Ok(Vec::new())
+        }
+    }
+
+    fn run(interval_ns: u64, observe_ns: u64, ticks: u64) -> (Vec<u64>, LoopStats) {
+        let clock = FakeClock::new(1_000_000);
+        let mut platform = Timed { clock: Arc::clone(&clock), observe_ns, seen_ns: Vec::new() };
+        let mut controller = critmem_policy::make_controller("greedy", serde_json::json!({})).unwrap();
+        let mut control = ControlLoop::new(interval_ns, clock);
+        let mut left = ticks;
+        control
+            .run(
+                &mut platform,
+                controller.as_mut(),
+                || {
+                    left = left.saturating_sub(1);
+                    left == 0
+                },
+                |_, _, _| {},
+            )
+            .unwrap();
+        (platform.seen_ns, control.stats)
+    }
+
+    #[test]
+    fn ticks_start_one_interval_apart_and_cost_what_the_tick_took() {
+        let (seen_ns, stats) = run(5_000_000, 300_000, 21);
+        assert_eq!(seen_ns.len(), 20);
+        assert!(seen_ns.windows(2).all(|w| w[1] - w[0] == 5_000_000), "{seen_ns:?}");
+        let cost = stats.summary();
+        assert_eq!((cost.ticks, cost.mean_ns, cost.p99_ns, cost.max_ns), (20, 300_000, 300_000, 300_000));
+        assert_eq!((stats.overruns, stats.early_wakes), (0, 0));
+    }
+
+    #[test]
+    fn a_tick_longer_than_the_interval_starts_the_next_at_once_never_a_burst() {
+        let (seen_ns, stats) = run(1_000_000, 2_500_000, 11);
+        assert!(seen_ns.windows(2).all(|w| w[1] - w[0] == 2_500_000), "{seen_ns:?}");
+        assert_eq!(stats.ticks, 10);
     }
 }

@@ -73,6 +73,9 @@ pub enum Error {
     #[error("journal {path}: {reason}")]
     Journal { path: PathBuf, reason: String },
 
+    #[error("could not restore everything (kept in the journal {} for the next start): {failures}", journal.display())]
+    RestoreIncomplete { journal: PathBuf, failures: String },
+
     #[error("configuration {path}: {reason}")]
     Config { path: PathBuf, reason: String },
 

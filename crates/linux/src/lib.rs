@@ -15,7 +15,10 @@
 //! - [`platform`]: [`LinuxPlatform`] (the controllers' [`critmem_policy::Platform`]); [`control_loop`]: the
 //!   [`ControlLoop`] that ticks a controller on it.
 //! - [`conformance`]: the platform contract, as a body any platform can run.
+//! - [`clock`]: the [`clock::Clock`] the loop and the platform run on (CLOCK_MONOTONIC, or a
+//!   fake one in tests).
 //! - [`metrics`]: Prometheus text-format metrics.
+//! - [`session`]: the setup and end every tool that ticks a controller shares.
 //! - [`agent`]: the agent daemon's configuration and run.
 //! - [`workload`]: pieces of the shipped soft real-time and throughput workers.
 //!
@@ -24,6 +27,7 @@
 pub mod agent;
 pub mod cgroup;
 pub mod client;
+pub mod clock;
 pub mod conformance;
 pub mod control_loop;
 mod durable;
@@ -35,6 +39,7 @@ pub mod platform;
 pub mod procfs;
 pub mod protocol;
 pub mod psi;
+pub mod session;
 pub mod swap;
 pub mod workload;
 pub mod writer;
@@ -47,6 +52,9 @@ pub use journal::{Journal, RestoreReport};
 pub use layout::{detect_layout, detect_layout_in, Layout};
 pub use platform::{ControlLoop, GroupSpec, LinuxPlatform, PlatformOptions};
 pub use writer::KnobWriter;
+
+/// The `/proc` the tools read unless told otherwise (every reader takes its root as an argument).
+pub const PROC_ROOT: &str = "/proc";
 
 /// Longest run the command-line tools accept (about 31 years), so any duration they take
 /// fits every clock they add it to.

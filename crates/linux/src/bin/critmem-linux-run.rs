@@ -26,14 +26,13 @@ use clap::Parser;
 use critmem_core::workload::{GroupKind, Pattern as StreamPattern, Target};
 use critmem_core::{load_str, Format, Overrides, Scenario};
 use critmem_linux::agent::shutdown_signals;
-use critmem_linux::cgroup::{open_backend, GroupPath};
+use critmem_linux::cgroup::GroupPath;
+use critmem_linux::clock::{Clock, SharedClock};
 use critmem_linux::journal::{Journal, SharedJournalDir};
-use critmem_linux::layout::{detect_layout_in, Layout};
-use critmem_linux::platform::{ControlLoop, GroupSpec, LinuxPlatform, PlatformOptions};
-use critmem_linux::procfs::{Hierarchy, ProcFs};
-use critmem_linux::protocol::{JobServer, JobServerConfig, ReportingGroup};
+use critmem_linux::layout::Layout;
+use critmem_linux::platform::{GroupSpec, LinuxPlatform};
+use critmem_linux::session::{JobSocket, Session, SessionBuilder, SessionPlan};
 use critmem_linux::workload::signalled;
-use critmem_linux::Error;
 use critmem_policy::{Controller, GroupRole, Platform, StallInputs};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
@@ -43,7 +42,7 @@ use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(Parser, Debug)]
 #[command(name = "critmem-linux-run", about = "Runs a critmem scenario on real processes in cgroups and prints a JSON summary")]
@@ -351,13 +350,15 @@ fn exit_fields(status: Option<std::process::ExitStatus>) -> (Value, Value) {
 
 /// How long a task has between SIGTERM and SIGKILL at the end of the run.
 const STOP_GRACE: Duration = Duration::from_secs(5);
+/// How often stopping tasks are looked at (and their groups rescued).
+const STOP_POLL_NS: u64 = 10_000_000;
 
 /// Stops every task and returns its summary. SIGTERM first: a shipped worker prints its
 /// summary and exits, a command's whole process group is asked to. While they exit the
 /// platform's out-of-memory rescue keeps running (the controller no longer ticks): a process
 /// waiting at its group's limit cannot act on SIGTERM until the limit lets it through. What is
 /// still running after [`STOP_GRACE`] is SIGKILLed with its process group.
-fn stop_tasks(platform: &mut LinuxPlatform, tasks: &[TaskPlan], mut running: Vec<Running>) -> Vec<(usize, Value)> {
+fn stop_tasks(platform: &mut LinuxPlatform, clock: &dyn Clock, tasks: &[TaskPlan], mut running: Vec<Running>) -> Vec<(usize, Value)> {
     // Read stdout beside the wait, so a worker never blocks on a full pipe.
     let readers: Vec<_> = running
         .iter_mut()
@@ -380,20 +381,20 @@ fn stop_tasks(platform: &mut LinuxPlatform, tasks: &[TaskPlan], mut running: Vec
             Launch::Command { .. } => kill_process_group(&r.child, Signal::SIGTERM),
         }
     }
-    let since = Instant::now();
+    let since_ns = clock.now_ns();
     let mut exited: Vec<bool> = vec![false; running.len()];
     loop {
         for (r, done) in running.iter_mut().zip(&mut exited) {
             *done = *done || !matches!(r.child.try_wait(), Ok(None));
         }
-        if exited.iter().all(|&d| d) || since.elapsed() >= STOP_GRACE {
+        if exited.iter().all(|&d| d) || u128::from(clock.now_ns() - since_ns) >= STOP_GRACE.as_nanos() {
             break;
         }
         let raised = platform.rescue_waiting_groups();
         if raised > 0 {
             tracing::info!(groups = raised, "raised a limit so a stopping task can exit");
         }
-        std::thread::sleep(Duration::from_millis(10));
+        clock.sleep_until_ns(clock.now_ns() + STOP_POLL_NS);
     }
     for (r, _) in running.iter().zip(&exited).filter(|(_, &done)| !done) {
         tracing::warn!(task = %tasks[r.task].name, grace_s = STOP_GRACE.as_secs(), "task did not exit after SIGTERM: killed");
@@ -430,11 +431,14 @@ fn stop_tasks(platform: &mut LinuxPlatform, tasks: &[TaskPlan], mut running: Vec
 
 /// Kills whatever is still in the run's own cgroups (what commands forked and left behind), so
 /// the groups can be removed; returns how many processes it killed.
-fn kill_leftovers(platform: &LinuxPlatform, groups: usize) -> usize {
+fn kill_leftovers(session: &Session) -> usize {
+    let platform = session.platform();
+    let groups = platform.group_specs().count();
     // Only processes in our own cgroups get here. The last directory of a group is its
     // cgroup2 one (v2, or the unified half on the hybrid layout).
     let cgroup2_dirs: Vec<PathBuf> = platform.group_specs().filter_map(|g| platform.backend().group_dirs(&g.path).pop()).collect();
     kill_until_empty(
+        session.clock().as_ref(),
         || (0..groups).flat_map(|g| platform.pids(g).unwrap_or_default()).collect(),
         || cgroup2_dirs.iter().filter(|d| !kill_cgroup2(d)).count() == 0,
     )
@@ -452,22 +456,23 @@ fn kill_cgroup2(dir: &Path) -> bool {
 /// where that works, else (and for what is still there after a second: a process outside
 /// the cgroup2 group `kill_all` covers) SIGKILLs each pid listed, the fallback because a pid
 /// can be reused between the read and the kill. Returns how many processes it saw.
-fn kill_until_empty(mut list: impl FnMut() -> Vec<u32>, mut kill_all: impl FnMut() -> bool) -> usize {
+fn kill_until_empty(clock: &dyn Clock, mut list: impl FnMut() -> Vec<u32>, mut kill_all: impl FnMut() -> bool) -> usize {
     let mut killed = std::collections::BTreeSet::new();
-    let started = Instant::now();
+    let started_ns = clock.now_ns();
     loop {
         let pids = list();
-        if pids.is_empty() || started.elapsed() >= Duration::from_secs(5) {
+        let elapsed_ns = clock.now_ns() - started_ns;
+        if pids.is_empty() || elapsed_ns >= 5_000_000_000 {
             return killed.len();
         }
-        let by_cgroup = started.elapsed() < Duration::from_secs(1) && kill_all();
+        let by_cgroup = elapsed_ns < 1_000_000_000 && kill_all();
         for pid in pids {
             if !by_cgroup {
                 let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
             }
             killed.insert(pid);
         }
-        std::thread::sleep(Duration::from_millis(20));
+        clock.sleep_until_ns(clock.now_ns() + 20_000_000);
     }
 }
 
@@ -523,7 +528,7 @@ impl Drop for StateDir {
 /// Puts back what runs that died without restoring (SIGKILL, power loss) left: their journal
 /// in `dir` is unlocked. Their tasks, and what those forked, are killed first (they are this
 /// program's own, in the dead run's own cgroups), then the journal is restored and removed.
-fn recover_crashed_runs(dir: &Path, layout: &Layout) -> Result<(), String> {
+fn recover_crashed_runs(dir: &Path, layout: &Layout, clock: &SharedClock) -> Result<(), String> {
     let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -547,7 +552,7 @@ fn recover_crashed_runs(dir: &Path, layout: &Layout) -> Result<(), String> {
             Ok(lock) => drop(lock),
             Err(_) => continue,
         }
-        let killed = kill_run_cgroups(layout, &format!("critmem-run-{pid}"));
+        let killed = kill_run_cgroups(layout, clock.as_ref(), &format!("critmem-run-{pid}"));
         // What cannot be put back stays journaled for the next run to try; this one goes on.
         let report = match Journal::open(&path).and_then(|(journal, report)| journal.restore_all().map(|_| report.unwrap_or_default())) {
             Ok(report) => report,
@@ -569,13 +574,14 @@ fn recover_crashed_runs(dir: &Path, layout: &Layout) -> Result<(), String> {
 
 /// SIGKILLs every process in the cgroups under `name` (in every tree of `layout`) until they
 /// are empty or 5 s have passed; returns how many it signalled.
-fn kill_run_cgroups(layout: &Layout, name: &str) -> usize {
+fn kill_run_cgroups(layout: &Layout, clock: &dyn Clock, name: &str) -> usize {
     let (roots, cgroup2_root): (Vec<&Path>, &Path) = match layout {
         Layout::V2 { root } => (vec![root], root),
         Layout::Hybrid { memory_root, unified_root } => (vec![memory_root, unified_root], unified_root),
     };
     let run_cgroup2 = cgroup2_root.join(name);
     kill_until_empty(
+        clock,
         || {
             let mut pids = Vec::new();
             for root in &roots {
@@ -619,7 +625,7 @@ fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String
     let soft_rt: Vec<&str> =
         memory.groups.iter().filter(|g| matches!(g.kind, GroupKind::SoftRealTime { .. })).map(|g| g.name.as_str()).collect();
     parsed.check_group_names(&soft_rt).map_err(|e| e.to_string())?;
-    let mut controller: Box<dyn Controller + Send> = parsed.build().map_err(|e| e.to_string())?;
+    let controller: Box<dyn Controller + Send> = parsed.build().map_err(|e| e.to_string())?;
     // SARA's tick is its l_intv, so it follows the config in use (the scenario's [control]
     // interval_ms is already in that config); others take the scenario's.
     let interval_ns = match scenario.control.as_ref().filter(|_| args.controller.is_none()) {
@@ -628,16 +634,8 @@ fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String
     };
     let total_memory_bytes = u64::from(memory.total_frames) * memory.page_bytes;
 
-    let layout = detect_layout_in(Path::new("/proc")).map_err(|e| e.to_string())?;
-    if !nix::unistd::geteuid().is_root() {
-        let root = match &layout {
-            Layout::V2 { root } => root.clone(),
-            Layout::Hybrid { memory_root, .. } => memory_root.clone(),
-        };
-        return Err(Error::NotRoot { path: root }.to_string());
-    }
-    let backend = open_backend(&layout).map_err(|e| e.to_string())?;
-    let backend_name = backend.name().to_owned();
+    let host = SessionBuilder::new().connect().map_err(|e| e.to_string())?;
+    let backend_name = host.backend().name().to_owned();
     let workers_dir = match &args.workers_dir {
         Some(d) => d.clone(),
         None => std::env::current_exe().map_err(|e| e.to_string())?.parent().map(Path::to_path_buf).unwrap_or_default(),
@@ -655,41 +653,34 @@ fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String
     // Dropped last (declared first): removes the directory if this run is the last one out.
     let shared_dir = SharedJournalDir::enter(Path::new(JOURNAL_DIR)).map_err(|e| e.to_string())?;
     let journal_dir = shared_dir.path();
-    recover_crashed_runs(journal_dir, &layout)?;
+    recover_crashed_runs(journal_dir, host.layout(), host.clock())?;
     let state_dir = StateDir::create(journal_dir, &run_dir)?;
     let socket = state_dir.path.join("jobs.sock");
-    let server = JobServer::bind(JobServerConfig {
-        socket_path: socket.clone(),
-        socket_gid: None,
-        groups: specs.iter().map(|s| ReportingGroup { name: s.name.clone(), cgroup: s.path.to_string() }).collect(),
-        hierarchy: Hierarchy::for_layout(&layout),
-        proc: ProcFs::new("/proc".into()),
-        max_connections: 64,
-    })
-    .map_err(|e| e.to_string())?;
-    let options = PlatformOptions {
-        total_memory_bytes,
-        dry_run: false,
-        // Not in the temporary directory: after a crash the next run must find it.
-        journal_path: Some(journal_dir.join(format!("{run_dir}.journal"))),
-        job_server: Some(server),
-        proc_root: "/proc".into(),
-    };
     let group_names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
-    let mut platform = LinuxPlatform::open(backend, specs, options).map_err(|e| e.to_string())?;
-    platform.set_stall_inputs(|role| controller.stall_inputs(role));
-    platform.set_usage_inputs(|role| controller.reads_usage(role));
-    let outcome = drive(args, &mut platform, controller.as_mut(), interval_ns, &tasks, &workers_dir, &socket, signals);
-    let counts: Vec<_> = (0..group_names.len()).map(|g| platform.job_counts(g).clone()).collect();
-    let end_ns = critmem_linux::platform::monotonic_ns();
-    let stats = platform.stats().clone();
+    let mut session = host
+        .start(SessionPlan {
+            groups: specs,
+            total_memory_bytes,
+            // Not in the temporary directory: after a crash the next run must find it.
+            journal: Some(journal_dir.join(format!("{run_dir}.journal"))),
+            job_socket: Some(JobSocket { path: socket.clone(), gid: None }),
+            controller,
+            interval_ns,
+            triggers: None,
+        })
+        .map_err(|e| e.to_string())?;
+    let outcome = drive(args, &mut session, &tasks, &workers_dir, &socket, signals);
     // Before restoring, which would move them to the root cgroup and leave them running.
-    let leftovers_killed = kill_leftovers(&platform, group_names.len());
-    let restore = platform.restore(Duration::from_secs(30)).map_err(|e| e.to_string())?;
-    let (worker_summaries, control, timeline, final_stall, elapsed_s) = outcome?;
-    if !restore.failures.is_empty() {
-        return Err(format!("could not restore everything: {}", restore.failures.join("; ")));
-    }
+    let leftovers_killed = kill_leftovers(&session);
+    let end_ns = session.run_ended_ns();
+    let elapsed_s = session.run_elapsed_ns() as f64 / 1e9;
+    let end = session.finish(Duration::from_secs(30)).map_err(|e| e.to_string())?;
+    let (worker_summaries, timeline, final_stall) = outcome?;
+    end.restored().map_err(|e| e.to_string())?;
+    let (counts, stats) = (&end.job_counts, &end.stats);
+    let control = end.loop_stats.summary();
+    let control = (control.ticks, control.mean_ns, control.p99_ns);
+    let restore = &end.restore;
 
     let task_rows: Vec<Value> = tasks
         .iter()
@@ -794,20 +785,17 @@ fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String
     writeln!(out, "{summary}").map_err(|e| format!("stdout: {e}"))
 }
 
-type Outcome = (Vec<Value>, (u64, u64, u64), Vec<Value>, Vec<critmem_policy::StallTotals>, f64);
+type Outcome = (Vec<Value>, Vec<Value>, Vec<critmem_policy::StallTotals>);
 
-#[allow(clippy::too_many_arguments)]
 fn drive(
     args: &Args,
-    platform: &mut LinuxPlatform,
-    controller: &mut (dyn Controller + Send),
-    interval_ns: u64,
+    session: &mut Session,
     tasks: &[TaskPlan],
     workers_dir: &Path,
     socket: &Path,
     signals: &nix::sys::signalfd::SignalFd,
 ) -> Result<Outcome, String> {
-    let group_names: Vec<String> = platform.group_specs().map(|g| g.name.clone()).collect();
+    let group_names: Vec<String> = session.platform().group_specs().map(|g| g.name.clone()).collect();
     let this_exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
     let mut processes = Processes(Vec::new());
     for (i, t) in tasks.iter().enumerate() {
@@ -841,7 +829,7 @@ fn drive(
             .spawn()
             .map_err(|e| format!("task[{i}] {}: start {}: {e}", t.name, t.label()))?;
         let pid = child.id();
-        if let Err(e) = platform.add_process(t.group, pid) {
+        if let Err(e) = session.platform().add_process(t.group, pid) {
             let _ = child.kill();
             let _ = child.wait();
             return Err(format!("task[{i}] {}: {e}", t.name));
@@ -849,24 +837,19 @@ fn drive(
         let _ = child.stdin.take().map(|mut s| s.write_all(b"go\n"));
         processes.0.push(Running { task: i, child, exited_at_s: None });
     }
-    let mut control = ControlLoop::new(interval_ns);
-    let started = Instant::now();
-    let run_for = args.duration_s;
-    let mut sample = Duration::from_millis(args.sample_ms.max(1));
+    let run_for_ns = args.duration_s.as_nanos();
+    let mut sample_ns = args.sample_ms.max(1) * 1_000_000;
     // Exited tasks are looked for at the sampling period the run started with.
-    let exit_check_every = sample;
-    let mut next_sample = Duration::ZERO;
-    let mut next_exit_check = Duration::ZERO;
+    let exit_check_every_ns = sample_ns;
+    let mut next_sample_ns = 0;
+    let mut next_exit_check_ns = 0;
     let mut timeline = Vec::new();
     let all_exited = std::cell::Cell::new(false);
-    let result = control.run(
-        platform,
-        controller,
-        || started.elapsed() >= run_for || all_exited.get() || signalled(signals),
-        |p, _, _| {
-            let t = started.elapsed();
-            if t >= next_sample {
-                next_sample = t + sample;
+    let result = session.run(
+        |elapsed_ns| u128::from(elapsed_ns) >= run_for_ns || all_exited.get() || signalled(signals),
+        |p, _, _, t_ns| {
+            if t_ns >= next_sample_ns {
+                next_sample_ns = t_ns + sample_ns;
                 let groups: Vec<Value> = (0..p.group_specs().count())
                     .map(|g| {
                         // Fresh even where the controller does not read usage every tick.
@@ -875,37 +858,38 @@ fn drive(
                         json!({ "usage_bytes": usage, "max_bytes": knobs.max_bytes, "high_bytes": knobs.high_bytes })
                     })
                     .collect();
-                timeline.push(json!({ "t_ms": t.as_secs_f64() * 1e3, "groups": groups }));
+                timeline.push(json!({ "t_ms": t_ns as f64 / 1e6, "groups": groups }));
                 if timeline.len() >= MAX_TIMELINE_SAMPLES {
                     // A long run keeps every other sample and samples half as often from now on.
                     critmem_core::control::keep_every_other(&mut timeline);
-                    sample *= 2;
+                    sample_ns *= 2;
                 }
             }
             // On its own clock: a thinned timeline must not make a finished run wait.
-            if t >= next_exit_check {
-                next_exit_check = t + exit_check_every;
+            if t_ns >= next_exit_check_ns {
+                next_exit_check_ns = t_ns + exit_check_every_ns;
+                let t_s = t_ns as f64 / 1e9;
                 for r in processes.0.iter_mut().filter(|r| r.exited_at_s.is_none()) {
                     if let Ok(Some(status)) = r.child.try_wait() {
-                        r.exited_at_s = Some(t.as_secs_f64());
-                        tracing::warn!(task = %tasks[r.task].name, %status, at_s = t.as_secs_f64(), "task process exited before the end of the run");
+                        r.exited_at_s = Some(t_s);
+                        tracing::warn!(task = %tasks[r.task].name, %status, at_s = t_s, "task process exited before the end of the run");
                     }
                 }
                 all_exited.set(processes.0.iter().all(|r| r.exited_at_s.is_some()));
             }
         },
     );
-    let elapsed_s = started.elapsed().as_secs_f64();
+    let platform = session.platform_mut();
     // The report's stall totals are fresh for every group, not only the ones the controller read.
     platform.set_stall_inputs(|_| StallInputs::ALL);
     platform.set_usage_inputs(|_| true);
     let final_obs = platform.observe();
     let mut summaries = vec![json!({}); tasks.len()];
-    for (i, summary) in stop_tasks(platform, tasks, std::mem::take(&mut processes.0)) {
+    let clock = session.clock().clone();
+    for (i, summary) in stop_tasks(session.platform_mut(), clock.as_ref(), tasks, std::mem::take(&mut processes.0)) {
         summaries[i] = summary;
     }
     result.map_err(|e| e.to_string())?;
     let final_stall = final_obs.map_err(|e| e.to_string())?.groups.iter().map(|g| g.stall).collect();
-    let cost = control.stats.summary();
-    Ok((summaries, (cost.ticks, cost.mean_ns, cost.p99_ns), timeline, final_stall, elapsed_s))
+    Ok((summaries, timeline, final_stall))
 }

@@ -6,7 +6,7 @@
 
 use clap::Parser;
 use critmem_linux::agent::shutdown_signals;
-use critmem_linux::platform::monotonic_ns;
+use critmem_linux::clock::monotonic_ns;
 use critmem_linux::protocol::JobOp;
 use critmem_linux::workload::{busy_ns, signalled, wait_signal, JobClient, Pattern, Region, Walker, PAGE_BYTES};
 use std::time::Duration;

@@ -10,6 +10,7 @@
 //! stalls the loop. In dry-run mode writes are logged, never made.
 
 use crate::cgroup::{knob_change, CgroupBackend, Change, CombinedLimit, GroupPath, Knob, PsiResource};
+use crate::clock::SharedClock;
 use crate::error::{Error, Result};
 use crate::journal::{Journal, RestoreReport};
 use crate::protocol::{JobOp, JobServer};
@@ -66,12 +67,6 @@ const KNOB_REFRESH_TICKS: u32 = 20;
 /// cgroup v2: while a hard limit below usage is applied as `memory.high`, `memory.max` stays
 /// this far above usage (room for the kernel to throttle before any hard limit is hit).
 const V2_HIGH_FIRST_HEADROOM_BYTES: u64 = 16 << 20;
-
-/// CLOCK_MONOTONIC in nanoseconds: the clock the job protocol's `deadline_ns`/`at_ns` use.
-pub fn monotonic_ns() -> u64 {
-    let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC is always available");
-    ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64
-}
 
 /// A workload group as configured.
 #[derive(Clone, Debug)]
@@ -180,6 +175,8 @@ pub struct PlatformOptions {
     pub job_server: Option<JobServer>,
     /// `/proc` (or a fake tree): swap accounting for the v2 unreclaimable clamp.
     pub proc_root: PathBuf,
+    /// The time observations carry and OOM holds run on.
+    pub clock: SharedClock,
 }
 
 /// The Linux [`Platform`]; see the module documentation.
@@ -192,6 +189,7 @@ pub struct LinuxPlatform {
     writer: KnobWriter,
     server: Option<JobServer>,
     proc_root: PathBuf,
+    clock: SharedClock,
     stats: PlatformStats,
     /// Time of the last observation.
     now_ns: u64,
@@ -260,6 +258,7 @@ impl LinuxPlatform {
             writer: KnobWriter::new(crate::writer::DEFAULT_WORKERS, crate::writer::DEFAULT_CAPACITY),
             server: options.job_server,
             proc_root: options.proc_root,
+            clock: options.clock,
             stats,
             now_ns: 0,
             recovered,
@@ -347,7 +346,15 @@ impl LinuxPlatform {
     pub fn arm_triggers(&self, stall_us: u64, window_us: u64) -> Result<Vec<PsiTrigger>> {
         self.groups
             .iter()
-            .map(|g| PsiTrigger::new(&self.backend.pressure_file(&g.spec.path, PsiResource::Memory), StallKind::Some, stall_us, window_us))
+            .map(|g| {
+                PsiTrigger::new(
+                    &self.backend.pressure_file(&g.spec.path, PsiResource::Memory),
+                    StallKind::Some,
+                    stall_us,
+                    window_us,
+                    &self.proc_root,
+                )
+            })
             .collect()
     }
 
@@ -479,7 +486,7 @@ impl Platform for LinuxPlatform {
     fn observe(&mut self) -> Result<Observation> {
         self.collect_writes();
         self.take_oom_notifications();
-        let now_ns = monotonic_ns();
+        let now_ns = self.clock.now_ns();
         self.now_ns = now_ns;
         let mut observed = Vec::with_capacity(self.groups.len());
         for g in &mut self.groups {

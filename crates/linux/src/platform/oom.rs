@@ -58,7 +58,7 @@ impl LinuxPlatform {
             return 0;
         }
         self.collect_writes();
-        self.now_ns = monotonic_ns();
+        self.now_ns = self.clock.now_ns();
         let mut raised = 0;
         for id in 0..self.groups.len() {
             let path = &self.groups[id].spec.path;

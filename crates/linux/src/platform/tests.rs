@@ -2,10 +2,17 @@ use super::files::{parse_knob, parse_u64};
 use super::*;
 use crate::cgroup::fake::{populate, v2_root, V2_FILES};
 use crate::cgroup::V2Backend;
+use crate::clock::FakeClock;
 use proptest::prelude::*;
-use std::time::Instant;
 
 const MIB: u64 = 1 << 20;
+/// Where the platforms' fake clocks start.
+const START_NS: u64 = 1_000_000_000;
+
+/// Lets `ns` of the platform's (fake) clock pass.
+fn pass_time(platform: &LinuxPlatform, ns: u64) {
+    platform.clock.sleep_until_ns(platform.clock.now_ns() + ns);
+}
 
 fn specs() -> Vec<GroupSpec> {
     vec![
@@ -37,6 +44,7 @@ fn fake(dir: &Path) -> PlatformOptions {
         journal_path: Some(dir.join("journal.jsonl")),
         job_server: None,
         proc_root: dir.join("proc"),
+        clock: FakeClock::new(START_NS),
     }
 }
 
@@ -403,20 +411,20 @@ fn a_task_left_waiting_far_below_a_raised_limit_is_woken_by_a_one_page_raise() {
     set(101, true, true);
     platform.observe().unwrap();
     assert_eq!((limit(), platform.stats().oom_wakeups), (125 * MIB, 0));
-    std::thread::sleep(Duration::from_nanos(OOM_WAKE_RETRY_NS + 10_000_000));
+    pass_time(&platform, OOM_WAKE_RETRY_NS + 10_000_000);
     let obs = platform.observe().unwrap();
     assert_eq!((limit(), platform.stats().oom_wakeups), (125 * MIB + PAGE_BYTES, 1), "woken by a one-page raise");
     assert_eq!(obs.groups[0].knobs.max_bytes, Some(125 * MIB + PAGE_BYTES));
     platform.observe().unwrap();
     assert_eq!(platform.stats().oom_wakeups, 1, "not again at once");
-    std::thread::sleep(Duration::from_nanos(OOM_WAKE_RETRY_NS + 10_000_000));
+    pass_time(&platform, OOM_WAKE_RETRY_NS + 10_000_000);
     platform.observe().unwrap();
     assert_eq!((limit(), platform.stats().oom_wakeups), (125 * MIB + 2 * PAGE_BYTES, 2), "and again while it waits");
 
     // Nobody waits any more: no more raises.
     set(101, false, true);
     platform.observe().unwrap();
-    std::thread::sleep(Duration::from_nanos(OOM_WAKE_RETRY_NS + 10_000_000));
+    pass_time(&platform, OOM_WAKE_RETRY_NS + 10_000_000);
     platform.observe().unwrap();
     assert_eq!((limit(), platform.stats().oom_wakeups), (125 * MIB + 2 * PAGE_BYTES, 2));
     // With the OOM killer on, a task does not sleep at the limit: nothing to wake.
@@ -449,7 +457,7 @@ fn a_task_notified_waiting_after_a_raise_is_woken_at_once_but_not_above_the_memo
 
     // With the memory limit at the memory+swap limit a raise would be refused: left alone.
     std::fs::write(batch.join("memory.memsw.limit_in_bytes"), (200 * MIB + PAGE_BYTES).to_string()).unwrap();
-    std::thread::sleep(Duration::from_nanos(OOM_WAKE_RETRY_NS + 10_000_000));
+    pass_time(&platform, OOM_WAKE_RETRY_NS + 10_000_000);
     platform.observe().unwrap();
     assert_eq!((limit(), platform.stats().oom_wakeups), (200 * MIB + PAGE_BYTES, 1));
     let report = platform.restore(Duration::from_secs(5)).unwrap();
@@ -502,22 +510,27 @@ fn the_conformance_body_passes_on_a_fake_tree() {
 }
 
 #[test]
-fn the_loop_ticks_at_its_interval_and_measures_cost() {
+fn the_loop_ticks_the_platform_one_interval_apart_on_its_clock() {
     let dir = tempfile::tempdir().unwrap();
     let options = fake(dir.path());
+    let clock = options.clock.clone();
     let mut platform = open(dir.path(), options);
     let mut controller = critmem_policy::make_controller("greedy", serde_json::json!({})).unwrap();
-    let mut control = ControlLoop::new(2_000_000);
-    // Counted in ticks, not wall time, so a slow machine cannot fail it.
-    let ticks = std::cell::Cell::new(0u64);
-    let started = Instant::now();
-    control.run(&mut platform, controller.as_mut(), || ticks.get() == 20, |_, _, _| ticks.set(ticks.get() + 1)).unwrap();
-    let took = started.elapsed();
-    let summary = control.stats.summary();
-    assert_eq!(summary.ticks, 20, "{summary:?}");
-    // Each tick starts an interval after the one before, or later: never a burst.
-    assert!(took >= 19 * control.interval, "20 ticks in {took:?}");
-    assert!(summary.max_ns >= summary.p50_ns && summary.p50_ns > 0);
+    let mut control = ControlLoop::new(2_000_000, clock.clone());
+    let seen_ns = std::cell::RefCell::new(Vec::new());
+    control
+        .run(
+            &mut platform,
+            controller.as_mut(),
+            || seen_ns.borrow().len() == 20,
+            |p, _, _| seen_ns.borrow_mut().push(p.observe().unwrap().now_ns),
+        )
+        .unwrap();
+    let seen_ns = seen_ns.into_inner();
+    assert_eq!(control.stats.summary().ticks, 20);
+    // Each tick starts an interval after the one before: never a burst, never a gap.
+    assert!(seen_ns.windows(2).all(|w| w[1] - w[0] == 2_000_000), "{seen_ns:?}");
+    assert_eq!(clock.now_ns(), START_NS + 20 * 2_000_000);
     platform.restore(Duration::from_secs(5)).unwrap();
 }
 

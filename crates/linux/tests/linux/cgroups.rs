@@ -28,7 +28,7 @@ fn a_process_in_a_real_group_is_limited_observed_and_its_usage_rises() {
     let pid = helper.pid();
     assert_eq!(machine.backend.pids(&group).unwrap(), vec![pid]);
     let proc_lines = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
-    let own = ProcFs::new("/proc".into()).cgroup_of(pid, &Hierarchy::for_layout(&machine.layout)).unwrap();
+    let own = ProcFs::new(PROC_ROOT.into()).cgroup_of(pid, &Hierarchy::for_layout(&machine.layout)).unwrap();
     assert_eq!(own.as_deref(), Some(group.to_string().as_str()), "{proc_lines}");
     if matches!(machine.layout, Layout::Hybrid { .. }) {
         assert!(proc_lines.lines().any(|l| l == format!("0::{group}")), "also in the unified group for PSI: {proc_lines}");

@@ -76,7 +76,8 @@ fn run_acceptance(machine: &Machine, dir: &Path, controller_name: &str) -> Accep
         dry_run: false,
         journal_path: Some(dir.join(format!("journal-{controller_name}.jsonl"))),
         job_server: Some(server),
-        proc_root: "/proc".into(),
+        proc_root: PROC_ROOT.into(),
+        clock: MonotonicClock::shared(),
     };
     let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
     let platform = guard.get();
@@ -91,7 +92,7 @@ fn run_acceptance(machine: &Machine, dir: &Path, controller_name: &str) -> Accep
         &["--wss-mib", "160", "--pattern", "random", "--report-ms", "10000"],
     );
     let mut controller = make_controller(controller_name, serde_json::json!({})).unwrap();
-    let mut control = ControlLoop::new(controller.interval_ns());
+    let mut control = ControlLoop::new(controller.interval_ns(), MonotonicClock::shared());
     let started = Instant::now();
     let (mut srt_limits, mut nrt_limits) = (Vec::new(), Vec::new());
     control
@@ -158,7 +159,7 @@ fn sara_keeps_soft_real_time_deadlines_and_gives_non_real_time_more_than_greedy(
     let Some(machine) = machine(test) else { return };
     let _swap_changes = SWAP_SENSITIVE.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
-    let swap = SwapManager::new(dir.path().join("swap.json"), PathBuf::from("/proc"));
+    let swap = SwapManager::new(dir.path().join("swap.json"), PathBuf::from(PROC_ROOT));
     let others_before = swap.active().unwrap();
     let swap_guard = SwapGuard(swap.clone());
     match swap.setup(&dir.path().join("critmem-acceptance.swap"), 512 * MIB) {
@@ -206,14 +207,15 @@ fn the_platform_conformance_body_passes_on_real_cgroups() {
         dry_run: false,
         journal_path: Some(dir.path().join("journal.jsonl")),
         job_server: None,
-        proc_root: "/proc".into(),
+        proc_root: PROC_ROOT.into(),
+        clock: MonotonicClock::shared(),
     };
     let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
     let result = critmem_linux::conformance::check_platform(guard.get(), |p| assert!(p.wait_writes(Duration::from_secs(10))));
     // The body shared with the simulator (crates/core/tests/conformance.rs), as a controller
     // in the real control loop.
     let (mut probe, probe_report) = critmem_policy::ConformanceProbe::new(5_000_000);
-    let mut control = ControlLoop::new(5_000_000);
+    let mut control = ControlLoop::new(5_000_000, MonotonicClock::shared());
     let started = Instant::now();
     let mut probe_run = Ok(());
     if result.is_ok() {

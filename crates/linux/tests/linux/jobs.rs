@@ -79,7 +79,8 @@ fn a_job_the_controller_drops_is_abandoned_by_the_soft_real_time_worker() {
         dry_run: false,
         journal_path: Some(dir.path().join("journal.jsonl")),
         job_server: Some(server),
-        proc_root: "/proc".into(),
+        proc_root: PROC_ROOT.into(),
+        clock: MonotonicClock::shared(),
     };
     let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
     let platform = guard.get();
@@ -93,7 +94,7 @@ fn a_job_the_controller_drops_is_abandoned_by_the_soft_real_time_worker() {
     );
     let reported = std::sync::Arc::new(Mutex::new(Vec::new()));
     let mut controller = DropOddJobs { reported_drops: reported.clone() };
-    let mut control = ControlLoop::new(5_000_000);
+    let mut control = ControlLoop::new(5_000_000, MonotonicClock::shared());
     let started = Instant::now();
     control.run(platform, &mut controller, || started.elapsed() >= Duration::from_secs(4), |_, _, _| {}).unwrap();
     let (counts, stats) = (platform.job_counts(0).clone(), platform.stats().clone());

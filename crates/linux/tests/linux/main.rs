@@ -6,6 +6,7 @@
 //! not create.
 
 use critmem_linux::cgroup::{open_backend, CgroupBackend, Change, GroupPath, Knob, PsiResource};
+use critmem_linux::clock::MonotonicClock;
 use critmem_linux::journal::Journal;
 use critmem_linux::layout::{detect_layout_in, Layout};
 use critmem_linux::procfs::{Hierarchy, ProcFs};
@@ -13,7 +14,7 @@ use critmem_linux::protocol::{JobOp, JobServer, JobServerConfig, ReportingGroup}
 use critmem_linux::psi::{has_cap_sys_resource, read_pressure, PsiTrigger, StallKind, TriggerEvent, UNPRIVILEGED_WINDOW_STEP_US};
 use critmem_linux::swap::{read_swap_header, SwapManager, SWAP_LABEL};
 use critmem_linux::writer::{KnobWriter, Submitted};
-use critmem_linux::{Error, FileWrite};
+use critmem_linux::{Error, FileWrite, PROC_ROOT};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -53,7 +54,7 @@ fn bind_job_server(machine: &Machine, socket: &std::path::Path, groups: Vec<Repo
         socket_gid: None,
         groups,
         hierarchy: Hierarchy::for_layout(&machine.layout),
-        proc: ProcFs::new("/proc".into()),
+        proc: ProcFs::new(PROC_ROOT.into()),
         max_connections: 8,
     })
     .unwrap()
@@ -64,7 +65,7 @@ fn machine(test: &str) -> Option<Machine> {
         skip(test, "not root (cgroup and swap changes need root)");
         return None;
     }
-    let layout = match detect_layout_in(Path::new("/proc")) {
+    let layout = match detect_layout_in(Path::new(PROC_ROOT)) {
         Ok(layout) => layout,
         Err(e) => {
             skip(test, &format!("no usable cgroup layout: {e}"));

@@ -70,7 +70,8 @@ fn squeezed_worker_survives(machine: &Machine, working_set: &str, asked_limit_by
         dry_run: false,
         journal_path: Some(dir.path().join("journal.jsonl")),
         job_server: None,
-        proc_root: "/proc".into(),
+        proc_root: PROC_ROOT.into(),
+        clock: MonotonicClock::shared(),
     };
     let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
     let platform = guard.get();
@@ -91,7 +92,7 @@ fn squeezed_worker_survives(machine: &Machine, working_set: &str, asked_limit_by
         let _ = stdout.read_line(&mut line);
         let _ = tx.send(line);
     });
-    let mut control = ControlLoop::new(5_000_000);
+    let mut control = ControlLoop::new(5_000_000, MonotonicClock::shared());
     let started = Instant::now();
     let mut said = None;
     control
@@ -175,7 +176,8 @@ fn a_v1_group_out_of_memory_at_its_own_memory_and_swap_limit_is_left_to_the_kern
         dry_run: false,
         journal_path: Some(dir.path().join("journal.jsonl")),
         job_server: None,
-        proc_root: "/proc".into(),
+        proc_root: PROC_ROOT.into(),
+        clock: MonotonicClock::shared(),
     };
     let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
     assert!(oom_state(&machine, &bare.group).kill_disabled, "the platform switched the OOM killer off");

@@ -8,14 +8,14 @@ fn psi_trigger_times_out_quietly_and_reports_a_removed_group() {
     let guard = GroupGuard::create(&machine);
     let pressure = machine.backend.pressure_file(&guard.group, PsiResource::Memory);
     // Sub-2 s windows need CAP_SYS_RESOURCE, which root in a container may lack.
-    let window_us = if has_cap_sys_resource(Path::new("/proc")) {
+    let window_us = if has_cap_sys_resource(Path::new(PROC_ROOT)) {
         1_000_000
     } else {
-        let err = PsiTrigger::new(&pressure, StallKind::Some, 100_000, 1_000_000).unwrap_err();
+        let err = PsiTrigger::new(&pressure, StallKind::Some, 100_000, 1_000_000, Path::new(PROC_ROOT)).unwrap_err();
         assert!(err.to_string().contains("multiple of 2 s"), "{err}");
         UNPRIVILEGED_WINDOW_STEP_US
     };
-    let trigger = PsiTrigger::new(&pressure, StallKind::Some, 100_000, window_us).unwrap();
+    let trigger = PsiTrigger::new(&pressure, StallKind::Some, 100_000, window_us, Path::new(PROC_ROOT)).unwrap();
     assert_eq!(trigger.wait(Duration::from_millis(20)).unwrap(), TriggerEvent::Timeout);
     machine.backend.remove(&guard.group).unwrap();
     let started = Instant::now();
@@ -40,8 +40,15 @@ fn reclaim_under_the_memory_limit_shows_as_pressure_and_fires_a_trigger() {
     let mut guard = GroupGuard::create(&machine);
     let group = guard.group.clone();
     machine.backend.set_knob(&group, Knob::Max, Some(32 * MIB)).unwrap();
-    let window_us = if has_cap_sys_resource(Path::new("/proc")) { 1_000_000 } else { UNPRIVILEGED_WINDOW_STEP_US };
-    let trigger = PsiTrigger::new(&machine.backend.pressure_file(&group, PsiResource::Memory), StallKind::Some, 10_000, window_us).unwrap();
+    let window_us = if has_cap_sys_resource(Path::new(PROC_ROOT)) { 1_000_000 } else { UNPRIVILEGED_WINDOW_STEP_US };
+    let trigger = PsiTrigger::new(
+        &machine.backend.pressure_file(&group, PsiResource::Memory),
+        StallKind::Some,
+        10_000,
+        window_us,
+        Path::new(PROC_ROOT),
+    )
+    .unwrap();
     let before = machine.backend.stall_totals(&group).unwrap();
     let stat_before = machine.backend.memory_stat(&group).unwrap();
 

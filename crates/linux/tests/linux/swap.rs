@@ -11,7 +11,7 @@ fn a_swapfile_of_our_own_is_set_up_and_torn_down_leaving_other_swap_alone() {
     }
     let _exclusive = SWAP_SENSITIVE.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
-    let manager = SwapManager::new(dir.path().join("state/swap.json"), PathBuf::from("/proc"));
+    let manager = SwapManager::new(dir.path().join("state/swap.json"), PathBuf::from(PROC_ROOT));
     let others_before = manager.active().unwrap();
     let path = dir.path().join("critmem.swap");
     let guard = SwapGuard(manager.clone());
