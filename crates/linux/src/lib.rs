@@ -14,7 +14,6 @@
 //!   client (Python: `critmem.jobclient`, C: `include/critmem_job.h`).
 //! - [`platform`]: [`LinuxPlatform`] (the controllers' [`critmem_policy::Platform`]); [`control_loop`]: the
 //!   [`ControlLoop`] that ticks a controller on it.
-//! - [`conformance`]: the platform contract, as a body any platform can run.
 //! - [`clock`]: the [`clock::Clock`] the loop and the platform run on (CLOCK_MONOTONIC, or a
 //!   fake one in tests).
 //! - [`metrics`]: Prometheus text-format metrics.
@@ -28,7 +27,6 @@ pub mod agent;
 pub mod cgroup;
 pub mod client;
 pub mod clock;
-pub mod conformance;
 pub mod control_loop;
 mod durable;
 pub mod error;

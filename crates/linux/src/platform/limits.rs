@@ -4,13 +4,15 @@
 use super::*;
 
 impl LinuxPlatform {
-    /// The limit actually written for a request: page-aligned, at least the floor and, for a
-    /// v2 hard limit below usage, at least what the group cannot give back.
+    /// The limit actually written for a request, as [`Platform::apply`]'s contract says: the
+    /// request rounded down to whole pages, at least the floor (itself whole pages), and, where
+    /// the request would harm the group, higher (an OOM hold; for a v2 hard limit below usage,
+    /// what the group cannot give back) or lower (a v1 memory+swap limit).
     pub(super) fn clamp_limit(&mut self, group: GroupId, knob: Knob, bytes: u64) -> Result<u64> {
         let g = &self.groups[group];
-        let mut bytes = page_align_up(bytes);
+        let mut bytes = page_align_down(bytes);
         if bytes < g.spec.floor_bytes {
-            bytes = page_align_up(g.spec.floor_bytes);
+            bytes = g.spec.floor_bytes;
             self.stats.clamped_to_floor += 1;
         }
         // Backing off after an OOM rescue: no lower limit until the hold ends.
@@ -93,7 +95,9 @@ impl LinuxPlatform {
         };
         let bytes = match bytes {
             Some(b) if matches!(knob, Knob::Max | Knob::High) => Some(self.clamp_limit(group, knob, b)?),
-            other => other,
+            // Protections are whole pages too, never more than asked; 0 is no protection.
+            Some(b) => Some(page_align_down(b)).filter(|&b| b > 0),
+            None => None,
         };
         let current = match knob {
             Knob::Max => self.groups[group].knobs.max_bytes,

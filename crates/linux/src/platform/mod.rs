@@ -409,7 +409,9 @@ fn open_groups(
     mut journal: Option<&mut Journal>,
 ) -> Result<(Vec<Managed>, PlatformStats)> {
     let mut groups = Vec::with_capacity(specs.len());
-    for spec in specs {
+    for mut spec in specs {
+        // Limits are whole pages, so the floor is too (rounded up: a limit never goes below it).
+        spec.floor_bytes = page_align_up(spec.floor_bytes);
         if !backend.exists(&spec.path) {
             if !spec.create {
                 return Err(Error::Config {

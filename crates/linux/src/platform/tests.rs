@@ -63,27 +63,43 @@ fn settle(platform: &LinuxPlatform) {
 }
 
 #[test]
-fn limits_are_clamped_to_floors_journaled_and_restored() {
+fn limits_are_rounded_down_to_pages_clamped_to_floors_journaled_and_restored() {
     let dir = tempfile::tempdir().unwrap();
     let options = fake(dir.path());
     let mut platform = open(dir.path(), options);
     platform.observe().unwrap();
-    let applied =
-        platform.apply(&[Action::SetMax { group: 0, bytes: Some(MIB) }, Action::SetMax { group: 1, bytes: Some(100 * MIB + 1) }]).unwrap();
-    assert_eq!(
-        applied,
-        vec![Action::SetMax { group: 0, bytes: Some(64 * MIB) }, Action::SetMax { group: 1, bytes: Some(100 * MIB + 4096) }]
-    );
+    let applied = platform
+        .apply(&[Action::SetMax { group: 0, bytes: Some(MIB) }, Action::SetMax { group: 1, bytes: Some(100 * MIB + 4095) }])
+        .unwrap();
+    // Never above the request (whole pages, rounded down), never below the floor.
+    assert_eq!(applied, vec![Action::SetMax { group: 0, bytes: Some(64 * MIB) }, Action::SetMax { group: 1, bytes: Some(100 * MIB) }]);
     settle(&platform);
-    assert_eq!(std::fs::read_to_string(dir.path().join("cg/batch/memory.max")).unwrap(), (100 * MIB + 4096).to_string());
+    assert_eq!(std::fs::read_to_string(dir.path().join("cg/batch/memory.max")).unwrap(), (100 * MIB).to_string());
     let obs = platform.observe().unwrap();
-    assert_eq!(obs.groups[1].knobs.max_bytes, Some(100 * MIB + 4096));
+    assert_eq!(obs.groups[1].knobs.max_bytes, Some(100 * MIB));
     assert_eq!(platform.stats().clamped_to_floor, 1);
     // The same value again is not rewritten.
-    assert!(platform.apply(&[Action::SetMax { group: 1, bytes: Some(100 * MIB + 4096) }]).unwrap().is_empty());
+    assert!(platform.apply(&[Action::SetMax { group: 1, bytes: Some(100 * MIB + 1) }]).unwrap().is_empty());
+    // Protections round down as well; less than a page is none.
+    let applied = platform.apply(&[Action::SetMin { group: 1, bytes: Some(MIB + 10) }, Action::SetLow { group: 1, bytes: Some(4095) }]);
+    assert_eq!(applied.unwrap(), vec![Action::SetMin { group: 1, bytes: Some(MIB) }]);
     let report = platform.restore(Duration::from_secs(5)).unwrap();
     assert_eq!(std::fs::read_to_string(dir.path().join("cg/batch/memory.max")).unwrap(), "max");
     assert!(!dir.path().join("cg/crit-rt").exists(), "created groups are removed: {report:?}");
+}
+
+#[test]
+fn a_floor_of_part_of_a_page_is_observed_and_applied_as_whole_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = fake(dir.path());
+    let mut specs = specs();
+    specs[1].floor_bytes = 16 * MIB + 1;
+    let mut platform = LinuxPlatform::open(Box::new(V2Backend::new(dir.path().join("cg"))), specs, options).unwrap();
+    populate(&dir.path().join("cg/crit-rt"), V2_FILES);
+    assert_eq!(platform.observe().unwrap().groups[1].floor_bytes, 16 * MIB + 4096);
+    let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(16 * MIB) }]).unwrap();
+    assert_eq!(applied, vec![Action::SetMax { group: 1, bytes: Some(16 * MIB + 4096) }]);
+    platform.restore(Duration::from_secs(5)).unwrap();
 }
 
 /// Found by the audit: a group missing part-way through left the groups created before it,
@@ -505,7 +521,7 @@ fn the_conformance_body_passes_on_a_fake_tree() {
     let dir = tempfile::tempdir().unwrap();
     let options = fake(dir.path());
     let mut platform = open(dir.path(), options);
-    crate::conformance::check_platform(&mut platform, |p| settle(p)).unwrap();
+    critmem_policy::check_platform(&mut platform, |p| settle(p)).unwrap();
     platform.restore(Duration::from_secs(5)).unwrap();
 }
 

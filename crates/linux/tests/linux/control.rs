@@ -211,7 +211,7 @@ fn the_platform_conformance_body_passes_on_real_cgroups() {
         clock: MonotonicClock::shared(),
     };
     let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
-    let result = critmem_linux::conformance::check_platform(guard.get(), |p| assert!(p.wait_writes(Duration::from_secs(10))));
+    let result = critmem_policy::check_platform(guard.get(), |p| assert!(p.wait_writes(Duration::from_secs(10))));
     // The body shared with the simulator (crates/core/tests/conformance.rs), as a controller
     // in the real control loop.
     let (mut probe, probe_report) = critmem_policy::ConformanceProbe::new(5_000_000);
