@@ -43,7 +43,8 @@ pub mod workload;
 pub mod writer;
 
 pub use cgroup::{
-    knob_change, open_backend, CgroupBackend, Change, FileWrite, GroupPath, HybridBackend, Knob, MemoryStat, PsiResource, V2Backend,
+    knob_change, open_backend, Capabilities, CgroupBackend, Change, FileWrite, GroupPath, HybridBackend, Knob, LimitBelowUsage, MemoryStat,
+    PsiResource, V2Backend,
 };
 pub use error::{Error, Result};
 pub use journal::{Journal, RestoreReport};

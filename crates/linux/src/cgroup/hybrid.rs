@@ -58,8 +58,8 @@ impl CgroupBackend for HybridBackend {
         "hybrid (v1 memory + v2 PSI)"
     }
 
-    fn supports(&self, knob: Knob) -> bool {
-        knob == Knob::Max
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { throttle_limit: false, protection: false, proactive_reclaim: false, limit_below_usage: LimitBelowUsage::Refused }
     }
 
     fn group_dirs(&self, group: &GroupPath) -> Vec<PathBuf> {

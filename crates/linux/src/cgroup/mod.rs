@@ -19,6 +19,10 @@
 //! | min, low | `memory.min`, `memory.low` | unsupported: v1 has no reclaim protection |
 //! | reclaim | `memory.reclaim` | unsupported |
 //!
+//! A backend says what it can do through [`CgroupBackend::capabilities`] ([`Capabilities`]):
+//! which knobs take effect, proactive reclaim, and what a hard limit below unreclaimable usage
+//! does ([`LimitBelowUsage`]); the platform asks that, never which backend it has.
+//!
 //! On the hybrid backend, reading an unsupported knob yields `None` (the group truly has no
 //! such limit or protection), writing `None` to it is a no-op, and writing a value is
 //! [`Error::Unsupported`]: the platform decides whether to map the request elsewhere.
@@ -305,12 +309,45 @@ pub struct CombinedLimit {
     pub usage_bytes: u64,
 }
 
+/// What the kernel does with a hard limit written below the memory a group cannot give back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LimitBelowUsage {
+    /// The write fails (v1: EBUSY) and the old limit stays.
+    Refused,
+    /// The write succeeds and the kernel OOM-kills in the group (v2 `memory.max`).
+    OomKills,
+}
+
+/// What a backend can do, asked for explicitly rather than inferred from which knobs it has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+    /// A throttling limit (v2 `memory.high`) that reclaims above it and never kills.
+    pub throttle_limit: bool,
+    /// Reclaim protection (v2 `memory.min`, `memory.low`).
+    pub protection: bool,
+    /// Reclaim on request (v2 `memory.reclaim`).
+    pub proactive_reclaim: bool,
+    /// What lowering a hard limit below unreclaimable usage does.
+    pub limit_below_usage: LimitBelowUsage,
+}
+
+impl Capabilities {
+    /// Whether writes of `knob` take effect (every backend has a hard limit).
+    pub fn has(&self, knob: Knob) -> bool {
+        match knob {
+            Knob::Max => true,
+            Knob::High => self.throttle_limit,
+            Knob::Min | Knob::Low => self.protection,
+        }
+    }
+}
+
 /// The operations the platform needs from cgroupfs.
 pub trait CgroupBackend: fmt::Debug + Send + Sync {
     /// "cgroup v2" or "hybrid (v1 memory + v2 PSI)".
     fn name(&self) -> &'static str;
-    /// Whether writes of `knob` can take effect on this backend.
-    fn supports(&self, knob: Knob) -> bool;
+    /// What this backend can do.
+    fn capabilities(&self) -> Capabilities;
     /// The directories that make up `group` (the memory directory first).
     fn group_dirs(&self, group: &GroupPath) -> Vec<PathBuf>;
     /// The changes that create `group` and any missing ancestors (empty if it exists).
@@ -457,7 +494,7 @@ fn move_pid_into(group: &GroupPath, dir: &Path, pid: u32) -> Result<()> {
         Error::WriteRejected { source, .. } if source.raw_os_error() == Some(nix::libc::ESRCH) => {
             Error::Io { op: "move pid (it has exited) into", path: procs.clone(), source }
         }
-        Error::Io { op: "open", path, source } if source.kind() == std::io::ErrorKind::NotFound => {
+        Error::Io { path, source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
             Error::GroupVanished { group: group.to_string(), path }
         }
         other => other,

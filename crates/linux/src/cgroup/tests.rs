@@ -135,7 +135,7 @@ fn hybrid_rejects_high_min_low_values_but_clearing_them_is_a_no_op() {
     let g = group("g");
     create(&backend, &g, hybrid_files);
     for knob in [Knob::High, Knob::Min, Knob::Low] {
-        assert!(!backend.supports(knob));
+        assert!(!backend.capabilities().has(knob));
         let err = backend.set_knob(&g, knob, Some(4096)).unwrap_err();
         assert!(err.to_string().contains("not available on the hybrid"), "{err}");
         assert_eq!(backend.plan_knob(&g, knob, None).unwrap(), None);

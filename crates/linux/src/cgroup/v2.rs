@@ -29,8 +29,8 @@ impl CgroupBackend for V2Backend {
         "cgroup v2"
     }
 
-    fn supports(&self, _knob: Knob) -> bool {
-        true
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { throttle_limit: true, protection: true, proactive_reclaim: true, limit_below_usage: LimitBelowUsage::OomKills }
     }
 
     fn group_dirs(&self, group: &GroupPath) -> Vec<PathBuf> {

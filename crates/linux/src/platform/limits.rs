@@ -20,8 +20,9 @@ impl LinuxPlatform {
             bytes = g.oom.hold_bytes;
             self.stats.clamped_to_oom_hold += 1;
         }
-        // v1 refuses such a write with EBUSY on its own; v2 would OOM-kill instead.
-        if knob == Knob::Max && self.backend.supports(Knob::Min) && bytes < g.usage_bytes {
+        // Where the kernel refuses such a write (v1: EBUSY) it needs no guard; v2 would OOM-kill.
+        let kills = self.backend.capabilities().limit_below_usage == LimitBelowUsage::OomKills;
+        if knob == Knob::Max && kills && bytes < g.usage_bytes {
             let stat = self.backend.memory_stat(&g.spec.path)?;
             let swap_free = swap_free_bytes(&self.proc_root);
             let unevictable = stat.fields.get("unevictable").copied().unwrap_or(0);
@@ -82,9 +83,10 @@ impl LinuxPlatform {
     pub(super) fn apply_knob(&mut self, group: GroupId, knob: Knob, bytes: Option<u64>) -> Result<Option<Action>> {
         // v1 has no throttling limit: a `high` request becomes the hard limit (reclaim, and
         // EBUSY rather than OOM if it cannot be met); v1 has no protections at all.
+        let capabilities = self.backend.capabilities();
         let knob = match knob {
-            Knob::High if !self.backend.supports(Knob::High) => Knob::Max,
-            Knob::Min | Knob::Low if !self.backend.supports(knob) => {
+            Knob::High if !capabilities.has(Knob::High) => Knob::Max,
+            Knob::Min | Knob::Low if !capabilities.has(knob) => {
                 if bytes.is_some() {
                     self.stats.unsupported += 1;
                     tracing::debug!(group = %self.groups[group].spec.name, knob = knob.name(), "protection requested on a backend without it; ignored");

@@ -9,7 +9,7 @@
 //! of each file, and hands writes to the [`KnobWriter`] so a write stuck in reclaim never
 //! stalls the loop. In dry-run mode writes are logged, never made.
 
-use crate::cgroup::{knob_change, CgroupBackend, Change, CombinedLimit, GroupPath, Knob, PsiResource};
+use crate::cgroup::{knob_change, CgroupBackend, Change, CombinedLimit, GroupPath, Knob, LimitBelowUsage, PsiResource};
 use crate::clock::SharedClock;
 use crate::error::{Error, Result};
 use crate::journal::{Journal, RestoreReport};
@@ -580,7 +580,7 @@ impl Platform for LinuxPlatform {
                 tracing::warn!(group, "controller named a group that does not exist; ignored");
                 continue;
             }
-            let result = if knob == Knob::Max && self.backend.supports(Knob::High) {
+            let result = if knob == Knob::Max && self.backend.capabilities().throttle_limit {
                 self.apply_v2_max(group, bytes, &mut applied)
             } else {
                 self.apply_knob(group, knob, bytes).map(|a| applied.extend(a))
@@ -588,7 +588,7 @@ impl Platform for LinuxPlatform {
             match result {
                 Ok(()) => {}
                 Err(e @ Error::GroupVanished { .. }) => return Err(e),
-                Err(e @ (Error::Journal { .. } | Error::Io { op: "append to journal", .. })) => return Err(e),
+                Err(e @ (Error::Journal { .. } | Error::JournalWrite { .. })) => return Err(e),
                 Err(e) => {
                     self.stats.writes_failed += 1;
                     tracing::warn!(group = %self.groups[group].spec.name, error = %e, "cannot apply");

@@ -334,7 +334,7 @@ pub(super) fn guard_against_oom_kills(
             }
             Ok(())
         }
-        Err(e @ (Error::Journal { .. } | Error::Io { op: "append to journal", .. })) => Err(e),
+        Err(e @ (Error::Journal { .. } | Error::JournalWrite { .. })) => Err(e),
         Err(e) => {
             stats.oom_guard_failures += 1;
             tracing::warn!(group = %g.spec.name, error = %e, "cannot switch off the OOM killer of the group; an OOM at its limit may kill a task before the agent raises it");
