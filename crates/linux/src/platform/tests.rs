@@ -539,7 +539,12 @@ fn the_loop_ticks_the_platform_one_interval_apart_on_its_clock() {
             &mut platform,
             controller.as_mut(),
             || seen_ns.borrow().len() == 20,
-            |p, _, _| seen_ns.borrow_mut().push(p.observe().unwrap().now_ns),
+            |p, _, _| {
+                // A fake tree's file is empty while the writer rewrites it (cgroupfs swaps
+                // values whole): let the tick's writes land before the next one reads.
+                settle(p);
+                seen_ns.borrow_mut().push(clock.now_ns());
+            },
         )
         .unwrap();
     let seen_ns = seen_ns.into_inner();
