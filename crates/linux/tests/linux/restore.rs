@@ -69,16 +69,16 @@ metrics_file = "{metrics}"
 [[group]]
 name = "srt"
 cgroup = "{srt}"
-role = "soft-real-time"
-floor_bytes = {floor}
-deadline_ns = 20000000
-bcet_ns = 3000000
+role = "soft-rt"
+floor_mb = {floor_mb}
+deadline_ms = 20
+bcet_ms = 3
 
 [[group]]
 name = "nrt"
 cgroup = "{nrt}"
-role = "non-real-time"
-floor_bytes = {floor}
+role = "non-rt"
+floor_mb = {floor_mb}
 "#,
         total = 512 * MIB,
         socket = socket.display(),
@@ -86,7 +86,7 @@ floor_bytes = {floor}
         metrics = metrics.display(),
         srt = srt_guard.group.as_str(),
         nrt = nrt_guard.group.as_str(),
-        floor = 16 * MIB,
+        floor_mb = 16,
     );
     std::fs::write(&config_path, config).unwrap();
     AgentConfig::load(&config_path).unwrap();
@@ -154,7 +154,7 @@ fn the_agent_fails_with_one_line_and_exit_code_2_on_a_missing_group() {
     std::fs::write(
         &config_path,
         format!(
-            "controller = \"greedy\"\ntotal_memory_bytes = 1073741824\nsocket = \"{}\"\njournal = \"{}\"\n[[group]]\nname = \"nrt\"\ncgroup = \"{}\"\nrole = \"non-real-time\"\nfloor_bytes = 0\n",
+            "controller = \"greedy\"\ntotal_memory_bytes = 1073741824\nsocket = \"{}\"\njournal = \"{}\"\n[[group]]\nname = \"nrt\"\ncgroup = \"{}\"\nrole = \"non-rt\"\nfloor_mb = 0\n",
             dir.path().join("run/jobs.sock").display(),
             dir.path().join("journal.jsonl").display(),
             unique_name(),
@@ -182,15 +182,15 @@ fn a_managed_group_vanishing_mid_run_stops_the_agent_with_one_line_and_the_rest_
         &config_path,
         format!(
             "controller = \"greedy\"\ntotal_memory_bytes = {}\nsocket = \"{}\"\njournal = \"{}\"\n\
-             [[group]]\nname = \"doomed\"\ncgroup = \"{}\"\nrole = \"non-real-time\"\nfloor_bytes = {}\n\
-             [[group]]\nname = \"kept\"\ncgroup = \"{}\"\nrole = \"non-real-time\"\nfloor_bytes = {}\n",
+             [[group]]\nname = \"doomed\"\ncgroup = \"{}\"\nrole = \"non-rt\"\nfloor_mb = {}\n\
+             [[group]]\nname = \"kept\"\ncgroup = \"{}\"\nrole = \"non-rt\"\nfloor_mb = {}\n",
             512 * MIB,
             dir.path().join("run/jobs.sock").display(),
             journal.display(),
             doomed.group.as_str(),
-            16 * MIB,
+            16,
             kept.group.as_str(),
-            16 * MIB,
+            16,
         ),
     )
     .unwrap();
