@@ -359,7 +359,7 @@ def test_a_scenario_runs_on_real_processes_and_leaves_nothing_behind(controller:
     srt, nrt = tasks["control-loop"], tasks["analytics"]
     # 150 periods in 3 s; a third of them is a generous floor for a loaded machine.
     assert srt["jobs"] >= 50 and srt["hit_ratio"] is not None, srt
-    assert nrt["work_units_per_s"] > 0 and nrt["jobs"] is None, nrt
+    assert nrt["verified_mib_per_s"] > 0 and nrt["jobs"] is None, nrt
     assert srt["checksum_failures"] == 0 and nrt["checksum_failures"] == 0
     assert srt["exit_code"] == 0 and nrt["exit_code"] == 0
     assert [g["name"] for g in summary["memory"]["groups"]] == ["srt", "nrt"]

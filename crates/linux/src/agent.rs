@@ -548,6 +548,34 @@ create = true
         }
     }
 
+    /// The whole agent, through its session, on a fake v2 tree and a fake clock: a dry run of
+    /// one simulated second ticks exactly every 5 ms and changes nothing.
+    #[test]
+    fn a_dry_run_on_a_fake_tree_ticks_on_its_clock_and_changes_nothing() {
+        use crate::cgroup::fake::{populate, v2_root, V2_FILES};
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("cg");
+        v2_root(&root);
+        populate(&root.join("critmem"), &[("cgroup.procs", ""), ("cgroup.subtree_control", "memory\n")]);
+        populate(&root.join("critmem/rt"), V2_FILES);
+        populate(&dir.path().join("proc"), &[("meminfo", "SwapFree: 0 kB\n")]);
+        let metrics = dir.path().join("metrics.prom");
+        let text = CONFIG.replace("metrics_address = \"127.0.0.1:9464\"", &format!("metrics_file = \"{}\"", metrics.display()));
+        let config = AgentConfig::parse(&text, Path::new("agent.toml")).unwrap();
+        let session = SessionBuilder::new()
+            .proc_root(dir.path().join("proc"))
+            .layout(crate::layout::Layout::V2 { root: root.clone() })
+            .clock(crate::clock::FakeClock::new(0));
+        // Never signalled: the run ends at its duration.
+        let signals = SignalFd::with_flags(&SigSet::empty(), SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC).unwrap();
+        let options = RunOptions { dry_run: true, duration: Some(Duration::from_secs(1)) };
+        let summary = run_in(session, &config, &options, &signals).unwrap();
+        assert_eq!((summary.ticks, summary.stopped_by.as_str(), summary.writes_ok), (200, "duration", 0));
+        assert_eq!(std::fs::read_to_string(root.join("critmem/rt/memory.max")).unwrap(), "max\n");
+        assert!(!root.join("critmem/batch").exists(), "a dry run creates nothing");
+        assert!(std::fs::read_to_string(&metrics).unwrap().contains("critmem_group_usage_bytes"));
+    }
+
     #[test]
     fn the_shipped_example_configuration_parses() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("dist/agent.example.toml");

@@ -18,6 +18,7 @@
 //!   fake one in tests).
 //! - [`metrics`]: Prometheus text-format metrics.
 //! - [`session`]: the setup and end every tool that ticks a controller shares.
+//! - [`run_summary`]: the typed summary of `critmem-linux-run`, in the simulator's terms.
 //! - [`agent`]: the agent daemon's configuration and run.
 //! - [`workload`]: pieces of the shipped soft real-time and throughput workers.
 //!
@@ -37,6 +38,7 @@ pub mod platform;
 pub mod procfs;
 pub mod protocol;
 pub mod psi;
+pub mod run_summary;
 pub mod session;
 pub mod swap;
 pub mod workload;

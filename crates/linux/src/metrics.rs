@@ -113,7 +113,7 @@ pub fn render(platform: &LinuxPlatform, loop_stats: &LoopStats) -> String {
             ("completed", c.completed),
             ("dropped", c.dropped),
             ("deadline_hit", c.deadline_hits),
-            ("deadline_miss", c.deadline_misses),
+            ("deadline_miss", c.completed_late),
         ] {
             jobs.push((format!("{{group=\"{}\",event=\"{event}\"}}", escape(&spec.name)), n as f64));
         }

@@ -102,8 +102,10 @@ fn the_srt_worker_stops_within_a_job_on_sigterm_and_prints_its_summary() {
     // A worker that stopped only between jobs would finish the 60 s job first and count it.
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0));
-    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!((summary["jobs"].as_u64(), summary["dropped"].as_u64()), (Some(0), Some(0)), "the abandoned job is not counted: {summary}");
+    let summary: critmem_linux::workload::SrtWorkerSummary = serde_json::from_slice(&out.stdout).unwrap();
+    // Released, abandoned unfinished: neither completed nor dropped, its deadline reported.
+    assert_eq!((summary.released, summary.completed, summary.dropped), (1, 0, 0), "{summary:?}");
+    assert!(summary.unfinished_deadline_ns.is_some(), "{summary:?}");
 }
 
 /// Found by the audit: sizes beyond the machine aborted with the allocator's message and a

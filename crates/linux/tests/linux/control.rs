@@ -120,9 +120,11 @@ fn run_acceptance(machine: &Machine, dir: &Path, controller_name: &str) -> Accep
             format!("{:.1} MiB", set.iter().sum::<f64>() / set.len() as f64)
         }
     };
-    let srt_done = srt_summary["jobs"].as_u64().unwrap() + srt_summary["dropped"].as_u64().unwrap();
-    let hit_ratio = srt_summary["deadline_hits"].as_u64().unwrap() as f64 / srt_done.max(1) as f64;
-    let nrt_units_per_s = nrt_summary["work_units_per_s"].as_f64().unwrap();
+    let srt_typed: critmem_linux::workload::SrtWorkerSummary = serde_json::from_value(srt_summary.clone()).unwrap();
+    // Judged when the worker stopped: its job under way then, if any, is pending.
+    let hit_ratio = srt_typed.task_stats(0).hit_ratio().unwrap_or(0.0);
+    let srt_done = srt_typed.completed + srt_typed.dropped;
+    let nrt_units_per_s = nrt_summary["verified_mib_per_s"].as_f64().unwrap();
     let _ = writeln!(
         std::io::stderr(),
         "{controller_name}: hit ratio {:.1} %, nrt {nrt_units_per_s:.1} MiB verified/s; mean limits srt {}, nrt {}; loop {cost:?}; jobs {srt_jobs:?}; writes ok {} failed {}, oom rescues {}\n  srt {srt_summary}\n  nrt {nrt_summary}\n  restore {report:?}",
