@@ -174,7 +174,7 @@ impl Host {
                 Err(e) => tracing::warn!(error = %e, "PSI triggers unavailable; ticking on the timer only"),
             }
         }
-        Ok(Session { platform, controller, control, layout: self.layout, clock: self.clock, journal: plan.journal, run_span_ns: None })
+        Ok(Session { platform, controller, control, clock: self.clock, journal: plan.journal, run_span_ns: None })
     }
 }
 
@@ -183,7 +183,6 @@ pub struct Session {
     platform: LinuxPlatform,
     controller: Box<dyn Controller + Send>,
     control: ControlLoop,
-    layout: Layout,
     clock: SharedClock,
     journal: Option<PathBuf>,
     /// When [`Session::run`] started and ended.
@@ -199,20 +198,8 @@ impl Session {
         &mut self.platform
     }
 
-    pub fn controller(&self) -> &dyn Controller {
-        self.controller.as_ref()
-    }
-
-    pub fn layout(&self) -> &Layout {
-        &self.layout
-    }
-
     pub fn clock(&self) -> &SharedClock {
         &self.clock
-    }
-
-    pub fn interval_ns(&self) -> u64 {
-        self.control.interval_ns
     }
 
     pub fn loop_stats(&self) -> &LoopStats {
@@ -263,7 +250,7 @@ impl Session {
             tracing::info!(restored = restore.restored.len(), removed_dirs = restore.removed_dirs.len(), "restored every original value");
         } else {
             // The journal is kept: the next start tries these again.
-            tracing::error!(failures = ?restore.failures, "could not restore everything; kept in the journal for the next start");
+            tracing::error!(failures = ?restore.failures, journal = ?self.journal, "could not restore everything; kept in the journal for the next start");
         }
         Ok(SessionEnd { job_counts, stats, loop_stats: self.control.stats, restore, recovered_from_crash, journal: self.journal })
     }

@@ -2,9 +2,10 @@
 //! `critmem-run-<pid>/`, removed at the end), one shipped worker process per task
 //! (`critmem-srt-worker` for soft real-time groups, `critmem-nrt-worker` for the others),
 //! the scenario's controller (or `--controller`) ticking at its interval for `--duration-s`;
-//! then everything is stopped and restored and one JSON object is printed on stdout, with
-//! the simulator's summary fields where they mean the same thing. `critmem run FILE
-//! --platform linux` calls this. Errors: one line on stderr, exit code 2.
+//! then everything is stopped and restored and one JSON object is printed on stdout
+//! ([`critmem_linux::run_summary::RunSummary`]), with the simulator's summary fields where
+//! they mean the same thing. `critmem run FILE --platform linux` calls this. Errors: one line
+//! on stderr, exit code 2.
 //!
 //! How a task becomes a worker: `period_ms`, `deadline_ms` and the WCET (`wcet_ms`/`exec`'s
 //! largest value) become the worker's period, deadline and per-job compute; `private_mb`
