@@ -359,7 +359,7 @@ def test_a_scenario_runs_on_real_processes_and_leaves_nothing_behind(controller:
     srt, nrt = tasks["control-loop"], tasks["analytics"]
     # 150 periods in 3 s; a third of them is a generous floor for a loaded machine.
     assert srt["jobs"] >= 50 and srt["hit_ratio"] is not None, srt
-    assert nrt["work_units_per_s"] > 0 and nrt["jobs"] is None, nrt
+    assert nrt["verified_mib_per_s"] > 0 and nrt["jobs"] is None, nrt
     assert srt["checksum_failures"] == 0 and nrt["checksum_failures"] == 0
     assert srt["exit_code"] == 0 and nrt["exit_code"] == 0
     assert [g["name"] for g in summary["memory"]["groups"]] == ["srt", "nrt"]
@@ -584,10 +584,11 @@ def test_the_agent_command_runs_the_daemon_and_restores(tmp_path: Path) -> None:
     config.write_text(
         f'controller = "greedy"\ntotal_memory_bytes = {512 * 2**20}\nsocket = "{tmp_path}/run/jobs.sock"\n'
         f'journal = "{tmp_path}/journal.jsonl"\n'
-        f'[[group]]\nname = "batch"\ncgroup = "{group}/batch"\nrole = "non-real-time"\nfloor_bytes = {32 * 2**20}\ncreate = true\n'
+        f'[[group]]\nname = "batch"\ncgroup = "{group}/batch"\nrole = "non-rt"\nfloor_mb = 32\ncreate = true\n'
     )
     p = _run("agent", "--config", str(config), "--duration", "1s", "--log-level", "error")
     assert p.returncode == 0, p.stderr
+    assert "deprecated" not in p.stderr, p.stderr
     summary = json.loads(p.stdout)
     assert summary["controller"] == "greedy" and summary["ticks"] > 50 and summary["removed_dirs"] >= 2
     assert not _leftover_cgroups(group)
@@ -596,7 +597,7 @@ def test_the_agent_command_runs_the_daemon_and_restores(tmp_path: Path) -> None:
 
 # -------------------------------------------------------------------------------------------
 # The Python job client against a stand-in agent (the wire format is checked against the
-# Rust parser in crates/linux/tests/linux.rs, with the real agent's socket).
+# Rust parser in crates/linux/tests/linux/jobs.rs, with the real agent's socket).
 
 
 def test_the_python_job_client_speaks_protocol_version_1(tmp_path: Path) -> None:

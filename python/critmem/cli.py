@@ -155,14 +155,27 @@ def _print_run(result: RunResult) -> None:
             f"horizon {s['horizon_ms']:g} ms, seed {s['seed']}, {result.events} events"
         )
     )
+    _print_tasks(console, s["tasks"], place="cpu")
+    if result.memory is not None:
+        _print_memory(console, result.memory)
+
+
+# A column of the task table beyond the common ones: header, and the cell of a task's row.
+_Column = tuple[str, Callable[[dict[str, Any]], str]]
+
+
+def _print_tasks(console: Console, tasks: Sequence[dict[str, Any]], *, place: str, extra: Sequence[_Column] = ()) -> None:
+    """The per-task table of a run on either platform: the fields both summaries share, with
+    the same meaning (a Linux task whose jobs were not counted shows "-"). `place` is the
+    column after the criticality: the simulator's `cpu` (a number) or Linux's `group` (text)."""
     rows = []
-    for t in s["tasks"]:
+    for t in tasks:
         hit = t["hit_ratio"]
         rows.append(
             [
                 t["name"],
                 t["criticality"],
-                _fmt(t["cpu"]),
+                _fmt(t[place]),
                 _fmt(t["jobs"]),
                 _fmt(t["completed"]),
                 _fmt(t["deadline_misses"]),
@@ -170,13 +183,12 @@ def _print_run(result: RunResult) -> None:
                 _fmt(t["max_response_ms"]),
                 _fmt(t["mean_response_ms"]),
                 _fmt(t["max_tardiness_ms"]),
+                *(cell(t) for _, cell in extra),
             ]
         )
-    columns = ["task", "crit", "cpu", "released", "completed", "misses", "hit ratio",
-               "max resp ms", "mean resp ms", "max tard ms"]  # fmt: skip
-    console.print(_table(columns, rows, left=2))
-    if result.memory is not None:
-        _print_memory(console, result.memory)
+    columns = ["task", "crit", place, "released", "completed", "misses", "hit ratio",
+               "max resp ms", "mean resp ms", "max tard ms", *(header for header, _ in extra)]  # fmt: skip
+    console.print(_table(columns, rows, left=3 if place == "group" else 2))
 
 
 def _print_memory(console: Console, memory: dict[str, Any]) -> None:
@@ -353,20 +365,15 @@ def _print_linux_run(summary: dict[str, Any]) -> None:
             f"{control['interval_ms']:g} ms, {control['tick_cost_mean_us']:.0f} us each"
         )
     )
-    rows = []
-    for t in summary["tasks"]:
-        hit = t["hit_ratio"]
-        rate = t["work_units_per_s"]
-        rows.append(
-            [
-                t["name"], t["criticality"], t["group"], _fmt(t["jobs"]), _fmt(t["completed"]), _fmt(t["deadline_misses"]),
-                "-" if hit is None else f"{100 * hit:.1f}%", _fmt(t["max_response_ms"]), _fmt(t["mean_response_ms"]),
-                _fmt(t["max_tardiness_ms"]), "-" if rate is None else f"{rate:.1f}", _fmt(t["checksum_failures"]),
-            ]
-        )  # fmt: skip
-    columns = ["task", "crit", "group", "released", "completed", "misses", "hit ratio", "max resp ms",
-               "mean resp ms", "max tard ms", "MiB/s", "checksum fails"]  # fmt: skip
-    console.print(_table(columns, rows, left=3))
+    _print_tasks(
+        console,
+        summary["tasks"],
+        place="group",
+        extra=[
+            ("MiB/s", lambda t: _fmt(t["verified_mib_per_s"], digits=1)),
+            ("checksum fails", lambda t: _fmt(t["checksum_failures"])),
+        ],
+    )
     groups = [
         [
             g["name"],

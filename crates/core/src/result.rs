@@ -169,25 +169,55 @@ pub struct SimResult {
     pub control: Option<crate::control::ControlResult>,
 }
 
+/// A task's job figures as a run summary names them (the per-task fields of `--json` after
+/// name, criticality and cpu). The Linux run summary prints the same fields with the same
+/// meaning, built from the same [`TaskStats`], for the tasks whose jobs it counts.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct JobFigures {
+    pub jobs: u64,
+    pub completed: u64,
+    pub deadline_misses: u64,
+    pub aborted: u64,
+    pub dropped: u64,
+    pub killed: u64,
+    pub skipped: u64,
+    pub pending: u64,
+    pub hit_ratio: Option<f64>,
+    pub max_response_ms: Option<f64>,
+    pub mean_response_ms: Option<f64>,
+    pub max_tardiness_ms: f64,
+    /// Completed jobs per second of the run (a non-real-time task's work units per second).
+    pub throughput_per_s: f64,
+}
+
+impl JobFigures {
+    /// The figures of `stats` over a run of `horizon`.
+    pub fn new(stats: &TaskStats, horizon: Nanos) -> Self {
+        JobFigures {
+            jobs: stats.released,
+            completed: stats.completed,
+            deadline_misses: stats.deadline_misses,
+            aborted: stats.aborted,
+            dropped: stats.dropped,
+            killed: stats.killed,
+            skipped: stats.skipped,
+            pending: stats.pending,
+            hit_ratio: stats.hit_ratio(),
+            max_response_ms: stats.max_response.map(Nanos::as_ms_f64),
+            mean_response_ms: stats.mean_response().map(Nanos::as_ms_f64),
+            max_tardiness_ms: stats.max_tardiness.as_ms_f64(),
+            throughput_per_s: if horizon.0 == 0 { 0.0 } else { stats.completed as f64 / (horizon.0 as f64 * 1e-9) },
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct JsonTask<'a> {
     name: &'a str,
     criticality: &'static str,
     cpu: Option<usize>,
-    jobs: u64,
-    completed: u64,
-    deadline_misses: u64,
-    aborted: u64,
-    dropped: u64,
-    killed: u64,
-    skipped: u64,
-    pending: u64,
-    hit_ratio: Option<f64>,
-    max_response_ms: Option<f64>,
-    mean_response_ms: Option<f64>,
-    max_tardiness_ms: f64,
-    /// Completed jobs per simulated second (a non-real-time task's work units per second).
-    throughput_per_s: f64,
+    #[serde(flatten)]
+    jobs: JobFigures,
 }
 
 #[derive(Serialize)]
@@ -316,19 +346,7 @@ impl SimResult {
                 name: &t.name,
                 criticality: t.criticality.as_str(),
                 cpu: t.cpu,
-                jobs: t.stats.released,
-                completed: t.stats.completed,
-                deadline_misses: t.stats.deadline_misses,
-                aborted: t.stats.aborted,
-                dropped: t.stats.dropped,
-                killed: t.stats.killed,
-                skipped: t.stats.skipped,
-                pending: t.stats.pending,
-                hit_ratio: t.stats.hit_ratio(),
-                max_response_ms: t.stats.max_response.map(Nanos::as_ms_f64),
-                mean_response_ms: t.stats.mean_response().map(Nanos::as_ms_f64),
-                max_tardiness_ms: t.stats.max_tardiness.as_ms_f64(),
-                throughput_per_s: if self.horizon.0 == 0 { 0.0 } else { t.stats.completed as f64 / (self.horizon.0 as f64 * 1e-9) },
+                jobs: JobFigures::new(&t.stats, self.horizon),
             })
             .collect();
         let memory = self.memory.as_ref().map(|m| JsonMemory {

@@ -1,7 +1,8 @@
 //! The agent daemon: configuration file, start-up checks, the control loop over a
-//! [`LinuxPlatform`], and restore on SIGINT/SIGTERM/SIGHUP.
+//! [`crate::platform::LinuxPlatform`], and restore on SIGINT/SIGTERM/SIGHUP.
 //!
-//! Configuration (TOML):
+//! Configuration (TOML); groups are spelled as in scenario files, times in decimal
+//! milliseconds and sizes in MiB:
 //!
 //! ```toml
 //! controller = "sara"                 # any of critmem_policy::CONTROLLERS
@@ -16,54 +17,77 @@
 //! [[group]]
 //! name = "rt"
 //! cgroup = "critmem/rt"               # relative to the cgroup root(s)
-//! role = "soft-real-time"             # or "non-real-time"
-//! floor_bytes = 67108864
-//! deadline_ns = 20000000              # soft-real-time only
-//! bcet_ns = 2000000                   # soft-real-time only
+//! role = "soft-rt"                    # or "non-rt"
+//! floor_mb = 64                       # the smallest limit ever applied
+//! deadline_ms = 20                    # soft-rt only
+//! bcet_ms = 2                         # soft-rt only
 //! create = false                      # true: create it (and remove it on restore)
 //! ```
+//!
+//! The older spelling (`role = "soft-real-time"` / `"non-real-time"`, `floor_bytes`,
+//! `deadline_ns`, `bcet_ns`) is still read; each use is reported once in
+//! [`AgentConfig::deprecations`], and giving both spellings of one value is an error.
 
-use crate::cgroup::{open_backend, GroupPath};
+use crate::cgroup::GroupPath;
 use crate::error::{Error, Result};
-use crate::layout::detect_layout_in;
 use crate::metrics::{MetricsSink, Publisher};
 use crate::one_line;
-use crate::platform::{ControlLoop, CostSummary, GroupSpec, LinuxPlatform, PlatformOptions};
-use crate::procfs::{Hierarchy, ProcFs};
-use crate::protocol::{JobServer, JobServerConfig, ReportingGroup};
+use crate::platform::{CostSummary, GroupSpec};
 use crate::psi::UNPRIVILEGED_WINDOW_STEP_US;
-use critmem_policy::GroupRole;
+use crate::session::{JobSocket, SessionBuilder, SessionPlan, TriggerSpec};
+use critmem_policy::{GroupRole, RoleName};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The agent's configuration, read from TOML and checked.
+#[derive(Clone, Debug)]
 pub struct AgentConfig {
     pub controller: String,
-    #[serde(default)]
     pub controller_config: toml::Table,
     pub total_memory_bytes: u64,
     pub socket: PathBuf,
     /// Group allowed to connect to the socket; root's group if absent.
-    #[serde(default)]
     pub socket_gid: Option<u32>,
     pub journal: PathBuf,
-    #[serde(default)]
     pub metrics_address: Option<SocketAddr>,
-    #[serde(default)]
     pub metrics_file: Option<PathBuf>,
     /// Wake-up hint: `some` memory stall within a window (multiple of 2 s without
     /// CAP_SYS_RESOURCE). 0 disables the triggers.
-    #[serde(default = "default_trigger_stall_us")]
     pub trigger_stall_us: u64,
-    #[serde(default = "default_trigger_window_us")]
     pub trigger_window_us: u64,
-    #[serde(rename = "group")]
     pub groups: Vec<GroupConfig>,
+    /// One line per deprecated spelling the file uses (once per key or role name), naming
+    /// its replacement; the agent prints them as warnings.
+    pub deprecations: Vec<String>,
+}
+
+/// The file as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    controller: String,
+    #[serde(default)]
+    controller_config: toml::Table,
+    total_memory_bytes: u64,
+    socket: PathBuf,
+    #[serde(default)]
+    socket_gid: Option<u32>,
+    journal: PathBuf,
+    #[serde(default)]
+    metrics_address: Option<SocketAddr>,
+    #[serde(default)]
+    metrics_file: Option<PathBuf>,
+    #[serde(default = "default_trigger_stall_us")]
+    trigger_stall_us: u64,
+    #[serde(default = "default_trigger_window_us")]
+    trigger_window_us: u64,
+    #[serde(rename = "group")]
+    groups: Vec<RawGroup>,
 }
 
 fn default_trigger_stall_us() -> u64 {
@@ -74,26 +98,110 @@ fn default_trigger_window_us() -> u64 {
     UNPRIVILEGED_WINDOW_STEP_US
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum RoleName {
-    SoftRealTime,
-    NonRealTime,
+/// A `[[group]]` as written: the scenario spelling (`role = "soft-rt"`, `floor_mb`,
+/// `deadline_ms`, `bcet_ms`) or the deprecated one (`"soft-real-time"`, `floor_bytes`,
+/// `deadline_ns`, `bcet_ns`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGroup {
+    name: String,
+    cgroup: String,
+    role: String,
+    floor_mb: Option<f64>,
+    floor_bytes: Option<u64>,
+    deadline_ms: Option<f64>,
+    deadline_ns: Option<u64>,
+    bcet_ms: Option<f64>,
+    bcet_ns: Option<u64>,
+    #[serde(default)]
+    create: bool,
 }
 
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// A managed group as configured.
+#[derive(Clone, Debug, PartialEq)]
 pub struct GroupConfig {
     pub name: String,
     pub cgroup: String,
     pub role: RoleName,
     pub floor_bytes: u64,
-    #[serde(default)]
+    /// Soft real-time groups only.
     pub deadline_ns: Option<u64>,
-    #[serde(default)]
     pub bcet_ns: Option<u64>,
-    #[serde(default)]
     pub create: bool,
+}
+
+const MIB: f64 = 1_048_576.0;
+
+/// Deprecated keys and the scenario spelling that replaces them.
+const DEPRECATED_KEYS: [(&str, &str); 3] =
+    [("floor_bytes", "floor_mb (MiB)"), ("deadline_ns", "deadline_ms (milliseconds)"), ("bcet_ns", "bcet_ms (milliseconds)")];
+
+impl RawGroup {
+    /// The group in the current spelling, noting each deprecated spelling it uses in `used`.
+    fn convert(self, used: &mut BTreeSet<&'static str>) -> std::result::Result<GroupConfig, String> {
+        let name = &self.name;
+        let role = match self.role.as_str() {
+            "soft-real-time" => {
+                used.insert("soft-real-time");
+                RoleName::SoftRealTime
+            }
+            "non-real-time" => {
+                used.insert("non-real-time");
+                RoleName::NonRealTime
+            }
+            other => RoleName::deserialize(serde::de::value::StrDeserializer::<serde::de::value::Error>::new(other))
+                .map_err(|_| format!("group {name:?}: role: unknown role {other:?}; expected soft-rt or non-rt"))?,
+        };
+        let mut pick = |new_key: &str, new: Option<u64>, old_key: &'static str, old: Option<u64>| match (new, old) {
+            (Some(_), Some(_)) => Err(format!("group {name:?}: {old_key} and {new_key} both given; keep {new_key}")),
+            (None, Some(v)) => {
+                used.insert(old_key);
+                Ok(Some(v))
+            }
+            (v, None) => Ok(v),
+        };
+        let ms = |key: &str, ms: Option<f64>| {
+            ms.map(|ms| {
+                critmem_core::Nanos::try_from_ms_f64(ms)
+                    .map(|t| t.as_ns())
+                    .ok_or_else(|| format!("group {name:?}: {key} must be a finite, non-negative number of milliseconds (got {ms})"))
+            })
+            .transpose()
+        };
+        let floor_mb = self
+            .floor_mb
+            .map(|mb| {
+                let bytes = (mb * MIB).ceil();
+                if mb.is_finite() && mb >= 0.0 && bytes <= i64::MAX as f64 {
+                    Ok(bytes as u64)
+                } else {
+                    Err(format!("group {name:?}: floor_mb must be a finite, non-negative number of MiB (got {mb})"))
+                }
+            })
+            .transpose()?;
+        let floor_bytes = pick("floor_mb", floor_mb, "floor_bytes", self.floor_bytes)?
+            .ok_or_else(|| format!("group {name:?}: floor_mb missing: the smallest limit ever applied, in MiB"))?;
+        let deadline_ns = pick("deadline_ms", ms("deadline_ms", self.deadline_ms)?, "deadline_ns", self.deadline_ns)?;
+        let bcet_ns = pick("bcet_ms", ms("bcet_ms", self.bcet_ms)?, "bcet_ns", self.bcet_ns)?;
+        match (role, deadline_ns, bcet_ns) {
+            (RoleName::SoftRealTime, Some(_), Some(_)) | (RoleName::NonRealTime, None, None) => {}
+            (RoleName::SoftRealTime, _, _) => return Err(format!("group {name:?}: soft-rt needs deadline_ms and bcet_ms")),
+            (RoleName::NonRealTime, _, _) => return Err(format!("group {name:?}: non-rt takes no deadline_ms or bcet_ms")),
+        }
+        Ok(GroupConfig { name: self.name, cgroup: self.cgroup, role, floor_bytes, deadline_ns, bcet_ns, create: self.create })
+    }
+}
+
+/// The warning for a deprecated spelling `used` (a key or an old role name).
+fn deprecation(path: &Path, used: &str) -> String {
+    let path = path.display();
+    match DEPRECATED_KEYS.iter().find(|(key, _)| *key == used) {
+        Some((key, new)) => format!("{path}: group key {key} is deprecated; write {new} instead"),
+        None => {
+            let new = if used == "soft-real-time" { RoleName::SoftRealTime } else { RoleName::NonRealTime }.as_str();
+            format!("{path}: role = {used:?} is deprecated; write role = {new:?} instead")
+        }
+    }
 }
 
 impl AgentConfig {
@@ -104,7 +212,23 @@ impl AgentConfig {
 
     pub fn parse(text: &str, path: &Path) -> Result<Self> {
         let bad = |reason: String| Error::Config { path: path.to_owned(), reason };
-        let config: AgentConfig = toml::from_str(text).map_err(|e| bad(one_line(&e.to_string())))?;
+        let raw: RawConfig = toml::from_str(text).map_err(|e| bad(one_line(&e.to_string())))?;
+        let mut used = BTreeSet::new();
+        let groups = raw.groups.into_iter().map(|g| g.convert(&mut used)).collect::<std::result::Result<Vec<_>, _>>();
+        let config = AgentConfig {
+            controller: raw.controller,
+            controller_config: raw.controller_config,
+            total_memory_bytes: raw.total_memory_bytes,
+            socket: raw.socket,
+            socket_gid: raw.socket_gid,
+            journal: raw.journal,
+            metrics_address: raw.metrics_address,
+            metrics_file: raw.metrics_file,
+            trigger_stall_us: raw.trigger_stall_us,
+            trigger_window_us: raw.trigger_window_us,
+            groups: groups.map_err(|reason| bad(one_line(&reason)))?,
+            deprecations: used.iter().map(|u| one_line(&deprecation(path, u))).collect(),
+        };
         if config.groups.is_empty() {
             return Err(bad("no [[group]] configured".into()));
         }
@@ -132,15 +256,6 @@ impl AgentConfig {
             let path = GroupPath::new(&g.cgroup)?;
             if let Some(other) = config.groups[..i].iter().find(|o| GroupPath::new(&o.cgroup).is_ok_and(|p| p == path)) {
                 return Err(bad(format!("groups {:?} and {:?} are the same cgroup {path}: one group each", other.name, g.name)));
-            }
-            match (g.role, g.deadline_ns, g.bcet_ns) {
-                (RoleName::SoftRealTime, Some(_), Some(_)) | (RoleName::NonRealTime, None, None) => {}
-                (RoleName::SoftRealTime, _, _) => {
-                    return Err(bad(format!("group {:?}: soft-real-time needs deadline_ns and bcet_ns", g.name)))
-                }
-                (RoleName::NonRealTime, _, _) => {
-                    return Err(bad(format!("group {:?}: non-real-time takes no deadline_ns or bcet_ns", g.name)))
-                }
             }
         }
         if config.total_memory_bytes == 0 {
@@ -245,34 +360,20 @@ pub fn pending_signal(signals: &SignalFd) -> Option<String> {
 /// Runs the agent until a signal, `options.duration`, or an error; restores every change
 /// before returning (also on error).
 pub fn run(config: &AgentConfig, options: &RunOptions, signals: &SignalFd) -> Result<AgentSummary> {
-    let proc_root = PathBuf::from("/proc");
-    let layout = detect_layout_in(&proc_root)?;
-    if !options.dry_run && !nix::unistd::geteuid().is_root() {
-        let root = match &layout {
-            crate::layout::Layout::V2 { root } => root.clone(),
-            crate::layout::Layout::Hybrid { memory_root, .. } => memory_root.clone(),
-        };
-        return Err(Error::NotRoot { path: root });
-    }
-    let backend = open_backend(&layout)?;
-    let backend_name = backend.name().to_owned();
-    let specs = config.group_specs()?;
-    let mut controller = config
+    run_in(SessionBuilder::new(), config, options, signals)
+}
+
+/// [`run`] on the machine `session` describes (its `/proc`, cgroup roots and clock).
+pub fn run_in(session: SessionBuilder, config: &AgentConfig, options: &RunOptions, signals: &SignalFd) -> Result<AgentSummary> {
+    let host = session.dry_run(options.dry_run).connect()?;
+    let backend_name = host.backend().name().to_owned();
+    let clock = host.clock().clone();
+    let controller = config
         .controller_spec()
         .map(|spec| spec.build())
         .map_err(|e| Error::Config { path: PathBuf::from("controller"), reason: one_line(&e.to_string()) })?;
-    let server = if options.dry_run {
-        None
-    } else {
-        Some(JobServer::bind(JobServerConfig {
-            socket_path: config.socket.clone(),
-            socket_gid: config.socket_gid,
-            groups: specs.iter().map(|s| ReportingGroup { name: s.name.clone(), cgroup: s.path.to_string() }).collect(),
-            hierarchy: Hierarchy::for_layout(&layout),
-            proc: ProcFs::new(proc_root.clone()),
-            max_connections: 64,
-        })?)
-    };
+    let interval_ns = controller.interval_ns();
+    let controller_name = controller.name().to_owned();
     // Bound before the platform changes anything: a port in use must not end the agent
     // after its changes and before the loop that restores them.
     let sink = match (&config.metrics_address, &config.metrics_file) {
@@ -280,42 +381,28 @@ pub fn run(config: &AgentConfig, options: &RunOptions, signals: &SignalFd) -> Re
         (None, Some(path)) => Some(MetricsSink::File(path.clone())),
         (None, None) => None,
     };
-    let mut platform = LinuxPlatform::open(
-        backend,
-        specs,
-        PlatformOptions {
-            total_memory_bytes: config.total_memory_bytes,
-            dry_run: options.dry_run,
-            journal_path: Some(config.journal.clone()),
-            job_server: server,
-            proc_root,
-        },
-    )?;
-    platform.set_stall_inputs(|role| controller.stall_inputs(role));
-    platform.set_usage_inputs(|role| controller.reads_usage(role));
-    let recovered = platform.recovered().is_some();
-    tracing::info!(controller = controller.name(), backend = %backend_name, groups = config.groups.len(), dry_run = options.dry_run, interval_ns = controller.interval_ns(), "agent started");
-    let mut control = ControlLoop::new(controller.interval_ns());
-    if config.trigger_stall_us > 0 && !options.dry_run {
-        match platform.arm_triggers(config.trigger_stall_us, config.trigger_window_us) {
-            Ok(triggers) => control.triggers = triggers,
-            Err(e) => tracing::warn!(error = %e, "PSI triggers unavailable; ticking on the timer only"),
-        }
-    }
-    let mut publisher = sink.map(|sink| Publisher::new(sink, Duration::from_secs(1)));
-    let started = Instant::now();
+    let mut session = host.start(SessionPlan {
+        groups: config.group_specs()?,
+        total_memory_bytes: config.total_memory_bytes,
+        journal: Some(config.journal.clone()),
+        job_socket: Some(JobSocket { path: config.socket.clone(), gid: config.socket_gid }),
+        controller,
+        interval_ns,
+        triggers: (config.trigger_stall_us > 0)
+            .then_some(TriggerSpec { stall_us: config.trigger_stall_us, window_us: config.trigger_window_us }),
+    })?;
+    tracing::info!(controller = %controller_name, backend = %backend_name, groups = config.groups.len(), dry_run = options.dry_run, interval_ns, "agent started");
+    let mut publisher = sink.map(|sink| Publisher::new(sink, METRICS_PERIOD_NS, clock));
     let mut stopped_by = String::from("duration");
-    let result = control.run(
-        &mut platform,
-        controller.as_mut(),
-        || {
+    let result = session.run(
+        |elapsed_ns| {
             if let Some(signal) = pending_signal(signals) {
                 stopped_by = signal;
                 return true;
             }
-            options.duration.is_some_and(|d| started.elapsed() >= d)
+            options.duration.is_some_and(|d| u128::from(elapsed_ns) >= d.as_nanos())
         },
-        |platform, applied, stats| {
+        |platform, applied, stats, _| {
             for action in applied {
                 tracing::debug!(?action, "applied");
             }
@@ -328,47 +415,36 @@ pub fn run(config: &AgentConfig, options: &RunOptions, signals: &SignalFd) -> Re
         stopped_by = format!("error: {e}");
     }
     if let Some(p) = publisher.as_mut() {
-        if let Err(e) = p.sink.publish(crate::metrics::render(&platform, &control.stats)) {
+        if let Err(e) = p.sink.publish(crate::metrics::render(session.platform(), session.loop_stats())) {
             tracing::warn!(error = %e, "cannot publish final metrics");
         }
     }
-    let (released, completed) = (0..config.groups.len()).fold((0, 0), |(r, c), id| {
-        let j = platform.job_counts(id);
-        (r + j.released, c + j.completed)
-    });
-    let stats = platform.stats().clone();
-    let restore = platform.restore(Duration::from_secs(10))?;
-    if !restore.failures.is_empty() {
-        // The journal is kept: the next start tries these again.
-        tracing::error!(failures = ?restore.failures, journal = %config.journal.display(), "could not restore everything; kept in the journal for the next start");
-        result?;
-        return Err(Error::Journal {
-            path: config.journal.clone(),
-            reason: format!("could not restore everything (kept in the journal for the next start): {}", restore.failures.join("; ")),
-        });
-    }
-    tracing::info!(restored = restore.restored.len(), removed_dirs = restore.removed_dirs.len(), "restored every original value");
+    let end = session.finish(Duration::from_secs(10))?;
     result?;
-    let cost: CostSummary = control.stats.summary();
+    end.restored()?;
+    let cost: CostSummary = end.loop_stats.summary();
     Ok(AgentSummary {
-        controller: controller.name().to_owned(),
+        controller: controller_name,
         backend: backend_name,
         stopped_by,
         ticks: cost.ticks,
         tick_cost_mean_ns: cost.mean_ns,
         tick_cost_p99_ns: cost.p99_ns,
         tick_cost_max_ns: cost.max_ns,
-        early_wakes: control.stats.early_wakes,
-        overruns: control.stats.overruns,
-        writes_ok: stats.writes_ok,
-        writes_failed: stats.writes_failed,
-        jobs_released: released,
-        jobs_completed: completed,
-        restored_files: restore.restored.len(),
-        removed_dirs: restore.removed_dirs.len(),
-        recovered_from_crash: recovered,
+        early_wakes: end.loop_stats.early_wakes,
+        overruns: end.loop_stats.overruns,
+        writes_ok: end.stats.writes_ok,
+        writes_failed: end.stats.writes_failed,
+        jobs_released: end.job_counts.iter().map(|j| j.released).sum(),
+        jobs_completed: end.job_counts.iter().map(|j| j.completed).sum(),
+        restored_files: end.restore.restored.len(),
+        removed_dirs: end.restore.removed_dirs.len(),
+        recovered_from_crash: end.recovered_from_crash,
     })
 }
+
+/// How often the agent publishes its metrics.
+const METRICS_PERIOD_NS: u64 = 1_000_000_000;
 
 #[cfg(test)]
 mod tests {
@@ -386,6 +462,24 @@ metrics_address = "127.0.0.1:9464"
 [controller_config]
 step_bytes = 2097152
 
+[[group]]
+name = "rt"
+cgroup = "critmem/rt"
+role = "soft-rt"
+floor_mb = 64
+deadline_ms = 20
+bcet_ms = 2
+
+[[group]]
+name = "batch"
+cgroup = "critmem/batch"
+role = "non-rt"
+floor_mb = 32
+create = true
+"#;
+
+    /// The groups of [`CONFIG`] in the deprecated spelling.
+    const OLD_GROUPS: &str = r#"
 [[group]]
 name = "rt"
 cgroup = "critmem/rt"
@@ -413,14 +507,85 @@ create = true
     }
 
     #[test]
+    fn the_deprecated_spelling_reads_the_same_and_is_warned_once_per_key() {
+        let old = format!("{}{OLD_GROUPS}", &CONFIG[..CONFIG.find("[[group]]").unwrap()]);
+        let old = AgentConfig::parse(&old, Path::new("agent.toml")).unwrap();
+        let new = AgentConfig::parse(CONFIG, Path::new("agent.toml")).unwrap();
+        assert_eq!(old.groups, new.groups);
+        assert!(new.deprecations.is_empty(), "{:?}", new.deprecations);
+        assert_eq!(
+            old.deprecations,
+            [
+                "agent.toml: group key bcet_ns is deprecated; write bcet_ms (milliseconds) instead",
+                "agent.toml: group key deadline_ns is deprecated; write deadline_ms (milliseconds) instead",
+                "agent.toml: group key floor_bytes is deprecated; write floor_mb (MiB) instead",
+                "agent.toml: role = \"non-real-time\" is deprecated; write role = \"non-rt\" instead",
+                "agent.toml: role = \"soft-real-time\" is deprecated; write role = \"soft-rt\" instead",
+            ]
+        );
+    }
+
+    #[test]
+    fn decimal_milliseconds_and_mib_read_as_in_scenarios() {
+        let text = CONFIG
+            .replace("floor_mb = 64", "floor_mb = 0.5")
+            .replace("deadline_ms = 20", "deadline_ms = 12.5")
+            .replace("bcet_ms = 2", "bcet_ms = 0.001");
+        let rt = &AgentConfig::parse(&text, Path::new("agent.toml")).unwrap().groups[0];
+        assert_eq!((rt.floor_bytes, rt.deadline_ns, rt.bcet_ns), (1 << 19, Some(12_500_000), Some(1_000)));
+    }
+
+    #[test]
+    fn both_spellings_of_one_value_are_a_one_line_error() {
+        for (new, old) in [
+            ("floor_mb = 64", "floor_bytes = 67108864"),
+            ("deadline_ms = 20", "deadline_ns = 20000000"),
+            ("bcet_ms = 2", "bcet_ns = 2000000"),
+        ] {
+            let err = AgentConfig::parse(&CONFIG.replace(new, &format!("{new}\n{old}")), Path::new("agent.toml")).unwrap_err().to_string();
+            let (old_key, new_key) = (old.split(' ').next().unwrap(), new.split(' ').next().unwrap());
+            assert_eq!(err, format!("configuration agent.toml: group \"rt\": {old_key} and {new_key} both given; keep {new_key}"));
+        }
+    }
+
+    /// The whole agent, through its session, on a fake v2 tree and a fake clock: a dry run of
+    /// one simulated second ticks exactly every 5 ms and changes nothing.
+    #[test]
+    fn a_dry_run_on_a_fake_tree_ticks_on_its_clock_and_changes_nothing() {
+        use crate::cgroup::fake::{populate, v2_root, V2_FILES};
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("cg");
+        v2_root(&root);
+        populate(&root.join("critmem"), &[("cgroup.procs", ""), ("cgroup.subtree_control", "memory\n")]);
+        populate(&root.join("critmem/rt"), V2_FILES);
+        populate(&dir.path().join("proc"), &[("meminfo", "SwapFree: 0 kB\n")]);
+        let metrics = dir.path().join("metrics.prom");
+        let text = CONFIG.replace("metrics_address = \"127.0.0.1:9464\"", &format!("metrics_file = \"{}\"", metrics.display()));
+        let config = AgentConfig::parse(&text, Path::new("agent.toml")).unwrap();
+        let session = SessionBuilder::new()
+            .proc_root(dir.path().join("proc"))
+            .layout(crate::layout::Layout::V2 { root: root.clone() })
+            .clock(crate::clock::FakeClock::new(0));
+        // Never signalled: the run ends at its duration.
+        let signals = SignalFd::with_flags(&SigSet::empty(), SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC).unwrap();
+        let options = RunOptions { dry_run: true, duration: Some(Duration::from_secs(1)) };
+        let summary = run_in(session, &config, &options, &signals).unwrap();
+        assert_eq!((summary.ticks, summary.stopped_by.as_str(), summary.writes_ok), (200, "duration", 0));
+        assert_eq!(std::fs::read_to_string(root.join("critmem/rt/memory.max")).unwrap(), "max\n");
+        assert!(!root.join("critmem/batch").exists(), "a dry run creates nothing");
+        assert!(std::fs::read_to_string(&metrics).unwrap().contains("critmem_group_usage_bytes"));
+    }
+
+    #[test]
     fn the_shipped_example_configuration_parses() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("dist/agent.example.toml");
         let config = AgentConfig::load(&path).unwrap();
         assert_eq!(config.group_specs().unwrap().len(), 2);
+        assert!(config.deprecations.is_empty(), "{:?}", config.deprecations);
     }
 
     /// A TOML value: wrong types, numbers beyond i64 (TOML's integers), escapes in strings.
-    const TOML_VALUE: &str = r#"-?[0-9]{1,22}|"([a-z/.:0-9 -]|\\n|\\"){0,12}"|"(sara|greedy|offline|tmo-low|tmo-high|senpai|static|soft-real-time|non-real-time|critmem/[a-z]{1,3}|127\.0\.0\.1:[0-9]{1,6})"|true|false|[0-9]\.[0-9]e[0-9]{1,3}|nan|inf|\[\]|\{\}|1979-05-27"#;
+    const TOML_VALUE: &str = r#"-?[0-9]{1,22}|"([a-z/.:0-9 -]|\\n|\\"){0,12}"|"(sara|greedy|offline|tmo-low|tmo-high|senpai|static|soft-rt|non-rt|soft-real-time|non-real-time|critmem/[a-z]{1,3}|127\.0\.0\.1:[0-9]{1,6})"|true|false|[0-9]\.[0-9]e[0-9]{1,3}|nan|inf|\[\]|\{\}|1979-05-27"#;
 
     /// `key = value` lines drawn from the keys of `keys`.
     fn toml_lines(keys: &'static [&'static str], n: std::ops::Range<usize>) -> impl Strategy<Value = String> {
@@ -443,7 +608,8 @@ create = true
             "x",
         ];
         const CONTROLLER: &[&str] = &["step_bytes", "step_up_bytes", "interval_ns", "psi_threshold_pct", "x"];
-        const GROUP: &[&str] = &["name", "cgroup", "role", "floor_bytes", "deadline_ns", "bcet_ns", "create", "x"];
+        const GROUP: &[&str] =
+            &["name", "cgroup", "role", "floor_mb", "floor_bytes", "deadline_ms", "deadline_ns", "bcet_ms", "bcet_ns", "create", "x"];
         (
             toml_lines(TOP, 0..10),
             proptest::option::of(toml_lines(CONTROLLER, 0..4)),
@@ -476,6 +642,8 @@ create = true
         times: Option<(u64, u64)>,
         floor_bytes: u64,
         create: bool,
+        /// Written in the deprecated spelling.
+        deprecated: bool,
     }
 
     fn gen_group() -> impl Strategy<Value = GenGroup> {
@@ -485,9 +653,17 @@ create = true
             proptest::option::of((0..=i64::MAX as u64, 0..=i64::MAX as u64)),
             0..=i64::MAX as u64 / 4,
             any::<bool>(),
+            any::<bool>(),
         )
             .prop_filter("`.` and `..` are not group names", |(_, cgroup, ..)| cgroup.split('/').all(|c| c != "." && c != ".."))
-            .prop_map(|(name, cgroup, times, floor_bytes, create)| GenGroup { name, cgroup, times, floor_bytes, create })
+            .prop_map(|(name, cgroup, times, floor_bytes, create, deprecated)| GenGroup {
+                name,
+                cgroup,
+                times,
+                floor_bytes,
+                create,
+                deprecated,
+            })
     }
 
     /// Controllers whose parameters all have defaults.
@@ -563,11 +739,27 @@ create = true
             if let Some((stall, window)) = triggers {
                 text.push_str(&format!("trigger_stall_us = {stall}\ntrigger_window_us = {window}\n"));
             }
+            // The scenario spelling in whole MiB and decimal milliseconds of up to 10^15 ns
+            // (what f64 holds to the nanosecond), or the deprecated one in bytes and ns.
+            let groups: Vec<GenGroup> = groups
+                .into_iter()
+                .map(|g| if g.deprecated { g } else {
+                    GenGroup { floor_bytes: g.floor_bytes >> 20 << 20, times: g.times.map(|(d, b)| (d % 1_000_000_000_000_000, b % 1_000_000_000_000_000)), ..g }
+                })
+                .collect();
+            let ms = |ns: u64| format!("{}.{:06}", ns / 1_000_000, ns % 1_000_000);
             for g in &groups {
-                text.push_str(&format!("[[group]]\nname = \"{}\"\ncgroup = \"{}\"\nfloor_bytes = {}\ncreate = {}\n", g.name, g.cgroup, g.floor_bytes, g.create));
-                match g.times {
-                    Some((deadline, bcet)) => text.push_str(&format!("role = \"soft-real-time\"\ndeadline_ns = {deadline}\nbcet_ns = {bcet}\n")),
-                    None => text.push_str("role = \"non-real-time\"\n"),
+                text.push_str(&format!("[[group]]\nname = \"{}\"\ncgroup = \"{}\"\ncreate = {}\n", g.name, g.cgroup, g.create));
+                match (g.deprecated, g.times) {
+                    (true, Some((deadline, bcet))) => text.push_str(&format!("role = \"soft-real-time\"\ndeadline_ns = {deadline}\nbcet_ns = {bcet}\n")),
+                    (true, None) => text.push_str("role = \"non-real-time\"\n"),
+                    (false, Some((deadline, bcet))) => text.push_str(&format!("role = \"soft-rt\"\ndeadline_ms = {}\nbcet_ms = {}\n", ms(deadline), ms(bcet))),
+                    (false, None) => text.push_str("role = \"non-rt\"\n"),
+                }
+                if g.deprecated {
+                    text.push_str(&format!("floor_bytes = {}\n", g.floor_bytes));
+                } else {
+                    text.push_str(&format!("floor_mb = {}\n", g.floor_bytes >> 20));
                 }
             }
             let config = AgentConfig::parse(&text, Path::new("gen.toml")).map_err(|e| TestCaseError::fail(e.to_string()))?;
@@ -602,9 +794,14 @@ create = true
         for (edit, want) in [
             (CONFIG.replace("controller = \"sara\"", "controller = \"nope\""), "nope"),
             (CONFIG.replace("step_bytes", "stepbytes"), "stepbytes"),
-            (CONFIG.replace("deadline_ns = 20000000\n", ""), "needs deadline_ns"),
+            (CONFIG.replace("deadline_ms = 20\n", ""), "group \"rt\": soft-rt needs deadline_ms and bcet_ms"),
+            (CONFIG.replace("create = true", "create = true\nbcet_ms = 1"), "group \"batch\": non-rt takes no deadline_ms or bcet_ms"),
+            (CONFIG.replace("role = \"non-rt\"", "role = \"nrt\""), "group \"batch\": role: unknown role \"nrt\"; expected soft-rt or non-rt"),
+            (CONFIG.replace("floor_mb = 32\n", ""), "group \"batch\": floor_mb missing"),
+            (CONFIG.replace("floor_mb = 32", "floor_mb = -1"), "group \"batch\": floor_mb must be a finite, non-negative number of MiB (got -1)"),
+            (CONFIG.replace("bcet_ms = 2", "bcet_ms = nan"), "group \"rt\": bcet_ms must be a finite, non-negative number of milliseconds (got NaN)"),
             (CONFIG.replace("critmem/batch", "../x"), "invalid cgroup path"),
-            (CONFIG.replace("floor_bytes = 33554432", "floor_bytes = \"x\""), "floor_bytes"),
+            (CONFIG.replace("floor_mb = 32", "floor_mb = \"x\""), "floor_mb"),
             // Found by the audit: metrics written over the journal lost it, and a crash could then not be undone.
             (CONFIG.replace("metrics_address = \"127.0.0.1:9464\"", "metrics_file = \"/var/lib/critmem/journal.jsonl\""), "would overwrite the journal"),
             (CONFIG.replace("metrics_address = \"127.0.0.1:9464\"", "metrics_file = \"/var/lib/critmem/./journal.jsonl\""), "would overwrite the journal"),

@@ -17,6 +17,6 @@
 //! The client never blocks and never fails: a message that cannot be sent (no agent, agent
 //! restarting) is counted in `unsent`, and the next send reconnects (at most every 200 ms).
 
-pub use crate::platform::monotonic_ns;
+pub use crate::clock::monotonic_ns;
 pub use crate::protocol::JobOp;
 pub use crate::workload::JobClient;

@@ -73,6 +73,13 @@ pub enum Error {
     #[error("journal {path}: {reason}")]
     Journal { path: PathBuf, reason: String },
 
+    /// The journal could not be written: nothing may change that it does not record.
+    #[error("append to journal {path}: {source}")]
+    JournalWrite { path: PathBuf, source: io::Error },
+
+    #[error("could not restore everything (kept in the journal {} for the next start): {failures}", journal.display())]
+    RestoreIncomplete { journal: PathBuf, failures: String },
+
     #[error("configuration {path}: {reason}")]
     Config { path: PathBuf, reason: String },
 

@@ -158,7 +158,10 @@ impl Journal {
         line.push('\n');
         // One write per line keeps a crash from interleaving; fsync makes it durable before
         // the change it guards is made.
-        self.file.write_all(line.as_bytes()).and_then(|()| self.file.sync_data()).map_err(|e| Error::io("append to journal", &self.path, e))
+        self.file
+            .write_all(line.as_bytes())
+            .and_then(|()| self.file.sync_data())
+            .map_err(|source| Error::JournalWrite { path: self.path.clone(), source })
     }
 
     /// Restores everything recorded (newest first), then deletes the journal. If something

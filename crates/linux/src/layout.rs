@@ -135,6 +135,14 @@ impl Layout {
             Layout::Hybrid { .. } => "hybrid (v1 memory + v2 PSI)",
         }
     }
+
+    /// The root of the tree that holds the memory limits.
+    pub fn memory_root(&self) -> &Path {
+        match self {
+            Layout::V2 { root } => root,
+            Layout::Hybrid { memory_root, .. } => memory_root,
+        }
+    }
 }
 
 /// Decides the layout from the two files' text.
@@ -177,7 +185,10 @@ pub fn detect_layout_in(proc_root: &Path) -> Result<Layout> {
         let path = proc_root.join(name);
         std::fs::read_to_string(&path).map_err(|e| Error::io("read", &path, e))
     };
-    detect_layout(&read("self/mounts")?, &read("cgroups")?)
+    detect_layout(&read("self/mounts")?, &read("cgroups")?).map_err(|e| match e {
+        Error::NoCgroupFs { .. } => Error::NoCgroupFs { mounts: proc_root.join("self/mounts") },
+        other => other,
+    })
 }
 
 #[cfg(test)]

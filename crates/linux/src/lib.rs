@@ -12,10 +12,13 @@
 //! - [`procfs`]: which cgroup a process is in.
 //! - [`protocol`]: the job socket soft real-time processes report to; [`client`]: its Rust
 //!   client (Python: `critmem.jobclient`, C: `include/critmem_job.h`).
-//! - [`platform`]: [`LinuxPlatform`] (the controllers' [`critmem_policy::Platform`]) and the
+//! - [`platform`]: [`LinuxPlatform`] (the controllers' [`critmem_policy::Platform`]); [`control_loop`]: the
 //!   [`ControlLoop`] that ticks a controller on it.
-//! - [`conformance`]: the platform contract, as a body any platform can run.
+//! - [`clock`]: the [`clock::Clock`] the loop and the platform run on (CLOCK_MONOTONIC, or a
+//!   fake one in tests).
 //! - [`metrics`]: Prometheus text-format metrics.
+//! - [`session`]: the setup and end every tool that ticks a controller shares.
+//! - [`run_summary`]: the typed summary of `critmem-linux-run`, in the simulator's terms.
 //! - [`agent`]: the agent daemon's configuration and run.
 //! - [`workload`]: pieces of the shipped soft real-time and throughput workers.
 //!
@@ -24,7 +27,8 @@
 pub mod agent;
 pub mod cgroup;
 pub mod client;
-pub mod conformance;
+pub mod clock;
+pub mod control_loop;
 mod durable;
 pub mod error;
 pub mod journal;
@@ -34,18 +38,24 @@ pub mod platform;
 pub mod procfs;
 pub mod protocol;
 pub mod psi;
+pub mod run_summary;
+pub mod session;
 pub mod swap;
 pub mod workload;
 pub mod writer;
 
 pub use cgroup::{
-    knob_change, open_backend, CgroupBackend, Change, FileWrite, GroupPath, HybridBackend, Knob, MemoryStat, PsiResource, V2Backend,
+    knob_change, open_backend, Capabilities, CgroupBackend, Change, FileWrite, GroupPath, HybridBackend, Knob, LimitBelowUsage, MemoryStat,
+    PsiResource, V2Backend,
 };
 pub use error::{Error, Result};
 pub use journal::{Journal, RestoreReport};
 pub use layout::{detect_layout, detect_layout_in, Layout};
 pub use platform::{ControlLoop, GroupSpec, LinuxPlatform, PlatformOptions};
 pub use writer::KnobWriter;
+
+/// The `/proc` the tools read unless told otherwise (every reader takes its root as an argument).
+pub const PROC_ROOT: &str = "/proc";
 
 /// Longest run the command-line tools accept (about 31 years), so any duration they take
 /// fits every clock they add it to.

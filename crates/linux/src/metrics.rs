@@ -5,6 +5,7 @@
 //! thread answers every HTTP request with the latest snapshot, so a slow scraper never
 //! touches the loop.
 
+use crate::clock::SharedClock;
 use crate::error::{Error, Result};
 use crate::platform::{LinuxPlatform, LoopStats};
 use std::fmt::Write as _;
@@ -112,7 +113,7 @@ pub fn render(platform: &LinuxPlatform, loop_stats: &LoopStats) -> String {
             ("completed", c.completed),
             ("dropped", c.dropped),
             ("deadline_hit", c.deadline_hits),
-            ("deadline_miss", c.deadline_misses),
+            ("deadline_miss", c.completed_late),
         ] {
             jobs.push((format!("{{group=\"{}\",event=\"{event}\"}}", escape(&spec.name)), n as f64));
         }
@@ -198,23 +199,26 @@ fn serve_loop(listener: &TcpListener, snapshot: &Mutex<String>, stop: &AtomicBoo
     }
 }
 
-/// Renders and publishes at most every `period` (rendering costs more than a tick should).
+/// Renders and publishes at most every `period_ns` of `clock` (rendering costs more than a
+/// tick should).
 pub struct Publisher {
     pub sink: MetricsSink,
-    period: Duration,
-    last: Option<std::time::Instant>,
+    period_ns: u64,
+    clock: SharedClock,
+    last_ns: Option<u64>,
 }
 
 impl Publisher {
-    pub fn new(sink: MetricsSink, period: Duration) -> Self {
-        Publisher { sink, period, last: None }
+    pub fn new(sink: MetricsSink, period_ns: u64, clock: SharedClock) -> Self {
+        Publisher { sink, period_ns, clock, last_ns: None }
     }
 
     pub fn maybe_publish(&mut self, platform: &LinuxPlatform, stats: &LoopStats) {
-        if self.last.is_some_and(|t| t.elapsed() < self.period) {
+        let now_ns = self.clock.now_ns();
+        if self.last_ns.is_some_and(|t| now_ns.saturating_sub(t) < self.period_ns) {
             return;
         }
-        self.last = Some(std::time::Instant::now());
+        self.last_ns = Some(now_ns);
         if let Err(e) = self.sink.publish(render(platform, stats)) {
             tracing::warn!(error = %e, "cannot publish metrics");
         }

@@ -220,8 +220,9 @@ pub fn trigger_accepted(stall_us: u64, window_us: u64) -> bool {
 
 impl PsiTrigger {
     /// Arms a trigger. `stall_us` must be positive and at most `window_us`; `window_us` must lie
-    /// in [500 ms, 10 s].
-    pub fn new(path: &Path, kind: StallKind, stall_us: u64, window_us: u64) -> Result<Self> {
+    /// in [500 ms, 10 s]. `proc_root` (`/proc`, or a fake tree) tells whether this process has
+    /// CAP_SYS_RESOURCE when the kernel refuses the window.
+    pub fn new(path: &Path, kind: StallKind, stall_us: u64, window_us: u64, proc_root: &Path) -> Result<Self> {
         if !trigger_accepted(stall_us, window_us) {
             return Err(Error::parse(
                 "PSI trigger",
@@ -244,7 +245,7 @@ impl PsiTrigger {
             Some(nix::libc::EINVAL) => {
                 // `%` rather than is_multiple_of: the workspace's rust-version predates it.
                 #[allow(clippy::manual_is_multiple_of)]
-                let hint = if window_us % UNPRIVILEGED_WINDOW_STEP_US != 0 && !has_cap_sys_resource(Path::new("/proc")) {
+                let hint = if window_us % UNPRIVILEGED_WINDOW_STEP_US != 0 && !has_cap_sys_resource(proc_root) {
                     "without CAP_SYS_RESOURCE (this process lacks it, e.g. in a container) the window must be a multiple of 2 s; use window_us=2000000 or grant the capability".to_owned()
                 } else {
                     "stall_us must be at most window_us and the window within 500 ms..10 s".to_owned()
@@ -646,9 +647,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("memory.pressure");
         std::fs::write(&path, MEMORY).unwrap();
-        assert!(PsiTrigger::new(&path, StallKind::Some, 1000, 100_000).is_err());
-        assert!(PsiTrigger::new(&path, StallKind::Some, 0, 1_000_000).is_err());
-        assert!(PsiTrigger::new(&path, StallKind::Some, 2_000_000, 1_000_000).is_err());
+        assert!(PsiTrigger::new(&path, StallKind::Some, 1000, 100_000, Path::new("/proc")).is_err());
+        assert!(PsiTrigger::new(&path, StallKind::Some, 0, 1_000_000, Path::new("/proc")).is_err());
+        assert!(PsiTrigger::new(&path, StallKind::Some, 2_000_000, 1_000_000, Path::new("/proc")).is_err());
         assert_eq!(std::fs::read_to_string(&path).unwrap(), MEMORY);
     }
 }

@@ -3,8 +3,10 @@
 //! socket client, and signal-aware waiting.
 
 use crate::protocol::{format_message, JobMessage, JobOp};
+use critmem_core::{Nanos, TaskStats};
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::signalfd::SignalFd;
+use serde::{Deserialize, Serialize};
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
@@ -204,6 +206,65 @@ impl JobClient {
         }
         jobs
     }
+}
+
+/// What `critmem-srt-worker` prints at exit (one JSON line), and `critmem-linux-run` reads.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SrtWorkerSummary {
+    pub worker: String,
+    /// Jobs released, including one under way when the worker stopped.
+    pub released: u64,
+    pub completed: u64,
+    /// Of the completed jobs, those that finished after their deadline.
+    pub completed_late: u64,
+    /// Jobs abandoned because the controller dropped them.
+    pub dropped: u64,
+    /// The absolute deadline (CLOCK_MONOTONIC) of the job under way when the worker stopped.
+    pub unfinished_deadline_ns: Option<u64>,
+    pub checksum_failures: u64,
+    pub pages_verified: u64,
+    pub max_response_ns: u64,
+    pub total_response_ns: u64,
+    /// The longest time a completed job finished past its deadline.
+    pub max_tardiness_ns: u64,
+    /// Pages of the cold memory verified at exit.
+    pub cold_pages_verified: u64,
+    pub reports_sent: u64,
+    pub reports_unsent: u64,
+    pub connects: u64,
+}
+
+impl SrtWorkerSummary {
+    /// The worker's jobs as the simulator's per-task totals, judged at `end_ns` (the end of
+    /// the run): as [`crate::platform::JobCounts::task_stats`] counts a group's jobs.
+    pub fn task_stats(&self, end_ns: u64) -> TaskStats {
+        let mut stats = TaskStats {
+            released: self.released,
+            completed: self.completed,
+            deadline_misses: self.completed_late + self.dropped,
+            aborted: self.dropped,
+            dropped: self.dropped,
+            max_response: (self.completed > 0).then_some(Nanos(self.max_response_ns)),
+            total_response: u128::from(self.total_response_ns),
+            max_tardiness: Nanos(self.max_tardiness_ns),
+            ..TaskStats::default()
+        };
+        if let Some(deadline_ns) = self.unfinished_deadline_ns {
+            crate::platform::judge_unfinished(&mut stats, deadline_ns, end_ns);
+        }
+        stats
+    }
+}
+
+/// What `critmem-nrt-worker` prints at exit (one JSON line), and `critmem-linux-run` reads.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NrtWorkerSummary {
+    pub worker: String,
+    /// MiB of its working set read and verified.
+    pub verified_mib: u64,
+    pub verified_mib_per_s: f64,
+    pub checksum_failures: u64,
+    pub elapsed_s: f64,
 }
 
 #[cfg(test)]

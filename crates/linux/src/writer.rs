@@ -285,7 +285,9 @@ fn worker(shared: &Shared, outcomes: &Sender<WriteOutcome>) {
         };
         let result = pending.write.perform_unless(&|| shared.lock().shutdown);
         if let Err(e) = &result {
-            tracing::warn!(path = %pending.write.path.display(), value = %pending.write.contents, error = %e, "cgroup write failed");
+            // The outcome goes to the platform, which warns once per file; a limit the kernel
+            // refuses is asked for again every tick.
+            tracing::debug!(path = %pending.write.path.display(), value = %pending.write.contents, error = %e, "cgroup write failed");
         }
         let outcome = WriteOutcome {
             path: pending.write.path.clone(),

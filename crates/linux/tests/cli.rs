@@ -102,8 +102,10 @@ fn the_srt_worker_stops_within_a_job_on_sigterm_and_prints_its_summary() {
     // A worker that stopped only between jobs would finish the 60 s job first and count it.
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0));
-    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!((summary["jobs"].as_u64(), summary["dropped"].as_u64()), (Some(0), Some(0)), "the abandoned job is not counted: {summary}");
+    let summary: critmem_linux::workload::SrtWorkerSummary = serde_json::from_slice(&out.stdout).unwrap();
+    // Released, abandoned unfinished: neither completed nor dropped, its deadline reported.
+    assert_eq!((summary.released, summary.completed, summary.dropped), (1, 0, 0), "{summary:?}");
+    assert!(summary.unfinished_deadline_ns.is_some(), "{summary:?}");
 }
 
 /// Found by the audit: sizes beyond the machine aborted with the allocator's message and a
@@ -188,4 +190,45 @@ fn endless_input_files_are_refused_at_16_mib() {
         ("critmem-linux-run", &["--duration-s", "1", "/dev/zero"], "critmem-linux-run: /dev/zero: larger than 16 MiB"),
     ];
     assert_exact_errors(&cases);
+}
+
+/// The agent reads the older group spelling, warning once per deprecated key or role name
+/// (before anything else can fail), and the scenario spelling without a warning.
+#[test]
+fn the_agent_warns_once_per_deprecated_spelling_and_reads_the_scenario_one_silently() {
+    let dir = tempfile::tempdir().unwrap();
+    let head = format!(
+        "controller = \"greedy\"\ntotal_memory_bytes = 1073741824\nsocket = \"{}\"\njournal = \"{}\"\n",
+        dir.path().join("run/jobs.sock").display(),
+        dir.path().join("journal.jsonl").display()
+    );
+    // Groups that do not exist and may not be created: the run stops with one error line.
+    let old = "[[group]]\nname = \"a\"\ncgroup = \"critmem-cli-test-missing/a\"\nrole = \"soft-real-time\"\nfloor_bytes = 4096\ndeadline_ns = 20000000\nbcet_ns = 1000000\n\
+               [[group]]\nname = \"b\"\ncgroup = \"critmem-cli-test-missing/b\"\nrole = \"non-real-time\"\nfloor_bytes = 4096\n";
+    let new = "[[group]]\nname = \"a\"\ncgroup = \"critmem-cli-test-missing/a\"\nrole = \"soft-rt\"\nfloor_mb = 0.004\ndeadline_ms = 20\nbcet_ms = 1\n\
+               [[group]]\nname = \"b\"\ncgroup = \"critmem-cli-test-missing/b\"\nrole = \"non-rt\"\nfloor_mb = 0.004\n";
+    let run = |groups: &str| {
+        let config = dir.path().join("agent.toml");
+        std::fs::write(&config, format!("{head}{groups}")).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_critmem-agent")).arg("--config").arg(&config).arg("--dry-run").output().unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (stderr.lines().filter(|l| l.starts_with("critmem-agent: warning: ")).map(str::to_owned).collect::<Vec<_>>(), stderr)
+    };
+    let (warnings, stderr) = run(old);
+    let path = dir.path().join("agent.toml");
+    let want: Vec<String> = [
+        "group key bcet_ns is deprecated; write bcet_ms (milliseconds) instead",
+        "group key deadline_ns is deprecated; write deadline_ms (milliseconds) instead",
+        "group key floor_bytes is deprecated; write floor_mb (MiB) instead",
+        "role = \"non-real-time\" is deprecated; write role = \"non-rt\" instead",
+        "role = \"soft-real-time\" is deprecated; write role = \"soft-rt\" instead",
+    ]
+    .iter()
+    .map(|w| format!("critmem-agent: warning: {}: {w}", path.display()))
+    .collect();
+    assert_eq!(warnings, want, "{stderr}");
+    assert_eq!(stderr.lines().count(), want.len() + 1, "the warnings, then one error line: {stderr}");
+    let (warnings, stderr) = run(new);
+    assert!(warnings.is_empty() && stderr.lines().count() == 1, "{stderr}");
 }

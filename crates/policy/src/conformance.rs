@@ -1,33 +1,60 @@
-//! The platform conformance body: what every [`crate::Platform`] must do for a controller,
-//! written as a controller, so the same body runs wherever controllers run — inside the
-//! simulator's engine and in the Linux platform's control loop — with no platform type named.
+//! The platform conformance bodies: what every [`crate::Platform`] must do for a controller
+//! (the contract is written on [`crate::Platform::apply`]), with no platform type named, so
+//! the same checks run against the simulator and against real cgroups.
 //!
-//! [`ConformanceProbe`] is a scripted [`Controller`]. Each tick it checks the observation
-//! against the contract and asks for the next step's actions; broken promises are collected
-//! in a shared [`ConformanceReport`] the test reads afterwards (the platform owns the probe
-//! while it runs). The script:
+//! [`check_platform`] drives a platform directly and checks what `apply` returns and what the
+//! next observation shows. [`ConformanceProbe`] is the same script as a scripted
+//! [`Controller`], for platforms whose loop owns the controller (the simulator's engine, the
+//! Linux control loop). Each tick it checks the observation against the contract and asks for
+//! the next step's actions; broken promises are collected in a shared [`ConformanceReport`]
+//! the test reads afterwards (the platform owns the probe while it runs). The script:
 //!
-//! 1. every tick: the group set and each group's identity (name, role, floor) never change;
-//!    time never goes backwards; PSI totals never go backwards and `full <= some`; an observed
-//!    hard limit is never below the group's floor; at least one group, a positive budget;
-//! 2. ask every group for half its floor; within [`SETTLE_TICKS`] the limit must show, at or
-//!    above the floor (the platform raises it; it may raise it further, never lower);
-//! 3. ask for an exact page-aligned limit above the floor; within [`SETTLE_TICKS`] it must
-//!    show as asked, give or take one page (platforms align to pages);
-//! 4. clear every limit; within [`SETTLE_TICKS`] every group must show no limit;
-//! 5. ask for a limit on a group that does not exist: nothing may change or break.
+//! 1. every observation: the group set and each group's identity (name, role, floor) never
+//!    change; time never goes backwards; PSI totals never go backwards and `full <= some`; an
+//!    observed hard limit is never below the group's floor; at least one group, a positive
+//!    budget;
+//! 2. ask every group for half its floor: the limit is exactly the floor;
+//! 3. ask for one byte more than one [`alignment`] above the floor: the limit is exactly one
+//!    alignment above it (rounded down to whole pages, never up);
+//! 4. ask for exactly two alignments above the floor: the limit is exactly that;
+//! 5. clear every limit: no group has one;
+//! 6. ask for a limit on a group that does not exist: nothing may change or break.
 //!
-//! Writes may land asynchronously (the Linux platform writes off the control thread), so a
-//! step passes as soon as its effect is observed and fails only after [`SETTLE_TICKS`].
+//! Preconditions: at least one group, none with a hard limit at the start, each using less
+//! memory than its floor (so no platform raises a limit to protect the group), and room for a
+//! limit of three times each floor.
+//!
+//! Writes may land asynchronously (the Linux platform writes off the control thread): the
+//! probe passes a step as soon as its effect is observed and fails it only after
+//! [`SETTLE_TICKS`]; [`check_platform`] calls its `settle` before each observation.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::{Action, Controller, GroupObservation, Observation};
+use crate::{Action, Controller, GroupObservation, Observation, Platform};
+use std::fmt;
 
 /// Ticks a platform may take to show an applied change.
 pub const SETTLE_TICKS: u32 = 200;
-/// Platforms align limits to pages.
-const PAGE_BYTES: u64 = 4096;
+/// The alignment of a group without a floor: platforms' pages are at most this large.
+const LARGEST_PAGE_BYTES: u64 = 64 << 10;
+
+/// A size every page of the platform divides, from a group's floor: the floor is a whole
+/// number of pages and pages are powers of two, so the floor's lowest set bit is a multiple
+/// of the page size.
+pub fn alignment(floor_bytes: u64) -> u64 {
+    if floor_bytes == 0 {
+        LARGEST_PAGE_BYTES
+    } else {
+        1 << floor_bytes.trailing_zeros()
+    }
+}
+
+/// The limits the script asks of a group above its floor, and what each must show:
+/// (asked, shown) for the rounding step (a byte past whole pages), then for the exact step.
+fn steps_above_floor(floor_bytes: u64) -> [(u64, u64); 2] {
+    let align = alignment(floor_bytes);
+    [(floor_bytes + align + 1, floor_bytes + align), (floor_bytes + 2 * align, floor_bytes + 2 * align)]
+}
 
 /// What the probe found; shared between the probe and the test.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -60,6 +87,7 @@ impl ConformanceReport {
 enum Step {
     Start,
     BelowFloor { since: u32 },
+    RoundDown { since: u32 },
     Exact { since: u32 },
     Clear { since: u32 },
     Stray,
@@ -95,11 +123,6 @@ impl ConformanceProbe {
         let mut report = self.lock();
         let tick = report.ticks;
         report.violations.push(format!("tick {tick}: {message}"));
-    }
-
-    /// The exact limit step 3 asks of a group: a page-aligned value a little above its floor.
-    fn exact_limit(g: &GroupObservation) -> u64 {
-        (g.floor_bytes.div_ceil(PAGE_BYTES) + 256) * PAGE_BYTES
     }
 
     /// The checks every observation must pass.
@@ -194,12 +217,12 @@ impl Controller for ConformanceProbe {
                 Self::set_all(obs, |g| Some(g.floor_bytes / 2))
             }
             Step::BelowFloor { since } => {
-                match self.wait(obs, since, Step::Exact { since: 0 }, "a limit asked below the floor", |_, g| {
-                    g.knobs.max_bytes.is_some_and(|m| m >= g.floor_bytes)
+                match self.wait(obs, since, Step::RoundDown { since: 0 }, "a limit asked below the floor", |_, g| {
+                    g.knobs.max_bytes == Some(g.floor_bytes)
                 }) {
                     Some(next) => {
                         self.step = next;
-                        Self::set_all(obs, |g| Some(Self::exact_limit(g)))
+                        Self::set_all(obs, |g| Some(steps_above_floor(g.floor_bytes)[0].0))
                     }
                     None => {
                         self.step = Step::BelowFloor { since: since + 1 };
@@ -207,9 +230,22 @@ impl Controller for ConformanceProbe {
                     }
                 }
             }
+            Step::RoundDown { since } => {
+                let shown = |_, g: &GroupObservation| g.knobs.max_bytes == Some(steps_above_floor(g.floor_bytes)[0].1);
+                match self.wait(obs, since, Step::Exact { since: 0 }, "a limit rounded down to whole pages", shown) {
+                    Some(next) => {
+                        self.step = next;
+                        Self::set_all(obs, |g| Some(steps_above_floor(g.floor_bytes)[1].0))
+                    }
+                    None => {
+                        self.step = Step::RoundDown { since: since + 1 };
+                        Vec::new()
+                    }
+                }
+            }
             Step::Exact { since } => {
-                let shown = |_, g: &GroupObservation| g.knobs.max_bytes.is_some_and(|m| m.abs_diff(Self::exact_limit(g)) <= PAGE_BYTES);
-                match self.wait(obs, since, Step::Clear { since: 0 }, "an exact limit above the floor", shown) {
+                let shown = |_, g: &GroupObservation| g.knobs.max_bytes == Some(steps_above_floor(g.floor_bytes)[1].1);
+                match self.wait(obs, since, Step::Clear { since: 0 }, "an exact page-aligned limit", shown) {
                     Some(next) => {
                         self.step = next;
                         Self::set_all(obs, |_| None)
@@ -248,35 +284,157 @@ impl Controller for ConformanceProbe {
     }
 }
 
+/// A platform contract [`check_platform`] found broken.
+#[derive(Debug)]
+pub struct Violation(pub String);
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "platform contract broken: {}", self.0)
+    }
+}
+
+impl std::error::Error for Violation {}
+
+macro_rules! ensure {
+    ($cond:expr, $($msg:tt)+) => {
+        if !$cond {
+            return Err(Violation(format!($($msg)+)).into());
+        }
+    };
+}
+
+/// Runs the script of the module documentation against `platform` synchronously: what each
+/// `apply` returns is checked as well as what the next observation shows. `settle` lets
+/// writes land before each observation (a platform that applies asynchronously waits for its
+/// writer; a synchronous one does nothing).
+pub fn check_platform<P: Platform>(platform: &mut P, mut settle: impl FnMut(&mut P)) -> Result<(), Box<dyn std::error::Error>>
+where
+    P::Error: 'static,
+{
+    let first = platform.observe()?;
+    ensure!(!first.groups.is_empty(), "observe returned no groups");
+    ensure!(first.total_memory_bytes > 0, "total memory is 0");
+    let second = platform.observe()?;
+    ensure!(second.now_ns >= first.now_ns, "time went backwards: {} -> {}", first.now_ns, second.now_ns);
+    ensure!(second.groups.len() == first.groups.len(), "group count changed between observations");
+    for (a, b) in first.groups.iter().zip(&second.groups) {
+        ensure!(a.name == b.name && a.role == b.role && a.floor_bytes == b.floor_bytes, "group identity changed: {} -> {}", a.name, b.name);
+        let (s, t) = (a.stall, b.stall);
+        ensure!(
+            t.memory_some_us >= s.memory_some_us
+                && t.memory_full_us >= s.memory_full_us
+                && t.io_some_us >= s.io_some_us
+                && t.io_full_us >= s.io_full_us,
+            "stall totals of {} went backwards: {s:?} -> {t:?}",
+            a.name
+        );
+        ensure!(t.memory_full_us <= t.memory_some_us, "{}: full stall exceeds some stall", a.name);
+    }
+
+    // Below the floor, one byte short of whole pages, whole pages: each applied exactly as the
+    // contract says, reported as applied and observed so.
+    for (id, g) in second.groups.iter().enumerate() {
+        let [round_down, exact] = steps_above_floor(g.floor_bytes);
+        for (what, asked, want) in [
+            ("half the floor", g.floor_bytes / 2, g.floor_bytes),
+            ("a partial page", round_down.0, round_down.1),
+            ("whole pages", exact.0, exact.1),
+        ] {
+            let applied = platform.apply(&[Action::SetMax { group: id, bytes: Some(asked) }])?;
+            settle(platform);
+            ensure!(
+                applied == [Action::SetMax { group: id, bytes: Some(want) }],
+                "{}: asked for {asked} bytes ({what}), apply reported {applied:?}, not a limit of {want}",
+                g.name
+            );
+            let seen = platform.observe()?.groups[id].knobs.max_bytes;
+            ensure!(seen == Some(want), "{}: asked for {asked} bytes ({what}), observed {seen:?}, not {want}", g.name);
+        }
+    }
+
+    // Clearing the limit is applied and observed; nonexistent groups are ignored.
+    let clear: Vec<Action> = (0..second.groups.len()).map(|id| Action::SetMax { group: id, bytes: None }).collect();
+    let applied = platform.apply(&clear)?;
+    ensure!(applied == clear, "clearing limits applied {applied:?}");
+    settle(platform);
+    let cleared = platform.observe()?;
+    ensure!(
+        cleared.groups.iter().all(|g| g.knobs.max_bytes.is_none()),
+        "limits still set after clearing: {:?}",
+        cleared.groups.iter().map(|g| g.knobs).collect::<Vec<_>>()
+    );
+    let stray = platform.apply(&[Action::SetMax { group: second.groups.len(), bytes: Some(1 << 30) }])?;
+    ensure!(stray.is_empty(), "an action for a nonexistent group was applied: {stray:?}");
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{GroupRole, MemoryKnobs, StallTotals};
 
-    /// A platform that applies synchronously and clamps to floors, in a few lines: the probe
-    /// must pass on it, and fail on one that breaks the contract.
-    fn run(mut break_it: impl FnMut(u64, &mut Vec<GroupObservation>)) -> ConformanceReport {
-        let (mut probe, report) = ConformanceProbe::new(1);
-        let mut groups: Vec<GroupObservation> = (0..2)
+    const PAGE_BYTES: u64 = 4096;
+
+    /// A platform that applies synchronously and keeps the contract, in a few lines; `round`
+    /// turns a request into the applied limit (before the floor), and `break_it` may spoil each
+    /// observation.
+    struct Toy<B: FnMut(u64, &mut Vec<GroupObservation>)> {
+        groups: Vec<GroupObservation>,
+        now_ns: u64,
+        round: fn(u64) -> u64,
+        break_it: B,
+    }
+
+    fn toy<B: FnMut(u64, &mut Vec<GroupObservation>)>(round: fn(u64) -> u64, break_it: B) -> Toy<B> {
+        let groups = (0..2)
             .map(|i| GroupObservation {
                 name: format!("g{i}"),
                 role: GroupRole::NonRealTime,
                 stall: StallTotals::default(),
                 usage_bytes: 0,
                 knobs: MemoryKnobs::default(),
-                floor_bytes: (i + 1) << 20,
+                floor_bytes: (i + 1) * (3 << 20),
             })
             .collect();
-        for now_ns in 0..100 {
-            break_it(now_ns, &mut groups);
-            let obs = Observation { now_ns, total_memory_bytes: 1 << 30, groups: groups.clone(), events: Vec::new() };
-            for action in probe.tick(&obs) {
-                if let Action::SetMax { group, bytes } = action {
-                    if let Some(g) = groups.get_mut(group) {
-                        g.knobs.max_bytes = bytes.map(|b| b.max(g.floor_bytes));
+        Toy { groups, now_ns: 0, round, break_it }
+    }
+
+    fn round_down(bytes: u64) -> u64 {
+        bytes / PAGE_BYTES * PAGE_BYTES
+    }
+
+    impl<B: FnMut(u64, &mut Vec<GroupObservation>)> Platform for Toy<B> {
+        type Error = std::convert::Infallible;
+
+        fn observe(&mut self) -> Result<Observation, Self::Error> {
+            self.now_ns += 1;
+            (self.break_it)(self.now_ns, &mut self.groups);
+            Ok(Observation { now_ns: self.now_ns, total_memory_bytes: 1 << 30, groups: self.groups.clone(), events: Vec::new() })
+        }
+
+        fn apply(&mut self, actions: &[Action]) -> Result<Vec<Action>, Self::Error> {
+            let mut applied = Vec::new();
+            for action in actions {
+                if let Action::SetMax { group, bytes } = *action {
+                    let round = self.round;
+                    if let Some(g) = self.groups.get_mut(group) {
+                        g.knobs.max_bytes = bytes.map(|b| round(b).max(g.floor_bytes));
+                        applied.push(Action::SetMax { group, bytes: g.knobs.max_bytes });
                     }
                 }
             }
+            Ok(applied)
+        }
+    }
+
+    /// The probe run as a controller on `platform` until it finishes (or 1000 ticks).
+    fn probe<P: Platform>(mut platform: P) -> ConformanceReport {
+        let (mut probe, report) = ConformanceProbe::new(1);
+        for _ in 0..1000 {
+            let obs = platform.observe().unwrap_or_else(|_| unreachable!());
+            let actions = probe.tick(&obs);
+            let _ = platform.apply(&actions);
             if probe.finished() {
                 break;
             }
@@ -286,21 +444,41 @@ mod tests {
     }
 
     #[test]
-    fn a_conforming_platform_passes() {
-        let report = run(|_, _| {});
+    fn a_conforming_platform_passes_both_bodies() {
+        let report = probe(toy(round_down, |_, _| {}));
         assert_eq!(report.verdict(), Ok(()), "{report:?}");
-        assert!(report.ticks >= 5);
+        assert!(report.ticks >= 6);
+        check_platform(&mut toy(round_down, |_, _| {}), |_| {}).unwrap();
     }
 
     #[test]
     fn broken_platforms_are_caught() {
-        let report = run(|_, groups| groups[0].knobs.max_bytes = Some(1));
+        let report = probe(toy(round_down, |_, groups| groups[0].knobs.max_bytes = Some(1)));
         assert!(report.verdict().unwrap_err().contains("below floor"), "{report:?}");
-        let report = run(|now, groups| groups[1].stall.memory_some_us = 100 - now);
+        let report = probe(toy(round_down, |now, groups| groups[1].stall.memory_some_us = 100 - now));
         assert!(report.verdict().unwrap_err().contains("went backwards"), "{report:?}");
-        let report = run(|now, groups| groups[0].name = format!("g{now}"));
+        let report = probe(toy(round_down, |now, groups| groups[0].name = format!("g{now}")));
         assert!(report.verdict().unwrap_err().contains("identity changed"), "{report:?}");
-        let report = run(|_, groups| groups[1].knobs.max_bytes = Some(64 << 20));
+        let report = probe(toy(round_down, |_, groups| groups[1].knobs.max_bytes = Some(64 << 20)));
         assert!(report.verdict().is_err(), "{report:?}");
+    }
+
+    /// Rounding up, or not at all, breaks the contract in both bodies.
+    #[test]
+    fn a_platform_that_does_not_round_down_to_whole_pages_is_caught() {
+        for round in [|b: u64| b.next_multiple_of(PAGE_BYTES), |b: u64| b] {
+            let report = probe(toy(round, |_, _| {}));
+            assert!(report.verdict().unwrap_err().contains("rounded down to whole pages"), "{report:?}");
+            let err = check_platform(&mut toy(round, |_, _| {}), |_| {}).unwrap_err().to_string();
+            assert!(err.contains("a partial page"), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_alignment_divides_every_page_size_the_floor_allows() {
+        assert_eq!(alignment(0), 64 << 10);
+        assert_eq!(alignment(3 << 20), 1 << 20);
+        assert_eq!(alignment(4096 * 5), 4096);
+        assert_eq!(steps_above_floor(3 << 20), [((4 << 20) + 1, 4 << 20), (5 << 20, 5 << 20)]);
     }
 }

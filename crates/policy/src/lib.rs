@@ -27,7 +27,7 @@ pub mod senpai;
 pub mod tmo;
 
 pub use budget::{interval_stall_ns, LimitKnob, StallKind};
-pub use conformance::{ConformanceProbe, ConformanceReport};
+pub use conformance::{check_platform, ConformanceProbe, ConformanceReport, Violation};
 pub use error::PolicyError;
 pub use factory::{
     controller_info, controller_names, make_controller, ControllerConfig, ControllerInfo, ControllerKind, TickRequest, CONTROLLERS,
@@ -223,7 +223,23 @@ pub trait Platform {
     type Error: std::error::Error;
     /// Reads the current state of every managed group, and the job events since last time.
     fn observe(&mut self) -> Result<Observation, Self::Error>;
-    /// Applies actions (after clamping to floors); returns what was actually applied.
+    /// Applies actions and returns what was applied, as applied. The contract every platform
+    /// keeps ([`conformance`] checks it on each):
+    ///
+    /// - **Rounding.** A hard (`max`) or throttling (`high`) limit is the request rounded
+    ///   *down* to whole pages of the platform: it never exceeds the request, except to honour
+    ///   the floor. Protections (`min`, `low`) are rounded down the same way.
+    /// - **Floor.** No limit is ever below the group's `floor_bytes` as observed (a whole
+    ///   number of pages: a platform rounds a configured floor up to whole pages); a request
+    ///   below it gets exactly the floor.
+    /// - **Safety.** Beyond that a platform may apply a higher limit where the requested one
+    ///   would harm the group (Linux: memory a cgroup v2 group cannot give back, a limit held
+    ///   after an out-of-memory rescue) and a lower one where the machine cannot give more
+    ///   (the simulator: its memory; cgroup v1: the group's memory+swap limit).
+    /// - **Clearing.** `None` removes the limit or protection.
+    /// - **What is returned.** Actions for groups that do not exist are ignored and left out;
+    ///   an action asking for what is already in place may be left out too.
+    /// - **Jobs.** `DropJob` is passed to the group's workload, and returned if it was.
     fn apply(&mut self, actions: &[Action]) -> Result<Vec<Action>, Self::Error>;
 }
 

@@ -35,6 +35,9 @@ fn main() {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let config = AgentConfig::load(&args.config).unwrap_or_else(|e| fail(&e));
+    for warning in &config.deprecations {
+        eprintln!("critmem-agent: warning: {warning}");
+    }
     let options = RunOptions { dry_run: args.dry_run, duration: args.duration_s };
     match run(&config, &options, &signals) {
         Ok(summary) => println!("{}", serde_json::to_string(&summary).expect("summary serialises")),

@@ -7,12 +7,12 @@
 
 use clap::Parser;
 use critmem_linux::agent::shutdown_signals;
-use critmem_linux::cgroup::{open_backend, GroupPath};
+use critmem_linux::cgroup::GroupPath;
 use critmem_linux::journal::SharedJournalDir;
-use critmem_linux::layout::detect_layout_in;
-use critmem_linux::platform::{ControlLoop, GroupSpec, LinuxPlatform, PlatformOptions};
+use critmem_linux::platform::{GroupSpec, LinuxPlatform};
+use critmem_linux::session::{SessionBuilder, SessionPlan};
 use critmem_linux::workload::signalled;
-use critmem_policy::{make_controller, GroupRole};
+use critmem_policy::{make_controller, GroupRole, StallInputs};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -55,12 +55,12 @@ fn main() {
     // Everything that can fail on its own comes before the platform creates groups.
     let config: serde_json::Value = serde_json::json!({ "interval_ns": args.interval_ms * 1_000_000 });
     let config = if args.controller == "sara" || args.controller == "senpai" { config } else { serde_json::json!({}) };
-    let mut controller = make_controller(&args.controller, config).unwrap_or_else(|e| fail(&e));
+    let controller = make_controller(&args.controller, config).unwrap_or_else(|e| fail(&e));
     let worker_exe =
         (args.worker_mib > 0).then(|| std::env::current_exe().unwrap_or_else(|e| fail(&e)).with_file_name("critmem-nrt-worker"));
     let signals = shutdown_signals().unwrap_or_else(|e| fail(&e));
-    let layout = detect_layout_in(Path::new("/proc")).unwrap_or_else(|e| fail(&e));
-    let backend = open_backend(&layout).unwrap_or_else(|e| fail(&e));
+    let host = SessionBuilder::new().connect().unwrap_or_else(|e| fail(&e));
+    let proc_root = host.proc_root().to_owned();
     // One journal directory for every run, so that the next run restores what a killed one
     // changed and removes its groups (a per-run directory would be forgotten).
     let shared_dir = SharedJournalDir::enter(Path::new(JOURNAL_DIR)).unwrap_or_else(|e| fail(&e));
@@ -78,14 +78,18 @@ fn main() {
             create: true,
         })
         .collect();
-    let options = PlatformOptions {
-        total_memory_bytes: (args.groups as u64) * (args.worker_mib.max(64) << 20),
-        dry_run: false,
-        journal_path: Some(dir.join("journal.jsonl")),
-        job_server: None,
-        proc_root: "/proc".into(),
-    };
-    let mut platform = LinuxPlatform::open(backend, specs, options).unwrap_or_else(|e| fail(&e));
+    let reads_usage: Vec<(GroupRole, bool)> = specs.iter().map(|g| (g.role.clone(), controller.reads_usage(&g.role))).collect();
+    let mut session = host
+        .start(SessionPlan {
+            groups: specs,
+            total_memory_bytes: (args.groups as u64) * (args.worker_mib.max(64) << 20),
+            journal: Some(dir.join("journal.jsonl")),
+            job_socket: None,
+            controller,
+            interval_ns: args.interval_ms * 1_000_000,
+            triggers: None,
+        })
+        .unwrap_or_else(|e| fail(&e));
     let mut workers: Vec<Child> = Vec::new();
     if let Some(exe) = worker_exe {
         for group in 0..args.groups {
@@ -101,11 +105,11 @@ fn main() {
                 Ok(child) => child,
                 Err(e) => {
                     stop_workers(workers);
-                    let _ = platform.restore(Duration::from_secs(30));
+                    let _ = session.finish(Duration::from_secs(30));
                     fail(&e);
                 }
             };
-            if let Err(e) = platform.add_process(group, child.id()) {
+            if let Err(e) = session.platform().add_process(group, child.id()) {
                 let _ = child.kill();
                 eprintln!("critmem-loop-bench: {e}");
                 break;
@@ -114,25 +118,20 @@ fn main() {
             workers.push(child);
         }
     }
-    if !args.read_all_stall {
-        platform.set_stall_inputs(|role| controller.stall_inputs(role));
+    if args.read_all_stall {
+        session.platform_mut().set_stall_inputs(|_| StallInputs::ALL);
     }
-    if !args.read_all_usage {
-        platform.set_usage_inputs(|role| controller.reads_usage(role));
+    if args.read_all_usage {
+        session.platform_mut().set_usage_inputs(|_| true);
     }
-    let mut control = ControlLoop::new(args.interval_ms * 1_000_000);
-    let cpu_before_ns = process_cpu_ns();
-    let started = Instant::now();
+    let cpu_before_ns = process_cpu_ns(&proc_root);
     let run = args.seconds;
     // Per mode (0: usage as the controller reads it, 1: all usage every tick): ticks, cost.
     let mut by_mode = [(0u64, 0u64); 2];
     let (mut mode, mut cost_seen_ns) = (0usize, 0u64);
-    let reads_usage: Vec<(GroupRole, bool)> = platform.group_specs().map(|g| (g.role.clone(), controller.reads_usage(&g.role))).collect();
-    let result = control.run(
-        &mut platform,
-        controller.as_mut(),
-        || started.elapsed() >= run || signalled(&signals),
-        |p, _, stats| {
+    let result = session.run(
+        |elapsed_ns| u128::from(elapsed_ns) >= run.as_nanos() || signalled(&signals),
+        |p, _, stats, _| {
             if !args.alternate_usage_reads {
                 return;
             }
@@ -147,23 +146,23 @@ fn main() {
             }
         },
     );
-    let elapsed_s = started.elapsed().as_secs_f64();
-    let loop_cpu_ns = process_cpu_ns().saturating_sub(cpu_before_ns);
+    let elapsed_s = session.run_elapsed_ns() as f64 / 1e9;
+    let loop_cpu_ns = process_cpu_ns(&proc_root).saturating_sub(cpu_before_ns);
+    let platform = session.platform();
     let srt_groups = platform.group_specs().filter(|g| matches!(g.role, GroupRole::SoftRealTime { .. })).count();
     let platform_stats = platform.stats().clone();
-    let baseline = bare_reads(&platform, args.interval_ms, run.min(Duration::from_secs(5)));
-    let idle_cpu_share_pct = idle_loop_cpu_share_pct(args.interval_ms, run.min(Duration::from_secs(5)));
+    let baseline = bare_reads(platform, args.interval_ms, run.min(Duration::from_secs(5)));
+    let idle_cpu_share_pct = idle_loop_cpu_share_pct(&proc_root, args.interval_ms, run.min(Duration::from_secs(5)));
     stop_workers(workers);
-    let restore = platform.restore(Duration::from_secs(30));
+    let end = session.finish(Duration::from_secs(30));
     // Removes the directory unless another run is in it.
     drop(shared_dir);
     if let Err(e) = result {
         fail(&e);
     }
-    if let Err(e) = restore {
-        fail(&e);
-    }
-    let s = control.stats.summary();
+    let end = end.unwrap_or_else(|e| fail(&e));
+    let loop_stats = &end.loop_stats;
+    let s = loop_stats.summary();
     let groups = args.groups.max(1) as u64;
     let summary = serde_json::json!({
         "controller": args.controller,
@@ -176,13 +175,13 @@ fn main() {
         "interval_ms": args.interval_ms,
         "worker_mib": args.worker_mib,
         "ticks": s.ticks,
-        "overruns": control.stats.overruns,
+        "overruns": loop_stats.overruns,
         "tick_cost_mean_us": s.mean_ns as f64 / 1e3,
         "tick_cost_p50_us": s.p50_ns as f64 / 1e3,
         "tick_cost_p99_us": s.p99_ns as f64 / 1e3,
         "tick_cost_max_us": s.max_ns as f64 / 1e3,
         "group_cost_mean_us": (s.mean_ns / groups) as f64 / 1e3,
-        "loop_share_of_one_core_pct": control.stats.cost_sum_ns as f64 / 1e9 / elapsed_s * 100.0,
+        "loop_share_of_one_core_pct": loop_stats.cost_sum_ns as f64 / 1e9 / elapsed_s * 100.0,
         "process_cpu_share_of_one_core_pct": loop_cpu_ns as f64 / 1e9 / elapsed_s * 100.0,
         "idle_loop_cpu_share_of_one_core_pct": idle_cpu_share_pct,
         "baseline_files_per_tick": baseline.0,
@@ -240,19 +239,20 @@ fn bare_reads(platform: &LinuxPlatform, interval_ms: u64, run: Duration) -> (usi
 
 /// The floor of any loop at this interval: CPU share (scheduler accounting) of a loop that
 /// only sleeps and wakes up.
-fn idle_loop_cpu_share_pct(interval_ms: u64, run: Duration) -> f64 {
-    let (cpu_before_ns, started) = (process_cpu_ns(), Instant::now());
+fn idle_loop_cpu_share_pct(proc_root: &Path, interval_ms: u64, run: Duration) -> f64 {
+    let (cpu_before_ns, started) = (process_cpu_ns(proc_root), Instant::now());
     while started.elapsed() < run {
         std::thread::sleep(Duration::from_millis(interval_ms));
     }
-    process_cpu_ns().saturating_sub(cpu_before_ns) as f64 / 1e9 / started.elapsed().as_secs_f64() * 100.0
+    process_cpu_ns(proc_root).saturating_sub(cpu_before_ns) as f64 / 1e9 / started.elapsed().as_secs_f64() * 100.0
 }
 
 /// CPU time of every thread of this process (the loop and the knob writer), in nanoseconds,
-/// from the scheduler's own accounting: `/proc/self/task/*/schedstat` starts with the time
-/// spent on a CPU. This includes what the tick timer cannot see: waking up and going to sleep.
-fn process_cpu_ns() -> u64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 0 };
+/// from the scheduler's own accounting: `<proc_root>/self/task/*/schedstat` starts with the
+/// time spent on a CPU. This includes what the tick timer cannot see: waking up and going to
+/// sleep.
+fn process_cpu_ns(proc_root: &Path) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(proc_root.join("self/task")) else { return 0 };
     tasks
         .flatten()
         .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())

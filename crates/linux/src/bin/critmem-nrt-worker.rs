@@ -1,11 +1,11 @@
 //! Memory-intensive throughput worker: walks its whole working set again and again, verifying
-//! every page, and reports work units (MiB verified) per second on stdout, one JSON line per
-//! report period. Exits 0 on SIGINT/SIGTERM or after --duration-s, 3 on a checksum mismatch,
-//! 2 on bad arguments; prints a JSON summary line at exit.
+//! every page, and reports MiB verified per second on stdout, one JSON line per report period.
+//! Exits 0 on SIGINT/SIGTERM or after --duration-s, 3 on a checksum mismatch, 2 on bad
+//! arguments; prints a JSON summary line ([`NrtWorkerSummary`]) at exit.
 
 use clap::Parser;
 use critmem_linux::agent::shutdown_signals;
-use critmem_linux::workload::{signalled, Pattern, Region, Walker, PAGE_BYTES};
+use critmem_linux::workload::{signalled, NrtWorkerSummary, Pattern, Region, Walker, PAGE_BYTES};
 use std::time::{Duration, Instant};
 
 #[derive(Parser, Debug)]
@@ -24,16 +24,7 @@ struct Args {
     seed: u64,
 }
 
-const PAGES_PER_UNIT: u64 = (1 << 20) / PAGE_BYTES as u64;
-
-#[derive(serde::Serialize)]
-struct Summary {
-    worker: &'static str,
-    work_units: u64,
-    work_units_per_s: f64,
-    checksum_failures: u64,
-    elapsed_s: f64,
-}
+const PAGES_PER_MIB: u64 = (1 << 20) / PAGE_BYTES as u64;
 
 fn main() {
     let args: Args = critmem_linux::parse_args();
@@ -57,7 +48,7 @@ fn main() {
     let started = Instant::now();
     let end = args.duration_s.map(|d| started + d);
     let report = Duration::from_millis(args.report_ms.max(1));
-    let (mut pages, mut last_report, mut units_at_report) = (0u64, Instant::now(), 0u64);
+    let (mut pages, mut last_report, mut mib_at_report) = (0u64, Instant::now(), 0u64);
     let mut checksum_failures = 0;
     loop {
         let page = walker.next_page(region.pages());
@@ -72,17 +63,22 @@ fn main() {
                 break;
             }
             if last_report.elapsed() >= report {
-                let units = pages / PAGES_PER_UNIT;
-                let rate = (units - units_at_report) as f64 / last_report.elapsed().as_secs_f64();
-                println!("{{\"t_s\":{:.3},\"work_units_per_s\":{rate:.1}}}", started.elapsed().as_secs_f64());
-                (last_report, units_at_report) = (Instant::now(), units);
+                let mib = pages / PAGES_PER_MIB;
+                let rate = (mib - mib_at_report) as f64 / last_report.elapsed().as_secs_f64();
+                println!("{{\"t_s\":{:.3},\"verified_mib_per_s\":{rate:.1}}}", started.elapsed().as_secs_f64());
+                (last_report, mib_at_report) = (Instant::now(), mib);
             }
         }
     }
     let elapsed_s = started.elapsed().as_secs_f64();
-    let work_units = pages / PAGES_PER_UNIT;
-    let summary =
-        Summary { worker: "nrt", work_units, work_units_per_s: work_units as f64 / elapsed_s.max(1e-9), checksum_failures, elapsed_s };
+    let verified_mib = pages / PAGES_PER_MIB;
+    let summary = NrtWorkerSummary {
+        worker: "nrt".into(),
+        verified_mib,
+        verified_mib_per_s: verified_mib as f64 / elapsed_s.max(1e-9),
+        checksum_failures,
+        elapsed_s,
+    };
     println!("{}", serde_json::to_string(&summary).expect("summary serialises"));
     std::process::exit(if checksum_failures == 0 { 0 } else { 3 });
 }

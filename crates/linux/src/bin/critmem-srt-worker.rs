@@ -1,14 +1,14 @@
 //! Periodic soft real-time worker: each job touches part of its working set (verifying every
 //! page's pattern), computes for a fixed time, and reports release and completion on the job
-//! socket. Exits 0 on SIGINT/SIGTERM (within about a millisecond, abandoning the job under way,
-//! which is not counted) or after --duration-s, 3 on a checksum mismatch, 2 on bad
-//! arguments; prints a JSON summary on stdout at exit.
+//! socket. Exits 0 on SIGINT/SIGTERM (within about a millisecond, abandoning the job under way:
+//! released, not completed, its deadline in the summary) or after --duration-s, 3 on a checksum
+//! mismatch, 2 on bad arguments; prints a JSON summary ([`SrtWorkerSummary`]) on stdout at exit.
 
 use clap::Parser;
 use critmem_linux::agent::shutdown_signals;
-use critmem_linux::platform::monotonic_ns;
+use critmem_linux::clock::monotonic_ns;
 use critmem_linux::protocol::JobOp;
-use critmem_linux::workload::{busy_ns, signalled, wait_signal, JobClient, Pattern, Region, Walker, PAGE_BYTES};
+use critmem_linux::workload::{busy_ns, signalled, wait_signal, JobClient, Pattern, Region, SrtWorkerSummary, Walker, PAGE_BYTES};
 use std::time::Duration;
 
 #[derive(Parser, Debug)]
@@ -69,25 +69,6 @@ fn parse_phase(text: &str) -> Result<Phase, String> {
     Ok(Phase { at_ns: (at_s * 1e9) as u64, wss_bytes, compute_ns })
 }
 
-#[derive(serde::Serialize, Default)]
-struct Summary {
-    worker: &'static str,
-    jobs: u64,
-    deadline_hits: u64,
-    deadline_misses: u64,
-    dropped: u64,
-    checksum_failures: u64,
-    pages_verified: u64,
-    max_response_ns: u64,
-    mean_response_ns: u64,
-    max_tardiness_ns: u64,
-    /// Pages of the cold memory verified at exit.
-    cold_pages_verified: u64,
-    reports_sent: u64,
-    reports_unsent: u64,
-    connects: u64,
-}
-
 fn main() {
     let args: Args = critmem_linux::parse_args();
     let signals = match shutdown_signals() {
@@ -126,10 +107,9 @@ fn main() {
             eprintln!("critmem-srt-worker: working set (--wss-mib, --phase) and --cold-mib: {e}");
             std::process::exit(2);
         });
-    let mut response_sum_ns = 0u64;
     let mut walker = Walker::new(args.pattern, args.seed);
     let mut client = args.socket.clone().map(JobClient::new);
-    let mut summary = Summary { worker: "srt", ..Summary::default() };
+    let mut summary = SrtWorkerSummary { worker: "srt".into(), ..SrtWorkerSummary::default() };
     let start_ns = monotonic_ns();
     let end_ns = args.duration_s.map(|d| start_ns.saturating_add(d.as_nanos() as u64));
     let mut job = 0u64;
@@ -153,6 +133,9 @@ fn main() {
         if let Some(c) = client.as_mut() {
             c.send(JobOp::Release { deadline_ns: absolute_deadline_ns }, job, release_ns);
         }
+        summary.released += 1;
+        // Until it completes or is dropped: a stop now leaves it unfinished.
+        summary.unfinished_deadline_ns = Some(absolute_deadline_ns);
         let mut dropped = false;
         for i in 0..touches {
             let page = walker.next_page(active);
@@ -196,20 +179,19 @@ fn main() {
             }
         }
         let done_ns = monotonic_ns();
+        summary.unfinished_deadline_ns = None;
         if dropped {
             summary.dropped += 1;
             if let Some(c) = client.as_mut() {
                 c.send(JobOp::Drop, job, done_ns);
             }
         } else {
-            summary.jobs += 1;
+            summary.completed += 1;
             summary.max_response_ns = summary.max_response_ns.max(done_ns - release_ns);
-            response_sum_ns += done_ns - release_ns;
-            summary.max_tardiness_ns = summary.max_tardiness_ns.max(done_ns.saturating_sub(absolute_deadline_ns));
-            if done_ns <= absolute_deadline_ns {
-                summary.deadline_hits += 1;
-            } else {
-                summary.deadline_misses += 1;
+            summary.total_response_ns += done_ns - release_ns;
+            if done_ns > absolute_deadline_ns {
+                summary.completed_late += 1;
+                summary.max_tardiness_ns = summary.max_tardiness_ns.max(done_ns - absolute_deadline_ns);
             }
             if let Some(c) = client.as_mut() {
                 c.send(JobOp::Complete, job, done_ns);
@@ -219,7 +201,6 @@ fn main() {
         }
         job += 1;
     }
-    summary.mean_response_ns = response_sum_ns.checked_div(summary.jobs).unwrap_or(0);
     if checksum_ok {
         for page in hot_pages..region.pages() {
             if !region.verify_page(page) {

@@ -51,7 +51,7 @@ fn setup_stopping_on_signals(manager: &SwapManager, path: &Path, size_bytes: u64
 
 fn main() {
     let args: Args = critmem_linux::parse_args();
-    let manager = SwapManager::new(args.state_file.clone(), PathBuf::from("/proc"));
+    let manager = SwapManager::new(args.state_file.clone(), PathBuf::from(critmem_linux::PROC_ROOT));
     let result = match args.command {
         Cmd::Setup { size_bytes, path } => setup_stopping_on_signals(&manager, &path, size_bytes)
             .map(|s| serde_json::json!({"swapfile": s.path, "size_bytes": s.size_bytes, "uuid": s.uuid})),

@@ -1,0 +1,243 @@
+//! The tasks' processes: how they end at the end of a run, and what they leave behind.
+
+use crate::plan::{Launch, TaskPlan};
+use crate::EXEC_AFTER_GO;
+use critmem_linux::clock::Clock;
+use critmem_linux::platform::LinuxPlatform;
+use critmem_linux::session::Session;
+use critmem_linux::workload::{NrtWorkerSummary, SrtWorkerSummary};
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+use std::io::Write;
+use std::os::fd::AsFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A task's running process and what became of it.
+pub(crate) struct Running {
+    pub(crate) task: usize,
+    pub(crate) child: Child,
+    /// Seconds into the run at which it exited by itself, if it did.
+    pub(crate) exited_at_s: Option<f64>,
+}
+
+/// Task processes; their process groups are SIGKILLed and reaped on drop unless stopped.
+pub(crate) struct Processes(pub(crate) Vec<Running>);
+
+impl Drop for Processes {
+    fn drop(&mut self) {
+        for r in &mut self.0 {
+            kill_process_group(&r.child, Signal::SIGKILL);
+            let _ = r.child.wait();
+        }
+    }
+}
+
+/// Starts every task's process in its group's cgroup: each waits (see `exec_after_go`) until
+/// its pid is placed, then execs its program.
+pub(crate) fn start_tasks(platform: &LinuxPlatform, tasks: &[TaskPlan], workers_dir: &Path, socket: &Path) -> Result<Processes, String> {
+    let group_names: Vec<String> = platform.group_specs().map(|g| g.name.clone()).collect();
+    let this_exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
+    let mut processes = Processes(Vec::new());
+    for (i, t) in tasks.iter().enumerate() {
+        let mut command = Command::new(&this_exe);
+        command.arg(EXEC_AFTER_GO);
+        match &t.launch {
+            Launch::Worker { exe, args } => {
+                command.arg(workers_dir.join(exe)).args(args).stdout(Stdio::piped());
+                if *exe == "critmem-srt-worker" {
+                    command.arg("--socket").arg(socket);
+                }
+            }
+            Launch::Command { argv, program, .. } => {
+                // Its output goes to stderr: stdout carries only the JSON summary.
+                let stderr = std::io::stderr().as_fd().try_clone_to_owned().map_err(|e| format!("duplicate stderr: {e}"))?;
+                command.arg(program).args(&argv[1..]).stdout(Stdio::from(stderr));
+                command
+                    .env("CRITMEM_JOB_SOCKET", socket)
+                    .env("CRITMEM_GROUP", &group_names[t.group])
+                    .env("CRITMEM_TASK", &t.name)
+                    .env("CRITMEM_PERIOD_NS", t.period_ns.to_string())
+                    .env("CRITMEM_DEADLINE_NS", t.deadline_ns.to_string())
+                    .env("CRITMEM_WCET_NS", t.wcet_ns.to_string())
+                    .env("CRITMEM_SEED", t.seed.to_string());
+            }
+        }
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .process_group(0)
+            .spawn()
+            .map_err(|e| format!("task[{i}] {}: start {}: {e}", t.name, t.label()))?;
+        let pid = child.id();
+        if let Err(e) = platform.add_process(t.group, pid) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("task[{i}] {}: {e}", t.name));
+        }
+        let _ = child.stdin.take().map(|mut s| s.write_all(b"go\n"));
+        processes.0.push(Running { task: i, child, exited_at_s: None });
+    }
+    Ok(processes)
+}
+
+/// Each task runs as the leader of its own process group, so a signal reaches its children.
+fn kill_process_group(child: &Child, signal: Signal) {
+    let _ = nix::sys::signal::killpg(Pid::from_raw(child.id() as i32), signal);
+}
+
+/// How a task's process ended, and what a shipped worker reported.
+#[derive(Debug, Default)]
+pub(crate) struct TaskEnd {
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) exit_signal: Option<i32>,
+    pub(crate) exited_early_s: Option<f64>,
+    /// For a command still running at the end: the signal that ended it.
+    pub(crate) stopped_by: Option<&'static str>,
+    pub(crate) report: WorkerReport,
+}
+
+/// The summary line a shipped worker printed at exit.
+#[derive(Debug, Default)]
+pub(crate) enum WorkerReport {
+    Srt(SrtWorkerSummary),
+    Nrt(NrtWorkerSummary),
+    /// A command, or a worker that printed none (killed).
+    #[default]
+    None,
+}
+
+impl WorkerReport {
+    fn parse(exe: &str, stdout: &str) -> Self {
+        let Some(line) = stdout.lines().last() else { return WorkerReport::None };
+        let parsed = match exe {
+            "critmem-srt-worker" => serde_json::from_str(line).map(WorkerReport::Srt),
+            _ => serde_json::from_str(line).map(WorkerReport::Nrt),
+        };
+        parsed.unwrap_or(WorkerReport::None)
+    }
+}
+
+/// How long a task has between SIGTERM and SIGKILL at the end of the run.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+/// How often stopping tasks are looked at (and their groups rescued).
+const STOP_POLL_NS: u64 = 10_000_000;
+
+/// Stops every task and returns how each ended, in task order. SIGTERM first: a shipped worker
+/// prints its summary and exits, a command's whole process group is asked to. While they exit
+/// the platform's out-of-memory rescue keeps running (the controller no longer ticks): a
+/// process waiting at its group's limit cannot act on SIGTERM until the limit lets it through.
+/// What is still running after [`STOP_GRACE`] is SIGKILLed with its process group.
+pub(crate) fn stop_tasks(platform: &mut LinuxPlatform, clock: &dyn Clock, tasks: &[TaskPlan], mut processes: Processes) -> Vec<TaskEnd> {
+    let mut running = std::mem::take(&mut processes.0);
+    // Read stdout beside the wait, so a worker never blocks on a full pipe.
+    let readers: Vec<_> = running
+        .iter_mut()
+        .map(|r| {
+            r.child.stdout.take().map(|mut out| {
+                std::thread::spawn(move || {
+                    let mut text = String::new();
+                    let _ = std::io::Read::read_to_string(&mut out, &mut text);
+                    text
+                })
+            })
+        })
+        .collect();
+    // A task that already exited was reaped: its pid (and process group) may be someone else's now.
+    for r in running.iter().filter(|r| r.exited_at_s.is_none()) {
+        match tasks[r.task].launch {
+            Launch::Worker { .. } => {
+                let _ = nix::sys::signal::kill(Pid::from_raw(r.child.id() as i32), Signal::SIGTERM);
+            }
+            Launch::Command { .. } => kill_process_group(&r.child, Signal::SIGTERM),
+        }
+    }
+    let since_ns = clock.now_ns();
+    let mut exited: Vec<bool> = vec![false; running.len()];
+    loop {
+        for (r, done) in running.iter_mut().zip(&mut exited) {
+            *done = *done || !matches!(r.child.try_wait(), Ok(None));
+        }
+        if exited.iter().all(|&d| d) || u128::from(clock.now_ns() - since_ns) >= STOP_GRACE.as_nanos() {
+            break;
+        }
+        let raised = platform.rescue_waiting_groups();
+        if raised > 0 {
+            tracing::info!(groups = raised, "raised a limit so a stopping task can exit");
+        }
+        clock.sleep_until_ns(clock.now_ns() + STOP_POLL_NS);
+    }
+    for (r, _) in running.iter().zip(&exited).filter(|(_, &done)| !done) {
+        tracing::warn!(task = %tasks[r.task].name, grace_s = STOP_GRACE.as_secs(), "task did not exit after SIGTERM: killed");
+        kill_process_group(&r.child, Signal::SIGKILL);
+    }
+    let mut ends: Vec<TaskEnd> = tasks.iter().map(|_| TaskEnd::default()).collect();
+    for ((mut r, reader), exited) in running.into_iter().zip(readers).zip(exited) {
+        use std::os::unix::process::ExitStatusExt;
+        let status = r.child.wait().ok();
+        let stdout = reader.and_then(|h| h.join().ok()).unwrap_or_default();
+        let end = &mut ends[r.task];
+        (end.exit_code, end.exit_signal) = (status.and_then(|s| s.code()), status.and_then(|s| s.signal()));
+        end.exited_early_s = r.exited_at_s;
+        match tasks[r.task].launch {
+            Launch::Worker { exe, .. } => end.report = WorkerReport::parse(exe, &stdout),
+            Launch::Command { .. } => {
+                end.stopped_by = match (r.exited_at_s, exited) {
+                    (Some(_), _) => None,
+                    (None, true) => Some("SIGTERM"),
+                    (None, false) => Some("SIGKILL"),
+                };
+            }
+        }
+    }
+    ends
+}
+
+/// Kills whatever is still in the run's own cgroups (what commands forked and left behind), so
+/// the groups can be removed; returns how many processes it killed.
+pub(crate) fn kill_leftovers(session: &Session) -> usize {
+    let platform = session.platform();
+    let groups = platform.group_specs().count();
+    // Only processes in our own cgroups get here. The last directory of a group is its
+    // cgroup2 one (v2, or the unified half on the hybrid layout).
+    let cgroup2_dirs: Vec<PathBuf> = platform.group_specs().filter_map(|g| platform.backend().group_dirs(&g.path).pop()).collect();
+    kill_until_empty(
+        session.clock().as_ref(),
+        || (0..groups).flat_map(|g| platform.pids(g).unwrap_or_default()).collect(),
+        || cgroup2_dirs.iter().filter(|d| !kill_cgroup2(d)).count() == 0,
+    )
+}
+
+/// Kills every process in the cgroup2 directory `dir` and below at once, by writing its
+/// `cgroup.kill` (Linux 5.14+): no pid is read, so none can be reused in between. Returns
+/// whether it could.
+pub(crate) fn kill_cgroup2(dir: &Path) -> bool {
+    let file = dir.join("cgroup.kill");
+    file.exists() && critmem_linux::cgroup::write_value(&file, "1").is_ok()
+}
+
+/// Until the processes `list` names are gone or 5 s have passed: kills them with `kill_all`
+/// where that works, else (and for what is still there after a second: a process outside
+/// the cgroup2 group `kill_all` covers) SIGKILLs each pid listed, the fallback because a pid
+/// can be reused between the read and the kill. Returns how many processes it saw.
+pub(crate) fn kill_until_empty(clock: &dyn Clock, mut list: impl FnMut() -> Vec<u32>, mut kill_all: impl FnMut() -> bool) -> usize {
+    let mut killed = std::collections::BTreeSet::new();
+    let started_ns = clock.now_ns();
+    loop {
+        let pids = list();
+        let elapsed_ns = clock.now_ns() - started_ns;
+        if pids.is_empty() || elapsed_ns >= 5_000_000_000 {
+            return killed.len();
+        }
+        let by_cgroup = elapsed_ns < 1_000_000_000 && kill_all();
+        for pid in pids {
+            if !by_cgroup {
+                let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+            }
+            killed.insert(pid);
+        }
+        clock.sleep_until_ns(clock.now_ns() + 20_000_000);
+    }
+}

@@ -1,0 +1,128 @@
+//! [`V2Backend`]: pure cgroup v2.
+
+use super::*;
+
+/// Pure cgroup v2: limits, protections and PSI in one directory.
+#[derive(Clone, Debug)]
+pub struct V2Backend {
+    root: PathBuf,
+}
+
+impl V2Backend {
+    /// `root` is the cgroup2 mount point (or a fake tree); nothing is checked here, see
+    /// [`open_backend`].
+    pub fn new(root: PathBuf) -> Self {
+        V2Backend { root }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn file(&self, group: &GroupPath, name: &str) -> PathBuf {
+        group.dir_in(&self.root).join(name)
+    }
+}
+
+impl CgroupBackend for V2Backend {
+    fn name(&self) -> &'static str {
+        "cgroup v2"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { throttle_limit: true, protection: true, proactive_reclaim: true, limit_below_usage: LimitBelowUsage::OomKills }
+    }
+
+    fn group_dirs(&self, group: &GroupPath) -> Vec<PathBuf> {
+        vec![group.dir_in(&self.root)]
+    }
+
+    /// Creates missing directories and enables the memory controller in every ancestor's
+    /// `cgroup.subtree_control` (root included) so the group gets `memory.*` files.
+    fn plan_create(&self, group: &GroupPath) -> Result<Vec<Change>> {
+        let mut changes = Vec::new();
+        let mut parent = self.root.clone();
+        for prefix in group.prefixes() {
+            let subtree_control = parent.join("cgroup.subtree_control");
+            let parent_is_new = changes.iter().any(|c| matches!(c, Change::Mkdir { dir, .. } if *dir == parent));
+            let enabled = !parent_is_new
+                && std::fs::read_to_string(&subtree_control)
+                    .map_err(|e| Error::io("read", &subtree_control, e))?
+                    .split_whitespace()
+                    .any(|c| c == "memory");
+            if !enabled {
+                changes.push(Change::Write(FileWrite::new(subtree_control, "+memory", true)));
+            }
+            let dir = self.root.join(prefix);
+            if !dir.is_dir() {
+                changes.push(Change::Mkdir { dir: dir.clone(), evacuate_to: self.root.clone() });
+            }
+            parent = dir;
+        }
+        Ok(changes)
+    }
+
+    fn plan_knob(&self, group: &GroupPath, knob: Knob, bytes: Option<u64>) -> Result<Option<FileWrite>> {
+        let value = match (bytes, knob.is_protection()) {
+            (Some(b), _) => b.to_string(),
+            (None, false) => "max".to_owned(),
+            (None, true) => "0".to_owned(),
+        };
+        Ok(Some(FileWrite::new(self.file(group, knob.name()), value, true)))
+    }
+
+    fn plan_reclaim(&self, group: &GroupPath, bytes: u64) -> Result<FileWrite> {
+        Ok(FileWrite::new(self.file(group, "memory.reclaim"), bytes.to_string(), false))
+    }
+
+    /// Files hold `max` (no limit) or a byte count; a protection of 0 is no protection.
+    fn knob(&self, group: &GroupPath, knob: Knob) -> Result<Option<u64>> {
+        let path = self.file(group, knob.name());
+        let text = read_trimmed(group, &path)?;
+        if text == "max" {
+            return Ok(None);
+        }
+        let bytes = parse_bytes(group, &path, &text)?;
+        Ok(if knob.is_protection() && bytes == 0 { None } else { Some(bytes) })
+    }
+
+    fn usage_bytes(&self, group: &GroupPath) -> Result<u64> {
+        let path = self.file(group, "memory.current");
+        parse_bytes(group, &path, &read_trimmed(group, &path)?)
+    }
+
+    fn memory_stat(&self, group: &GroupPath) -> Result<MemoryStat> {
+        let path = self.file(group, "memory.stat");
+        let origin = path.display().to_string();
+        let fields = parse_memory_stat(&read_trimmed(group, &path)?, &origin)?;
+        let required =
+            |key: &str| fields.get(key).copied().ok_or_else(|| Error::parse("memory.stat", origin.clone(), format!("no `{key}` field")));
+        Ok(MemoryStat {
+            anon_bytes: required("anon")?,
+            file_bytes: required("file")?,
+            pgmajfault: fields.get("pgmajfault").copied().unwrap_or(0),
+            workingset_refault: refaults(&fields, ""),
+            fields,
+        })
+    }
+
+    fn pressure_file(&self, group: &GroupPath, resource: PsiResource) -> PathBuf {
+        self.file(group, resource.file_name())
+    }
+
+    fn move_pid(&self, group: &GroupPath, pid: u32) -> Result<()> {
+        move_pid_into(group, &group.dir_in(&self.root), pid)
+    }
+
+    fn pids(&self, group: &GroupPath) -> Result<Vec<u32>> {
+        read_pids(group, &group.dir_in(&self.root))
+    }
+
+    fn remove(&self, group: &GroupPath) -> Result<()> {
+        remove_dirs(group, &self.group_dirs(group))
+    }
+
+    fn oom_file(&self, group: &GroupPath) -> PathBuf {
+        self.file(group, "memory.events")
+    }
+}

@@ -1,0 +1,107 @@
+//! The time the Linux side runs on: a [`Clock`] gives the time now and sleeps until an instant.
+//! Production code uses [`MonotonicClock`] (CLOCK_MONOTONIC, the clock the job protocol's
+//! `at_ns` and `deadline_ns` are on); tests that only need time to pass use [`FakeClock`],
+//! whose sleeps return at once with the time moved on.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A monotonic clock in nanoseconds.
+pub trait Clock: Send + Sync {
+    /// The time now, in nanoseconds on this clock's own line (never goes backwards).
+    fn now_ns(&self) -> u64;
+    /// Returns once [`Clock::now_ns`] is at or past `deadline_ns` (at once if it already is).
+    fn sleep_until_ns(&self, deadline_ns: u64);
+}
+
+/// The clock a run shares between its parts.
+pub type SharedClock = Arc<dyn Clock>;
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock the job protocol's `deadline_ns`/`at_ns` use.
+pub fn monotonic_ns() -> u64 {
+    let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC is always available");
+    ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64
+}
+
+/// The machine's CLOCK_MONOTONIC.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MonotonicClock;
+
+impl MonotonicClock {
+    pub fn shared() -> SharedClock {
+        Arc::new(MonotonicClock)
+    }
+}
+
+impl Clock for MonotonicClock {
+    fn now_ns(&self) -> u64 {
+        monotonic_ns()
+    }
+
+    fn sleep_until_ns(&self, deadline_ns: u64) {
+        // std's sleep is relative and may wake early on a signal: sleep again for what is left.
+        loop {
+            let now_ns = monotonic_ns();
+            if now_ns >= deadline_ns {
+                return;
+            }
+            std::thread::sleep(Duration::from_nanos(deadline_ns - now_ns));
+        }
+    }
+}
+
+/// A clock that moves only when told to or slept on: a sleep returns at once, with the time
+/// at its deadline. For tests of anything that waits on time.
+#[derive(Debug, Default)]
+pub struct FakeClock {
+    now_ns: AtomicU64,
+}
+
+impl FakeClock {
+    /// A clock reading `start_ns`.
+    pub fn new(start_ns: u64) -> Arc<Self> {
+        Arc::new(FakeClock { now_ns: AtomicU64::new(start_ns) })
+    }
+
+    /// Moves the time on by `ns`.
+    pub fn advance_ns(&self, ns: u64) {
+        self.now_ns.fetch_add(ns, Ordering::SeqCst);
+    }
+}
+
+impl Clock for FakeClock {
+    fn now_ns(&self) -> u64 {
+        self.now_ns.load(Ordering::SeqCst)
+    }
+
+    fn sleep_until_ns(&self, deadline_ns: u64) {
+        self.now_ns.fetch_max(deadline_ns, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fake_clock_moves_only_when_advanced_or_slept_on() {
+        let clock = FakeClock::new(1_000);
+        assert_eq!(clock.now_ns(), 1_000);
+        clock.advance_ns(500);
+        assert_eq!(clock.now_ns(), 1_500);
+        clock.sleep_until_ns(10_000);
+        assert_eq!(clock.now_ns(), 10_000);
+        // A deadline in the past returns at once and never moves the time back.
+        clock.sleep_until_ns(2_000);
+        assert_eq!(clock.now_ns(), 10_000);
+    }
+
+    #[test]
+    fn the_monotonic_clock_sleeps_until_its_deadline() {
+        let clock = MonotonicClock;
+        let deadline_ns = clock.now_ns() + 2_000_000;
+        clock.sleep_until_ns(deadline_ns);
+        assert!(clock.now_ns() >= deadline_ns);
+    }
+}

@@ -1,0 +1,206 @@
+//! [`ControlLoop`]: ticks a controller on a platform at its interval.
+
+use crate::clock::SharedClock;
+use crate::psi::{wait_any, PsiTrigger, TriggerEvent};
+use critmem_policy::{Action, Controller, Platform};
+use std::time::Duration;
+
+/// Figures of a control loop's run.
+#[derive(Clone, Debug, Default)]
+pub struct LoopStats {
+    pub ticks: u64,
+    /// Ticks run before their time because a PSI trigger fired.
+    pub early_wakes: u64,
+    /// Ticks that started more than one interval late.
+    pub overruns: u64,
+    /// Cost (observe + tick + apply) of each tick, in ns; capped at [`LoopStats::MAX_SAMPLES`].
+    pub cost_ns: Vec<u64>,
+    pub cost_sum_ns: u64,
+    pub cost_max_ns: u64,
+    pub actions_applied: u64,
+}
+
+/// Percentiles of the per-tick cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CostSummary {
+    pub ticks: u64,
+    pub mean_ns: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+}
+
+impl LoopStats {
+    pub const MAX_SAMPLES: usize = 1 << 20;
+
+    fn record(&mut self, cost_ns: u64) {
+        self.ticks += 1;
+        self.cost_sum_ns += cost_ns;
+        self.cost_max_ns = self.cost_max_ns.max(cost_ns);
+        if self.cost_ns.len() < Self::MAX_SAMPLES {
+            self.cost_ns.push(cost_ns);
+        }
+    }
+
+    pub fn summary(&self) -> CostSummary {
+        let mut sorted = self.cost_ns.clone();
+        sorted.sort_unstable();
+        let at = |q: f64| sorted.get(((sorted.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(0);
+        CostSummary {
+            ticks: self.ticks,
+            mean_ns: self.cost_sum_ns.checked_div(self.ticks).unwrap_or(0),
+            p50_ns: at(0.5),
+            p99_ns: at(0.99),
+            max_ns: self.cost_max_ns,
+        }
+    }
+}
+
+/// Ticks a controller at its interval on a [`crate::clock::Clock`]. Between ticks it waits on the PSI
+/// triggers, if any: one firing runs the next tick at once (a hint that the situation changed;
+/// the schedule then restarts from that tick).
+pub struct ControlLoop {
+    pub interval_ns: u64,
+    pub triggers: Vec<PsiTrigger>,
+    pub stats: LoopStats,
+    clock: SharedClock,
+}
+
+impl ControlLoop {
+    pub fn new(interval_ns: u64, clock: SharedClock) -> Self {
+        ControlLoop { interval_ns: interval_ns.max(1), triggers: Vec::new(), stats: LoopStats::default(), clock }
+    }
+
+    /// Runs until `stop` says so (checked before every tick) or an error. `after_tick` sees
+    /// the platform and this tick's applied actions (metrics, logs). A tick's cost is the
+    /// clock's time from its observation to the end of its apply.
+    pub fn run<P: Platform, C: Controller + ?Sized>(
+        &mut self,
+        platform: &mut P,
+        controller: &mut C,
+        mut stop: impl FnMut() -> bool,
+        mut after_tick: impl FnMut(&mut P, &[Action], &LoopStats),
+    ) -> std::result::Result<(), P::Error> {
+        let mut next_ns = self.clock.now_ns();
+        while !stop() {
+            let started_ns = self.clock.now_ns();
+            if started_ns.saturating_sub(next_ns) > self.interval_ns {
+                self.stats.overruns += 1;
+            }
+            let applied = critmem_policy::step(platform, controller)?;
+            self.stats.record(self.clock.now_ns().saturating_sub(started_ns));
+            self.stats.actions_applied += applied.len() as u64;
+            after_tick(platform, &applied, &self.stats);
+            // A tick that took longer than the interval starts the next one now, not a burst.
+            next_ns = started_ns.saturating_add(self.interval_ns).max(self.clock.now_ns());
+            if self.wait_until(next_ns) {
+                self.stats.early_wakes += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sleeps until `deadline_ns`, or returns `true` early when a trigger fires. Triggers whose
+    /// group is gone are dropped (the next observe reports the vanished group).
+    fn wait_until(&mut self, deadline_ns: u64) -> bool {
+        if self.triggers.is_empty() {
+            self.clock.sleep_until_ns(deadline_ns);
+            return false;
+        }
+        let left = Duration::from_nanos(deadline_ns.saturating_sub(self.clock.now_ns()));
+        let refs: Vec<&PsiTrigger> = self.triggers.iter().collect();
+        match wait_any(&refs, left) {
+            Ok(ready) => {
+                let gone: Vec<usize> = ready.iter().filter(|(_, e)| *e == TriggerEvent::GroupGone).map(|(i, _)| *i).collect();
+                let fired = ready.iter().any(|(_, e)| *e == TriggerEvent::Fired);
+                for i in gone.into_iter().rev() {
+                    self.triggers.remove(i);
+                }
+                if !fired {
+                    // Interrupted or only gone-events: sleep out the rest.
+                    self.clock.sleep_until_ns(deadline_ns);
+                }
+                fired
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "waiting on PSI triggers failed; ticking on the timer only");
+                self.triggers.clear();
+                self.clock.sleep_until_ns(deadline_ns);
+                false
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::{Clock, FakeClock};
+    use critmem_policy::{GroupObservation, GroupRole, MemoryKnobs, Observation, StallTotals};
+    use std::sync::Arc;
+
+    /// A platform whose every observation takes `observe_ns` of the clock's time and records
+    /// when it started.
+    struct Timed {
+        clock: Arc<FakeClock>,
+        observe_ns: u64,
+        seen_ns: Vec<u64>,
+    }
+
+    impl Platform for Timed {
+        type Error = std::convert::Infallible;
+        fn observe(&mut self) -> Result<Observation, Self::Error> {
+            self.seen_ns.push(self.clock.now_ns());
+            self.clock.advance_ns(self.observe_ns);
+            let group = GroupObservation {
+                name: "g".into(),
+                role: GroupRole::NonRealTime,
+                stall: StallTotals::default(),
+                usage_bytes: 0,
+                knobs: MemoryKnobs::default(),
+                floor_bytes: 4096,
+            };
+            Ok(Observation { now_ns: self.clock.now_ns(), total_memory_bytes: 1 << 30, groups: vec![group], events: Vec::new() })
+        }
+        fn apply(&mut self, _actions: &[Action]) -> Result<Vec<Action>, Self::Error> {
+            Ok(Vec::new())
+        }
+    }
+
+    fn run(interval_ns: u64, observe_ns: u64, ticks: u64) -> (Vec<u64>, LoopStats) {
+        let clock = FakeClock::new(1_000_000);
+        let mut platform = Timed { clock: Arc::clone(&clock), observe_ns, seen_ns: Vec::new() };
+        let mut controller = critmem_policy::make_controller("greedy", serde_json::json!({})).unwrap();
+        let mut control = ControlLoop::new(interval_ns, clock);
+        let mut left = ticks;
+        control
+            .run(
+                &mut platform,
+                controller.as_mut(),
+                || {
+                    left = left.saturating_sub(1);
+                    left == 0
+                },
+                |_, _, _| {},
+            )
+            .unwrap();
+        (platform.seen_ns, control.stats)
+    }
+
+    #[test]
+    fn ticks_start_one_interval_apart_and_cost_what_the_tick_took() {
+        let (seen_ns, stats) = run(5_000_000, 300_000, 21);
+        assert_eq!(seen_ns.len(), 20);
+        assert!(seen_ns.windows(2).all(|w| w[1] - w[0] == 5_000_000), "{seen_ns:?}");
+        let cost = stats.summary();
+        assert_eq!((cost.ticks, cost.mean_ns, cost.p99_ns, cost.max_ns), (20, 300_000, 300_000, 300_000));
+        assert_eq!((stats.overruns, stats.early_wakes), (0, 0));
+    }
+
+    #[test]
+    fn a_tick_longer_than_the_interval_starts_the_next_at_once_never_a_burst() {
+        let (seen_ns, stats) = run(1_000_000, 2_500_000, 11);
+        assert!(seen_ns.windows(2).all(|w| w[1] - w[0] == 2_500_000), "{seen_ns:?}");
+        assert_eq!(stats.ticks, 10);
+    }
+}

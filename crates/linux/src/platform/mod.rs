@@ -1,0 +1,600 @@
+//! [`LinuxPlatform`]: the [`Platform`] the controllers drive on a real machine (the loop that
+//! ticks them is [`crate::control_loop`]).
+//!
+//! One managed cgroup per workload group, created (and journaled, so restore removes it) or
+//! adopted (only its knobs' originals are journaled). `observe` reads PSI totals, usage and
+//! knobs through the [`CgroupBackend`] and drains job events from the [`JobServer`]; `apply`
+//! clamps every limit to the group's floor (and, on cgroup v2, to the memory it cannot
+//! reclaim, so a hard limit never OOM-kills), journals the original before the first change
+//! of each file, and hands writes to the [`KnobWriter`] so a write stuck in reclaim never
+//! stalls the loop. In dry-run mode writes are logged, never made.
+
+use crate::cgroup::{knob_change, CgroupBackend, Change, CombinedLimit, GroupPath, Knob, LimitBelowUsage, PsiResource};
+use crate::clock::SharedClock;
+use crate::error::{Error, Result};
+use crate::journal::{Journal, RestoreReport};
+use crate::protocol::{JobOp, JobServer};
+use crate::psi::{PsiTrigger, StallKind};
+use crate::writer::KnobWriter;
+use critmem_policy::{
+    Action, GroupId, GroupObservation, GroupRole, JobEvent, MemoryKnobs, Observation, Platform, StallInputs, StallTotals,
+};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+mod files;
+mod jobs;
+mod limits;
+mod oom;
+
+pub use crate::control_loop::{ControlLoop, CostSummary, LoopStats};
+use files::{read_at_start, OpenFiles, READ_BUF_BYTES};
+pub use jobs::{judge_unfinished, JobCounts};
+pub use limits::parse_meminfo_kb;
+use limits::{page_align_down, page_align_up};
+use oom::{guard_against_oom_kills, has_child_groups, OomWatch};
+
+#[cfg(test)]
+mod tests;
+
+/// Limits are written page-aligned.
+const PAGE_BYTES: u64 = 4096;
+/// Head-room kept above unreclaimable memory when a v2 hard limit is lowered: the kernel
+/// needs a little slack to reclaim into before it resorts to the OOM killer.
+const V2_UNRECLAIMABLE_MARGIN_BYTES: u64 = 8 << 20;
+/// A group whose usage is this close to its hard limit has its OOM file checked: further away
+/// it cannot be out of memory (v1 usage is approximate by per-CPU charge batches, < 1 MiB).
+const OOM_NEAR_LIMIT_BYTES: u64 = 4 << 20;
+/// Whether `usage_bytes` is within [`OOM_NEAR_LIMIT_BYTES`] of `limit_bytes`.
+fn near_limit(usage_bytes: u64, limit_bytes: u64) -> bool {
+    usage_bytes.saturating_add(OOM_NEAR_LIMIT_BYTES) >= limit_bytes
+}
+
+/// An OOM rescue raises the limit by a quarter, at least this much.
+const OOM_RESCUE_MIN_STEP_BYTES: u64 = 16 << 20;
+/// How long a rescued limit is held against lower requests; doubled for each further rescue
+/// within [`OOM_BACKOFF_RESET_NS`], up to 16 times as long.
+const OOM_HOLD_NS: u64 = 2_000_000_000;
+const OOM_BACKOFF_RESET_NS: u64 = 30_000_000_000;
+/// v1: a group still seen waiting far below its own limit this long after its last raise is
+/// woken again (see [`LinuxPlatform::wake_waiters_far_below_limit`]).
+const OOM_WAKE_RETRY_NS: u64 = 100_000_000;
+/// Knob files are re-read at least this often (20 ticks: 100 ms at the default 5 ms interval);
+/// skipping them in between cuts a tick's file reads from 4 to 3 per group on the hybrid
+/// layout and from 7 to 3 on cgroup v2.
+const KNOB_REFRESH_TICKS: u32 = 20;
+/// cgroup v2: while a hard limit below usage is applied as `memory.high`, `memory.max` stays
+/// this far above usage (room for the kernel to throttle before any hard limit is hit).
+const V2_HIGH_FIRST_HEADROOM_BYTES: u64 = 16 << 20;
+
+/// A workload group as configured.
+#[derive(Clone, Debug)]
+pub struct GroupSpec {
+    /// Name in reports, metrics and the job protocol's `group` field.
+    pub name: String,
+    pub path: GroupPath,
+    pub role: GroupRole,
+    /// The smallest limit ever applied.
+    pub floor_bytes: u64,
+    /// Create the cgroup if it is missing (removed again on restore); otherwise it must exist.
+    pub create: bool,
+}
+
+/// Counters of what the platform did; exported as metrics.
+#[derive(Clone, Debug, Default)]
+pub struct PlatformStats {
+    pub writes_submitted: u64,
+    pub writes_ok: u64,
+    /// Writes the kernel refused (e.g. EBUSY lowering a v1 limit below unreclaimable usage).
+    pub writes_failed: u64,
+    /// Writes skipped because the queue was full.
+    pub writes_dropped: u64,
+    /// Limits raised to a group's floor.
+    pub clamped_to_floor: u64,
+    /// v2 hard limits raised to the group's unreclaimable memory.
+    pub clamped_to_unreclaimable: u64,
+    /// Requests for knobs the backend does not have (v1 min/low), not applied.
+    pub unsupported: u64,
+    pub dry_run_writes: u64,
+    pub drops_requested: u64,
+    /// Times a group was found out of memory at its limit (v1 `under_oom`, v2 a new `oom`
+    /// event) and its limit raised at once.
+    pub oom_rescues: u64,
+    /// cgroup v2: `memory.max` raised to stay ahead of a group growing while throttled by the
+    /// `memory.high` that applies a lower limit.
+    pub v2_max_kept_ahead: u64,
+    /// Limits raised to a rescued group's held limit (backing off after an OOM).
+    pub clamped_to_oom_hold: u64,
+    /// Groups whose OOM killer could not be switched off (v1 `memory.oom_control`).
+    pub oom_guard_failures: u64,
+    /// v1 limits lowered to the group's memory+swap limit (`memory.memsw.limit_in_bytes`),
+    /// above which the kernel refuses a memory limit.
+    pub clamped_to_combined_limit: u64,
+    /// Times a group out of memory at its memory+swap limit, which critmem does not manage and
+    /// cannot raise, got its OOM killer back (it would otherwise wait there for ever).
+    pub oom_guard_releases: u64,
+    /// cgroup v2 hard limits below usage applied as `memory.high` first.
+    pub lowered_via_high: u64,
+    /// v1 notifications that a group's task started waiting at its limit (each makes the
+    /// next tick read the group's usage and OOM file).
+    pub oom_notifications: u64,
+    /// Per group and tick, usage reads skipped: the controller does not read the group's usage
+    /// and the kernel notifies an OOM, so it is refreshed with the knobs only.
+    pub usage_reads_skipped: u64,
+    /// Notified groups whose OOM state was checked, and how many of those checks raised the limit.
+    pub oom_checks_on_notification: u64,
+    pub oom_rescues_on_notification: u64,
+    /// v1: limits raised by one page to wake tasks left waiting far below the group's limit
+    /// (a wake-up lost to a raise that landed before they slept, or an ancestor's limit).
+    pub oom_wakeups: u64,
+}
+
+struct Managed {
+    spec: GroupSpec,
+    /// Each knob's file (max, high, min, low), where the backend has one: checked for writes in
+    /// flight without building the path every tick.
+    knob_paths: [Option<PathBuf>; 4],
+    /// Ticks since the knob files were last read. Between reads the knobs are what this
+    /// platform last read or wrote; they are re-read every [`KNOB_REFRESH_TICKS`] ticks (to see
+    /// changes made by others) and on the tick after one of this platform's writes lands.
+    knobs_age_ticks: u32,
+    /// Pressure totals the controller reads of this group: re-read every tick. The others are
+    /// re-read with the knobs (they only feed metrics and logs).
+    stall_inputs: StallInputs,
+    /// Whether the controller reads this group's usage ([`Controller::reads_usage`]); if not,
+    /// and the kernel notifies OOMs, usage is re-read with the knobs only.
+    reads_usage: bool,
+    /// Usage was read this tick (the OOM rescue's near-limit check needs a fresh value).
+    usage_fresh: bool,
+    /// cgroup v2: `memory.high` is this platform's stand-in for a hard limit below usage (see
+    /// `apply_v2_max`), cleared again when the hard limit takes over.
+    high_is_ours: bool,
+    files: Option<OpenFiles>,
+    oom: OomWatch,
+    /// Knobs as last read (for dedup and the v2 clamp).
+    knobs: MemoryKnobs,
+    /// v1 memory+swap limit of an adopted group, if set: read at open, after a refused limit
+    /// write and at each OOM check.
+    combined: Option<CombinedLimit>,
+    usage_bytes: u64,
+    stall: StallTotals,
+    jobs: JobCounts,
+}
+
+/// Options for [`LinuxPlatform::open`].
+pub struct PlatformOptions {
+    /// Budget the controller divides among the groups.
+    pub total_memory_bytes: u64,
+    /// Log intended writes only; nothing on the machine changes (no journal either).
+    pub dry_run: bool,
+    /// Restore journal; required unless dry-run.
+    pub journal_path: Option<PathBuf>,
+    /// The job socket, already bound with one [`crate::protocol::ReportingGroup`] per group,
+    /// in the same order as the groups.
+    pub job_server: Option<JobServer>,
+    /// `/proc` (or a fake tree): swap accounting for the v2 unreclaimable clamp.
+    pub proc_root: PathBuf,
+    /// The time observations carry and OOM holds run on.
+    pub clock: SharedClock,
+}
+
+/// The Linux [`Platform`]; see the module documentation.
+pub struct LinuxPlatform {
+    backend: Box<dyn CgroupBackend>,
+    groups: Vec<Managed>,
+    total_memory_bytes: u64,
+    dry_run: bool,
+    journal: Option<Journal>,
+    writer: KnobWriter,
+    server: Option<JobServer>,
+    proc_root: PathBuf,
+    clock: SharedClock,
+    stats: PlatformStats,
+    /// Time of the last observation.
+    now_ns: u64,
+    /// Journal replay done when opening (a previous run crashed).
+    recovered: Option<RestoreReport>,
+    warned_paths: std::collections::BTreeSet<PathBuf>,
+    read_buf: Vec<u8>,
+    /// The control loop's fixed read buffer.
+    tick_buf: Box<[u8; READ_BUF_BYTES]>,
+    /// Last value logged per knob in dry-run mode.
+    dry_run_intended: BTreeMap<(GroupId, Knob), Option<u64>>,
+}
+
+impl LinuxPlatform {
+    /// Opens the journal (restoring a crashed run's changes first), then creates or adopts
+    /// every group.
+    pub fn open(backend: Box<dyn CgroupBackend>, specs: Vec<GroupSpec>, options: PlatformOptions) -> Result<Self> {
+        let (mut journal, recovered) = match (&options.journal_path, options.dry_run) {
+            (Some(path), false) => {
+                let (journal, report) = Journal::open(path)?;
+                if let Some(r) = &report {
+                    tracing::warn!(
+                        restored = r.restored.len(),
+                        removed_dirs = r.removed_dirs.len(),
+                        "restored the changes of a previous run that did not shut down"
+                    );
+                }
+                (Some(journal), report)
+            }
+            (None, false) => {
+                return Err(Error::Journal { path: PathBuf::new(), reason: "a journal path is required unless --dry-run".into() });
+            }
+            (_, true) => (None, None),
+        };
+        if let Some(server) = &options.job_server {
+            if server.groups().len() != specs.len() {
+                return Err(Error::Socket {
+                    path: server.socket_path().to_owned(),
+                    reason: format!("the job server knows {} groups but the platform manages {}", server.groups().len(), specs.len()),
+                });
+            }
+        }
+        let (groups, stats) = match open_groups(backend.as_ref(), specs, journal.as_mut()) {
+            Ok(done) => done,
+            Err(e) => {
+                // Undo the groups created and the files changed so far: an error part-way
+                // through must not leave them behind (until a next start that may never come).
+                if let Some(journal) = journal {
+                    match journal.restore_all() {
+                        Ok(report) if report.failures.is_empty() => {}
+                        Ok(report) => {
+                            tracing::error!(failures = ?report.failures, "start-up failed, and undoing what it had set up failed too; kept in the journal for the next start")
+                        }
+                        Err(undo) => tracing::error!(error = %undo, "start-up failed, and undoing what it had set up failed too"),
+                    }
+                }
+                return Err(e);
+            }
+        };
+        Ok(LinuxPlatform {
+            backend,
+            groups,
+            total_memory_bytes: options.total_memory_bytes,
+            dry_run: options.dry_run,
+            journal,
+            writer: KnobWriter::new(crate::writer::DEFAULT_WORKERS, crate::writer::DEFAULT_CAPACITY),
+            server: options.job_server,
+            proc_root: options.proc_root,
+            clock: options.clock,
+            stats,
+            now_ns: 0,
+            recovered,
+            warned_paths: Default::default(),
+            read_buf: Vec::with_capacity(4096),
+            tick_buf: Box::new([0; READ_BUF_BYTES]),
+            dry_run_intended: BTreeMap::new(),
+        })
+    }
+
+    pub fn backend(&self) -> &dyn CgroupBackend {
+        self.backend.as_ref()
+    }
+
+    pub fn group_specs(&self) -> impl Iterator<Item = &GroupSpec> {
+        self.groups.iter().map(|g| &g.spec)
+    }
+
+    pub fn stats(&self) -> &PlatformStats {
+        &self.stats
+    }
+
+    pub fn job_counts(&self, group: GroupId) -> &JobCounts {
+        &self.groups[group].jobs
+    }
+
+    pub fn job_server(&self) -> Option<&JobServer> {
+        self.server.as_ref()
+    }
+
+    /// What opening restored from a crashed previous run.
+    pub fn recovered(&self) -> Option<&RestoreReport> {
+        self.recovered.as_ref()
+    }
+
+    /// Tells the platform which pressure totals the controller reads of each group (from
+    /// [`critmem_policy::Controller::stall_inputs`]); the others are then read only every
+    /// [`KNOB_REFRESH_TICKS`] ticks. Until called, everything is read every tick.
+    pub fn set_stall_inputs(&mut self, inputs: impl Fn(&GroupRole) -> StallInputs) {
+        for g in &mut self.groups {
+            g.stall_inputs = inputs(&g.spec.role);
+        }
+    }
+
+    /// Tells the platform whether the controller reads each group's usage (from
+    /// [`critmem_policy::Controller::reads_usage`]). Usage it does not read is refreshed every
+    /// [`KNOB_REFRESH_TICKS`] ticks where the kernel notifies OOMs (v1); elsewhere, and
+    /// until this is called, it is read every tick, as the OOM rescue then needs it.
+    pub fn set_usage_inputs(&mut self, reads_usage: impl Fn(&GroupRole) -> bool) {
+        for g in &mut self.groups {
+            g.reads_usage = reads_usage(&g.spec.role);
+        }
+    }
+
+    /// Reads `group`'s usage now (for samples that must be fresh whatever the controller reads).
+    pub fn usage_now(&mut self, group: GroupId) -> Result<u64> {
+        let g = &mut self.groups[group];
+        g.usage_bytes = self.backend.usage_bytes(&g.spec.path)?;
+        Ok(g.usage_bytes)
+    }
+
+    /// Usage and knobs of `group` as last observed.
+    pub fn last_seen(&self, group: GroupId) -> (u64, MemoryKnobs) {
+        (self.groups[group].usage_bytes, self.groups[group].knobs)
+    }
+
+    /// Waits up to `timeout` for every submitted write to land; for tests and shutdown,
+    /// never for the control loop.
+    pub fn wait_writes(&self, timeout: Duration) -> bool {
+        self.writer.wait_idle(timeout)
+    }
+
+    /// Places a process in a managed group.
+    pub fn add_process(&self, group: GroupId, pid: u32) -> Result<()> {
+        self.backend.move_pid(&self.groups[group].spec.path, pid)
+    }
+
+    /// The processes in a managed group now.
+    pub fn pids(&self, group: GroupId) -> Result<Vec<u32>> {
+        self.backend.pids(&self.groups[group].spec.path)
+    }
+
+    /// One PSI trigger per group on `memory.pressure`, to wake the loop early. The window must
+    /// be a multiple of 2 s without CAP_SYS_RESOURCE.
+    pub fn arm_triggers(&self, stall_us: u64, window_us: u64) -> Result<Vec<PsiTrigger>> {
+        self.groups
+            .iter()
+            .map(|g| {
+                PsiTrigger::new(
+                    &self.backend.pressure_file(&g.spec.path, PsiResource::Memory),
+                    StallKind::Some,
+                    stall_us,
+                    window_us,
+                    &self.proc_root,
+                )
+            })
+            .collect()
+    }
+
+    /// Outcomes of finished writes: failures are counted and logged, never fatal (the next
+    /// tick decides again from what the files then say).
+    fn collect_writes(&mut self) {
+        for outcome in self.writer.completed() {
+            // Whatever happened, the file now says something new: read it next tick.
+            if let Some(id) = self.groups.iter().position(|g| g.knob_paths.iter().flatten().any(|p| *p == outcome.path)) {
+                self.groups[id].knobs_age_ticks = u32::MAX;
+                // A refused limit may be above a memory+swap limit set meanwhile.
+                if outcome.result.is_err() {
+                    self.refresh_combined(id);
+                }
+            }
+            match &outcome.result {
+                Ok(()) => self.stats.writes_ok += 1,
+                Err(e) => {
+                    self.stats.writes_failed += 1;
+                    // A refused limit is asked for again every tick; say so once per file.
+                    if self.warned_paths.insert(outcome.path.clone()) {
+                        tracing::warn!(path = %outcome.path.display(), value = %outcome.contents, took_us = outcome.took.as_micros() as u64, error = %e, "cgroup write failed (further failures of this file are logged at debug)");
+                    } else {
+                        tracing::debug!(path = %outcome.path.display(), value = %outcome.contents, error = %e, "cgroup write failed");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops the writer (waiting up to `timeout` for writes in flight) and puts every file
+    /// back as it was; groups this platform created are removed, their processes moved to
+    /// the root first.
+    pub fn restore(self, timeout: Duration) -> Result<RestoreReport> {
+        let stuck = self.writer.shutdown(timeout);
+        if !stuck.is_empty() {
+            tracing::warn!(files = ?stuck, "writes still stuck in the kernel at shutdown; restoring anyway");
+        }
+        drop(self.server);
+        match self.journal {
+            Some(journal) => journal.restore_all(),
+            None => Ok(RestoreReport::default()),
+        }
+    }
+}
+
+/// Creates or adopts every group of `specs` through `journal` (none in dry-run mode) and
+/// switches their OOM killers off: the part of [`LinuxPlatform::open`] that changes the machine.
+fn open_groups(
+    backend: &dyn CgroupBackend,
+    specs: Vec<GroupSpec>,
+    mut journal: Option<&mut Journal>,
+) -> Result<(Vec<Managed>, PlatformStats)> {
+    let mut groups = Vec::with_capacity(specs.len());
+    for mut spec in specs {
+        // Limits are whole pages, so the floor is too (rounded up: a limit never goes below it).
+        spec.floor_bytes = page_align_up(spec.floor_bytes);
+        if !backend.exists(&spec.path) {
+            if !spec.create {
+                return Err(Error::Config {
+                    path: spec.path.dir_in(Path::new("/")),
+                    reason: format!(
+                        "cgroup of group {:?} does not exist; create it, or set create = true to let the agent create it",
+                        spec.name
+                    ),
+                });
+            }
+            for change in backend.plan_create(&spec.path)? {
+                match &mut journal {
+                    Some(j) => j.perform(&change)?,
+                    None => tracing::info!(group = %spec.name, change = %change, "dry run: would create"),
+                }
+            }
+        }
+        // A group created just now has no limits; reading them is for adopted groups.
+        let knobs = if spec.create && journal.is_some() {
+            MemoryKnobs::default()
+        } else if backend.exists(&spec.path) {
+            backend.knobs(&spec.path)?
+        } else {
+            MemoryKnobs::default()
+        };
+        let files = OpenFiles::open(backend, &spec.path);
+        let oom = OomWatch { file: std::fs::File::open(backend.oom_file(&spec.path)).ok(), ..OomWatch::default() };
+        let knob_paths = Knob::ALL.map(|k| backend.plan_knob(&spec.path, k, None).ok().flatten().map(|w| w.path));
+        let combined = if backend.exists(&spec.path) { backend.combined_limit(&spec.path)? } else { None };
+        if let Some(c) = combined {
+            tracing::info!(group = %spec.name, memsw_limit_bytes = c.limit_bytes, "the group has a memory+swap limit: its memory limit stays at or below it, and an OOM at it is the kernel's to handle");
+        }
+        groups.push(Managed {
+            spec,
+            knob_paths,
+            knobs_age_ticks: u32::MAX,
+            stall_inputs: StallInputs::ALL,
+            reads_usage: true,
+            usage_fresh: false,
+            high_is_ours: false,
+            files,
+            oom,
+            knobs,
+            combined,
+            usage_bytes: 0,
+            stall: StallTotals::default(),
+            jobs: JobCounts::default(),
+        });
+    }
+    let mut stats = PlatformStats::default();
+    if let Some(journal) = &mut journal {
+        for g in &mut groups {
+            guard_against_oom_kills(backend, journal, g, &mut stats)?;
+            // A child group waiting at its own limit holds the OOM lock of the subtree, and
+            // the kernel then notifies nobody when a task of the parent starts waiting.
+            if has_child_groups(&backend.group_dirs(&g.spec.path)[0]) {
+                tracing::info!(group = %g.spec.name, "the group has child groups, whose OOMs can hide its own from the kernel's notification; its usage is read every tick");
+                continue;
+            }
+            match backend.oom_notifier(&g.spec.path) {
+                Ok(notifier) => g.oom.notifier = notifier,
+                Err(e) => {
+                    tracing::warn!(group = %g.spec.name, error = %e, "cannot register for the kernel's OOM notifications; the group's usage is read every tick instead")
+                }
+            }
+        }
+    }
+    Ok((groups, stats))
+}
+
+impl Platform for LinuxPlatform {
+    type Error = Error;
+
+    fn observe(&mut self) -> Result<Observation> {
+        self.collect_writes();
+        self.take_oom_notifications();
+        let now_ns = self.clock.now_ns();
+        self.now_ns = now_ns;
+        let mut observed = Vec::with_capacity(self.groups.len());
+        for g in &mut self.groups {
+            if self.dry_run && !self.backend.exists(&g.spec.path) {
+                // Dry run over a group it would have created.
+                observed.push(GroupObservation {
+                    name: g.spec.name.clone(),
+                    role: g.spec.role.clone(),
+                    stall: g.stall,
+                    usage_bytes: 0,
+                    knobs: g.knobs,
+                    floor_bytes: g.spec.floor_bytes,
+                });
+                continue;
+            }
+            if g.files.is_none() {
+                g.files = OpenFiles::open(self.backend.as_ref(), &g.spec.path);
+            }
+            let knobs_now = (g.knobs_age_ticks < KNOB_REFRESH_TICKS).then_some(g.knobs);
+            // Everything is fresh on the ticks that re-read the knobs.
+            let fresh = if knobs_now.is_some() { g.stall_inputs } else { StallInputs::ALL };
+            // Unread usage can wait for the knobs while the kernel will say if the group
+            // starts waiting at its limit (the one thing the platform itself needs it for).
+            let usage_now = (knobs_now.is_some() && !g.reads_usage && g.oom.notifier.is_some() && !g.oom.pending).then_some(g.usage_bytes);
+            match g.files.as_ref().and_then(|f| f.read(&mut self.tick_buf, fresh, g.stall, usage_now, knobs_now)) {
+                Some((stall, usage, knobs)) => {
+                    (g.stall, g.usage_bytes, g.knobs) = (stall, usage, knobs);
+                    g.knobs_age_ticks = if knobs_now.is_some() { g.knobs_age_ticks + 1 } else { 0 };
+                    g.usage_fresh = usage_now.is_none();
+                    self.stats.usage_reads_skipped += u64::from(usage_now.is_some());
+                }
+                None => {
+                    g.files = None;
+                    g.stall = self.backend.stall_totals(&g.spec.path)?;
+                    g.usage_bytes = self.backend.usage_bytes(&g.spec.path)?;
+                    g.knobs = self.backend.knobs(&g.spec.path)?;
+                    g.knobs_age_ticks = 0;
+                    g.usage_fresh = true;
+                }
+            }
+            observed.push(GroupObservation {
+                name: g.spec.name.clone(),
+                role: g.spec.role.clone(),
+                stall: g.stall,
+                usage_bytes: g.usage_bytes,
+                knobs: g.knobs,
+                floor_bytes: g.spec.floor_bytes,
+            });
+        }
+        if !self.dry_run {
+            for (id, seen) in observed.iter_mut().enumerate() {
+                // Stale usage says nothing of the limit; such a group is checked when notified
+                // (its usage is then fresh).
+                let rescued = if std::mem::take(&mut self.groups[id].oom.notified) {
+                    self.rescue_if_notified(id, seen.usage_bytes, seen.knobs)?
+                } else {
+                    self.groups[id].usage_fresh && self.rescue_if_near_limit(id, seen.usage_bytes, seen.knobs)?
+                };
+                if rescued | self.keep_v2_max_ahead_of_usage(id)? {
+                    seen.knobs = self.groups[id].knobs;
+                }
+                self.rearm_oom_guard(id)?;
+            }
+        }
+        let events = self.take_job_events(now_ns);
+        Ok(Observation { now_ns, total_memory_bytes: self.total_memory_bytes, groups: observed, events })
+    }
+
+    fn apply(&mut self, actions: &[Action]) -> Result<Vec<Action>> {
+        let mut applied = Vec::new();
+        for action in actions {
+            if let Action::DropJob { group, job } = *action {
+                if group >= self.groups.len() {
+                    continue;
+                }
+                self.stats.drops_requested += 1;
+                if self.dry_run {
+                    tracing::info!(group = %self.groups[group].spec.name, job, "dry run: would ask the worker to drop the job");
+                    applied.push(*action);
+                } else if let Some(server) = self.server.as_mut() {
+                    if server.deliver_drop(group, job) > 0 {
+                        applied.push(*action);
+                    }
+                }
+                continue;
+            }
+            let Some((group, knob, bytes)) = knob_change(action) else { continue };
+            if group >= self.groups.len() {
+                tracing::warn!(group, "controller named a group that does not exist; ignored");
+                continue;
+            }
+            let result = if knob == Knob::Max && self.backend.capabilities().throttle_limit {
+                self.apply_v2_max(group, bytes, &mut applied)
+            } else {
+                self.apply_knob(group, knob, bytes).map(|a| applied.extend(a))
+            };
+            match result {
+                Ok(()) => {}
+                Err(e @ Error::GroupVanished { .. }) => return Err(e),
+                Err(e @ (Error::Journal { .. } | Error::JournalWrite { .. })) => return Err(e),
+                Err(e) => {
+                    self.stats.writes_failed += 1;
+                    tracing::warn!(group = %self.groups[group].spec.name, error = %e, "cannot apply");
+                }
+            }
+        }
+        Ok(applied)
+    }
+}

@@ -1,0 +1,629 @@
+use super::files::{parse_knob, parse_u64};
+use super::*;
+use crate::cgroup::fake::{populate, v2_root, V2_FILES};
+use crate::cgroup::V2Backend;
+use crate::clock::FakeClock;
+use proptest::prelude::*;
+
+const MIB: u64 = 1 << 20;
+/// Where the platforms' fake clocks start.
+const START_NS: u64 = 1_000_000_000;
+
+/// Lets `ns` of the platform's (fake) clock pass.
+fn pass_time(platform: &LinuxPlatform, ns: u64) {
+    platform.clock.sleep_until_ns(platform.clock.now_ns() + ns);
+}
+
+fn specs() -> Vec<GroupSpec> {
+    vec![
+        GroupSpec {
+            name: "rt".into(),
+            path: GroupPath::new("crit-rt").unwrap(),
+            role: GroupRole::SoftRealTime { deadline_ns: 10_000_000, bcet_ns: 1_000_000 },
+            floor_bytes: 64 * MIB,
+            create: true,
+        },
+        GroupSpec {
+            name: "batch".into(),
+            path: GroupPath::new("batch").unwrap(),
+            role: GroupRole::NonRealTime,
+            floor_bytes: 16 * MIB,
+            create: false,
+        },
+    ]
+}
+
+/// A fake v2 tree with `batch` existing (adopted) and `critmem/rt` to be created.
+fn fake(dir: &Path) -> PlatformOptions {
+    v2_root(&dir.join("cg"));
+    populate(&dir.join("cg/batch"), V2_FILES);
+    populate(&dir.join("proc"), &[("meminfo", "MemTotal: 100 kB\nSwapFree:        0 kB\n")]);
+    PlatformOptions {
+        total_memory_bytes: 512 * MIB,
+        dry_run: false,
+        journal_path: Some(dir.join("journal.jsonl")),
+        job_server: None,
+        proc_root: dir.join("proc"),
+        clock: FakeClock::new(START_NS),
+    }
+}
+
+/// The fake tree has no kernel to fill a new directory; do it after open.
+fn open(dir: &Path, options: PlatformOptions) -> LinuxPlatform {
+    let backend = Box::new(V2Backend::new(dir.join("cg")));
+    // mkdir happens inside open; pre-create the files the kernel would add afterwards.
+    let platform = LinuxPlatform::open(backend, specs(), options);
+    let platform = platform.unwrap();
+    populate(&dir.join("cg/crit-rt"), V2_FILES);
+    platform
+}
+
+fn settle(platform: &LinuxPlatform) {
+    assert!(platform.writer.wait_idle(Duration::from_secs(5)));
+}
+
+#[test]
+fn limits_are_rounded_down_to_pages_clamped_to_floors_journaled_and_restored() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = fake(dir.path());
+    let mut platform = open(dir.path(), options);
+    platform.observe().unwrap();
+    let applied = platform
+        .apply(&[Action::SetMax { group: 0, bytes: Some(MIB) }, Action::SetMax { group: 1, bytes: Some(100 * MIB + 4095) }])
+        .unwrap();
+    // Never above the request (whole pages, rounded down), never below the floor.
+    assert_eq!(applied, vec![Action::SetMax { group: 0, bytes: Some(64 * MIB) }, Action::SetMax { group: 1, bytes: Some(100 * MIB) }]);
+    settle(&platform);
+    assert_eq!(std::fs::read_to_string(dir.path().join("cg/batch/memory.max")).unwrap(), (100 * MIB).to_string());
+    let obs = platform.observe().unwrap();
+    assert_eq!(obs.groups[1].knobs.max_bytes, Some(100 * MIB));
+    assert_eq!(platform.stats().clamped_to_floor, 1);
+    // The same value again is not rewritten.
+    assert!(platform.apply(&[Action::SetMax { group: 1, bytes: Some(100 * MIB + 1) }]).unwrap().is_empty());
+    // Protections round down as well; less than a page is none.
+    let applied = platform.apply(&[Action::SetMin { group: 1, bytes: Some(MIB + 10) }, Action::SetLow { group: 1, bytes: Some(4095) }]);
+    assert_eq!(applied.unwrap(), vec![Action::SetMin { group: 1, bytes: Some(MIB) }]);
+    let report = platform.restore(Duration::from_secs(5)).unwrap();
+    assert_eq!(std::fs::read_to_string(dir.path().join("cg/batch/memory.max")).unwrap(), "max");
+    assert!(!dir.path().join("cg/crit-rt").exists(), "created groups are removed: {report:?}");
+}
+
+#[test]
+fn a_floor_of_part_of_a_page_is_observed_and_applied_as_whole_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = fake(dir.path());
+    let mut specs = specs();
+    specs[1].floor_bytes = 16 * MIB + 1;
+    let mut platform = LinuxPlatform::open(Box::new(V2Backend::new(dir.path().join("cg"))), specs, options).unwrap();
+    populate(&dir.path().join("cg/crit-rt"), V2_FILES);
+    assert_eq!(platform.observe().unwrap().groups[1].floor_bytes, 16 * MIB + 4096);
+    let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(16 * MIB) }]).unwrap();
+    assert_eq!(applied, vec![Action::SetMax { group: 1, bytes: Some(16 * MIB + 4096) }]);
+    platform.restore(Duration::from_secs(5)).unwrap();
+}
+
+/// Found by the audit: a group missing part-way through left the groups created before it,
+/// and the journal, behind until a next start (never, for a configuration that stays wrong).
+#[test]
+fn a_failed_open_removes_the_groups_it_created_and_its_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = fake(dir.path());
+    let mut specs = specs();
+    specs[1].path = GroupPath::new("missing").unwrap();
+    let backend = Box::new(V2Backend::new(dir.path().join("cg")));
+    let err = LinuxPlatform::open(backend, specs, options).err().expect("the missing group is an error");
+    assert!(err.to_string().contains("does not exist"), "{err}");
+    assert!(!dir.path().join("cg/crit-rt").exists(), "the group created before the error is removed");
+    assert!(!dir.path().join("journal.jsonl").exists(), "and the journal with it");
+}
+
+#[test]
+fn a_v2_hard_limit_never_goes_below_unreclaimable_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = fake(dir.path());
+    let mut platform = open(dir.path(), options);
+    let batch = dir.path().join("cg/batch");
+    std::fs::write(batch.join("memory.current"), (200 * MIB).to_string()).unwrap();
+    std::fs::write(batch.join("memory.stat"), format!("anon {}\nfile 0\nunevictable 0\n", 150 * MIB)).unwrap();
+    platform.observe().unwrap();
+    let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(32 * MIB) }]).unwrap();
+    // Below usage: throttled through memory.high, memory.max kept above usage.
+    assert_eq!(applied, vec![Action::SetHigh { group: 1, bytes: Some(158 * MIB) }, Action::SetMax { group: 1, bytes: Some(216 * MIB) }]);
+    settle(&platform);
+    platform.observe().unwrap();
+    // With enough free swap the anon memory is reclaimable, so the request stands (as high).
+    std::fs::write(dir.path().join("proc/meminfo"), "SwapFree: 1048576 kB\n").unwrap();
+    let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(32 * MIB) }]).unwrap();
+    assert_eq!(applied, vec![Action::SetHigh { group: 1, bytes: Some(32 * MIB) }]);
+    settle(&platform);
+    // Once usage is down, the hard limit takes over and the helper high is cleared.
+    std::fs::write(batch.join("memory.current"), (30 * MIB).to_string()).unwrap();
+    platform.observe().unwrap();
+    let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(32 * MIB) }]).unwrap();
+    assert_eq!(applied, vec![Action::SetMax { group: 1, bytes: Some(32 * MIB) }, Action::SetHigh { group: 1, bytes: None }]);
+    settle(&platform);
+    assert_eq!(std::fs::read_to_string(batch.join("memory.high")).unwrap(), "max");
+    assert_eq!(std::fs::read_to_string(batch.join("memory.max")).unwrap(), (32 * MIB).to_string());
+    assert_eq!(platform.stats().lowered_via_high, 2);
+    platform.restore(Duration::from_secs(5)).unwrap();
+}
+
+#[test]
+fn page_rounding_saturates_instead_of_wrapping_to_zero() {
+    assert_eq!(page_align_up(1), 4096);
+    assert_eq!(page_align_up(8192), 8192);
+    assert_eq!(page_align_up(u64::MAX), u64::MAX / 4096 * 4096);
+}
+
+#[test]
+fn a_v2_group_growing_while_throttled_keeps_its_hard_limit_ahead() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = fake(dir.path());
+    let mut platform = open(dir.path(), options);
+    let batch = dir.path().join("cg/batch");
+    std::fs::write(batch.join("memory.current"), (200 * MIB).to_string()).unwrap();
+    std::fs::write(dir.path().join("proc/meminfo"), "SwapFree: 1048576 kB\n").unwrap();
+    platform.observe().unwrap();
+    let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(100 * MIB) }]).unwrap();
+    assert_eq!(applied, vec![Action::SetHigh { group: 1, bytes: Some(100 * MIB) }, Action::SetMax { group: 1, bytes: Some(216 * MIB) }]);
+    settle(&platform);
+    // Throttled, it still grows; with no new request memory.max must move ahead of it.
+    std::fs::write(batch.join("memory.current"), (205 * MIB).to_string()).unwrap();
+    assert_eq!(platform.observe().unwrap().groups[1].knobs.max_bytes, Some(216 * MIB), "still 11 MiB ahead");
+    std::fs::write(batch.join("memory.current"), (210 * MIB).to_string()).unwrap();
+    let obs = platform.observe().unwrap();
+    assert_eq!(obs.groups[1].knobs.max_bytes, Some(226 * MIB), "6 MiB ahead is too close: raised to 16 MiB ahead");
+    assert_eq!(std::fs::read_to_string(batch.join("memory.max")).unwrap(), (226 * MIB).to_string());
+    assert_eq!(platform.stats().v2_max_kept_ahead, 1);
+    platform.restore(Duration::from_secs(5)).unwrap();
+    assert_eq!(std::fs::read_to_string(batch.join("memory.max")).unwrap(), "max");
+}
+
+#[test]
+fn a_v2_group_out_of_memory_gets_its_limit_raised_and_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = fake(dir.path());
+    let mut platform = open(dir.path(), options);
+    let batch = dir.path().join("cg/batch");
+    std::fs::write(batch.join("memory.max"), (64 * MIB).to_string()).unwrap();
+    std::fs::write(batch.join("memory.current"), (63 * MIB).to_string()).unwrap();
+    assert_eq!(platform.observe().unwrap().groups[1].knobs.max_bytes, Some(64 * MIB), "no OOM yet");
+    std::fs::write(batch.join("memory.events"), "low 0\nhigh 0\nmax 9\noom 1\noom_kill 0\n").unwrap();
+    let obs = platform.observe().unwrap();
+    assert_eq!(obs.groups[1].knobs.max_bytes, Some(80 * MIB), "raised by 16 MiB at once");
+    assert_eq!(std::fs::read_to_string(batch.join("memory.max")).unwrap(), (80 * MIB).to_string());
+    assert_eq!(platform.stats().oom_rescues, 1);
+    // Held against the controller's lower requests for a while.
+    let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(32 * MIB) }]).unwrap();
+    assert!(applied.is_empty(), "{applied:?}");
+    assert_eq!(platform.stats().clamped_to_oom_hold, 1);
+    // The same event is not a new OOM.
+    platform.observe().unwrap();
+    assert_eq!(platform.stats().oom_rescues, 1);
+    platform.restore(Duration::from_secs(5)).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(batch.join("memory.max")).unwrap(),
+        (64 * MIB).to_string(),
+        "restored to its value before the rescue"
+    );
+}
+
+/// An adopted hybrid group `batch` (its v1 directory returned), with `extra` files beside
+/// the usual ones, opened alone.
+fn v1_adopted(dir: &Path, extra: &[(&str, &str)]) -> (LinuxPlatform, PathBuf) {
+    v1_adopted_with(dir, extra, false)
+}
+
+/// A v1 group `batch` on a fake hybrid tree, with `extra` files; `notify`: the backend
+/// registers OOM notifiers there too (the test signals them).
+fn v1_adopted_with(dir: &Path, extra: &[(&str, &str)], notify: bool) -> (LinuxPlatform, PathBuf) {
+    use crate::cgroup::fake::{hybrid_roots, UNIFIED_FILES, V1_MEMORY_FILES};
+    let (memory, unified) = hybrid_roots(&dir.join("cg"));
+    let batch = memory.join("batch");
+    populate(&batch, V1_MEMORY_FILES);
+    populate(&batch, extra);
+    populate(&unified.join("batch"), UNIFIED_FILES);
+    let mut options = fake(dir);
+    options.journal_path = Some(dir.join("journal-v1.jsonl"));
+    let specs = vec![GroupSpec {
+        name: "batch".into(),
+        path: GroupPath::new("batch").unwrap(),
+        role: GroupRole::NonRealTime,
+        floor_bytes: 16 * MIB,
+        create: false,
+    }];
+    let backend = crate::cgroup::HybridBackend::new(memory, unified);
+    let backend = if notify { backend.notifying_on_plain_fs() } else { backend };
+    (LinuxPlatform::open(Box::new(backend), specs, options).unwrap(), batch)
+}
+
+#[test]
+fn usage_nobody_reads_waits_for_the_knobs_until_an_oom_notification_brings_the_rescue() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut platform, batch) = v1_adopted_with(dir.path(), &[("cgroup.event_control", "")], true);
+    let registration = std::fs::read_to_string(batch.join("cgroup.event_control")).unwrap();
+    assert_eq!(registration.split(' ').filter(|fd| fd.parse::<u32>().is_ok()).count(), 2, "`<eventfd> <oom_control fd>`: {registration:?}");
+    platform.set_usage_inputs(|_| false);
+    let (usage_file, oom_control) = (batch.join("memory.usage_in_bytes"), batch.join("memory.oom_control"));
+    let set = |usage_mib: u64, under_oom: bool| {
+        std::fs::write(&usage_file, (usage_mib * MIB).to_string()).unwrap();
+        std::fs::write(&oom_control, format!("oom_kill_disable 1\nunder_oom {}\noom_kill 0\n", u8::from(under_oom))).unwrap();
+    };
+    std::fs::write(batch.join("memory.limit_in_bytes"), (100 * MIB).to_string()).unwrap();
+    set(10, false);
+    assert_eq!(platform.observe().unwrap().groups[0].usage_bytes, 10 * MIB, "the first tick reads everything");
+
+    // At its limit with a task waiting, but the kernel has not said so yet: usage is not
+    // read, so nothing is rescued on a stale value.
+    set(100, true);
+    let obs = platform.observe().unwrap();
+    assert_eq!(obs.groups[0].usage_bytes, 10 * MIB, "usage nobody reads is not read");
+    assert_eq!((platform.stats().usage_reads_skipped, platform.stats().oom_rescues), (1, 0));
+
+    platform.signal_oom_notifier(0);
+    let obs = platform.observe().unwrap();
+    assert_eq!(obs.groups[0].usage_bytes, 100 * MIB, "notified: usage read at once");
+    assert_eq!(obs.groups[0].knobs.max_bytes, Some(125 * MIB), "and the limit raised by a quarter");
+    assert_eq!((platform.stats().oom_notifications, platform.stats().oom_rescues, platform.stats().oom_rescues_on_notification), (1, 1, 1));
+
+    // Seen waiting when rescued, so usage is read every tick until it is seen not waiting;
+    // the raised limit is far above it (a task reaching it again is notified again), so no
+    // second raise, and from then on usage waits for the knobs again.
+    set(101, true);
+    assert_eq!(platform.observe().unwrap().groups[0].usage_bytes, 101 * MIB);
+    assert_eq!(platform.stats().oom_rescues, 1);
+    set(60, false);
+    assert_eq!(platform.observe().unwrap().groups[0].usage_bytes, 60 * MIB, "still pending: read");
+    set(61, false);
+    assert_eq!(platform.observe().unwrap().groups[0].usage_bytes, 60 * MIB, "not pending any more");
+    let refreshed = (0..KNOB_REFRESH_TICKS).map(|_| platform.observe().unwrap().groups[0].usage_bytes).any(|u| u == 61 * MIB);
+    assert!(refreshed, "unread usage is still refreshed with the knobs");
+    assert_eq!(platform.usage_now(0).unwrap(), 61 * MIB);
+
+    // A controller that reads usage gets it fresh every tick, notifier or not.
+    platform.set_usage_inputs(|_| true);
+    set(70, false);
+    assert_eq!(platform.observe().unwrap().groups[0].usage_bytes, 70 * MIB);
+    let report = platform.restore(Duration::from_secs(5)).unwrap();
+    assert!(report.failures.is_empty(), "{report:?}");
+}
+
+#[test]
+fn a_v1_group_under_oom_gets_its_limit_raised_and_the_oom_killer_switch_restored() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut platform, batch) = v1_adopted(dir.path(), &[]);
+    let oom_control = batch.join("memory.oom_control");
+    assert_eq!(std::fs::read_to_string(&oom_control).unwrap(), "1", "the OOM killer is switched off");
+    std::fs::write(batch.join("memory.limit_in_bytes"), (100 * MIB).to_string()).unwrap();
+    std::fs::write(batch.join("memory.usage_in_bytes"), (100 * MIB).to_string()).unwrap();
+    std::fs::write(&oom_control, "oom_kill_disable 1\nunder_oom 1\noom_kill 0\n").unwrap();
+    let obs = platform.observe().unwrap();
+    assert_eq!(obs.groups[0].knobs.max_bytes, Some(125 * MIB), "raised by a quarter at once");
+    assert_eq!(platform.stats().oom_rescues, 1);
+    let report = platform.restore(Duration::from_secs(5)).unwrap();
+    assert!(report.failures.is_empty(), "{report:?}");
+    assert_eq!(std::fs::read_to_string(&oom_control).unwrap(), "0", "switch restored");
+    assert_eq!(
+        std::fs::read_to_string(batch.join("memory.limit_in_bytes")).unwrap(),
+        (100 * MIB).to_string(),
+        "limit restored to its value before the rescue"
+    );
+}
+
+/// [`v1_adopted`] with a memory+swap limit of 256 MiB.
+fn v1_with_memsw_limit(dir: &Path) -> (LinuxPlatform, PathBuf) {
+    v1_adopted(dir, &[("memory.memsw.limit_in_bytes", "268435456\n"), ("memory.memsw.usage_in_bytes", "8192\n")])
+}
+
+#[test]
+fn a_v1_memory_limit_never_goes_above_the_groups_memory_and_swap_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut platform, batch) = v1_with_memsw_limit(dir.path());
+    platform.observe().unwrap();
+    // The kernel would refuse 1 GiB with EINVAL; the memory+swap limit binds anyway.
+    let applied = platform.apply(&[Action::SetMax { group: 0, bytes: Some(1024 * MIB) }]).unwrap();
+    assert_eq!(applied, vec![Action::SetMax { group: 0, bytes: Some(256 * MIB) }]);
+    settle(&platform);
+    assert_eq!(std::fs::read_to_string(batch.join("memory.limit_in_bytes")).unwrap(), (256 * MIB).to_string());
+    assert_eq!(platform.stats().clamped_to_combined_limit, 1);
+    platform.apply(&[Action::SetMax { group: 0, bytes: Some(100 * MIB) }]).unwrap();
+    settle(&platform);
+    assert_eq!(
+        std::fs::read_to_string(batch.join("memory.limit_in_bytes")).unwrap(),
+        (100 * MIB).to_string(),
+        "lower limits are left alone"
+    );
+    assert_eq!(platform.stats().clamped_to_combined_limit, 1);
+}
+
+#[test]
+fn a_v1_group_out_of_memory_at_its_memory_and_swap_limit_gets_its_oom_killer_back_until_it_has_room() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut platform, batch) = v1_with_memsw_limit(dir.path());
+    let oom_control = batch.join("memory.oom_control");
+    assert_eq!(std::fs::read_to_string(&oom_control).unwrap(), "1", "the OOM killer is switched off");
+    // Memory limit 200 MiB, but memory+swap is full at 256 MiB: raising the memory limit
+    // cannot help, and with the killer off the tasks would wait for ever.
+    std::fs::write(batch.join("memory.limit_in_bytes"), (200 * MIB).to_string()).unwrap();
+    std::fs::write(batch.join("memory.usage_in_bytes"), (199 * MIB).to_string()).unwrap();
+    std::fs::write(batch.join("memory.memsw.usage_in_bytes"), (256 * MIB).to_string()).unwrap();
+    std::fs::write(&oom_control, "oom_kill_disable 1\nunder_oom 1\noom_kill 0\n").unwrap();
+    let obs = platform.observe().unwrap();
+    assert_eq!(std::fs::read_to_string(&oom_control).unwrap(), "0", "the OOM killer is back on");
+    assert_eq!((platform.stats().oom_guard_releases, platform.stats().oom_rescues), (1, 0));
+    assert_eq!(obs.groups[0].knobs.max_bytes, Some(200 * MIB), "nothing raised");
+
+    // Still out of memory: stays released.
+    std::fs::write(&oom_control, "oom_kill_disable 0\nunder_oom 1\noom_kill 0\n").unwrap();
+    platform.observe().unwrap();
+    assert_eq!(std::fs::read_to_string(&oom_control).unwrap(), "oom_kill_disable 0\nunder_oom 1\noom_kill 0\n");
+    // The kernel killed a task: room again, so the guard comes back.
+    std::fs::write(batch.join("memory.usage_in_bytes"), (120 * MIB).to_string()).unwrap();
+    std::fs::write(batch.join("memory.memsw.usage_in_bytes"), (150 * MIB).to_string()).unwrap();
+    std::fs::write(&oom_control, "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n").unwrap();
+    platform.observe().unwrap();
+    assert_eq!(std::fs::read_to_string(&oom_control).unwrap(), "1", "switched off again");
+    assert_eq!(platform.stats().oom_guard_releases, 1);
+
+    // Out of memory at the memory limit alone: raised as usual, but not above 256 MiB.
+    std::fs::write(batch.join("memory.usage_in_bytes"), (200 * MIB).to_string()).unwrap();
+    std::fs::write(&oom_control, "oom_kill_disable 1\nunder_oom 1\noom_kill 1\n").unwrap();
+    let obs = platform.observe().unwrap();
+    assert_eq!(obs.groups[0].knobs.max_bytes, Some(250 * MIB), "raised by a quarter");
+    assert_eq!(platform.stats().oom_rescues, 1);
+    std::fs::write(batch.join("memory.limit_in_bytes"), (250 * MIB).to_string()).unwrap();
+    std::fs::write(batch.join("memory.usage_in_bytes"), (250 * MIB).to_string()).unwrap();
+    let obs = platform.observe().unwrap();
+    assert_eq!(obs.groups[0].knobs.max_bytes, Some(256 * MIB), "capped at the memory+swap limit");
+    assert_eq!(platform.stats().oom_rescues, 2);
+    let report = platform.restore(Duration::from_secs(5)).unwrap();
+    assert!(report.failures.is_empty(), "{report:?}");
+    assert_eq!(std::fs::read_to_string(&oom_control).unwrap(), "0", "switch restored");
+}
+
+#[test]
+fn a_notified_group_waiting_at_its_memory_and_swap_limit_far_below_its_memory_limit_gets_its_oom_killer_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let memsw = [("memory.memsw.limit_in_bytes", "268435456\n"), ("memory.memsw.usage_in_bytes", "8192\n"), ("cgroup.event_control", "")];
+    let (mut platform, batch) = v1_adopted_with(dir.path(), &memsw, true);
+    let oom_control = batch.join("memory.oom_control");
+    // Most of it swapped out: memory usage is far below the memory limit, memory+swap full.
+    std::fs::write(batch.join("memory.limit_in_bytes"), (200 * MIB).to_string()).unwrap();
+    std::fs::write(batch.join("memory.usage_in_bytes"), (100 * MIB).to_string()).unwrap();
+    std::fs::write(batch.join("memory.memsw.usage_in_bytes"), (256 * MIB).to_string()).unwrap();
+    std::fs::write(&oom_control, "oom_kill_disable 1\nunder_oom 1\noom_kill 0\n").unwrap();
+    platform.observe().unwrap();
+    assert_eq!(platform.stats().oom_guard_releases, 0, "usage is not near the memory limit: not looked at without a notification");
+    platform.signal_oom_notifier(0);
+    platform.observe().unwrap();
+    assert_eq!(std::fs::read_to_string(&oom_control).unwrap(), "0", "the OOM killer is back on");
+    assert_eq!((platform.stats().oom_guard_releases, platform.stats().oom_rescues, platform.stats().oom_checks_on_notification), (1, 0, 1));
+    let report = platform.restore(Duration::from_secs(5)).unwrap();
+    assert!(report.failures.is_empty(), "{report:?}");
+}
+
+#[test]
+fn a_task_left_waiting_far_below_a_raised_limit_is_woken_by_a_one_page_raise() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut platform, batch) = v1_adopted(dir.path(), &[]);
+    let (limit_file, usage_file, oom_control) =
+        (batch.join("memory.limit_in_bytes"), batch.join("memory.usage_in_bytes"), batch.join("memory.oom_control"));
+    let set = |usage_mib: u64, under_oom: bool, kill_disabled: bool| {
+        std::fs::write(&usage_file, (usage_mib * MIB).to_string()).unwrap();
+        std::fs::write(
+            &oom_control,
+            format!("oom_kill_disable {}\nunder_oom {}\noom_kill 0\n", u8::from(kill_disabled), u8::from(under_oom)),
+        )
+        .unwrap();
+    };
+    let limit = || std::fs::read_to_string(&limit_file).unwrap().parse::<u64>().unwrap();
+    std::fs::write(&limit_file, (100 * MIB).to_string()).unwrap();
+    set(100, true, true);
+    platform.observe().unwrap();
+    assert_eq!((limit(), platform.stats().oom_rescues), (125 * MIB, 1), "rescued");
+
+    // One task still waits after the raise (it slept after the raise's wake-up). Right after
+    // the raise that may be a woken task that has not left yet: left alone.
+    set(101, true, true);
+    platform.observe().unwrap();
+    assert_eq!((limit(), platform.stats().oom_wakeups), (125 * MIB, 0));
+    pass_time(&platform, OOM_WAKE_RETRY_NS + 10_000_000);
+    let obs = platform.observe().unwrap();
+    assert_eq!((limit(), platform.stats().oom_wakeups), (125 * MIB + PAGE_BYTES, 1), "woken by a one-page raise");
+    assert_eq!(obs.groups[0].knobs.max_bytes, Some(125 * MIB + PAGE_BYTES));
+    platform.observe().unwrap();
+    assert_eq!(platform.stats().oom_wakeups, 1, "not again at once");
+    pass_time(&platform, OOM_WAKE_RETRY_NS + 10_000_000);
+    platform.observe().unwrap();
+    assert_eq!((limit(), platform.stats().oom_wakeups), (125 * MIB + 2 * PAGE_BYTES, 2), "and again while it waits");
+
+    // Nobody waits any more: no more raises.
+    set(101, false, true);
+    platform.observe().unwrap();
+    pass_time(&platform, OOM_WAKE_RETRY_NS + 10_000_000);
+    platform.observe().unwrap();
+    assert_eq!((limit(), platform.stats().oom_wakeups), (125 * MIB + 2 * PAGE_BYTES, 2));
+    // With the OOM killer on, a task does not sleep at the limit: nothing to wake.
+    set(101, true, false);
+    platform.observe().unwrap();
+    assert_eq!(platform.stats().oom_wakeups, 2);
+    assert_eq!(platform.stats().oom_rescues, 1, "never treated as a rescue");
+    let report = platform.restore(Duration::from_secs(5)).unwrap();
+    assert!(report.failures.is_empty(), "{report:?}");
+    assert_eq!(limit(), 100 * MIB, "the limit before critmem restored");
+}
+
+#[test]
+fn a_task_notified_waiting_after_a_raise_is_woken_at_once_but_not_above_the_memory_and_swap_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let memsw = [("memory.memsw.limit_in_bytes", "524288000\n"), ("memory.memsw.usage_in_bytes", "8192\n"), ("cgroup.event_control", "")];
+    let (mut platform, batch) = v1_adopted_with(dir.path(), &memsw, true);
+    let (limit_file, oom_control) = (batch.join("memory.limit_in_bytes"), batch.join("memory.oom_control"));
+    let limit = || std::fs::read_to_string(&limit_file).unwrap().parse::<u64>().unwrap();
+    std::fs::write(&limit_file, (200 * MIB).to_string()).unwrap();
+    std::fs::write(batch.join("memory.usage_in_bytes"), (100 * MIB).to_string()).unwrap();
+    platform.observe().unwrap();
+    // The task's charge failed at an older, lower limit; it went to sleep (and notified)
+    // after the raise to 200 MiB woke the waiters.
+    std::fs::write(&oom_control, "oom_kill_disable 1\nunder_oom 1\noom_kill 0\n").unwrap();
+    platform.signal_oom_notifier(0);
+    platform.observe().unwrap();
+    assert_eq!((limit(), platform.stats().oom_wakeups, platform.stats().oom_rescues), (200 * MIB + PAGE_BYTES, 1, 0));
+    assert_eq!(platform.stats().oom_guard_releases, 0, "memory+swap has room");
+
+    // With the memory limit at the memory+swap limit a raise would be refused: left alone.
+    std::fs::write(batch.join("memory.memsw.limit_in_bytes"), (200 * MIB + PAGE_BYTES).to_string()).unwrap();
+    pass_time(&platform, OOM_WAKE_RETRY_NS + 10_000_000);
+    platform.observe().unwrap();
+    assert_eq!((limit(), platform.stats().oom_wakeups), (200 * MIB + PAGE_BYTES, 1));
+    let report = platform.restore(Duration::from_secs(5)).unwrap();
+    assert!(report.failures.is_empty(), "{report:?}");
+}
+
+#[test]
+fn a_group_with_child_groups_gets_no_oom_notifier_and_its_usage_is_read_every_tick() {
+    let dir = tempfile::tempdir().unwrap();
+    let (memory, _) = crate::cgroup::fake::hybrid_roots(&dir.path().join("cg"));
+    std::fs::create_dir_all(memory.join("batch/child")).unwrap();
+    let (mut platform, batch) = v1_adopted_with(dir.path(), &[("cgroup.event_control", "")], true);
+    assert_eq!(std::fs::read_to_string(batch.join("cgroup.event_control")).unwrap(), "", "nothing registered");
+    platform.set_usage_inputs(|_| false);
+    for _ in 0..3 {
+        platform.observe().unwrap();
+    }
+    assert_eq!(platform.stats().usage_reads_skipped, 0);
+    let report = platform.restore(Duration::from_secs(5)).unwrap();
+    assert!(report.failures.is_empty(), "{report:?}");
+}
+
+#[test]
+fn dry_run_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = fake(dir.path());
+    options.dry_run = true;
+    let backend = Box::new(V2Backend::new(dir.path().join("cg")));
+    let mut platform = LinuxPlatform::open(backend, specs(), options).unwrap();
+    assert!(!dir.path().join("cg/crit-rt").exists());
+    let obs = platform.observe().unwrap();
+    assert_eq!(obs.groups.len(), 2);
+    for _ in 0..3 {
+        let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(32 * MIB) }]).unwrap();
+        assert_eq!(applied.len(), 1);
+    }
+    assert_eq!(platform.stats().dry_run_writes, 1, "an unchanged intention is logged once");
+    assert_eq!(std::fs::read_to_string(dir.path().join("cg/batch/memory.max")).unwrap(), "max\n");
+    platform.restore(Duration::from_secs(1)).unwrap();
+    assert!(!dir.path().join("journal.jsonl").exists());
+}
+
+#[test]
+fn the_conformance_body_passes_on_a_fake_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = fake(dir.path());
+    let mut platform = open(dir.path(), options);
+    critmem_policy::check_platform(&mut platform, |p| settle(p)).unwrap();
+    platform.restore(Duration::from_secs(5)).unwrap();
+}
+
+#[test]
+fn the_loop_ticks_the_platform_one_interval_apart_on_its_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = fake(dir.path());
+    let clock = options.clock.clone();
+    let mut platform = open(dir.path(), options);
+    let mut controller = critmem_policy::make_controller("greedy", serde_json::json!({})).unwrap();
+    let mut control = ControlLoop::new(2_000_000, clock.clone());
+    let seen_ns = std::cell::RefCell::new(Vec::new());
+    control
+        .run(
+            &mut platform,
+            controller.as_mut(),
+            || seen_ns.borrow().len() == 20,
+            |p, _, _| {
+                // A fake tree's file is empty while the writer rewrites it (cgroupfs swaps
+                // values whole): let the tick's writes land before the next one reads.
+                settle(p);
+                seen_ns.borrow_mut().push(clock.now_ns());
+            },
+        )
+        .unwrap();
+    let seen_ns = seen_ns.into_inner();
+    assert_eq!(control.stats.summary().ticks, 20);
+    // Each tick starts an interval after the one before: never a burst, never a gap.
+    assert!(seen_ns.windows(2).all(|w| w[1] - w[0] == 2_000_000), "{seen_ns:?}");
+    assert_eq!(clock.now_ns(), START_NS + 20 * 2_000_000);
+    platform.restore(Duration::from_secs(5)).unwrap();
+}
+
+#[test]
+fn knob_files_parse_like_the_backends_read_them() {
+    assert_eq!(parse_knob("max", false), Some(None));
+    assert_eq!(parse_knob("9223372036854771712", false), Some(None));
+    assert_eq!(parse_knob("0", true), Some(None));
+    assert_eq!(parse_knob("0", false), Some(Some(0)));
+    assert_eq!(parse_knob("4096", true), Some(Some(4096)));
+    assert_eq!(parse_knob("x", false), None);
+}
+
+proptest! {
+    #[test]
+    fn number_parsers_never_panic_on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..100), key in ".{0,10}") {
+        let text = String::from_utf8_lossy(&bytes);
+        let _ = parse_u64(&bytes);
+        let _ = parse_knob(&text, false);
+        let _ = parse_knob(&text, true);
+        let _ = parse_meminfo_kb(&text, &key);
+    }
+
+    /// Whatever the fast reader accepts, the standard parser reads the same from the trimmed
+    /// text; on plain digits it refuses exactly what does not fit in u64 (or is over 20 long).
+    #[test]
+    fn parse_u64_agrees_with_the_standard_parser(text in r"[ \t\r\n]{0,2}(\+|-)?[0-9]{0,25}(max|x| [0-9])?[ \t\r\n\x0b\x0c]{0,2}", digits in "[0-9]{1,25}") {
+        if let Some(v) = parse_u64(text.as_bytes()) {
+            prop_assert_eq!(text.trim().parse::<u64>(), Ok(v));
+        }
+        prop_assert_eq!(parse_u64(digits.as_bytes()), digits.parse::<u64>().ok().filter(|_| digits.len() <= 20));
+    }
+
+    /// Kernel counters and knobs are `%llu` followed by a newline.
+    #[test]
+    fn u64_files_parse_back(n in any::<u64>(), before in r"[ \t]{0,2}", after in r"[ \t\r]{0,2}\n?") {
+        prop_assert_eq!(parse_u64(format!("{n}\n").as_bytes()), Some(n));
+        prop_assert_eq!(parse_u64(format!("{before}{n}{after}").as_bytes()), Some(n));
+    }
+
+    #[test]
+    fn knobs_never_panic_on_knob_like_text(text in r"[ \t]?(max|-1|(\+|-)?[0-9]{0,25})[ \t\n]?") {
+        let _ = parse_knob(&text, false);
+        let _ = parse_knob(&text, true);
+    }
+
+    /// `max`, v1's huge "no limit" and a protection of 0 are no limit; other counts are kept.
+    #[test]
+    fn knobs_parse_back(n in prop_oneof![any::<u64>(), 0..4096u64, (1u64 << 62) - 2..(1u64 << 62) + 2], is_protection in any::<bool>()) {
+        prop_assert_eq!(parse_knob("max", is_protection), Some(None));
+        let want = if n >= 1 << 62 || (is_protection && n == 0) { None } else { Some(n) };
+        prop_assert_eq!(parse_knob(&n.to_string(), is_protection), Some(want));
+    }
+
+    #[test]
+    fn meminfo_never_panics_on_meminfo_like_text(text in r"([A-Za-z_()]{0,10}:?[ \t]{0,9}(\+|-)?[0-9]{0,22}( kB)?[ \t]?\r?\n){0,6}", key in "[A-Za-z]{0,6}:?") {
+        let _ = parse_meminfo_kb(&text, &key);
+    }
+
+    /// fs/proc/meminfo.c pads `Key:` to 16 columns and the value to 8 (`%8lu kB`); the
+    /// first line with the key wins.
+    #[test]
+    fn meminfo_parses_back(fields in proptest::collection::btree_map(r"[A-Za-z][A-Za-z0-9_()]{0,14}", any::<u64>(), 1..30), pick in any::<proptest::sample::Index>()) {
+        let text: String = fields.iter().map(|(key, kb)| format!("{:<16}{kb:>8} kB\n", format!("{key}:"))).collect();
+        let (key, kb) = fields.iter().nth(pick.index(fields.len())).unwrap();
+        prop_assert_eq!(parse_meminfo_kb(&text, &format!("{key}:")), Some(*kb));
+        prop_assert_eq!(parse_meminfo_kb(&text, "NoSuchKey:"), None);
+    }
+}
+
+#[test]
+fn meminfo_parses() {
+    assert_eq!(parse_meminfo_kb("MemTotal:       24570000 kB\nSwapFree:        1024 kB\n", "SwapFree:"), Some(1024));
+    assert_eq!(parse_meminfo_kb("MemTotal: 1 kB\n", "SwapFree:"), None);
+}

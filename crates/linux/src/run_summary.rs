@@ -1,0 +1,184 @@
+//! The summary `critmem-linux-run` prints: one JSON object whose fields mean what the
+//! simulator's `--json` fields of the same name mean (`scenario`, `scheduler`, `cpus`,
+//! `horizon_ms`, `seed`, and per task `name`, `criticality`, `cpu` and the job figures of
+//! [`JobFigures`], built from the same [`critmem_core::TaskStats`]), plus what only a real
+//! machine has, under names of their own.
+//!
+//! How jobs count, on both platforms: `jobs` are the jobs released; a job the controller
+//! dropped is `aborted` (and `dropped`) and a deadline miss; a job unfinished at the end of
+//! the run is a miss if its deadline had passed, else `pending` and not judged; `hit_ratio` is
+//! the share of judged jobs that met their deadline. On Linux no job is `killed` or `skipped`
+//! (the shipped worker never skips a release, and the job socket reports neither).
+
+use critmem_core::JobFigures;
+use critmem_policy::StallTotals;
+use serde::{Serialize, Serializer};
+
+/// The whole summary.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunSummary {
+    pub scenario: String,
+    /// Always `linux`.
+    pub platform: &'static str,
+    /// Always `linux`: the kernel schedules the tasks.
+    pub scheduler: &'static str,
+    /// CPUs the machine offers this process.
+    pub cpus: usize,
+    /// How long the run lasted.
+    pub horizon_ms: f64,
+    pub seed: u64,
+    pub controller: String,
+    /// The cgroup backend (`cgroup v2` or `hybrid (v1 memory + v2 PSI)`).
+    pub backend: String,
+    pub tasks: Vec<TaskRow>,
+    pub memory: MemorySummary,
+    pub control: ControlSummary,
+}
+
+/// One task.
+#[derive(Clone, Debug, Serialize)]
+pub struct TaskRow {
+    pub name: String,
+    pub criticality: &'static str,
+    /// Always null: Linux does not pin a task to a CPU.
+    pub cpu: Option<usize>,
+    pub group: String,
+    /// The shipped worker that ran the task, or null for a command.
+    pub worker: Option<&'static str>,
+    /// The scenario's command that ran the task, or null for a shipped worker.
+    pub command: Option<Vec<String>>,
+    pub reports_jobs: bool,
+    #[serde(flatten)]
+    pub jobs: JobColumns,
+    /// A throughput worker's MiB read and verified, and per second.
+    pub verified_mib: Option<u64>,
+    pub verified_mib_per_s: Option<f64>,
+    /// A shipped worker's pages whose contents had changed under it.
+    pub checksum_failures: Option<u64>,
+    pub exit_code: Option<i32>,
+    pub exit_signal: Option<i32>,
+    /// When the process exited by itself before the end of the run.
+    pub exited_early_s: Option<f64>,
+    /// What ended a command still running at the end (`SIGTERM`, or `SIGKILL` after the
+    /// grace period).
+    pub stopped_by: Option<&'static str>,
+}
+
+/// A task's job figures, or every one of them null where the run did not count the task's
+/// jobs (a throughput worker, a command that reports none, a group with several reporters).
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobColumns(pub Option<JobFigures>);
+
+/// [`JobFigures`]' fields, all null.
+#[derive(Default, Serialize)]
+struct NoJobFigures {
+    jobs: Option<u64>,
+    completed: Option<u64>,
+    deadline_misses: Option<u64>,
+    aborted: Option<u64>,
+    dropped: Option<u64>,
+    killed: Option<u64>,
+    skipped: Option<u64>,
+    pending: Option<u64>,
+    hit_ratio: Option<f64>,
+    max_response_ms: Option<f64>,
+    mean_response_ms: Option<f64>,
+    max_tardiness_ms: Option<f64>,
+    throughput_per_s: Option<f64>,
+}
+
+impl Serialize for JobColumns {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match &self.0 {
+            Some(figures) => figures.serialize(serializer),
+            None => NoJobFigures::default().serialize(serializer),
+        }
+    }
+}
+
+/// Memory the groups share, and each group.
+#[derive(Clone, Debug, Serialize)]
+pub struct MemorySummary {
+    pub total_bytes: u64,
+    pub groups: Vec<GroupRow>,
+}
+
+/// One group: its PSI totals at the end, named as the simulator's `memory.groups[]`, and the
+/// jobs its workloads reported on the job socket.
+#[derive(Clone, Debug, Serialize)]
+pub struct GroupRow {
+    pub name: String,
+    #[serde(flatten)]
+    pub stall: StallTotals,
+    #[serde(flatten)]
+    pub jobs: ReportedJobs,
+}
+
+/// Jobs a group's workloads reported, counted as a task's are (see the module documentation).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ReportedJobs {
+    pub jobs_reported: u64,
+    pub jobs_completed: u64,
+    pub jobs_dropped: u64,
+    pub jobs_pending: u64,
+    /// Completed by their deadline.
+    pub deadline_hits: u64,
+    pub deadline_misses: u64,
+}
+
+/// The control loop's run.
+#[derive(Clone, Debug, Serialize)]
+pub struct ControlSummary {
+    pub interval_ms: f64,
+    pub ticks: u64,
+    pub tick_cost_mean_us: f64,
+    pub tick_cost_p99_us: f64,
+    pub writes_ok: u64,
+    pub writes_failed: u64,
+    pub oom_rescues: u64,
+    /// Job drops the controller asked for.
+    pub drops_requested: u64,
+    /// Processes left in the run's cgroups at the end (what commands forked), killed.
+    pub leftover_processes_killed: usize,
+    pub restored_files: usize,
+    pub removed_dirs: usize,
+    /// Every group's usage and limits over the run.
+    pub timeline: Vec<TimelineSample>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TimelineSample {
+    pub t_ms: f64,
+    /// In the order of [`MemorySummary::groups`].
+    pub groups: Vec<GroupSample>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct GroupSample {
+    pub usage_bytes: u64,
+    /// Null: no limit.
+    pub max_bytes: Option<u64>,
+    pub high_bytes: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use critmem_core::{Nanos, TaskStats};
+    use serde_json::Value;
+
+    fn keys(value: &Value) -> Vec<String> {
+        value.as_object().unwrap().keys().cloned().collect()
+    }
+
+    /// A task whose jobs were not counted has the same job fields as one whose were, null.
+    #[test]
+    fn uncounted_job_figures_are_the_same_fields_all_null() {
+        let stats = TaskStats { released: 4, completed: 3, deadline_misses: 1, ..TaskStats::default() };
+        let counted = serde_json::to_value(JobColumns(Some(JobFigures::new(&stats, Nanos::from_secs(1))))).unwrap();
+        let uncounted = serde_json::to_value(JobColumns(None)).unwrap();
+        assert_eq!(keys(&counted), keys(&uncounted));
+        assert!(uncounted.as_object().unwrap().values().all(Value::is_null), "{uncounted}");
+        assert_eq!((counted["jobs"].as_u64(), counted["hit_ratio"].as_f64()), (Some(4), Some(0.75)));
+    }
+}

@@ -1,0 +1,280 @@
+//! One Linux session: the setup every tool that drives a controller on the machine shares (the
+//! agent, `critmem-linux-run`, the loop bench), and its end.
+//!
+//! [`SessionBuilder`] takes what the session reads the machine through, as constructor
+//! arguments with production defaults: the `/proc` root, the cgroup layout (detected from that
+//! `/proc` unless given) and the clock. [`SessionBuilder::connect`] detects the layout, checks
+//! for root (unless a dry run) and opens the backend, giving a [`Host`]; a tool may then do its
+//! own preparation against the host's layout (a run recovers crashed runs there).
+//! [`Host::start`] binds the job socket, opens the [`LinuxPlatform`] (restoring a crashed
+//! run's journal first, then creating or adopting the groups), tells it what the controller
+//! reads, and arms the PSI triggers asked for. [`Session::run`] ticks the controller until the
+//! tool says stop; [`Session::finish`] restores every change.
+
+use crate::cgroup::{open_backend, CgroupBackend};
+use crate::clock::{MonotonicClock, SharedClock};
+use crate::control_loop::{ControlLoop, LoopStats};
+use crate::error::{Error, Result};
+use crate::journal::RestoreReport;
+use crate::layout::{detect_layout_in, Layout};
+use crate::platform::{GroupSpec, JobCounts, LinuxPlatform, PlatformOptions, PlatformStats};
+use crate::procfs::{Hierarchy, ProcFs};
+use crate::protocol::{JobServer, JobServerConfig, ReportingGroup};
+use critmem_policy::{Action, Controller};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Most job-socket connections a session accepts at once.
+const MAX_JOB_CONNECTIONS: usize = 64;
+
+/// Where a session reads the machine; see the module documentation.
+pub struct SessionBuilder {
+    proc_root: PathBuf,
+    layout: Option<Layout>,
+    clock: SharedClock,
+    dry_run: bool,
+}
+
+impl Default for SessionBuilder {
+    fn default() -> Self {
+        SessionBuilder { proc_root: PathBuf::from(crate::PROC_ROOT), layout: None, clock: MonotonicClock::shared(), dry_run: false }
+    }
+}
+
+impl SessionBuilder {
+    /// `/proc`, the layout detected from it, CLOCK_MONOTONIC, changes made.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The `/proc` to read (layout, process cgroups, swap accounting, capabilities).
+    pub fn proc_root(mut self, proc_root: PathBuf) -> Self {
+        self.proc_root = proc_root;
+        self
+    }
+
+    /// The cgroup roots to use instead of the ones `/proc` names.
+    pub fn layout(mut self, layout: Layout) -> Self {
+        self.layout = Some(layout);
+        self
+    }
+
+    pub fn clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Log the writes a controller asks for and change nothing (no root needed).
+    pub fn dry_run(mut self, dry_run: bool) -> Self {
+        self.dry_run = dry_run;
+        self
+    }
+
+    /// Detects the layout (unless given), checks for root (unless a dry run) and opens the
+    /// cgroup backend.
+    pub fn connect(self) -> Result<Host> {
+        let layout = match self.layout {
+            Some(layout) => layout,
+            None => detect_layout_in(&self.proc_root)?,
+        };
+        if !self.dry_run && !nix::unistd::geteuid().is_root() {
+            return Err(Error::NotRoot { path: layout.memory_root().to_owned() });
+        }
+        let backend = open_backend(&layout)?;
+        Ok(Host { layout, backend, proc_root: self.proc_root, clock: self.clock, dry_run: self.dry_run })
+    }
+}
+
+/// The machine's cgroup side, ready for a session.
+pub struct Host {
+    layout: Layout,
+    backend: Box<dyn CgroupBackend>,
+    proc_root: PathBuf,
+    clock: SharedClock,
+    dry_run: bool,
+}
+
+/// The job socket a session listens on.
+#[derive(Clone, Debug)]
+pub struct JobSocket {
+    pub path: PathBuf,
+    /// Group allowed to connect; the session's own if `None`.
+    pub gid: Option<u32>,
+}
+
+/// PSI triggers that wake the loop before its next tick.
+#[derive(Clone, Copy, Debug)]
+pub struct TriggerSpec {
+    pub stall_us: u64,
+    pub window_us: u64,
+}
+
+/// What a session manages and with what.
+pub struct SessionPlan {
+    pub groups: Vec<GroupSpec>,
+    /// The memory the groups share (the budget the controller divides).
+    pub total_memory_bytes: u64,
+    /// Restore journal; required unless a dry run.
+    pub journal: Option<PathBuf>,
+    /// Job socket for the groups' workloads; none in a dry run.
+    pub job_socket: Option<JobSocket>,
+    pub controller: Box<dyn Controller + Send>,
+    pub interval_ns: u64,
+    /// PSI triggers to arm (not in a dry run); a failure to arm them is a warning.
+    pub triggers: Option<TriggerSpec>,
+}
+
+impl Host {
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    pub fn backend(&self) -> &dyn CgroupBackend {
+        self.backend.as_ref()
+    }
+
+    pub fn proc_root(&self) -> &Path {
+        &self.proc_root
+    }
+
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
+    }
+
+    /// Binds the job socket, opens the platform over the plan's groups and prepares the
+    /// control loop; nothing has ticked yet.
+    pub fn start(self, plan: SessionPlan) -> Result<Session> {
+        let server = match (&plan.job_socket, self.dry_run) {
+            (Some(socket), false) => Some(JobServer::bind(JobServerConfig {
+                socket_path: socket.path.clone(),
+                socket_gid: socket.gid,
+                groups: plan.groups.iter().map(|s| ReportingGroup { name: s.name.clone(), cgroup: s.path.to_string() }).collect(),
+                hierarchy: Hierarchy::for_layout(&self.layout),
+                proc: ProcFs::new(self.proc_root.clone()),
+                max_connections: MAX_JOB_CONNECTIONS,
+            })?),
+            _ => None,
+        };
+        let options = PlatformOptions {
+            total_memory_bytes: plan.total_memory_bytes,
+            dry_run: self.dry_run,
+            journal_path: plan.journal.clone(),
+            job_server: server,
+            proc_root: self.proc_root,
+            clock: self.clock.clone(),
+        };
+        let mut platform = LinuxPlatform::open(self.backend, plan.groups, options)?;
+        let controller = plan.controller;
+        platform.set_stall_inputs(|role| controller.stall_inputs(role));
+        platform.set_usage_inputs(|role| controller.reads_usage(role));
+        let mut control = ControlLoop::new(plan.interval_ns, self.clock.clone());
+        if let Some(t) = plan.triggers.filter(|_| !self.dry_run) {
+            match platform.arm_triggers(t.stall_us, t.window_us) {
+                Ok(triggers) => control.triggers = triggers,
+                Err(e) => tracing::warn!(error = %e, "PSI triggers unavailable; ticking on the timer only"),
+            }
+        }
+        Ok(Session { platform, controller, control, clock: self.clock, journal: plan.journal, run_span_ns: None })
+    }
+}
+
+/// A running session; see the module documentation.
+pub struct Session {
+    platform: LinuxPlatform,
+    controller: Box<dyn Controller + Send>,
+    control: ControlLoop,
+    clock: SharedClock,
+    journal: Option<PathBuf>,
+    /// When [`Session::run`] started and ended.
+    run_span_ns: Option<(u64, u64)>,
+}
+
+impl Session {
+    pub fn platform(&self) -> &LinuxPlatform {
+        &self.platform
+    }
+
+    pub fn platform_mut(&mut self) -> &mut LinuxPlatform {
+        &mut self.platform
+    }
+
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
+    }
+
+    pub fn loop_stats(&self) -> &LoopStats {
+        &self.control.stats
+    }
+
+    /// Ticks the controller until `stop` says so (asked before every tick with the time since
+    /// the run started, in ns) or an error. `after_tick` sees the platform, the tick's applied
+    /// actions, the loop's figures and the time since the run started.
+    pub fn run(
+        &mut self,
+        mut stop: impl FnMut(u64) -> bool,
+        mut after_tick: impl FnMut(&mut LinuxPlatform, &[Action], &LoopStats, u64),
+    ) -> Result<()> {
+        let clock = self.clock.clone();
+        let started_ns = clock.now_ns();
+        let since = || clock.now_ns().saturating_sub(started_ns);
+        let result = self.control.run(
+            &mut self.platform,
+            self.controller.as_mut(),
+            || stop(since()),
+            |p, applied, stats| after_tick(p, applied, stats, since()),
+        );
+        self.run_span_ns = Some((started_ns, clock.now_ns()));
+        result
+    }
+
+    /// How long [`Session::run`] ran, in ns (0 before it has).
+    pub fn run_elapsed_ns(&self) -> u64 {
+        self.run_span_ns.map_or(0, |(start, end)| end - start)
+    }
+
+    /// When [`Session::run`] ended, on the session's clock (now, before it has).
+    pub fn run_ended_ns(&self) -> u64 {
+        self.run_span_ns.map_or_else(|| self.clock.now_ns(), |(_, end)| end)
+    }
+
+    /// Stops the writer (waiting up to `restore_timeout` for writes in flight) and restores
+    /// every change; what it could not restore is in [`SessionEnd::restore`] (see
+    /// [`SessionEnd::restored`]).
+    pub fn finish(self, restore_timeout: Duration) -> Result<SessionEnd> {
+        let groups = self.platform.group_specs().count();
+        let job_counts = (0..groups).map(|g| self.platform.job_counts(g).clone()).collect();
+        let stats = self.platform.stats().clone();
+        let recovered_from_crash = self.platform.recovered().is_some();
+        let restore = self.platform.restore(restore_timeout)?;
+        if restore.failures.is_empty() {
+            tracing::info!(restored = restore.restored.len(), removed_dirs = restore.removed_dirs.len(), "restored every original value");
+        } else {
+            // The journal is kept: the next start tries these again.
+            tracing::error!(failures = ?restore.failures, journal = ?self.journal, "could not restore everything; kept in the journal for the next start");
+        }
+        Ok(SessionEnd { job_counts, stats, loop_stats: self.control.stats, restore, recovered_from_crash, journal: self.journal })
+    }
+}
+
+/// What a session did, once everything is restored.
+pub struct SessionEnd {
+    /// Per group, in the plan's order.
+    pub job_counts: Vec<JobCounts>,
+    pub stats: PlatformStats,
+    pub loop_stats: LoopStats,
+    pub restore: RestoreReport,
+    /// The platform restored a crashed earlier session's journal when it opened.
+    pub recovered_from_crash: bool,
+    journal: Option<PathBuf>,
+}
+
+impl SessionEnd {
+    /// `Ok` when every change was put back; otherwise [`Error::RestoreIncomplete`] (what could
+    /// not be restored stays journaled for the next start).
+    pub fn restored(&self) -> Result<()> {
+        if self.restore.failures.is_empty() {
+            return Ok(());
+        }
+        Err(Error::RestoreIncomplete { journal: self.journal.clone().unwrap_or_default(), failures: self.restore.failures.join("; ") })
+    }
+}
