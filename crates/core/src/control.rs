@@ -433,4 +433,51 @@ access = [{ pattern = "sweep" }]
         assert!(p.apply(&[Action::SetMax { group: 1, bytes: Some(1 << 30) }]).unwrap().is_empty());
         assert_eq!(p.observe().unwrap().groups[0].knobs.max_bytes, None);
     }
+
+    /// The synchronous conformance body the Linux platform runs, here against the
+    /// simulator's: the same contract, checked exactly (rounding, clamping, strays).
+    #[test]
+    fn the_simulator_platform_passes_the_synchronous_conformance_body() {
+        let text = r#"
+[scheduler]
+kind = "edf"
+[run]
+horizon_ms = 100
+[memory]
+total_mb = 64
+[[group]]
+name = "srt"
+role = "soft-rt"
+bcet_ms = 5
+floor_mb = 2
+[[group]]
+name = "batch"
+floor_mb = 3
+[[task]]
+name = "t"
+wcet_ms = 10
+period_ms = 50
+group = "srt"
+private_mb = 1
+access = [{ pattern = "sweep" }]
+[[task]]
+name = "b"
+wcet_ms = 10
+period_ms = 50
+group = "batch"
+private_mb = 1
+access = [{ pattern = "sweep" }]
+"#;
+        let s = load_toml_str(text, "conformance.toml").unwrap();
+        let spec = s.memory.as_ref().unwrap();
+        let names: Vec<String> = s.tasks.iter().map(|t| t.name.clone()).collect();
+        let mut ms = MemSim::new(spec, &s.tasks, &names, 1, true).ok().unwrap();
+        let config = critmem_policy::ControllerConfig::parse("greedy", serde_json::json!({})).unwrap();
+        let cs = ControlSpec { config, interval: Nanos::from_ms(5) };
+        let mut c = Control::new(&cs, spec, &s.tasks);
+        let mut drops = Vec::new();
+        let mut p = SimPlatform { state: &mut c.state, ms: &mut ms, now: Nanos::from_ms(1), drops: &mut drops };
+        critmem_policy::check_platform(&mut p, |_| {}).unwrap_or_else(|e| panic!("{e}"));
+        assert!(drops.is_empty());
+    }
 }

@@ -1,5 +1,5 @@
 //! The platform conformance body ([`critmem_policy::ConformanceProbe`]) against the
-//! simulator: the same body crates/linux/tests/linux.rs runs against real cgroups.
+//! simulator: the same body crates/linux/tests/linux/control.rs runs against real cgroups.
 
 use critmem_core::{load_toml_str, simulate_with_controller, SimOptions};
 use critmem_policy::ConformanceProbe;
