@@ -659,7 +659,7 @@ def test_the_python_job_client_never_raises_without_an_agent(tmp_path: Path) -> 
 
 
 def test_the_linux_timeline_chart_draws_dollar_signs_in_names(tmp_path: Path) -> None:
-    # matplotlib parses text between two `$` as math: `$$` alone used to fail the chart.
+    # matplotlib parses text between two `$` as math: `$$` alone must not fail the chart.
     sample = {"usage_bytes": 64 << 20, "max_bytes": 96 << 20}
     summary = {
         "scenario": "cost$x$.toml",

@@ -819,7 +819,7 @@ create = true
                 CONFIG.replace("controller = \"sara\"", "controller = \"static\"").replace("step_bytes = 2097152", "limits_bytes = { batch = 1 }"),
                 "`limits_bytes` names \"batch\", which is not a soft real-time group (they are: \"rt\")",
             ),
-            // The file and the key; `nan` used to reach the controller as JSON null.
+            // The file and the key; `nan` must not reach the controller as JSON null.
             (CONFIG.replace("step_bytes = 2097152", "step_bytes = nan"), "configuration agent.toml: invalid config for controller `sara`: invalid type: floating point `NaN`, expected u64 in `step_bytes`"),
             (CONFIG.replace("step_bytes = 2097152", "step_bytes = \"x\""), "agent.toml: invalid config for controller `sara`: invalid type: string \"x\", expected u64 in `step_bytes`"),
         ] {

@@ -338,8 +338,9 @@ mod tests {
         }
     }
 
-    /// The fast path used to read `some total=5` (no averages), a file the full parser refused,
-    /// so the control loop took totals from a file the slow path called malformed.
+    /// The fast path and the full parser agree on malformed lines: `some total=5` (no
+    /// averages) is refused by both, so the control loop never takes totals from a file the
+    /// slow path calls malformed.
     #[test]
     fn lines_missing_or_reordering_fields_are_refused_by_both_parsers() {
         for text in [

@@ -722,8 +722,7 @@ mod tests {
     }
 
     /// A setup that crashed after recording the state but before creating the file, then
-    /// someone else's file at that path: it must not be deleted, as it used to be (no swap
-    /// header, not active).
+    /// someone else's file at that path: it must not be deleted (no swap header, not active).
     #[test]
     fn teardown_refuses_a_file_created_at_the_path_after_setup_crashed_before_creating_its_own() {
         let dir = tempfile::tempdir().unwrap();

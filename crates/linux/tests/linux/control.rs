@@ -152,7 +152,7 @@ fn run_acceptance(machine: &Machine, dir: &Path, controller_name: &str) -> Accep
     AcceptanceRun { hit_ratio, nrt_units_per_s }
 }
 
-/// Issue 5's acceptance experiment: one soft real-time and one non-real-time worker capped
+/// The Linux acceptance experiment: one soft real-time and one non-real-time worker capped
 /// together at 60 % of their combined peak, 60 s under SARA and 60 s under Greedy, on a
 /// swapfile of the test's own.
 #[test]
