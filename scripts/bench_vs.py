@@ -5,8 +5,9 @@ benchmark's throughput and the ratio HEAD / BASE (the machines are noisy: compar
 
     python3 scripts/bench_vs.py BASE [--rounds N] [--bench engine --bench memory]
 
-BASE is any git revision; it is checked out into a temporary worktree and built there with
-its own target directory. Each round runs BASE's and HEAD's benchmark binaries back to back,
+BASE is any git revision; it is checked out into a temporary worktree and built with its own
+target directory, kept in target/bench-vs/ so that a second comparison against the same
+revision builds only HEAD. Each round runs BASE's and HEAD's benchmark binaries back to back,
 alternating which goes first; the ratio reported is the median over rounds.
 """
 
@@ -67,6 +68,10 @@ def run_once(exe: Path, cwd: Path) -> dict[str, float]:
     return results
 
 
+def _rev(rev: str) -> str:
+    return subprocess.run(["git", "rev-parse", rev], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("base", help="the git revision to compare against")
@@ -82,7 +87,7 @@ def main() -> int:
         subprocess.run(["git", "worktree", "add", "--detach", str(base_dir), args.base], cwd=ROOT, check=True, capture_output=True)
         print(f"building {args.base} and HEAD ...", file=sys.stderr)
         exes = {
-            "base": bench_executables(base_dir, tmp / "target-base", benches),
+            "base": bench_executables(base_dir, ROOT / "target" / "bench-vs" / _rev(args.base), benches),
             "head": bench_executables(ROOT, ROOT / "target", benches),
         }
         samples: dict[str, dict[str, list[float]]] = {"base": {}, "head": {}}

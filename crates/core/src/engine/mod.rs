@@ -113,12 +113,14 @@ struct Job {
     demand: Nanos,
     /// Progress through the task's program; `executed` excludes the current dispatch.
     program: ProgramState,
-    /// The subsystem that took over the job's steps, if any.
-    stepper: Option<SubsystemId>,
-    /// Components the job invoked and has not returned from, innermost last.
-    invoked: Vec<ComponentId>,
+    /// The subsystem that took over the job's steps, if any (u32 keeps the job small).
+    stepper: Option<u32>,
+    /// Components the job invoked and has not returned from, innermost last. Boxed, like
+    /// `donor`: most jobs never have one, and a small job is a fast engine.
+    #[allow(clippy::box_collection)]
+    invoked: Option<Box<Vec<ComponentId>>>,
     /// The job whose priority this one inherits, if higher than its own.
-    donor: Option<PriorityInputs>,
+    donor: Option<Box<PriorityInputs>>,
     /// Compute left in the current step, as of `dispatched_at` when running.
     step_left: Nanos,
     state: JobState,
@@ -145,7 +147,7 @@ impl Job {
             release: self.release,
             abs_deadline: self.abs_deadline,
             demand: self.demand,
-            component: self.invoked.last().copied(),
+            component: self.invoked.as_ref().and_then(|v| v.last().copied()),
         }
     }
 
@@ -311,7 +313,7 @@ impl<'a> Simulation<'a> {
                 }
                 let donor = donor.filter(|&d| self.is_live_key(d)).map(|d| self.job(d).priority_inputs());
                 let j = self.job_mut(job);
-                j.donor = donor;
+                j.donor = donor.map(Box::new);
                 if j.state == JobState::Ready {
                     // A new key means a new place in the ready queue.
                     self.sched.remove(job);
@@ -425,7 +427,7 @@ impl<'a> Simulation<'a> {
             demand,
             program: ProgramState::default(),
             stepper: None,
-            invoked: Vec::new(),
+            invoked: None,
             donor: None,
             step_left: Nanos::ZERO,
             state: JobState::Queued,
@@ -450,7 +452,7 @@ impl<'a> Simulation<'a> {
             let mut stepper = None;
             for id in 0..self.subsystems.len() {
                 if self.call(id, |s, cx| s.on_release(cx, &info)) && stepper.is_none() {
-                    stepper = Some(id);
+                    stepper = Some(u32::try_from(id).expect("fewer than 2^32 subsystems"));
                 }
             }
             self.job_mut(key).stepper = stepper;
@@ -467,7 +469,14 @@ impl<'a> Simulation<'a> {
 
     fn make_ready(&mut self, key: JobKey) {
         let j = self.job(key);
-        let rj = ReadyJob { key, task: j.task as usize, seq: j.seq, release: j.release, abs_deadline: j.abs_deadline, donor: j.donor };
+        let rj = ReadyJob {
+            key,
+            task: j.task as usize,
+            seq: j.seq,
+            release: j.release,
+            abs_deadline: j.abs_deadline,
+            donor: j.donor.as_deref().copied(),
+        };
         self.sched.add_ready(&rj);
     }
 
@@ -536,36 +545,51 @@ impl<'a> Simulation<'a> {
     /// The next step of a job at `now`: from the component it is in, the subsystem that took
     /// it over, or its task's program. Invocations and returns are followed here, so the step
     /// returned is one the engine carries out.
+    #[inline]
     fn next_step(&mut self, key: JobKey) -> Step {
+        let job = self.jobs[key as usize].as_mut().expect("live job");
+        if job.stepper.is_some() || job.invoked.is_some() {
+            return self.next_step_from_subsystems(key);
+        }
+        // A task's own program only computes, suspends and ends.
+        let step = job.program.next_step(&self.scenario.tasks[job.task as usize], job.demand);
+        if !self.subsystems.is_empty() {
+            let info = job.info(key);
+            self.call_all(|s, cx| s.on_program_step(cx, &info, step));
+        }
+        step
+    }
+
+    /// [`Self::next_step`] of a job a subsystem took over or that is inside a component.
+    fn next_step_from_subsystems(&mut self, key: JobKey) -> Step {
         loop {
             let job = self.jobs[key as usize].as_mut().expect("live job");
-            let owner = match job.invoked.last() {
+            let owner = match job.invoked.as_ref().and_then(|v| v.last()) {
                 Some(c) => Some(self.components[c.0 as usize]),
-                None => job.stepper,
+                None => job.stepper.map(|id| id as SubsystemId),
             };
             let step = match owner {
                 Some(id) => {
                     let info = job.info(key);
                     self.call(id, |s, cx| s.next_step(cx, &info))
                 }
-                None => {
-                    let ti = job.task as usize;
-                    let step = job.program.next_step(&self.scenario.tasks[ti], job.demand);
-                    if !self.subsystems.is_empty() {
-                        let info = job.info(key);
-                        self.call_all(|s, cx| s.on_program_step(cx, &info, step));
-                    }
-                    step
-                }
+                None => return self.next_step(key),
             };
             let job = self.jobs[key as usize].as_mut().expect("live job");
             match step {
                 Step::Invoke(c) => {
                     assert!((c.0 as usize) < self.components.len(), "job {} invoked component {} that no subsystem added", job.seq, c.0);
-                    job.invoked.push(c);
+                    job.invoked.get_or_insert_with(Box::default).push(c);
                 }
                 Step::Return => {
-                    assert!(job.invoked.pop().is_some(), "job {} returned from a component it was not in", job.seq);
+                    let stack = job.invoked.as_mut().filter(|v| !v.is_empty());
+                    assert!(stack.is_some(), "job {} returned from a component it was not in", job.seq);
+                    if let Some(v) = stack {
+                        v.pop();
+                        if v.is_empty() {
+                            job.invoked = None;
+                        }
+                    }
                 }
                 step => return step,
             }
@@ -681,7 +705,7 @@ impl<'a> Simulation<'a> {
             let head = self.tasks[j.task as usize].pending.front() == Some(&(key as JobKey));
             assert_eq!(head, j.state != JobState::Queued, "only a task's oldest job may be eligible");
             // A subsystem's steps may add CPU time beyond the drawn demand.
-            assert!(j.stepper.is_some() || !j.invoked.is_empty() || j.program.executed <= j.demand);
+            assert!(j.stepper.is_some() || j.invoked.is_some() || j.program.executed <= j.demand);
         }
     }
 
