@@ -113,14 +113,9 @@ struct Job {
     demand: Nanos,
     /// Progress through the task's program; `executed` excludes the current dispatch.
     program: ProgramState,
-    /// The subsystem that took over the job's steps, if any (u32 keeps the job small).
-    stepper: Option<u32>,
-    /// Components the job invoked and has not returned from, innermost last. Boxed, like
-    /// `donor`: most jobs never have one, and a small job is a fast engine.
-    #[allow(clippy::box_collection)]
-    invoked: Option<Box<Vec<ComponentId>>>,
-    /// The job whose priority this one inherits, if higher than its own.
-    donor: Option<Box<PriorityInputs>>,
+    /// What only jobs of subsystems, components or inheritance carry; boxed so that the plain
+    /// job, moved and copied on every scheduling step, stays small.
+    ext: Option<Box<JobExt>>,
     /// Compute left in the current step, as of `dispatched_at` when running.
     step_left: Nanos,
     state: JobState,
@@ -133,7 +128,28 @@ struct Job {
     segment_start: Nanos,
 }
 
+/// The parts of a job most jobs never use.
+#[derive(Clone, Debug, Default)]
+struct JobExt {
+    /// The subsystem that took over the job's steps, if any.
+    stepper: Option<SubsystemId>,
+    /// Components the job invoked and has not returned from, innermost last.
+    invoked: Vec<ComponentId>,
+    /// The job whose priority this one inherits, if higher than its own.
+    donor: Option<PriorityInputs>,
+}
+
 impl Job {
+    /// Whether a subsystem or a component decides this job's next step.
+    #[inline]
+    fn stepped_elsewhere(&self) -> bool {
+        self.ext.as_ref().is_some_and(|e| e.stepper.is_some() || !e.invoked.is_empty())
+    }
+
+    fn ext_mut(&mut self) -> &mut JobExt {
+        self.ext.get_or_insert_with(Box::default)
+    }
+
     fn priority_inputs(&self) -> PriorityInputs {
         PriorityInputs { task: self.task as usize, abs_deadline: self.abs_deadline }
     }
@@ -147,7 +163,7 @@ impl Job {
             release: self.release,
             abs_deadline: self.abs_deadline,
             demand: self.demand,
-            component: self.invoked.as_ref().and_then(|v| v.last().copied()),
+            component: self.ext.as_ref().and_then(|e| e.invoked.last().copied()),
         }
     }
 
@@ -313,7 +329,9 @@ impl<'a> Simulation<'a> {
                 }
                 let donor = donor.filter(|&d| self.is_live_key(d)).map(|d| self.job(d).priority_inputs());
                 let j = self.job_mut(job);
-                j.donor = donor.map(Box::new);
+                if donor.is_some() || j.ext.is_some() {
+                    j.ext_mut().donor = donor;
+                }
                 if j.state == JobState::Ready {
                     // A new key means a new place in the ready queue.
                     self.sched.remove(job);
@@ -426,9 +444,7 @@ impl<'a> Simulation<'a> {
             abs_deadline: now + spec.deadline,
             demand,
             program: ProgramState::default(),
-            stepper: None,
-            invoked: None,
-            donor: None,
+            ext: None,
             step_left: Nanos::ZERO,
             state: JobState::Queued,
             start: None,
@@ -452,10 +468,12 @@ impl<'a> Simulation<'a> {
             let mut stepper = None;
             for id in 0..self.subsystems.len() {
                 if self.call(id, |s, cx| s.on_release(cx, &info)) && stepper.is_none() {
-                    stepper = Some(u32::try_from(id).expect("fewer than 2^32 subsystems"));
+                    stepper = Some(id);
                 }
             }
-            self.job_mut(key).stepper = stepper;
+            if stepper.is_some() {
+                self.job_mut(key).ext_mut().stepper = stepper;
+            }
         }
         if spec.overrun == OverrunPolicy::Abort {
             self.queue.push(now + spec.deadline, Event::AbortAt { key, seq });
@@ -475,7 +493,7 @@ impl<'a> Simulation<'a> {
             seq: j.seq,
             release: j.release,
             abs_deadline: j.abs_deadline,
-            donor: j.donor.as_deref().copied(),
+            donor: j.ext.as_ref().and_then(|e| e.donor),
         };
         self.sched.add_ready(&rj);
     }
@@ -548,25 +566,34 @@ impl<'a> Simulation<'a> {
     #[inline]
     fn next_step(&mut self, key: JobKey) -> Step {
         let job = self.jobs[key as usize].as_mut().expect("live job");
-        if job.stepper.is_some() || job.invoked.is_some() {
+        if job.stepped_elsewhere() {
             return self.next_step_from_subsystems(key);
         }
         // A task's own program only computes, suspends and ends.
         let step = job.program.next_step(&self.scenario.tasks[job.task as usize], job.demand);
         if !self.subsystems.is_empty() {
-            let info = job.info(key);
-            self.call_all(|s, cx| s.on_program_step(cx, &info, step));
+            self.announce_program_step(key, step);
         }
         step
     }
 
+    /// Tells every subsystem the step a job's own program takes (kept out of line: the engine
+    /// alone never needs it, and its hot path stays small).
+    #[inline(never)]
+    fn announce_program_step(&mut self, key: JobKey, step: Step) {
+        let info = self.job(key).info(key);
+        self.call_all(|s, cx| s.on_program_step(cx, &info, step));
+    }
+
     /// [`Self::next_step`] of a job a subsystem took over or that is inside a component.
+    #[inline(never)]
     fn next_step_from_subsystems(&mut self, key: JobKey) -> Step {
         loop {
             let job = self.jobs[key as usize].as_mut().expect("live job");
-            let owner = match job.invoked.as_ref().and_then(|v| v.last()) {
+            let ext = job.ext.as_ref();
+            let owner = match ext.and_then(|e| e.invoked.last()) {
                 Some(c) => Some(self.components[c.0 as usize]),
-                None => job.stepper.map(|id| id as SubsystemId),
+                None => ext.and_then(|e| e.stepper),
             };
             let step = match owner {
                 Some(id) => {
@@ -579,17 +606,12 @@ impl<'a> Simulation<'a> {
             match step {
                 Step::Invoke(c) => {
                     assert!((c.0 as usize) < self.components.len(), "job {} invoked component {} that no subsystem added", job.seq, c.0);
-                    job.invoked.get_or_insert_with(Box::default).push(c);
+                    job.ext_mut().invoked.push(c);
                 }
                 Step::Return => {
-                    let stack = job.invoked.as_mut().filter(|v| !v.is_empty());
-                    assert!(stack.is_some(), "job {} returned from a component it was not in", job.seq);
-                    if let Some(v) = stack {
-                        v.pop();
-                        if v.is_empty() {
-                            job.invoked = None;
-                        }
-                    }
+                    let seq = job.seq;
+                    let left = job.ext.as_mut().and_then(|e| e.invoked.pop());
+                    assert!(left.is_some(), "job {seq} returned from a component it was not in");
                 }
                 step => return step,
             }
@@ -623,10 +645,13 @@ impl<'a> Simulation<'a> {
     /// Records a finished (or aborted) job, frees its slot and lets the task's next job in.
     fn end_job(&mut self, key: JobKey, outcome: Outcome) {
         self.sched.remove(key);
-        let job = self.jobs[key as usize].take().expect("live job");
-        self.free_keys.push(key);
+        // Read in place and then cleared: moving the job out would copy it whole.
+        let job = self.job(key);
         let rec = job.record(outcome, (outcome == Outcome::Completed).then_some(self.now));
         let ti = job.task as usize;
+        let info = (!self.subsystems.is_empty()).then(|| job.info(key));
+        self.jobs[key as usize] = None;
+        self.free_keys.push(key);
         self.stats[ti].record(&rec, self.scenario.horizon);
         if self.opts.record_jobs {
             self.records.push(rec);
@@ -635,8 +660,8 @@ impl<'a> Simulation<'a> {
         if let Some(pos) = pending.iter().position(|&k| k == key) {
             pending.remove(pos);
         }
-        if !self.subsystems.is_empty() {
-            let (info, idle) = (job.info(key), pending.is_empty());
+        if let Some(info) = info {
+            let idle = pending.is_empty();
             self.call_all(|s, cx| s.on_end(cx, &info, outcome, idle));
         }
         let pending = &self.tasks[ti].pending;
@@ -705,7 +730,7 @@ impl<'a> Simulation<'a> {
             let head = self.tasks[j.task as usize].pending.front() == Some(&(key as JobKey));
             assert_eq!(head, j.state != JobState::Queued, "only a task's oldest job may be eligible");
             // A subsystem's steps may add CPU time beyond the drawn demand.
-            assert!(j.stepper.is_some() || j.invoked.is_some() || j.program.executed <= j.demand);
+            assert!(j.stepped_elsewhere() || j.program.executed <= j.demand);
         }
     }
 
