@@ -657,7 +657,10 @@ impl<'a> Simulation<'a> {
             self.records.push(rec);
         }
         let pending = &mut self.tasks[ti].pending;
-        if let Some(pos) = pending.iter().position(|&k| k == key) {
+        // Jobs end in release order unless one is aborted out of turn.
+        if pending.front() == Some(&key) {
+            pending.pop_front();
+        } else if let Some(pos) = pending.iter().position(|&k| k == key) {
             pending.remove(pos);
         }
         if let Some(info) = info {
