@@ -669,3 +669,32 @@ def test_the_linux_timeline_chart_draws_dollar_signs_in_names(tmp_path: Path) ->
     }
     out = plot_timeline(summary, tmp_path / "timeline.png")
     assert out.stat().st_size > 0
+
+
+# -------------------------------------------------------------------------------------------
+# critmem swap on a fresh machine.
+
+DEFAULT_SWAP_STATE_DIR = Path("/var/lib/critmem")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="not root (swapon needs root)")
+def test_swap_setup_and_teardown_work_on_a_fresh_machine() -> None:
+    """The default state directory does not exist on a fresh machine: setup makes it (root's
+    alone), teardown removes it again, and other swap stays exactly as it was."""
+    if DEFAULT_SWAP_STATE_DIR.exists():
+        pytest.skip(f"{DEFAULT_SWAP_STATE_DIR} exists already: this machine is not in a fresh state, and it is not the test's to remove")
+    swaps_before = Path("/proc/swaps").read_text()
+    setup = _run("swap", "setup", "--size", "1G")
+    try:
+        if setup.returncode == 2 and "swapon" in setup.stderr:
+            pytest.skip(f"swapon refused a file in {DEFAULT_SWAP_STATE_DIR}: {setup.stderr.strip()}")
+        assert setup.returncode == 0, setup
+        assert "enabled" in setup.stdout, setup.stdout
+        mode = DEFAULT_SWAP_STATE_DIR.stat()
+        assert (mode.st_mode & 0o777, mode.st_uid) == (0o700, 0)
+        assert str(DEFAULT_SWAP_STATE_DIR / "critmem.swap") in Path("/proc/swaps").read_text()
+    finally:
+        teardown = _run("swap", "teardown")
+    assert teardown.returncode == 0, teardown
+    assert not DEFAULT_SWAP_STATE_DIR.exists(), "teardown removes the state directory setup made"
+    assert Path("/proc/swaps").read_text() == swaps_before

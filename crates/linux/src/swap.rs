@@ -14,7 +14,7 @@ use crate::layout::unescape_octal;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -83,6 +83,10 @@ pub struct SwapState {
     /// critmem recorded it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<FileIdentity>,
+    /// Directories setup created to hold the state, outermost first; teardown removes them
+    /// again where they are empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub created_dirs: Vec<PathBuf>,
 }
 
 /// Which file is meant, as opposed to whatever is at a path now.
@@ -177,10 +181,20 @@ impl SwapManager {
         if path.exists() {
             return Err(Error::SwapNotOurs { path: path.to_owned(), reason: "the file already exists; choose a new path".into() });
         }
+        // The state directory (by default also the swapfile's) is critmem's own: made here on a
+        // fresh machine, and removed by teardown.
+        let created_dirs = self.make_state_dir()?;
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let dir = std::fs::canonicalize(dir).map_err(|e| Error::io("resolve", dir, e))?;
-        let path = dir.join(path.file_name().ok_or_else(|| Error::parse("swap path", path.display().to_string(), "has no file name"))?);
-        let (file, state) = self.create_recorded(&path, size_bytes)?;
+        let resolved = std::fs::canonicalize(dir).map_err(|e| Error::io("resolve", dir, e));
+        let file_name = path.file_name().ok_or_else(|| Error::parse("swap path", path.display().to_string(), "has no file name"));
+        let path = match resolved.and_then(|dir| file_name.map(|name| dir.join(name))) {
+            Ok(path) => path,
+            Err(e) => {
+                remove_empty_dirs(&created_dirs);
+                return Err(e);
+            }
+        };
+        let (file, state) = self.create_recorded(&path, size_bytes, created_dirs)?;
         if let Err(e) = self.format_and_enable(&file, &state, stop) {
             return Err(self.undo_failed_setup(&file, &state, e, stop));
         }
@@ -212,6 +226,7 @@ impl SwapManager {
                 let _ = std::fs::remove_file(&state.path);
             }
             let _ = std::fs::remove_file(&self.state_file);
+            remove_empty_dirs(&state.created_dirs);
         }
         let Some(signal) = signal else { return e };
         let left: Vec<String> = [(ours && state.path.exists(), &state.path), (self.state_file.exists(), &self.state_file)]
@@ -233,15 +248,19 @@ impl SwapManager {
 
     /// Records the state, creates the (empty) swapfile at `path`, which must not exist, and
     /// records which file it is. Leaves neither behind if it fails.
-    fn create_recorded(&self, path: &Path, size_bytes: u64) -> Result<(File, SwapState)> {
-        let mut state =
-            SwapState { v: 1, path: path.to_owned(), size_bytes, uuid: random_uuid()?, label: SWAP_LABEL.to_owned(), file: None };
-        self.write_state(&state)?;
+    fn create_recorded(&self, path: &Path, size_bytes: u64, created_dirs: Vec<PathBuf>) -> Result<(File, SwapState)> {
+        let give_up = |e: Error, dirs: &[PathBuf]| {
+            remove_empty_dirs(dirs);
+            e
+        };
+        let uuid = random_uuid().map_err(|e| give_up(e, &created_dirs))?;
+        let mut state = SwapState { v: 1, path: path.to_owned(), size_bytes, uuid, label: SWAP_LABEL.to_owned(), file: None, created_dirs };
+        self.write_state(&state).map_err(|e| give_up(e, &state.created_dirs))?;
         let file = match OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
             Ok(file) => file,
             Err(e) => {
                 let _ = std::fs::remove_file(&self.state_file);
-                return Err(Error::io("create swapfile", path, e));
+                return Err(give_up(Error::io("create swapfile", path, e), &state.created_dirs));
             }
         };
         // From the descriptor create_new returned: the file this call made, whatever the path holds later.
@@ -253,7 +272,7 @@ impl SwapManager {
             let _ = std::fs::remove_file(path);
             crate::durable::remove_stale_temporary(&self.state_file);
             let _ = std::fs::remove_file(&self.state_file);
-            return Err(e);
+            return Err(give_up(e, &state.created_dirs));
         }
         Ok((file, state))
     }
@@ -277,6 +296,26 @@ impl SwapManager {
             });
         }
         check()
+    }
+
+    /// Creates the missing directories above the state file, owner-only (0700), and returns
+    /// them outermost first.
+    fn make_state_dir(&self) -> Result<Vec<PathBuf>> {
+        let dir = crate::durable::parent_dir(&self.state_file);
+        let missing: Vec<&Path> = dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && !d.exists()).collect();
+        let mut created = Vec::new();
+        for d in missing.into_iter().rev() {
+            match std::fs::DirBuilder::new().mode(0o700).create(d) {
+                Ok(()) => created.push(d.to_owned()),
+                // Made by someone else meanwhile: theirs, not ours to remove.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => {
+                    remove_empty_dirs(&created);
+                    return Err(Error::io("create state directory", d, e));
+                }
+            }
+        }
+        Ok(created)
     }
 
     /// Writes the first state; create_new, so two setups cannot both own it. Durable (file and
@@ -391,7 +430,18 @@ impl SwapManager {
         // While the state is still ours: once it is gone a new setup may be writing its own.
         crate::durable::remove_stale_temporary(&self.state_file);
         std::fs::remove_file(&self.state_file).map_err(|e| Error::io("remove", &self.state_file, e))?;
+        remove_empty_dirs(&state.created_dirs);
         Ok(Some(state.path))
+    }
+}
+
+/// Removes `dirs` (outermost first) innermost first, each only if it is empty; a directory
+/// something else has put files in stays.
+fn remove_empty_dirs(dirs: &[PathBuf]) {
+    for d in dirs.iter().rev() {
+        if std::fs::remove_dir(d).is_err() {
+            return;
+        }
     }
 }
 
