@@ -6,6 +6,7 @@
 //! the next `cargo test -p critmem-analysis` replays that seed first, so rerunning the same
 //! command reproduces the failure. `PROPTEST_CASES=N` changes every property's case count.
 
+mod blocking;
 mod common;
 mod cyclic;
 mod edf;
@@ -13,3 +14,4 @@ mod examples;
 mod fp;
 mod global;
 mod report;
+mod supply;
