@@ -13,7 +13,8 @@
 //! - [`pip_blocking`], [`srp_blocking`], [`EdfSrpBlocking`], [`fp_response_times_with_blocking`],
 //!   [`fp_response_times_with_jitter`], [`edf_srp_test`]: shared resources (module `blocking`);
 //! - [`PeriodicResource`], [`Supply`], [`fp_response_times_on`], [`edf_supply_test`]: tasks on a
-//!   partial CPU supply (module `supply`).
+//!   partial CPU supply (module `supply`);
+//! - [`Server`], [`fp_server_analysis`]: deferrable and periodic servers (module `servers`).
 //!
 //! These take plain structs and return [`InvalidInput`] (key and reason) for inputs they
 //! cannot analyse; [`analyze`] does not call them yet.
@@ -33,6 +34,7 @@ mod global;
 mod input;
 mod model;
 mod report;
+mod servers;
 mod supply;
 
 pub use blocking::{
@@ -48,6 +50,7 @@ pub use global::{gedf_gfb, gedf_tardiness_bounds, gedf_tardiness_is_bounded, gfp
 pub use input::InvalidInput;
 pub use model::{utilization_cmp, TaskParams};
 pub use report::{AnalysisReport, TaskReport, TestReport, Verdict};
+pub use servers::{fp_server_analysis, Server, ServerGuarantee, ServerKind};
 pub use supply::{edf_srp_test, edf_supply_test, fp_response_on, fp_response_times_on, PeriodicResource, Supply, SupplyTest};
 
 use critmem_core::scenario::SchedulerKind;

@@ -14,4 +14,5 @@ mod examples;
 mod fp;
 mod global;
 mod report;
+mod servers;
 mod supply;
