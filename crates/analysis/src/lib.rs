@@ -14,7 +14,8 @@
 //!   [`fp_response_times_with_jitter`], [`edf_srp_test`]: shared resources (module `blocking`);
 //! - [`PeriodicResource`], [`Supply`], [`fp_response_times_on`], [`edf_supply_test`]: tasks on a
 //!   partial CPU supply (module `supply`);
-//! - [`Server`], [`fp_server_analysis`]: deferrable and periodic servers (module `servers`).
+//! - [`Server`], [`fp_server_analysis`]: deferrable and periodic servers (module `servers`);
+//! - [`mc2_analysis`]: MC²'s criticality levels A–C (module `mc2`).
 //!
 //! These take plain structs and return [`InvalidInput`] (key and reason) for inputs they
 //! cannot analyse; [`analyze`] does not call them yet.
@@ -32,6 +33,7 @@ mod edf;
 mod fp;
 mod global;
 mod input;
+mod mc2;
 mod model;
 mod report;
 mod servers;
@@ -48,6 +50,7 @@ pub use fp::{
 };
 pub use global::{gedf_gfb, gedf_tardiness_bounds, gedf_tardiness_is_bounded, gfp_response_bounds};
 pub use input::InvalidInput;
+pub use mc2::{mc2_analysis, LevelC, Mc2Analysis, Mc2System, Mc2Task};
 pub use model::{utilization_cmp, TaskParams};
 pub use report::{AnalysisReport, TaskReport, TestReport, Verdict};
 pub use servers::{fp_server_analysis, Server, ServerGuarantee, ServerKind};

@@ -13,6 +13,7 @@ mod edf;
 mod examples;
 mod fp;
 mod global;
+mod mc2;
 mod report;
 mod servers;
 mod supply;
