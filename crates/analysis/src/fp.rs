@@ -2,7 +2,7 @@
 //! arbitrary deadlines with Lehoczky's level-i busy period.
 
 use crate::blocking::check_per_task;
-use crate::input::InvalidInput;
+use crate::input::{check_tasks, InvalidInput};
 use crate::model::{exact_utilization, nanos, Ratio, TaskParams};
 use critmem_core::Nanos;
 use std::cmp::Ordering;
@@ -141,6 +141,7 @@ pub fn fp_response_times_with_jitter(
     ranks: &[u32],
     blocking: &[Nanos],
 ) -> Result<Vec<Rta>, InvalidInput> {
+    check_tasks(tasks)?;
     check_per_task("ranks", ranks.len(), tasks.len())?;
     check_per_task("jitter", jitter.len(), tasks.len())?;
     check_per_task("blocking", blocking.len(), tasks.len())?;
@@ -159,7 +160,7 @@ pub fn fp_response_times_with_jitter(
 /// preempted by `higher`: job q of the level-i busy period completes at the least
 /// `w = (q+1)·C + B + Σ⌈(w + Jⱼ)/Tⱼ⌉·Cⱼ` and responds in `w − q·T` (blocking happens once per
 /// busy period, before its first job can start). With B = 0 and no jitter this is
-/// [`fp_response_time`].
+/// [`fp_response_time`]; like it, it expects positive periods (the slice entry points check).
 pub fn fp_response_time_general(task: &TaskParams, blocking: Nanos, higher: &[Interferer]) -> Rta {
     let (c, t, d, b) = (u128::from(task.wcet.0), u128::from(task.period.0), u128::from(task.deadline.0), u128::from(blocking.0));
     let interference = |w: u128| -> u128 { higher.iter().map(|h| h.demand(w)).sum() };

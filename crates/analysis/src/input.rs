@@ -1,5 +1,6 @@
 //! The error the plain-struct analyses return for inputs they cannot analyse.
 
+use crate::model::TaskParams;
 use std::fmt;
 
 /// An input an analysis refuses, as one line: the offending key (a path into the input, e.g.
@@ -23,3 +24,11 @@ impl fmt::Display for InvalidInput {
 }
 
 impl std::error::Error for InvalidInput {}
+
+/// Refuses tasks the tests cannot divide by: a zero period or deadline.
+pub(crate) fn check_tasks(tasks: &[TaskParams]) -> Result<(), InvalidInput> {
+    match tasks.iter().position(|t| t.period.0 == 0 || t.deadline.0 == 0) {
+        Some(i) => Err(InvalidInput::new(format!("task[{i}]"), "period and deadline must be positive")),
+        None => Ok(()),
+    }
+}

@@ -54,7 +54,7 @@ pub use mc2::{mc2_analysis, LevelC, Mc2Analysis, Mc2System, Mc2Task};
 pub use model::{utilization_cmp, TaskParams};
 pub use report::{AnalysisReport, TaskReport, TestReport, Verdict};
 pub use servers::{fp_server_analysis, Server, ServerGuarantee, ServerKind};
-pub use supply::{edf_srp_test, edf_supply_test, fp_response_on, fp_response_times_on, PeriodicResource, Supply, SupplyTest};
+pub use supply::{edf_srp_test, edf_supply_test, fp_response_times_on, PeriodicResource, Supply, SupplyTest};
 
 use critmem_core::scenario::SchedulerKind;
 use critmem_core::sched::{partition, priority_ranks};

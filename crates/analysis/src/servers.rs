@@ -38,31 +38,45 @@ pub enum ServerKind {
     Periodic,
 }
 
-/// A CPU server: `budget` ns every `period` ns.
+/// A CPU server: `budget` ns every `period` ns (built through [`Server::new`], which checks
+/// them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Server {
-    pub budget: Nanos,
-    pub period: Nanos,
-    pub kind: ServerKind,
+    resource: PeriodicResource,
+    kind: ServerKind,
 }
 
 impl Server {
+    /// Refuses a zero period and a budget above the period.
     pub fn new(budget: Nanos, period: Nanos, kind: ServerKind) -> Result<Self, InvalidInput> {
-        PeriodicResource::new(budget, period)?;
-        Ok(Server { budget, period, kind })
+        Ok(Server { resource: PeriodicResource::new(budget, period)?, kind })
+    }
+
+    /// Θ, ns.
+    pub fn budget(&self) -> Nanos {
+        self.resource.budget()
+    }
+
+    /// Π, ns.
+    pub fn period(&self) -> Nanos {
+        self.resource.period()
+    }
+
+    pub fn kind(&self) -> ServerKind {
+        self.kind
     }
 
     /// Release jitter towards lower priorities: Π − Θ for a deferrable server, else 0.
     pub fn jitter(&self) -> Nanos {
         match self.kind {
-            ServerKind::Deferrable => self.period.saturating_sub(self.budget),
+            ServerKind::Deferrable => self.period().saturating_sub(self.budget()),
             ServerKind::Periodic => Nanos::ZERO,
         }
     }
 
     /// The server as a higher-priority load in response-time analysis.
     pub fn as_interferer(&self) -> Interferer {
-        Interferer { wcet: self.budget, period: self.period, jitter: self.jitter() }
+        Interferer { wcet: self.budget(), period: self.period(), jitter: self.jitter() }
     }
 
     /// The most CPU time it can take from lower priorities in a window of `t` ns:
@@ -73,7 +87,7 @@ impl Server {
 
     /// The supply its children see when it gets its whole budget every period.
     pub fn resource(&self) -> PeriodicResource {
-        PeriodicResource { budget: self.budget, period: self.period }
+        self.resource
     }
 }
 
@@ -106,18 +120,15 @@ pub fn fp_server_analysis(servers: &[Server], ranks: &[u32]) -> Result<Vec<Serve
     if servers.is_empty() {
         return Ok(Vec::new());
     }
-    for (i, s) in servers.iter().enumerate() {
-        Server::new(s.budget, s.period, s.kind).map_err(|e| InvalidInput::new(format!("server[{i}].{}", e.key), e.reason))?;
-    }
-    let hyperperiod = critmem_core::time::lcm_all(servers.iter().map(|s| s.period.0)).map(Nanos);
+    let hyperperiod = critmem_core::time::lcm_all(servers.iter().map(|s| s.period().0)).map(Nanos);
     let served = hyperperiod.and_then(|h| backlogged_schedule(servers, ranks, h));
     Ok((0..servers.len())
         .map(|i| {
             let s = &servers[i];
             let higher: Vec<Interferer> = (0..servers.len()).filter(|&j| ranks[j] < ranks[i]).map(|j| servers[j].as_interferer()).collect();
-            let response = fp_response_time_general(&TaskParams::implicit(s.budget, s.period), Nanos::ZERO, &higher);
+            let response = fp_response_time_general(&TaskParams::implicit(s.budget(), s.period()), Nanos::ZERO, &higher);
             let guaranteed_budget =
-                if matches!(response, Rta::Meets { .. }) { s.budget } else { free_time_by(&higher, s.period).min(s.budget) };
+                if matches!(response, Rta::Meets { .. }) { s.budget() } else { free_time_by(&higher, s.period()).min(s.budget()) };
             ServerGuarantee { response, guaranteed_budget, backlogged_served: served.as_ref().map(|v| v[i]), hyperperiod }
         })
         .collect())
@@ -152,8 +163,8 @@ fn backlogged_schedule(servers: &[Server], ranks: &[u32], hyperperiod: Nanos) ->
     let h = hyperperiod.0;
     let mut order: Vec<usize> = (0..servers.len()).collect();
     order.sort_by_key(|&i| ranks[i]);
-    let mut left: Vec<u64> = servers.iter().map(|s| s.budget.0).collect();
-    let mut refill: Vec<u64> = servers.iter().map(|s| s.period.0).collect();
+    let mut left: Vec<u64> = servers.iter().map(|s| s.budget().0).collect();
+    let mut refill: Vec<u64> = servers.iter().map(|s| s.period().0).collect();
     let mut served = vec![0u64; servers.len()];
     let mut now = 0u64;
     for _ in 0..MAX_EVENTS {
@@ -172,8 +183,8 @@ fn backlogged_schedule(servers: &[Server], ranks: &[u32], hyperperiod: Nanos) ->
         }
         for (i, s) in servers.iter().enumerate() {
             if refill[i] == now {
-                left[i] = s.budget.0;
-                refill[i] += s.period.0;
+                left[i] = s.budget().0;
+                refill[i] += s.period().0;
             }
         }
     }

@@ -26,7 +26,7 @@
 
 use crate::blocking::{check_per_task, EdfSrpBlocking, ResourceModel};
 use crate::fp::{Interferer, Rta};
-use crate::input::InvalidInput;
+use crate::input::{check_tasks, InvalidInput};
 use crate::model::{exact_utilization, nanos, Ratio, TaskParams};
 use critmem_core::Nanos;
 use std::cmp::Ordering;
@@ -47,13 +47,12 @@ impl Supply for crate::SlotSupply {
     }
 }
 
-/// Shin & Lee's periodic resource Γ(Π, Θ): `budget` ns of CPU time in every `period` ns.
+/// Shin & Lee's periodic resource Γ(Π, Θ): `budget` ns of CPU time in every `period` ns
+/// (built only through [`PeriodicResource::new`], so 0 ≤ Θ ≤ Π and Π > 0 always hold).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PeriodicResource {
-    /// Θ, ns.
-    pub budget: Nanos,
-    /// Π, ns; > 0.
-    pub period: Nanos,
+    budget: Nanos,
+    period: Nanos,
 }
 
 impl PeriodicResource {
@@ -71,6 +70,16 @@ impl PeriodicResource {
     /// The whole CPU (Θ = Π = 1 ns): sbf(t) = t.
     pub const fn dedicated() -> Self {
         PeriodicResource { budget: Nanos(1), period: Nanos(1) }
+    }
+
+    /// Θ, ns.
+    pub fn budget(&self) -> Nanos {
+        self.budget
+    }
+
+    /// Π, ns.
+    pub fn period(&self) -> Nanos {
+        self.period
     }
 
     /// The longest stretch without supply, `2(Π − Θ)`, ns.
@@ -152,6 +161,7 @@ pub fn fp_response_times_on(
     ranks: &[u32],
     blocking: &[Nanos],
 ) -> Result<Vec<Rta>, InvalidInput> {
+    check_tasks(tasks)?;
     check_per_task("ranks", ranks.len(), tasks.len())?;
     check_per_task("jitter", jitter.len(), tasks.len())?;
     check_per_task("blocking", blocking.len(), tasks.len())?;
@@ -171,7 +181,7 @@ pub fn fp_response_times_on(
 }
 
 /// One task's response bound on a supply (see [`fp_response_times_on`]).
-pub fn fp_response_on(supply: &dyn Supply, task: &TaskParams, blocking: Nanos, higher: &[Interferer]) -> Rta {
+fn fp_response_on(supply: &dyn Supply, task: &TaskParams, blocking: Nanos, higher: &[Interferer]) -> Rta {
     let own = u128::from(task.wcet.0) + u128::from(blocking.0);
     let demand = |t: u128| own + higher.iter().map(|h| h.demand(t)).sum::<u128>();
     match least_supplied(supply, &demand, 0, task.deadline.0.into()) {
@@ -204,11 +214,16 @@ pub enum SupplyTest {
 
 /// EDF with SRP on a whole CPU: [`edf_supply_test`] on [`PeriodicResource::dedicated`].
 pub fn edf_srp_test(tasks: &[TaskParams], model: &ResourceModel) -> Result<SupplyTest, InvalidInput> {
-    Ok(edf_supply_test(&PeriodicResource::dedicated(), tasks, &EdfSrpBlocking::new(tasks, model)?))
+    edf_supply_test(&PeriodicResource::dedicated(), tasks, &EdfSrpBlocking::new(tasks, model)?)
 }
 
 /// EDF on a periodic resource with blocking: the demand test of the module documentation.
-pub fn edf_supply_test(resource: &PeriodicResource, tasks: &[TaskParams], blocking: &EdfSrpBlocking) -> SupplyTest {
+pub fn edf_supply_test(resource: &PeriodicResource, tasks: &[TaskParams], blocking: &EdfSrpBlocking) -> Result<SupplyTest, InvalidInput> {
+    check_tasks(tasks)?;
+    Ok(edf_on_resource(resource, tasks, blocking))
+}
+
+fn edf_on_resource(resource: &PeriodicResource, tasks: &[TaskParams], blocking: &EdfSrpBlocking) -> SupplyTest {
     if tasks.is_empty() {
         return SupplyTest::Holds { checked_to: Nanos::ZERO };
     }

@@ -40,6 +40,13 @@ fn sbf_of_two_in_five_has_a_six_ms_blackout_then_two_of_every_five() {
 fn bad_resources_are_refused() {
     assert_eq!(PeriodicResource::new(ms(6), ms(5)).unwrap_err().to_string(), "budget: 6000000 ns exceeds the 5000000 ns period");
     assert_eq!(PeriodicResource::new(ms(0), ms(0)).unwrap_err().key, "period");
+    let zero = [TaskParams::new(ms(1), Nanos::ZERO, ms(1))];
+    let whole = PeriodicResource::dedicated();
+    assert_eq!(
+        edf_supply_test(&whole, &zero, &EdfSrpBlocking::none()).unwrap_err().to_string(),
+        "task[0]: period and deadline must be positive"
+    );
+    assert_eq!(fp_response_times_on(&whole, &zero, &[Nanos::ZERO], &[0], &[Nanos::ZERO]).unwrap_err().key, "task[0]");
 }
 
 #[test]
@@ -64,15 +71,18 @@ fn edf_on_a_two_in_five_resource() {
     // dbf(30) = 2 ≤ sbf(30) = 8 + 2 = 10 … the bound (0 + 0 + 0.4·6)/(0.4 − 1/12) = 7.6 ms is
     // below D_max = 30 ms.
     let r = PeriodicResource::new(ms(2), ms(5)).unwrap();
-    assert_eq!(edf_supply_test(&r, &[p(1, 20), p(1, 30)], &EdfSrpBlocking::none()), SupplyTest::Holds { checked_to: ms(30) });
+    assert_eq!(edf_supply_test(&r, &[p(1, 20), p(1, 30)], &EdfSrpBlocking::none()).unwrap(), SupplyTest::Holds { checked_to: ms(30) });
     // (2, 7): dbf(7) = 2 > sbf(7) = 1.
-    assert_eq!(edf_supply_test(&r, &[p(2, 7)], &EdfSrpBlocking::none()), SupplyTest::Violated { at: ms(7), demand: ms(2), supply: ms(1) });
+    assert_eq!(
+        edf_supply_test(&r, &[p(2, 7)], &EdfSrpBlocking::none()).unwrap(),
+        SupplyTest::Violated { at: ms(7), demand: ms(2), supply: ms(1) }
+    );
     // (2, 5, D = 8): U = 2/5 equals the rate. dbf(8 + 5k) = 2(k + 1) = sbf(8 + 5k)
     // (x = 2 + 5k past the blackout: 2k + min(2, 2)). Checked to max(D, 6) + lcm(5, 5) = 13.
     let tight = [TaskParams::new(ms(2), ms(5), ms(8))];
-    assert_eq!(edf_supply_test(&r, &tight, &EdfSrpBlocking::none()), SupplyTest::Holds { checked_to: ms(13) });
+    assert_eq!(edf_supply_test(&r, &tight, &EdfSrpBlocking::none()).unwrap(), SupplyTest::Holds { checked_to: ms(13) });
     // U = 1/2 > 2/5.
-    assert_eq!(edf_supply_test(&r, &[p(5, 10)], &EdfSrpBlocking::none()), SupplyTest::Overloaded);
+    assert_eq!(edf_supply_test(&r, &[p(5, 10)], &EdfSrpBlocking::none()).unwrap(), SupplyTest::Overloaded);
 }
 
 /// Shin & Lee's closed form: with k = max(⌈(t − (Π − Θ))/Π⌉, 1), sbf(t) = t − (k+1)(Π − Θ)
@@ -120,7 +130,7 @@ proptest! {
                 other => prop_assert!(false, "{:?}", other),
             }
         }
-        let edf = edf_supply_test(&whole, &tasks, &EdfSrpBlocking::none());
+        let edf = edf_supply_test(&whole, &tasks, &EdfSrpBlocking::none()).unwrap();
         match edf_demand_test(&tasks) {
             DemandTest::Holds { .. } => prop_assert!(matches!(edf, SupplyTest::Holds { .. }), "{:?}", edf),
             DemandTest::Violated { .. } => prop_assert!(matches!(edf, SupplyTest::Violated { .. }), "{:?}", edf),
