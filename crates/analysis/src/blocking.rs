@@ -14,12 +14,11 @@
 //! highest priority among the tasks using it, and of those using a resource it is nested in)
 //! is at least τᵢ's priority: either τᵢ waits for that resource itself, directly or through a
 //! holder waiting inside an outer section, or a holder inherits a priority above τᵢ's and runs
-//! ahead of it.
-//! Each lower job can do that for at most one of its sections, and each such resource can
-//! be in the way at most once per holder, so Bᵢ is the lesser of the sum over lower tasks of
-//! their longest such section, and the sum over such resources of their longest lower-priority
-//! section (for a k-unit resource every lower task may hold units at once, so that resource
-//! counts the longest section of every lower task). This is the bound of Sha, Rajkumar and
+//! ahead of it. Each lower job can do that for at most one of its sections, and each such
+//! mutex only through the one section its holder is in, so Bᵢ is the lesser of the sum over
+//! lower tasks of their longest such section, and the sum over such resources of their longest
+//! lower-priority section (a k-unit resource can have every lower task holding units at once,
+//! so it counts the longest section of every lower task). This is the bound of Sha, Rajkumar and
 //! Lehoczky (IEEE TC 1990), with "can block" taken transitively through nested sections.
 //!
 //! **Stack resource policy (SRP)**, [`srp_blocking`]: every task has a preemption level (under
