@@ -4,7 +4,7 @@
 //! **Supply-bound functions.** [`Supply::sbf`]`(t)` is the least CPU time a supply gives in
 //! any window of length t. [`PeriodicResource`] is Shin & Lee's periodic resource model
 //! (RTSS 2003): Θ of CPU time in every period Π, placed anywhere in it. The worst window
-//! starts right after a budget was spent at the very start of one period and the next budget
+//! starts right after a budget is spent at the very start of one period and the next budget
 //! comes at the very end of the following one: no supply for `2(Π − Θ)`, then Θ of supply and
 //! `Π − Θ` of none, repeating. A [`crate::SlotSupply`] (the time a cyclic table gives, or the
 //! time it leaves free) is a supply too. Every supply here gains at most 1 ns per ns, which
