@@ -24,8 +24,14 @@ pub struct SlotSupply {
 
 impl SlotSupply {
     pub fn new(table: &CyclicTable, task: usize) -> SlotSupply {
-        let mut raw: Vec<(u128, u128)> =
+        let raw: Vec<(u128, u128)> =
             table.slots.iter().filter(|s| s.task == task).map(|s| (u128::from(s.start.0), u128::from((s.start + s.duration).0))).collect();
+        SlotSupply::from_intervals(table.major_frame.0.into(), raw)
+    }
+
+    /// The supply of `[start, end)` intervals within a frame of `frame_ns` (> 0), in any order;
+    /// overlaps count once.
+    pub(crate) fn from_intervals(frame_ns: u128, mut raw: Vec<(u128, u128)>) -> SlotSupply {
         raw.sort_unstable();
         let mut intervals: Vec<(u128, u128)> = Vec::with_capacity(raw.len());
         for (s, e) in raw {
@@ -40,7 +46,7 @@ impl SlotSupply {
             before.push(acc);
             acc += e - s;
         }
-        SlotSupply { frame_ns: table.major_frame.0.into(), intervals, before, per_frame_ns: acc }
+        SlotSupply { frame_ns, intervals, before, per_frame_ns: acc }
     }
 
     /// Slot time per major frame.
@@ -70,7 +76,7 @@ impl SlotSupply {
 
     /// When a job that becomes ready at `from` and needs `need` ns of execution finishes
     /// (`need = 0`: at once).
-    fn finish(&self, from: u128, need: u128) -> Option<u128> {
+    pub(crate) fn finish(&self, from: u128, need: u128) -> Option<u128> {
         if need == 0 {
             return Some(from);
         }

@@ -9,7 +9,16 @@
 //! - [`edf_demand_test`], [`edf_dbf`], [`utilization_cmp`]: uniprocessor EDF (exact);
 //! - [`gedf_tardiness_is_bounded`], [`gedf_tardiness_bounds`], [`gedf_gfb`]: global EDF;
 //! - [`gfp_response_bounds`]: global fixed priority (sufficient);
-//! - [`SlotSupply`], [`cyclic_periodic_response`], [`cyclic_sporadic_response`]: cyclic tables.
+//! - [`SlotSupply`], [`cyclic_periodic_response`], [`cyclic_sporadic_response`]: cyclic tables;
+//! - [`pip_blocking`], [`srp_blocking`], [`EdfSrpBlocking`], [`fp_response_times_with_blocking`],
+//!   [`fp_response_times_with_jitter`], [`edf_srp_test`]: shared resources (module `blocking`);
+//! - [`PeriodicResource`], [`Supply`], [`fp_response_times_on`], [`edf_supply_test`]: tasks on a
+//!   partial CPU supply (module `supply`);
+//! - [`Server`], [`fp_server_analysis`]: deferrable and periodic servers (module `servers`);
+//! - [`mc2_analysis`]: MC²'s criticality levels A–C (module `mc2`).
+//!
+//! These take plain structs and return [`InvalidInput`] (key and reason) for inputs they
+//! cannot analyse; [`analyze`] does not call them yet.
 //!
 //! Task model: sporadic tasks (a periodic task's period is its minimum inter-arrival time),
 //! any job may take its WCET, and all tasks may release together: offsets are ignored
@@ -18,19 +27,34 @@
 //! (suspension-oblivious): sound, so a "schedulable" stays a proof, but a miss found that way
 //! is reported as unknown.
 
+mod blocking;
 mod cyclic;
 mod edf;
 mod fp;
 mod global;
+mod input;
+mod mc2;
 mod model;
 mod report;
+mod servers;
+mod supply;
 
+pub use blocking::{
+    edf_preemption_levels, fp_preemption_levels, pip_blocking, srp_blocking, srp_ceiling, CriticalSection, EdfSrpBlocking, ResourceModel,
+};
 pub use cyclic::{cyclic_periodic_response, cyclic_sporadic_response, SlotSupply};
 pub use edf::{edf_dbf, edf_demand_test, DemandTest};
-pub use fp::{fp_response_time, fp_response_times, Rta};
+pub use fp::{
+    fp_response_time, fp_response_time_general, fp_response_times, fp_response_times_with_blocking, fp_response_times_with_jitter,
+    Interferer, Rta,
+};
 pub use global::{gedf_gfb, gedf_tardiness_bounds, gedf_tardiness_is_bounded, gfp_response_bounds};
+pub use input::InvalidInput;
+pub use mc2::{mc2_analysis, LevelC, Mc2Analysis, Mc2System, Mc2Task};
 pub use model::{utilization_cmp, TaskParams};
 pub use report::{AnalysisReport, TaskReport, TestReport, Verdict};
+pub use servers::{fp_server_analysis, Server, ServerGuarantee, ServerKind};
+pub use supply::{edf_srp_test, edf_supply_test, fp_response_times_on, PeriodicResource, Supply, SupplyTest};
 
 use critmem_core::scenario::SchedulerKind;
 use critmem_core::sched::{partition, priority_ranks};

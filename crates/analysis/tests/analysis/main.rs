@@ -6,10 +6,14 @@
 //! the next `cargo test -p critmem-analysis` replays that seed first, so rerunning the same
 //! command reproduces the failure. `PROPTEST_CASES=N` changes every property's case count.
 
+mod blocking;
 mod common;
 mod cyclic;
 mod edf;
 mod examples;
 mod fp;
 mod global;
+mod mc2;
 mod report;
+mod servers;
+mod supply;
