@@ -392,3 +392,26 @@ fn a_tasks_wcet_is_its_programs_compute() {
     assert_eq!(s.tasks[0].exec.wcet(), Nanos::from_ms(2));
     assert_eq!(s.tasks[2].exec.wcet(), Nanos::from_ms(5));
 }
+
+#[test]
+fn a_longer_cycle_of_lock_orders_is_refused_with_every_task_in_it() {
+    // a takes B inside A, b takes C inside B, c takes A inside C: A → B → C → A.
+    let nested = |outer: &str, inner: &str| {
+        format!(
+            "program = [{{ lock = \"{outer}\" }}, {{ lock = \"{inner}\" }}, {{ compute_ms = 1 }}, {{ unlock = \"{inner}\" }}, {{ unlock = \"{outer}\" }}]"
+        )
+    };
+    let mut text = String::from("[scheduler]\nkind = \"edf\"\n[run]\nhorizon_ms = 10\n");
+    for r in ["A", "B", "C"] {
+        text += &format!("[[resource]]\nname = \"{r}\"\n");
+    }
+    for (t, (outer, inner)) in ["a", "b", "c"].iter().zip([("A", "B"), ("B", "C"), ("C", "A")]) {
+        text += &format!("[[task]]\nname = \"{t}\"\nperiod_ms = 10\n{}\n", nested(outer, inner));
+    }
+    assert_eq!(err_of(&text), "res.toml: task[2].program: possible deadlock: tasks a, b, c take resources A, B, C in a cyclic order");
+    // Taking them in one order everywhere is fine.
+    let ordered = text
+        .replace("{ lock = \"C\" }, { lock = \"A\" }", "{ lock = \"A\" }, { lock = \"C\" }")
+        .replace("{ unlock = \"A\" }, { unlock = \"C\" }", "{ unlock = \"C\" }, { unlock = \"A\" }");
+    load(&ordered);
+}
