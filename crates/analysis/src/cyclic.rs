@@ -158,9 +158,9 @@ fn run_job(supply: &SlotSupply, start: u128, task: &TaskSpec) -> u128 {
             }
             Step::Suspend(duration) => now += u128::from(duration.0),
             Step::Done => return now,
-            // Kills, waits on resources and invocations come from subsystems, never from a
+            // Kills, waits on resources, yields and invocations come from subsystems, never from a
             // task's own program.
-            Step::Killed | Step::Block(_) | Step::Invoke(_) | Step::Return => {
+            Step::Killed | Step::Block(_) | Step::Yield | Step::Invoke(_) | Step::Return => {
                 unreachable!("a plain task program only computes, suspends and ends")
             }
         }

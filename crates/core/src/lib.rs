@@ -9,6 +9,7 @@ pub mod mem;
 pub mod memsim;
 pub mod opcost;
 pub mod program;
+pub mod resources;
 pub mod result;
 pub mod rng;
 pub mod scenario;

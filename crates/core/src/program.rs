@@ -26,6 +26,12 @@ pub enum Step {
     /// Wait, off every CPU, until the subsystem that owns the resource wakes the job
     /// ([`crate::engine::Context::wake`]).
     Block(ResourceId),
+    /// Go on without taking CPU time, but only once the scheduler has decided at this
+    /// instant: the job stays eligible and is asked for its next step right after that
+    /// decision if it keeps (or gets) a CPU, else when it is next dispatched. A subsystem gives
+    /// it before an action that happens while the job runs (taking a lock), so the action
+    /// never runs ahead of a preemption due at the same instant.
+    Yield,
     /// Enter a component: the job's steps come from the component's owner until it returns.
     Invoke(ComponentId),
     /// Leave the component the job is in, back to the caller's steps.

@@ -167,6 +167,8 @@ pub struct SimResult {
     pub memory: Option<crate::memsim::MemoryResult>,
     /// The controller loop's results, when the scenario declares `[control]`.
     pub control: Option<crate::control::ControlResult>,
+    /// Per shared resource, when some task has a program.
+    pub resources: Option<crate::resources::ResourceResult>,
 }
 
 /// A task's job figures as a run summary names them (the per-task fields of `--json` after

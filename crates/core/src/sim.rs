@@ -1,10 +1,11 @@
 //! A simulation assembled from a scenario: the engine, with the subsystems the scenario asks
 //! for plugged in (the page-level memory model for `[memory]`, the controller loop for
-//! `[control]`).
+//! `[control]`, shared resources for tasks with a `program`).
 
 use crate::control::Control;
 use crate::engine::{SimOptions, Simulation, Subsystem};
 use crate::memsim::MemorySubsystem;
+use crate::resources::ResourceSubsystem;
 use crate::result::SimResult;
 use crate::scenario::Scenario;
 
@@ -29,21 +30,26 @@ pub fn simulate_with_controller(
 }
 
 /// The scenario's subsystems in hook order: memory first, so a job's references are set up
-/// before anything else hears of its release, then the control loop.
+/// before anything else hears of its release, then the control loop, then shared resources
+/// (tasks with a program have no memory streams, so the two never claim the same job).
 fn subsystems(
     scenario: &Scenario,
     opts: SimOptions,
     controller: Option<(Box<dyn critmem_policy::Controller + Send>, String)>,
 ) -> Vec<Box<dyn Subsystem>> {
     let mut out: Vec<Box<dyn Subsystem>> = Vec::new();
-    let Some(memory) = MemorySubsystem::new(scenario, scenario.seed, opts.checks_invariants()) else { return out };
-    out.push(Box::new(memory));
-    if let (Some(c), Some(m)) = (&scenario.control, &scenario.memory) {
-        let control = match controller {
-            Some((controller, name)) => Control::with_controller(controller, name, c, m, &scenario.tasks),
-            None => Control::new(c, m, &scenario.tasks),
-        };
-        out.push(Box::new(control));
+    if let Some(memory) = MemorySubsystem::new(scenario, scenario.seed, opts.checks_invariants()) {
+        out.push(Box::new(memory));
+        if let (Some(c), Some(m)) = (&scenario.control, &scenario.memory) {
+            let control = match controller {
+                Some((controller, name)) => Control::with_controller(controller, name, c, m, &scenario.tasks),
+                None => Control::new(c, m, &scenario.tasks),
+            };
+            out.push(Box::new(control));
+        }
+    }
+    if let Some(resources) = ResourceSubsystem::new(scenario, opts.checks_invariants()) {
+        out.push(Box::new(resources));
     }
     out
 }

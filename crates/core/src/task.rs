@@ -157,6 +157,9 @@ pub struct TaskSpec {
     /// What the task runs on the Linux platform in place of a shipped worker; the simulator
     /// ignores it and simulates the task's declared behaviour.
     pub command: Option<TaskCommand>,
+    /// Compute, lock and unlock actions each job runs in order, when the task has a program
+    /// (its `exec` is then fixed at the program's total compute).
+    pub program: Option<crate::resources::TaskProgram>,
 }
 
 /// An arbitrary program run as a task's workload on the Linux platform.

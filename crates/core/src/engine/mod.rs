@@ -7,6 +7,7 @@
 //! events are left in the queue and skipped when they surface, recognised by generation
 //! numbers. Models beyond CPU scheduling plug in as [`Subsystem`]s.
 
+mod links;
 mod subsystem;
 
 pub use subsystem::{Context, JobInfo, Subsystem, SubsystemId};
@@ -101,6 +102,9 @@ enum JobState {
     Suspended,
     /// Off every CPU until a subsystem wakes it ([`Step::Block`]).
     Blocked,
+    /// Waiting like `Blocked`, but with a dependency link ([`Context::depend`]): it stays in
+    /// the scheduler, and when chosen the job at the end of its links runs in its place.
+    Linked,
 }
 
 #[derive(Clone, Debug)]
@@ -137,6 +141,8 @@ struct JobExt {
     invoked: Vec<ComponentId>,
     /// The job whose priority this one inherits, if higher than its own.
     donor: Option<PriorityInputs>,
+    /// The job (key, seq) that runs in this one's place while it waits ([`Context::depend`]).
+    link: Option<(JobKey, u64)>,
 }
 
 impl Job {
@@ -233,6 +239,15 @@ pub struct Simulation<'a> {
     components: Vec<SubsystemId>,
     /// A spare buffer for hooks' commands (kept to spare an allocation per hook call).
     spare_commands: Vec<Command>,
+    /// Jobs with a dependency link set; while there are none, the job each CPU runs is the
+    /// one the scheduler chose, and `chosen` is not kept.
+    links: usize,
+    /// What the scheduler chose for each CPU (key, seq) while links exist: the job running
+    /// there may be the end of the chosen one's links.
+    chosen: Vec<Option<(JobKey, u64)>>,
+    /// Jobs that gave [`Step::Yield`] on a CPU at this instant: (cpu, the CPU's generation
+    /// then). Each goes on once the scheduler has decided, unless it lost its CPU.
+    yielded: Vec<(u32, u64)>,
 }
 
 impl<'a> Simulation<'a> {
@@ -269,6 +284,9 @@ impl<'a> Simulation<'a> {
             subsystems: subsystems.into_iter().map(Some).collect(),
             components: Vec::new(),
             spare_commands: Vec::new(),
+            links: 0,
+            chosen: vec![None; m],
+            yielded: Vec::new(),
         };
         for id in 0..sim.subsystems.len() {
             sim.call(id, |s, cx| s.start(cx));
@@ -319,10 +337,12 @@ impl<'a> Simulation<'a> {
                 }
             }
             Command::Wake(key) => {
-                if self.is_live_key(key) && self.job(key).state == JobState::Blocked {
+                if self.is_live_key(key) && matches!(self.job(key).state, JobState::Blocked | JobState::Linked) {
+                    self.clear_link(key);
                     self.advance(key);
                 }
             }
+            Command::Depend { job, holder } => self.set_link(job, holder),
             Command::Inherit { job, donor } => {
                 if !self.is_live_key(job) {
                     return;
@@ -332,7 +352,7 @@ impl<'a> Simulation<'a> {
                 if donor.is_some() || j.ext.is_some() {
                     j.ext_mut().donor = donor;
                 }
-                if j.state == JobState::Ready {
+                if matches!(j.state, JobState::Ready | JobState::Linked) {
                     // A new key means a new place in the ready queue.
                     self.sched.remove(job);
                     self.make_ready(job);
@@ -510,15 +530,20 @@ impl<'a> Simulation<'a> {
     fn apply_off_cpu(&mut self, key: JobKey, step: Step) {
         let job = self.jobs[key as usize].as_mut().expect("live job");
         match step {
-            Step::Compute(left) => {
-                job.step_left = left;
-                if job.state != JobState::Ready {
-                    job.state = JobState::Ready;
-                    self.make_ready(key);
+            Step::Compute(_) | Step::Yield => {
+                job.step_left = if let Step::Compute(left) = step { left } else { Nanos::ZERO };
+                match job.state {
+                    JobState::Ready => {}
+                    // Still in the scheduler, at the same place.
+                    JobState::Linked => job.state = JobState::Ready,
+                    _ => {
+                        job.state = JobState::Ready;
+                        self.make_ready(key);
+                    }
                 }
             }
             Step::Suspend(duration) => {
-                let was_ready = job.state == JobState::Ready;
+                let was_ready = matches!(job.state, JobState::Ready | JobState::Linked);
                 job.state = JobState::Suspended;
                 let seq = job.seq;
                 if was_ready {
@@ -526,13 +551,7 @@ impl<'a> Simulation<'a> {
                 }
                 self.queue.push(self.now + duration, Event::Resume { key, seq });
             }
-            Step::Block(_) => {
-                let was_ready = job.state == JobState::Ready;
-                job.state = JobState::Blocked;
-                if was_ready {
-                    self.sched.remove(key);
-                }
-            }
+            Step::Block(_) => self.block(key),
             Step::Done => self.end_job(key, Outcome::Completed),
             Step::Killed => self.end_job(key, Outcome::Killed),
             Step::Invoke(_) | Step::Return => unreachable!("next_step resolves invocations"),
@@ -554,6 +573,12 @@ impl<'a> Simulation<'a> {
             c.gen += 1;
             let gen = c.gen;
             self.queue.push(now + left, Event::CpuStop { cpu: cpu as u32, gen });
+            return;
+        }
+        if step == Step::Yield {
+            // It keeps its CPU (and its trace segment) unless the coming decision takes it.
+            self.job_mut(key).step_left = Nanos::ZERO;
+            self.yielded.push((cpu as u32, self.cpus[cpu].gen));
             return;
         }
         self.leave_cpu(key, cpu);
@@ -645,6 +670,7 @@ impl<'a> Simulation<'a> {
     /// Records a finished (or aborted) job, frees its slot and lets the task's next job in.
     fn end_job(&mut self, key: JobKey, outcome: Outcome) {
         self.sched.remove(key);
+        self.clear_link(key);
         // Read in place and then cleared: moving the job out would copy it whole.
         let job = self.job(key);
         let rec = job.record(outcome, (outcome == Outcome::Completed).then_some(self.now));
@@ -675,6 +701,10 @@ impl<'a> Simulation<'a> {
     }
 
     fn reschedule(&mut self) {
+        if self.links > 0 {
+            self.reschedule_linked();
+            return;
+        }
         let m = self.cpus.len();
         for (cur, c) in self.current[..m].iter_mut().zip(&self.cpus[..m]) {
             *cur = c.running;
@@ -685,6 +715,9 @@ impl<'a> Simulation<'a> {
         if self.assign[..m] != self.current[..m] {
             self.apply_assignment(now);
         }
+        if !self.yielded.is_empty() {
+            self.resume_yielded();
+        }
         if self.opts.checks_invariants() {
             self.check_invariants();
         }
@@ -692,6 +725,17 @@ impl<'a> Simulation<'a> {
             if self.wake_at.is_none_or(|w| t < w) {
                 self.wake_at = Some(t);
                 self.queue.push(t, Event::SchedulerWake);
+            }
+        }
+    }
+
+    /// Lets the jobs that yielded and kept their CPU through the decision take their next
+    /// step now.
+    fn resume_yielded(&mut self) {
+        let now = self.now;
+        for (cpu, gen) in std::mem::take(&mut self.yielded) {
+            if self.cpus[cpu as usize].gen == gen {
+                self.queue.push(now, Event::CpuStop { cpu, gen });
             }
         }
     }
@@ -730,6 +774,8 @@ impl<'a> Simulation<'a> {
             if let Some(cpu) = j.cpu {
                 assert_eq!(self.cpus[cpu as usize].running, Some(key as JobKey));
             }
+            let linked = j.ext.as_ref().is_some_and(|e| e.link.is_some());
+            assert!(j.state != JobState::Linked || linked, "a linked job has its link");
             let head = self.tasks[j.task as usize].pending.front() == Some(&(key as JobKey));
             assert_eq!(head, j.state != JobState::Queued, "only a task's oldest job may be eligible");
             // A subsystem's steps may add CPU time beyond the drawn demand.

@@ -72,6 +72,7 @@ pub(crate) enum Command {
     DropJob(JobKey),
     Wake(JobKey),
     Inherit { job: JobKey, donor: Option<JobKey> },
+    Depend { job: JobKey, holder: Option<JobKey> },
 }
 
 /// A hook's view of the engine: the time, requests to the engine, and the other subsystems.
@@ -112,6 +113,19 @@ impl Context<'_> {
     /// inheritance); `None` takes an inherited priority away.
     pub fn inherit(&mut self, job: JobKey, donor: Option<JobKey>) {
         self.commands.push(Command::Inherit { job, donor });
+    }
+
+    /// Sets the dependency link of `job` to `holder` (`None` removes it). A job that blocks
+    /// ([`Step::Block`]) with a link set stays in its scheduler's ready queue at its own
+    /// priority; whenever the scheduler chooses it for a CPU, the engine follows the links
+    /// (the holder may itself wait with a link) and runs the job at the end of the chain on
+    /// that CPU instead. If that job already runs on another CPU, or another CPU's choice leads
+    /// to it as well, one CPU runs it (the one it runs on, else the one that chose it, else
+    /// the lowest) and the others stay idle for that decision. A waiting job whose link is
+    /// removed waits off the ready queue, as a plain [`Step::Block`] does; [`Context::wake`]
+    /// removes the link and lets the job go on.
+    pub fn depend(&mut self, job: JobKey, holder: Option<JobKey>) {
+        self.commands.push(Command::Depend { job, holder });
     }
 
     /// A new component owned by this subsystem: jobs that take [`Step::Invoke`] of it get

@@ -194,6 +194,7 @@ mod tests {
             suspensions: Vec::new(),
             memory: Some(memory),
             command: None,
+            program: None,
         }
     }
 

@@ -14,6 +14,7 @@ mod groups;
 mod machine;
 mod memory;
 mod raw;
+mod resources;
 mod run;
 mod tasks;
 #[cfg(test)]
@@ -23,6 +24,7 @@ pub use crate::task::TaskCommand;
 pub use error::ScenarioError;
 pub use machine::{CyclicSlot, CyclicTable, PriorityOrder, SchedulerKind, SchedulerSpec};
 
+use crate::resources::ResourceSpec;
 use crate::task::{Arrival, TaskSpec};
 use crate::time::{lcm_all, Nanos};
 use crate::workload::{ControlSpec, MemorySpec};
@@ -44,6 +46,8 @@ pub struct Scenario {
     pub memory: Option<MemorySpec>,
     /// The controller tick loop over the memory's `groups`, when the scenario has `[control]`.
     pub control: Option<ControlSpec>,
+    /// Shared resources the tasks' programs lock, in file order (`[[resource]]`).
+    pub resources: Vec<ResourceSpec>,
 }
 
 impl Scenario {
@@ -102,7 +106,10 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
     let cx = Ctx { source_name };
     let cpus = machine::validate_cpus(&cx, &raw)?;
     let (raw_scheduler, kind) = machine::validate_kind(&cx, &raw, cpus)?;
-    let mut tasks = tasks::validate_tasks(&cx, &raw.task, cpus, kind)?;
+    let resources = resources::validate_resources(&cx, &raw.resource)?;
+    let mut tasks = tasks::validate_tasks(&cx, &raw.task, cpus, kind, &resources)?;
+    resources::check_lock_order(&cx, &tasks, &resources)?;
+    resources::check_protocols(&cx, &raw, &resources, kind)?;
     let scheduler = machine::validate_scheduler(&cx, raw_scheduler, &tasks, cpus)?;
     let seed = run::seed(&raw, overrides);
     let horizon = run::horizon(&cx, &raw, overrides, &tasks)?;
@@ -110,6 +117,9 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
     let mut memory = memory::validate_memory(&cx, &raw, horizon)?;
     for (i, (task, rt)) in tasks.iter_mut().zip(&raw.task).enumerate() {
         task.memory = memory::validate_task_memory(&cx, i, rt, memory.as_ref())?;
+        if task.program.is_some() && task.memory.as_ref().is_some_and(|m| !m.streams.is_empty()) {
+            return Err(cx.err(format!("task[{i}].access"), "a task with a program cannot also declare access streams"));
+        }
     }
     if let Some(m) = memory.as_ref() {
         memory::check_mapped_pages(&cx, m, tasks.iter().filter_map(|t| t.memory.as_ref()))?;
@@ -127,5 +137,5 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
     if let Some(m) = &memory {
         crate::mem::admission::check(m, &tasks).map_err(|e| cx.err(e.key, e.message))?;
     }
-    Ok(Scenario { source_name: source_name.to_string(), cpus, scheduler, tasks, horizon, seed, memory, control })
+    Ok(Scenario { source_name: source_name.to_string(), cpus, scheduler, tasks, horizon, seed, memory, control, resources })
 }

@@ -5,6 +5,7 @@
 use super::error::{one_line, ScenarioError};
 use super::machine::{PriorityOrder, SchedulerKind};
 use crate::mem::{DeviceId, DeviceSpec, RegionKind, ReservationKind, SharePolicy};
+use crate::resources::Protocol;
 use crate::task::{Criticality, OverrunPolicy};
 use crate::workload::StreamOrder;
 use critmem_policy::RoleName;
@@ -28,6 +29,8 @@ pub(super) struct RawScenario {
     pub(super) control: Option<RawControl>,
     #[serde(default)]
     pub(super) group: Vec<RawGroup>,
+    #[serde(default)]
+    pub(super) resource: Vec<RawResource>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -121,6 +124,28 @@ pub(super) struct RawTask {
     pub(super) access: Vec<RawAccess>,
     pub(super) command: Option<Vec<String>>,
     pub(super) reports_jobs: Option<bool>,
+    pub(super) program: Option<Vec<RawAction>>,
+}
+
+/// `[[resource]]`.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawResource {
+    pub(super) name: String,
+    pub(super) units: Option<i64>,
+    #[serde(default, deserialize_with = "some_choice")]
+    pub(super) protocol: Option<Protocol>,
+}
+
+/// One entry of `program = [...]`: exactly one of `compute_ms`, `lock` (with optional
+/// `units`) and `unlock`.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAction {
+    pub(super) compute_ms: Option<f64>,
+    pub(super) lock: Option<String>,
+    pub(super) units: Option<i64>,
+    pub(super) unlock: Option<String>,
 }
 
 /// `exec = { dist = ..., ... }`: `dist` selects which of the other keys apply.
@@ -340,6 +365,11 @@ impl Choice for OverrunPolicy {
 impl Choice for StreamOrder {
     const NOUN: &'static str = "order";
     const NAMES: &'static [&'static str] = &["sequence", "interleave"];
+}
+
+impl Choice for Protocol {
+    const NOUN: &'static str = "protocol";
+    const NAMES: &'static [&'static str] = &["none", "pip", "srp"];
 }
 
 impl Choice for RoleName {
@@ -600,6 +630,7 @@ mod tests {
         names_are_serdes::<RegionKindName>();
         names_are_serdes::<PolicyName>();
         names_are_serdes::<SwapPreset>();
+        names_are_serdes::<Protocol>();
         assert_eq!(or_list(&["a"]), "a");
         assert_eq!(or_list(&["a", "b", "c"]), "a, b or c");
     }

@@ -4,18 +4,25 @@
 use super::error::{Ctx, ScenarioError};
 use super::machine::SchedulerKind;
 use super::raw::{ArrivalKind, RawExec, RawTask};
+use crate::resources::ResourceSpec;
 use crate::task::{Arrival, Criticality, ExecTime, OverrunPolicy, Suspension, TaskCommand, TaskSpec};
 use std::collections::BTreeMap;
 
 /// Every task, in file order, with unique names; memory and command are filled in later.
-pub(super) fn validate_tasks(cx: &Ctx, raw: &[RawTask], cpus: usize, kind: SchedulerKind) -> Result<Vec<TaskSpec>, ScenarioError> {
+pub(super) fn validate_tasks(
+    cx: &Ctx,
+    raw: &[RawTask],
+    cpus: usize,
+    kind: SchedulerKind,
+    resources: &[ResourceSpec],
+) -> Result<Vec<TaskSpec>, ScenarioError> {
     if raw.is_empty() {
         return Err(cx.err("task", "no tasks: add at least one [[task]] entry"));
     }
     let mut tasks = Vec::with_capacity(raw.len());
     let mut names = BTreeMap::new();
     for (i, rt) in raw.iter().enumerate() {
-        let t = validate_task(cx, i, rt, cpus, kind)?;
+        let t = validate_task(cx, i, rt, cpus, kind, resources)?;
         if let Some(prev) = names.insert(t.name.clone(), i) {
             return Err(cx.err(format!("task[{i}].name"), format!("duplicate task name {:?} (also task[{prev}])", t.name)));
         }
@@ -24,7 +31,14 @@ pub(super) fn validate_tasks(cx: &Ctx, raw: &[RawTask], cpus: usize, kind: Sched
     Ok(tasks)
 }
 
-fn validate_task(cx: &Ctx, i: usize, rt: &RawTask, cpus: usize, kind: SchedulerKind) -> Result<TaskSpec, ScenarioError> {
+fn validate_task(
+    cx: &Ctx,
+    i: usize,
+    rt: &RawTask,
+    cpus: usize,
+    kind: SchedulerKind,
+    resources: &[ResourceSpec],
+) -> Result<TaskSpec, ScenarioError> {
     let k = |field: &str| format!("task[{i}].{field}");
     if rt.name.trim().is_empty() {
         return Err(cx.err(k("name"), "must not be empty"));
@@ -55,9 +69,25 @@ fn validate_task(cx: &Ctx, i: usize, rt: &RawTask, cpus: usize, kind: SchedulerK
             Arrival::Sporadic { max_interarrival }
         }
     };
+    let program = match &rt.program {
+        None => None,
+        Some(p) => {
+            let given = if rt.wcet_ms.is_some() { Some("wcet_ms") } else { rt.exec.as_ref().map(|_| "exec") };
+            if let Some(other) = given {
+                return Err(
+                    cx.err(k("program"), format!("give either program or {other}, not both (a program's compute is the job's demand)"))
+                );
+            }
+            if !rt.suspend.is_empty() {
+                return Err(cx.err(k("suspend"), "does not apply to a task with a program"));
+            }
+            Some(super::resources::validate_program(cx, i, p, resources)?)
+        }
+    };
     let exec = match (&rt.wcet_ms, &rt.exec) {
+        _ if program.is_some() => ExecTime::Fixed(program.as_ref().map(|p| p.compute_total()).expect("checked")),
         (Some(_), Some(_)) => return Err(cx.err(k("exec"), "give either wcet_ms or exec, not both")),
-        (None, None) => return Err(cx.err(k("wcet_ms"), "missing: give wcet_ms or an exec distribution")),
+        (None, None) => return Err(cx.err(k("wcet_ms"), "missing: give wcet_ms, an exec distribution or a program")),
         (Some(c), None) => ExecTime::Fixed(cx.positive(&k("wcet_ms"), *c)?),
         (None, Some(e)) => validate_exec(cx, &k("exec"), e)?,
     };
@@ -104,6 +134,7 @@ fn validate_task(cx: &Ctx, i: usize, rt: &RawTask, cpus: usize, kind: SchedulerK
         suspensions,
         memory: None,
         command: None,
+        program,
     })
 }
 

@@ -284,6 +284,7 @@ mod tests {
             suspensions: vec![],
             memory: None,
             command: None,
+            program: None,
         }
     }
 

@@ -10,6 +10,7 @@ mod loading;
 mod mem;
 mod memsim;
 mod properties;
+mod resources;
 mod subsystems;
 
 #[global_allocator]

@@ -1,0 +1,126 @@
+//! Shared resources: mutexes and k-unit resources that jobs lock and unlock inside their
+//! programs, under no protocol, priority inheritance through dependency links, or Baker's
+//! stack resource policy.
+//!
+//! The declarations ([`ResourceSpec`], [`Action`], [`TaskProgram`]) belong to the model; the
+//! simulation of them is [`ResourceSubsystem`], a subsystem that takes over the jobs of tasks
+//! with a program.
+
+mod subsystem;
+
+pub use subsystem::{ResourceResult, ResourceStats, ResourceSubsystem};
+
+use crate::time::Nanos;
+use serde::Deserialize;
+
+/// How jobs that contend a resource are treated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// A job that finds too few units free blocks, off every CPU, until they are given back.
+    None,
+    /// Priority inheritance through dependency links: a waiting job stays in its scheduler's
+    /// ready queue, and when chosen the holder runs in its place.
+    Pip,
+    /// Baker's stack resource policy: a job starts only when its preemption level is above
+    /// its CPU's system ceiling, so it never blocks at a lock.
+    Srp,
+}
+
+impl Protocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::None => "none",
+            Protocol::Pip => "pip",
+            Protocol::Srp => "srp",
+        }
+    }
+}
+
+/// A validated `[[resource]]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceSpec {
+    pub name: String,
+    /// 1 for a mutex.
+    pub units: u32,
+    pub protocol: Protocol,
+}
+
+/// One entry of a task's program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Compute(Nanos),
+    /// Take `units` of resource `resource` (its index among the scenario's resources).
+    Lock {
+        resource: usize,
+        units: u32,
+    },
+    /// Give back every unit the job holds of `resource`.
+    Unlock {
+        resource: usize,
+    },
+}
+
+/// What each job of a task does, in order: compute stretches, locks and unlocks, every lock
+/// given back before the end (the loader checks it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskProgram {
+    pub actions: Vec<Action>,
+}
+
+impl TaskProgram {
+    /// The total compute of a job: the task's WCET and every job's demand.
+    pub fn compute_total(&self) -> Nanos {
+        self.actions.iter().fold(Nanos::ZERO, |acc, a| match a {
+            Action::Compute(c) => acc + *c,
+            _ => acc,
+        })
+    }
+
+    /// The longest stretch of compute during which the job holds `resource`, from its lock to
+    /// its unlock (nested sections inside it count).
+    pub fn longest_section(&self, resource: usize) -> Nanos {
+        let mut longest = Nanos::ZERO;
+        let mut open: Option<Nanos> = None;
+        for a in &self.actions {
+            match *a {
+                Action::Lock { resource: r, .. } if r == resource => open = Some(Nanos::ZERO),
+                Action::Unlock { resource: r } if r == resource => {
+                    longest = longest.max(open.take().unwrap_or(Nanos::ZERO));
+                }
+                Action::Compute(c) => {
+                    if let Some(o) = open.as_mut() {
+                        *o += c;
+                    }
+                }
+                _ => {}
+            }
+        }
+        longest
+    }
+
+    /// The resources this program locks, each once, in first-lock order.
+    pub fn resources(&self) -> Vec<usize> {
+        let mut out = Vec::new();
+        for a in &self.actions {
+            if let Action::Lock { resource, .. } = *a {
+                if !out.contains(&resource) {
+                    out.push(resource);
+                }
+            }
+        }
+        out
+    }
+
+    /// The most units of `resource` one lock of this program takes (0 if it never locks it).
+    pub fn most_units(&self, resource: usize) -> u32 {
+        self.actions
+            .iter()
+            .filter_map(|a| match *a {
+                Action::Lock { resource: r, units } if r == resource => Some(units),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+}

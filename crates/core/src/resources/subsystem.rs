@@ -1,0 +1,538 @@
+//! [`ResourceSubsystem`]: the jobs of tasks with a program take and give back units of shared
+//! resources as their programs say, under each resource's protocol.
+//!
+//! - A lock takes its units at once (no CPU time) if enough are free. Otherwise the job waits
+//!   in the resource's queue, ordered by the job's own priority and then by when it began to
+//!   wait (FIFO among equal priorities). An unlock gives the units back and grants waiters in
+//!   that order while the first one fits; a waiter that does not fit stops the granting, so a
+//!   large request is not overtaken forever by smaller ones behind it.
+//! - `none`: the waiting job blocks, off every CPU.
+//! - `pip`: the waiting job keeps its place in its scheduler's ready queue with a dependency
+//!   link ([`Context::depend`]) to the holder of the highest priority among the resource's
+//!   holders; when the scheduler chooses the waiter, that holder runs instead (and if it
+//!   waits too, the end of its chain). [`ResourceSubsystem::with_donor_inheritance`] gives the
+//!   same protocol through priority donors ([`Context::inherit`]) instead: the waiter blocks
+//!   and each holder is ordered by the highest priority of the jobs waiting on it, directly
+//!   or through other holders.
+//! - `srp`: Baker's stack resource policy per CPU. A job's preemption level is its task's
+//!   fixed-priority rank (FP) or its relative deadline (EDF; shorter is higher). A resource's
+//!   ceiling, for the units free now, is the highest level among the tasks that lock more
+//!   units of it than are free; a CPU's system ceiling is the highest ceiling among the SRP
+//!   resources held by jobs of that CPU. A job may start only when its level is above its
+//!   CPU's system ceiling and no job of higher priority on that CPU is still held back;
+//!   until then it is held back off the ready queue. So on one CPU a lock always finds its
+//!   units free. (A resource shared by jobs of different CPUs can still be taken on the
+//!   other CPU; a lock that finds it so waits as under `none`.) SRP assumes jobs that do not
+//!   self-suspend, which the loader checks.
+//!
+//! Only completed holds count towards `longest_hold`; a hold still open at the horizon does not.
+
+use crate::engine::{Context, JobInfo, Subsystem};
+use crate::program::{ResourceId, Step};
+use crate::resources::{Action, Protocol, ResourceSpec, TaskProgram};
+use crate::result::{Outcome, SimResult};
+use crate::scenario::Scenario;
+use crate::sched::{self, JobKey, JobOrder, QueueKey, ReadyJob};
+use crate::task::TaskSpec;
+use crate::time::Nanos;
+use serde::Serialize;
+
+/// What jobs held back by SRP wait on (no resource has this index).
+const SRP_GATE: ResourceId = ResourceId(u32::MAX);
+
+/// One resource's figures over a run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ResourceStats {
+    pub name: String,
+    pub protocol: &'static str,
+    pub units: u32,
+    /// Locks granted.
+    pub acquisitions: u64,
+    /// Locks that had to wait for units first.
+    pub contended: u64,
+    /// Longest time from a lock to its grant.
+    pub longest_wait: Nanos,
+    /// Longest completed time from a grant to its unlock.
+    pub longest_hold: Nanos,
+    /// Most units held at once.
+    pub peak_units_held: u32,
+}
+
+/// The subsystem's section of [`SimResult`]: one entry per `[[resource]]`, in file order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ResourceResult {
+    pub resources: Vec<ResourceStats>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Holder {
+    key: JobKey,
+    seq: u64,
+    units: u32,
+    prio: QueueKey,
+    since: Nanos,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Waiter {
+    key: JobKey,
+    units: u32,
+    /// (own priority, wait order): the order waiters are granted in.
+    order: (u64, u64),
+    since: Nanos,
+}
+
+#[derive(Debug)]
+struct ResourceState {
+    free: u32,
+    holders: Vec<Holder>,
+    /// Sorted by `order`.
+    waiters: Vec<Waiter>,
+}
+
+/// A job this subsystem took over.
+#[derive(Debug)]
+struct JobRun {
+    seq: u64,
+    task: usize,
+    prio: QueueKey,
+    /// The next action of the task's program.
+    pc: usize,
+    /// A task without a program, taken over only to hold it back under SRP: it computes its
+    /// demand in one step (SRP scenarios have no self-suspensions).
+    plain: bool,
+    held: Vec<usize>,
+    waiting: Option<usize>,
+    /// Past the SRP start check (always, without SRP resources).
+    admitted: bool,
+    /// Whether this request for the job's next step comes right after a scheduling decision
+    /// that let it run (it yielded just before).
+    decided: bool,
+    /// The donor this subsystem last gave the job (donor mode).
+    donor: Option<JobKey>,
+}
+
+/// The shared-resources subsystem (see the module documentation).
+pub struct ResourceSubsystem {
+    specs: Vec<ResourceSpec>,
+    tasks: Vec<TaskSpec>,
+    order: Option<JobOrder>,
+    task_cpu: Vec<usize>,
+    /// SRP preemption level of each task: smaller is higher.
+    levels: Vec<u64>,
+    /// Per resource: (most units one lock takes, level) of each task that locks it.
+    users: Vec<Vec<(u32, u64)>>,
+    has_srp: bool,
+    donor_mode: bool,
+    check: bool,
+    state: Vec<ResourceState>,
+    jobs: Vec<Option<JobRun>>,
+    /// Jobs held back by SRP: (priority, key).
+    gated: Vec<(QueueKey, JobKey)>,
+    waits_begun: u64,
+    stats: Vec<ResourceStats>,
+}
+
+impl ResourceSubsystem {
+    /// The subsystem for `scenario`, if any task has a program. `check` verifies unit counts
+    /// and holder lists after every change, panicking on the first violation.
+    pub fn new(scenario: &Scenario, check: bool) -> Option<Self> {
+        if scenario.tasks.iter().all(|t| t.program.is_none()) {
+            return None;
+        }
+        let order = sched::job_order(scenario);
+        let task_cpu = sched::partition(scenario).unwrap_or_else(|| vec![0; scenario.tasks.len()]);
+        let levels: Vec<u64> = match &order {
+            Some(JobOrder::FixedPriority { ranks }) => ranks.iter().map(|&r| u64::from(r)).collect(),
+            _ => scenario.tasks.iter().map(|t| t.deadline.0).collect(),
+        };
+        let users = (0..scenario.resources.len())
+            .map(|r| {
+                scenario
+                    .tasks
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(t, spec)| spec.program.as_ref().map(|p| (p.most_units(r), levels[t])))
+                    .filter(|&(u, _)| u > 0)
+                    .collect()
+            })
+            .collect();
+        let stats = scenario
+            .resources
+            .iter()
+            .map(|r| ResourceStats { name: r.name.clone(), protocol: r.protocol.as_str(), units: r.units, ..ResourceStats::default() })
+            .collect();
+        Some(ResourceSubsystem {
+            state: scenario.resources.iter().map(|r| ResourceState { free: r.units, holders: Vec::new(), waiters: Vec::new() }).collect(),
+            specs: scenario.resources.clone(),
+            tasks: scenario.tasks.clone(),
+            order,
+            task_cpu,
+            levels,
+            users,
+            has_srp: scenario.resources.iter().any(|r| r.protocol == Protocol::Srp),
+            donor_mode: false,
+            check,
+            jobs: Vec::new(),
+            gated: Vec::new(),
+            waits_begun: 0,
+            stats,
+        })
+    }
+
+    /// `pip` resources through priority donors instead of dependency links: the classic
+    /// inheritance, for comparison.
+    pub fn with_donor_inheritance(mut self) -> Self {
+        self.donor_mode = true;
+        self
+    }
+
+    fn prio(&self, job: &JobInfo) -> QueueKey {
+        match &self.order {
+            Some(o) => o.key(&ReadyJob {
+                key: job.key,
+                task: job.task,
+                seq: job.seq,
+                release: job.release,
+                abs_deadline: job.abs_deadline,
+                donor: None,
+            }),
+            None => QueueKey { primary: 0, seq: job.seq },
+        }
+    }
+
+    fn run(&mut self, key: JobKey) -> &mut JobRun {
+        self.jobs[key as usize].as_mut().expect("a job this subsystem took over")
+    }
+
+    fn program(&self, task: usize) -> Option<&TaskProgram> {
+        self.tasks[task].program.as_ref()
+    }
+
+    /// A resource's SRP ceiling with its units free now (`u64::MAX`: no task can be blocked).
+    fn ceiling(&self, r: usize) -> u64 {
+        let free = self.state[r].free;
+        self.users[r].iter().filter(|&&(u, _)| u > free).map(|&(_, l)| l).min().unwrap_or(u64::MAX)
+    }
+
+    /// The system ceiling of `cpu`: the highest ceiling among SRP resources held there.
+    fn system_ceiling(&self, cpu: usize) -> u64 {
+        let mut c = u64::MAX;
+        for (r, st) in self.state.iter().enumerate() {
+            if self.specs[r].protocol == Protocol::Srp && st.holders.iter().any(|h| self.task_cpu[self.jobs_task(h.key)] == cpu) {
+                c = c.min(self.ceiling(r));
+            }
+        }
+        c
+    }
+
+    fn jobs_task(&self, key: JobKey) -> usize {
+        self.jobs[key as usize].as_ref().expect("a holder is a live job").task
+    }
+
+    /// Whether a job may start now under SRP: its level is above its CPU's ceiling and no
+    /// job of higher priority there is held back.
+    fn may_start(&self, task: usize, prio: QueueKey) -> bool {
+        let cpu = self.task_cpu[task];
+        let blocked_above = self.gated.iter().any(|&(p, k)| p < prio && self.task_cpu[self.jobs_task(k)] == cpu);
+        !blocked_above && self.levels[task] < self.system_ceiling(cpu)
+    }
+
+    /// Lets held-back jobs start, highest priority first, while they may; whether any did.
+    fn release_gated(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut woke = false;
+        self.gated.sort_unstable();
+        let mut i = 0;
+        while i < self.gated.len() {
+            let (prio, key) = self.gated[i];
+            let task = self.jobs_task(key);
+            self.gated.remove(i);
+            if self.may_start(task, prio) {
+                self.run(key).admitted = true;
+                cx.wake(key);
+                woke = true;
+            } else {
+                self.gated.insert(i, (prio, key));
+                i += 1;
+            }
+        }
+        woke
+    }
+
+    /// Takes `units` of `r` for `key` if they are free.
+    fn try_take(&mut self, now: Nanos, key: JobKey, r: usize, units: u32) -> bool {
+        if self.state[r].free < units {
+            return false;
+        }
+        self.grant(now, key, r, units);
+        true
+    }
+
+    fn grant(&mut self, now: Nanos, key: JobKey, r: usize, units: u32) {
+        let run = self.run(key);
+        let (seq, prio) = (run.seq, run.prio);
+        run.held.push(r);
+        run.waiting = None;
+        let st = &mut self.state[r];
+        st.free -= units;
+        st.holders.push(Holder { key, seq, units, prio, since: now });
+        let s = &mut self.stats[r];
+        s.acquisitions += 1;
+        s.peak_units_held = s.peak_units_held.max(self.specs[r].units - st.free);
+    }
+
+    /// Gives back everything `key` holds of `r`.
+    fn give_back(&mut self, now: Nanos, key: JobKey, r: usize) {
+        let st = &mut self.state[r];
+        let at = st.holders.iter().position(|h| h.key == key).expect("unlock of a held resource");
+        let h = st.holders.remove(at);
+        st.free += h.units;
+        let s = &mut self.stats[r];
+        s.longest_hold = s.longest_hold.max(now - h.since);
+        let run = self.run(key);
+        run.held.retain(|&x| x != r);
+    }
+
+    /// Grants `r`'s waiters in order while the first fits, wakes them, and points the links
+    /// (or donors) of those still waiting at the current holders; whether any was granted.
+    fn grant_waiters(&mut self, cx: &mut Context<'_>, r: usize) -> bool {
+        let now = cx.now();
+        let mut woke = false;
+        while let Some(&w) = self.state[r].waiters.first() {
+            if self.state[r].free < w.units {
+                break;
+            }
+            self.state[r].waiters.remove(0);
+            self.grant(now, w.key, r, w.units);
+            let s = &mut self.stats[r];
+            s.longest_wait = s.longest_wait.max(now - w.since);
+            self.run(w.key).pc += 1;
+            cx.wake(w.key);
+            woke = true;
+        }
+        self.relink(cx, r);
+        woke
+    }
+
+    /// The holder whose release a waiter on `r` depends on: the highest priority one.
+    fn top_holder(&self, r: usize) -> Option<JobKey> {
+        self.state[r].holders.iter().min_by_key(|h| (h.prio, h.seq)).map(|h| h.key)
+    }
+
+    fn links_apply(&self, r: usize) -> bool {
+        self.specs[r].protocol == Protocol::Pip && !self.donor_mode
+    }
+
+    fn relink(&mut self, cx: &mut Context<'_>, r: usize) {
+        if self.links_apply(r) {
+            let top = self.top_holder(r);
+            for w in &self.state[r].waiters {
+                cx.depend(w.key, top);
+            }
+        }
+        if self.donor_mode {
+            self.update_donors(cx);
+        }
+    }
+
+    /// Donor mode: each holder of a `pip` resource takes the highest priority among the jobs
+    /// waiting on what it holds, following holders that wait themselves.
+    fn update_donors(&mut self, cx: &mut Context<'_>) {
+        let n = self.jobs.len();
+        // Best (priority, source job) reaching each job.
+        let mut best: Vec<Option<(QueueKey, JobKey)>> = vec![None; n];
+        for _ in 0..=n {
+            let mut changed = false;
+            for (r, st) in self.state.iter().enumerate() {
+                if self.specs[r].protocol != Protocol::Pip {
+                    continue;
+                }
+                for w in &st.waiters {
+                    let own = self.jobs[w.key as usize].as_ref().map(|j| (j.prio, w.key)).expect("a waiter is live");
+                    let src = best[w.key as usize].map_or(own, |b| b.min(own));
+                    for h in &st.holders {
+                        let hk = h.key as usize;
+                        if src.0 < h.prio && best[hk].is_none_or(|b| src < b) {
+                            best[hk] = Some(src);
+                            changed = true;
+                        }
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        for (k, slot) in self.jobs.iter_mut().enumerate() {
+            let Some(run) = slot.as_mut() else { continue };
+            let want = best[k].map(|(_, src)| src);
+            if run.donor != want {
+                run.donor = want;
+                cx.inherit(k as JobKey, want);
+            }
+        }
+    }
+
+    /// Starts waiting on `r` and gives the step that waits.
+    fn wait(&mut self, cx: &mut Context<'_>, key: JobKey, r: usize, units: u32) -> Step {
+        let run = self.run(key);
+        run.waiting = Some(r);
+        let prio = run.prio;
+        let w = Waiter { key, units, order: (prio.primary, self.waits_begun), since: cx.now() };
+        self.waits_begun += 1;
+        let waiters = &mut self.state[r].waiters;
+        let at = waiters.partition_point(|x| x.order < w.order);
+        waiters.insert(at, w);
+        self.stats[r].contended += 1;
+        if self.links_apply(r) {
+            cx.depend(key, self.top_holder(r));
+        }
+        if self.donor_mode {
+            self.update_donors(cx);
+        }
+        Step::Block(ResourceId(r as u32))
+    }
+
+    /// Unit counts add up and no holder list names a job twice.
+    fn check_invariants(&self) {
+        for (r, st) in self.state.iter().enumerate() {
+            let held: u32 = st.holders.iter().map(|h| h.units).sum();
+            assert_eq!(held + st.free, self.specs[r].units, "resource {}: units held plus free differ from its units", self.specs[r].name);
+            for (i, h) in st.holders.iter().enumerate() {
+                assert!(st.holders[i + 1..].iter().all(|o| o.key != h.key), "resource {}: a job holds it twice", self.specs[r].name);
+            }
+        }
+    }
+
+    /// After units of `r` came back: grant waiters, and under SRP let held-back jobs start;
+    /// whether any job was woken.
+    fn after_release(&mut self, cx: &mut Context<'_>, r: usize) -> bool {
+        let granted = self.grant_waiters(cx, r);
+        let started = self.has_srp && self.release_gated(cx);
+        granted || started
+    }
+
+    /// A decision point before the next action: the job goes on once it runs after it.
+    fn yield_now(&mut self, key: JobKey) -> Step {
+        self.run(key).decided = true;
+        Step::Yield
+    }
+}
+
+impl Subsystem for ResourceSubsystem {
+    fn name(&self) -> &'static str {
+        "resources"
+    }
+
+    fn on_release(&mut self, _cx: &mut Context<'_>, job: &JobInfo) -> bool {
+        let has_program = self.tasks[job.task].program.is_some();
+        if !has_program && !self.has_srp {
+            return false;
+        }
+        let k = job.key as usize;
+        if k >= self.jobs.len() {
+            self.jobs.resize_with(k + 1, || None);
+        }
+        let prio = self.prio(job);
+        self.jobs[k] = Some(JobRun {
+            seq: job.seq,
+            task: job.task,
+            prio,
+            pc: 0,
+            plain: !has_program,
+            held: Vec::new(),
+            waiting: None,
+            admitted: !self.has_srp,
+            decided: false,
+            donor: None,
+        });
+        true
+    }
+
+    fn next_step(&mut self, cx: &mut Context<'_>, job: &JobInfo) -> Step {
+        let key = job.key;
+        let run = self.run(key);
+        if !run.admitted {
+            let (task, prio) = (run.task, run.prio);
+            if !self.may_start(task, prio) {
+                self.gated.push((prio, key));
+                return Step::Block(SRP_GATE);
+            }
+            self.run(key).admitted = true;
+        }
+        let run = self.run(key);
+        if run.plain {
+            run.pc += 1;
+            return if run.pc == 1 && job.demand > Nanos::ZERO { Step::Compute(job.demand) } else { Step::Done };
+        }
+        // Locks and unlocks take no time but happen while the job runs: the job yields to a
+        // scheduling decision first (a job released at this instant may preempt it), and again
+        // after waking a job that may.
+        let mut running = std::mem::take(&mut self.run(key).decided);
+        loop {
+            let pc = self.run(key).pc;
+            let Some(&action) = self.program(job.task).and_then(|p| p.actions.get(pc)) else { return Step::Done };
+            if !running && !matches!(action, Action::Compute(_)) {
+                return self.yield_now(key);
+            }
+            match action {
+                Action::Compute(c) => {
+                    self.run(key).pc += 1;
+                    return Step::Compute(c);
+                }
+                Action::Lock { resource, units } => {
+                    if self.try_take(cx.now(), key, resource, units) {
+                        self.run(key).pc += 1;
+                        // A new holder may change whom other waiters depend on.
+                        if !self.state[resource].waiters.is_empty() {
+                            self.relink(cx, resource);
+                        }
+                    } else {
+                        return self.wait(cx, key, resource, units);
+                    }
+                }
+                Action::Unlock { resource } => {
+                    self.give_back(cx.now(), key, resource);
+                    self.run(key).pc += 1;
+                    if self.after_release(cx, resource) {
+                        running = false;
+                    }
+                }
+            }
+            if self.check {
+                self.check_invariants();
+            }
+        }
+    }
+
+    fn on_end(&mut self, cx: &mut Context<'_>, job: &JobInfo, _outcome: Outcome, _task_idle: bool) {
+        let Some(run) = self.jobs.get_mut(job.key as usize).and_then(Option::take) else { return };
+        self.gated.retain(|&(_, k)| k != job.key);
+        if let Some(r) = run.waiting {
+            self.state[r].waiters.retain(|w| w.key != job.key);
+        }
+        // An aborted holder gives its units back, so no one waits on it forever.
+        let held = run.held.clone();
+        self.jobs[job.key as usize] = Some(run);
+        for &r in held.iter().rev() {
+            self.give_back(cx.now(), job.key, r);
+        }
+        self.jobs[job.key as usize] = None;
+        for r in held {
+            self.grant_waiters(cx, r);
+        }
+        if self.donor_mode {
+            self.update_donors(cx);
+        }
+        if self.has_srp {
+            self.release_gated(cx);
+        }
+        if self.check {
+            self.check_invariants();
+        }
+    }
+
+    fn finish(self: Box<Self>, _horizon: Nanos, result: &mut SimResult) {
+        result.resources = Some(ResourceResult { resources: self.stats });
+    }
+}
