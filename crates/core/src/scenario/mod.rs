@@ -23,6 +23,7 @@ pub use crate::task::TaskCommand;
 pub use error::ScenarioError;
 pub use machine::{CyclicSlot, CyclicTable, PriorityOrder, SchedulerKind, SchedulerSpec};
 
+use crate::sched::Hierarchy;
 use crate::task::{Arrival, TaskSpec};
 use crate::time::{lcm_all, Nanos};
 use crate::workload::{ControlSpec, MemorySpec};
@@ -44,6 +45,8 @@ pub struct Scenario {
     pub memory: Option<MemorySpec>,
     /// The controller tick loop over the memory's `groups`, when the scenario has `[control]`.
     pub control: Option<ControlSpec>,
+    /// The servers under the root, when the scenario declares `[[scheduler.server]]`.
+    pub hierarchy: Option<Hierarchy>,
 }
 
 impl Scenario {
@@ -104,6 +107,7 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
     let (raw_scheduler, kind) = machine::validate_kind(&cx, &raw, cpus)?;
     let mut tasks = tasks::validate_tasks(&cx, &raw.task, cpus, kind)?;
     let scheduler = machine::validate_scheduler(&cx, raw_scheduler, &tasks, cpus)?;
+    let hierarchy = machine::validate_hierarchy(&cx, raw_scheduler, &raw.task, &tasks, cpus)?;
     let seed = run::seed(&raw, overrides);
     let horizon = run::horizon(&cx, &raw, overrides, &tasks)?;
 
@@ -127,5 +131,5 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
     if let Some(m) = &memory {
         crate::mem::admission::check(m, &tasks).map_err(|e| cx.err(e.key, e.message))?;
     }
-    Ok(Scenario { source_name: source_name.to_string(), cpus, scheduler, tasks, horizon, seed, memory, control })
+    Ok(Scenario { source_name: source_name.to_string(), cpus, scheduler, tasks, horizon, seed, memory, control, hierarchy })
 }

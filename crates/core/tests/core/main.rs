@@ -10,6 +10,7 @@ mod loading;
 mod mem;
 mod memsim;
 mod properties;
+mod servers;
 mod subsystems;
 
 #[global_allocator]
