@@ -387,3 +387,35 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn an_edf_root_orders_servers_by_the_end_of_their_periods() {
+    // 2/4 and 3/6, both backlogged, U = 0.5 + 0.5 = 1: EDF over the servers' period ends fits
+    // exactly, so over lcm(4, 6) = 12 ms each gets 3 × 2 = 6 and 2 × 3 = 6 ms, the CPU never
+    // idles. (Fixed priorities could not: with 2/4 above, 3/6 runs 2-4 and nothing in 4-6,
+    // 2 ms of its 3 in [0, 6).)
+    let text = "[run]\nhorizon_ms = 12\n[scheduler]\nkind = \"edf\"\n\
+        [[scheduler.server]]\nname = \"a\"\nkind = \"deferrable\"\nbudget_ms = 2\nperiod_ms = 4\n\
+        [[scheduler.server]]\nname = \"b\"\nkind = \"deferrable\"\nbudget_ms = 3\nperiod_ms = 6\n\
+        [[task]]\nname = \"x\"\nwcet_ms = 100\nperiod_ms = 100\nserver = \"a\"\n\
+        [[task]]\nname = \"y\"\nwcet_ms = 100\nperiod_ms = 100\nserver = \"b\"\n";
+    let r = run(text);
+    assert_eq!(executed_ns(&r), vec![6 * MS, 6 * MS]);
+    // Per period: a gets 2 in each of [0,4), [4,8), [8,12); b 3 in each of [0,6), [6,12).
+    let r = run(&text.replace("horizon_ms = 12", "horizon_ms = 4"));
+    assert_eq!(executed_ns(&r)[0], 2 * MS);
+}
+
+#[test]
+fn each_cpu_has_its_own_hierarchy() {
+    // Two CPUs under fp roots: a 1/2 server on CPU 0 and a 3/4 server on CPU 1, each
+    // backlogged, run side by side: over 8 ms, 4 × 1 = 4 and 2 × 3 = 6 ms.
+    let text = "[machine]\ncpus = 2\n[run]\nhorizon_ms = 8\n[scheduler]\nkind = \"fp\"\n\
+        [[scheduler.server]]\nname = \"a\"\nkind = \"deferrable\"\nbudget_ms = 1\nperiod_ms = 2\npriority = 0\npolicy = \"rm\"\n\
+        [[scheduler.server]]\nname = \"b\"\nkind = \"deferrable\"\nbudget_ms = 3\nperiod_ms = 4\npriority = 0\npolicy = \"rm\"\ncpu = 1\n\
+        [[task]]\nname = \"x\"\nwcet_ms = 100\nperiod_ms = 100\nserver = \"a\"\n\
+        [[task]]\nname = \"y\"\nwcet_ms = 100\nperiod_ms = 100\nserver = \"b\"\n";
+    let r = run(text);
+    assert_eq!(executed_ns(&r), vec![4 * MS, 6 * MS]);
+    assert!(r.segments.iter().all(|s| s.cpu == s.task), "x stays on CPU 0, y on CPU 1");
+}
