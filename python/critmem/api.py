@@ -109,6 +109,13 @@ class RunResult:
         m = self.summary.get("memory")
         return None if m is None else dict(m)
 
+    @property
+    def servers(self) -> pd.DataFrame | None:
+        """One row per server of the scheduler hierarchy (name, parent, kind, budget_ms,
+        period_ms, consumed_ms, replenishments), or None when the scenario declares none."""
+        s = self.summary.get("servers")
+        return None if s is None else pd.DataFrame(s)
+
 
 @dataclass(frozen=True, eq=False)
 class AnalysisResult:

@@ -156,8 +156,29 @@ def _print_run(result: RunResult) -> None:
         )
     )
     _print_tasks(console, s["tasks"], place="cpu")
+    if "servers" in s:
+        _print_servers(console, s["servers"], float(s["horizon_ms"]))
     if result.memory is not None:
         _print_memory(console, result.memory)
+
+
+def _print_servers(console: Console, servers: Sequence[dict[str, Any]], horizon_ms: float) -> None:
+    """One row per server of the scheduler hierarchy: its budget and the CPU share it used."""
+    rows = [
+        [
+            v["name"],
+            v["parent"],
+            v["kind"],
+            _fmt(v["budget_ms"]),
+            _fmt(v["period_ms"]),
+            _fmt(v["consumed_ms"]),
+            f"{100 * v['consumed_ms'] / horizon_ms:.1f}%" if horizon_ms > 0 else "-",
+            _fmt(v["replenishments"]),
+        ]
+        for v in servers
+    ]
+    columns = ["server", "parent", "kind", "budget ms", "period ms", "consumed ms", "cpu share", "replenishments"]
+    console.print(_table(columns, rows, left=3))
 
 
 # A column of the task table beyond the common ones: header, and the cell of a task's row.

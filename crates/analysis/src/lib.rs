@@ -84,6 +84,12 @@ pub fn analyze(scenario: &Scenario) -> AnalysisReport {
     let mut a = Analysis::new(scenario);
     let all: Vec<usize> = (0..scenario.tasks.len()).collect();
     let m = scenario.cpus;
+    if scenario.hierarchy.is_some() {
+        // A task under servers gets the servers' supply, not the whole CPU: the flat tests
+        // below would not hold.
+        a.push("hierarchy", None, Verdict::Unknown, "not analysed: scheduler hierarchy (tasks run under budgeted servers)".to_string());
+        return a.finish();
+    }
     match scenario.scheduler.kind() {
         SchedulerKind::Fp | SchedulerKind::Rm | SchedulerKind::Dm => a.fixed_priority(Some(0), &all, ""),
         SchedulerKind::Edf => a.edf(Some(0), &all, ""),

@@ -169,6 +169,27 @@ pub struct SimResult {
     pub control: Option<crate::control::ControlResult>,
     /// Per shared resource, when some task has a program.
     pub resources: Option<crate::resources::ResourceResult>,
+    /// Each server of the scheduler hierarchy, in file order (empty without servers).
+    pub servers: Vec<ServerSummary>,
+}
+
+/// What one server of the scheduler hierarchy did over a run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ServerSummary {
+    pub name: String,
+    /// The parent server's name, or `"root"`.
+    pub parent: String,
+    /// `"deferrable"`, `"polling"` or `"level"`.
+    pub kind: &'static str,
+    /// `None` for a level.
+    pub budget_ms: Option<f64>,
+    pub period_ms: Option<f64>,
+    /// CPU time the jobs below it ran.
+    pub consumed_ns: u64,
+    /// Period boundaries before the horizon (the first is at 0).
+    pub replenishments: u64,
+    /// Times its budget ran out while a job below it ran.
+    pub exhaustions: u64,
 }
 
 /// A task's job figures as a run summary names them (the per-task fields of `--json` after
@@ -234,6 +255,19 @@ struct JsonResult<'a> {
     memory: Option<JsonMemory<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     control: Option<JsonControl<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    servers: Vec<JsonServer<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonServer<'a> {
+    name: &'a str,
+    parent: &'a str,
+    kind: &'static str,
+    budget_ms: Option<f64>,
+    period_ms: Option<f64>,
+    consumed_ms: f64,
+    replenishments: u64,
 }
 
 #[derive(Serialize)]
@@ -436,6 +470,19 @@ impl SimResult {
             tasks,
             memory,
             control,
+            servers: self
+                .servers
+                .iter()
+                .map(|s| JsonServer {
+                    name: &s.name,
+                    parent: &s.parent,
+                    kind: s.kind,
+                    budget_ms: s.budget_ms,
+                    period_ms: s.period_ms,
+                    consumed_ms: Nanos(s.consumed_ns).as_ms_f64(),
+                    replenishments: s.replenishments,
+                })
+                .collect(),
         };
         serde_json::to_string(&r).expect("plain data serialises")
     }

@@ -857,6 +857,7 @@ impl<'a> Simulation<'a> {
             events: self.events,
             ..SimResult::default()
         };
+        self.sched.finish(horizon, &mut result);
         for s in self.subsystems.into_iter().flatten() {
             s.finish(horizon, &mut result);
         }

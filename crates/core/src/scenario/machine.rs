@@ -2,10 +2,12 @@
 //! policy needs (priorities for fixed-priority kinds, the table of a cyclic executive).
 
 use super::error::{Ctx, ScenarioError};
-use super::raw::{Choice, RawScenario, RawScheduler};
+use super::raw::{Choice, RawScenario, RawScheduler, RawTask};
+use crate::sched::{Hierarchy, ServerKind, ServerPolicy, ServerSpec};
 use crate::task::TaskSpec;
 use crate::time::Nanos;
 use serde::Deserialize;
+use std::collections::BTreeMap;
 
 /// Scheduling policy of the machine, as `[scheduler] kind` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
@@ -165,7 +167,8 @@ pub(super) fn validate_kind<'r>(cx: &Ctx, raw: &'r RawScenario, cpus: usize) -> 
         .as_ref()
         .ok_or_else(|| cx.err("scheduler", format!("missing section [scheduler] with kind = {}", quoted.join(" | "))))?;
     let kind = sched.kind;
-    if kind.is_uniprocessor() && cpus != 1 {
+    // A hierarchy has one root per CPU, each a uniprocessor scheduler.
+    if kind.is_uniprocessor() && cpus != 1 && sched.server.is_empty() {
         return Err(cx.err(
             "machine.cpus",
             format!("scheduler {:?} is uniprocessor but machine.cpus = {cpus}; use pfp, pedf, gfp or gedf for several CPUs", kind.as_str()),
@@ -197,7 +200,8 @@ pub(super) fn validate_scheduler(cx: &Ctx, raw: &RawScheduler, tasks: &[TaskSpec
         SchedulerKind::Gfp => SchedulerSpec::Gfp { priorities: chosen },
         SchedulerKind::Cyclic => SchedulerSpec::Cyclic(validate_cyclic(cx, raw, tasks, cpus)?),
     };
-    if spec.priority_order() == Some(PriorityOrder::Explicit) {
+    // In a hierarchy each leaf server's policy decides whether its tasks need priorities.
+    if spec.priority_order() == Some(PriorityOrder::Explicit) && raw.server.is_empty() {
         if let Some(i) = tasks.iter().position(|t| t.priority.is_none()) {
             return Err(cx.err(
                 format!("task[{i}].priority"),
@@ -250,4 +254,181 @@ fn validate_cyclic(cx: &Ctx, raw: &RawScheduler, tasks: &[TaskSpec], cpus: usize
         }
     }
     Ok(CyclicTable { major_frame, slots: slots.into_iter().map(|(_, s)| s).collect() })
+}
+
+/// `[[scheduler.server]]` and each task's `server`: the scheduler hierarchy, or `None` when the
+/// file declares no servers (then no task may name one).
+pub(super) fn validate_hierarchy(
+    cx: &Ctx,
+    raw: &RawScheduler,
+    raw_tasks: &[RawTask],
+    tasks: &[TaskSpec],
+    cpus: usize,
+) -> Result<Option<Hierarchy>, ScenarioError> {
+    if raw.server.is_empty() {
+        if let Some(i) = raw_tasks.iter().position(|t| t.server.is_some()) {
+            return Err(
+                cx.err(format!("task[{i}].server"), "no [[scheduler.server]] is declared: without servers tasks run under the root")
+            );
+        }
+        return Ok(None);
+    }
+    let root_policy = match raw.kind {
+        SchedulerKind::Fp => ServerPolicy::Fp,
+        SchedulerKind::Rm => ServerPolicy::Rm,
+        SchedulerKind::Dm => ServerPolicy::Dm,
+        SchedulerKind::Edf => ServerPolicy::Edf,
+        other => {
+            return Err(cx.err(
+                "scheduler.server",
+                format!("a scheduler hierarchy needs kind = \"fp\", \"rm\", \"dm\" or \"edf\" at its root (got {:?})", other.as_str()),
+            ))
+        }
+    };
+    let mut index = BTreeMap::new();
+    for (j, s) in raw.server.iter().enumerate() {
+        let key = format!("scheduler.server[{j}].name");
+        if s.name.trim().is_empty() {
+            return Err(cx.err(key, "must not be empty"));
+        }
+        if s.name == "root" {
+            return Err(cx.err(key, "\"root\" names the root of the hierarchy; give the server another name"));
+        }
+        if let Some(prev) = index.insert(s.name.as_str(), j) {
+            return Err(cx.err(key, format!("duplicate server name {:?} (also scheduler.server[{prev}])", s.name)));
+        }
+    }
+    let mut parents = Vec::with_capacity(raw.server.len());
+    for (j, s) in raw.server.iter().enumerate() {
+        let parent = match s.parent.as_deref() {
+            None | Some("root") => None,
+            Some(p) => Some(
+                *index
+                    .get(p)
+                    .ok_or_else(|| cx.err(format!("scheduler.server[{j}].parent"), format!("no server named {p:?} (nor \"root\")")))?,
+            ),
+        };
+        parents.push(parent);
+    }
+    // A walk up from any server reaches the root within as many steps as there are servers.
+    for j in 0..raw.server.len() {
+        let mut path = vec![j];
+        let mut at = parents[j];
+        while let Some(p) = at {
+            if path.contains(&p) {
+                path.push(p);
+                let names: Vec<&str> = path.iter().map(|&i| raw.server[i].name.as_str()).collect();
+                return Err(cx.err(format!("scheduler.server[{j}].parent"), format!("the tree has a cycle: {}", names.join(" -> "))));
+            }
+            path.push(p);
+            at = parents[p];
+        }
+    }
+    let mut servers: Vec<ServerSpec> = Vec::with_capacity(raw.server.len());
+    for (j, s) in raw.server.iter().enumerate() {
+        let k = |f: &str| format!("scheduler.server[{j}].{f}");
+        let parent_policy = match parents[j] {
+            None => root_policy,
+            Some(p) => raw.server[p].policy.unwrap_or(root_policy),
+        };
+        let (budget, period) = match s.kind {
+            ServerKind::Level => {
+                if s.budget_ms.is_some() {
+                    return Err(cx.err(k("budget_ms"), "a level server has no budget: it is a plain priority level"));
+                }
+                if s.period_ms.is_some() {
+                    return Err(cx.err(k("period_ms"), "a level server has no period: it is a plain priority level"));
+                }
+                if parent_policy != ServerPolicy::Fp {
+                    return Err(cx.err(
+                        k("kind"),
+                        format!(
+                            "a level is ordered by its priority, so its parent's policy must be \"fp\" (got {:?})",
+                            parent_policy.as_str()
+                        ),
+                    ));
+                }
+                (Nanos::ZERO, Nanos::ZERO)
+            }
+            ServerKind::Deferrable | ServerKind::Polling => {
+                let budget = cx.positive(
+                    &k("budget_ms"),
+                    s.budget_ms.ok_or_else(|| cx.err(k("budget_ms"), "missing: a deferrable or polling server needs budget_ms"))?,
+                )?;
+                let period = cx.positive(
+                    &k("period_ms"),
+                    s.period_ms.ok_or_else(|| cx.err(k("period_ms"), "missing: a deferrable or polling server needs period_ms"))?,
+                )?;
+                if budget > period {
+                    return Err(cx.err(
+                        k("budget_ms"),
+                        format!("must not exceed period_ms (got {} > {})", s.budget_ms.unwrap_or(0.0), s.period_ms.unwrap_or(0.0)),
+                    ));
+                }
+                (budget, period)
+            }
+        };
+        match (parent_policy, s.priority) {
+            (ServerPolicy::Fp, None) => {
+                return Err(cx.err(k("priority"), "missing: under an fp parent a server needs a priority (lower number = higher priority)"))
+            }
+            (ServerPolicy::Rm | ServerPolicy::Dm | ServerPolicy::Edf, Some(_)) => {
+                return Err(cx.err(
+                    k("priority"),
+                    format!("only applies under an fp parent; under {:?} the period orders servers", parent_policy.as_str()),
+                ))
+            }
+            _ => {}
+        }
+        let cpu = match (parents[j], s.cpu) {
+            (Some(_), Some(_)) => return Err(cx.err(k("cpu"), "only top-level servers take cpu; a child runs on its parent's")),
+            (None, None) => 0,
+            (None, Some(c)) if c < 0 || c as usize >= cpus => {
+                return Err(cx.err(k("cpu"), format!("CPU {c} does not exist: machine.cpus = {cpus}")))
+            }
+            (None, Some(c)) => c as usize,
+            (Some(_), None) => usize::MAX,
+        };
+        servers.push(ServerSpec {
+            name: s.name.clone(),
+            parent: parents[j],
+            kind: s.kind,
+            budget,
+            period,
+            priority: s.priority,
+            policy: s.policy.unwrap_or(root_policy),
+            cpu,
+        });
+    }
+    // A child's CPU is its top-level ancestor's.
+    for j in 0..servers.len() {
+        let mut top = j;
+        while let Some(p) = servers[top].parent {
+            top = p;
+        }
+        servers[j].cpu = servers[top].cpu;
+    }
+    let mut task_server = Vec::with_capacity(tasks.len());
+    for (i, rt) in raw_tasks.iter().enumerate() {
+        let key = format!("task[{i}].server");
+        let name = rt
+            .server
+            .as_deref()
+            .ok_or_else(|| cx.err(&key, "missing: with [[scheduler.server]] declared, every task names the leaf server it runs in"))?;
+        if name == "root" {
+            return Err(cx.err(key, "the root has servers below it: tasks attach to leaf servers"));
+        }
+        let s = *index.get(name).ok_or_else(|| cx.err(&key, format!("no server named {name:?}")))?;
+        if let Some(child) = servers.iter().find(|c| c.parent == Some(s)) {
+            return Err(cx.err(key, format!("server {name:?} has child servers (such as {:?}): tasks attach to leaf servers", child.name)));
+        }
+        if servers[s].policy == ServerPolicy::Fp && tasks[i].priority.is_none() {
+            return Err(cx.err(
+                format!("task[{i}].priority"),
+                format!("missing: server {name:?} orders its tasks by fixed priority (policy \"fp\")"),
+            ));
+        }
+        task_server.push(s);
+    }
+    Ok(Some(Hierarchy { root_policy, servers, task_server }))
 }

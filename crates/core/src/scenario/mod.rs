@@ -25,6 +25,7 @@ pub use error::ScenarioError;
 pub use machine::{CyclicSlot, CyclicTable, PriorityOrder, SchedulerKind, SchedulerSpec};
 
 use crate::resources::ResourceSpec;
+use crate::sched::Hierarchy;
 use crate::task::{Arrival, TaskSpec};
 use crate::time::{lcm_all, Nanos};
 use crate::workload::{ControlSpec, MemorySpec};
@@ -48,6 +49,8 @@ pub struct Scenario {
     pub control: Option<ControlSpec>,
     /// Shared resources the tasks' programs lock, in file order (`[[resource]]`).
     pub resources: Vec<ResourceSpec>,
+    /// The servers under the root, when the scenario declares `[[scheduler.server]]`.
+    pub hierarchy: Option<Hierarchy>,
 }
 
 impl Scenario {
@@ -111,6 +114,7 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
     resources::check_lock_order(&cx, &tasks, &resources)?;
     resources::check_protocols(&cx, &raw, &resources, kind)?;
     let scheduler = machine::validate_scheduler(&cx, raw_scheduler, &tasks, cpus)?;
+    let hierarchy = machine::validate_hierarchy(&cx, raw_scheduler, &raw.task, &tasks, cpus)?;
     let seed = run::seed(&raw, overrides);
     let horizon = run::horizon(&cx, &raw, overrides, &tasks)?;
 
@@ -137,5 +141,5 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
     if let Some(m) = &memory {
         crate::mem::admission::check(m, &tasks).map_err(|e| cx.err(e.key, e.message))?;
     }
-    Ok(Scenario { source_name: source_name.to_string(), cpus, scheduler, tasks, horizon, seed, memory, control, resources })
+    Ok(Scenario { source_name: source_name.to_string(), cpus, scheduler, tasks, horizon, seed, memory, control, resources, hierarchy })
 }

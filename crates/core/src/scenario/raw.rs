@@ -6,6 +6,7 @@ use super::error::{one_line, ScenarioError};
 use super::machine::{PriorityOrder, SchedulerKind};
 use crate::mem::{DeviceId, DeviceSpec, RegionKind, ReservationKind, SharePolicy};
 use crate::resources::Protocol;
+use crate::sched::{ServerKind, ServerPolicy};
 use crate::task::{Criticality, OverrunPolicy};
 use crate::workload::StreamOrder;
 use critmem_policy::RoleName;
@@ -49,6 +50,24 @@ pub(super) struct RawScheduler {
     pub(super) major_frame_ms: Option<f64>,
     #[serde(default)]
     pub(super) slot: Vec<RawSlot>,
+    #[serde(default)]
+    pub(super) server: Vec<RawServer>,
+}
+
+/// `[[scheduler.server]]`: one node of a scheduler hierarchy.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawServer {
+    pub(super) name: String,
+    pub(super) parent: Option<String>,
+    #[serde(deserialize_with = "choice")]
+    pub(super) kind: ServerKind,
+    pub(super) budget_ms: Option<f64>,
+    pub(super) period_ms: Option<f64>,
+    pub(super) priority: Option<i64>,
+    #[serde(default, deserialize_with = "some_choice")]
+    pub(super) policy: Option<ServerPolicy>,
+    pub(super) cpu: Option<i64>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -125,6 +144,7 @@ pub(super) struct RawTask {
     pub(super) command: Option<Vec<String>>,
     pub(super) reports_jobs: Option<bool>,
     pub(super) program: Option<Vec<RawAction>>,
+    pub(super) server: Option<String>,
 }
 
 /// `[[resource]]`.
@@ -345,6 +365,16 @@ fn some_choice<'de, T: Choice, D: Deserializer<'de>>(d: D) -> Result<Option<T>, 
 impl Choice for SchedulerKind {
     const NOUN: &'static str = "scheduler";
     const NAMES: &'static [&'static str] = &["fp", "rm", "dm", "edf", "pfp", "pedf", "gedf", "gfp", "cyclic"];
+}
+
+impl Choice for ServerKind {
+    const NOUN: &'static str = "server kind";
+    const NAMES: &'static [&'static str] = &["deferrable", "polling", "level"];
+}
+
+impl Choice for ServerPolicy {
+    const NOUN: &'static str = "server policy";
+    const NAMES: &'static [&'static str] = &["fp", "rm", "dm", "edf"];
 }
 
 impl Choice for PriorityOrder {
@@ -631,6 +661,8 @@ mod tests {
         names_are_serdes::<PolicyName>();
         names_are_serdes::<SwapPreset>();
         names_are_serdes::<Protocol>();
+        names_are_serdes::<ServerKind>();
+        names_are_serdes::<ServerPolicy>();
         assert_eq!(or_list(&["a"]), "a");
         assert_eq!(or_list(&["a", "b", "c"]), "a, b or c");
     }

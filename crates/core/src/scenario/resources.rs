@@ -206,6 +206,9 @@ pub(super) fn check_protocols(cx: &Ctx, raw: &RawScenario, resources: &[Resource
                 ),
             ));
         }
+        if raw.scheduler.as_ref().is_some_and(|s| !s.server.is_empty()) {
+            return Err(cx.err(key, "srp is not defined here across a hierarchy of servers ([[scheduler.server]]); use pip or none"));
+        }
         if raw.memory.is_some() {
             return Err(cx.err(key, "srp does not combine with [memory] (both would take over the same jobs); use pip or none"));
         }

@@ -9,12 +9,15 @@
 
 mod cyclic;
 mod global;
+mod hierarchy;
 mod partitioned;
 
 pub use cyclic::CyclicScheduler;
 pub use global::GlobalScheduler;
+pub use hierarchy::{Hierarchy, HierarchyScheduler, ServerKind, ServerPolicy, ServerSpec};
 pub use partitioned::PartitionNode;
 
+use crate::result::SimResult;
 use crate::scenario::{CyclicTable, PriorityOrder, Scenario};
 use crate::task::TaskSpec;
 use crate::time::Nanos;
@@ -59,6 +62,8 @@ pub trait Scheduler {
     fn next_wakeup(&self, _now: Nanos) -> Option<Nanos> {
         None
     }
+    /// The run ends at `now`: adds the node's own section (servers' budgets) to the result.
+    fn finish(&mut self, _now: Nanos, _result: &mut SimResult) {}
 }
 
 /// Priority order of a job in a ready queue: smaller key runs first; `seq` keeps keys unique.
@@ -161,6 +166,8 @@ pub enum NodeSpec {
     Partition { name: &'static str, children: Vec<NodeSpec>, task_child: Vec<usize> },
     /// A time-triggered table of per-task windows.
     Table { table: CyclicTable, cpus: usize, tasks: usize },
+    /// Servers under one root per CPU, the tasks attached to leaf servers.
+    Hierarchy { name: &'static str, hierarchy: Hierarchy, tasks: Vec<TaskSpec>, cpus: usize },
 }
 
 impl NodeSpec {
@@ -168,6 +175,9 @@ impl NodeSpec {
     /// uniprocessor queue per CPU.
     pub fn of(scenario: &Scenario) -> NodeSpec {
         let name = scenario.scheduler.name();
+        if let Some(hierarchy) = &scenario.hierarchy {
+            return NodeSpec::Hierarchy { name, hierarchy: hierarchy.clone(), tasks: scenario.tasks.clone(), cpus: scenario.cpus };
+        }
         match (job_order(scenario), partition(scenario)) {
             (None, _) => NodeSpec::Table {
                 table: scenario.scheduler.cyclic_table().cloned().expect("validated: cyclic has a table"),
@@ -191,6 +201,7 @@ impl NodeSpec {
                 Box::new(PartitionNode::new(name, children.into_iter().map(NodeSpec::build).collect(), task_child))
             }
             NodeSpec::Table { table, cpus, tasks } => Box::new(CyclicScheduler::new(table, cpus, tasks)),
+            NodeSpec::Hierarchy { name, hierarchy, tasks, cpus } => Box::new(HierarchyScheduler::new(name, &hierarchy, &tasks, cpus)),
         }
     }
 }

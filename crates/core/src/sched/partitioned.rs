@@ -58,4 +58,9 @@ impl Scheduler for PartitionNode {
     fn next_wakeup(&self, now: Nanos) -> Option<Nanos> {
         self.children.iter().filter_map(|c| c.next_wakeup(now)).min()
     }
+    fn finish(&mut self, now: Nanos, result: &mut crate::result::SimResult) {
+        for child in &mut self.children {
+            child.finish(now, result);
+        }
+    }
 }

@@ -11,6 +11,7 @@ mod mem;
 mod memsim;
 mod properties;
 mod resources;
+mod servers;
 mod subsystems;
 
 #[global_allocator]

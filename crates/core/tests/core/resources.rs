@@ -383,6 +383,15 @@ fn every_load_error_is_one_line_naming_file_key_and_reason() {
         err_of(&global),
         "res.toml: resource[0].protocol: srp is defined here for uniprocessor and partitioned priority scheduling, not \"gfp\"; use pip or none"
     );
+    // Nor across a hierarchy of servers.
+    let served = INVERSION.replace("PROTOCOL", "srp").replace(
+        "[scheduler]\nkind = \"fp\"",
+        "[scheduler]\nkind = \"fp\"\n[[scheduler.server]]\nname = \"s\"\nkind = \"level\"\npriority = 0",
+    );
+    assert_eq!(
+        err_of(&served),
+        "res.toml: resource[0].protocol: srp is not defined here across a hierarchy of servers ([[scheduler.server]]); use pip or none"
+    );
 }
 
 #[test]

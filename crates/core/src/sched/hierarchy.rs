@@ -1,0 +1,370 @@
+//! A scheduler hierarchy per CPU: a root policy over servers, each server a policy over its
+//! child servers or over the jobs of the tasks attached to it.
+//!
+//! A server sits in its parent's order like a job and is eligible while it has budget (a
+//! level always has) and something below it is eligible; the parent delegates the CPU to its
+//! best eligible child. Budgets are charged to the nanosecond: every `choose` first charges the
+//! time since the previous call to each budgeted server above the job that ran (the engine
+//! calls `choose` at every instant a job can stop, so that job ran the whole stretch), and
+//! `next_wakeup` asks for a decision where a running server's budget runs out and at every
+//! replenishment.
+
+use super::{priority_ranks, JobKey, JobOrder, KeyMap, QueueKey, ReadyJob, ReadyQueue, Scheduler};
+use crate::result::{ServerSummary, SimResult};
+use crate::scenario::PriorityOrder;
+use crate::task::TaskSpec;
+use crate::time::Nanos;
+use serde::Deserialize;
+
+/// How a server's budget behaves (`[[scheduler.server]] kind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServerKind {
+    /// Full budget at every period boundary, kept while idle within the period.
+    Deferrable,
+    /// Full budget at every period boundary, lost as soon as nothing below it is eligible.
+    Polling,
+    /// No budget: a plain priority level.
+    Level,
+}
+
+impl ServerKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerKind::Deferrable => "deferrable",
+            ServerKind::Polling => "polling",
+            ServerKind::Level => "level",
+        }
+    }
+}
+
+/// How a node orders its children (`[scheduler] kind` for the root, `policy` for a server).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServerPolicy {
+    /// Explicit priorities: a task's `priority`, a server's `priority` (lower = higher).
+    Fp,
+    /// Shorter period first.
+    Rm,
+    /// Shorter relative deadline first (a server's deadline is its period).
+    Dm,
+    /// Earliest absolute deadline first (a server's is the end of its current period).
+    Edf,
+}
+
+impl ServerPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerPolicy::Fp => "fp",
+            ServerPolicy::Rm => "rm",
+            ServerPolicy::Dm => "dm",
+            ServerPolicy::Edf => "edf",
+        }
+    }
+
+    /// The order of jobs under a leaf with this policy; fixed ranks are global, so their
+    /// order within a leaf is the one the flat scheduler would use.
+    fn job_order(self, tasks: &[TaskSpec]) -> JobOrder {
+        let ranks = |order| JobOrder::FixedPriority { ranks: priority_ranks(order, tasks) };
+        match self {
+            ServerPolicy::Fp => ranks(PriorityOrder::Explicit),
+            ServerPolicy::Rm => ranks(PriorityOrder::RateMonotonic),
+            ServerPolicy::Dm => ranks(PriorityOrder::DeadlineMonotonic),
+            ServerPolicy::Edf => JobOrder::Edf,
+        }
+    }
+}
+
+/// One server of a validated hierarchy.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerSpec {
+    pub name: String,
+    /// The parent server's index; `None` for a child of the root.
+    pub parent: Option<usize>,
+    pub kind: ServerKind,
+    /// Zero for a level.
+    pub budget: Nanos,
+    /// Zero for a level.
+    pub period: Nanos,
+    /// Rank among siblings under an fp parent (lower = higher).
+    pub priority: Option<i64>,
+    /// How it orders its children.
+    pub policy: ServerPolicy,
+    /// The CPU of its hierarchy (its top-level ancestor's).
+    pub cpu: usize,
+}
+
+/// A validated `[[scheduler.server]]` tree: one root per CPU with the scheduler's policy.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hierarchy {
+    pub root_policy: ServerPolicy,
+    /// In file order; parents may come after their children.
+    pub servers: Vec<ServerSpec>,
+    /// The leaf server each task attaches to.
+    pub task_server: Vec<usize>,
+}
+
+#[derive(Clone, Debug)]
+struct Node {
+    parent: Option<usize>,
+    /// `None` for a CPU's root.
+    kind: Option<ServerKind>,
+    budget_ns: u64,
+    period_ns: u64,
+    left_ns: u64,
+    /// Start of the next period (the first replenishment is at 0).
+    next_boundary_ns: u64,
+    /// Child servers, in static order (priority, or period) unless `policy` is EDF.
+    children: Vec<usize>,
+    policy: ServerPolicy,
+    /// Eligible jobs of the tasks attached here (leaves only).
+    jobs: ReadyQueue,
+    order: JobOrder,
+    consumed_ns: u64,
+    replenishments: u64,
+    exhaustions: u64,
+}
+
+impl Node {
+    fn budgeted(&self) -> bool {
+        matches!(self.kind, Some(ServerKind::Deferrable | ServerKind::Polling))
+    }
+}
+
+/// The hierarchy of every CPU as one scheduler: nodes `0..servers` are the servers in file
+/// order, then one root per CPU.
+pub struct HierarchyScheduler {
+    name: &'static str,
+    nodes: Vec<Node>,
+    names: Vec<String>,
+    /// Every node, children before parents.
+    bottom_up: Vec<usize>,
+    roots: Vec<usize>,
+    task_leaf: Vec<usize>,
+    leaf_of_job: KeyMap<(usize, QueueKey)>,
+    /// The leaf whose job each CPU was given at the last `choose`.
+    running: Vec<Option<usize>>,
+    last_choose: Nanos,
+    eligible: Vec<bool>,
+    /// Nodes with nothing eligible below them at the last `choose`.
+    idle: Vec<bool>,
+}
+
+impl HierarchyScheduler {
+    pub fn new(name: &'static str, hierarchy: &Hierarchy, tasks: &[TaskSpec], cpus: usize) -> Self {
+        let n = hierarchy.servers.len();
+        let mut nodes: Vec<Node> = hierarchy
+            .servers
+            .iter()
+            .map(|s| Node {
+                parent: Some(s.parent.unwrap_or(n + s.cpu)),
+                kind: Some(s.kind),
+                budget_ns: s.budget.0,
+                period_ns: s.period.0,
+                left_ns: 0,
+                next_boundary_ns: 0,
+                children: Vec::new(),
+                policy: s.policy,
+                jobs: ReadyQueue::default(),
+                order: s.policy.job_order(tasks),
+                consumed_ns: 0,
+                replenishments: 0,
+                exhaustions: 0,
+            })
+            .collect();
+        for _ in 0..cpus {
+            nodes.push(Node {
+                parent: None,
+                kind: None,
+                budget_ns: 0,
+                period_ns: 0,
+                left_ns: 0,
+                next_boundary_ns: 0,
+                children: Vec::new(),
+                policy: hierarchy.root_policy,
+                jobs: ReadyQueue::default(),
+                order: JobOrder::Edf,
+                consumed_ns: 0,
+                replenishments: 0,
+                exhaustions: 0,
+            });
+        }
+        for i in 0..n {
+            let p = nodes[i].parent.expect("a server has a parent");
+            nodes[p].children.push(i);
+        }
+        // Static sibling order; ties go to the server listed first.
+        for node in &mut nodes {
+            match node.policy {
+                ServerPolicy::Fp => node.children.sort_by_key(|&c| (hierarchy.servers[c].priority.unwrap_or(i64::MAX), c)),
+                ServerPolicy::Rm | ServerPolicy::Dm => node.children.sort_by_key(|&c| (hierarchy.servers[c].period, c)),
+                ServerPolicy::Edf => {}
+            }
+        }
+        // Breadth-first from the roots, reversed: every child comes before its parent.
+        let mut top_down: Vec<usize> = (n..n + cpus).collect();
+        let mut at = 0;
+        while at < top_down.len() {
+            let kids = nodes[top_down[at]].children.clone();
+            top_down.extend(kids);
+            at += 1;
+        }
+        top_down.reverse();
+        HierarchyScheduler {
+            name,
+            eligible: vec![false; nodes.len()],
+            idle: vec![false; nodes.len()],
+            nodes,
+            names: hierarchy.servers.iter().map(|s| s.name.clone()).collect(),
+            bottom_up: top_down,
+            roots: (n..n + cpus).collect(),
+            task_leaf: hierarchy.task_server.clone(),
+            leaf_of_job: KeyMap::default(),
+            running: vec![None; cpus],
+            last_choose: Nanos::ZERO,
+        }
+    }
+
+    /// Charges `ran_ns` to the leaf and every server above it.
+    fn charge(&mut self, leaf: usize, ran_ns: u64) {
+        let mut at = Some(leaf);
+        while let Some(i) = at {
+            let node = &mut self.nodes[i];
+            if node.kind.is_some() {
+                node.consumed_ns += ran_ns;
+            }
+            if node.budgeted() {
+                debug_assert!(ran_ns <= node.left_ns, "a server ran past its budget");
+                let before = node.left_ns;
+                node.left_ns = before.saturating_sub(ran_ns);
+                if before > 0 && node.left_ns == 0 {
+                    node.exhaustions += 1;
+                }
+            }
+            at = node.parent;
+        }
+    }
+
+    /// Charges the time since the last decision to the servers whose jobs ran through it.
+    fn account_until(&mut self, now: Nanos) {
+        let ran_ns = (now - self.last_choose).0;
+        self.last_choose = now;
+        if ran_ns == 0 {
+            return;
+        }
+        for cpu in 0..self.running.len() {
+            if let Some(leaf) = self.running[cpu] {
+                self.charge(leaf, ran_ns);
+            }
+        }
+    }
+
+    /// The highest-priority eligible child of `p`.
+    fn best_child(&self, p: usize) -> Option<usize> {
+        let children = &self.nodes[p].children;
+        match self.nodes[p].policy {
+            ServerPolicy::Edf => {
+                children.iter().copied().filter(|&c| self.eligible[c]).min_by_key(|&c| (self.nodes[c].next_boundary_ns, c))
+            }
+            _ => children.iter().copied().find(|&c| self.eligible[c]),
+        }
+    }
+
+    /// Each server's state at the end of the run: name, parent, budget, and what it did.
+    pub fn summaries(&self) -> Vec<ServerSummary> {
+        let ms = |ns: u64| ns as f64 / 1e6;
+        self.names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let node = &self.nodes[i];
+                let parent = node.parent.expect("a server has a parent");
+                ServerSummary {
+                    name: name.clone(),
+                    parent: if parent < self.names.len() { self.names[parent].clone() } else { "root".to_string() },
+                    kind: node.kind.expect("a server has a kind").as_str(),
+                    budget_ms: node.budgeted().then(|| ms(node.budget_ns)),
+                    period_ms: node.budgeted().then(|| ms(node.period_ns)),
+                    consumed_ns: node.consumed_ns,
+                    replenishments: node.replenishments,
+                    exhaustions: node.exhaustions,
+                }
+            })
+            .collect()
+    }
+}
+
+impl Scheduler for HierarchyScheduler {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn cpus(&self) -> usize {
+        self.running.len()
+    }
+    fn add_ready(&mut self, job: &ReadyJob) {
+        let leaf = self.task_leaf[job.task];
+        let key = self.nodes[leaf].order.key(job);
+        self.leaf_of_job.insert(job.key, (leaf, key));
+        self.nodes[leaf].jobs.insert(key, job.key);
+    }
+    fn remove(&mut self, key: JobKey) {
+        if let Some((leaf, k)) = self.leaf_of_job.take(key) {
+            self.nodes[leaf].jobs.remove(k, key);
+        }
+    }
+    fn choose(&mut self, now: Nanos, _current: &[Option<JobKey>], assign: &mut [Option<JobKey>]) {
+        // A polling server idle after every event of an instant gives up the rest of its
+        // period's budget; it is judged once time moves on, so work arriving later in the
+        // same instant (a release at the boundary) still finds the budget.
+        if now > self.last_choose {
+            for (node, &idle) in self.nodes.iter_mut().zip(&self.idle) {
+                if idle && node.kind == Some(ServerKind::Polling) {
+                    node.left_ns = 0;
+                }
+            }
+        }
+        self.account_until(now);
+        for node in self.nodes.iter_mut().filter(|n| n.budgeted() && n.next_boundary_ns <= now.0) {
+            node.replenishments += (now.0 - node.next_boundary_ns) / node.period_ns + 1;
+            node.next_boundary_ns = (now.0 / node.period_ns + 1) * node.period_ns;
+            node.left_ns = node.budget_ns;
+        }
+        for at in 0..self.bottom_up.len() {
+            let i = self.bottom_up[at];
+            let node = &self.nodes[i];
+            let work = if node.children.is_empty() { node.jobs.first().is_some() } else { node.children.iter().any(|&c| self.eligible[c]) };
+            self.idle[i] = !work;
+            self.eligible[i] = work && (!node.budgeted() || node.left_ns > 0);
+        }
+        for (cpu, slot) in assign.iter_mut().enumerate() {
+            let mut at = self.roots[cpu];
+            let mut job = None;
+            if self.eligible[at] {
+                while let Some(c) = self.best_child(at) {
+                    at = c;
+                }
+                job = self.nodes[at].jobs.first();
+            }
+            *slot = job;
+            self.running[cpu] = job.map(|_| at);
+        }
+    }
+    fn next_wakeup(&self, now: Nanos) -> Option<Nanos> {
+        let mut best = self.nodes.iter().filter(|n| n.budgeted()).map(|n| n.next_boundary_ns).min().unwrap_or(u64::MAX);
+        for leaf in self.running.iter().flatten() {
+            let mut at = Some(*leaf);
+            while let Some(i) = at {
+                let node = &self.nodes[i];
+                if node.budgeted() {
+                    best = best.min(now.0 + node.left_ns);
+                }
+                at = node.parent;
+            }
+        }
+        (best != u64::MAX).then_some(Nanos(best))
+    }
+    fn finish(&mut self, now: Nanos, result: &mut SimResult) {
+        self.account_until(now);
+        result.servers = self.summaries();
+    }
+}
