@@ -132,17 +132,6 @@ impl Simulation<'_> {
         if self.assign[..m] != self.current[..m] {
             self.apply_assignment(now);
         }
-        if !self.yielded.is_empty() {
-            self.resume_yielded();
-        }
-        if self.opts.checks_invariants() {
-            self.check_invariants();
-        }
-        if let Some(t) = self.sched.next_wakeup(now) {
-            if self.wake_at.is_none_or(|w| t < w) {
-                self.wake_at = Some(t);
-                self.queue.push(t, super::Event::SchedulerWake);
-            }
-        }
+        self.after_decision(now);
     }
 }

@@ -715,6 +715,13 @@ impl<'a> Simulation<'a> {
         if self.assign[..m] != self.current[..m] {
             self.apply_assignment(now);
         }
+        self.after_decision(now);
+    }
+
+    /// What follows every scheduling decision: yielded jobs go on, invariants are checked,
+    /// and the scheduler's next time-triggered decision is scheduled.
+    #[inline]
+    fn after_decision(&mut self, now: Nanos) {
         if !self.yielded.is_empty() {
             self.resume_yielded();
         }
