@@ -48,7 +48,7 @@ impl<E> Default for EventQueue<E> {
 }
 
 impl<E> EventQueue<E> {
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, time: Nanos, event: E) {
         let seq = self.next_seq;
         self.next_seq += 1;

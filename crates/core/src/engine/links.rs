@@ -92,6 +92,8 @@ impl Simulation<'_> {
 
     /// [`Simulation::reschedule`]'s decision while links exist: the scheduler chooses over its
     /// own previous choices, then each CPU runs the end of its chosen job's chain.
+    #[cold]
+    #[inline(never)]
     pub(super) fn reschedule_linked(&mut self) {
         let m = self.cpus.len();
         let now = self.now;

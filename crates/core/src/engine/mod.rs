@@ -670,7 +670,9 @@ impl<'a> Simulation<'a> {
     /// Records a finished (or aborted) job, frees its slot and lets the task's next job in.
     fn end_job(&mut self, key: JobKey, outcome: Outcome) {
         self.sched.remove(key);
-        self.clear_link(key);
+        if self.links > 0 {
+            self.clear_link(key);
+        }
         // Read in place and then cleared: moving the job out would copy it whole.
         let job = self.job(key);
         let rec = job.record(outcome, (outcome == Outcome::Completed).then_some(self.now));
@@ -720,7 +722,7 @@ impl<'a> Simulation<'a> {
 
     /// What follows every scheduling decision: yielded jobs go on, invariants are checked,
     /// and the scheduler's next time-triggered decision is scheduled.
-    #[inline]
+    #[inline(always)]
     fn after_decision(&mut self, now: Nanos) {
         if !self.yielded.is_empty() {
             self.resume_yielded();
