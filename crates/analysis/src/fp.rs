@@ -51,44 +51,8 @@ pub fn fp_response_times(tasks: &[TaskParams], ranks: &[u32]) -> Vec<Rta> {
 /// D. For D > T every job of the level-i busy period is examined (job q completes at the least
 /// `w = (q+1)·C + Σ⌈w/Tj⌉·Cj`; its response is `w − q·T`).
 pub fn fp_response_time(task: &TaskParams, higher: &[TaskParams]) -> Rta {
-    let c = u128::from(task.wcet.0);
-    let t = u128::from(task.period.0);
-    let d = u128::from(task.deadline.0);
-    let interference = |w: u128| -> u128 { higher.iter().map(|h| w.div_ceil(u128::from(h.period.0)) * u128::from(h.wcet.0)).sum() };
-    let mut steps = 0u64;
-    let mut worst = 0u128;
-    // Least fixed point for job q, starting from a value known to be below it.
-    let mut w = c + higher.iter().map(|h| u128::from(h.wcet.0)).sum::<u128>();
-    let mut q: u128 = 0;
-    loop {
-        loop {
-            let response = w - q * t;
-            if response > d {
-                return Rta::Misses { response_at_least: nanos(response) };
-            }
-            let next = (q + 1) * c + interference(w);
-            if next == w {
-                break;
-            }
-            w = next;
-            steps += 1;
-            if steps > MAX_STEPS {
-                return give_up(task, higher, w - q * t);
-            }
-        }
-        worst = worst.max(w - q * t);
-        if w <= (q + 1) * t {
-            // The busy period ends before the next release: no later job can do worse.
-            return Rta::Meets { response: nanos(worst) };
-        }
-        // Job q+1 is released inside the busy period; its completion is at least w + C.
-        q += 1;
-        w += c;
-        steps += 1;
-        if steps > MAX_STEPS {
-            return give_up(task, higher, w - q * t);
-        }
-    }
+    let higher: Vec<Interferer> = higher.iter().map(|&h| h.into()).collect();
+    fp_response_time_general(task, Nanos::ZERO, &higher)
 }
 
 fn give_up(task: &TaskParams, higher: &[TaskParams], reached: u128) -> Rta {
@@ -141,26 +105,32 @@ pub fn fp_response_times_with_jitter(
     ranks: &[u32],
     blocking: &[Nanos],
 ) -> Result<Vec<Rta>, InvalidInput> {
+    check_rta_inputs(tasks, jitter, ranks, blocking)?;
+    Ok((0..tasks.len()).map(|i| fp_response_time_general(&tasks[i], blocking[i], &higher_priority(i, tasks, jitter, ranks))).collect())
+}
+
+/// Checks the per-task slices of a response-time analysis against the task list.
+pub(crate) fn check_rta_inputs(tasks: &[TaskParams], jitter: &[Nanos], ranks: &[u32], blocking: &[Nanos]) -> Result<(), InvalidInput> {
     check_tasks(tasks)?;
     check_per_task("ranks", ranks.len(), tasks.len())?;
     check_per_task("jitter", jitter.len(), tasks.len())?;
-    check_per_task("blocking", blocking.len(), tasks.len())?;
-    Ok((0..tasks.len())
-        .map(|i| {
-            let higher: Vec<Interferer> = (0..tasks.len())
-                .filter(|&j| ranks[j] < ranks[i])
-                .map(|j| Interferer { wcet: tasks[j].wcet, period: tasks[j].period, jitter: jitter[j] })
-                .collect();
-            fp_response_time_general(&tasks[i], blocking[i], &higher)
-        })
-        .collect())
+    check_per_task("blocking", blocking.len(), tasks.len())
+}
+
+/// The tasks ranked above task `i`, each with its release jitter.
+pub(crate) fn higher_priority(i: usize, tasks: &[TaskParams], jitter: &[Nanos], ranks: &[u32]) -> Vec<Interferer> {
+    (0..tasks.len())
+        .filter(|&j| ranks[j] < ranks[i])
+        .map(|j| Interferer { wcet: tasks[j].wcet, period: tasks[j].period, jitter: jitter[j] })
+        .collect()
 }
 
 /// Worst-case response of `task` blocked for at most `blocking` by lower-priority work and
 /// preempted by `higher`: job q of the level-i busy period completes at the least
 /// `w = (q+1)·C + B + Σ⌈(w + Jⱼ)/Tⱼ⌉·Cⱼ` and responds in `w − q·T` (blocking happens once per
 /// busy period, before its first job can start). With B = 0 and no jitter this is
-/// [`fp_response_time`]; like it, it expects positive periods (the slice entry points check).
+/// [`fp_response_time`], which calls it; it expects positive periods (the slice entry points
+/// check).
 pub fn fp_response_time_general(task: &TaskParams, blocking: Nanos, higher: &[Interferer]) -> Rta {
     let (c, t, d, b) = (u128::from(task.wcet.0), u128::from(task.period.0), u128::from(task.deadline.0), u128::from(blocking.0));
     let interference = |w: u128| -> u128 { higher.iter().map(|h| h.demand(w)).sum() };

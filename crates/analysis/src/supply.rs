@@ -24,8 +24,8 @@
 //! so only deadlines need checking. With Θ = Π ([`PeriodicResource::dedicated`]) sbf(t) = t:
 //! the processor-demand test with SRP blocking on a whole CPU, [`edf_srp_test`].
 
-use crate::blocking::{check_per_task, EdfSrpBlocking, ResourceModel};
-use crate::fp::{Interferer, Rta};
+use crate::blocking::{EdfSrpBlocking, ResourceModel};
+use crate::fp::{check_rta_inputs, higher_priority, Interferer, Rta};
 use crate::input::{check_tasks, InvalidInput};
 use crate::model::{exact_utilization, nanos, Ratio, TaskParams};
 use critmem_core::Nanos;
@@ -161,21 +161,14 @@ pub fn fp_response_times_on(
     ranks: &[u32],
     blocking: &[Nanos],
 ) -> Result<Vec<Rta>, InvalidInput> {
-    check_tasks(tasks)?;
-    check_per_task("ranks", ranks.len(), tasks.len())?;
-    check_per_task("jitter", jitter.len(), tasks.len())?;
-    check_per_task("blocking", blocking.len(), tasks.len())?;
+    check_rta_inputs(tasks, jitter, ranks, blocking)?;
     Ok((0..tasks.len())
         .map(|i| {
             let task = &tasks[i];
             if task.deadline > task.period {
                 return Rta::Unknown { reason: "a deadline beyond the period is not analysed on a partial supply".into() };
             }
-            let higher: Vec<Interferer> = (0..tasks.len())
-                .filter(|&j| ranks[j] < ranks[i])
-                .map(|j| Interferer { wcet: tasks[j].wcet, period: tasks[j].period, jitter: jitter[j] })
-                .collect();
-            fp_response_on(supply, task, blocking[i], &higher)
+            fp_response_on(supply, task, blocking[i], &higher_priority(i, tasks, jitter, ranks))
         })
         .collect())
 }
