@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
 
+import critmem
 import critmem.cli as cli_module
 import pytest
 from conftest import CRITMEM, EXAMPLES, RM_TEXTBOOK, Outcome, WriteScenario, assert_one_line_error, cli, cli_process
@@ -26,6 +28,9 @@ period_ms = 4
 MEM = GOOD.replace("[[task]]", "[memory]\ntotal_mb = 64\n[[task]]") + "private_mb = 16\n"
 # Four more tasks of 64 GiB private memory each: 5 × 2^24 pages mapped.
 MANY_BIG_TASKS = "".join(f'[[task]]\nname = "big{i}"\nwcet_ms = 1\nperiod_ms = 40\nprivate_mb = 65536\n' for i in range(4))
+
+SARA = (EXAMPLES / "linux-sara.toml").read_text(encoding="utf-8")
+assert 'group = "nrt"' in SARA and "horizon_ms = 1000" in SARA and "interval_ms = 5" in SARA
 
 # (id, file content, extra CLI arguments, fragments the error line must contain)
 BAD_SCENARIOS: list[tuple[str, str | bytes, list[str], list[str]]] = [
@@ -78,6 +83,16 @@ BAD_SCENARIOS: list[tuple[str, str | bytes, list[str], list[str]]] = [
     ("negative --seed", GOOD, ["--seed", "-3"], ["argument --seed"]),
     ("bad --horizon-ms", GOOD, ["--horizon-ms", "-5"], ["argument --horizon-ms"]),
     ("unknown flag", GOOD, ["--frobnicate"], ["unrecognized arguments: --frobnicate"]),
+    # Misconfigurations a file allows syntactically but that would silently run something else.
+    ("non-real-time group misspelt", SARA.replace('group = "nrt"', 'group = "nrr"'), [], ["task[1].group", '"nrr"', '"nrt"']),
+    ("soft real-time group misspelt", SARA.replace('group = "srt"', 'group = "str"'), [], ["task[0].group", '"str"', '"srt"']),
+    ("tick longer than the horizon", SARA.replace("horizon_ms = 1000", "horizon_ms = 3"), [], ["control.interval_ms", "never run"]),
+    (
+        "tick that would take hours",
+        SARA.replace("interval_ms = 5", "interval_ms = 0.000001"),
+        [],
+        ["control.interval_ms", "longer interval"],
+    ),
 ]
 
 
@@ -252,3 +267,44 @@ def test_a_file_name_that_is_not_utf8_runs_and_is_named_with_a_replacement_chara
         failed = subprocess.run([str(CRITMEM), command, os.fsencode(bad)], capture_output=True, timeout=120, check=False)
         err = failed.stderr.decode("utf-8")
         assert failed.returncode == 2 and len(err.splitlines()) == 1 and "bad\N{REPLACEMENT CHARACTER}.toml: line 1" in err, err
+
+
+# (id, file content, fragments the warning line must contain)
+WARNED_SCENARIOS: list[tuple[str, str, list[str]]] = [
+    (
+        "equal fixed priorities",
+        GOOD.replace('"rm"', '"fp"') + 'priority = 1\n[[task]]\nname = "b"\nwcet_ms = 1\nperiod_ms = 4\npriority = 1\n',
+        ["task[1].priority", "task[0]", "listed first"],
+    ),
+    ("offset past the horizon", GOOD + "offset_ms = 40\n", ["task[0].offset_ms", "releases no job"]),
+    ("default horizon of a single job", GOOD.replace("[run]\nhorizon_ms = 40\n", ""), ["run.horizon_ms", "single job"]),
+]
+
+
+@pytest.mark.parametrize(("content", "fragments"), [c[1:] for c in WARNED_SCENARIOS], ids=[c[0] for c in WARNED_SCENARIOS])
+def test_a_likely_mistake_is_one_warning_line_on_stderr(scenario_file: WriteScenario, content: str, fragments: list[str]) -> None:
+    path = scenario_file(content)
+    for o in (cli("run", str(path), "--json"), cli("analyze", str(path))):
+        assert o.code == 0, o.stderr
+        lines = o.stderr.splitlines()
+        assert len(lines) == 1, lines
+        assert lines[0].startswith(f"warning: {path}: "), lines[0]
+        for f in fragments:
+            assert f in lines[0], (f, lines[0])
+    # --json keeps stdout one JSON object.
+    assert json.loads(cli("run", str(path), "--json").stdout)["tasks"]
+
+
+def test_the_api_issues_scenario_warnings(scenario_file: WriteScenario) -> None:
+    path = scenario_file(GOOD + "offset_ms = 40\n")
+    with pytest.warns(critmem.ScenarioWarning, match=r"task\[0\]\.offset_ms"):
+        result = critmem.run(path)
+    assert len(result.warnings) == 1
+    with pytest.warns(critmem.ScenarioWarning):
+        assert critmem.analyze(path).warnings == result.warnings
+
+
+def test_the_examples_load_without_warnings() -> None:
+    for path in sorted(EXAMPLES.glob("*.toml")):
+        o = cli("analyze", str(path))
+        assert o.code == 0 and o.stderr == "", (path, o.stderr)

@@ -26,13 +26,14 @@ from critmem._core import ScenarioError, __version__
 
 if TYPE_CHECKING:
     from critmem._source import ScenarioInput
-    from critmem.api import AnalysisResult, RunResult, analyze, run
+    from critmem.api import AnalysisResult, RunResult, ScenarioWarning, analyze, run
 
 # Loaded on first use, so `critmem.jobclient` in a real-time workload does not pull in pandas.
 _LAZY = {
     "ScenarioInput": "critmem._source",
     "AnalysisResult": "critmem.api",
     "RunResult": "critmem.api",
+    "ScenarioWarning": "critmem.api",
     "analyze": "critmem.api",
     "run": "critmem.api",
 }
@@ -71,6 +72,7 @@ __all__ = [
     "RunResult",
     "ScenarioError",
     "ScenarioInput",
+    "ScenarioWarning",
     "__version__",
     "analyze",
     "controllers",

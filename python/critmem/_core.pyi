@@ -69,6 +69,9 @@ class SimOutput:
         group max_mb:<g> (NaN when unlimited), usage_mb:<g>, and cumulative PSI totals
         memory_some_us:<g> and io_some_us:<g>. Each is (numpy dtype, little-endian
         bytes), for `numpy.frombuffer`."""
+    @property
+    def warnings(self) -> list[str]:
+        """What the scenario allows but rarely means, one line each naming the key."""
 
 def simulate(
     text: str,
@@ -84,8 +87,9 @@ def simulate(
 
     Raises ScenarioError for a scenario that does not load or a bad horizon override."""
 
-def analyze(text: str, source_name: str, format: str) -> str:
-    """Loads `text` and runs the schedulability analyses; returns the report as JSON."""
+def analyze(text: str, source_name: str, format: str) -> tuple[str, list[str]]:
+    """Loads `text` and runs the schedulability analyses; returns the report as JSON and the
+    scenario's warnings."""
 
 def measure_memory_ops(iterations: int = 20, pages: int = 4096) -> dict[str, float]:
     """Wall-clock nanoseconds per operation of the memory model's own data structures (not

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,6 +84,9 @@ class RunResult:
     ticks instead (past 2**20 rows, or 2**24 values)."""
     control_timeline_every_ticks: int
     summary_json: str = field(repr=False)
+    warnings: tuple[str, ...] = ()
+    """What the scenario allows but rarely means (one line each naming the key); `run` also
+    issues each as a `ScenarioWarning`."""
 
     def to_json(self) -> str:
         return self.summary_json
@@ -127,6 +131,8 @@ class AnalysisResult:
     tests: pd.DataFrame = field(repr=False)
     """One row per test that applies: name, cpu, verdict, detail."""
     report_json: str = field(repr=False)
+    warnings: tuple[str, ...] = ()
+    """The scenario's warnings, as `RunResult.warnings`."""
 
     @property
     def verdict(self) -> str:
@@ -134,6 +140,18 @@ class AnalysisResult:
 
     def to_json(self) -> str:
         return self.report_json
+
+
+class ScenarioWarning(UserWarning):
+    """Something a scenario file allows but rarely means (the message names the key)."""
+
+
+def _issue(lines: list[str], warn: bool) -> tuple[str, ...]:
+    """The scenario's warnings, issued as `ScenarioWarning`s when `warn`."""
+    if warn:
+        for line in lines:
+            warnings.warn(line, ScenarioWarning, stacklevel=4)
+    return tuple(lines)
 
 
 def _check_seed(seed: int | None) -> None:
@@ -152,6 +170,7 @@ def _run_source(
     horizon_ms: float | None = None,
     record_jobs: bool = True,
     record_segments: bool = True,
+    warn: bool = True,
 ) -> RunResult:
     _check_seed(seed)
     out = _core.simulate(
@@ -183,6 +202,7 @@ def _run_source(
         control_timeline=_raw_frame(out.control_timeline),
         control_timeline_every_ticks=out.control_timeline_every_ticks,
         summary_json=out.summary_json,
+        warnings=_issue(out.warnings, warn),
     )
 
 
@@ -211,14 +231,15 @@ def run(
     )
 
 
-def _analyze_source(src: ScenarioSource) -> AnalysisResult:
-    report_json = _core.analyze(src.text, src.name, src.format)
+def _analyze_source(src: ScenarioSource, *, warn: bool = True) -> AnalysisResult:
+    report_json, scenario_warnings = _core.analyze(src.text, src.name, src.format)
     report: dict[str, Any] = json.loads(report_json)
     return AnalysisResult(
         report=report,
         tasks=pd.DataFrame(report["tasks"]),
         tests=pd.DataFrame(report["tests"], columns=["name", "cpu", "verdict", "detail"]),
         report_json=report_json,
+        warnings=_issue(scenario_warnings, warn),
     )
 
 

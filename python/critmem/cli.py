@@ -322,7 +322,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     src = read_path(args.file)
     out_dir = _prepare_out_dir(args.out) if args.out is not None else None
     record = out_dir is not None
-    result = _run_source(src, seed=args.seed, horizon_ms=args.horizon_ms, record_jobs=record, record_segments=record)
+    result = _run_source(src, seed=args.seed, horizon_ms=args.horizon_ms, record_jobs=record, record_segments=record, warn=False)
+    _print_warnings(result.warnings)
     if args.json:
         sys.stdout.write(result.to_json() + "\n")
     else:
@@ -488,8 +489,15 @@ def _print_analysis(result: AnalysisResult) -> None:
     console.print(Text(f"verdict: {_words(result.verdict)}"))
 
 
+def _print_warnings(lines: Sequence[str]) -> None:
+    """The scenario's warnings on stderr, so `--json` output stays one object."""
+    for line in lines:
+        print(f"warning: {line}", file=sys.stderr)
+
+
 def _cmd_analyze(args: argparse.Namespace) -> int:
-    result = _analyze_source(read_path(args.file))
+    result = _analyze_source(read_path(args.file), warn=False)
+    _print_warnings(result.warnings)
     if args.json:
         sys.stdout.write(result.to_json() + "\n")
     else:

@@ -275,6 +275,8 @@ struct SimOutput {
     control_timeline: Py<PyDict>,
     /// Controller ticks per control-timeline row (1 unless a long run thinned it).
     control_timeline_every_ticks: u64,
+    /// What the scenario allows but rarely means, one line each naming the key.
+    warnings: Vec<String>,
 }
 
 /// Loads `text` (TOML or JSON), simulates it to its horizon and returns the summary JSON
@@ -294,17 +296,17 @@ fn simulate(
 ) -> Result<SimOutput, BindingError> {
     let format = parse_format(format)?;
     let opts = SimOptions { record_jobs, record_segments, check_invariants: false };
-    let (result, seed, hyperperiod_ms, jobs, segments, control) = py.detach(|| {
+    let (result, scenario, hyperperiod_ms, jobs, segments, control) = py.detach(|| {
         let scenario = load(text, source_name, format, horizon_ms, seed)?;
         let result = critmem_core::simulate(&scenario, opts);
         let hyper = scenario.hyperperiod().map(Nanos::as_ms_f64);
         let (jobs, segments) = (JobColumns::new(&result), SegmentColumns::new(&result));
         let control = control_columns(&result);
-        Ok::<_, CoreError>((result, scenario.seed, hyper, jobs, segments, control))
+        Ok::<_, CoreError>((result, scenario, hyper, jobs, segments, control))
     })?;
     Ok(SimOutput {
         summary_json: result.to_json(),
-        seed,
+        seed: scenario.seed,
         events: result.events,
         hyperperiod_ms,
         jobs: jobs.into_dict(py)?,
@@ -314,15 +316,17 @@ fn simulate(
         memory_timeline: timeline_dict(py, &result)?,
         control_timeline: raw_dict(py, control)?,
         control_timeline_every_ticks: result.control.as_ref().map_or(1, |c| c.timeline_every_ticks),
+        warnings: scenario.warnings,
     })
 }
 
-/// Loads `text` (TOML or JSON) and runs the schedulability analyses; returns the report JSON.
+/// Loads `text` (TOML or JSON) and runs the schedulability analyses; returns the report JSON
+/// and the scenario's warnings.
 #[pyfunction]
 #[pyo3(signature = (text, source_name, format))]
-fn analyze(py: Python<'_>, text: &str, source_name: &str, format: &str) -> Result<String, BindingError> {
+fn analyze(py: Python<'_>, text: &str, source_name: &str, format: &str) -> Result<(String, Vec<String>), BindingError> {
     let format = parse_format(format)?;
-    Ok(py.detach(|| load(text, source_name, format, None, None).map(|s| critmem_analysis::analyze(&s).to_json()))?)
+    Ok(py.detach(|| load(text, source_name, format, None, None).map(|s| (critmem_analysis::analyze(&s).to_json(), s.warnings)))?)
 }
 
 /// Wall-clock nanoseconds per operation of the memory model's own data structures, median

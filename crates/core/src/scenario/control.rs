@@ -7,7 +7,15 @@ use crate::time::Nanos;
 use crate::workload::{ControlSpec, MemorySpec};
 use critmem_policy::{ControllerConfig, GroupRole, PolicyError, TickRequest};
 
-pub(super) fn validate_control(cx: &Ctx, raw: &RawScenario, memory: Option<&MemorySpec>) -> Result<Option<ControlSpec>, ScenarioError> {
+/// At most this many controller ticks in one run: a minute or more of simulation beyond it.
+const MAX_TICKS: u64 = 1 << 24;
+
+pub(super) fn validate_control(
+    cx: &Ctx,
+    raw: &RawScenario,
+    memory: Option<&MemorySpec>,
+    horizon: Nanos,
+) -> Result<Option<ControlSpec>, ScenarioError> {
     let Some(c) = &raw.control else { return Ok(None) };
     let Some(memory) = memory.filter(|m| !m.groups.is_empty()) else {
         return Err(cx.err("control", "a controller needs [memory] and at least one [[group]] to manage"));
@@ -42,5 +50,28 @@ pub(super) fn validate_control(cx: &Ctx, raw: &RawScenario, memory: Option<&Memo
         ),
         e => err(e),
     })?;
+    // Named after the key that set the tick: the interval, else the controller's own config.
+    let key = if c.interval_ms.is_some() { "control.interval_ms" } else { "control.config" };
+    if interval > horizon.0 {
+        return Err(cx.err(
+            key,
+            format!(
+                "the tick ({} ms) is longer than the horizon ({} ms), so the controller would never run",
+                Nanos(interval).as_ms_f64(),
+                horizon.as_ms_f64()
+            ),
+        ));
+    }
+    let ticks = horizon.0 / interval;
+    if ticks > MAX_TICKS {
+        return Err(cx.err(
+            key,
+            format!(
+                "the tick ({} ms) gives {ticks} controller ticks over the horizon ({} ms); at most 2^24 are run: set a longer interval",
+                Nanos(interval).as_ms_f64(),
+                horizon.as_ms_f64()
+            ),
+        ));
+    }
     Ok(Some(ControlSpec { config, interval: Nanos(interval) }))
 }

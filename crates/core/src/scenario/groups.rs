@@ -10,6 +10,7 @@ use critmem_policy::{GroupRole, RoleName};
 pub(super) fn validate_groups(cx: &Ctx, raw: &RawScenario, m: &MemorySpec, tasks: &[TaskSpec]) -> Result<Vec<GroupDecl>, ScenarioError> {
     let mut groups: Vec<GroupDecl> = Vec::new();
     let total = u64::from(m.total_frames);
+    check_task_groups(cx, raw, m)?;
     for (i, g) in raw.group.iter().enumerate() {
         let k = |f: &str| format!("group[{i}].{f}");
         if g.name.is_empty() || groups.iter().any(|x| x.name == g.name) || m.reservations.iter().any(|r| r.name == g.name) {
@@ -68,4 +69,32 @@ pub(super) fn validate_groups(cx: &Ctx, raw: &RawScenario, m: &MemorySpec, tasks
         });
     }
     Ok(groups)
+}
+
+/// With groups declared, a task's explicit `group` must name one of them (or a reservation):
+/// a misspelt name would otherwise make a group of its own, outside the controller's view.
+fn check_task_groups(cx: &Ctx, raw: &RawScenario, m: &MemorySpec) -> Result<(), ScenarioError> {
+    let groups = &raw.group;
+    if groups.is_empty() {
+        return Ok(());
+    }
+    for (i, t) in raw.task.iter().enumerate() {
+        let Some(name) = &t.group else { continue };
+        if groups.iter().any(|g| &g.name == name) || m.reservations.iter().any(|r| &r.name == name) {
+            continue;
+        }
+        let declared: Vec<String> = groups.iter().map(|g| format!("{:?}", g.name)).collect();
+        let nearest = groups
+            .iter()
+            .map(|g| (strsim::damerau_levenshtein(name, &g.name), &g.name))
+            .min()
+            .filter(|(d, g)| *d * 3 <= g.chars().count().max(3))
+            .map(|(_, g)| format!("; did you mean {g:?}?"))
+            .unwrap_or_default();
+        return Err(cx.err(
+            format!("task[{i}].group"),
+            format!("{name:?} is not a declared [[group]] (declared: {}){nearest}", declared.join(", ")),
+        ));
+    }
+    Ok(())
 }

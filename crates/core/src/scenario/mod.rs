@@ -19,6 +19,7 @@ mod run;
 mod tasks;
 #[cfg(test)]
 mod tests;
+mod warnings;
 
 pub use crate::task::TaskCommand;
 pub use error::ScenarioError;
@@ -51,6 +52,8 @@ pub struct Scenario {
     pub resources: Vec<ResourceSpec>,
     /// The servers under the root, when the scenario declares `[[scheduler.server]]`.
     pub hierarchy: Option<Hierarchy>,
+    /// What the file allows but rarely means, one line each naming the key (shown on stderr).
+    pub warnings: Vec<String>,
 }
 
 impl Scenario {
@@ -117,6 +120,7 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
     let hierarchy = machine::validate_hierarchy(&cx, raw_scheduler, &raw.task, &tasks, cpus)?;
     let seed = run::seed(&raw, overrides);
     let horizon = run::horizon(&cx, &raw, overrides, &tasks)?;
+    let horizon_defaulted = overrides.horizon_ms.is_none() && raw.run.as_ref().and_then(|r| r.horizon_ms).is_none();
 
     let mut memory = memory::validate_memory(&cx, &raw, horizon)?;
     for (i, (task, rt)) in tasks.iter_mut().zip(&raw.task).enumerate() {
@@ -133,7 +137,7 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
     } else if !raw.group.is_empty() {
         return Err(cx.err("group", "memory-limited groups need a [memory] section"));
     }
-    let control = control::validate_control(&cx, &raw, memory.as_ref())?;
+    let control = control::validate_control(&cx, &raw, memory.as_ref(), horizon)?;
     for (i, (task, rt)) in tasks.iter_mut().zip(&raw.task).enumerate() {
         task.command = tasks::validate_command(&cx, i, rt)?;
     }
@@ -141,5 +145,18 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
     if let Some(m) = &memory {
         crate::mem::admission::check(m, &tasks).map_err(|e| cx.err(e.key, e.message))?;
     }
-    Ok(Scenario { source_name: source_name.to_string(), cpus, scheduler, tasks, horizon, seed, memory, control, resources, hierarchy })
+    let warnings = warnings::collect(source_name, &scheduler, &tasks, horizon, horizon_defaulted);
+    Ok(Scenario {
+        source_name: source_name.to_string(),
+        cpus,
+        scheduler,
+        tasks,
+        horizon,
+        seed,
+        memory,
+        control,
+        resources,
+        hierarchy,
+        warnings,
+    })
 }
