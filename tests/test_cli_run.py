@@ -166,3 +166,16 @@ def test_jobs_aborted_at_their_deadline_are_not_tardy() -> None:
     aborted = r.jobs[r.jobs["outcome"] == "aborted"]
     assert not aborted.empty
     assert (aborted["tardiness_ms"] == 0).all()
+
+
+def test_control_characters_in_names_are_shown_escaped_one_row_per_task(scenario_file: WriteScenario) -> None:
+    names = ["\x1b[2Jclear", "two\nlines", "bell\x07"]
+    tasks = "".join(f"[[task]]\nname = {json.dumps(n)}\nwcet_ms = 1\nperiod_ms = 10\n" for n in names)
+    path = scenario_file(f'[scheduler]\nkind = "rm"\n[run]\nhorizon_ms = 20\n{tasks}')
+    for command in ("run", "analyze"):
+        o = cli_process(command, str(path))
+        assert o.code == 0, o.stderr
+        assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", o.stdout), repr(o.stdout)
+        for shown in (r"\x1b[2Jclear", r"two\nlines", r"bell\x07"):
+            rows = [line for line in o.stdout.splitlines() if shown in line]
+            assert len(rows) == 1, (command, shown, o.stdout)

@@ -11,6 +11,7 @@ import errno
 import json
 import math
 import os
+import re
 import select
 import sys
 import time
@@ -116,6 +117,21 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+# Control characters in a name (an ANSI escape, a newline) would act on the terminal or split a
+# row; they are shown escaped, as Python writes them in a string literal.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(text: str) -> str:
+    """`text` with every control character written as its escape (`\\x1b`, `\\n`)."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def _text(text: str) -> Text:
+    """Terminal text that is never read as rich markup and never acts on the terminal."""
+    return Text(_visible(text))
+
+
 def _table(columns: Sequence[str], rows: Sequence[Sequence[str]], *, left: int = 1) -> Table:
     """A plain table; the first `left` columns are text, the rest numbers (right-aligned).
 
@@ -125,11 +141,10 @@ def _table(columns: Sequence[str], rows: Sequence[Sequence[str]], *, left: int =
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     for i, c in enumerate(columns):
         # Numbers are never cut: a column is at least as wide as its widest value.
-        widest = max((len(row[i]) for row in rows), default=0) if i >= left else None
+        widest = max((len(_visible(row[i])) for row in rows), default=0) if i >= left else None
         table.add_column(c, justify="left" if i < left else "right", no_wrap=i == 0, min_width=widest)
     for row in rows:
-        # Text(), not str: task names must never be read as rich markup.
-        table.add_row(*(Text(cell) for cell in row))
+        table.add_row(*(_text(cell) for cell in row))
     return table
 
 
@@ -150,7 +165,7 @@ def _print_run(result: RunResult) -> None:
     console = _console()
     s = result.summary
     console.print(
-        Text(
+        _text(
             f"{s['scenario']}: {s['scheduler']} on {_plural(s['cpus'], 'CPU')}, "
             f"horizon {s['horizon_ms']:g} ms, seed {s['seed']}, {result.events} events"
         )
@@ -216,7 +231,7 @@ def _print_memory(console: Console, memory: dict[str, Any]) -> None:
     """Per-task faults and swapping, then per-group PSI stall totals."""
     page_mb = float(memory["page_bytes"]) / 1_048_576
     console.print(
-        Text(
+        _text(
             f"memory: {memory['total_frames'] * page_mb:g} MB in {memory['page_bytes']} B pages, swap {memory['swap']}, "
             f"reserved physical memory at the end {memory['reserved_physical_mb']:g} MB"
         )
@@ -249,7 +264,7 @@ def _print_memory(console: Console, memory: dict[str, Any]) -> None:
         for u in t.get("shared_regions", [])
     ]
     if shared:
-        console.print(Text("shared regions: distinct pages each task touched per ended job (the mean is the paper's Avg(S))"))
+        console.print(_text("shared regions: distinct pages each task touched per ended job (the mean is the paper's Avg(S))"))
         console.print(_table(["region", "task", "jobs ended", "mean MB", "largest MB"], sorted(shared, key=lambda row: row[0]), left=2))
     groups = [
         [
@@ -261,7 +276,7 @@ def _print_memory(console: Console, memory: dict[str, Any]) -> None:
         ]
         for g in memory["groups"]
     ]
-    console.print(Text("stall totals per group (PSI: some = at least one task stalled, full = all non-idle tasks stalled)"))
+    console.print(_text("stall totals per group (PSI: some = at least one task stalled, full = all non-idle tasks stalled)"))
     console.print(_table(["group", "memory some ms", "memory full ms", "io some ms", "io full ms"], groups))
 
 
@@ -381,7 +396,7 @@ def _print_linux_run(summary: dict[str, Any]) -> None:
     console = _console()
     control = summary["control"]
     console.print(
-        Text(
+        _text(
             f"{summary['scenario']}: Linux ({summary['backend']}) on {_plural(summary['cpus'], 'CPU')}, "
             f"{summary['horizon_ms'] / 1000:.1f} s under {summary['controller']}, {control['ticks']} ticks of "
             f"{control['interval_ms']:g} ms, {control['tick_cost_mean_us']:.0f} us each"
@@ -406,10 +421,10 @@ def _print_linux_run(summary: dict[str, Any]) -> None:
         ]
         for g in summary["memory"]["groups"]
     ]
-    console.print(Text("stall totals per group (PSI: some = at least one task stalled, full = all non-idle tasks stalled)"))
+    console.print(_text("stall totals per group (PSI: some = at least one task stalled, full = all non-idle tasks stalled)"))
     console.print(_table(["group", "memory some ms", "memory full ms", "io some ms", "io full ms"], groups))
     console.print(
-        Text(
+        _text(
             f"limit writes {control['writes_ok']} ok, {control['writes_failed']} refused by the kernel; "
             f"OOM rescues {control['oom_rescues']}; everything restored ({control['removed_dirs']} cgroup directories removed)"
         )
@@ -464,7 +479,7 @@ def _print_analysis(result: AnalysisResult) -> None:
     console = _console()
     r = result.report
     console.print(
-        Text(f"{r['scenario']}: {r['scheduler']} on {_plural(r['cpus'], 'CPU')}, total utilization {_fmt(r['total_utilization'])}")
+        _text(f"{r['scenario']}: {r['scheduler']} on {_plural(r['cpus'], 'CPU')}, total utilization {_fmt(r['total_utilization'])}")
     )
     task_rows = [
         [
@@ -486,7 +501,7 @@ def _print_analysis(result: AnalysisResult) -> None:
     console.print(_table(columns, task_rows))
     test_rows = [[t["name"], _fmt(t["cpu"]), _words(t["verdict"]), t["detail"]] for t in r["tests"]]
     console.print(_table(["test", "cpu", "verdict", "detail"], test_rows, left=4))
-    console.print(Text(f"verdict: {_words(result.verdict)}"))
+    console.print(_text(f"verdict: {_words(result.verdict)}"))
 
 
 def _print_warnings(lines: Sequence[str]) -> None:
@@ -515,7 +530,7 @@ def _print_reproduction(summary: dict[str, Any]) -> None:
     mins, paper_mins = summary.get("min_reservation_mb", {}), summary.get("paper_min_reservation_mb", {})
     if mins:
         rows = [[k, _fmt(v), _fmt(paper_mins.get(k))] for k, v in mins.items()]
-        console.print(Text("minimum schedulable reservation (MB)"))
+        console.print(_text("minimum schedulable reservation (MB)"))
         console.print(_table(["task", "model", "paper"], rows))
     table3 = summary.get("table3", {})
     if table3:
@@ -528,7 +543,7 @@ def _print_reproduction(summary: dict[str, Any]) -> None:
                         _fmt(c.get("formula_mb")), " + ".join(str(x) for x in c["paper_reservations_mb"]), _fmt(c["paper_total_mb"]),
                     ]
                 )  # fmt: skip
-        console.print(Text("physical memory usage (Table III)"))
+        console.print(_text("physical memory usage (Table III)"))
         console.print(
             _table(["task set", "technique", "reserve MB", "total MB", "formula MB", "paper reserve MB", "paper total MB"], rows, left=2)
         )
@@ -539,14 +554,14 @@ def _print_reproduction(summary: dict[str, Any]) -> None:
         rows = [
             [k, _fmt(v), _fmt(steady.get(k)), "-" if k not in periods else f"{periods[k][0]} of {periods[k][1]}"] for k, v in misses.items()
         ]
-        console.print(Text("tau1 with tau2 (Fig. 9)"))
+        console.print(_text("tau1 with tau2 (Fig. 9)"))
         console.print(_table(["policy", "tau1 misses", "after warm-up", "tau2 periods with a miss"], rows))
     _print_sara_headline(console, summary)
     ops = summary.get("table2_ns", {})
     if ops:
         cols = list(next(iter(ops.values())))
         rows = [[op, *(_fmt(v.get(c), 1) for c in cols)] for op, v in ops.items()]
-        console.print(Text("memory operations, wall-clock ns of the simulator's data structures (Table II)"))
+        console.print(_text("memory operations, wall-clock ns of the simulator's data structures (Table II)"))
         console.print(_table(["operation", *cols], rows))
 
 
@@ -561,7 +576,7 @@ def _print_sara_headline(console: Console, summary: dict[str, Any]) -> None:
         label = f"sara, x_up {step_up['step_up_bytes'] // 1_048_576} MiB (not the paper's rule)"
         rows.append([label, _fmt(step_up["mean_deadline_hit_ratio"]), "-", _fmt(step_up.get("mean_nonrt_throughput"))])
     console.print(
-        Text(
+        _text(
             f"mean over the {len({(c['workload'], c['memory_pct'], c['ssd']) for c in summary.get('configs', [])})} configurations (Fig. 11)"
         )
     )
@@ -569,12 +584,12 @@ def _print_sara_headline(console: Console, summary: dict[str, Any]) -> None:
     gains = summary.get("sara_throughput_gain", {})
     if gains:
         rows = [[b, _fmt(g.get("ratio_of_means")), _fmt(g.get("paper_mean"))] for b, g in gains.items()]
-        console.print(Text("SARA's non-real-time throughput over the baseline's"))
+        console.print(_text("SARA's non-real-time throughput over the baseline's"))
         console.print(_table(["baseline", "model", "paper"], rows, left=1))
     fig7 = summary.get("fig7", {})
     if fig7:
         rows = [[w, _fmt(f.get("slope")), _fmt(f.get("intercept_ms")), _fmt(f.get("configured_bcet_ms"))] for w, f in fig7.items()]
-        console.print(Text("execution time against stall per period (Fig. 7)"))
+        console.print(_text("execution time against stall per period (Fig. 7)"))
         console.print(_table(["workload", "slope", "intercept ms", "configured BCET ms"], rows, left=1))
 
 
