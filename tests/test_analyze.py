@@ -74,3 +74,14 @@ def test_cli_analyze_json_is_the_report_byte_for_byte(example: str) -> None:
     assert o.code == 0
     assert o.stdout == critmem.analyze(EXAMPLES / example).to_json() + "\n"
     assert REPORT_KEYS <= json.loads(o.stdout).keys()
+
+
+def test_analyze_check_exits_1_only_when_a_test_fails() -> None:
+    passing = cli("analyze", str(EXAMPLES / "rm-textbook.toml"), "--check")
+    assert passing.code == 0 and passing.stderr == ""
+    failing = cli("analyze", str(EXAMPLES / "overload.toml"), "--check", "--json")
+    assert failing.code == 1
+    assert json.loads(failing.stdout)["verdict"] == "not_schedulable"
+    assert failing.stderr.splitlines() == ["critmem: check failed: fp-rta (CPU 0)"]
+    # Without --check the same report exits 0.
+    assert cli("analyze", str(EXAMPLES / "overload.toml")).code == 0

@@ -517,7 +517,17 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
         sys.stdout.write(result.to_json() + "\n")
     else:
         _print_analysis(result)
+    if args.check:
+        failed = [t for t in result.report["tests"] if t["verdict"] in _FAILING_VERDICTS]
+        if failed:
+            names = ", ".join(t["name"] if t["cpu"] is None else f"{t['name']} (CPU {t['cpu']})" for t in failed)
+            print(f"critmem: check failed: {_visible(names)}", file=sys.stderr)
+            return 1
     return 0
+
+
+# Verdicts `analyze --check` fails on; "unknown" passes, as no test could decide.
+_FAILING_VERDICTS = ("not_schedulable", "unbounded_tardiness")
 
 
 # ---------------------------------------------------------------------------------------
@@ -658,7 +668,8 @@ time)."""
 _ANALYZE_EPILOG = """\
 examples:
   critmem analyze examples/rm-textbook.toml
-  critmem analyze examples/partitioned-fp.toml --json"""
+  critmem analyze examples/partitioned-fp.toml --json
+  critmem analyze examples/overload.toml --check   # exit 1: not schedulable"""
 
 
 def _reproduce_epilog() -> str:
@@ -738,6 +749,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     analyze.add_argument("file", metavar="FILE", help="scenario file (.toml or .json)")
     analyze.add_argument("--json", action="store_true", help="print the analysis report as one JSON object")
+    analyze.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 when any test finds the task set not schedulable or its tardiness unbounded (for CI gates)",
+    )
     analyze.set_defaults(handler=_cmd_analyze)
 
     reproduce = commands.add_parser(
