@@ -16,6 +16,7 @@ __all__ = [
     "pick_tmo_threshold",
     "sara_job_stalls",
     "simulate",
+    "validate",
 ]
 
 __version__: Final[str]
@@ -90,6 +91,10 @@ def simulate(
 def analyze(text: str, source_name: str, format: str) -> tuple[str, list[str]]:
     """Loads `text` and runs the schedulability analyses; returns the report as JSON and the
     scenario's warnings."""
+
+def validate(text: str, source_name: str, format: str) -> str:
+    """Loads `text` without running it; returns JSON with scheduler, cpus, tasks, horizon_ms,
+    seed and warnings. Raises ScenarioError for a scenario that does not load."""
 
 def measure_memory_ops(iterations: int = 20, pages: int = 4096) -> dict[str, float]:
     """Wall-clock nanoseconds per operation of the memory model's own data structures (not

@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from critmem import __version__, controllers
+from critmem import __version__, _core, controllers
 from critmem._core import ScenarioError
 from critmem._source import read_path
 from critmem.api import MAX_TRACE_RECORDS, AnalysisResult, RunResult, _analyze_source, _run_source
@@ -526,6 +526,48 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_validate(args: argparse.Namespace) -> int:
+    failed = 0
+    for name in args.files:
+        try:
+            src = read_path(name)
+            loaded = json.loads(_core.validate(src.text, src.name, src.format))
+        except ScenarioError as e:
+            _fail(str(e))
+            failed += 1
+            continue
+        except OSError as e:
+            _fail_os(e)
+            failed += 1
+            continue
+        _print_warnings(loaded["warnings"])
+        print(
+            _visible(
+                f"{name}: ok: {loaded['scheduler']} on {_plural(loaded['cpus'], 'CPU')}, {_plural(loaded['tasks'], 'task')}, "
+                f"horizon {loaded['horizon_ms']:g} ms, seed {loaded['seed']}"
+            )
+        )
+    return 2 if failed else 0
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    from critmem.starter import STARTER
+
+    if args.file == "-":
+        sys.stdout.write(STARTER)
+        return 0
+    path = Path(args.file)
+    try:
+        with path.open("x" if not args.force else "w", encoding="utf-8") as f:
+            f.write(STARTER)
+    except FileExistsError:
+        raise CliError(f"{args.file}: exists; give --force to replace it") from None
+    except OSError as e:
+        raise CliError(f"cannot write {args.file!r}: {e.strerror or e}") from None
+    print(f"wrote {args.file}: run it with `critmem run {args.file}`")
+    return 0
+
+
 # Verdicts `analyze --check` fails on; "unknown" passes, as no test could decide.
 _FAILING_VERDICTS = ("not_schedulable", "unbounded_tardiness")
 
@@ -755,6 +797,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 1 when any test finds the task set not schedulable or its tardiness unbounded (for CI gates)",
     )
     analyze.set_defaults(handler=_cmd_analyze)
+
+    validate = commands.add_parser(
+        "validate",
+        help="check scenario files without running them",
+        description="Load each FILE as `run` would, without simulating it: print one line per file\n"
+        "(scheduler, CPUs, tasks, horizon, seed) and any warnings; exit 2 if any file does not load.",
+        epilog="examples:\n  critmem validate examples/*.toml",
+        formatter_class=fmt,
+    )
+    validate.add_argument("files", metavar="FILE", nargs="+", help="scenario files (.toml or .json)")
+    validate.set_defaults(handler=_cmd_validate)
+
+    init = commands.add_parser(
+        "init",
+        help="write a commented starter scenario",
+        description="Write a commented starter scenario (three periodic tasks under rate-monotonic\n"
+        "scheduling, with pointers to memory, controllers, resources and servers) to FILE.",
+        epilog="examples:\n  critmem init my.toml && critmem run my.toml\n  critmem init - | less",
+        formatter_class=fmt,
+    )
+    init.add_argument(
+        "file", metavar="FILE", nargs="?", default="scenario.toml", help="where to write it (default scenario.toml; - for stdout)"
+    )
+    init.add_argument("--force", action="store_true", help="replace FILE if it exists")
+    init.set_defaults(handler=_cmd_init)
 
     reproduce = commands.add_parser(
         "reproduce",

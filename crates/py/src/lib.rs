@@ -329,6 +329,27 @@ fn analyze(py: Python<'_>, text: &str, source_name: &str, format: &str) -> Resul
     Ok(py.detach(|| load(text, source_name, format, None, None).map(|s| (critmem_analysis::analyze(&s).to_json(), s.warnings)))?)
 }
 
+/// Loads `text` (TOML or JSON) without running it; returns what was loaded as JSON: scheduler,
+/// cpus, tasks, horizon_ms, seed and the warnings.
+#[pyfunction]
+#[pyo3(signature = (text, source_name, format))]
+fn validate(py: Python<'_>, text: &str, source_name: &str, format: &str) -> Result<String, BindingError> {
+    let format = parse_format(format)?;
+    Ok(py.detach(|| {
+        load(text, source_name, format, None, None).map(|s| {
+            serde_json::json!({
+                "scheduler": s.scheduler.name(),
+                "cpus": s.cpus,
+                "tasks": s.tasks.len(),
+                "horizon_ms": s.horizon.as_ms_f64(),
+                "seed": s.seed,
+                "warnings": s.warnings,
+            })
+            .to_string()
+        })
+    })?)
+}
+
 /// Wall-clock nanoseconds per operation of the memory model's own data structures, median
 /// over `iterations` runs of `pages` operations each: `alloc`, `free`, `map` and `unmap`
 /// under global management, reservations without shared-page management, and SPC. Keys are
@@ -452,6 +473,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SimOutput>()?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(analyze, m)?)?;
+    m.add_function(wrap_pyfunction!(validate, m)?)?;
     m.add_function(wrap_pyfunction!(measure_memory_ops, m)?)?;
     m.add_function(wrap_pyfunction!(fit_exec_vs_stall, m)?)?;
     m.add_function(wrap_pyfunction!(estimate_bcet_ms, m)?)?;
