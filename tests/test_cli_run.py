@@ -76,7 +76,8 @@ def test_out_writes_the_trace_summary_and_a_gantt_png(tmp_path: Path) -> None:
     out = tmp_path / "results" / "quickstart"
     o = cli("run", str(QUICKSTART), "--out", str(out))
     assert o.code == 0, o.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["gantt.png", "jobs.csv", "segments.csv", "summary.json"]
+    assert sorted(p.name for p in out.iterdir()) == [".critmem-out", "gantt.png", "jobs.csv", "segments.csv", "summary.json"]
+    assert (out / ".critmem-out").read_text().splitlines() == ["jobs.csv", "segments.csv", "summary.json", "gantt.png"]
     assert str(out) in o.stdout.splitlines()[-1]
 
     summary = json.loads((out / "summary.json").read_text())
@@ -179,3 +180,42 @@ def test_control_characters_in_names_are_shown_escaped_one_row_per_task(scenario
         for shown in (r"\x1b[2Jclear", r"two\nlines", r"bell\x07"):
             rows = [line for line in o.stdout.splitlines() if shown in line]
             assert len(rows) == 1, (command, shown, o.stdout)
+
+
+def test_out_refuses_a_folder_that_is_not_empty_and_force_replaces_only_critmems_files(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine\n")
+    refused = cli("run", str(RM_TEXTBOOK), "--out", str(out))
+    assert refused.code == 2 and refused.stdout == ""
+    assert refused.stderr.splitlines() == [
+        f"critmem: error: cannot write results to {str(out)!r}: it holds files critmem did not write (notes.txt); "
+        "choose an empty or new folder, or give --force to replace only critmem's files of an earlier run"
+    ]
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+
+    # A memory scenario writes memory.png; a later run without [memory] must not leave it stale.
+    assert cli("run", str(EXAMPLES / "shared-pages.toml"), "--out", str(out), "--force").code == 0
+    assert (out / "memory.png").exists()
+    again = cli("run", str(RM_TEXTBOOK), "--out", str(out))
+    assert again.code == 2 and "critmem did not write (notes.txt)" in again.stderr
+    assert cli("run", str(RM_TEXTBOOK), "--out", str(out), "--force").code == 0
+    names = sorted(p.name for p in out.iterdir())
+    assert names == [".critmem-out", "gantt.png", "jobs.csv", "notes.txt", "segments.csv", "summary.json"]
+    assert (out / "notes.txt").read_text() == "mine\n"
+
+
+def test_out_refuses_an_earlier_runs_folder_without_force(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    assert cli("run", str(RM_TEXTBOOK), "--out", str(out)).code == 0
+    o = cli("run", str(RM_TEXTBOOK), "--out", str(out))
+    assert o.code == 2 and o.stderr.endswith("it holds the results of an earlier run; give --force to replace them\n")
+
+
+def test_force_never_replaces_a_file_critmem_did_not_write(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "jobs.csv").write_text("my own jobs\n")
+    o = cli("run", str(RM_TEXTBOOK), "--out", str(out), "--force")
+    assert o.code == 2 and "jobs.csv is in the way and critmem did not write it" in o.stderr
+    assert (out / "jobs.csv").read_text() == "my own jobs\n"

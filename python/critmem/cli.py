@@ -304,6 +304,55 @@ def _prepare_out_dir(out: str) -> Path:
     return path
 
 
+# `run --out` keeps the names of the files it wrote here, so a later run knows which files in
+# the folder are critmem's own.
+_MANIFEST = ".critmem-out"
+# Every file `run --out` may write, on either platform.
+_OUT_NAMES = frozenset(
+    {"jobs.csv", "segments.csv", "summary.json", "gantt.png", "memory_timeline.csv", "memory.png", "timeline.csv", _MANIFEST}
+)
+
+
+def _claim_out_dir(out: str, path: Path, force: bool) -> None:
+    """Refuses a folder holding anything but critmem's own files of an earlier run; with
+    `force`, removes those (and only those) so no stale file sits beside the new results."""
+    entries = sorted(os.listdir(path))
+    if not entries:
+        return
+    try:
+        listed = set((path / _MANIFEST).read_text(encoding="utf-8").splitlines())
+    except FileNotFoundError:
+        listed = set()
+    except OSError as e:
+        raise CliError(f"cannot write results to {out!r}: {_MANIFEST}: {e.strerror or e}") from None
+    own = [n for n in entries if n == _MANIFEST or (n in listed and n in _OUT_NAMES and (path / n).is_file())]
+    foreign = [n for n in entries if n not in own]
+    if not force:
+        if foreign:
+            shown = ", ".join(_visible(n) for n in foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+            raise CliError(
+                f"cannot write results to {out!r}: it holds files critmem did not write ({shown}); "
+                "choose an empty or new folder, or give --force to replace only critmem's files of an earlier run"
+            )
+        raise CliError(f"cannot write results to {out!r}: it holds the results of an earlier run; give --force to replace them")
+    clash = sorted(set(foreign) & _OUT_NAMES)
+    if clash:
+        raise CliError(f"cannot write results to {out!r}: {_visible(clash[0])} is in the way and critmem did not write it")
+    try:
+        for name in own:
+            (path / name).unlink()
+    except OSError as e:
+        raise CliError(f"cannot write results to {out!r}: {e.strerror or e}") from None
+
+
+def _record_out(out_dir: Path, written: Sequence[Path]) -> None:
+    """Lists the files this run wrote in the folder's manifest."""
+    try:
+        (out_dir / _MANIFEST).write_text("".join(f"{p.name}\n" for p in written), encoding="utf-8")
+    except OSError as e:
+        raise CliError(f"cannot write results to {str(out_dir)!r}: {e.strerror or e}") from None
+
+
 def _write_results(result: RunResult, out_dir: Path) -> list[Path]:
     from critmem.gantt import plot_gantt  # matplotlib is slow to import; only --out needs it
 
@@ -336,6 +385,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         )
     src = read_path(args.file)
     out_dir = _prepare_out_dir(args.out) if args.out is not None else None
+    if out_dir is not None:
+        _claim_out_dir(args.out, out_dir, args.force)
     record = out_dir is not None
     result = _run_source(src, seed=args.seed, horizon_ms=args.horizon_ms, record_jobs=record, record_segments=record, warn=False)
     _print_warnings(result.warnings)
@@ -345,6 +396,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         _print_run(result)
     if out_dir is not None:
         written = _write_results(result, out_dir)
+        _record_out(out_dir, written)
         # With --json, stdout carries the JSON object and nothing else.
         note = sys.stderr if args.json else sys.stdout
         files = ", ".join(p.name for p in written)
@@ -370,6 +422,8 @@ def _cmd_run_linux(args: argparse.Namespace) -> int:
     read_path(args.file)  # a missing or unreadable file is the usual one-line OSError
     duration_s = linux.parse_duration_s(args.duration if args.duration is not None else "60s")
     out_dir = _prepare_out_dir(args.out) if args.out is not None else None
+    if out_dir is not None:
+        _claim_out_dir(args.out, out_dir, args.force)
     summary = linux.run_scenario(args.file, duration_s, args.controller, args.controller_config)
     if args.json:
         sys.stdout.write(json.dumps(summary, allow_nan=False) + "\n")
@@ -386,6 +440,7 @@ def _cmd_run_linux(args: argparse.Namespace) -> int:
             ]
         except OSError as e:
             raise CliError(f"cannot write results to {str(out_dir)!r}: {e.strerror or e}") from None
+        _record_out(out_dir, written)
         note = sys.stderr if args.json else sys.stdout
         print(f"wrote {', '.join(p.name for p in written)} to {out_dir}/", file=note)
     return 0
@@ -757,6 +812,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--out", metavar="DIR", type=_out_dir,
         help="also write jobs.csv, segments.csv, summary.json and gantt.png to DIR (with [memory]: memory_timeline.csv, memory.png; on linux: summary.json, timeline.csv, memory.png)",
+    )  # fmt: skip
+    run.add_argument(
+        "--force", action="store_true",
+        help="with --out: replace critmem's own files of an earlier run in DIR (other files stay; without it a folder that is not empty is refused)",
     )  # fmt: skip
     run.add_argument("--seed", type=_seed, metavar="N", help="seed for random execution times and arrivals (default: [run] seed, else 0)")
     run.add_argument(
