@@ -188,10 +188,11 @@ def test_out_refuses_a_folder_that_is_not_empty_and_force_replaces_only_critmems
     (out / "notes.txt").write_text("mine\n")
     refused = cli("run", str(RM_TEXTBOOK), "--out", str(out))
     assert refused.code == 2 and refused.stdout == ""
-    assert refused.stderr.splitlines() == [
+    expected = (
         f"critmem: error: cannot write results to {str(out)!r}: it holds files critmem did not write (notes.txt); "
         "choose an empty or new folder, or give --force to replace only critmem's files of an earlier run"
-    ]
+    )
+    assert refused.stderr.splitlines() == [expected]
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
 
     # A memory scenario writes memory.png; a later run without [memory] must not leave it stale.
