@@ -11,7 +11,7 @@ from typing import Any
 import critmem
 import pandas as pd
 import pytest
-from conftest import QUICKSTART, RM_TEXTBOOK, cli
+from conftest import EXAMPLES, QUICKSTART, RM_TEXTBOOK, cli
 from critmem.api import JOB_DTYPES, SEGMENT_DTYPES
 
 TASK_COLUMNS = [
@@ -135,9 +135,9 @@ def test_the_control_timeline_has_a_row_per_tick_with_typed_columns() -> None:
         ({**_rm_dict(), "machine": {"cpus": 0}}, r"^<dict>: machine\.cpus: must be at least 1"),
         (
             {"scheduler": {"kind": "rm"}, "task": [{"name": "x", "wcet_ms": float("nan"), "period_ms": 1}]},
-            r"^<dict>: cannot be written as JSON",
+            r"^<dict>: task\[0\]\.wcet_ms: must be a finite number \(got nan\)$",
         ),
-        ({"scheduler": {"kind": "rm"}, "run": {"seed": object()}}, r"^<dict>: cannot be written as JSON"),
+        ({"scheduler": {"kind": "rm"}, "run": {"seed": object()}}, r"^<dict>: run\.seed: a object cannot be written in a scenario$"),
         ("[machine\ncpus = 1", r"^<string>: line 1"),
     ],
     ids=["TOML text", "dict", "NaN in a dict", "object in a dict", "TOML syntax"],
@@ -189,3 +189,45 @@ def test_controllers_are_the_registry_every_front_end_lists() -> None:
     assert linux.CONTROLLERS == sara.CONTROLLERS == tuple(names)
     run_help = " ".join(cli("run", "--help").stdout.split())
     assert f"controller in place of the scenario's: {', '.join(names)}" in run_help
+
+
+def test_numpy_numbers_and_arrays_are_accepted_wherever_numbers_are() -> None:
+    import numpy as np
+
+    plain = critmem.run(_rm_dict()).to_json()
+    d = _rm_dict()
+    for task in d["task"]:
+        task["period_ms"] = np.int64(task["period_ms"])
+        task["wcet_ms"] = np.float64(task["wcet_ms"])
+    d["run"]["seed"] = np.uint32(d["run"].get("seed", 0))
+    assert critmem.run(d).to_json() == plain
+    # An array of periods where a list of tasks' values is built from one.
+    periods = np.array([t["period_ms"] for t in _rm_dict()["task"]])
+    d["task"] = [{**t, "period_ms": p} for t, p in zip(_rm_dict()["task"], periods, strict=True)]
+    assert critmem.run(d).to_json() == plain
+
+
+def test_a_path_that_does_not_exist_says_no_such_file_not_a_parse_error() -> None:
+    for name in ("examples/no-such-scenario", "no-such-scenario"):
+        with pytest.raises(FileNotFoundError, match="No such file"):
+            critmem.run(name)
+
+
+def test_results_have_a_short_repr_and_a_notebook_view() -> None:
+    r = critmem.run(EXAMPLES / "sara-sphinx.toml")
+    assert len(r.summary_json) > 2_000
+    text = repr(r)
+    assert len(text) < 2_000
+    assert text.startswith("RunResult(scenario=") and "deadline_misses=" in text
+    page = r._repr_html_()
+    assert "<table" in page and "sphinx" in page and len(page) < 20_000
+    a = critmem.analyze(RM_TEXTBOOK)
+    assert repr(a) == f"AnalysisResult(scenario={str(RM_TEXTBOOK)!r}, scheduler='rm', cpus=1, tasks=4, tests=1, verdict='schedulable')"
+    assert "<table" in a._repr_html_()
+
+
+def test_names_in_the_notebook_view_are_escaped() -> None:
+    d = _rm_dict()
+    d["task"][0]["name"] = "<script>x</script>"
+    page = critmem.run(d)._repr_html_()
+    assert "<script>" not in page and "&lt;script&gt;" in page

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,11 +30,12 @@ class ScenarioSource:
 
 
 def looks_like_path(s: str) -> bool:
-    """A one-line string that names something existing or ends in .toml/.json is a path."""
+    """A one-line string is a path when it names something existing, ends in .toml/.json, or
+    has no `=` (no one-line TOML without one is a scenario)."""
     if not s or "\n" in s:
         return False
     # os.path.exists is False (not an exception) for NUL bytes or over-long names.
-    return Path(s).suffix.lower() in _SUFFIX_FORMATS or os.path.exists(s)
+    return Path(s).suffix.lower() in _SUFFIX_FORMATS or os.path.exists(s) or ("=" not in s and not s.lstrip().startswith("{"))
 
 
 def read_path(path: str | os.PathLike[str]) -> ScenarioSource:
@@ -71,10 +73,7 @@ def read_path(path: str | os.PathLike[str]) -> ScenarioSource:
 def resolve(scenario: ScenarioInput) -> ScenarioSource:
     """Accepts a path, TOML (or JSON) text, or a dict; see `ScenarioInput`."""
     if isinstance(scenario, Mapping):
-        try:
-            text = json.dumps(scenario, allow_nan=False)
-        except (TypeError, ValueError) as e:
-            raise ScenarioError(f"<dict>: cannot be written as JSON: {e}") from None
+        text = json.dumps(_plain(scenario, ""), allow_nan=False)
         return ScenarioSource(text, "<dict>", "json")
     if isinstance(scenario, os.PathLike):
         return read_path(scenario)
@@ -85,3 +84,28 @@ def resolve(scenario: ScenarioInput) -> ScenarioSource:
         fmt: Format = "json" if scenario.lstrip().startswith("{") else "toml"
         return ScenarioSource(scenario, "<string>", fmt)
     raise TypeError(f"scenario must be a path, TOML text or a dict, not {type(scenario).__name__}")
+
+
+def _plain(value: Any, key: str) -> Any:
+    """`value` as JSON can hold it: numpy scalars and arrays become numbers and lists; a value
+    that cannot be a scenario's (NaN, infinity, an object) is a ScenarioError naming its key,
+    written as the loader writes keys (`task[0].period_ms`)."""
+    if type(value).__module__ == "numpy":
+        # Arrays become lists, scalars Python numbers; no numpy import for plain dicts.
+        value = value.tolist() if hasattr(value, "shape") and value.shape != () else value.item()
+    if isinstance(value, Mapping):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ScenarioError(f"<dict>: {key or 'top level'}: keys must be strings (got {k!r})")
+            out[k] = _plain(v, f"{key}.{k}" if key else k)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, f"{key}[{i}]") for i, v in enumerate(value)]
+    if value is None or isinstance(value, (bool, str, int)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ScenarioError(f"<dict>: {key}: must be a finite number (got {value})")
+        return value
+    raise ScenarioError(f"<dict>: {key}: a {type(value).__name__} cannot be written in a scenario")

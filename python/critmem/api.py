@@ -58,7 +58,7 @@ def _raw_frame(columns: dict[str, tuple[str, bytes]]) -> pd.DataFrame:
 class RunResult:
     """One simulation run. `to_json()` is the core's summary, byte for byte."""
 
-    summary: dict[str, Any]
+    summary: dict[str, Any] = field(repr=False)
     """The summary JSON as a dict: scenario, scheduler, cpus, horizon_ms, seed, tasks."""
     tasks: pd.DataFrame = field(repr=False)
     """One row per task, with the summary's per-task fields as columns."""
@@ -91,6 +91,19 @@ class RunResult:
     def to_json(self) -> str:
         return self.summary_json
 
+    def __repr__(self) -> str:
+        t = self.tasks
+        return (
+            f"RunResult(scenario={self.scenario!r}, scheduler={self.scheduler!r}, cpus={self.cpus}, "
+            f"horizon_ms={self.horizon_ms:g}, seed={self.seed}, tasks={len(t)}, jobs={int(t['jobs'].sum())}, "
+            f"deadline_misses={int(t['deadline_misses'].sum())}, events={self.events})"
+        )
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the header line and the per-task table (first rows only)."""
+        columns = ["name", "criticality", "cpu", "jobs", "completed", "deadline_misses", "hit_ratio", "max_response_ms", "max_tardiness_ms"]
+        return _html_summary(repr(self), self.tasks[columns])
+
     @property
     def scenario(self) -> str:
         return str(self.summary["scenario"])
@@ -121,11 +134,25 @@ class RunResult:
         return None if s is None else pd.DataFrame(s)
 
 
+# Rows a notebook view shows of a per-task table before it says how many it left out.
+_HTML_ROWS = 20
+
+
+def _html_summary(title: str, table: pd.DataFrame) -> str:
+    import html
+
+    more = len(table) - _HTML_ROWS
+    note = f"<p>… and {more} more rows</p>" if more > 0 else ""
+    return f"<p><code>{html.escape(title)}</code></p>{table.head(_HTML_ROWS).to_html(index=False)}{note}"
+
+
 @dataclass(frozen=True, eq=False)
 class AnalysisResult:
     """Schedulability analyses of one scenario. `to_json()` is the analysis report, byte for byte."""
 
-    report: dict[str, Any]
+    report: dict[str, Any] = field(repr=False)
+    """The report JSON as a dict: scenario, scheduler, cpus, total_utilization, tasks, tests,
+    verdict."""
     tasks: pd.DataFrame = field(repr=False)
     """One row per task: utilization, wcet/period/deadline, RTA response time, verdicts."""
     tests: pd.DataFrame = field(repr=False)
@@ -140,6 +167,17 @@ class AnalysisResult:
 
     def to_json(self) -> str:
         return self.report_json
+
+    def __repr__(self) -> str:
+        r = self.report
+        return (
+            f"AnalysisResult(scenario={r['scenario']!r}, scheduler={r['scheduler']!r}, cpus={r['cpus']}, "
+            f"tasks={len(self.tasks)}, tests={len(self.tests)}, verdict={self.verdict!r})"
+        )
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the header line and each test's verdict."""
+        return _html_summary(repr(self), self.tests)
 
 
 class ScenarioWarning(UserWarning):
