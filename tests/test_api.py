@@ -231,3 +231,14 @@ def test_names_in_the_notebook_view_are_escaped() -> None:
     d["task"][0]["name"] = "<script>x</script>"
     page = critmem.run(d)._repr_html_()
     assert "<script>" not in page and "&lt;script&gt;" in page
+
+
+def test_criticality_and_outcome_are_categoricals_with_every_value() -> None:
+    r = critmem.run(QUICKSTART)
+    assert list(r.tasks["criticality"].cat.categories) == ["A", "B", "C", "D"]
+    assert r.tasks["criticality"].cat.ordered
+    assert list(r.jobs["outcome"].cat.categories) == ["completed", "aborted", "killed", "unfinished", "pending"]
+    # Counting by outcome lists outcomes that did not occur, as zero.
+    counts = r.jobs["outcome"].value_counts()
+    assert counts["killed"] == 0 and counts.sum() == len(r.jobs)
+    assert list(critmem.analyze(QUICKSTART).tasks["criticality"].cat.categories) == ["A", "B", "C", "D"]

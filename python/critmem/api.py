@@ -18,7 +18,10 @@ MAX_TRACE_RECORDS: int = _core.MAX_TRACE_RECORDS
 
 # Column → dtype of the per-job and per-segment frames. Explicit, so that an empty trace
 # (nothing recorded) still has the right columns and types. Times are decimal ms.
-JOB_DTYPES: dict[str, str] = {
+# Fixed vocabularies are categoricals, so a frame knows every value even where none occurs.
+OUTCOME_DTYPE = pd.CategoricalDtype(["completed", "aborted", "killed", "unfinished", "pending"])
+CRITICALITY_DTYPE = pd.CategoricalDtype(["A", "B", "C", "D"], ordered=True)
+JOB_DTYPES: dict[str, str | pd.CategoricalDtype] = {
     "task": "str",
     "job": "int64",
     "release_ms": "float64",
@@ -30,10 +33,10 @@ JOB_DTYPES: dict[str, str] = {
     "response_ms": "float64",  # NaN if it never completed
     "tardiness_ms": "float64",
     "missed": "bool",
-    "outcome": "str",  # completed | aborted | unfinished | pending
+    "outcome": OUTCOME_DTYPE,
     "last_cpu": "Int64",  # <NA> if the job never ran
 }
-SEGMENT_DTYPES: dict[str, str] = {
+SEGMENT_DTYPES: dict[str, str | pd.CategoricalDtype] = {
     "cpu": "int64",
     "task": "str",
     "job": "int64",
@@ -44,7 +47,7 @@ SEGMENT_DTYPES: dict[str, str] = {
 _U64_MAX = 2**64 - 1
 
 
-def _frame(columns: dict[str, list[Any]], dtypes: dict[str, str]) -> pd.DataFrame:
+def _frame(columns: dict[str, list[Any]], dtypes: dict[str, str | pd.CategoricalDtype]) -> pd.DataFrame:
     return pd.DataFrame({name: pd.Series(columns[name], dtype=dtype) for name, dtype in dtypes.items()})
 
 
@@ -224,6 +227,7 @@ def _run_source(
     tasks = pd.DataFrame(summary["tasks"])
     # Partitioned schedulers bind tasks to CPUs, the others leave cpu null.
     tasks["cpu"] = tasks["cpu"].astype("Int64")
+    tasks["criticality"] = tasks["criticality"].astype(CRITICALITY_DTYPE)
     # The engine lists jobs as they end; a trace reads better in release order.
     jobs = _frame(out.jobs, JOB_DTYPES).sort_values("release_ms", kind="stable", ignore_index=True)
     return RunResult(
@@ -272,9 +276,12 @@ def run(
 def _analyze_source(src: ScenarioSource, *, warn: bool = True) -> AnalysisResult:
     report_json, scenario_warnings = _core.analyze(src.text, src.name, src.format)
     report: dict[str, Any] = json.loads(report_json)
+    tasks = pd.DataFrame(report["tasks"])
+    if "criticality" in tasks:
+        tasks["criticality"] = tasks["criticality"].astype(CRITICALITY_DTYPE)
     return AnalysisResult(
         report=report,
-        tasks=pd.DataFrame(report["tasks"]),
+        tasks=tasks,
         tests=pd.DataFrame(report["tests"], columns=["name", "cpu", "verdict", "detail"]),
         report_json=report_json,
         warnings=_issue(scenario_warnings, warn),
