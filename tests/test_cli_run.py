@@ -6,6 +6,8 @@ import dataclasses
 import json
 import re
 import struct
+import subprocess
+import sys
 import tomllib
 import zlib
 from pathlib import Path
@@ -102,13 +104,14 @@ def test_out_writes_the_trace_summary_and_a_gantt_png(tmp_path: Path) -> None:
 def test_a_full_trace_says_what_it_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The engine's cap (2**21 rows) is exercised by cargo's engine tests; a run that reaches it
     # takes 20 s here, so this checks only what the CLI tells the user when it happens.
-    import critmem.cli
+    import critmem.api
     from critmem.api import _run_source
 
     def run_with_a_full_trace(*args: Any, **kwargs: Any) -> RunResult:
         return dataclasses.replace(_run_source(*args, **kwargs), jobs_left_out=3000, segments_left_out=1)
 
-    monkeypatch.setattr(critmem.cli, "_run_source", run_with_a_full_trace)
+    # The CLI imports the API where it runs a scenario, so it finds the replacement there.
+    monkeypatch.setattr(critmem.api, "_run_source", run_with_a_full_trace)
     o = cli("run", str(RM_TEXTBOOK), "--out", str(tmp_path))
     assert o.code == 0, o.stderr
     note = o.stdout.splitlines()[-1]
@@ -220,3 +223,22 @@ def test_force_never_replaces_a_file_critmem_did_not_write(tmp_path: Path) -> No
     o = cli("run", str(RM_TEXTBOOK), "--out", str(out), "--force")
     assert o.code == 2 and "jobs.csv is in the way and critmem did not write it" in o.stderr
     assert (out / "jobs.csv").read_text() == "my own jobs\n"
+
+
+def test_json_commands_load_neither_pandas_nor_rich(tmp_path: Path) -> None:
+    # What keeps `run --json` and `analyze --json` fast to start (BENCHMARKS.md times it).
+    probe = (
+        "import sys, contextlib, io\n"
+        "from critmem.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert main(['run', {str(RM_TEXTBOOK)!r}, '--json']) == 0\n"
+        f"    assert main(['analyze', {str(RM_TEXTBOOK)!r}, '--json']) == 0\n"
+        "print(sorted(m for m in ('pandas', 'numpy', 'matplotlib', 'rich') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=tmp_path)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+    # The table needs rich, and still no data frames.
+    table = probe.replace(", '--json']) == 0\n    assert main(['analyze'", "]) == 0\n    assert main(['analyze'")
+    assert table != probe
+    out = subprocess.run([sys.executable, "-c", table], capture_output=True, text=True, check=True, cwd=tmp_path)
+    assert out.stdout.strip() == "['rich']", out.stdout + out.stderr

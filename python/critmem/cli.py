@@ -17,20 +17,24 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
-
-from rich import box
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from critmem import __version__, _core, controllers
-from critmem._core import ScenarioError
+from critmem._core import MAX_TRACE_RECORDS, ScenarioError
 from critmem._source import read_path
-from critmem.api import MAX_TRACE_RECORDS, AnalysisResult, RunResult, _analyze_source, _run_source
 from critmem.linux import LinuxError
 from critmem.progress import BarProgress, QuietProgress
 from critmem.reproduce import PAPERS, get
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from critmem.api import AnalysisResult, RunResult
+
+# The tables (rich) and the results as data frames (pandas) load only where a command prints or
+# writes them: `run --json` and `analyze --json` need neither, and start several times faster.
 
 # The reader of stdout closed it early; nothing is printed (rich's console does the same).
 EXIT_CLOSED_OUTPUT = 1
@@ -100,6 +104,8 @@ def _positive_ms(text: str) -> float:
 
 
 def _console() -> Console:
+    from rich.console import Console
+
     # Created per call so it writes to the current sys.stdout (tests redirect it). Off a
     # terminal rich would assume 80 columns and wrap the table; give it room instead.
     out = sys.stdout
@@ -129,6 +135,8 @@ def _visible(text: str) -> str:
 
 def _text(text: str) -> Text:
     """Terminal text that is never read as rich markup and never acts on the terminal."""
+    from rich.text import Text
+
     return Text(_visible(text))
 
 
@@ -138,6 +146,9 @@ def _table(columns: Sequence[str], rows: Sequence[Sequence[str]], *, left: int =
     Every column but the first (names) may wrap at spaces, so on a narrow terminal headers
     and prose break into lines instead of being cut off.
     """
+    from rich import box
+    from rich.table import Table
+
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     for i, c in enumerate(columns):
         # Numbers are never cut: a column is at least as wide as its widest value.
@@ -161,20 +172,20 @@ def _plural(n: int, word: str) -> str:
 # critmem run
 
 
-def _print_run(result: RunResult) -> None:
+def _print_run(s: dict[str, Any], events: int) -> None:
+    """The run's header line and tables, from its summary and the engine's event count."""
     console = _console()
-    s = result.summary
     console.print(
         _text(
             f"{s['scenario']}: {s['scheduler']} on {_plural(s['cpus'], 'CPU')}, "
-            f"horizon {s['horizon_ms']:g} ms, seed {s['seed']}, {result.events} events"
+            f"horizon {s['horizon_ms']:g} ms, seed {s['seed']}, {events} events"
         )
     )
     _print_tasks(console, s["tasks"], place="cpu")
     if "servers" in s:
         _print_servers(console, s["servers"], float(s["horizon_ms"]))
-    if result.memory is not None:
-        _print_memory(console, result.memory)
+    if s.get("memory") is not None:
+        _print_memory(console, s["memory"])
 
 
 def _print_servers(console: Console, servers: Sequence[dict[str, Any]], horizon_ms: float) -> None:
@@ -384,6 +395,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
             "--duration, --controller and --controller-config need --platform linux (the simulator runs to the scenario's horizon with its [control] controller)"
         )
     src = read_path(args.file)
+    if args.out is None:
+        # The summary alone: straight from the core, without building data frames.
+        out = _core.simulate(
+            src.text, src.name, src.format, seed=args.seed, horizon_ms=args.horizon_ms, record_jobs=False, record_segments=False
+        )
+        _print_warnings(out.warnings)
+        if args.json:
+            sys.stdout.write(out.summary_json + "\n")
+        else:
+            _print_run(json.loads(out.summary_json), out.events)
+        return 0
+    from critmem.api import _run_source
+
     out_dir = _prepare_out_dir(args.out) if args.out is not None else None
     if out_dir is not None:
         _claim_out_dir(args.out, out_dir, args.force)
@@ -393,7 +417,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(result.to_json() + "\n")
     else:
-        _print_run(result)
+        _print_run(result.summary, result.events)
     if out_dir is not None:
         written = _write_results(result, out_dir)
         _record_out(out_dir, written)
@@ -566,19 +590,28 @@ def _print_warnings(lines: Sequence[str]) -> None:
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
-    result = _analyze_source(read_path(args.file), warn=False)
-    _print_warnings(result.warnings)
+    src = read_path(args.file)
     if args.json:
-        sys.stdout.write(result.to_json() + "\n")
-    else:
-        _print_analysis(result)
-    if args.check:
-        failed = [t for t in result.report["tests"] if t["verdict"] in _FAILING_VERDICTS]
-        if failed:
-            names = ", ".join(t["name"] if t["cpu"] is None else f"{t['name']} (CPU {t['cpu']})" for t in failed)
-            print(f"critmem: check failed: {_visible(names)}", file=sys.stderr)
-            return 1
-    return 0
+        report_json, warnings = _core.analyze(src.text, src.name, src.format)
+        _print_warnings(warnings)
+        sys.stdout.write(report_json + "\n")
+        return _check_verdicts(json.loads(report_json)["tests"]) if args.check else 0
+    from critmem.api import _analyze_source
+
+    result = _analyze_source(src, warn=False)
+    _print_warnings(result.warnings)
+    _print_analysis(result)
+    return _check_verdicts(result.report["tests"]) if args.check else 0
+
+
+def _check_verdicts(tests: Sequence[dict[str, Any]]) -> int:
+    """`analyze --check`: 1, with the failing tests named on stderr, if any test fails."""
+    failed = [t for t in tests if t["verdict"] in _FAILING_VERDICTS]
+    if not failed:
+        return 0
+    names = ", ".join(t["name"] if t["cpu"] is None else f"{t['name']} (CPU {t['cpu']})" for t in failed)
+    print(f"critmem: check failed: {_visible(names)}", file=sys.stderr)
+    return 1
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
