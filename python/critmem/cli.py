@@ -656,6 +656,64 @@ def _cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_generate(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from critmem import generate as gen
+
+    try:
+        low, high, log = gen.parse_periods(args.periods)
+    except ValueError as e:
+        raise CliError(f"argument --periods: {e}") from None
+    if (args.tasks is None) == (args.schedcat is None):
+        raise CliError("give --tasks N with --utilization U, or --schedcat NAME with --utilization as its cap")
+    if args.schedcat is not None and args.schedcat not in gen.UTILIZATIONS:
+        raise CliError(f"argument --schedcat: {args.schedcat!r} is not one of {', '.join(gen.UTILIZATIONS)}")
+    if args.count < 1 or (args.tasks is not None and args.tasks < 1) or not math.isfinite(args.utilization) or args.utilization <= 0:
+        raise CliError("--count and --tasks must be at least 1 and --utilization a positive number")
+    rng = np.random.default_rng(args.seed)
+    sets: list[str] = []
+    for _ in range(args.count):
+        try:
+            if args.schedcat is not None:
+                u = gen.schedcat_utilizations(args.schedcat, args.utilization, rng)
+                if len(u) == 0:
+                    raise ValueError(f"the first task drawn from {args.schedcat} already exceeds the cap {args.utilization}")
+            elif args.method == "uunifast":
+                u = (
+                    gen.uunifast_discard(args.tasks, args.utilization, rng)
+                    if args.utilization > 1
+                    else gen.uunifast(args.tasks, args.utilization, rng)
+                )
+            else:
+                u = gen.randfixedsum(args.tasks, args.utilization, rng)
+        except ValueError as e:
+            raise CliError(str(e)) from None
+        periods = gen.periods_ms(len(u), rng, low_ms=low, high_ms=high, log_uniform=log)
+        horizon = args.horizon_ms if args.horizon_ms is not None else gen.default_horizon_ms(periods)
+        scenario = gen.taskset_scenario(u, periods, scheduler=args.scheduler, cpus=args.cpus, horizon_ms=horizon, seed=args.seed)
+        text = json.dumps(scenario, indent=1) + "\n" if args.format == "json" else gen.to_toml(scenario)
+        # What is written always loads (e.g. a scheduler kind that does not exist does not).
+        _core.validate(text, "<generated>", args.format)
+        sets.append(text)
+    if args.out is None:
+        if args.count != 1:
+            raise CliError("--count above 1 needs --out DIR")
+        sys.stdout.write(sets[0])
+        return 0
+    out_dir = _prepare_out_dir(args.out)
+    names = [out_dir / f"set-{i:04d}.{args.format}" for i in range(len(sets))]
+    if any(p.exists() for p in names):
+        raise CliError(f"cannot write task sets to {args.out!r}: set-*.{args.format} files are already there")
+    try:
+        for path, text in zip(names, sets, strict=True):
+            path.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise CliError(f"cannot write task sets to {args.out!r}: {e.strerror or e}") from None
+    print(f"wrote {_plural(len(sets), 'task set')} to {out_dir}/")
+    return 0
+
+
 # Verdicts `analyze --check` fails on; "unknown" passes, as no test could decide.
 _FAILING_VERDICTS = ("not_schedulable", "unbounded_tardiness")
 
@@ -900,6 +958,43 @@ def build_parser() -> argparse.ArgumentParser:
     )
     validate.add_argument("files", metavar="FILE", nargs="+", help="scenario files (.toml or .json)")
     validate.set_defaults(handler=_cmd_validate)
+
+    generate = commands.add_parser(
+        "generate",
+        help="write random task sets (UUniFast, RandFixedSum, SchedCAT distributions)",
+        description="Write random implicit-deadline periodic task sets as scenario files: total\n"
+        "utilisation split by RandFixedSum (uniform, default) or UUniFast (-Discard above 1),\n"
+        "or drawn per task from a SchedCAT distribution up to a cap; periods uniform or\n"
+        "log-uniform, rounded to whole ms. The same --seed gives the same sets.",
+        epilog="examples:\n"
+        "  critmem generate --tasks 8 --utilization 0.8 --periods log-uniform:10:1000 > set.toml\n"
+        "  critmem generate --tasks 20 --utilization 3.2 --cpus 4 --scheduler gedf --count 100 --out sets/\n"
+        "  critmem generate --schedcat uni-medium --utilization 2 --periods uni-moderate --cpus 2 --scheduler gedf",
+        formatter_class=fmt,
+    )
+    generate.add_argument("--tasks", type=int, metavar="N", help="tasks per set (with --method)")
+    generate.add_argument("--utilization", type=float, metavar="U", required=True, help="total utilisation (the cap with --schedcat)")
+    generate.add_argument(
+        "--method", choices=["randfixedsum", "uunifast"], default="randfixedsum", help="how U is split (default randfixedsum)"
+    )
+    generate.add_argument(
+        "--schedcat", metavar="NAME",
+        help="per-task utilisation distribution: uni-light, uni-medium, uni-heavy, exp-light, exp-medium, exp-heavy, bimo-light, bimo-medium, bimo-heavy",
+    )  # fmt: skip
+    generate.add_argument(
+        "--periods",
+        default="log-uniform:10:1000",
+        metavar="SPEC",
+        help="uniform:LO:HI, log-uniform:LO:HI (ms) or a SchedCAT name such as uni-moderate (default log-uniform:10:1000)",
+    )
+    generate.add_argument("--scheduler", default="rm", metavar="KIND", help="the sets' [scheduler] kind (default rm)")
+    generate.add_argument("--cpus", type=int, default=1, metavar="M", help="the sets' CPUs (default 1)")
+    generate.add_argument("--horizon-ms", type=_positive_ms, metavar="X", help="the sets' horizon (default one hyperperiod, at most 100 s)")
+    generate.add_argument("--seed", type=_seed, default=0, metavar="N", help="random seed (default 0)")
+    generate.add_argument("--count", type=int, default=1, metavar="K", help="how many sets (more than 1 needs --out)")
+    generate.add_argument("--format", choices=["toml", "json"], default="toml", help="file format (default toml)")
+    generate.add_argument("--out", metavar="DIR", type=_out_dir, help="write set-0000.toml, ... to DIR instead of one set to stdout")
+    generate.set_defaults(handler=_cmd_generate)
 
     init = commands.add_parser(
         "init",
