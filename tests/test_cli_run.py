@@ -78,8 +78,8 @@ def test_out_writes_the_trace_summary_and_a_gantt_png(tmp_path: Path) -> None:
     out = tmp_path / "results" / "quickstart"
     o = cli("run", str(QUICKSTART), "--out", str(out))
     assert o.code == 0, o.stderr
-    assert sorted(p.name for p in out.iterdir()) == [".critmem-out", "gantt.png", "jobs.csv", "segments.csv", "summary.json"]
-    assert (out / ".critmem-out").read_text().splitlines() == ["jobs.csv", "segments.csv", "summary.json", "gantt.png"]
+    assert sorted(p.name for p in out.iterdir()) == [".critmem-out", "gantt.png", "jobs.csv", "segments.csv", "summary.json", "trace.json"]
+    assert (out / ".critmem-out").read_text().splitlines() == ["jobs.csv", "segments.csv", "summary.json", "gantt.png", "trace.json"]
     assert str(out) in o.stdout.splitlines()[-1]
 
     summary = json.loads((out / "summary.json").read_text())
@@ -205,7 +205,7 @@ def test_out_refuses_a_folder_that_is_not_empty_and_force_replaces_only_critmems
     assert again.code == 2 and "critmem did not write (notes.txt)" in again.stderr
     assert cli("run", str(RM_TEXTBOOK), "--out", str(out), "--force").code == 0
     names = sorted(p.name for p in out.iterdir())
-    assert names == [".critmem-out", "gantt.png", "jobs.csv", "notes.txt", "segments.csv", "summary.json"]
+    assert names == [".critmem-out", "gantt.png", "jobs.csv", "notes.txt", "segments.csv", "summary.json", "trace.json"]
     assert (out / "notes.txt").read_text() == "mine\n"
 
 
@@ -242,3 +242,26 @@ def test_json_commands_load_neither_pandas_nor_rich(tmp_path: Path) -> None:
     assert table != probe
     out = subprocess.run([sys.executable, "-c", table], capture_output=True, text=True, check=True, cwd=tmp_path)
     assert out.stdout.strip() == "['rich']", out.stdout + out.stderr
+
+
+def test_out_writes_a_trace_event_file_of_the_schedule(tmp_path: Path) -> None:
+    overload = EXAMPLES / "overload.toml"
+    assert cli("run", str(overload), "--out", str(tmp_path)).code == 0
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    result = run(overload)
+    events = trace["traceEvents"]
+    runs = [e for e in events if e["ph"] == "X" and e["pid"] == 1]
+    jobs = [e for e in events if e["ph"] == "X" and e["pid"] == 2]
+    assert len(runs) == len(result.segments) and len(jobs) == len(result.jobs)
+    # Each task's time on the CPUs is its jobs' executed time (µs against ms).
+    for name, executed_ms in result.jobs.groupby("task", observed=True)["executed_ms"].sum().items():
+        ran_us = sum(e["dur"] for e in runs if e["name"] == name)
+        assert abs(ran_us - executed_ms * 1000) < 1e-3 * max(1.0, ran_us)
+    missed = [e for e in jobs if e["cat"] == "missed"]
+    assert len(missed) == int(result.jobs["missed"].sum()) > 0
+    names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"CPU 0", *map(str, result.tasks["name"])} <= names
+    # The same run writes the same bytes.
+    again = tmp_path / "again"
+    assert cli("run", str(overload), "--out", str(again)).code == 0
+    assert (again / "trace.json").read_bytes() == (tmp_path / "trace.json").read_bytes()

@@ -320,7 +320,7 @@ def _prepare_out_dir(out: str) -> Path:
 _MANIFEST = ".critmem-out"
 # Every file `run --out` may write, on either platform.
 _OUT_NAMES = frozenset(
-    {"jobs.csv", "segments.csv", "summary.json", "gantt.png", "memory_timeline.csv", "memory.png", "timeline.csv", _MANIFEST}
+    {"jobs.csv", "segments.csv", "summary.json", "gantt.png", "trace.json", "memory_timeline.csv", "memory.png", "timeline.csv", _MANIFEST}
 )
 
 
@@ -365,6 +365,7 @@ def _record_out(out_dir: Path, written: Sequence[Path]) -> None:
 
 
 def _write_results(result: RunResult, out_dir: Path) -> list[Path]:
+    from critmem.export import write_trace_events
     from critmem.gantt import plot_gantt  # matplotlib is slow to import; only --out needs it
 
     jobs_csv = out_dir / "jobs.csv"
@@ -376,6 +377,7 @@ def _write_results(result: RunResult, out_dir: Path) -> list[Path]:
         result.segments.to_csv(segments_csv, index=False, lineterminator="\n")
         summary_json.write_text(result.to_json() + "\n", encoding="utf-8")
         written.append(plot_gantt(result, out_dir / "gantt.png"))
+        written.append(write_trace_events(result, out_dir / "trace.json"))
         if result.memory is not None:
             from critmem.memplot import plot_memory
 
