@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -698,3 +699,22 @@ def test_swap_setup_and_teardown_work_on_a_fresh_machine() -> None:
     assert teardown.returncode == 0, teardown
     assert not DEFAULT_SWAP_STATE_DIR.exists(), "teardown removes the state directory setup made"
     assert Path("/proc/swaps").read_text() == swaps_before
+
+
+def test_agent_config_from_a_scenario_names_its_groups_and_controller(tmp_path: Path) -> None:
+    o = cli("agent-config", str(EXAMPLES / "linux-sara.toml"))
+    assert o.code == 0, o.stderr
+    config = tomllib.loads(o.stdout)
+    assert config["controller"] == "sara"
+    assert config["controller_config"]["interval_ns"] == 5_000_000
+    assert [(g["name"], g["role"], g["cgroup"]) for g in config["group"]] == [
+        ("srt", "soft-rt", "critmem/srt"),
+        ("nrt", "non-rt", "critmem/nrt"),
+    ]
+    out = tmp_path / "agent.toml"
+    assert cli("agent-config", str(EXAMPLES / "linux-sara.toml"), "--out", str(out)).code == 0
+    assert out.read_text() == o.stdout
+    again = cli("agent-config", str(EXAMPLES / "linux-sara.toml"), "--out", str(out))
+    assert again.code == 2 and "exists; give --force" in again.stderr
+    refused = cli("agent-config", str(EXAMPLES / "rm-textbook.toml"))
+    assert refused.code == 2 and refused.stderr.count("\n") == 1 and "[control]" in refused.stderr

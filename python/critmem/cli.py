@@ -527,6 +527,25 @@ def _cmd_agent(args: argparse.Namespace) -> int:
     os.execv(argv[0], argv)
 
 
+def _cmd_agent_config(args: argparse.Namespace) -> int:
+    from critmem import linux
+
+    read_path(args.file)  # a missing or unreadable file is the usual one-line OSError
+    text = linux.agent_config_from_scenario(args.file)
+    if args.out is None:
+        sys.stdout.write(text)
+        return 0
+    try:
+        with open(args.out, "x" if not args.force else "w", encoding="utf-8") as f:
+            f.write(text)
+    except FileExistsError:
+        raise CliError(f"{args.out}: exists; give --force to replace it") from None
+    except OSError as e:
+        raise CliError(f"cannot write {args.out!r}: {e.strerror or e}") from None
+    print(f"wrote {args.out}: start the agent with `sudo critmem agent --config {args.out}`")
+    return 0
+
+
 def _cmd_swap(args: argparse.Namespace) -> int:
     from critmem import linux
 
@@ -1045,6 +1064,20 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--duration", metavar="D", help="stop (restoring everything) after D, e.g. 60s")
     agent.add_argument("--log-level", choices=["error", "warn", "info", "debug", "trace"], help="log level (default info)")
     agent.set_defaults(handler=_cmd_agent)
+
+    agent_config = commands.add_parser(
+        "agent-config",
+        help="make an agent configuration from a scenario's groups and controller",
+        description="Write the critmem-agent configuration of FILE's [memory], [[group]]s and [control]: the\n"
+        "same controller with every parameter written out, over the same groups, each a cgroup the\n"
+        "agent creates under critmem/. The agent's own parser checks it before it is written.",
+        epilog="examples:\n  critmem agent-config examples/linux-sara.toml --out agent.toml\n  sudo critmem agent --config agent.toml --dry-run --duration 30s",
+        formatter_class=fmt,
+    )
+    agent_config.add_argument("file", metavar="FILE", help="scenario file with [memory], [[group]] and [control]")
+    agent_config.add_argument("--out", metavar="CONFIG", help="write it to CONFIG instead of stdout")
+    agent_config.add_argument("--force", action="store_true", help="replace CONFIG if it exists")
+    agent_config.set_defaults(handler=_cmd_agent_config)
 
     swap = commands.add_parser(
         "swap",

@@ -85,6 +85,14 @@ def binary(name: str) -> str:
     )
 
 
+def agent_config_from_scenario(path: str) -> str:
+    """The agent configuration `critmem-agent --config-from-scenario` makes of scenario `path`."""
+    done = subprocess.run([binary("critmem-agent"), "--config-from-scenario", path], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise LinuxError(_one_line(done.stderr, "critmem-agent: "))
+    return done.stdout
+
+
 def require_root(what: str) -> None:
     if os.geteuid() != 0:
         raise LinuxError(f"not root: {what} changes cgroups or swap and needs root; run it with sudo")

@@ -25,6 +25,7 @@
 //! Every fallible function returns [`Error`], whose messages say what to do.
 
 pub mod agent;
+pub mod agent_config;
 pub mod cgroup;
 pub mod client;
 pub mod clock;

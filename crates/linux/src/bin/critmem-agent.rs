@@ -3,7 +3,9 @@
 //! when it starts again). Errors are one line on stderr with exit code 2.
 
 use clap::Parser;
+use critmem_core::{load_str, Format, Overrides};
 use critmem_linux::agent::{run, shutdown_signals, AgentConfig, RunOptions};
+use critmem_linux::agent_config::config_from_scenario;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -11,8 +13,12 @@ use std::time::Duration;
 #[command(name = "critmem-agent", about = "Predictable memory management for mixed-criticality workloads on Linux")]
 struct Args {
     /// Agent configuration (TOML).
-    #[arg(long)]
-    config: PathBuf,
+    #[arg(long, required_unless_present = "config_from_scenario")]
+    config: Option<PathBuf>,
+    /// Print an agent configuration made from this scenario's [memory], [[group]]s and
+    /// [control], and exit.
+    #[arg(long, value_name = "SCENARIO", conflicts_with_all = ["config", "dry_run", "duration_s"])]
+    config_from_scenario: Option<PathBuf>,
     /// Log the writes the controller asks for; change nothing.
     #[arg(long)]
     dry_run: bool,
@@ -26,6 +32,17 @@ struct Args {
 
 fn main() {
     let args: Args = critmem_linux::parse_args();
+    if let Some(path) = &args.config_from_scenario {
+        match config_from_scenario_file(path) {
+            Ok(text) => print!("{text}"),
+            Err(e) => {
+                eprintln!("critmem-agent: error: {e}");
+                std::process::exit(2);
+            }
+        }
+        return;
+    }
+    let config_path = args.config.as_ref().expect("clap requires --config without --config-from-scenario");
     // Before any thread exists, so every thread has the signals blocked.
     let signals = shutdown_signals().unwrap_or_else(|e| fail(&e));
     tracing_subscriber::fmt()
@@ -34,7 +51,7 @@ fn main() {
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let config = AgentConfig::load(&args.config).unwrap_or_else(|e| fail(&e));
+    let config = AgentConfig::load(config_path).unwrap_or_else(|e| fail(&e));
     for warning in &config.deprecations {
         eprintln!("critmem-agent: warning: {warning}");
     }
@@ -48,4 +65,11 @@ fn main() {
 fn fail(e: &dyn std::fmt::Display) -> ! {
     eprintln!("critmem-agent: {e}");
     std::process::exit(2);
+}
+
+fn config_from_scenario_file(path: &std::path::Path) -> Result<String, String> {
+    let text = critmem_linux::read_input_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let format = if path.extension().is_some_and(|e| e == "json") { Format::Json } else { Format::Toml };
+    let scenario = load_str(&text, &path.display().to_string(), format, &Overrides::default()).map_err(|e| e.to_string())?;
+    config_from_scenario(&scenario).map_err(|e| e.to_string())
 }

@@ -1,0 +1,115 @@
+//! An agent configuration from a scenario's `[memory]`, `[[group]]`s and `[control]`: the same
+//! controller with the same parameters over the same groups, each a cgroup of its own that the
+//! agent creates, so a policy tried in the simulator runs as the daemon unchanged.
+
+use crate::agent::AgentConfig;
+use crate::error::{Error, Result};
+use critmem_core::Scenario;
+use critmem_policy::GroupRole;
+use std::path::Path;
+
+/// Where the configuration puts the job socket and the journal (the systemd unit's
+/// RuntimeDirectory and StateDirectory).
+pub const DEFAULT_SOCKET: &str = "/run/critmem/jobs.sock";
+pub const DEFAULT_JOURNAL: &str = "/var/lib/critmem/journal.jsonl";
+
+/// The configuration as TOML text, checked by the agent's own parser before it is returned.
+pub fn config_from_scenario(scenario: &Scenario) -> Result<String> {
+    let bad = |reason: &str| Error::Config { path: scenario.source_name.clone().into(), reason: reason.to_string() };
+    let (Some(memory), Some(control)) = (&scenario.memory, &scenario.control) else {
+        return Err(bad("an agent configuration needs the scenario's [memory], [[group]] and [control]"));
+    };
+    let mut params = match toml::Value::try_from(&control.config) {
+        Ok(toml::Value::Table(t)) => t,
+        _ => return Err(bad("the controller's configuration has no TOML form")),
+    };
+    let controller = params.remove("controller").and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+    let mib = |pages: u64| pages as f64 * memory.page_bytes as f64 / 1_048_576.0;
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let mut groups = Vec::new();
+    for g in &memory.groups {
+        let mut t = toml::Table::new();
+        t.insert("name".into(), g.name.clone().into());
+        t.insert("cgroup".into(), format!("critmem/{}", g.name).into());
+        t.insert("floor_mb".into(), mib(g.floor_pages).into());
+        match g.role {
+            GroupRole::SoftRealTime { deadline_ns, bcet_ns } => {
+                t.insert("role".into(), "soft-rt".into());
+                t.insert("deadline_ms".into(), ms(deadline_ns).into());
+                t.insert("bcet_ms".into(), ms(bcet_ns).into());
+            }
+            GroupRole::NonRealTime => {
+                t.insert("role".into(), "non-rt".into());
+            }
+        }
+        t.insert("create".into(), true.into());
+        groups.push(toml::Value::Table(t));
+    }
+    let total_bytes = u64::from(memory.total_frames) * memory.page_bytes;
+    let mut top = toml::Table::new();
+    top.insert("controller".into(), controller.into());
+    top.insert("total_memory_bytes".into(), i64::try_from(total_bytes).map_err(|_| bad("the memory is too large"))?.into());
+    top.insert("socket".into(), DEFAULT_SOCKET.into());
+    top.insert("journal".into(), DEFAULT_JOURNAL.into());
+    top.insert("controller_config".into(), params.into());
+    top.insert("group".into(), groups.into());
+    let body = toml::to_string(&top).map_err(|e| bad(&e.to_string()))?;
+    let text = format!(
+        "# critmem agent configuration from {}: its controller with every parameter written out,\n\
+         # over its groups, each a cgroup the agent creates under critmem/ and removes again.\n\
+         # The agent ticks at the controller's interval_ns ({} ms in the scenario).\n{body}",
+        scenario.source_name,
+        control.interval.as_ms_f64()
+    );
+    AgentConfig::parse(&text, Path::new(&scenario.source_name))?;
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use critmem_policy::RoleName;
+
+    fn example(name: &str) -> Scenario {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples").join(name);
+        let text = std::fs::read_to_string(&path).expect("example exists");
+        critmem_core::load_toml_str(&text, name).expect("example loads")
+    }
+
+    #[test]
+    fn every_example_with_a_controller_gives_a_configuration_of_its_groups_and_controller() {
+        for name in ["linux-sara.toml", "sara-sphinx.toml", "sara-opencv.toml", "linux-command.toml"] {
+            let scenario = example(name);
+            let text = config_from_scenario(&scenario).expect("converts");
+            let config = AgentConfig::parse(&text, Path::new(name)).expect("the agent reads it");
+            let memory = scenario.memory.as_ref().expect("has memory");
+            let control = scenario.control.as_ref().expect("has control");
+            assert_eq!(config.controller, control.config.name());
+            assert_eq!(config.total_memory_bytes, u64::from(memory.total_frames) * memory.page_bytes);
+            assert_eq!(config.groups.len(), memory.groups.len());
+            for (g, decl) in config.groups.iter().zip(&memory.groups) {
+                assert_eq!(g.name, decl.name);
+                assert_eq!(g.cgroup, format!("critmem/{}", decl.name));
+                assert!(g.create);
+                assert_eq!(g.floor_bytes, decl.floor_pages * memory.page_bytes);
+                match decl.role {
+                    GroupRole::SoftRealTime { deadline_ns, bcet_ns } => {
+                        assert_eq!(g.role, RoleName::SoftRealTime);
+                        assert_eq!((g.deadline_ns, g.bcet_ns), (Some(deadline_ns), Some(bcet_ns)));
+                    }
+                    GroupRole::NonRealTime => assert_eq!(g.role, RoleName::NonRealTime),
+                }
+            }
+            // The controller the agent builds is the scenario's, parameter for parameter.
+            let rebuilt = critmem_policy::ControllerConfig::parse(&config.controller, toml::Value::Table(config.controller_config.clone()))
+                .expect("parameters parse");
+            assert_eq!(serde_json::to_value(&rebuilt).unwrap(), serde_json::to_value(&control.config).unwrap(), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_scenario_without_a_controller_is_refused_in_one_line() {
+        let e = config_from_scenario(&example("rm-textbook.toml")).unwrap_err().to_string();
+        assert!(e.contains("needs the scenario's [memory], [[group]] and [control]") && !e.contains('\n'), "{e}");
+    }
+}
