@@ -113,3 +113,54 @@ mod tests {
         assert!(e.contains("needs the scenario's [memory], [[group]] and [control]") && !e.contains('\n'), "{e}");
     }
 }
+
+#[cfg(test)]
+mod reference {
+    use crate::agent::AgentConfig;
+    use std::path::Path;
+
+    fn keys_of_table(doc: &str, heading: &str) -> Vec<String> {
+        let section = doc.split(heading).nth(1).expect("the reference has the section");
+        let table = section.split("\n## ").next().expect("a section");
+        table.lines().filter_map(|l| l.strip_prefix("| `")).filter_map(|l| l.split('`').next()).map(str::to_string).collect()
+    }
+
+    #[test]
+    fn every_key_the_reference_names_is_one_the_agent_reads() {
+        let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/agent-config.md")).expect("reference");
+        let top = keys_of_table(&doc, "## Top level");
+        let group = keys_of_table(&doc, "## `[[group]]`");
+        // A file with every documented key set parses (so each exists) ...
+        let value = |k: &str| match k {
+            "controller" => "\"sara\"".to_string(),
+            "controller_config" => "{ step_bytes = 1048576 }".to_string(),
+            "socket" => "\"/run/critmem/jobs.sock\"".to_string(),
+            "journal" => "\"/var/lib/critmem/journal.jsonl\"".to_string(),
+            "metrics_address" => "\"127.0.0.1:9464\"".to_string(),
+            "metrics_file" => "\"/var/lib/critmem/m.prom\"".to_string(),
+            "trigger_window_us" => "2000000".to_string(),
+            "trigger_stall_us" => "100000".to_string(),
+            "socket_gid" => "0".to_string(),
+            _ => "4000000000".to_string(),
+        };
+        let mut text: String = top.iter().filter(|k| *k != "metrics_file").map(|k| format!("{k} = {}\n", value(k))).collect();
+        text += "[[group]]\n";
+        for k in &group {
+            text += &format!(
+                "{k} = {}\n",
+                match k.as_str() {
+                    "name" => "\"rt\"",
+                    "cgroup" => "\"critmem/rt\"",
+                    "role" => "\"soft-rt\"",
+                    "create" => "true",
+                    _ => "2",
+                }
+            );
+        }
+        AgentConfig::parse(&text, Path::new("all-keys.toml")).expect("every documented key is read");
+        // ... and one more, undocumented, key is refused.
+        let extra = text.replacen("[[group]]", "undocumented_key = 1\n[[group]]", 1);
+        assert!(AgentConfig::parse(&extra, Path::new("extra.toml")).is_err());
+        assert!(top.len() >= 10 && group.len() >= 7, "{top:?} {group:?}");
+    }
+}
