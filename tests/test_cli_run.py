@@ -265,3 +265,17 @@ def test_out_writes_a_trace_event_file_of_the_schedule(tmp_path: Path) -> None:
     again = tmp_path / "again"
     assert cli("run", str(overload), "--out", str(again)).code == 0
     assert (again / "trace.json").read_bytes() == (tmp_path / "trace.json").read_bytes()
+
+
+def test_parquet_traces_keep_the_frames_types(tmp_path: Path) -> None:
+    import pandas as pd
+
+    o = cli("run", str(EXAMPLES / "shared-pages.toml"), "--out", str(tmp_path), "--parquet")
+    assert o.code == 0, o.stderr
+    result = run(EXAMPLES / "shared-pages.toml")
+    for name, frame in (("jobs", result.jobs), ("segments", result.segments), ("memory_timeline", result.memory_timeline)):
+        loaded = pd.read_parquet(tmp_path / f"{name}.parquet")
+        pd.testing.assert_frame_equal(loaded, frame, check_categorical=True)
+    assert "jobs.parquet" in (tmp_path / ".critmem-out").read_text().splitlines()
+    refused = cli("run", str(RM_TEXTBOOK), "--parquet")
+    assert refused.code == 2 and "--parquet needs --out DIR" in refused.stderr

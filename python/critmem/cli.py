@@ -320,7 +320,20 @@ def _prepare_out_dir(out: str) -> Path:
 _MANIFEST = ".critmem-out"
 # Every file `run --out` may write, on either platform.
 _OUT_NAMES = frozenset(
-    {"jobs.csv", "segments.csv", "summary.json", "gantt.png", "trace.json", "memory_timeline.csv", "memory.png", "timeline.csv", _MANIFEST}
+    {
+        "jobs.csv",
+        "segments.csv",
+        "summary.json",
+        "gantt.png",
+        "trace.json",
+        "jobs.parquet",
+        "segments.parquet",
+        "memory_timeline.parquet",
+        "memory_timeline.csv",
+        "memory.png",
+        "timeline.csv",
+        _MANIFEST,
+    }
 )
 
 
@@ -364,7 +377,7 @@ def _record_out(out_dir: Path, written: Sequence[Path]) -> None:
         raise CliError(f"cannot write results to {str(out_dir)!r}: {e.strerror or e}") from None
 
 
-def _write_results(result: RunResult, out_dir: Path) -> list[Path]:
+def _write_results(result: RunResult, out_dir: Path, *, parquet: bool = False) -> list[Path]:
     from critmem.export import write_trace_events
     from critmem.gantt import plot_gantt  # matplotlib is slow to import; only --out needs it
 
@@ -378,12 +391,22 @@ def _write_results(result: RunResult, out_dir: Path) -> list[Path]:
         summary_json.write_text(result.to_json() + "\n", encoding="utf-8")
         written.append(plot_gantt(result, out_dir / "gantt.png"))
         written.append(write_trace_events(result, out_dir / "trace.json"))
+        if parquet:
+            # Parquet keeps the frames' types (categoricals, nullable integers) that CSV loses.
+            for name, frame in (("jobs", result.jobs), ("segments", result.segments)):
+                path = out_dir / f"{name}.parquet"
+                frame.to_parquet(path, index=False, engine="pyarrow", compression="zstd")
+                written.append(path)
         if result.memory is not None:
             from critmem.memplot import plot_memory
 
             timeline_csv = out_dir / "memory_timeline.csv"
             result.memory_timeline.to_csv(timeline_csv, index=False, lineterminator="\n")
             written += [timeline_csv, plot_memory(result, out_dir / "memory.png")]
+            if parquet:
+                timeline_parquet = out_dir / "memory_timeline.parquet"
+                result.memory_timeline.to_parquet(timeline_parquet, index=False, engine="pyarrow", compression="zstd")
+                written.append(timeline_parquet)
     except OSError as e:
         raise CliError(f"cannot write results to {str(out_dir)!r}: {e.strerror or e}") from None
     return written
@@ -397,6 +420,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
             "--duration, --controller and --controller-config need --platform linux (the simulator runs to the scenario's horizon with its [control] controller)"
         )
     src = read_path(args.file)
+    if args.parquet:
+        if args.out is None or args.platform == "linux":
+            raise CliError("--parquet needs --out DIR on the simulator")
+        import importlib.util
+
+        if importlib.util.find_spec("pyarrow") is None:
+            raise CliError("--parquet needs pyarrow: pip install 'critmem[parquet]'")
     if args.out is None:
         # The summary alone: straight from the core, without building data frames.
         out = _core.simulate(
@@ -421,7 +451,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     else:
         _print_run(result.summary, result.events)
     if out_dir is not None:
-        written = _write_results(result, out_dir)
+        written = _write_results(result, out_dir, parquet=args.parquet)
         _record_out(out_dir, written)
         # With --json, stdout carries the JSON object and nothing else.
         note = sys.stderr if args.json else sys.stdout
@@ -443,8 +473,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_run_linux(args: argparse.Namespace) -> int:
     from critmem import linux
 
-    if args.seed is not None or args.horizon_ms is not None:
-        raise CliError("--seed and --horizon-ms are for the simulator; on Linux use --duration")
+    if args.seed is not None or args.horizon_ms is not None or args.parquet:
+        raise CliError("--seed, --horizon-ms and --parquet are for the simulator; on Linux use --duration")
     read_path(args.file)  # a missing or unreadable file is the usual one-line OSError
     duration_s = linux.parse_duration_s(args.duration if args.duration is not None else "60s")
     out_dir = _prepare_out_dir(args.out) if args.out is not None else None
@@ -925,6 +955,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", metavar="DIR", type=_out_dir,
         help="also write jobs.csv, segments.csv, summary.json and gantt.png to DIR (with [memory]: memory_timeline.csv, memory.png; on linux: summary.json, timeline.csv, memory.png)",
     )  # fmt: skip
+    run.add_argument(
+        "--parquet", action="store_true", help="with --out: also write the traces as Parquet (needs pyarrow, the parquet extra)"
+    )
     run.add_argument(
         "--force", action="store_true",
         help="with --out: replace critmem's own files of an earlier run in DIR (other files stay; without it a folder that is not empty is refused)",
