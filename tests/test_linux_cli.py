@@ -596,6 +596,26 @@ def test_the_agent_command_runs_the_daemon_and_restores(tmp_path: Path) -> None:
     assert not (tmp_path / "journal.jsonl").exists()
 
 
+@needs_machine
+def test_the_agent_starts_on_a_fresh_machine_with_a_configuration_from_a_scenario(tmp_path: Path) -> None:
+    """No state or runtime directory exists on a fresh machine: the agent makes what its
+    journal and socket need (owner-only) and removes it again when it stops."""
+    state, runtime = Path("/var/lib/critmem"), Path("/run/critmem")
+    if state.exists() or runtime.exists():
+        pytest.skip(f"{state} or {runtime} exists already: this machine is not in a fresh state, and it is not the test's to remove")
+    group = f"critmem-pytest-{os.getpid()}"
+    text = cli("agent-config", str(EXAMPLES / "linux-sara.toml")).stdout
+    assert 'journal = "/var/lib/critmem/journal.jsonl"' in text and 'socket = "/run/critmem/jobs.sock"' in text
+    config = tmp_path / "agent.toml"
+    config.write_text(text.replace('cgroup = "critmem/', f'cgroup = "{group}/'))
+    p = _run("agent", "--config", str(config), "--duration", "1s", "--log-level", "error")
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout)
+    assert summary["controller"] == "sara" and summary["removed_dirs"] >= 2
+    assert not _leftover_cgroups(group)
+    assert not state.exists() and not runtime.exists(), "the agent removes the directories it made"
+
+
 # -------------------------------------------------------------------------------------------
 # The Python job client against a stand-in agent (the wire format is checked against the
 # Rust parser in crates/linux/tests/linux/jobs.rs, with the real agent's socket).

@@ -72,6 +72,9 @@ pub struct Journal {
     file: Flock<File>,
     recorded: BTreeSet<PathBuf>,
     created: BTreeSet<PathBuf>,
+    /// Directories [`Journal::open`] made for the journal (outermost first), removed again
+    /// with it when they are empty.
+    made_dirs: Vec<PathBuf>,
 }
 
 impl Journal {
@@ -79,6 +82,17 @@ impl Journal {
     /// previous run did not shut down cleanly: they are restored first and the report returned.
     /// A restore with failures leaves the journal in place and fails, so nothing is lost.
     pub fn open(path: &Path) -> Result<(Journal, Option<RestoreReport>)> {
+        let made_dirs = make_missing_dirs(path)?;
+        let opened = Self::open_in_place(path);
+        if opened.is_err() {
+            remove_empty_dirs(&made_dirs);
+        }
+        let (mut journal, report) = opened?;
+        journal.made_dirs = made_dirs;
+        Ok((journal, report))
+    }
+
+    fn open_in_place(path: &Path) -> Result<(Journal, Option<RestoreReport>)> {
         check_directory(path)?;
         let mut file = lock_file_at(path)?;
         sync_parent(path)?;
@@ -106,7 +120,7 @@ impl Journal {
         // The lock makes the journal, now known to be one, this process's, and with it the
         // rewrite's temporary file.
         remove_stale_temporary(path);
-        Ok((Journal { path: path.to_owned(), file, recorded: BTreeSet::new(), created: BTreeSet::new() }, report))
+        Ok((Journal { path: path.to_owned(), file, recorded: BTreeSet::new(), created: BTreeSet::new(), made_dirs: Vec::new() }, report))
     }
 
     pub fn path(&self) -> &Path {
@@ -175,6 +189,7 @@ impl Journal {
         if report.failures.is_empty() {
             std::fs::remove_file(&self.path).map_err(|e| Error::io("remove journal", &self.path, e))?;
             sync_parent(&self.path)?;
+            remove_empty_dirs(&self.made_dirs);
         } else {
             rewrite(&self.path, &kept)?;
         }
@@ -192,6 +207,36 @@ impl Mode0600 for OpenOptions {
     fn mode_0600(&mut self) -> &mut Self {
         use std::os::unix::fs::OpenOptionsExt;
         self.mode(0o600).custom_flags(nix::libc::O_NOFOLLOW)
+    }
+}
+
+/// Makes the journal's missing directories, owner-only (a fresh machine has no state
+/// directory until the agent's first start); returns them outermost first.
+fn make_missing_dirs(path: &Path) -> Result<Vec<PathBuf>> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = crate::durable::parent_dir(path);
+    let missing: Vec<&Path> = dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && !d.exists()).collect();
+    let mut made = Vec::new();
+    for d in missing.into_iter().rev() {
+        match std::fs::DirBuilder::new().mode(0o700).create(d) {
+            Ok(()) => made.push(d.to_owned()),
+            // Made by someone else meanwhile: theirs, not ours to remove.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                remove_empty_dirs(&made);
+                return Err(Error::io("create journal directory", d, e));
+            }
+        }
+    }
+    Ok(made)
+}
+
+/// Removes `dirs` (outermost first), innermost first, stopping at the first that is not empty.
+fn remove_empty_dirs(dirs: &[PathBuf]) {
+    for d in dirs.iter().rev() {
+        if std::fs::remove_dir(d).is_err() {
+            return;
+        }
     }
 }
 
@@ -864,6 +909,30 @@ mod tests {
     fn subtree_control_diff_adds_and_removes() {
         assert_eq!(subtree_control_diff("cpu memory io", "cpu pids"), "-io -memory +pids");
         assert_eq!(subtree_control_diff("cpu", "cpu"), "");
+    }
+
+    #[test]
+    fn a_missing_journal_directory_is_made_owner_only_and_removed_with_the_journal() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("var/lib/critmem/journal.jsonl");
+        let (journal, report) = Journal::open(&path).unwrap();
+        assert_eq!(report, None);
+        for dir in [tmp.path().join("var"), tmp.path().join("var/lib"), tmp.path().join("var/lib/critmem")] {
+            assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700, "{}", dir.display());
+        }
+        journal.restore_all().unwrap();
+        assert!(!tmp.path().join("var").exists(), "what the journal made goes with it");
+        // A directory that was there stays, and so does one holding something else.
+        std::fs::create_dir_all(tmp.path().join("keep")).unwrap();
+        let (journal, _) = Journal::open(&tmp.path().join("keep/state/journal.jsonl")).unwrap();
+        std::fs::write(tmp.path().join("keep/state/swap.json"), "{}").unwrap();
+        journal.restore_all().unwrap();
+        assert!(tmp.path().join("keep/state/swap.json").exists());
+        // A crash leaves the directory and its journal for the next start to restore from.
+        let crashed = tmp.path().join("crash/critmem/journal.jsonl");
+        drop(Journal::open(&crashed).unwrap());
+        assert!(crashed.exists());
     }
 
     #[test]
