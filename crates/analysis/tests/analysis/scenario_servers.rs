@@ -1,0 +1,1 @@
+//! Scenarios with a scheduler hierarchy through `analyze`.
