@@ -154,6 +154,10 @@ pub struct ServerReport {
     /// (Shin and Lee's periodic resource); `None` when nothing is guaranteed or for a level.
     pub supply_budget_ms: Option<f64>,
     pub supply_period_ms: Option<f64>,
+    /// The longest stretch its children may go without supply while they have work:
+    /// `2(Π − Θ)`, plus Θ for a polling server that may drop a budget its children arrive
+    /// just too late for.
+    pub supply_blackout_ms: Option<f64>,
     /// Its long-run share of the CPU when every server under the root is backlogged (top-level
     /// servers under an fp root only).
     pub backlogged_share: Option<f64>,

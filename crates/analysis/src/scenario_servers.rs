@@ -42,6 +42,43 @@ use std::cmp::Ordering;
 /// Candidate points a phased check may visit before giving up on it.
 const MAX_PHASED_POINTS: u64 = 2_000_000;
 
+/// What a node gives its children: Γ(Π, Θ) delayed by `delay`. A polling server may drop a
+/// period's budget at the period's start when nothing below it has work yet, so work that
+/// arrives just after waits up to a whole period more: Γ's blackout `2(Π − Θ)` grows by Θ.
+#[derive(Clone, Copy, Debug)]
+struct ServerSupply {
+    resource: PeriodicResource,
+    delay: Nanos,
+}
+
+impl Supply for ServerSupply {
+    fn sbf(&self, t: Nanos) -> Nanos {
+        self.resource.sbf(t.saturating_sub(self.delay))
+    }
+}
+
+impl ServerSupply {
+    fn whole_cpu() -> Self {
+        ServerSupply { resource: PeriodicResource::dedicated(), delay: Nanos::ZERO }
+    }
+
+    /// A periodic resource below this supply everywhere, for the EDF test (which takes one):
+    /// itself without delay; with one, Γ(Π, ⌊Θ/2⌋), whose blackout `2Π − 2⌊Θ/2⌋` is at least
+    /// `2Π − Θ` and which gives no more per period after it.
+    fn as_resource(&self) -> Option<PeriodicResource> {
+        if self.delay == Nanos::ZERO {
+            return Some(self.resource);
+        }
+        let half = Nanos(self.resource.budget().0 / 2);
+        (half > Nanos::ZERO).then(|| PeriodicResource::new(half, self.resource.period()).expect("a smaller budget"))
+    }
+
+    /// The longest stretch without supply, ns.
+    fn blackout(&self) -> Nanos {
+        self.resource.blackout() + self.delay
+    }
+}
+
 /// One competitor under a fixed-priority parent, in priority order.
 #[derive(Clone, Copy)]
 enum Entry {
@@ -54,7 +91,7 @@ enum Entry {
 /// What the walk over one CPU's tree has found so far.
 struct Walk {
     /// The supply each server gives its children (`None`: nothing guaranteed), by server.
-    given: Vec<Option<PeriodicResource>>,
+    given: Vec<Option<ServerSupply>>,
     servers_whole: usize,
     servers: usize,
     /// Leaves whose tasks need more than their server can ever give.
@@ -172,6 +209,7 @@ impl Analysis<'_> {
                     guaranteed_budget_ms: None,
                     supply_budget_ms: None,
                     supply_period_ms: None,
+                    supply_blackout_ms: None,
                     backlogged_share: None,
                     verdict: Verdict::Unknown,
                     detail: String::new(),
@@ -185,7 +223,7 @@ impl Analysis<'_> {
             let mut walk =
                 Walk { given: vec![None; h.servers.len()], servers_whole: 0, servers: 0, overloaded: Vec::new(), open: Vec::new() };
             self.backlogged_shares(cpu);
-            self.under(None, cpu, Some(PeriodicResource::dedicated()), &mut walk);
+            self.under(None, cpu, Some(ServerSupply::whole_cpu()), &mut walk);
             self.hierarchy_test(cpu, &walk);
         }
     }
@@ -215,7 +253,7 @@ impl Analysis<'_> {
 
     /// Analyses the children of `parent` on `supply` (`None`: nothing guaranteed), then
     /// recurses into every budgeted child.
-    fn under(&mut self, parent: Option<usize>, cpu: usize, supply: Option<PeriodicResource>, walk: &mut Walk) {
+    fn under(&mut self, parent: Option<usize>, cpu: usize, supply: Option<ServerSupply>, walk: &mut Walk) {
         if let Some(p) = parent.filter(|&p| self.is_leaf(p)) {
             return self.leaf(p, supply, walk);
         }
@@ -242,18 +280,23 @@ impl Analysis<'_> {
 
     /// Records what server `j` is guaranteed per period.
     fn grant(&mut self, j: usize, guaranteed: Nanos, verdict: Verdict, detail: String, walk: &mut Walk) {
-        let period = self.tree().servers[j].period;
-        walk.given[j] = if guaranteed > Nanos::ZERO { PeriodicResource::new(guaranteed, period).ok() } else { None };
+        let s = &self.tree().servers[j];
+        let drops = s.kind == ServerKind::Polling && !self.never_idle(j);
+        walk.given[j] = PeriodicResource::new(guaranteed, s.period)
+            .ok()
+            .filter(|_| guaranteed > Nanos::ZERO)
+            .map(|resource| ServerSupply { resource, delay: if drops { guaranteed } else { Nanos::ZERO } });
         let r = self.server_report(j);
         r.guaranteed_budget_ms = Some(ms(guaranteed));
-        r.supply_budget_ms = walk.given[j].map(|g| ms(g.budget()));
-        r.supply_period_ms = walk.given[j].map(|g| ms(g.period()));
+        r.supply_budget_ms = walk.given[j].map(|g| ms(g.resource.budget()));
+        r.supply_period_ms = walk.given[j].map(|g| ms(g.resource.period()));
+        r.supply_blackout_ms = walk.given[j].map(|g| ms(g.blackout()));
         r.verdict = verdict;
         r.detail = detail;
     }
 
     /// Servers and level tasks under a fixed-priority node, on its supply.
-    fn fp_entries(&mut self, entries: &[Entry], supply: Option<PeriodicResource>, walk: &mut Walk) {
+    fn fp_entries(&mut self, entries: &[Entry], supply: Option<ServerSupply>, walk: &mut Walk) {
         let Some(sup) = supply else {
             for e in entries {
                 match *e {
@@ -301,7 +344,7 @@ impl Analysis<'_> {
                         continue;
                     }
                     let free = self.free_supply(&sup, &entries[..k], &results[..k], period);
-                    let phased = self.phased_supply(&sup, j, &entries[..k]);
+                    let phased = self.phased_supply(&sup, j, &entries[..k], &results[..k]);
                     let why = match &results[k] {
                         Rta::Misses { response_at_least } => {
                             format!("as a task its response bound reaches {} ms > its {} ms period", ms(*response_at_least), ms(period))
@@ -346,7 +389,7 @@ impl Analysis<'_> {
     /// window: a budgeted server takes at most `⌈(t + Π − Θ)/Π⌉·Θ`, a task with response R at
     /// most `⌈(t + R − C)/T⌉·C`; zero if a task above has no response bound. Between the
     /// points where some load steps up, sbf − I only grows, so those points and `limit` suffice.
-    fn free_supply(&self, sup: &PeriodicResource, above: &[Entry], results: &[Rta], limit: Nanos) -> Nanos {
+    fn free_supply(&self, sup: &ServerSupply, above: &[Entry], results: &[Rta], limit: Nanos) -> Nanos {
         let mut loads = Vec::with_capacity(above.len());
         for (e, r) in above.iter().zip(results) {
             let (c, t, j) = match *e {
@@ -386,28 +429,37 @@ impl Analysis<'_> {
     /// sibling above it budgeted and taking at most `min(Θ, overlap)` of each of its own
     /// periods (all replenished at the multiples of their periods from 0); `None` when a level
     /// is above it or the check would take too long.
-    fn phased_supply(&self, sup: &PeriodicResource, j: usize, above: &[Entry]) -> Option<Nanos> {
+    fn phased_supply(&self, sup: &ServerSupply, j: usize, above: &[Entry], results: &[Rta]) -> Option<Nanos> {
         let servers = &self.tree().servers;
-        let mut higher: Vec<&ServerSpec> = Vec::with_capacity(above.len());
-        for e in above {
+        // Each sibling above with the part of its period it can run in: all of it, or for one
+        // that never defers (polling, or always busy) and gets its budget, up to its response.
+        let mut higher: Vec<(&ServerSpec, u64)> = Vec::with_capacity(above.len());
+        for (e, r) in above.iter().zip(results) {
             match *e {
-                Entry::Server(s) => higher.push(&servers[s]),
+                Entry::Server(s) => {
+                    let spec = &servers[s];
+                    let reach = match (self.as_server(s).kind(), r) {
+                        (AnalysisServerKind::Periodic, Rta::Meets { response }) => response.0,
+                        _ => spec.period.0,
+                    };
+                    higher.push((spec, reach));
+                }
                 Entry::Task { .. } => return None,
             }
         }
         let own = &servers[j];
-        let hyper = critmem_core::time::lcm_all(higher.iter().map(|s| s.period.0).chain(std::iter::once(own.period.0)))?;
+        let hyper = critmem_core::time::lcm_all(higher.iter().map(|(s, _)| s.period.0).chain(std::iter::once(own.period.0)))?;
         let windows = hyper / own.period.0;
-        let per_window: u64 = higher.iter().map(|s| own.period.0 / s.period.0 + 2).sum::<u64>() + 1;
+        let per_window: u64 = higher.iter().map(|(s, _)| own.period.0 / s.period.0 + 2).sum::<u64>() + 1;
         if windows.checked_mul(per_window)?.checked_mul(per_window)? > MAX_PHASED_POINTS {
             return None;
         }
         let taken = |a: u64, b: u64| -> u64 {
             higher
                 .iter()
-                .map(|s| {
+                .map(|&(s, reach)| {
                     let (p, c) = (s.period.0, s.budget.0);
-                    (a / p..b.div_ceil(p)).map(|m| c.min(b.min((m + 1) * p) - a.max(m * p))).sum::<u64>()
+                    (a / p..b.div_ceil(p)).map(|m| c.min(b.min(m * p + reach).saturating_sub(a.max(m * p)))).sum::<u64>()
                 })
                 .sum()
         };
@@ -415,7 +467,7 @@ impl Analysis<'_> {
         for w in 0..windows {
             let a = w * own.period.0;
             let mut xs = vec![own.period.0];
-            for s in &higher {
+            for (s, _) in &higher {
                 let p = s.period.0;
                 let mut start = (a / p + 1) * p;
                 while start < a + own.period.0 {
@@ -430,13 +482,17 @@ impl Analysis<'_> {
     }
 
     /// Servers under an EDF node: the demand test with the servers as implicit-deadline tasks.
-    fn edf_servers(&mut self, entries: &[Entry], supply: Option<PeriodicResource>, walk: &mut Walk) {
+    fn edf_servers(&mut self, entries: &[Entry], supply: Option<ServerSupply>, walk: &mut Walk) {
         let servers: Vec<usize> = entries.iter().filter_map(|e| if let Entry::Server(j) = *e { Some(j) } else { None }).collect();
         let params: Vec<TaskParams> =
             servers.iter().map(|&j| TaskParams::implicit(self.tree().servers[j].budget, self.tree().servers[j].period)).collect();
         let outcome = match supply {
             None => Err("its parent is guaranteed no supply".to_string()),
-            Some(sup) => match edf_supply_test(&sup, &params, &EdfSrpBlocking::none()) {
+            Some(sup) => match sup
+                .as_resource()
+                .map(|r| edf_supply_test(&r, &params, &EdfSrpBlocking::none()))
+                .unwrap_or(Ok(SupplyTest::Unknown { reason: "its parent's supply is too small to bound for EDF".into() }))
+            {
                 Ok(SupplyTest::Holds { .. }) => Ok(()),
                 Ok(SupplyTest::Violated { at, demand, supply }) => Err(format!(
                     "the EDF demand test of its siblings fails at {} ms (demand {} ms, supply {} ms)",
@@ -465,7 +521,7 @@ impl Analysis<'_> {
     }
 
     /// The tasks of leaf server `p` on the supply it gives.
-    fn leaf(&mut self, p: usize, supply: Option<PeriodicResource>, walk: &mut Walk) {
+    fn leaf(&mut self, p: usize, supply: Option<ServerSupply>, walk: &mut Walk) {
         let idx = self.leaf_tasks(p);
         if idx.is_empty() {
             return;
@@ -499,8 +555,8 @@ impl Analysis<'_> {
         };
         let params = self.pick(&self.params, &idx);
         if s.policy == ServerPolicy::Edf {
-            match edf_supply_test(&sup, &params, &EdfSrpBlocking::none()) {
-                Ok(SupplyTest::Holds { .. }) => {
+            match sup.as_resource().map(|r| edf_supply_test(&r, &params, &EdfSrpBlocking::none())) {
+                Some(Ok(SupplyTest::Holds { .. })) => {
                     for &i in &idx {
                         self.tasks[i].schedulable = Some(true);
                     }
