@@ -18,7 +18,8 @@
 //! - [`mc2_analysis`]: MC²'s criticality levels A–C (module `mc2`).
 //!
 //! These take plain structs and return [`InvalidInput`] (key and reason) for inputs they
-//! cannot analyse; [`analyze`] does not call them yet.
+//! cannot analyse. [`analyze`] feeds the resource and server analyses from scenario files
+//! (modules `scenario_resources` and `scenario_servers`); MC²'s tests are not fed yet.
 //!
 //! Task model: sporadic tasks (a periodic task's period is its minimum inter-arrival time),
 //! any job may take its WCET, and all tasks may release together: offsets are ignored
@@ -78,6 +79,13 @@ use std::cmp::Ordering;
 /// | cyclic | `cyclic-supply` (per task, against its slots) |
 ///
 /// gedf and gfp on one CPU are analysed as edf and fp.
+///
+/// With `[[resource]]`s, a scope whose tasks lock resources gets `fp-rta-blocking` (PIP or
+/// SRP blocking terms) or, under EDF with SRP, `edf-srp`, and the report a `resources`
+/// section (critical sections and blocking per task); global scheduling, resources shared
+/// across partitions and other combinations are reported as not analysed. With
+/// `[[scheduler.server]]`, each CPU gets one `hierarchy` test (servers on their parents'
+/// supply, leaf tasks on their servers') and the report a `servers` section.
 ///
 /// The overall verdict: each scope (a CPU, or the whole machine for global and cyclic
 /// tests) takes the strongest conclusion any of its tests proves — not_schedulable, then

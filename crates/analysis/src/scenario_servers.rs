@@ -194,6 +194,15 @@ impl Analysis<'_> {
     /// Analyses the whole hierarchy, one `hierarchy` test per CPU.
     pub(crate) fn hierarchy(&mut self) {
         let h = self.tree().clone();
+        if !self.scenario.resources.is_empty() {
+            let mut report = self.resources_report();
+            for (t, sections) in report.tasks.iter_mut().zip(&self.sections) {
+                if !sections.is_empty() {
+                    t.note = "not analysed: shared resources in a scheduler hierarchy (a holder may run on another server's budget)".into();
+                }
+            }
+            self.resources = Some(report);
+        }
         self.servers = Some(
             h.servers
                 .iter()
@@ -212,7 +221,11 @@ impl Analysis<'_> {
                     supply_blackout_ms: None,
                     backlogged_share: None,
                     verdict: Verdict::Unknown,
-                    detail: String::new(),
+                    detail: if s.kind == ServerKind::Level {
+                        "a plain priority level: what is below it competes directly on its parent's supply".to_string()
+                    } else {
+                        String::new()
+                    },
                 })
                 .collect(),
         );

@@ -153,7 +153,7 @@ fn scenarios_without_resources_keep_their_report() {
 /// A random uniprocessor fixed-priority set sharing up to two resources.
 #[derive(Clone, Debug)]
 struct Shared {
-    /// Per task: period, offset, compute before, (resource, units, section, inner) or none, compute after.
+    /// Priorities follow this order (the first is the highest).
     tasks: Vec<SharedTask>,
     units: [u32; 2],
 }

@@ -155,13 +155,18 @@ fn a_nested_tree_with_a_level_and_edf_is_analysed_level_by_level() {
     assert!(run.tasks.iter().all(|t| t.stats.deadline_misses == 0));
 }
 
+/// A top server: deferrable?, budget, period, children (budget, period).
+type Top = (bool, u32, u32, Vec<(u32, u32)>);
+/// A leaf: EDF policy?, tasks (wcet, period, offset).
+type Leaf = (bool, Vec<(u32, u32, u32)>);
+
 /// A random tree: up to three top servers under an fp root, the first possibly with two
 /// children; one or two tasks per leaf.
 #[derive(Clone, Debug)]
 struct Tree {
-    tops: Vec<(bool, u32, u32, Vec<(u32, u32)>)>,
-    /// (policy edf?, tasks (wcet, period, offset)) per leaf, in leaf order.
-    leaves: Vec<(bool, Vec<(u32, u32, u32)>)>,
+    tops: Vec<Top>,
+    /// In leaf order.
+    leaves: Vec<Leaf>,
 }
 
 impl Tree {
@@ -242,4 +247,18 @@ proptest! {
         // is checked by the tasks above; at least one verdict is given per CPU.
         prop_assert_eq!(report.tests.len(), 1);
     }
+}
+
+#[test]
+fn resources_inside_a_hierarchy_are_listed_but_not_analysed() {
+    let text = "[scheduler]\nkind = \"fp\"\n[[resource]]\nname = \"m\"\nprotocol = \"pip\"\n\
+        [[scheduler.server]]\nname = \"s\"\nkind = \"deferrable\"\nbudget_ms = 5\nperiod_ms = 10\npriority = 0\n\
+        [[task]]\nname = \"a\"\npriority = 0\nperiod_ms = 20\nserver = \"s\"\nprogram = [{ lock = \"m\" }, { compute_ms = 1 }, { unlock = \"m\" }]\n";
+    let r = analyze(&load(text));
+    assert_eq!(server(&r, "s").verdict, Verdict::Schedulable);
+    let res = r.resources.as_ref().unwrap();
+    assert_eq!(res.tasks[0].blocking_ms, None);
+    assert!(res.tasks[0].note.starts_with("not analysed: shared resources in a scheduler hierarchy"));
+    assert_eq!(r.task("a").unwrap().schedulable, None);
+    assert_eq!(r.verdict, Verdict::Unknown);
 }
