@@ -169,7 +169,12 @@ struct SharedTask {
 
 impl Shared {
     fn text(&self, protocol: &str) -> String {
-        let mut s = String::from("[scheduler]\nkind = \"fp\"\n");
+        self.text_for("fp", protocol)
+    }
+
+    /// The set under scheduler `kind` (task priorities are ignored by EDF).
+    fn text_for(&self, kind: &str, protocol: &str) -> String {
+        let mut s = format!("[scheduler]\nkind = \"{kind}\"\n");
         for (r, u) in self.units.iter().enumerate() {
             s += &format!("[[resource]]\nname = \"r{r}\"\nunits = {u}\nprotocol = \"{protocol}\"\n");
         }
@@ -193,9 +198,9 @@ impl Shared {
             if t.after_ms > 0 || steps.is_empty() {
                 steps.push(format!("{{ compute_ms = {} }}", t.after_ms.max(1)));
             }
+            let priority = if kind == "fp" { format!("priority = {}\n", i + 1) } else { String::new() };
             s += &format!(
-                "[[task]]\nname = \"t{}\"\npriority = {}\nperiod_ms = {}\noffset_ms = {}\nprogram = [{}]\n",
-                i + 1,
+                "[[task]]\nname = \"t{}\"\n{priority}period_ms = {}\noffset_ms = {}\nprogram = [{}]\n",
                 i + 1,
                 t.period_ms,
                 t.offset_ms,
@@ -302,6 +307,21 @@ proptest! {
         for (i, measured) in worst_blocking_ms(&s, &run).into_iter().enumerate() {
             let term = terms[i].unwrap();
             prop_assert!(measured <= term + 1e-9, "task t{}: lower-priority work ran {} ms > B = {}\n{}", i + 1, measured, term, text);
+        }
+    }
+
+    // EDF with SRP: when the demand test with blocking holds, no job misses in simulation.
+    #[test]
+    fn edf_srp_sets_that_pass_the_demand_test_never_miss(set in shared_set(true)) {
+        let text = set.text_for("edf", "srp");
+        let s = load(&text);
+        let report = analyze(&s);
+        let locks = set.tasks.iter().any(|t| t.section.is_some());
+        prop_assert_eq!(report.tests[0].name, if locks { "edf-srp" } else { "edf-utilization" });
+        if report.verdict == Verdict::Schedulable {
+            for j in sim(&s).jobs.iter().filter(|j| j.abs_deadline < s.horizon) {
+                prop_assert!(!j.missed(), "t{} job {} missed\n{}", j.task + 1, j.index, text);
+            }
         }
     }
 

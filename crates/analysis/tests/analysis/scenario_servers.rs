@@ -155,6 +155,25 @@ fn a_nested_tree_with_a_level_and_edf_is_analysed_level_by_level() {
     assert!(run.tasks.iter().all(|t| t.stats.deadline_misses == 0));
 }
 
+#[test]
+fn a_polling_server_may_drop_a_budget_just_before_its_work_arrives() {
+    // s1 (polling 3/5 below s0, polling 1/5) responds in 3 + 1 = 4 ≤ 5: Γ(5, 3), but at 5 its
+    // subtree is idle and the budget is gone; t2, released at 6, waits for the next period,
+    // behind s0's task at 10: it completes at 12 (response 6). The supply is Γ(5, 3) delayed by
+    // Θ = 3: blackout 2·(5 − 3) + 3 = 7, so t2's bound is 7 + 1 = 8.
+    let text = "[scheduler]\nkind = \"fp\"\n[run]\nhorizon_ms = 40\n\
+        [[scheduler.server]]\nname = \"s0\"\nkind = \"polling\"\nbudget_ms = 1\nperiod_ms = 5\npriority = 0\n\
+        [[scheduler.server]]\nname = \"s1\"\nkind = \"polling\"\nbudget_ms = 3\nperiod_ms = 5\npriority = 1\n\
+        [[task]]\nname = \"t0\"\nwcet_ms = 1\nperiod_ms = 10\npriority = 0\nserver = \"s0\"\n\
+        [[task]]\nname = \"t2\"\nwcet_ms = 1\nperiod_ms = 10\noffset_ms = 6\npriority = 1\nserver = \"s1\"\n";
+    let s = load(text);
+    let r = analyze(&s);
+    assert_eq!(server(&r, "s1").supply_blackout_ms, Some(7.0));
+    assert_eq!(r.task("t2").unwrap().response_time_ms, Some(8.0));
+    let run = simulate(&s, SimOptions::default());
+    assert_eq!(run.tasks[1].stats.max_response, Some(Nanos::from_ms(6)));
+}
+
 /// A top server: deferrable?, budget, period, children (budget, period).
 type Top = (bool, u32, u32, Vec<(u32, u32)>);
 /// A leaf: EDF policy?, tasks (wcet, period, offset).
