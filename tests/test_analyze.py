@@ -85,3 +85,26 @@ def test_analyze_check_exits_1_only_when_a_test_fails() -> None:
     assert failing.stderr.splitlines() == ["critmem: check failed: fp-rta (CPU 0)"]
     # Without --check the same report exits 0.
     assert cli("analyze", str(EXAMPLES / "overload.toml")).code == 0
+
+
+def test_cli_analyze_prints_blocking_terms_for_shared_resources() -> None:
+    o = cli("analyze", str(EXAMPLES / "resources-inversion.toml"))
+    assert o.code == 0 and o.stderr == ""
+    rows = {line.split()[0]: line.split() for line in o.stdout.splitlines() if "bus×1" in line}
+    # task, section (resource×units, ms held), blocking ms, response ms, meets deadline
+    assert rows["hi"] == ["hi", "bus×1", "1.000", "4.000", "6.000", "yes"]
+    assert rows["lo"] == ["lo", "bus×1", "4.000", "0.000", "17.000", "yes"]
+    report = json.loads(cli("analyze", str(EXAMPLES / "resources-inversion.toml"), "--json").stdout)
+    assert [t["blocking_ms"] for t in report["resources"]["tasks"]] == [4.0, 4.0, 0.0]
+    assert report["tests"][0]["name"] == "fp-rta-blocking"
+
+
+def test_cli_analyze_prints_a_row_per_server() -> None:
+    o = cli("analyze", str(EXAMPLES / "servers-hires-fig6.toml"))
+    assert o.code == 0
+    rt25 = next(line.split() for line in o.stdout.splitlines() if line.startswith("rt25 ") and "deferrable" in line)
+    # server parent kind cpu budget period response guaranteed blackout share whole-budget
+    assert rt25 == ["rt25", "root", "deferrable", "0", "4.000", "25.000", "17.000", "4.000", "42.000", "0.160", "yes"]
+    report = json.loads(cli("analyze", str(EXAMPLES / "servers-hires-fig6.toml"), "--json").stdout)
+    assert [s["verdict"] for s in report["servers"]] == ["schedulable"] * 4
+    assert "resources" not in report

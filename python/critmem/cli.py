@@ -629,6 +629,10 @@ def _print_analysis(result: AnalysisResult) -> None:
     columns = ["task", "cpu", "util", "wcet ms", "period ms", "deadline ms", "prio rank",
                "response ms", "meets deadline", "tardiness bound ms"]  # fmt: skip
     console.print(_table(columns, task_rows))
+    if r.get("resources") is not None:
+        _print_blocking(console, r)
+    if r.get("servers") is not None:
+        _print_server_analysis(console, r["servers"])
     test_rows = [[t["name"], _fmt(t["cpu"]), _words(t["verdict"]), t["detail"]] for t in r["tests"]]
     console.print(_table(["test", "cpu", "verdict", "detail"], test_rows, left=4))
     console.print(_text(f"verdict: {_words(result.verdict)}"))
@@ -638,6 +642,38 @@ def _print_warnings(lines: Sequence[str]) -> None:
     """The scenario's warnings on stderr, so `--json` output stays one object."""
     for line in lines:
         print(f"warning: {line}", file=sys.stderr)
+
+
+def _section(sec: dict[str, Any]) -> str:
+    within = f" in {sec['within']}" if sec["within"] is not None else ""
+    return f"{sec['resource']}×{sec['units']} {_fmt(sec['duration_ms'])}{within}"
+
+
+def _print_blocking(console: Console, r: dict[str, Any]) -> None:
+    """Per task: its critical sections (resource×units, ms held), blocking term and bound."""
+    rows = []
+    for t, b in zip(r["tasks"], r["resources"]["tasks"], strict=True):
+        sections = ", ".join(_section(sec) for sec in b["sections"]) or "-"
+        rows.append([t["name"], sections, _fmt(b["blocking_ms"]), _fmt(t["response_time_ms"]), _fmt(t["schedulable"])])
+    console.print(_table(["task", "critical sections (ms held)", "blocking ms", "response ms", "meets deadline"], rows, left=2))
+    for b in r["resources"]["tasks"]:
+        if b["blocking_ms"] is None and b["note"]:
+            console.print(_text(f"{b['name']}: {b['note']}"))
+
+
+def _print_server_analysis(console: Console, servers: list[dict[str, Any]]) -> None:
+    """Per server: budget and period, what it is guaranteed and the supply its children see."""
+    columns = ["server", "parent", "kind", "cpu", "budget ms", "period ms", "response ms", "guaranteed ms",
+               "supply blackout ms", "backlogged share", "whole budget"]  # fmt: skip
+    keys = ["cpu", "budget_ms", "period_ms", "response_ms", "guaranteed_budget_ms", "supply_blackout_ms", "backlogged_share"]
+    rows = []
+    for s in servers:
+        whole = "-" if s["kind"] == "level" else _fmt(s["verdict"] == "schedulable")
+        rows.append([s["name"], s["parent"], s["kind"], *(_fmt(s[k]) for k in keys), whole])
+    console.print(_table(columns, rows, left=3))
+    for s in servers:
+        if s["detail"]:
+            console.print(_text(f"{s['name']}: {s['detail']}"))
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:

@@ -132,8 +132,28 @@ pub(crate) fn higher_priority(i: usize, tasks: &[TaskParams], jitter: &[Nanos], 
 /// [`fp_response_time`], which calls it; it expects positive periods (the slice entry points
 /// check).
 pub fn fp_response_time_general(task: &TaskParams, blocking: Nanos, higher: &[Interferer]) -> Rta {
+    response_time(task, blocking, higher, false)
+}
+
+/// [`fp_response_time_general`] for a job that ends with a step taking no time (an unlock
+/// after its last compute): a higher-priority release at the very instant its compute ends
+/// runs before that step, so job q completes at the least `w` with
+/// `w ≥ (q+1)·C + B + Σ (⌊(w + Jⱼ)/Tⱼ⌋ + 1)·Cⱼ` (releases in the closed window `[0, w]`
+/// count).
+pub fn fp_response_time_ending_at_a_step(task: &TaskParams, blocking: Nanos, higher: &[Interferer]) -> Rta {
+    response_time(task, blocking, higher, true)
+}
+
+/// The busy-period iteration; `closed` counts a release at the window's end as interference.
+fn response_time(task: &TaskParams, blocking: Nanos, higher: &[Interferer], closed: bool) -> Rta {
     let (c, t, d, b) = (u128::from(task.wcet.0), u128::from(task.period.0), u128::from(task.deadline.0), u128::from(blocking.0));
-    let interference = |w: u128| -> u128 { higher.iter().map(|h| h.demand(w)).sum() };
+    let interference = |w: u128| -> u128 {
+        if closed {
+            higher.iter().map(|h| ((w + u128::from(h.jitter.0)) / u128::from(h.period.0) + 1) * u128::from(h.wcet.0)).sum()
+        } else {
+            higher.iter().map(|h| h.demand(w)).sum()
+        }
+    };
     let mut steps = 0u64;
     let mut worst = 0u128;
     let mut w = c + b + higher.iter().map(|h| u128::from(h.wcet.0)).sum::<u128>();
@@ -156,7 +176,9 @@ pub fn fp_response_time_general(task: &TaskParams, blocking: Nanos, higher: &[In
             }
         }
         worst = worst.max(w - q * t);
-        if w <= (q + 1) * t {
+        // The busy period goes on while the next own release falls inside it (at its end too
+        // when that release would run first).
+        if w < (q + 1) * t || (!closed && w == (q + 1) * t) {
             return Rta::Meets { response: nanos(worst) };
         }
         q += 1;

@@ -18,7 +18,8 @@
 //! - [`mc2_analysis`]: MC²'s criticality levels A–C (module `mc2`).
 //!
 //! These take plain structs and return [`InvalidInput`] (key and reason) for inputs they
-//! cannot analyse; [`analyze`] does not call them yet.
+//! cannot analyse. [`analyze`] feeds the resource and server analyses from scenario files
+//! (modules `scenario_resources` and `scenario_servers`); MC²'s tests are not fed yet.
 //!
 //! Task model: sporadic tasks (a periodic task's period is its minimum inter-arrival time),
 //! any job may take its WCET, and all tasks may release together: offsets are ignored
@@ -36,6 +37,8 @@ mod input;
 mod mc2;
 mod model;
 mod report;
+mod scenario_resources;
+mod scenario_servers;
 mod servers;
 mod supply;
 
@@ -45,14 +48,17 @@ pub use blocking::{
 pub use cyclic::{cyclic_periodic_response, cyclic_sporadic_response, SlotSupply};
 pub use edf::{edf_dbf, edf_demand_test, DemandTest};
 pub use fp::{
-    fp_response_time, fp_response_time_general, fp_response_times, fp_response_times_with_blocking, fp_response_times_with_jitter,
-    Interferer, Rta,
+    fp_response_time, fp_response_time_ending_at_a_step, fp_response_time_general, fp_response_times, fp_response_times_with_blocking,
+    fp_response_times_with_jitter, Interferer, Rta,
 };
 pub use global::{gedf_gfb, gedf_tardiness_bounds, gedf_tardiness_is_bounded, gfp_response_bounds};
 pub use input::InvalidInput;
 pub use mc2::{mc2_analysis, LevelC, Mc2Analysis, Mc2System, Mc2Task};
 pub use model::{utilization_cmp, TaskParams};
-pub use report::{AnalysisReport, TaskReport, TestReport, Verdict};
+pub use report::{
+    AnalysisReport, ResourceInfo, ResourcesReport, SectionReport, ServerReport, TaskBlocking, TaskReport, TestReport, Verdict,
+};
+pub use scenario_resources::program_sections;
 pub use servers::{fp_server_analysis, Server, ServerGuarantee, ServerKind};
 pub use supply::{edf_srp_test, edf_supply_test, fp_response_times_on, PeriodicResource, Supply, SupplyTest};
 
@@ -74,6 +80,13 @@ use std::cmp::Ordering;
 ///
 /// gedf and gfp on one CPU are analysed as edf and fp.
 ///
+/// With `[[resource]]`s, a scope whose tasks lock resources gets `fp-rta-blocking` (PIP or
+/// SRP blocking terms) or, under EDF with SRP, `edf-srp`, and the report a `resources`
+/// section (critical sections and blocking per task); global scheduling, resources shared
+/// across partitions and other combinations are reported as not analysed. With
+/// `[[scheduler.server]]`, each CPU gets one `hierarchy` test (servers on their parents'
+/// supply, leaf tasks on their servers') and the report a `servers` section.
+///
 /// The overall verdict: each scope (a CPU, or the whole machine for global and cyclic
 /// tests) takes the strongest conclusion any of its tests proves — not_schedulable, then
 /// unbounded_tardiness, then schedulable, then bounded_tardiness, else unknown (sound tests
@@ -85,9 +98,12 @@ pub fn analyze(scenario: &Scenario) -> AnalysisReport {
     let all: Vec<usize> = (0..scenario.tasks.len()).collect();
     let m = scenario.cpus;
     if scenario.hierarchy.is_some() {
-        // A task under servers gets the servers' supply, not the whole CPU: the flat tests
-        // below would not hold.
-        a.push("hierarchy", None, Verdict::Unknown, "not analysed: scheduler hierarchy (tasks run under budgeted servers)".to_string());
+        // A task under servers gets the servers' supply, not the whole CPU.
+        a.hierarchy();
+        return a.finish();
+    }
+    if !scenario.resources.is_empty() {
+        a.with_resources();
         return a.finish();
     }
     match scenario.scheduler.kind() {
@@ -125,6 +141,10 @@ struct Analysis<'a> {
     ranks: Option<Vec<u32>>,
     tasks: Vec<TaskReport>,
     tests: Vec<TestReport>,
+    /// Each task's critical sections, from its program (empty without one).
+    sections: Vec<Vec<CriticalSection>>,
+    resources: Option<ResourcesReport>,
+    servers: Option<Vec<ServerReport>>,
 }
 
 fn ms(n: Nanos) -> f64 {
@@ -165,6 +185,9 @@ impl<'a> Analysis<'a> {
             ranks,
             tasks,
             tests: Vec::new(),
+            sections: Analysis::all_sections(scenario),
+            resources: None,
+            servers: None,
         }
     }
 
@@ -177,6 +200,8 @@ impl<'a> Analysis<'a> {
             verdict: report::overall(&self.tests),
             tests: self.tests,
             tasks: self.tasks,
+            resources: self.resources,
+            servers: self.servers,
         }
     }
 

@@ -81,6 +81,89 @@ pub struct AnalysisReport {
     pub verdict: Verdict,
     pub tests: Vec<TestReport>,
     pub tasks: Vec<TaskReport>,
+    /// Shared resources and each task's blocking; absent when the scenario declares none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourcesReport>,
+    /// The scheduler hierarchy's servers; absent when the scenario declares none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub servers: Option<Vec<ServerReport>>,
+}
+
+/// One `[[resource]]` as the analysis sees it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ResourceInfo {
+    pub name: String,
+    pub units: u32,
+    /// `none`, `pip` or `srp`.
+    pub protocol: &'static str,
+    /// Tasks whose programs lock it, in task order.
+    pub users: Vec<String>,
+}
+
+/// One critical section of a task's program. Times are milliseconds.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SectionReport {
+    pub resource: String,
+    pub units: u32,
+    /// How long the units can be held: the compute inside the outermost section around it.
+    pub duration_ms: f64,
+    /// The resource of the section it is nested in, if any.
+    pub within: Option<String>,
+}
+
+/// A task's critical sections and blocking term.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TaskBlocking {
+    pub name: String,
+    pub sections: Vec<SectionReport>,
+    /// The longest time lower-priority (or lower-level) jobs can delay a job of this task,
+    /// ms; `None` when no bound is known (see `note`).
+    pub blocking_ms: Option<f64>,
+    /// Why there is no bound, or what the term rests on; empty when there is nothing to say.
+    pub note: String,
+}
+
+/// Shared resources in the report.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ResourcesReport {
+    pub resources: Vec<ResourceInfo>,
+    /// One entry per task, in task order.
+    pub tasks: Vec<TaskBlocking>,
+}
+
+/// One server of a scheduler hierarchy. Times are milliseconds.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ServerReport {
+    pub name: String,
+    /// The parent server, or `root`.
+    pub parent: String,
+    pub cpu: usize,
+    /// `deferrable`, `polling` or `level`.
+    pub kind: &'static str,
+    /// How it orders its children.
+    pub policy: &'static str,
+    /// Θ and Π (`None` for a level).
+    pub budget_ms: Option<f64>,
+    pub period_ms: Option<f64>,
+    /// Worst response of its budget as a task under its siblings on its parent's supply
+    /// (`None` if not within its period, or for a level).
+    pub response_ms: Option<f64>,
+    /// Budget it gets in every period while it has work, for sure.
+    pub guaranteed_budget_ms: Option<f64>,
+    /// The supply its children see: at least `supply_budget_ms` in every `supply_period_ms`
+    /// (Shin and Lee's periodic resource); `None` when nothing is guaranteed or for a level.
+    pub supply_budget_ms: Option<f64>,
+    pub supply_period_ms: Option<f64>,
+    /// The longest stretch its children may go without supply while they have work:
+    /// `2(Π − Θ)`, plus Θ for a polling server that may drop a budget its children arrive
+    /// just too late for.
+    pub supply_blackout_ms: Option<f64>,
+    /// Its long-run share of the CPU when every server under the root is backlogged (top-level
+    /// servers under an fp root only).
+    pub backlogged_share: Option<f64>,
+    /// `schedulable`: its whole budget every period; `unknown`: only `guaranteed_budget_ms`.
+    pub verdict: Verdict,
+    pub detail: String,
 }
 
 impl AnalysisReport {

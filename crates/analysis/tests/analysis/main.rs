@@ -15,5 +15,7 @@ mod fp;
 mod global;
 mod mc2;
 mod report;
+mod scenario_resources;
+mod scenario_servers;
 mod servers;
 mod supply;
