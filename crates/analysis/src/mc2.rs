@@ -18,7 +18,9 @@
 //! # Level C's bound
 //!
 //! Assumptions: level-C jobs neither self-suspend nor block (a pending job is always eligible
-//! once its predecessor is done), deadlines equal periods at level C, every level-B task has a
+//! once its predecessor is done) and are never aborted or skipped (`critmem analyze` also
+//! refuses the bound when any task touches modelled memory or runs a program), deadlines
+//! equal periods at level C, every level-B task has a
 //! response bound Rⱼ ≤ Dⱼ ≤ Tⱼ, and the scheduler gives a CPU that A and B leave to the
 //! earliest-deadline level-C jobs (ties by release order) at every instant.
 //!
@@ -595,14 +597,16 @@ impl crate::Analysis<'_> {
             }
             None => "no tardiness estimate".to_string(),
         };
-        // The proof needs level-C jobs that are always eligible and never dropped.
-        let unproven = level_c
-            .iter()
-            .map(|&i| self.spec(i))
-            .find(|t| !t.suspensions.is_empty() || t.memory.is_some() || t.program.is_some() || t.overrun != OverrunPolicy::Continue);
+        // The proof needs level-C jobs that are always eligible and never dropped, and level-B
+        // response bounds that no fault or lock can stretch.
+        let unproven = scenario.tasks.iter().find(|t| {
+            t.memory.is_some()
+                || t.program.is_some()
+                || (t.criticality == Criticality::C && (!t.suspensions.is_empty() || t.overrun != OverrunPolicy::Continue))
+        });
         let bounds = match (&c.tardiness_bounds, unproven) {
             (Ok(_), Some(t)) => Err(format!(
-                "task {} self-suspends, touches modelled memory, runs a program or drops jobs, which the bound does not cover",
+                "task {} touches modelled memory, runs a program, or (at level C) self-suspends or drops jobs, which the bound does not cover",
                 t.name
             )),
             (b, _) => b.clone(),

@@ -196,6 +196,35 @@ mod from_scenarios {
         assert!(sim.tasks.iter().all(|t| t.stats.deadline_misses == 0));
     }
 
+    /// [`super::system`] as a scenario: level C is c0 (4, 10) and c1 (3, 20).
+    fn bounded_text() -> String {
+        let text = two_core_text();
+        let head = &text[..text.find("[[task]]\nname = \"c0\"").unwrap()];
+        head.to_string() + &task("c0", "C", None, 4, 10) + &task("c1", "C", None, 3, 20)
+    }
+
+    #[test]
+    fn level_c_with_a_proven_bound_makes_the_machine_bounded_tardiness() {
+        let r = analyze(&load(&bounded_text()));
+        // The figures of `super::a_system_that_passes_every_level`: x = 278 ms, bounds x + C.
+        let bounds: Vec<Option<f64>> = r.tasks.iter().map(|t| t.tardiness_bound_ms).collect();
+        assert_eq!(bounds, vec![None, None, None, None, Some(282.0), Some(281.0)]);
+        assert_eq!(r.tests[4].verdict, Verdict::BoundedTardiness, "{}", r.tests[4].detail);
+        assert!(r.tests[4].detail.contains("tardiness bounds c0 282 ms, c1 281 ms (sound, pessimistic)"), "{}", r.tests[4].detail);
+        assert_eq!(r.verdict, Verdict::BoundedTardiness);
+        // A self-suspending level-C task is outside the proof.
+        // (c1 with its suspension counted: (4, 20), which still leaves room for the bound.)
+        let suspended = "wcet_ms = 3\nperiod_ms = 20\nsuspend = [{ after_ms = 1, for_ms = 1 }]\n";
+        let r = analyze(&load(&bounded_text().replace("wcet_ms = 3\nperiod_ms = 20\n", suspended)));
+        let detail = &r.tests[4].detail;
+        assert_eq!(r.tests[4].verdict, Verdict::Unknown, "{detail}");
+        assert!(
+            detail.contains("no proven bound: task c1 touches modelled memory, runs a program, or (at level C) self-suspends"),
+            "{detail}"
+        );
+        assert!(r.tasks.iter().all(|t| t.tardiness_bound_ms.is_none()));
+    }
+
     #[test]
     fn a_level_a_table_short_of_slot_time_is_not_schedulable() {
         let text = two_core_text().replacen("duration_ms = 2", "duration_ms = 1", 1);
