@@ -32,3 +32,10 @@ def test_the_memory_snippet_reports_memory() -> None:
     assert r.memory is not None
     assert r.memory["tasks"][0]["minor_faults"] > 0
     assert not r.memory_timeline.empty
+
+
+def test_docs_hold_no_merge_conflict_markers() -> None:
+    root = Path(__file__).resolve().parent.parent
+    for doc in [root / "README.md", root / "BENCHMARKS.md", *sorted((root / "docs").glob("*.md"))]:
+        for n, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
+            assert not line.startswith(("<<<<<<< ", ">>>>>>> ")) and line != "=======", f"{doc.name}:{n}: {line[:40]}"

@@ -128,6 +128,7 @@ pub fn analyze(scenario: &Scenario) -> AnalysisReport {
         SchedulerKind::Gedf => a.global_edf(),
         SchedulerKind::Gfp => a.global_fp(),
         SchedulerKind::Cyclic => a.cyclic(),
+        SchedulerKind::Mc2 => a.mc2(),
     }
     a.finish()
 }

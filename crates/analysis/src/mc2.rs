@@ -9,22 +9,63 @@
 //! with the free time's supply-bound function. **Level C** is global EDF over the capacity A
 //! and B leave: per core `1 − (A slot time)/frame − U_B`. **Level D** gets no guarantee.
 //!
-//! Level C's tardiness is bounded when its utilisation fits the capacity and no task's
-//! utilisation exceeds 1: the utilisation condition, stated as such. Leontyev & Anderson
-//! (RTS 2010) prove bounded tardiness for global EDF on such restricted supply under
-//! conditions this test does not check in full, so `bounded` is that utilisation condition,
-//! not their theorem. The per-task figures in [`LevelC::tardiness_estimates`] are likewise an
-//! estimate in the style of [`crate::gedf_tardiness_bounds`] (Devi & Anderson) with the
-//! number of CPUs replaced by the capacity left, plus the longest stretch any core can spend
-//! entirely on A and B: not a proven bound.
+//! Level C's utilisation condition (`bounded`) compares its utilisation with that capacity,
+//! and the per-task figures in [`LevelC::tardiness_estimates`] are an estimate in the style of
+//! [`crate::gedf_tardiness_bounds`] (Devi & Anderson) with the number of CPUs replaced by the
+//! capacity left, plus the longest stretch any core can spend entirely on A and B: neither is
+//! proven. [`LevelC::tardiness_bounds`] is.
+//!
+//! # Level C's bound
+//!
+//! Assumptions: level-C jobs neither self-suspend nor block (a pending job is always eligible
+//! once its predecessor is done) and are never aborted or skipped (`critmem analyze` also
+//! refuses the bound when any task touches modelled memory or runs a program), deadlines
+//! equal periods at level C, every level-B task has a
+//! response bound Rⱼ ≤ Dⱼ ≤ Tⱼ, and the scheduler gives a CPU that A and B leave to the
+//! earliest-deadline level-C jobs (ties by release order) at every instant.
+//!
+//! *Supply.* On core k, A runs only in its slots: in any window of length Δ at most
+//! (S/F)·Δ + c_A (S the slot time per frame F, c_A the largest excess, [`slot_excess`]).
+//! A level-B task runs in [t, t+Δ) only for jobs released in (t − Rⱼ, t + Δ), at most
+//! (Δ + Rⱼ)/Tⱼ + 1 of them, so at most uⱼ·Δ + uⱼ·Rⱼ + Cⱼ. Level C thus gets at least
+//! αₖ·Δ − βₖ on core k, αₖ = 1 − S/F − Σuⱼ, βₖ = c_A + Σ(uⱼRⱼ + Cⱼ); over cores with αₖ > 0,
+//! α = Σαₖ and β = Σβₖ. Let U = Σ Cᵢ/Tᵢ over level C, m the CPUs, Uₓ the sum of the m − 1
+//! largest uᵢ and L the sum of the m − 1 largest Cᵢ(1 + uᵢ).
+//!
+//! *Claim.* If U ≤ α and α > Uₓ + (m − 1)·uᵢ for every level-C task i, every level-C job of
+//! task ℓ completes within x + C_ℓ of its deadline, for any x ≥ 0 with
+//! x·(α − Uₓ − (m − 1)u_ℓ) ≥ 2β + L + (m − 1)C_ℓ(1 + u_ℓ) − α·C_ℓ for every ℓ.
+//!
+//! *Proof sketch*, by induction over jobs in priority order. Take job J of τ_ℓ, deadline d;
+//! Ψ is the set of jobs of priority at least J's (all have deadlines ≤ d), and LAG(t) is
+//! Ψ's work in the processor-sharing schedule (each job at rate uᵢ from release to
+//! deadline) minus its work actually done by t. An instant is busy if every CPU A and B
+//! leave runs a Ψ job. (1) At a non-busy instant fewer tasks have an eligible Ψ job than
+//! there are free CPUs, so at most m − 1, and each runs. A task with no pending Ψ work has
+//! lag ≤ 0; one whose oldest pending job Jᵢ (released rᵢ, deadline dᵢ) is pending at t has
+//! lag ≤ uᵢ(t − rᵢ), which is ≤ Cᵢ if t ≤ dᵢ and, by induction (Jᵢ's deadline is before
+//! d), < uᵢ(Tᵢ + x + Cᵢ) = Cᵢ + uᵢ(x + Cᵢ) otherwise. So LAG ≤ L + Uₓ·x there.
+//! (2) From the last non-busy instant t₀ (or 0) to d, every free CPU runs Ψ work: at least
+//! α(d − t₀) − β, while processor sharing does at most U(d − t₀); with U ≤ α,
+//! LAG(d) ≤ LAG(t₀) + β. With implicit deadlines processor sharing has finished Ψ by d,
+//! so the Ψ work left at d is W = LAG(d) ≤ β + L + Uₓ·x, and τ_ℓ's share of it is its lag,
+//! W_ℓ ≤ C_ℓ + u_ℓ(x + C_ℓ) as in (1). (3) No Ψ job arrives after d. At each instant of
+//! [d, f_J) either all free CPUs run Ψ work (busy) or τ_ℓ's oldest pending job, a Ψ job,
+//! runs (non-busy): the non-busy time is at most W_ℓ, and the free capacity in busy time
+//! is at most W minus τ_ℓ's progress. Free capacity over [d, f_J) is at least
+//! α(f_J − d) − β and at most W + (m − 1)W_ℓ, so
+//! f_J − d ≤ (β + W + (m − 1)W_ℓ)/α ≤ x + C_ℓ by the choice of x. ∎
+//!
+//! The bound is sound and pessimistic (β counts twice, and (3) gives up the CPUs idle while
+//! τ_ℓ runs alone); x is rounded up to whole nanoseconds from exact fractions.
 
 use crate::cyclic::SlotSupply;
 use crate::fp::Rta;
 use crate::input::InvalidInput;
 use crate::model::{nanos, Ratio, TaskParams};
-use crate::supply::{fp_response_times_on, least_supplied, Search};
+use crate::supply::fp_response_times_on;
 use critmem_core::scenario::CyclicTable;
-use critmem_core::task::Criticality;
+use critmem_core::task::{Arrival, Criticality, OverrunPolicy};
 use critmem_core::Nanos;
 use std::cmp::Ordering;
 
@@ -63,6 +104,9 @@ pub struct LevelC {
     /// (task index, tardiness estimate) per level-C task, when `bounded` holds and the
     /// estimate is defined.
     pub tardiness_estimates: Option<Vec<(usize, Nanos)>>,
+    /// (task index, proven tardiness bound) per level-C task (module documentation, "Level
+    /// C's bound"), or why the bound does not apply.
+    pub tardiness_bounds: Result<Vec<(usize, Nanos)>, String>,
 }
 
 /// Per-level results of [`mc2_analysis`].
@@ -195,18 +239,48 @@ pub fn mc2_analysis(sys: &Mc2System) -> Result<Mc2Analysis, InvalidInput> {
         let gap = (b_ok && left.is_some_and(|l| !l.is_zero()))
             .then(|| {
                 let demand = |t: u128| 1 + params.iter().map(|p| crate::fp::Interferer::from(*p).demand(t)).sum::<u128>();
-                match least_supplied(&free, &demand, 0, u128::from(u64::MAX)) {
-                    Search::Found(t) => Some(nanos(t - 1)),
-                    Search::Beyond(_) | Search::GaveUp => None,
-                }
+                first_supplied(&free, u128::from(r.frame()), &demand).map(|t| nanos(t - 1))
             })
             .flatten();
         longest_gap.push(gap);
         capacity.push(left);
     }
     level_b.sort_by_key(|&(i, _)| i);
-    let level_c = level_c(sys, &r, capacity, longest_gap);
+    let mut level_c = level_c(sys, &r, capacity, longest_gap);
+    level_c.tardiness_bounds = level_c_bounds(sys, &level_b);
     Ok(Mc2Analysis { level_a, level_b, level_c })
+}
+
+/// The least t with `sbf(t) ≥ demand(t)` on a core's free time (`demand` non-decreasing),
+/// `None` if there is none before 2^64 ns. Where supply falls short, the next candidate is
+/// the least t' with sbf(t') ≥ demand(t), found by bisection: no earlier t' can do, and
+/// sbf(t + k·F) = sbf(t) + k·S (S the free time per frame F) bounds the search.
+fn first_supplied(free: &SlotSupply, frame: u128, demand: &dyn Fn(u128) -> u128) -> Option<u128> {
+    let per_frame = u128::from(free.per_frame().0);
+    if per_frame == 0 {
+        return None;
+    }
+    let sbf = |t: u128| u128::from(free.min_supply(nanos(t)).0);
+    let mut t = 0u128;
+    loop {
+        let (need, got) = (demand(t), sbf(t));
+        if got >= need {
+            return Some(t);
+        }
+        let (mut lo, mut hi) = (t, t.checked_add((need - got).div_ceil(per_frame).checked_mul(frame)?)?);
+        if hi > u128::from(u64::MAX) {
+            return None;
+        }
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if sbf(mid) >= need {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        t = hi;
+    }
 }
 
 /// Exact response of level-A task `i` against its slots: its jobs in one major frame.
@@ -251,6 +325,7 @@ fn level_c(sys: &Mc2System, r: &Mc2Ref<'_>, capacity: Vec<Option<Ratio>>, longes
         bounded,
         longest_gap,
         tardiness_estimates,
+        tardiness_bounds: Ok(Vec::new()),
     }
 }
 
@@ -278,4 +353,283 @@ fn estimate(tasks: &[TaskParams], capacity: Ratio, gaps: Vec<Nanos>) -> Option<V
         Ratio::int(e_sum.saturating_sub(e_min)).checked_div(room)?.ceil()
     };
     Some(tasks.iter().map(|t| nanos(x + u128::from(t.wcet.0) + gap)).collect())
+}
+
+/// The largest excess of level A's slot time over its long-run share in any window on `cpu`:
+/// max over windows of `slot time − (S/F)·length`, ns, where S is the core's slot time per
+/// frame F. A window that starts inside a gap or ends inside one only loses by shrinking to
+/// the slots, and one frame longer adds S − (S/F)·F = 0, so windows from a slot's start to a
+/// slot's end at most one frame later are enough.
+fn slot_excess(sys: &Mc2System, cpu: usize) -> Option<Ratio> {
+    let frame = u128::from(sys.table.major_frame.0);
+    let mut slots: Vec<(u128, u128)> =
+        sys.table.slots.iter().filter(|s| s.cpu == cpu).map(|s| (u128::from(s.start.0), u128::from(s.start.0 + s.duration.0))).collect();
+    slots.sort_unstable();
+    let per_frame: u128 = slots.iter().map(|(s, e)| e - s).sum();
+    let mut best = 0u128;
+    for i in 0..slots.len() {
+        let mut busy = 0u128;
+        for j in i..i + slots.len() {
+            let wrap = if j >= slots.len() { frame } else { 0 };
+            let (s, e) = slots[j % slots.len()];
+            busy += e - s;
+            let len = e + wrap - slots[i].0;
+            // F·busy − S·len, the excess times F.
+            let (gain, loss) = (frame.checked_mul(busy)?, per_frame.checked_mul(len)?);
+            best = best.max(gain.saturating_sub(loss));
+        }
+    }
+    Some(if frame == 0 { Ratio::int(0) } else { Ratio::new(best, frame) })
+}
+
+/// Sum of the `k` largest of `values` (all of them if fewer).
+fn largest_sum(mut values: Vec<Ratio>, k: usize) -> Option<Ratio> {
+    values.sort_unstable_by(|a, b| b.cmp_exact(*a));
+    values.into_iter().take(k).try_fold(Ratio::int(0), |acc, v| acc.checked_add(v))
+}
+
+/// Level C's proven tardiness bounds (module documentation, "Level C's bound"), or why the
+/// bound does not apply.
+fn level_c_bounds(sys: &Mc2System, level_b: &[(usize, Rta)]) -> Result<Vec<(usize, Nanos)>, String> {
+    let overflow = || "the exact arithmetic overflows".to_string();
+    let m = sys.cpus;
+    let frame = u128::from(sys.table.major_frame.0);
+    let (mut rate, mut burst) = (Ratio::int(0), Ratio::int(0));
+    for cpu in 0..m {
+        // A and B together run at most u·Δ + b in any window of length Δ on this core.
+        let slot_share = if frame == 0 {
+            Ratio::int(0)
+        } else {
+            let s: u128 = sys.table.slots.iter().filter(|s| s.cpu == cpu).map(|s| u128::from(s.duration.0)).sum();
+            Ratio::new(s, frame)
+        };
+        let (mut u, mut b) = (slot_share, slot_excess(sys, cpu).ok_or_else(overflow)?);
+        for (i, rta) in level_b.iter().filter(|(i, _)| sys.tasks[*i].cpu == Some(cpu)) {
+            let Rta::Meets { response } = rta else {
+                return Err(format!("level B on CPU {cpu} has no response bound, so the time it takes is unbounded"));
+            };
+            let p = sys.tasks[*i].params;
+            let u_j = Ratio::new(p.wcet.0.into(), p.period.0.into());
+            // Jobs released in (t − R, t + Δ) are the only ones that run in [t, t + Δ):
+            // at most ⌈(Δ + R)/T⌉ ≤ (Δ + R)/T + 1 of them, C each.
+            let carry = u_j.checked_mul(Ratio::int(response.0.into())).and_then(|x| x.checked_add(Ratio::int(p.wcet.0.into())));
+            u = u.checked_add(u_j).ok_or_else(overflow)?;
+            b = b.checked_add(carry.ok_or_else(overflow)?).ok_or_else(overflow)?;
+        }
+        // A core A and B can fill entirely supplies nothing for sure: leave it out.
+        if let Some(alpha) = Ratio::int(1).checked_sub(u).filter(|a| !a.is_zero()) {
+            rate = rate.checked_add(alpha).ok_or_else(overflow)?;
+            burst = burst.checked_add(b).ok_or_else(overflow)?;
+        }
+    }
+    let idx: Vec<usize> = (0..sys.tasks.len()).filter(|&i| sys.tasks[i].level == Criticality::C).collect();
+    if idx.is_empty() {
+        return Ok(Vec::new());
+    }
+    let params: Vec<TaskParams> = idx.iter().map(|&i| sys.tasks[i].params).collect();
+    if let Some(k) = params.iter().position(|p| p.deadline != p.period) {
+        return Err(format!("level-C task {} has a deadline other than its period (the bound needs implicit deadlines)", idx[k]));
+    }
+    let u_c = crate::model::exact_utilization(&params).ok_or_else(overflow)?;
+    if u_c.cmp_exact(rate) == Ordering::Greater {
+        return Err(format!("level C's utilisation {:.4} exceeds the {:.4} CPUs A and B surely leave", u_c.to_f64(), rate.to_f64()));
+    }
+    let utils: Vec<Ratio> = params.iter().map(|p| Ratio::new(p.wcet.0.into(), p.period.0.into())).collect();
+    // C·(1 + u) per task, ns.
+    let lag_terms = params
+        .iter()
+        .zip(&utils)
+        .map(|(p, u)| Ratio::int(p.wcet.0.into()).checked_mul(Ratio::int(1).checked_add(*u)?))
+        .collect::<Option<Vec<Ratio>>>()
+        .ok_or_else(overflow)?;
+    let others = m - 1;
+    let u_x = largest_sum(utils.clone(), others).ok_or_else(overflow)?;
+    let lag0 = largest_sum(lag_terms.clone(), others).ok_or_else(overflow)?;
+    let fixed = burst.checked_add(burst).and_then(|x| x.checked_add(lag0)).ok_or_else(overflow)?;
+    let m1 = Ratio::int(others as u128);
+    let mut x = Ratio::int(0);
+    for (k, p) in params.iter().enumerate() {
+        let slope = u_x.checked_add(m1.checked_mul(utils[k]).ok_or_else(overflow)?).ok_or_else(overflow)?;
+        let Some(room) = rate.checked_sub(slope).filter(|r| !r.is_zero()) else {
+            return Err(format!(
+                "the CPUs A and B surely leave ({:.4}) do not exceed the growth term {:.4} of level-C task {}",
+                rate.to_f64(),
+                slope.to_f64(),
+                idx[k]
+            ));
+        };
+        let need = fixed.checked_add(m1.checked_mul(lag_terms[k]).ok_or_else(overflow)?).ok_or_else(overflow)?;
+        let have = rate.checked_mul(Ratio::int(p.wcet.0.into())).ok_or_else(overflow)?;
+        if let Some(excess) = need.checked_sub(have) {
+            let x_k = excess.checked_div(room).ok_or_else(overflow)?;
+            if x_k.cmp_exact(x) == Ordering::Greater {
+                x = x_k;
+            }
+        }
+    }
+    let x = x.ceil();
+    Ok(idx.iter().zip(&params).map(|(&i, p)| (i, nanos(x + u128::from(p.wcet.0)))).collect())
+}
+
+/// One level's verdict on one core from the tasks that can miss and those left open.
+fn per_core_verdict(missed: &[String], open: &[String]) -> (crate::Verdict, String) {
+    use crate::Verdict;
+    if !missed.is_empty() {
+        (Verdict::NotSchedulable, format!("{} can miss", missed.join(", ")))
+    } else if !open.is_empty() {
+        (Verdict::Unknown, format!("undecided for {}", open.join(", ")))
+    } else {
+        (Verdict::Schedulable, String::new())
+    }
+}
+
+impl crate::Analysis<'_> {
+    /// `critmem analyze` on an mc2 scenario: level A per core (exact replay of the table),
+    /// level B per core (rate-monotonic response times on the time A's slots leave) and level
+    /// C on the machine (the proven tardiness bounds of the module
+    /// documentation, "Level C's bound", with the estimates beside it). Level D has no test.
+    pub(crate) fn mc2(&mut self) {
+        use crate::{ms, Verdict};
+        let scenario = self.scenario;
+        let table = scenario.scheduler.mc2_table().cloned().expect("mc2 scenarios have a level-A table");
+        let sys = Mc2System {
+            cpus: scenario.cpus,
+            tasks: scenario.tasks.iter().zip(&self.params).map(|(t, p)| Mc2Task { params: *p, level: t.criticality, cpu: t.cpu }).collect(),
+            table,
+        };
+        for (report, spec) in self.tasks.iter_mut().zip(&scenario.tasks) {
+            report.cpu = spec.cpu.or(report.cpu);
+        }
+        let r = match mc2_analysis(&sys) {
+            Ok(r) => r,
+            Err(e) => {
+                self.push("mc2", None, Verdict::Unknown, format!("MC² levels not analysed: {e}."));
+                return;
+            }
+        };
+        let frame_ms = ms(sys.table.major_frame);
+        for cpu in 0..sys.cpus {
+            let (mut missed, mut open) = (Vec::new(), Vec::new());
+            let on_core: Vec<&(usize, Rta)> = r.level_a.iter().filter(|(i, _)| sys.tasks[*i].cpu == Some(cpu)).collect();
+            for (i, rta) in on_core.iter().map(|x| (x.0, &x.1)) {
+                let spec = self.spec(i);
+                let name = spec.name.clone();
+                // The replay releases jobs at k·T from 0, as MC² requires of level A.
+                let replayed = spec.arrival == Arrival::Periodic && spec.offset == Nanos::ZERO;
+                let proof = replayed && self.inflated_misses_are_real(&[i]);
+                let report = &mut self.tasks[i];
+                report.response_time_ms = if replayed { rta.response().map(ms) } else { None };
+                report.schedulable = match rta {
+                    Rta::Meets { .. } if replayed => Some(true),
+                    Rta::Misses { .. } if proof => {
+                        missed.push(name);
+                        Some(false)
+                    }
+                    Rta::Unknown { reason } => {
+                        open.push(format!("{name} ({reason})"));
+                        None
+                    }
+                    _ if !replayed => {
+                        open.push(format!("{name} (not periodic from time 0, so the replay does not apply)"));
+                        None
+                    }
+                    _ => {
+                        open.push(format!("{name} (suspensions or skipped releases make the miss unproven)"));
+                        None
+                    }
+                };
+            }
+            if !on_core.is_empty() {
+                let (verdict, what) = per_core_verdict(&missed, &open);
+                let what = if what.is_empty() { "every job gets its WCET of slot time before its deadline".to_string() } else { what };
+                self.push(
+                    "mc2-level-a",
+                    Some(cpu),
+                    verdict,
+                    format!("Level A (cyclic table, {frame_ms} ms major frame, jobs replayed over one frame): {what}."),
+                );
+            }
+            let mut open = Vec::new();
+            let on_core: Vec<usize> = r.level_b.iter().filter(|(i, _)| sys.tasks[*i].cpu == Some(cpu)).map(|(i, _)| *i).collect();
+            for &i in &on_core {
+                let rta = &r.level_b.iter().find(|(j, _)| *j == i).expect("listed above").1;
+                let name = self.spec(i).name.clone();
+                let report = &mut self.tasks[i];
+                report.response_time_ms = rta.response().map(ms);
+                report.schedulable = match rta {
+                    Rta::Meets { .. } => Some(true),
+                    // Level A may leave part of its slots unused: the test's worst case may not occur.
+                    Rta::Misses { response_at_least } => {
+                        open.push(format!("{name} (response at least {} ms, assuming A fills its slots)", ms(*response_at_least)));
+                        None
+                    }
+                    Rta::Unknown { reason } => {
+                        open.push(format!("{name} ({reason})"));
+                        None
+                    }
+                };
+            }
+            if !on_core.is_empty() {
+                let (verdict, what) = per_core_verdict(&[], &open);
+                let what = match (what.is_empty(), on_core.len()) {
+                    (true, 1) => "the task meets its deadline".to_string(),
+                    (true, n) => format!("all {n} tasks meet their deadlines"),
+                    (false, _) => what,
+                };
+                let caveats = self.caveats(&on_core);
+                self.push(
+                    "mc2-level-b",
+                    Some(cpu),
+                    verdict,
+                    format!("Level B (rate-monotonic response times on the time level A's slots leave): {what}{caveats}."),
+                );
+            }
+        }
+        let level_c: Vec<usize> = (0..sys.tasks.len()).filter(|&i| sys.tasks[i].level == Criticality::C).collect();
+        if level_c.is_empty() {
+            return;
+        }
+        let c = &r.level_c;
+        let estimates = match &c.tardiness_estimates {
+            Some(v) => {
+                let list: Vec<String> = v.iter().map(|&(i, x)| format!("{} {} ms", self.spec(i).name, ms(x))).collect();
+                format!("tardiness estimates (not proven): {}", list.join(", "))
+            }
+            None => "no tardiness estimate".to_string(),
+        };
+        // The proof needs level-C jobs that are always eligible and never dropped, and level-B
+        // response bounds that no fault or lock can stretch.
+        let unproven = scenario.tasks.iter().find(|t| {
+            t.memory.is_some()
+                || t.program.is_some()
+                || (t.criticality == Criticality::C && (!t.suspensions.is_empty() || t.overrun != OverrunPolicy::Continue))
+        });
+        let bounds = match (&c.tardiness_bounds, unproven) {
+            (Ok(_), Some(t)) => Err(format!(
+                "task {} touches modelled memory, runs a program, or (at level C) self-suspends or drops jobs, which the bound does not cover",
+                t.name
+            )),
+            (b, _) => b.clone(),
+        };
+        let (verdict, what) = match bounds {
+            Ok(b) => {
+                let list: Vec<String> = b.iter().map(|&(i, x)| format!("{} {} ms", self.spec(i).name, ms(x))).collect();
+                for &(i, x) in &b {
+                    self.tasks[i].tardiness_bound_ms = Some(ms(x));
+                }
+                (Verdict::BoundedTardiness, format!("tardiness bounds {} (sound, pessimistic); {estimates}", list.join(", ")))
+            }
+            Err(why) => (Verdict::Unknown, format!("no proven bound: {why}; {estimates}")),
+        };
+        let caveats = self.caveats(&level_c);
+        self.push(
+            "mc2-level-c",
+            None,
+            verdict,
+            format!(
+                "Level C (global EDF on what A and B leave; utilisation {:.4}, capacity {:.4} CPUs at A's full slots and B's utilisation): {what}{caveats}.",
+                c.utilization, c.capacity
+            ),
+        );
+    }
 }

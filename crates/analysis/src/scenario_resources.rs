@@ -172,6 +172,12 @@ impl Analysis<'_> {
             SchedulerKind::Cyclic => {
                 self.not_analysed("resources", None, &all, "tasks share resources under a cyclic table, which this analysis does not cover")
             }
+            SchedulerKind::Mc2 => self.not_analysed(
+                "resources",
+                None,
+                &all,
+                "tasks share resources across MC²'s criticality levels, for which no blocking analysis exists here",
+            ),
         }
     }
 

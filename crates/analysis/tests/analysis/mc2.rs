@@ -54,6 +54,25 @@ fn a_system_that_passes_every_level() {
     assert_eq!(c.longest_gap, vec![Some(ms(5)), Some(ms(3))]);
     // Λ = ⌈0.55⌉ − 1 = 0, so the estimate is C + the longest gap: 4 + 5 and 3 + 5.
     assert_eq!(c.tardiness_estimates, Some(vec![(4, ms(9)), (5, ms(8))]));
+    // The proven bound. Core 0: A's slot [0, 2) exceeds its 0.2 share by at most 2 − 0.4 =
+    // 1.6 ms; τ2 adds u·R + C = 0.3·5 + 3 = 4.5 ms: α₀ = 0.5, β₀ = 6.1 ms. Core 1: slots
+    // [0, 1), [5, 6) exceed by 0.8 ms; τ3 adds 0.4·3 + 2 = 3.2: α₁ = 0.4, β₁ = 4 ms. So α = 0.9,
+    // β = 10.1 ms; m − 1 = 1: Uₓ = 0.4, L = 4·1.4 = 5.6 ms. τ4: (2β + L + 5.6 − 0.9·4)/(0.9 −
+    // 0.4 − 0.4) = 27.8/0.1 = 278 ms; τ5: (20.2 + 5.6 + 3·1.15 − 0.9·3)/(0.9 − 0.4 − 0.15) =
+    // 26.55/0.35 ≈ 75.9 ms. x = 278 ms, bounds x + C: 282 and 281 ms.
+    assert_eq!(c.tardiness_bounds, Ok(vec![(4, ms(282)), (5, ms(281))]));
+}
+
+#[test]
+fn level_c_without_room_for_its_growth_term_gets_no_bound() {
+    // τ4 (5, 10): α = 0.9 is not above Uₓ + u₄ = 0.5 + 0.5 = 1.
+    let mut s = system();
+    s.tasks[4].params = TaskParams::implicit(ms(5), ms(10));
+    let r = mc2_analysis(&s).unwrap();
+    assert_eq!(
+        r.level_c.tardiness_bounds,
+        Err("the CPUs A and B surely leave (0.9000) do not exceed the growth term 1.0000 of level-C task 4".to_string())
+    );
 }
 
 #[test]
@@ -86,6 +105,7 @@ fn level_c_beyond_the_capacity_left_has_no_bounded_tardiness() {
     assert!(r.level_a_schedulable() && r.level_b_schedulable());
     assert_eq!(r.level_c.bounded, Some(false));
     assert_eq!(r.level_c.tardiness_estimates, None);
+    assert_eq!(r.level_c.tardiness_bounds, Err("level C's utilisation 0.9500 exceeds the 0.9000 CPUs A and B surely leave".to_string()));
 }
 
 #[test]
@@ -105,4 +125,217 @@ fn malformed_systems_are_refused_with_the_key_and_reason() {
     let mut s = system();
     s.tasks[0].params = TaskParams::implicit(ms(2), ms(3));
     assert_eq!(mc2_analysis(&s).unwrap_err().key, "table.major_frame");
+}
+
+mod from_scenarios {
+    use crate::common::{cases, load, ms, run};
+    use critmem_analysis::{analyze, mc2_analysis, Mc2System, Mc2Task, TaskParams, Verdict};
+    use critmem_core::{Nanos, Scenario};
+    use proptest::prelude::*;
+
+    fn slot(task: &str, start_ms: u64, duration_ms: u64) -> String {
+        format!("[[scheduler.slot]]\ntask = \"{task}\"\nstart_ms = {start_ms}\nduration_ms = {duration_ms}\n")
+    }
+
+    fn task(name: &str, level: &str, cpu: Option<usize>, c: u64, t: u64) -> String {
+        let pin = cpu.map_or(String::new(), |c| format!("cpu = {c}\n"));
+        format!("[[task]]\nname = \"{name}\"\ncriticality = \"{level}\"\nwcet_ms = {c}\nperiod_ms = {t}\n{pin}")
+    }
+
+    /// The system of [`super::system`] with three level-C tasks taking exactly the 9 ms per
+    /// frame that A and B leave: c0 (5, 10), c1 and c2 (2, 10).
+    fn two_core_text() -> String {
+        let mut s = "[machine]\ncpus = 2\n[run]\nhorizon_ms = 100\n[scheduler]\nkind = \"mc2\"\nmajor_frame_ms = 10\n".to_string();
+        s += &(slot("a0", 0, 2) + &slot("a1", 0, 1) + &slot("a1", 5, 1));
+        for (n, l, cpu, c, t) in
+            [("a0", "A", Some(0), 2, 10), ("a1", "A", Some(1), 1, 5), ("b0", "B", Some(0), 3, 10), ("b1", "B", Some(1), 2, 5)]
+        {
+            s += &task(n, l, cpu, c, t);
+        }
+        for (n, c) in [("c0", 5), ("c1", 2), ("c2", 2)] {
+            s += &task(n, "C", None, c, 10);
+        }
+        s
+    }
+
+    #[test]
+    fn analyze_reports_each_level_with_the_hand_computed_figures() {
+        let s = load(&two_core_text());
+        let r = analyze(&s);
+        let tests: Vec<(&str, Option<usize>, Verdict)> = r.tests.iter().map(|t| (t.name, t.cpu, t.verdict)).collect();
+        assert_eq!(
+            tests,
+            vec![
+                ("mc2-level-a", Some(0), Verdict::Schedulable),
+                ("mc2-level-b", Some(0), Verdict::Schedulable),
+                ("mc2-level-a", Some(1), Verdict::Schedulable),
+                ("mc2-level-b", Some(1), Verdict::Schedulable),
+                ("mc2-level-c", None, Verdict::Unknown),
+            ]
+        );
+        // A: a0 ends at 2, a1 at 1 (and 6 for its release at 5). B on core 0: free [2, 10),
+        // 3 ms by t = 5. B on core 1: free [1, 5) and [6, 10), 2 ms by t = 3 at the worst phase.
+        let resp: Vec<Option<f64>> = r.tasks.iter().map(|t| t.response_time_ms).collect();
+        assert_eq!(resp, vec![Some(2.0), Some(1.0), Some(5.0), Some(3.0), None, None, None]);
+        let cpus: Vec<Option<usize>> = r.tasks.iter().map(|t| t.cpu).collect();
+        assert_eq!(cpus, vec![Some(0), Some(1), Some(0), Some(1), None, None, None]);
+        // C: capacity (1 − 0.2 − 0.3) + (1 − 0.2 − 0.4) = 0.9 = U_C; Λ = ⌈0.9⌉ − 1 = 0, so each
+        // estimate is its WCET plus the 5 ms longest A-and-B stretch: 10, 7, 7 ms.
+        // α = 0.9 and β = 10.1 ms as in `super::a_system_that_passes_every_level`, but
+        // Uₓ + u_c0 = 0.5 + 0.5 is not below α: no proven bound.
+        let c = &r.tests[4].detail;
+        assert!(c.contains("utilisation 0.9000, capacity 0.9000 CPUs"), "{c}");
+        assert!(c.contains("no proven bound: the CPUs A and B surely leave (0.9000) do not exceed the growth term 1.0000"), "{c}");
+        assert!(c.contains("tardiness estimates (not proven): c0 10 ms, c1 7 ms, c2 7 ms"), "{c}");
+        assert_eq!(r.verdict, Verdict::Unknown, "level C is not proven");
+        // The simulation: the A and B responses are the analysed ones; C ends by its deadlines.
+        let sim = run(&s, false);
+        for (a, t) in r.tasks.iter().zip(&sim.tasks).take(4) {
+            assert_eq!(a.response_time_ms.map(crate::common::ms), t.stats.max_response, "{}", a.name);
+        }
+        assert!(sim.tasks.iter().all(|t| t.stats.deadline_misses == 0));
+    }
+
+    /// [`super::system`] as a scenario: level C is c0 (4, 10) and c1 (3, 20).
+    fn bounded_text() -> String {
+        let text = two_core_text();
+        let head = &text[..text.find("[[task]]\nname = \"c0\"").unwrap()];
+        head.to_string() + &task("c0", "C", None, 4, 10) + &task("c1", "C", None, 3, 20)
+    }
+
+    #[test]
+    fn level_c_with_a_proven_bound_makes_the_machine_bounded_tardiness() {
+        let r = analyze(&load(&bounded_text()));
+        // The figures of `super::a_system_that_passes_every_level`: x = 278 ms, bounds x + C.
+        let bounds: Vec<Option<f64>> = r.tasks.iter().map(|t| t.tardiness_bound_ms).collect();
+        assert_eq!(bounds, vec![None, None, None, None, Some(282.0), Some(281.0)]);
+        assert_eq!(r.tests[4].verdict, Verdict::BoundedTardiness, "{}", r.tests[4].detail);
+        assert!(r.tests[4].detail.contains("tardiness bounds c0 282 ms, c1 281 ms (sound, pessimistic)"), "{}", r.tests[4].detail);
+        assert_eq!(r.verdict, Verdict::BoundedTardiness);
+        // A self-suspending level-C task is outside the proof.
+        // (c1 with its suspension counted: (4, 20), which still leaves room for the bound.)
+        let suspended = "wcet_ms = 3\nperiod_ms = 20\nsuspend = [{ after_ms = 1, for_ms = 1 }]\n";
+        let r = analyze(&load(&bounded_text().replace("wcet_ms = 3\nperiod_ms = 20\n", suspended)));
+        let detail = &r.tests[4].detail;
+        assert_eq!(r.tests[4].verdict, Verdict::Unknown, "{detail}");
+        assert!(
+            detail.contains("no proven bound: task c1 touches modelled memory, runs a program, or (at level C) self-suspends"),
+            "{detail}"
+        );
+        assert!(r.tasks.iter().all(|t| t.tardiness_bound_ms.is_none()));
+    }
+
+    #[test]
+    fn a_level_a_table_short_of_slot_time_is_not_schedulable() {
+        let text = two_core_text().replacen("duration_ms = 2", "duration_ms = 1", 1);
+        let r = analyze(&load(&text));
+        assert_eq!(r.tests[0].verdict, Verdict::NotSchedulable, "{}", r.tests[0].detail);
+        assert_eq!(r.verdict, Verdict::NotSchedulable);
+        assert!(r.tests[0].detail.ends_with("a0 can miss."), "{}", r.tests[0].detail);
+    }
+
+    #[test]
+    fn a_scenario_the_level_tests_cannot_take_is_reported_with_the_reason() {
+        // a0's 3 ms period does not divide the 10 ms frame.
+        let text = two_core_text().replacen("wcet_ms = 2\nperiod_ms = 10\n", "wcet_ms = 2\nperiod_ms = 3\n", 1);
+        let r = analyze(&load(&text));
+        assert_eq!(r.tests.len(), 1);
+        assert_eq!(r.tests[0].verdict, Verdict::Unknown);
+        assert!(r.tests[0].detail.starts_with("MC² levels not analysed: table.major_frame:"), "{}", r.tests[0].detail);
+    }
+
+    /// The system the analysis sees (suspension-free tasks: WCET as given).
+    fn system(s: &Scenario) -> Mc2System {
+        Mc2System {
+            cpus: s.cpus,
+            tasks: s.tasks.iter().map(|t| Mc2Task { params: TaskParams::from_spec(t), level: t.criticality, cpu: t.cpu }).collect(),
+            table: s.scheduler.mc2_table().unwrap().clone(),
+        }
+    }
+
+    /// Random two-core MC² sets (see the core tests' generator): per core at most one
+    /// level-A task with one slot per period, up to two level-B tasks; up to three level-C
+    /// tasks and one level-D task; periods dividing 40 ms, horizon 200 ms.
+    fn random_system() -> impl Strategy<Value = String> {
+        let a = proptest::option::of((prop::sample::select(vec![5u64, 10, 20]), 1u64..=2, 0u64..=2, 0u64..=3));
+        let b = prop::collection::vec((prop::sample::select(vec![5u64, 10, 20, 40]), 1u64..=4), 0..=2);
+        let c = prop::collection::vec((prop::sample::select(vec![5u64, 10, 20, 40]), 1u64..=8), 0..=3);
+        let d = prop::collection::vec((prop::sample::select(vec![10u64, 20, 40]), 1u64..=6), 0..=1);
+        (prop::collection::vec((a, b), 2), c, d).prop_map(|(cores, c, d)| {
+            let mut s = "[machine]\ncpus = 2\n[run]\nhorizon_ms = 200\n[scheduler]\nkind = \"mc2\"\nmajor_frame_ms = 20\n".to_string();
+            let mut list = String::new();
+            for (cpu, (a, b)) in cores.iter().enumerate() {
+                if let Some((t, c, extra, at)) = *a {
+                    let len = (c + extra).min(t);
+                    let at = at.min(t - len);
+                    for k in 0..20 / t {
+                        s += &slot(&format!("a{cpu}"), k * t + at, len);
+                    }
+                    list += &task(&format!("a{cpu}"), "A", Some(cpu), c, t);
+                }
+                for (i, &(t, c)) in b.iter().enumerate() {
+                    list += &task(&format!("b{cpu}_{i}"), "B", Some(cpu), c.min(t), t);
+                }
+            }
+            for (i, &(t, w)) in c.iter().enumerate() {
+                list += &task(&format!("c{i}"), "C", None, w.min(t), t);
+            }
+            for (i, &(t, w)) in d.iter().enumerate() {
+                list += &task(&format!("d{i}"), "D", None, w, t);
+            }
+            if list.is_empty() {
+                list = task("d", "D", None, 1, 10);
+            }
+            s + &list
+        })
+    }
+
+    proptest! {
+        #![proptest_config(cases(300))]
+        /// Where a core's level-A and level-B tests pass, none of its A or B jobs misses in the
+        /// simulation; where level C has proven tardiness bounds, no C job exceeds its bound.
+        #[test]
+        fn simulated_mc2_sets_stay_within_the_level_tests(text in random_system()) {
+            let s = load(&text);
+            let r = analyze(&s);
+            let sim = run(&s, false);
+            for cpu in 0..2 {
+                let passed = r.tests.iter().filter(|t| t.cpu == Some(cpu)).all(|t| t.verdict == Verdict::Schedulable);
+                if !passed {
+                    continue;
+                }
+                for (spec, t) in s.tasks.iter().zip(&sim.tasks) {
+                    if spec.cpu == Some(cpu) {
+                        prop_assert_eq!(t.stats.deadline_misses, 0, "task {} misses\n{}", spec.name, text);
+                    }
+                }
+            }
+            // The proven level-C bounds, where the analysis gives them.
+            for (report, t) in r.tasks.iter().zip(&sim.tasks) {
+                if let Some(bound_ms) = report.tardiness_bound_ms {
+                    let seen = t.stats.max_tardiness;
+                    prop_assert!(seen <= ms(bound_ms), "task {}: tardiness {seen:?} above the bound {bound_ms} ms\n{}", report.name, text);
+                }
+            }
+        }
+    }
+
+    /// The level-C estimate is not a bound. Level B takes both cores at 0, 10, 20, ... (and core
+    /// 1 also at 5, 15, ...), and c0 (5, 5) needs a whole CPU all the time: the 1 ms it loses
+    /// at each such instant is never made up, so its tardiness grows by 1 ms every 5 ms,
+    /// while the estimate (utilisation 1 against a capacity of 0.9 + 0.8 = 1.7, so "bounded")
+    /// is 6 ms. The proven bound refuses the system: α = 1.7 is not above Uₓ + u = 1 + 1.
+    #[test]
+    fn the_level_c_estimate_is_not_a_bound() {
+        let mut text = "[machine]\ncpus = 2\n[run]\nhorizon_ms = 200\n[scheduler]\nkind = \"mc2\"\n".to_string();
+        text += &(task("b0", "B", Some(0), 1, 10) + &task("b1", "B", Some(1), 1, 5) + &task("c0", "C", None, 5, 5));
+        let s = load(&text);
+        let a = mc2_analysis(&system(&s)).unwrap();
+        assert_eq!(a.level_c.tardiness_estimates, Some(vec![(2, Nanos::from_ms(6))]));
+        assert!(a.level_c.tardiness_bounds.is_err());
+        let sim = run(&s, false);
+        // c0's job released at 195 ms (its 40th) gets only 195 − 40 = ... of CPU: by the
+        // horizon every job has lost 1 ms per 5 ms of B's releases on both cores.
+        assert!(sim.tasks[2].stats.max_tardiness > Nanos::from_ms(6), "{:?}", sim.tasks[2].stats);
+    }
 }

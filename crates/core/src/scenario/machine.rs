@@ -4,7 +4,7 @@
 use super::error::{Ctx, ScenarioError};
 use super::raw::{Choice, RawScenario, RawScheduler, RawTask};
 use crate::sched::{Hierarchy, ServerKind, ServerPolicy, ServerSpec};
-use crate::task::TaskSpec;
+use crate::task::{Criticality, TaskSpec};
 use crate::time::Nanos;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -31,6 +31,9 @@ pub enum SchedulerKind {
     Gfp,
     /// Table-driven cyclic executive.
     Cyclic,
+    /// MC²'s criticality levels: A from per-core tables, B rate-monotonic per core, C global
+    /// EDF on what A and B leave, D best effort.
+    Mc2,
 }
 
 impl SchedulerKind {
@@ -100,6 +103,9 @@ pub enum SchedulerSpec {
     Gfp { priorities: PriorityOrder },
     /// Table-driven cyclic executive.
     Cyclic(CyclicTable),
+    /// MC²'s levels; the table holds level A's slots (none, with a zero frame, when the file
+    /// has no level-A task).
+    Mc2(CyclicTable),
 }
 
 impl SchedulerSpec {
@@ -114,6 +120,7 @@ impl SchedulerSpec {
             SchedulerSpec::Gedf => SchedulerKind::Gedf,
             SchedulerSpec::Gfp { .. } => SchedulerKind::Gfp,
             SchedulerSpec::Cyclic(_) => SchedulerKind::Cyclic,
+            SchedulerSpec::Mc2(_) => SchedulerKind::Mc2,
         }
     }
     /// The name the file gives the kind (`"pfp"`).
@@ -127,7 +134,7 @@ impl SchedulerSpec {
             SchedulerSpec::Rm => Some(PriorityOrder::RateMonotonic),
             SchedulerSpec::Dm => Some(PriorityOrder::DeadlineMonotonic),
             SchedulerSpec::Pfp { priorities } | SchedulerSpec::Gfp { priorities } => Some(*priorities),
-            SchedulerSpec::Edf | SchedulerSpec::Pedf | SchedulerSpec::Gedf | SchedulerSpec::Cyclic(_) => None,
+            SchedulerSpec::Edf | SchedulerSpec::Pedf | SchedulerSpec::Gedf | SchedulerSpec::Cyclic(_) | SchedulerSpec::Mc2(_) => None,
         }
     }
     pub fn is_partitioned(&self) -> bool {
@@ -143,6 +150,13 @@ impl SchedulerSpec {
     pub fn cyclic_table(&self) -> Option<&CyclicTable> {
         match self {
             SchedulerSpec::Cyclic(table) => Some(table),
+            _ => None,
+        }
+    }
+    /// Level A's table under mc2.
+    pub fn mc2_table(&self) -> Option<&CyclicTable> {
+        match self {
+            SchedulerSpec::Mc2(table) => Some(table),
             _ => None,
         }
     }
@@ -199,6 +213,7 @@ pub(super) fn validate_scheduler(cx: &Ctx, raw: &RawScheduler, tasks: &[TaskSpec
         SchedulerKind::Gedf => SchedulerSpec::Gedf,
         SchedulerKind::Gfp => SchedulerSpec::Gfp { priorities: chosen },
         SchedulerKind::Cyclic => SchedulerSpec::Cyclic(validate_cyclic(cx, raw, tasks, cpus)?),
+        SchedulerKind::Mc2 => SchedulerSpec::Mc2(validate_mc2_table(cx, raw, tasks)?),
     };
     // In a hierarchy each leaf server's policy decides whether its tasks need priorities.
     if spec.priority_order() == Some(PriorityOrder::Explicit) && raw.server.is_empty() {
@@ -209,12 +224,12 @@ pub(super) fn validate_scheduler(cx: &Ctx, raw: &RawScheduler, tasks: &[TaskSpec
             ));
         }
     }
-    if kind != SchedulerKind::Cyclic {
+    if !matches!(kind, SchedulerKind::Cyclic | SchedulerKind::Mc2) {
         if raw.major_frame_ms.is_some() {
-            return Err(cx.err("scheduler.major_frame_ms", "only applies to kind = \"cyclic\""));
+            return Err(cx.err("scheduler.major_frame_ms", "only applies to kind = \"cyclic\" or \"mc2\""));
         }
         if !raw.slot.is_empty() {
-            return Err(cx.err("scheduler.slot", "only applies to kind = \"cyclic\""));
+            return Err(cx.err("scheduler.slot", "only applies to kind = \"cyclic\" or \"mc2\""));
         }
     }
     Ok(spec)
@@ -246,6 +261,12 @@ fn validate_cyclic(cx: &Ctx, raw: &RawScheduler, tasks: &[TaskSpec], cpus: usize
         };
         slots.push((j, CyclicSlot { cpu, start, duration, task }));
     }
+    sorted_table(cx, major_frame, slots)
+}
+
+/// The table with its slots sorted by (cpu, start), refusing slots that overlap on a CPU;
+/// `slots` pairs each slot with its index in the file.
+fn sorted_table(cx: &Ctx, major_frame: Nanos, mut slots: Vec<(usize, CyclicSlot)>) -> Result<CyclicTable, ScenarioError> {
     slots.sort_by_key(|(_, s)| (s.cpu, s.start));
     for w in slots.windows(2) {
         let (a, b) = (&w[0].1, &w[1].1);
@@ -254,6 +275,53 @@ fn validate_cyclic(cx: &Ctx, raw: &RawScheduler, tasks: &[TaskSpec], cpus: usize
         }
     }
     Ok(CyclicTable { major_frame, slots: slots.into_iter().map(|(_, s)| s).collect() })
+}
+
+/// Level A's table under mc2: slots name level-A tasks and run on their task's core.
+fn validate_mc2_table(cx: &Ctx, raw: &RawScheduler, tasks: &[TaskSpec]) -> Result<CyclicTable, ScenarioError> {
+    let first_a = tasks.iter().position(|t| t.criticality == Criticality::A);
+    let major_frame = match (raw.major_frame_ms, first_a) {
+        (Some(f), _) => cx.positive("scheduler.major_frame_ms", f)?,
+        (None, Some(i)) => {
+            return Err(cx.err(
+                "scheduler.major_frame_ms",
+                format!("missing: level-A tasks (such as {:?}) run from a table with a major frame", tasks[i].name),
+            ))
+        }
+        (None, None) if !raw.slot.is_empty() => {
+            return Err(cx.err("scheduler.major_frame_ms", "missing: the level-A table needs a major frame"))
+        }
+        (None, None) => Nanos::ZERO,
+    };
+    let mut slots = Vec::with_capacity(raw.slot.len());
+    for (j, s) in raw.slot.iter().enumerate() {
+        let k = |f: &str| format!("scheduler.slot[{j}].{f}");
+        let task = tasks.iter().position(|t| t.name == s.task).ok_or_else(|| cx.err(k("task"), format!("no task named {:?}", s.task)))?;
+        let spec = &tasks[task];
+        if spec.criticality != Criticality::A {
+            return Err(cx.err(
+                k("task"),
+                format!("task {:?} is level {}: under mc2 only level-A tasks run from the table", s.task, spec.criticality),
+            ));
+        }
+        if s.cpu.is_some() {
+            return Err(cx.err(k("cpu"), "does not apply to mc2: a level-A slot runs on its task's cpu"));
+        }
+        let start = cx.time(&k("start_ms"), s.start_ms)?;
+        let duration = cx.positive(&k("duration_ms"), s.duration_ms)?;
+        if start + duration > major_frame {
+            return Err(cx.err(k("duration_ms"), "slot ends after the major frame"));
+        }
+        let cpu = spec.cpu.expect("validated: a level-A task under mc2 has a cpu");
+        slots.push((j, CyclicSlot { cpu, start, duration, task }));
+    }
+    if let Some(i) = (0..tasks.len()).find(|&i| tasks[i].criticality == Criticality::A && slots.iter().all(|(_, s)| s.task != i)) {
+        return Err(cx.err(
+            "scheduler.slot",
+            format!("level-A task {:?} has no slot: it runs only in its [[scheduler.slot]] windows", tasks[i].name),
+        ));
+    }
+    sorted_table(cx, major_frame, slots)
 }
 
 /// `[[scheduler.server]]` and each task's `server`: the scheduler hierarchy, or `None` when the

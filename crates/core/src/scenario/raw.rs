@@ -364,7 +364,7 @@ fn some_choice<'de, T: Choice, D: Deserializer<'de>>(d: D) -> Result<Option<T>, 
 
 impl Choice for SchedulerKind {
     const NOUN: &'static str = "scheduler";
-    const NAMES: &'static [&'static str] = &["fp", "rm", "dm", "edf", "pfp", "pedf", "gedf", "gfp", "cyclic"];
+    const NAMES: &'static [&'static str] = &["fp", "rm", "dm", "edf", "pfp", "pedf", "gedf", "gfp", "cyclic", "mc2"];
 }
 
 impl Choice for ServerKind {

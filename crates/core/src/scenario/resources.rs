@@ -197,7 +197,7 @@ pub(super) fn check_protocols(cx: &Ctx, raw: &RawScenario, resources: &[Resource
             continue;
         }
         let key = format!("resource[{i}].protocol");
-        if matches!(kind, SchedulerKind::Gedf | SchedulerKind::Gfp | SchedulerKind::Cyclic) {
+        if matches!(kind, SchedulerKind::Gedf | SchedulerKind::Gfp | SchedulerKind::Cyclic | SchedulerKind::Mc2) {
             return Err(cx.err(
                 key,
                 format!(

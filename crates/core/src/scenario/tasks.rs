@@ -96,9 +96,20 @@ fn validate_task(
         None => period,
     };
     let offset = cx.time(&k("offset_ms"), rt.offset_ms)?;
+    let criticality = rt.criticality.unwrap_or(Criticality::C);
     let cpu = match rt.cpu {
+        // Under mc2 the level decides: A and B are partitioned, C and D global.
+        None if kind == SchedulerKind::Mc2 && criticality <= Criticality::B => {
+            return Err(cx.err(k("cpu"), format!("missing: a level-{criticality} task runs on one core under mc2; give its cpu")))
+        }
         None => None,
-        Some(c) if !kind.is_partitioned() => {
+        Some(c) if kind == SchedulerKind::Mc2 && criticality >= Criticality::C => {
+            return Err(cx.err(
+                k("cpu"),
+                format!("level {criticality} is scheduled globally under mc2; only levels A and B take a cpu (got cpu = {c})"),
+            ))
+        }
+        Some(c) if !kind.is_partitioned() && kind != SchedulerKind::Mc2 => {
             return Err(
                 cx.err(k("cpu"), format!("pinning applies to partitioned schedulers (pfp, pedf), not {:?} (got cpu = {c})", kind.as_str()))
             )
@@ -128,7 +139,7 @@ fn validate_task(
         deadline,
         offset,
         priority: rt.priority,
-        criticality: rt.criticality.unwrap_or(Criticality::C),
+        criticality,
         cpu,
         overrun: rt.overrun.unwrap_or(OverrunPolicy::Continue),
         suspensions,

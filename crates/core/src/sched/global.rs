@@ -16,6 +16,27 @@ impl GlobalScheduler {
     pub fn new(name: &'static str, order: JobOrder, cpus: usize) -> Self {
         GlobalScheduler { name, order, cpus, ready: ReadyQueue::default(), keys: KeyMap::default(), top: Vec::with_capacity(cpus) }
     }
+
+    /// Like `choose`, but only over the CPUs listed in `free` (a subset of `0..cpus`, each
+    /// `None` in `assign`): the `free.len()` highest-priority jobs run there, a job keeping
+    /// the CPU it runs on when that CPU is free. Other entries of `assign` are left alone.
+    pub fn choose_on(&mut self, free: &[usize], current: &[Option<JobKey>], assign: &mut [Option<JobKey>]) {
+        self.top.clear();
+        self.top.extend(self.ready.iter().take(free.len()));
+        for &cpu in free {
+            assign[cpu] = current[cpu].filter(|j| self.top.contains(j));
+        }
+        let mut next_free = 0;
+        for &j in &self.top {
+            if free.iter().any(|&cpu| assign[cpu] == Some(j)) {
+                continue;
+            }
+            while assign[free[next_free]].is_some() {
+                next_free += 1;
+            }
+            assign[free[next_free]] = Some(j);
+        }
+    }
 }
 
 impl Scheduler for GlobalScheduler {

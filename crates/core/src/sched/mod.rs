@@ -10,16 +10,18 @@
 mod cyclic;
 mod global;
 mod hierarchy;
+mod levels;
 mod partitioned;
 
 pub use cyclic::CyclicScheduler;
 pub use global::GlobalScheduler;
 pub use hierarchy::{Hierarchy, HierarchyScheduler, ServerKind, ServerPolicy, ServerSpec};
+pub use levels::Mc2Node;
 pub use partitioned::PartitionNode;
 
 use crate::result::SimResult;
 use crate::scenario::{CyclicTable, PriorityOrder, Scenario};
-use crate::task::TaskSpec;
+use crate::task::{Criticality, TaskSpec};
 use crate::time::Nanos;
 
 /// Engine-wide handle of a live job (a slot index; reused after the job ends).
@@ -168,6 +170,9 @@ pub enum NodeSpec {
     Table { table: CyclicTable, cpus: usize, tasks: usize },
     /// Servers under one root per CPU, the tasks attached to leaf servers.
     Hierarchy { name: &'static str, hierarchy: Hierarchy, tasks: Vec<TaskSpec>, cpus: usize },
+    /// MC²'s levels: level A's table, rate-monotonic level B per core (`rm_ranks`), global
+    /// EDF level C and first-released-first level D on what the levels above leave.
+    Levels { table: CyclicTable, task_level: Vec<Criticality>, task_cpu: Vec<Option<usize>>, rm_ranks: Vec<u32>, cpus: usize },
 }
 
 impl NodeSpec {
@@ -177,6 +182,15 @@ impl NodeSpec {
         let name = scenario.scheduler.name();
         if let Some(hierarchy) = &scenario.hierarchy {
             return NodeSpec::Hierarchy { name, hierarchy: hierarchy.clone(), tasks: scenario.tasks.clone(), cpus: scenario.cpus };
+        }
+        if let Some(table) = scenario.scheduler.mc2_table() {
+            return NodeSpec::Levels {
+                table: table.clone(),
+                task_level: scenario.tasks.iter().map(|t| t.criticality).collect(),
+                task_cpu: scenario.tasks.iter().map(|t| t.cpu).collect(),
+                rm_ranks: priority_ranks(PriorityOrder::RateMonotonic, &scenario.tasks),
+                cpus: scenario.cpus,
+            };
         }
         match (job_order(scenario), partition(scenario)) {
             (None, _) => NodeSpec::Table {
@@ -202,6 +216,9 @@ impl NodeSpec {
             }
             NodeSpec::Table { table, cpus, tasks } => Box::new(CyclicScheduler::new(table, cpus, tasks)),
             NodeSpec::Hierarchy { name, hierarchy, tasks, cpus } => Box::new(HierarchyScheduler::new(name, &hierarchy, &tasks, cpus)),
+            NodeSpec::Levels { table, task_level, task_cpu, rm_ranks, cpus } => {
+                Box::new(Mc2Node::new(table, task_level, &task_cpu, rm_ranks, cpus))
+            }
         }
     }
 }

@@ -7,6 +7,7 @@ mod control;
 mod distributions;
 mod engine;
 mod loading;
+mod mc2;
 mod mem;
 mod memsim;
 mod properties;
