@@ -1,5 +1,5 @@
 """Scheduler servers in the results: the --json entries, --out's servers.csv and
-server_supply.csv, and the API's frames."""
+server_supply.csv, the API's frames, and the Gantt chart's server rows."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import csv
 import json
 from pathlib import Path
 
+import matplotlib.image
 from conftest import EXAMPLES, QUICKSTART, cli
 from critmem import run
+from critmem.gantt import _server_rows, plot_gantt
 
 FIG6 = EXAMPLES / "servers-hires-fig6.toml"
 
@@ -99,3 +101,16 @@ def test_the_api_reports_event_delivery_per_server() -> None:
     assert r.task_servers == ("s",)
     flat = run(QUICKSTART)
     assert flat.servers is None and flat.server_supply.empty and flat.task_servers == ()
+
+
+def test_the_gantt_chart_has_a_row_per_server_under_its_cpu(tmp_path: Path) -> None:
+    r = run(COSTED)
+    cpu_row, server_row, labels = _server_rows(r)
+    assert (cpu_row, server_row, labels) == ({0: 0}, {"outer": 1, "s": 2}, ["CPU 0", "  outer", "    s"])
+    a, b = plot_gantt(r, tmp_path / "a.png"), plot_gantt(run(COSTED), tmp_path / "b.png")
+    assert a.read_bytes() == b.read_bytes()
+    flat = plot_gantt(run(COSTED.replace("event_cost_us = 100", "event_cost_us = 0")), tmp_path / "c.png")
+    # Same rows, no hatched delivery: the charts differ.
+    assert flat.read_bytes() != a.read_bytes()
+    rows_high = matplotlib.image.imread(a).shape[0]
+    assert rows_high > matplotlib.image.imread(plot_gantt(run(QUICKSTART), tmp_path / "q.png")).shape[0]
