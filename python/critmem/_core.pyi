@@ -71,6 +71,24 @@ class SimOutput:
         memory_some_us:<g> and io_some_us:<g>. Each is (numpy dtype, little-endian
         bytes), for `numpy.frombuffer`."""
     @property
+    def servers(self) -> dict[str, list[Any]]:
+        """One row per server of the scheduler hierarchy (empty lists without servers):
+        name, parent, kind, cpu, budget_ms, period_ms (None for a level), consumed_ms,
+        replenishments, exhaustions, events_delivered, event_ms."""
+    @property
+    def server_supply(self) -> dict[str, list[Any]]:
+        """Per period of each budgeted server: server, period_start_ms, consumed_ms."""
+    @property
+    def server_events(self) -> dict[str, list[Any]]:
+        """Stretches each server's child-scheduler thread ran delivering events: server,
+        cpu, start_ms, end_ms."""
+    @property
+    def server_exhaustions(self) -> dict[str, list[Any]]:
+        """Instants each server's budget ran out: server, cpu, time_ms."""
+    @property
+    def task_servers(self) -> list[str | None]:
+        """Each task's leaf server, in task order (None without servers)."""
+    @property
     def warnings(self) -> list[str]:
         """What the scenario allows but rarely means, one line each naming the key."""
 

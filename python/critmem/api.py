@@ -36,6 +36,22 @@ JOB_DTYPES: dict[str, str | pd.CategoricalDtype] = {
     "outcome": OUTCOME_DTYPE,
     "last_cpu": "Int64",  # <NA> if the job never ran
 }
+SERVER_DTYPES: dict[str, str | pd.CategoricalDtype] = {
+    "name": "str",
+    "parent": "str",  # "root" for a top-level server
+    "kind": "str",  # deferrable | polling | level
+    "cpu": "int64",
+    "budget_ms": "float64",  # NaN for a level
+    "period_ms": "float64",  # NaN for a level
+    "consumed_ms": "float64",  # its jobs' and child-scheduler threads' time, descendants' included
+    "replenishments": "int64",
+    "exhaustions": "int64",
+    "events_delivered": "int64",
+    "event_ms": "float64",  # its own child-scheduler thread's time delivering events
+}
+SERVER_SUPPLY_DTYPES: dict[str, str | pd.CategoricalDtype] = {"server": "str", "period_start_ms": "float64", "consumed_ms": "float64"}
+SERVER_EVENT_DTYPES: dict[str, str | pd.CategoricalDtype] = {"server": "str", "cpu": "int64", "start_ms": "float64", "end_ms": "float64"}
+SERVER_EXHAUSTION_DTYPES: dict[str, str | pd.CategoricalDtype] = {"server": "str", "cpu": "int64", "time_ms": "float64"}
 SEGMENT_DTYPES: dict[str, str | pd.CategoricalDtype] = {
     "cpu": "int64",
     "task": "str",
@@ -87,6 +103,18 @@ class RunResult:
     ticks instead (past 2**20 rows, or 2**24 values)."""
     control_timeline_every_ticks: int
     summary_json: str = field(repr=False)
+    server_supply: pd.DataFrame = field(repr=False)
+    """Per period of each budgeted server: server, period_start_ms, consumed_ms (the k-th
+    period starts at k × period_ms; empty without servers)."""
+    server_events: pd.DataFrame = field(repr=False)
+    """Stretches each server's child-scheduler thread ran delivering events: server, cpu,
+    start_ms, end_ms (empty without servers or without `event_cost_us`)."""
+    server_exhaustions: pd.DataFrame = field(repr=False)
+    """Instants each server's budget ran out: server, cpu, time_ms."""
+    server_table: pd.DataFrame | None = field(repr=False)
+    """One row per server (columns: `SERVER_DTYPES`), None without servers; see `servers`."""
+    task_servers: tuple[str | None, ...]
+    """Each task's leaf server, in the order of `tasks` (empty without servers)."""
     warnings: tuple[str, ...] = ()
     """What the scenario allows but rarely means (one line each naming the key); `run` also
     issues each as a `ScenarioWarning`."""
@@ -131,10 +159,9 @@ class RunResult:
 
     @property
     def servers(self) -> pd.DataFrame | None:
-        """One row per server of the scheduler hierarchy (name, parent, kind, budget_ms,
-        period_ms, consumed_ms, replenishments), or None when the scenario declares none."""
-        s = self.summary.get("servers")
-        return None if s is None else pd.DataFrame(s)
+        """One row per server of the scheduler hierarchy (columns: `SERVER_DTYPES`), or None
+        when the scenario declares none."""
+        return self.server_table
 
 
 # Rows a notebook view shows of a per-task table before it says how many it left out.
@@ -244,6 +271,11 @@ def _run_source(
         control_timeline=_raw_frame(out.control_timeline),
         control_timeline_every_ticks=out.control_timeline_every_ticks,
         summary_json=out.summary_json,
+        server_supply=_frame(out.server_supply, SERVER_SUPPLY_DTYPES),
+        server_events=_frame(out.server_events, SERVER_EVENT_DTYPES),
+        server_exhaustions=_frame(out.server_exhaustions, SERVER_EXHAUSTION_DTYPES),
+        server_table=_frame(out.servers, SERVER_DTYPES) if out.servers["name"] else None,
+        task_servers=tuple(out.task_servers) if out.servers["name"] else (),
         warnings=_issue(out.warnings, warn),
     )
 

@@ -189,7 +189,8 @@ def _print_run(s: dict[str, Any], events: int) -> None:
 
 
 def _print_servers(console: Console, servers: Sequence[dict[str, Any]], horizon_ms: float) -> None:
-    """One row per server of the scheduler hierarchy: its budget and the CPU share it used."""
+    """One row per server of the scheduler hierarchy: its budget, the CPU share it used (its
+    child-scheduler threads' event delivery included), and the events it delivered."""
     rows = [
         [
             v["name"],
@@ -200,10 +201,14 @@ def _print_servers(console: Console, servers: Sequence[dict[str, Any]], horizon_
             _fmt(v["consumed_ms"]),
             f"{100 * v['consumed_ms'] / horizon_ms:.1f}%" if horizon_ms > 0 else "-",
             _fmt(v["replenishments"]),
+            _fmt(v["exhaustions"]),
+            _fmt(v["events_delivered"]),
+            _fmt(v["event_ms"]),
         ]
         for v in servers
     ]
-    columns = ["server", "parent", "kind", "budget ms", "period ms", "consumed ms", "cpu share", "replenishments"]
+    columns = ["server", "parent", "kind", "budget ms", "period ms", "consumed ms", "cpu share", "replenishments",
+               "exhaustions", "events", "event ms"]  # fmt: skip
     console.print(_table(columns, rows, left=3))
 
 
@@ -397,6 +402,12 @@ def _write_results(result: RunResult, out_dir: Path, *, parquet: bool = False) -
                 path = out_dir / f"{name}.parquet"
                 frame.to_parquet(path, index=False, engine="pyarrow", compression="zstd")
                 written.append(path)
+        if result.servers is not None:
+            servers_csv = out_dir / "servers.csv"
+            supply_csv = out_dir / "server_supply.csv"
+            result.servers.to_csv(servers_csv, index=False, lineterminator="\n")
+            result.server_supply.to_csv(supply_csv, index=False, lineterminator="\n")
+            written += [servers_csv, supply_csv]
         if result.memory is not None:
             from critmem.memplot import plot_memory
 

@@ -1,4 +1,9 @@
-"""Gantt chart of a run: one row per CPU, one colour per task, deadline misses marked."""
+"""Gantt chart of a run: one row per CPU, one colour per task, deadline misses marked.
+
+With scheduler servers, each CPU's row is followed by one row per server of its hierarchy
+(depth-first, children indented): a leaf server's row shows its tasks' segments, every
+server's row its child-scheduler thread delivering events (hatched) and the instants its
+budget ran out (a black tick)."""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from pathlib import Path
 
 import matplotlib
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import Colormap
 from matplotlib.figure import Figure
@@ -49,6 +55,36 @@ def literal_text(text: str) -> str:
     return text.replace("$", r"\$")
 
 
+def _server_rows(result: RunResult) -> tuple[dict[int, int], dict[str, int], list[str]]:
+    """The chart's rows: CPU → row, server → row, and each row's label. Without servers,
+    row c is CPU c."""
+    servers = result.servers
+    if servers is None:
+        return {c: c for c in range(result.cpus)}, {}, [f"CPU {c}" for c in range(result.cpus)]
+    names = [str(n) for n in servers["name"]]
+    children: dict[str, list[str]] = {}
+    for name, parent in zip(names, servers["parent"]):
+        children.setdefault(str(parent), []).append(name)
+    cpu_of = {name: int(c) for name, c in zip(names, servers["cpu"])}
+    cpu_row: dict[int, int] = {}
+    server_row: dict[str, int] = {}
+    labels: list[str] = []
+
+    def add(name: str, depth: int) -> None:
+        server_row[name] = len(labels)
+        labels.append("  " * depth + name)
+        for child in children.get(name, []):
+            add(child, depth + 1)
+
+    for cpu in range(result.cpus):
+        cpu_row[cpu] = len(labels)
+        labels.append(f"CPU {cpu}")
+        for top in children.get("root", []):
+            if cpu_of[top] == cpu:
+                add(top, 1)
+    return cpu_row, server_row, labels
+
+
 def plot_gantt(result: RunResult, path: str | os.PathLike[str], *, max_segments: int | None = None) -> Path:
     """Writes the chart as a PNG to `path` (byte-identical for identical results).
 
@@ -64,8 +100,12 @@ def plot_gantt(result: RunResult, path: str | os.PathLike[str], *, max_segments:
     limit = SEGMENTS_PER_CPU * result.cpus if max_segments is None else max_segments
     end_ms = _window_end_ms(result, limit)
     shown = segments[segments["start_ms"] < end_ms]
+    cpu_row, server_row, labels = _server_rows(result)
+    rows = len(labels)
+    # Each task's row: its leaf server's, or its CPU's (keyed by the CPU it ran on) without servers.
+    task_row = {n: server_row[s] for n, s in zip(names, result.task_servers) if s is not None}
 
-    fig = Figure(figsize=(12, 1.6 + 0.7 * result.cpus), dpi=110)
+    fig = Figure(figsize=(12, 1.6 + 0.7 * rows), dpi=110)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     for name in names:
@@ -78,22 +118,35 @@ def plot_gantt(result: RunResult, path: str | os.PathLike[str], *, max_segments:
             widths = ends[group.index] - group["start_ms"]
             ax.broken_barh(
                 list(zip(group["start_ms"], widths)),
-                (cpu - 0.38, 0.76),
+                (cpu_row[cpu] - 0.38, 0.76),
                 facecolors=colour[name],
                 edgecolor="none",
             )
+            if name in task_row:
+                ax.broken_barh(
+                    list(zip(group["start_ms"], widths)),
+                    (task_row[name] - 0.38, 0.76),
+                    facecolors=colour[name],
+                    edgecolor="none",
+                )
+    if server_row:
+        _draw_server_activity(ax, result, cpu_row, server_row, end_ms)
 
     # A miss is drawn at its deadline, on the CPU the job last ran on (or its task's own
     # CPU, or CPU 0, if it never ran).
     home_cpu = {str(n): (0 if pd.isna(c) else int(c)) for n, c in zip(result.tasks["name"], result.tasks["cpu"])}
     missed = jobs[jobs["missed"] & (jobs["deadline_ms"] <= end_ms)]
     if not missed.empty:
-        ys = [(home_cpu.get(str(t), 0) if pd.isna(c) else int(c)) - 0.46 for t, c in zip(missed["task"], missed["last_cpu"])]
+        # With servers a miss goes on its task's row.
+        ys = [
+            task_row.get(str(t), cpu_row[home_cpu.get(str(t), 0) if pd.isna(c) else int(c)]) - 0.46
+            for t, c in zip(missed["task"], missed["last_cpu"])
+        ]
         ax.scatter(missed["deadline_ms"], ys, marker="v", s=36, color="red", zorder=3, clip_on=False)
 
     ax.set_xlim(0, end_ms)
-    ax.set_ylim(result.cpus - 0.5, -0.6)  # CPU 0 on top, room above it for miss markers
-    ax.set_yticks(range(result.cpus), [f"CPU {c}" for c in range(result.cpus)])
+    ax.set_ylim(rows - 0.5, -0.6)  # CPU 0 on top, room above it for miss markers
+    ax.set_yticks(range(rows), [literal_text(label) for label in labels])
     ax.set_xlabel("time (ms)")
     ax.grid(axis="x", linewidth=0.4, alpha=0.5)
 
@@ -108,9 +161,26 @@ def plot_gantt(result: RunResult, path: str | os.PathLike[str], *, max_segments:
     handles: list[Patch | Line2D] = [Patch(facecolor=colour[n], label=literal_text(n)) for n in names]
     n_missed = int(jobs["missed"].sum())
     handles.append(Line2D([], [], marker="v", color="red", linestyle="none", label=f"deadline miss ({n_missed} in all)"))
+    if server_row:
+        handles.append(Patch(facecolor="white", edgecolor="dimgray", hatch="////", label="event delivery"))
+        handles.append(Line2D([], [], marker="|", color="black", linestyle="none", label="budget exhausted"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
 
     out = Path(path)
     # No "Software" (version) entry: the PNG depends only on the result.
     fig.savefig(out, format="png", bbox_inches="tight", metadata={"Software": None})
     return out
+
+
+def _draw_server_activity(ax: Axes, result: RunResult, cpu_row: dict[int, int], server_row: dict[str, int], end_ms: float) -> None:
+    """Event delivery (hatched) on its server's row and its CPU's, and budget exhaustions."""
+    events = result.server_events[result.server_events["start_ms"] < end_ms]
+    for server, group in events.groupby("server", sort=True):
+        spans = list(zip(group["start_ms"], group["end_ms"].clip(upper=end_ms) - group["start_ms"]))
+        cpu = int(group["cpu"].iloc[0])
+        for row in (server_row[str(server)], cpu_row[cpu]):
+            ax.broken_barh(spans, (row - 0.38, 0.76), facecolors="white", edgecolor="dimgray", hatch="////", linewidth=0.4)
+    out = result.server_exhaustions[result.server_exhaustions["time_ms"] <= end_ms]
+    if not out.empty:
+        ys = [server_row[str(s)] for s in out["server"]]
+        ax.scatter(out["time_ms"], ys, marker="|", s=120, color="black", linewidths=1.2, zorder=3)

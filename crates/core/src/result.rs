@@ -190,6 +190,21 @@ pub struct ServerSummary {
     pub replenishments: u64,
     /// Times its budget ran out while a job below it ran.
     pub exhaustions: u64,
+    /// The CPU whose hierarchy it belongs to.
+    pub cpu: usize,
+    /// The tasks attached to it (a leaf's), by index.
+    pub tasks: Vec<usize>,
+    /// Events its child-scheduler thread delivered (zero without `event_cost_us`).
+    pub events_delivered: u64,
+    /// CPU time its child-scheduler thread spent delivering them (part of `consumed_ns`).
+    pub event_ns: u64,
+    /// What it consumed in each of its periods, the k-th starting at k × period (budgeted
+    /// servers; the first [`crate::MAX_TRACE_RECORDS`] periods).
+    pub period_consumed_ns: Vec<u64>,
+    /// When its budget ran out (up to the same cap).
+    pub exhausted_at: Vec<Nanos>,
+    /// Stretches its child-scheduler thread ran, `(start, end)` (up to the same cap).
+    pub event_segments: Vec<(Nanos, Nanos)>,
 }
 
 /// A task's job figures as a run summary names them (the per-task fields of `--json` after
@@ -268,6 +283,9 @@ struct JsonServer<'a> {
     period_ms: Option<f64>,
     consumed_ms: f64,
     replenishments: u64,
+    exhaustions: u64,
+    events_delivered: u64,
+    event_ms: f64,
 }
 
 #[derive(Serialize)]
@@ -481,6 +499,9 @@ impl SimResult {
                     period_ms: s.period_ms,
                     consumed_ms: Nanos(s.consumed_ns).as_ms_f64(),
                     replenishments: s.replenishments,
+                    exhaustions: s.exhaustions,
+                    events_delivered: s.events_delivered,
+                    event_ms: Nanos(s.event_ns).as_ms_f64(),
                 })
                 .collect(),
         };

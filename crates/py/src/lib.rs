@@ -179,6 +179,104 @@ impl SegmentColumns {
     }
 }
 
+/// The scheduler hierarchy's servers as columns, times in decimal ms (all empty without
+/// servers): one row per server; per period of each budgeted server what it consumed; the
+/// stretches each server's child-scheduler thread delivered events; the instants each
+/// server's budget ran out; and each task's leaf server.
+#[derive(Debug, Default, PartialEq)]
+struct ServerColumns {
+    name: Vec<String>,
+    parent: Vec<String>,
+    kind: Vec<&'static str>,
+    cpu: Vec<usize>,
+    budget_ms: Vec<Option<f64>>,
+    period_ms: Vec<Option<f64>>,
+    consumed_ms: Vec<f64>,
+    replenishments: Vec<u64>,
+    exhaustions: Vec<u64>,
+    events_delivered: Vec<u64>,
+    event_ms: Vec<f64>,
+    /// server, period_start_ms, consumed_ms
+    supply: (Vec<String>, Vec<f64>, Vec<f64>),
+    /// server, cpu, start_ms, end_ms
+    events: (Vec<String>, Vec<usize>, Vec<f64>, Vec<f64>),
+    /// server, cpu, time_ms
+    exhausted: (Vec<String>, Vec<usize>, Vec<f64>),
+    task_server: Vec<Option<String>>,
+}
+
+impl ServerColumns {
+    fn new(result: &SimResult) -> ServerColumns {
+        let mut c = ServerColumns { task_server: vec![None; result.tasks.len()], ..ServerColumns::default() };
+        let ms = |ns: u64| Nanos(ns).as_ms_f64();
+        for s in &result.servers {
+            c.name.push(s.name.clone());
+            c.parent.push(s.parent.clone());
+            c.kind.push(s.kind);
+            c.cpu.push(s.cpu);
+            c.budget_ms.push(s.budget_ms);
+            c.period_ms.push(s.period_ms);
+            c.consumed_ms.push(ms(s.consumed_ns));
+            c.replenishments.push(s.replenishments);
+            c.exhaustions.push(s.exhaustions);
+            c.events_delivered.push(s.events_delivered);
+            c.event_ms.push(ms(s.event_ns));
+            let period_ms = s.period_ms.unwrap_or(0.0);
+            for (k, &used) in s.period_consumed_ns.iter().enumerate() {
+                c.supply.0.push(s.name.clone());
+                c.supply.1.push(k as f64 * period_ms);
+                c.supply.2.push(ms(used));
+            }
+            for &(start, end) in &s.event_segments {
+                c.events.0.push(s.name.clone());
+                c.events.1.push(s.cpu);
+                c.events.2.push(start.as_ms_f64());
+                c.events.3.push(end.as_ms_f64());
+            }
+            for &at in &s.exhausted_at {
+                c.exhausted.0.push(s.name.clone());
+                c.exhausted.1.push(s.cpu);
+                c.exhausted.2.push(at.as_ms_f64());
+            }
+            for &t in &s.tasks {
+                c.task_server[t] = Some(s.name.clone());
+            }
+        }
+        c
+    }
+
+    /// (servers, server_supply, server_events, server_exhaustions, task_servers)
+    #[allow(clippy::type_complexity)] // the five values SimOutput carries
+    fn into_dicts(self, py: Python<'_>) -> PyResult<(Py<PyDict>, Py<PyDict>, Py<PyDict>, Py<PyDict>, Vec<Option<String>>)> {
+        let d = PyDict::new(py);
+        d.set_item("name", self.name)?;
+        d.set_item("parent", self.parent)?;
+        d.set_item("kind", self.kind)?;
+        d.set_item("cpu", self.cpu)?;
+        d.set_item("budget_ms", self.budget_ms)?;
+        d.set_item("period_ms", self.period_ms)?;
+        d.set_item("consumed_ms", self.consumed_ms)?;
+        d.set_item("replenishments", self.replenishments)?;
+        d.set_item("exhaustions", self.exhaustions)?;
+        d.set_item("events_delivered", self.events_delivered)?;
+        d.set_item("event_ms", self.event_ms)?;
+        let supply = PyDict::new(py);
+        supply.set_item("server", self.supply.0)?;
+        supply.set_item("period_start_ms", self.supply.1)?;
+        supply.set_item("consumed_ms", self.supply.2)?;
+        let events = PyDict::new(py);
+        events.set_item("server", self.events.0)?;
+        events.set_item("cpu", self.events.1)?;
+        events.set_item("start_ms", self.events.2)?;
+        events.set_item("end_ms", self.events.3)?;
+        let exhausted = PyDict::new(py);
+        exhausted.set_item("server", self.exhausted.0)?;
+        exhausted.set_item("cpu", self.exhausted.1)?;
+        exhausted.set_item("time_ms", self.exhausted.2)?;
+        Ok((d.unbind(), supply.unbind(), events.unbind(), exhausted.unbind(), self.task_server))
+    }
+}
+
 /// The memory timeline as columns: time_ms, reserved_physical_mb, used_mb, then
 /// `reservation:<name>` (pages it accounts) and `resident:<task>` (resident pages) per object.
 fn timeline_dict(py: Python<'_>, result: &SimResult) -> PyResult<Py<PyDict>> {
@@ -275,6 +373,16 @@ struct SimOutput {
     control_timeline: Py<PyDict>,
     /// Controller ticks per control-timeline row (1 unless a long run thinned it).
     control_timeline_every_ticks: u64,
+    /// One row per server of the scheduler hierarchy (empty lists without servers).
+    servers: Py<PyDict>,
+    /// What each budgeted server consumed in each of its periods.
+    server_supply: Py<PyDict>,
+    /// Stretches each server's child-scheduler thread ran delivering events.
+    server_events: Py<PyDict>,
+    /// Instants each server's budget ran out.
+    server_exhaustions: Py<PyDict>,
+    /// Each task's leaf server, in task order (None without servers).
+    task_servers: Vec<Option<String>>,
     /// What the scenario allows but rarely means, one line each naming the key.
     warnings: Vec<String>,
 }
@@ -296,14 +404,16 @@ fn simulate(
 ) -> Result<SimOutput, BindingError> {
     let format = parse_format(format)?;
     let opts = SimOptions { record_jobs, record_segments, check_invariants: false };
-    let (result, scenario, hyperperiod_ms, jobs, segments, control) = py.detach(|| {
+    let (result, scenario, hyperperiod_ms, jobs, segments, control, servers) = py.detach(|| {
         let scenario = load(text, source_name, format, horizon_ms, seed)?;
         let result = critmem_core::simulate(&scenario, opts);
         let hyper = scenario.hyperperiod().map(Nanos::as_ms_f64);
         let (jobs, segments) = (JobColumns::new(&result), SegmentColumns::new(&result));
         let control = control_columns(&result);
-        Ok::<_, CoreError>((result, scenario, hyper, jobs, segments, control))
+        let servers = ServerColumns::new(&result);
+        Ok::<_, CoreError>((result, scenario, hyper, jobs, segments, control, servers))
     })?;
+    let (servers, server_supply, server_events, server_exhaustions, task_servers) = servers.into_dicts(py)?;
     Ok(SimOutput {
         summary_json: result.to_json(),
         seed: scenario.seed,
@@ -316,6 +426,11 @@ fn simulate(
         memory_timeline: timeline_dict(py, &result)?,
         control_timeline: raw_dict(py, control)?,
         control_timeline_every_ticks: result.control.as_ref().map_or(1, |c| c.timeline_every_ticks),
+        servers,
+        server_supply,
+        server_events,
+        server_exhaustions,
+        task_servers,
         warnings: scenario.warnings,
     })
 }
@@ -538,6 +653,28 @@ mod tests {
         // Python ints past i64 make pandas pick uint64.
         assert_eq!(RawColumn::u64s([1, u64::MAX].into_iter()).dtype, "<u8");
         assert_eq!(RawColumn::u64s(std::iter::empty()), RawColumn { dtype: "<i8", bytes: Vec::new() });
+    }
+
+    #[test]
+    fn server_columns_line_up_with_the_servers() {
+        // A deferrable 1/4 server, 100 us per event, over a task of 0.5 ms every 4 ms, 12 ms:
+        // three periods of 0.1 + 0.5 = 0.6 ms, three deliveries of 0.1 ms, never exhausted.
+        let text = "[scheduler]\nkind = \"fp\"\nevent_cost_us = 100\n[run]\nhorizon_ms = 12\n\
+                    [[scheduler.server]]\nname = \"s\"\nkind = \"deferrable\"\nbudget_ms = 1\nperiod_ms = 4\npriority = 0\npolicy = \"rm\"\n\
+                    [[task]]\nname = \"a\"\nwcet_ms = 0.5\nperiod_ms = 4\nserver = \"s\"\n";
+        let s = load(text, "s.toml", Format::Toml, None, None).unwrap();
+        let r = run(&s, SimOptions { record_jobs: false, record_segments: false, check_invariants: true });
+        let c = ServerColumns::new(&r);
+        assert_eq!(
+            (c.name.clone(), c.cpu.clone(), c.events_delivered.clone(), c.exhaustions.clone()),
+            (vec!["s".to_string()], vec![0], vec![3], vec![0])
+        );
+        assert_eq!(c.supply.1, vec![0.0, 4.0, 8.0]);
+        assert!(c.supply.2.iter().all(|&m| (m - 0.6).abs() < 1e-9), "{:?}", c.supply.2);
+        assert_eq!((c.events.2.clone(), c.events.3.clone()), (vec![0.0, 4.0, 8.0], vec![0.1, 4.1, 8.1]));
+        assert_eq!(c.task_server, vec![Some("s".to_string())]);
+        let flat = ServerColumns::new(&run(&load(RM, "rm.toml", Format::Toml, None, None).unwrap(), SimOptions::default()));
+        assert_eq!((flat.name.len(), flat.task_server), (0, vec![None, None]));
     }
 
     #[test]

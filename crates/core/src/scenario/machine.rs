@@ -334,6 +334,15 @@ pub(super) fn validate_hierarchy(
     cpus: usize,
 ) -> Result<Option<Hierarchy>, ScenarioError> {
     if raw.server.is_empty() {
+        if raw.event_cost_us.is_some() {
+            return Err(cx.err(
+                "scheduler.event_cost_us",
+                "only applies with [[scheduler.server]]: it is the cost of delivering an event to a server",
+            ));
+        }
+        if raw.pending_event_check.is_some() {
+            return Err(cx.err("scheduler.pending_event_check", "only applies with [[scheduler.server]]"));
+        }
         if let Some(i) = raw_tasks.iter().position(|t| t.server.is_some()) {
             return Err(
                 cx.err(format!("task[{i}].server"), "no [[scheduler.server]] is declared: without servers tasks run under the root")
@@ -392,6 +401,10 @@ pub(super) fn validate_hierarchy(
             at = parents[p];
         }
     }
+    let default_cost = match raw.event_cost_us {
+        None => Nanos::ZERO,
+        Some(us) => event_cost(cx, "scheduler.event_cost_us", us)?,
+    };
     let mut servers: Vec<ServerSpec> = Vec::with_capacity(raw.server.len());
     for (j, s) in raw.server.iter().enumerate() {
         let k = |f: &str| format!("scheduler.server[{j}].{f}");
@@ -466,6 +479,10 @@ pub(super) fn validate_hierarchy(
             priority: s.priority,
             policy: s.policy.unwrap_or(root_policy),
             cpu,
+            event_cost: match s.event_cost_us {
+                None => default_cost,
+                Some(us) => event_cost(cx, &k("event_cost_us"), us)?,
+            },
         });
     }
     // A child's CPU is its top-level ancestor's.
@@ -498,5 +515,16 @@ pub(super) fn validate_hierarchy(
         }
         task_server.push(s);
     }
-    Ok(Some(Hierarchy { root_policy, servers, task_server }))
+    Ok(Some(Hierarchy { root_policy, servers, task_server, pending_event_check: raw.pending_event_check.unwrap_or(true) }))
+}
+
+/// A child-scheduler thread's CPU time per delivered event, given in microseconds.
+fn event_cost(cx: &Ctx, key: &str, us: f64) -> Result<Nanos, ScenarioError> {
+    if !us.is_finite() {
+        return Err(cx.err(key, "must be a finite number of microseconds"));
+    }
+    if us < 0.0 {
+        return Err(cx.err(key, format!("must not be negative (got {us})")));
+    }
+    Nanos::try_from_ms_f64(us / 1000.0).ok_or_else(|| cx.err(key, format!("is too large (got {us})")))
 }

@@ -52,6 +52,10 @@ pub(super) struct RawScheduler {
     pub(super) slot: Vec<RawSlot>,
     #[serde(default)]
     pub(super) server: Vec<RawServer>,
+    /// CPU time a server's child-scheduler thread takes per delivered event (servers only).
+    pub(super) event_cost_us: Option<f64>,
+    /// Whether a child dispatches only once no event is pending for it (servers only).
+    pub(super) pending_event_check: Option<bool>,
 }
 
 /// `[[scheduler.server]]`: one node of a scheduler hierarchy.
@@ -68,6 +72,8 @@ pub(super) struct RawServer {
     #[serde(default, deserialize_with = "some_choice")]
     pub(super) policy: Option<ServerPolicy>,
     pub(super) cpu: Option<i64>,
+    /// This server's own `[scheduler] event_cost_us`.
+    pub(super) event_cost_us: Option<f64>,
 }
 
 #[derive(Deserialize, Debug)]

@@ -8,12 +8,18 @@
 //! calls `choose` at every instant a job can stop, so that job ran the whole stretch), and
 //! `next_wakeup` asks for a decision where a running server's budget runs out and at every
 //! replenishment.
+//!
+//! With a cost per delivered event (`event_cost_us`), each server also has a child-scheduler
+//! thread through which alone it learns that a job below it became eligible ([`events`]).
+
+mod events;
 
 use super::{priority_ranks, JobKey, JobOrder, KeyMap, QueueKey, ReadyJob, ReadyQueue, Scheduler};
 use crate::result::{ServerSummary, SimResult};
 use crate::scenario::PriorityOrder;
 use crate::task::TaskSpec;
 use crate::time::Nanos;
+use crate::MAX_TRACE_RECORDS;
 use serde::Deserialize;
 
 /// How a server's budget behaves (`[[scheduler.server]] kind`).
@@ -92,6 +98,8 @@ pub struct ServerSpec {
     pub policy: ServerPolicy,
     /// The CPU of its hierarchy (its top-level ancestor's).
     pub cpu: usize,
+    /// CPU time its child-scheduler thread takes to deliver one event; zero delivers at once.
+    pub event_cost: Nanos,
 }
 
 /// A validated `[[scheduler.server]]` tree: one root per CPU with the scheduler's policy.
@@ -102,6 +110,10 @@ pub struct Hierarchy {
     pub servers: Vec<ServerSpec>,
     /// The leaf server each task attaches to.
     pub task_server: Vec<usize>,
+    /// A child dispatches a job only once no event is pending for it (HiRes's `pevt`); off,
+    /// an event that arrives while its child-scheduler thread delivers the last one it saw
+    /// waits for the next event or replenishment.
+    pub pending_event_check: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -123,6 +135,17 @@ struct Node {
     consumed_ns: u64,
     replenishments: u64,
     exhaustions: u64,
+    /// CPU time its child-scheduler thread takes per delivered event.
+    cost_ns: u64,
+    events_delivered: u64,
+    /// CPU time its child-scheduler thread spent delivering.
+    event_ns: u64,
+    /// What it consumed in each of its periods (budgeted servers), up to the trace cap.
+    period_consumed_ns: Vec<u64>,
+    /// When its budget ran out, up to the trace cap.
+    exhausted_at: Vec<Nanos>,
+    /// Stretches its child-scheduler thread ran, up to the trace cap.
+    event_segments: Vec<(Nanos, Nanos)>,
 }
 
 impl Node {
@@ -145,6 +168,9 @@ pub struct HierarchyScheduler {
     /// The leaf whose job each CPU was given at the last `choose`.
     running: Vec<Option<usize>>,
     last_choose: Nanos,
+    /// Child-scheduler event delivery, when some server has a cost per event; without it a
+    /// server sees every job below it become eligible at once.
+    delivery: Option<Box<events::Delivery>>,
     eligible: Vec<bool>,
     /// Nodes with nothing eligible below them at the last `choose`.
     idle: Vec<bool>,
@@ -170,6 +196,12 @@ impl HierarchyScheduler {
                 consumed_ns: 0,
                 replenishments: 0,
                 exhaustions: 0,
+                cost_ns: s.event_cost.0,
+                events_delivered: 0,
+                event_ns: 0,
+                period_consumed_ns: Vec::new(),
+                exhausted_at: Vec::new(),
+                event_segments: Vec::new(),
             })
             .collect();
         for _ in 0..cpus {
@@ -187,6 +219,12 @@ impl HierarchyScheduler {
                 consumed_ns: 0,
                 replenishments: 0,
                 exhaustions: 0,
+                cost_ns: 0,
+                events_delivered: 0,
+                event_ns: 0,
+                period_consumed_ns: Vec::new(),
+                exhausted_at: Vec::new(),
+                event_segments: Vec::new(),
             });
         }
         for i in 0..n {
@@ -210,7 +248,10 @@ impl HierarchyScheduler {
             at += 1;
         }
         top_down.reverse();
+        let delivery =
+            nodes.iter().any(|n| n.cost_ns > 0).then(|| Box::new(events::Delivery::new(nodes.len(), cpus, hierarchy.pending_event_check)));
         HierarchyScheduler {
+            delivery,
             name,
             eligible: vec![false; nodes.len()],
             idle: vec![false; nodes.len()],
@@ -225,9 +266,10 @@ impl HierarchyScheduler {
         }
     }
 
-    /// Charges `ran_ns` to the leaf and every server above it.
-    fn charge(&mut self, leaf: usize, ran_ns: u64) {
-        let mut at = Some(leaf);
+    /// Charges `ran_ns`, ending at `now`, to `from` (a leaf whose job ran, or a server whose
+    /// child-scheduler thread ran) and every server above it.
+    fn charge(&mut self, from: usize, ran_ns: u64, now: Nanos) {
+        let mut at = Some(from);
         while let Some(i) = at {
             let node = &mut self.nodes[i];
             if node.kind.is_some() {
@@ -239,6 +281,18 @@ impl HierarchyScheduler {
                 node.left_ns = before.saturating_sub(ran_ns);
                 if before > 0 && node.left_ns == 0 {
                     node.exhaustions += 1;
+                    if node.exhausted_at.len() < MAX_TRACE_RECORDS {
+                        node.exhausted_at.push(now);
+                    }
+                }
+                // A decision falls on every boundary, so the stretch lies in the period that
+                // ends at the next one.
+                let period = (node.next_boundary_ns / node.period_ns).saturating_sub(1) as usize;
+                if period < MAX_TRACE_RECORDS {
+                    if node.period_consumed_ns.len() <= period {
+                        node.period_consumed_ns.resize(period + 1, 0);
+                    }
+                    node.period_consumed_ns[period] += ran_ns;
                 }
             }
             at = node.parent;
@@ -253,8 +307,11 @@ impl HierarchyScheduler {
             return;
         }
         for cpu in 0..self.running.len() {
-            if let Some(leaf) = self.running[cpu] {
-                self.charge(leaf, ran_ns);
+            if let Some(node) = self.running[cpu] {
+                self.charge(node, ran_ns, now);
+                if self.delivery.is_some() {
+                    self.advance_delivery(cpu, node, ran_ns, now);
+                }
             }
         }
     }
@@ -270,6 +327,38 @@ impl HierarchyScheduler {
         }
     }
 
+    /// What every decision starts with: polling servers idle since the last one lose their
+    /// budget, the time since then is charged, and budgets due are replenished.
+    fn begin_decision(&mut self, now: Nanos) {
+        // A polling server idle after every event of an instant gives up the rest of its
+        // period's budget; it is judged once time moves on, so work arriving later in the
+        // same instant (a release at the boundary) still finds the budget.
+        if now > self.last_choose {
+            for (node, &idle) in self.nodes.iter_mut().zip(&self.idle) {
+                if idle && node.kind == Some(ServerKind::Polling) {
+                    node.left_ns = 0;
+                }
+            }
+        }
+        self.account_until(now);
+        for (i, node) in self.nodes.iter_mut().enumerate().filter(|(_, n)| n.budgeted() && n.next_boundary_ns <= now.0) {
+            node.replenishments += (now.0 - node.next_boundary_ns) / node.period_ns + 1;
+            node.next_boundary_ns = (now.0 / node.period_ns + 1) * node.period_ns;
+            node.left_ns = node.budget_ns;
+            if let Some(d) = self.delivery.as_mut() {
+                d.replenished(i);
+            }
+        }
+    }
+
+    /// The CPU whose root `i` is under.
+    fn cpu_of(&self, mut i: usize) -> usize {
+        while let Some(p) = self.nodes[i].parent {
+            i = p;
+        }
+        i - self.names.len()
+    }
+
     /// Each server's state at the end of the run: name, parent, budget, and what it did.
     pub fn summaries(&self) -> Vec<ServerSummary> {
         let ms = |ns: u64| ns as f64 / 1e6;
@@ -279,6 +368,10 @@ impl HierarchyScheduler {
             .map(|(i, name)| {
                 let node = &self.nodes[i];
                 let parent = node.parent.expect("a server has a parent");
+                let mut period_consumed_ns = node.period_consumed_ns.clone();
+                if node.budgeted() {
+                    period_consumed_ns.resize((node.replenishments as usize).min(MAX_TRACE_RECORDS), 0);
+                }
                 ServerSummary {
                     name: name.clone(),
                     parent: if parent < self.names.len() { self.names[parent].clone() } else { "root".to_string() },
@@ -288,6 +381,13 @@ impl HierarchyScheduler {
                     consumed_ns: node.consumed_ns,
                     replenishments: node.replenishments,
                     exhaustions: node.exhaustions,
+                    cpu: self.cpu_of(i),
+                    tasks: (0..self.task_leaf.len()).filter(|&t| self.task_leaf[t] == i).collect(),
+                    events_delivered: node.events_delivered,
+                    event_ns: node.event_ns,
+                    period_consumed_ns,
+                    exhausted_at: node.exhausted_at.clone(),
+                    event_segments: node.event_segments.clone(),
                 }
             })
             .collect()
@@ -305,30 +405,28 @@ impl Scheduler for HierarchyScheduler {
         let leaf = self.task_leaf[job.task];
         let key = self.nodes[leaf].order.key(job);
         self.leaf_of_job.insert(job.key, (leaf, key));
+        if let Some(d) = self.delivery.as_mut() {
+            if !d.arrive(job, leaf) {
+                return;
+            }
+        }
         self.nodes[leaf].jobs.insert(key, job.key);
     }
     fn remove(&mut self, key: JobKey) {
         if let Some((leaf, k)) = self.leaf_of_job.take(key) {
+            if let Some(d) = self.delivery.as_mut() {
+                let known = self.nodes[leaf].jobs.iter().any(|j| j == key);
+                d.stopped(key, k.seq, known);
+            }
             self.nodes[leaf].jobs.remove(k, key);
         }
     }
-    fn choose(&mut self, now: Nanos, _current: &[Option<JobKey>], assign: &mut [Option<JobKey>]) {
-        // A polling server idle after every event of an instant gives up the rest of its
-        // period's budget; it is judged once time moves on, so work arriving later in the
-        // same instant (a release at the boundary) still finds the budget.
-        if now > self.last_choose {
-            for (node, &idle) in self.nodes.iter_mut().zip(&self.idle) {
-                if idle && node.kind == Some(ServerKind::Polling) {
-                    node.left_ns = 0;
-                }
-            }
+    fn choose(&mut self, now: Nanos, current: &[Option<JobKey>], assign: &mut [Option<JobKey>]) {
+        if self.delivery.is_some() {
+            self.choose_with_events(now, current, assign);
+            return;
         }
-        self.account_until(now);
-        for node in self.nodes.iter_mut().filter(|n| n.budgeted() && n.next_boundary_ns <= now.0) {
-            node.replenishments += (now.0 - node.next_boundary_ns) / node.period_ns + 1;
-            node.next_boundary_ns = (now.0 / node.period_ns + 1) * node.period_ns;
-            node.left_ns = node.budget_ns;
-        }
+        self.begin_decision(now);
         for at in 0..self.bottom_up.len() {
             let i = self.bottom_up[at];
             let node = &self.nodes[i];
@@ -351,6 +449,9 @@ impl Scheduler for HierarchyScheduler {
     }
     fn next_wakeup(&self, now: Nanos) -> Option<Nanos> {
         let mut best = self.nodes.iter().filter(|n| n.budgeted()).map(|n| n.next_boundary_ns).min().unwrap_or(u64::MAX);
+        if let Some(d) = &self.delivery {
+            best = best.min(d.next_delivery_end(now, &self.running));
+        }
         for leaf in self.running.iter().flatten() {
             let mut at = Some(*leaf);
             while let Some(i) = at {

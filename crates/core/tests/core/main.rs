@@ -12,6 +12,7 @@ mod mem;
 mod memsim;
 mod properties;
 mod resources;
+mod server_events;
 mod servers;
 mod subsystems;
 

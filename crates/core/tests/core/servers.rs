@@ -327,13 +327,17 @@ proptest! {
     #![proptest_config(seeded_config("no_job_runs_past_a_servers_budget", 48))]
     /// With periodic tasks in a two-level tree of deferrable and polling servers, no server's
     /// subtree runs more than its budget within any of its periods (so nothing ran while a
-    /// server above had none left), and each server's consumption is what its subtree ran.
+    /// server above had none left), and each server's consumption is what its subtree ran,
+    /// its jobs and child-scheduler threads delivering events alike, with or without a cost
+    /// per event and the pending-event check.
     #[test]
     fn no_job_runs_past_a_servers_budget(
         outer in proptest::collection::vec((proptest::bool::ANY, 1u64..=6, 2u64..=12), 1..3),
         inner in proptest::collection::vec((0usize..2, proptest::bool::ANY, 1u64..=6, 2u64..=12), 0..3),
         tasks in proptest::collection::vec((0usize..5, 1u64..=40, 2u64..=15, 0u64..5), 1..6),
         edf in proptest::bool::ANY,
+        cost_us in proptest::sample::select(vec![0u64, 50, 100, 300]),
+        check in proptest::bool::ANY,
     ) {
         // Servers: the outer ones under the root, then inner ones under an outer one. Budgets
         // and periods in tenths of a millisecond.
@@ -347,7 +351,7 @@ proptest! {
         let is_leaf = |i: usize| !servers.iter().any(|s| s.0 == Some(i));
         let leaves: Vec<usize> = (0..servers.len()).filter(|&i| is_leaf(i)).collect();
         let root = if edf { "edf" } else { "fp" };
-        let mut text = format!("[run]\nhorizon_ms = 60\n[scheduler]\nkind = \"{root}\"\n");
+        let mut text = format!("[run]\nhorizon_ms = 60\n[scheduler]\nkind = \"{root}\"\nevent_cost_us = {cost_us}\npending_event_check = {check}\n");
         for (i, &(parent, polling, b, p)) in servers.iter().enumerate() {
             let kind = if polling { "polling" } else { "deferrable" };
             text += &format!("[[scheduler.server]]\nname = \"s{i}\"\nkind = \"{kind}\"\nbudget_ms = {}\nperiod_ms = {}\npolicy = \"fp\"\n", b as f64 / 10.0, p as f64 / 10.0);
@@ -369,13 +373,15 @@ proptest! {
             let below = |leaf: usize| leaf == i || servers[leaf].0 == Some(i);
             let mut per_period = std::collections::BTreeMap::<u64, u64>::new();
             let mut total = 0;
-            for s in r.segments.iter().filter(|s| below(task_leaf[s.task as usize])) {
-                total += (s.end - s.start).0;
+            let jobs = r.segments.iter().filter(|s| below(task_leaf[s.task as usize])).map(|s| (s.start.0, s.end.0));
+            let events = (0..servers.len()).filter(|&j| below(j)).flat_map(|j| r.servers[j].event_segments.iter().map(|&(a, b)| (a.0, b.0)));
+            for (start, end) in jobs.chain(events) {
+                total += end - start;
                 // Split the segment at this server's period boundaries.
-                let mut at = s.start.0;
-                while at < s.end.0 {
+                let mut at = start;
+                while at < end {
                     let k = at / period;
-                    let until = ((k + 1) * period).min(s.end.0);
+                    let until = ((k + 1) * period).min(end);
                     *per_period.entry(k).or_default() += until - at;
                     at = until;
                 }
@@ -384,6 +390,11 @@ proptest! {
                 prop_assert!(used <= budget, "server s{} used {} ns > budget {} ns in period {}\n{}", i, used, budget, k, text);
             }
             prop_assert_eq!(r.servers[i].consumed_ns, total);
+            // Each delivery takes the cost; one may be under way at the horizon.
+            let (delivered, event_ns, cost_ns) = (r.servers[i].events_delivered, r.servers[i].event_ns, cost_us * 1_000);
+            prop_assert!(event_ns >= delivered * cost_ns && (cost_ns == 0 || event_ns < (delivered + 1) * cost_ns));
+            let periods: u64 = r.servers[i].period_consumed_ns.iter().sum();
+            prop_assert_eq!(periods, total);
         }
     }
 }
