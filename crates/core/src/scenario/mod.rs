@@ -8,6 +8,7 @@
 //! module; memory admission (what building the memory model would refuse) is decided by
 //! [`crate::mem::admission`] from the declarations, without building it.
 
+mod components;
 mod control;
 mod error;
 mod groups;
@@ -24,7 +25,7 @@ pub use crate::task::TaskCommand;
 pub use error::ScenarioError;
 pub use machine::{CyclicSlot, CyclicTable, PriorityOrder, SchedulerKind, SchedulerSpec};
 
-use crate::resources::ResourceSpec;
+use crate::resources::{ComponentSpec, ResourceSpec};
 use crate::sched::Hierarchy;
 use crate::task::{Arrival, TaskSpec};
 use crate::time::{lcm_all, Nanos};
@@ -51,6 +52,8 @@ pub struct Scenario {
     pub resources: Vec<ResourceSpec>,
     /// The servers under the root, when the scenario declares `[[scheduler.server]]`.
     pub hierarchy: Option<Hierarchy>,
+    /// Components the programs call, in file order (`[[component]]`).
+    pub components: Vec<ComponentSpec>,
 }
 
 impl Scenario {
@@ -110,8 +113,9 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
     let cpus = machine::validate_cpus(&cx, &raw)?;
     let (raw_scheduler, kind) = machine::validate_kind(&cx, &raw, cpus)?;
     let resources = resources::validate_resources(&cx, &raw.resource)?;
-    let mut tasks = tasks::validate_tasks(&cx, &raw.task, cpus, kind, &resources)?;
-    resources::check_lock_order(&cx, &tasks, &resources)?;
+    let components = components::validate_components(&cx, &raw, &resources)?;
+    let mut tasks = tasks::validate_tasks(&cx, &raw.task, cpus, kind, &resources, &components)?;
+    resources::check_lock_order(&cx, &tasks, &resources, &components.specs)?;
     resources::check_protocols(&cx, &raw, &resources, kind)?;
     let scheduler = machine::validate_scheduler(&cx, raw_scheduler, &tasks, cpus)?;
     let hierarchy = machine::validate_hierarchy(&cx, raw_scheduler, &raw.task, &tasks, cpus)?;
@@ -141,5 +145,18 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
     if let Some(m) = &memory {
         crate::mem::admission::check(m, &tasks).map_err(|e| cx.err(e.key, e.message))?;
     }
-    Ok(Scenario { source_name: source_name.to_string(), cpus, scheduler, tasks, horizon, seed, memory, control, resources, hierarchy })
+    let components = components.specs;
+    Ok(Scenario {
+        source_name: source_name.to_string(),
+        cpus,
+        scheduler,
+        tasks,
+        horizon,
+        seed,
+        memory,
+        control,
+        resources,
+        hierarchy,
+        components,
+    })
 }
