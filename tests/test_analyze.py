@@ -108,3 +108,10 @@ def test_cli_analyze_prints_a_row_per_server() -> None:
     report = json.loads(cli("analyze", str(EXAMPLES / "servers-hires-fig6.toml"), "--json").stdout)
     assert [s["verdict"] for s in report["servers"]] == ["schedulable"] * 4
     assert "resources" not in report
+
+
+def test_analyze_leaves_component_stack_waits_out_and_says_so() -> None:
+    report = json.loads(cli("analyze", str(EXAMPLES / "components-calltree.toml"), "--json").stdout)
+    assert report["verdict"] == "unknown"
+    assert [(t["name"], t["verdict"]) for t in report["tests"]] == [("components", "unknown")]
+    assert 'component "fs" has 1 execution stack,' in report["tests"][0]["detail"]

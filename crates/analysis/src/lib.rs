@@ -97,6 +97,10 @@ pub fn analyze(scenario: &Scenario) -> AnalysisReport {
     let mut a = Analysis::new(scenario);
     let all: Vec<usize> = (0..scenario.tasks.len()).collect();
     let m = scenario.cpus;
+    if let Some(why) = components_outside_analysis(scenario) {
+        a.push("components", None, Verdict::Unknown, format!("Not analysed: {why}."));
+        return a.finish();
+    }
     if scenario.hierarchy.is_some() {
         // A task under servers gets the servers' supply, not the whole CPU.
         a.hierarchy();
@@ -131,6 +135,23 @@ pub fn analyze(scenario: &Scenario) -> AnalysisReport {
         SchedulerKind::Mc2 => a.mc2(),
     }
     a.finish()
+}
+
+/// Why the tasks' calls into components put the scenario outside every analysis here, if they
+/// do: a component with a bounded number of stacks makes callers wait for one another, and a
+/// call within a critical section or a lock within a component lengthens sections beyond what
+/// the blocking terms count. Calls alone only add their worst case to the WCET, which the
+/// loader already does.
+fn components_outside_analysis(scenario: &Scenario) -> Option<String> {
+    if let Some(c) = scenario.components.iter().find(|c| c.stacks.is_some()) {
+        let n = c.stacks.unwrap_or(0);
+        let stacks = if n == 1 { "1 execution stack".to_string() } else { format!("{n} execution stacks") };
+        return Some(format!("component {:?} has {stacks}, and waiting for one is not in the blocking analysis", c.name));
+    }
+    if !scenario.components.is_empty() && !scenario.resources.is_empty() {
+        return Some("tasks call components and share resources; calls within critical sections and locks within components are not in the blocking analysis".to_string());
+    }
+    None
 }
 
 struct Analysis<'a> {

@@ -272,6 +272,21 @@ struct JsonResult<'a> {
     control: Option<JsonControl<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     servers: Vec<JsonServer<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    components: Vec<JsonComponent<'a>>,
+}
+
+/// One `[[component]]` over the run (`null` stacks: one per invocation).
+#[derive(Serialize)]
+struct JsonComponent<'a> {
+    name: &'a str,
+    stacks: Option<u32>,
+    stack_wait: &'static str,
+    invocations: u64,
+    peak_concurrent_invocations: u32,
+    stack_waits: u64,
+    longest_stack_wait_ms: f64,
+    total_stack_wait_ms: f64,
 }
 
 #[derive(Serialize)]
@@ -502,6 +517,21 @@ impl SimResult {
                     exhaustions: s.exhaustions,
                     events_delivered: s.events_delivered,
                     event_ms: Nanos(s.event_ns).as_ms_f64(),
+                })
+                .collect(),
+            components: self
+                .resources
+                .iter()
+                .flat_map(|r| &r.components)
+                .map(|c| JsonComponent {
+                    name: &c.name,
+                    stacks: c.stacks,
+                    stack_wait: c.stack_wait,
+                    invocations: c.invocations,
+                    peak_concurrent_invocations: c.peak_concurrent_invocations,
+                    stack_waits: c.stack_waits,
+                    longest_stack_wait_ms: c.longest_stack_wait.as_ms_f64(),
+                    total_stack_wait_ms: c.total_stack_wait.as_ms_f64(),
                 })
                 .collect(),
         };

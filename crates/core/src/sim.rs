@@ -49,7 +49,7 @@ fn subsystems(
         }
     }
     if let Some(resources) = ResourceSubsystem::new(scenario, opts.checks_invariants()) {
-        out.push(Box::new(resources));
+        out.push(Box::new(if opts.record_jobs { resources.recording_calls() } else { resources }));
     }
     out
 }

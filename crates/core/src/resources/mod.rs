@@ -1,13 +1,20 @@
 //! Shared resources: mutexes and k-unit resources that jobs lock and unlock inside their
 //! programs, under no protocol, priority inheritance through dependency links, or Baker's
-//! stack resource policy.
+//! stack resource policy; and components that programs call synchronously, each invocation
+//! holding one of the component's execution stacks (TMEM's component-local transient memory).
 //!
-//! The declarations ([`ResourceSpec`], [`Action`], [`TaskProgram`]) belong to the model; the
-//! simulation of them is [`ResourceSubsystem`], a subsystem that takes over the jobs of tasks
-//! with a program.
+//! The declarations ([`ResourceSpec`], [`ComponentSpec`], [`Action`], [`TaskProgram`]) belong
+//! to the model; the simulation of them is [`ResourceSubsystem`], a subsystem that takes over
+//! the jobs of tasks with a program. One interpreter runs task and component programs alike,
+//! because a job's locks, its calls and the waits of both form one nesting: a caller may hold a
+//! lock across a call, and a component's locks wait under the same protocols as a task's.
 
+mod components;
+mod stacks;
 mod subsystem;
 
+pub use components::{invocation_worst_cases, CallProbability, ComponentSpec, StackWait};
+pub use stacks::{ComponentStats, JobCalls};
 pub use subsystem::{ResourceResult, ResourceStats, ResourceSubsystem};
 
 use crate::time::Nanos;
@@ -59,17 +66,25 @@ pub enum Action {
     Unlock {
         resource: usize,
     },
+    /// Invoke `component` (its index among the scenario's components) with `probability`,
+    /// drawn per job and call; the caller goes on with its next action once it returns.
+    Call {
+        component: usize,
+        probability: CallProbability,
+    },
 }
 
-/// What each job of a task does, in order: compute stretches, locks and unlocks, every lock
-/// given back before the end (the loader checks it).
+/// What each job of a task, or each invocation of a component, does in order: compute
+/// stretches, locks and unlocks, and calls, every lock given back before the end (the loader
+/// checks it).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TaskProgram {
     pub actions: Vec<Action>,
 }
 
 impl TaskProgram {
-    /// The total compute of a job: the task's WCET and every job's demand.
+    /// The program's own compute, calls not followed: a task's WCET and every job's demand
+    /// when it calls nothing ([`TaskProgram::worst_case_compute`] follows calls).
     pub fn compute_total(&self) -> Nanos {
         self.actions.iter().fold(Nanos::ZERO, |acc, a| match a {
             Action::Compute(c) => acc + *c,
@@ -77,8 +92,9 @@ impl TaskProgram {
         })
     }
 
-    /// The longest stretch of compute during which the job holds `resource`, from its lock to
-    /// its unlock (nested sections inside it count).
+    /// The longest stretch of the program's own compute during which the job holds
+    /// `resource`, from its lock to its unlock (nested sections inside it count; calls are
+    /// not followed).
     pub fn longest_section(&self, resource: usize) -> Nanos {
         let mut longest = Nanos::ZERO;
         let mut open: Option<Nanos> = None;

@@ -25,12 +25,24 @@
 //!   other CPU; a lock that finds it so waits as under `none`.) SRP assumes jobs that do not
 //!   self-suspend, which the loader checks.
 //!
+//! - A call draws whether it is made (its probability, from the job's own stream of draws)
+//!   and then enters the component: the job takes one of the component's stacks
+//!   ([`StackPool`]), runs the entry cost and the component's program, and on its end gives the
+//!   stack back and returns to the caller's next action. A call that finds no stack free waits
+//!   in the pool's queue (same order as a resource's); under `inherit` with a dependency link to
+//!   the holder of highest priority, as `pip` does, under `block` off every CPU. A call is a
+//!   zero-time action like a lock, so it yields to a scheduling decision first, and so does
+//!   the return.
+//!
 //! Only completed holds count towards `longest_hold`; a hold still open at the horizon does not.
 
+use super::components::calls_rng;
+use super::stacks::{StackHolder, StackPool};
 use crate::engine::{Context, JobInfo, Subsystem};
-use crate::program::{ResourceId, Step};
-use crate::resources::{Action, Protocol, ResourceSpec, TaskProgram};
+use crate::program::{ComponentId, ResourceId, Step};
+use crate::resources::{Action, CallProbability, ComponentSpec, ComponentStats, JobCalls, Protocol, ResourceSpec, StackWait, TaskProgram};
 use crate::result::{Outcome, SimResult};
+use crate::rng::SimRng;
 use crate::scenario::Scenario;
 use crate::sched::{self, JobKey, JobOrder, QueueKey, ReadyJob};
 use crate::task::TaskSpec;
@@ -39,6 +51,9 @@ use serde::Serialize;
 
 /// What jobs held back by SRP wait on (no resource has this index).
 const SRP_GATE: ResourceId = ResourceId(u32::MAX);
+
+/// What a caller waiting for a stack of component `c` waits on: `ResourceId(STACKS + c)`.
+const STACKS: u32 = 1 << 31;
 
 /// One resource's figures over a run.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -58,10 +73,17 @@ pub struct ResourceStats {
     pub peak_units_held: u32,
 }
 
-/// The subsystem's section of [`SimResult`]: one entry per `[[resource]]`, in file order.
+/// The subsystem's section of [`SimResult`]: one entry per `[[resource]]` and per
+/// `[[component]]`, in file order.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ResourceResult {
     pub resources: Vec<ResourceStats>,
+    pub components: Vec<ComponentStats>,
+    /// The invocations each ended job made, in order of ending, when job records were asked
+    /// for and components are declared; up to [`crate::MAX_TRACE_RECORDS`].
+    pub job_calls: Vec<JobCalls>,
+    /// Ended jobs after `job_calls` was full.
+    pub job_calls_left_out: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -90,14 +112,30 @@ struct ResourceState {
     waiters: Vec<Waiter>,
 }
 
+/// Jobs waiting on one thing, and its holders with their own priorities (donor mode).
+type WaitGroup = (Vec<JobKey>, Vec<(JobKey, QueueKey)>);
+
 /// A job this subsystem took over.
 #[derive(Debug)]
 struct JobRun {
     seq: u64,
     task: usize,
+    index: u64,
     prio: QueueKey,
-    /// The next action of the task's program.
+    /// The next action of the program the job is in (the innermost frame's, else the task's).
     pc: usize,
+    /// The components the job is in, innermost last: (component, the caller's next action).
+    frames: Vec<(usize, usize)>,
+    /// A stack of this component was granted while the job waited: it enters on its next step.
+    entering: Option<usize>,
+    /// The entry cost of the innermost component is still to run.
+    cost_due: bool,
+    /// The component whose stack the job waits for.
+    stack_waiting: Option<usize>,
+    /// The job's call draws, made on its first uncertain call.
+    calls_rng: Option<SimRng>,
+    /// Invocations per component (kept only when job calls are recorded).
+    calls: Vec<u32>,
     /// A task without a program, taken over only to hold it back under SRP: it computes its
     /// demand in one step (SRP scenarios have no self-suspensions).
     plain: bool,
@@ -131,13 +169,22 @@ pub struct ResourceSubsystem {
     gated: Vec<(QueueKey, JobKey)>,
     waits_begun: u64,
     stats: Vec<ResourceStats>,
+    components: Vec<ComponentSpec>,
+    pools: Vec<StackPool>,
+    /// The engine's id of each component, given at start.
+    component_ids: Vec<ComponentId>,
+    seed: u64,
+    record_calls: bool,
+    job_calls: Vec<JobCalls>,
+    job_calls_left_out: u64,
 }
 
 impl ResourceSubsystem {
-    /// The subsystem for `scenario`, if any task has a program. `check` verifies unit counts
-    /// and holder lists after every change, panicking on the first violation.
+    /// The subsystem for `scenario`, if any task has a program or any component is declared.
+    /// `check` verifies unit and stack counts and holder lists after every change, panicking
+    /// on the first violation.
     pub fn new(scenario: &Scenario, check: bool) -> Option<Self> {
-        if scenario.tasks.iter().all(|t| t.program.is_none()) {
+        if scenario.tasks.iter().all(|t| t.program.is_none()) && scenario.components.is_empty() {
             return None;
         }
         let order = sched::job_order(scenario);
@@ -152,7 +199,7 @@ impl ResourceSubsystem {
                     .tasks
                     .iter()
                     .enumerate()
-                    .filter_map(|(t, spec)| spec.program.as_ref().map(|p| (p.most_units(r), levels[t])))
+                    .filter_map(|(t, spec)| spec.program.as_ref().map(|p| (p.most_units_reached(r, &scenario.components), levels[t])))
                     .filter(|&(u, _)| u > 0)
                     .collect()
             })
@@ -177,7 +224,33 @@ impl ResourceSubsystem {
             gated: Vec::new(),
             waits_begun: 0,
             stats,
+            components: scenario.components.clone(),
+            pools: scenario
+                .components
+                .iter()
+                .map(|c| {
+                    let stats = ComponentStats {
+                        name: c.name.clone(),
+                        stacks: c.stacks,
+                        stack_wait: c.stack_wait.as_str(),
+                        ..ComponentStats::default()
+                    };
+                    StackPool::new(c.stacks, stats)
+                })
+                .collect(),
+            component_ids: Vec::new(),
+            seed: scenario.seed,
+            record_calls: false,
+            job_calls: Vec::new(),
+            job_calls_left_out: 0,
         })
+    }
+
+    /// Keeps, for every ended job, how many times it invoked each component
+    /// ([`ResourceResult::job_calls`]); only when components are declared.
+    pub fn recording_calls(mut self) -> Self {
+        self.record_calls = !self.components.is_empty();
+        self
     }
 
     /// `pip` resources through priority donors instead of dependency links: the classic
@@ -207,6 +280,78 @@ impl ResourceSubsystem {
 
     fn program(&self, task: usize) -> Option<&TaskProgram> {
         self.tasks[task].program.as_ref()
+    }
+
+    /// The action at the job's program counter in the program it is in, `None` at its end.
+    fn action_at(&self, key: JobKey) -> Option<Action> {
+        let run = self.jobs[key as usize].as_ref().expect("a job this subsystem took over");
+        let program = match run.frames.last() {
+            Some(&(c, _)) => Some(&self.components[c].program),
+            None => self.program(run.task),
+        };
+        program.and_then(|p| p.actions.get(run.pc)).copied()
+    }
+
+    fn holder(&self, key: JobKey) -> StackHolder {
+        let run = self.jobs[key as usize].as_ref().expect("a job this subsystem took over");
+        StackHolder { key, seq: run.seq, prio: run.prio }
+    }
+
+    /// Whether the job makes a call of `probability`, drawn from its own stream.
+    fn draw(&mut self, key: JobKey, probability: CallProbability) -> bool {
+        let seed = self.seed;
+        let run = self.run(key);
+        let (task, index) = (run.task, run.index);
+        let rng = run.calls_rng.get_or_insert_with(|| calls_rng(seed, task, index));
+        probability.draw(rng)
+    }
+
+    /// The job, holding a stack of `c`, is in it from now: its entry cost, then its program.
+    fn enter(&mut self, key: JobKey, c: usize) {
+        let run = self.run(key);
+        run.frames.push((c, run.pc));
+        run.pc = 0;
+        run.cost_due = true;
+        if let Some(n) = run.calls.get_mut(c) {
+            *n += 1;
+        }
+    }
+
+    /// Starts waiting for a stack of `c` and gives the step that waits.
+    fn wait_stack(&mut self, cx: &mut Context<'_>, key: JobKey, c: usize) -> Step {
+        let holder = self.holder(key);
+        self.run(key).stack_waiting = Some(c);
+        self.pools[c].wait(holder, cx.now());
+        self.relink_stacks(cx, c);
+        Step::Block(ResourceId(STACKS + c as u32))
+    }
+
+    /// Gives back `key`'s stack of `c`, lets the callers granted one enter, and points the
+    /// links (or donors) of those still waiting at the holders; whether any was granted.
+    fn put_stack(&mut self, cx: &mut Context<'_>, key: JobKey, c: usize) -> bool {
+        let granted = self.pools[c].put(key, cx.now());
+        for &w in &granted {
+            self.run(w).stack_waiting = None;
+            self.enter(w, c);
+            self.run(w).entering = Some(c);
+            cx.wake(w);
+        }
+        if self.pools[c].has_waiters() || !granted.is_empty() {
+            self.relink_stacks(cx, c);
+        }
+        !granted.is_empty()
+    }
+
+    fn relink_stacks(&mut self, cx: &mut Context<'_>, c: usize) {
+        if self.components[c].stack_wait == StackWait::Inherit && !self.donor_mode {
+            let top = self.pools[c].top_holder();
+            for w in self.pools[c].waiters() {
+                cx.depend(w, top);
+            }
+        }
+        if self.donor_mode {
+            self.update_donors(cx);
+        }
     }
 
     /// A resource's SRP ceiling with its units free now (`u64::MAX`: no task can be blocked).
@@ -339,20 +484,30 @@ impl ResourceSubsystem {
     /// waiting on what it holds, following holders that wait themselves.
     fn update_donors(&mut self, cx: &mut Context<'_>) {
         let n = self.jobs.len();
+        // Who waits on whom: (waiters, holders with their own priority) of each `pip`
+        // resource and each component whose callers inherit.
+        let mut waits: Vec<WaitGroup> = Vec::new();
+        for (r, st) in self.state.iter().enumerate() {
+            if self.specs[r].protocol == Protocol::Pip && !st.waiters.is_empty() {
+                waits.push((st.waiters.iter().map(|w| w.key).collect(), st.holders.iter().map(|h| (h.key, h.prio)).collect()));
+            }
+        }
+        for (c, pool) in self.pools.iter().enumerate() {
+            if self.components[c].stack_wait == StackWait::Inherit && pool.has_waiters() {
+                waits.push((pool.waiters().collect(), pool.holders().iter().map(|h| (h.key, h.prio)).collect()));
+            }
+        }
         // Best (priority, source job) reaching each job.
         let mut best: Vec<Option<(QueueKey, JobKey)>> = vec![None; n];
         for _ in 0..=n {
             let mut changed = false;
-            for (r, st) in self.state.iter().enumerate() {
-                if self.specs[r].protocol != Protocol::Pip {
-                    continue;
-                }
-                for w in &st.waiters {
-                    let own = self.jobs[w.key as usize].as_ref().map(|j| (j.prio, w.key)).expect("a waiter is live");
-                    let src = best[w.key as usize].map_or(own, |b| b.min(own));
-                    for h in &st.holders {
-                        let hk = h.key as usize;
-                        if src.0 < h.prio && best[hk].is_none_or(|b| src < b) {
+            for (waiters, holders) in &waits {
+                for &w in waiters {
+                    let own = self.jobs[w as usize].as_ref().map(|j| (j.prio, w)).expect("a waiter is live");
+                    let src = best[w as usize].map_or(own, |b| b.min(own));
+                    for &(h, prio) in holders {
+                        let hk = h as usize;
+                        if src.0 < prio && best[hk].is_none_or(|b| src < b) {
                             best[hk] = Some(src);
                             changed = true;
                         }
@@ -393,8 +548,19 @@ impl ResourceSubsystem {
         Step::Block(ResourceId(r as u32))
     }
 
-    /// Unit counts add up and no holder list names a job twice.
+    /// Unit counts add up and no holder list names a job twice; no component has more
+    /// invocations than stacks, and a job holds a stack exactly of the components it is in.
     fn check_invariants(&self) {
+        for pool in &self.pools {
+            pool.check();
+        }
+        for (k, run) in self.jobs.iter().enumerate().filter_map(|(k, r)| r.as_ref().map(|r| (k as JobKey, r))) {
+            for (c, pool) in self.pools.iter().enumerate() {
+                let holds = pool.holders().iter().any(|h| h.key == k);
+                let inside = run.frames.iter().any(|&(f, _)| f == c);
+                assert_eq!(holds, inside, "job {} and component {}: a stack held outside an invocation", run.seq, self.components[c].name);
+            }
+        }
         for (r, st) in self.state.iter().enumerate() {
             let held: u32 = st.holders.iter().map(|h| h.units).sum();
             assert_eq!(held + st.free, self.specs[r].units, "resource {}: units held plus free differ from its units", self.specs[r].name);
@@ -434,11 +600,19 @@ impl Subsystem for ResourceSubsystem {
             self.jobs.resize_with(k + 1, || None);
         }
         let prio = self.prio(job);
+        let calls = if self.record_calls && has_program { vec![0; self.components.len()] } else { Vec::new() };
         self.jobs[k] = Some(JobRun {
             seq: job.seq,
             task: job.task,
+            index: job.index,
             prio,
             pc: 0,
+            frames: Vec::new(),
+            entering: None,
+            cost_due: false,
+            stack_waiting: None,
+            calls_rng: None,
+            calls,
             plain: !has_program,
             held: Vec::new(),
             waiting: None,
@@ -470,8 +644,35 @@ impl Subsystem for ResourceSubsystem {
         // after waking a job that may.
         let mut running = std::mem::take(&mut self.run(key).decided);
         loop {
-            let pc = self.run(key).pc;
-            let Some(&action) = self.program(job.task).and_then(|p| p.actions.get(pc)) else { return Step::Done };
+            let run = self.run(key);
+            if let Some(c) = run.entering.take() {
+                run.decided = running;
+                return Step::Invoke(self.component_ids[c]);
+            }
+            if std::mem::take(&mut run.cost_due) {
+                let &(c, _) = run.frames.last().expect("a job that entered is in a component");
+                let cost = self.components[c].invocation_cost;
+                if cost > Nanos::ZERO {
+                    return Step::Compute(cost);
+                }
+            }
+            let Some(action) = self.action_at(key) else {
+                let run = self.run(key);
+                let Some(&(c, back)) = run.frames.last() else { return Step::Done };
+                if !running {
+                    return self.yield_now(key);
+                }
+                run.frames.pop();
+                run.pc = back;
+                if self.put_stack(cx, key, c) {
+                    running = false;
+                }
+                if self.check {
+                    self.check_invariants();
+                }
+                self.run(key).decided = running;
+                return Step::Return;
+            };
             if !running && !matches!(action, Action::Compute(_)) {
                 return self.yield_now(key);
             }
@@ -498,6 +699,21 @@ impl Subsystem for ResourceSubsystem {
                         running = false;
                     }
                 }
+                Action::Call { component, probability } => {
+                    self.run(key).pc += 1;
+                    if self.draw(key, probability) {
+                        let holder = self.holder(key);
+                        if !self.pools[component].get(holder) {
+                            return self.wait_stack(cx, key, component);
+                        }
+                        self.enter(key, component);
+                        if self.check {
+                            self.check_invariants();
+                        }
+                        self.run(key).decided = running;
+                        return Step::Invoke(self.component_ids[component]);
+                    }
+                }
             }
             if self.check {
                 self.check_invariants();
@@ -511,6 +727,17 @@ impl Subsystem for ResourceSubsystem {
         if let Some(r) = run.waiting {
             self.state[r].waiters.retain(|w| w.key != job.key);
         }
+        if let Some(c) = run.stack_waiting {
+            self.pools[c].leave_queue(job.key);
+        }
+        if self.record_calls && !run.calls.is_empty() {
+            if self.job_calls.len() < crate::MAX_TRACE_RECORDS {
+                self.job_calls.push(JobCalls { task: run.task as u32, index: run.index, invocations: run.calls.clone() });
+            } else {
+                self.job_calls_left_out += 1;
+            }
+        }
+        let frames = run.frames.clone();
         // An aborted holder gives its units back, so no one waits on it forever.
         let held = run.held.clone();
         self.jobs[job.key as usize] = Some(run);
@@ -520,6 +747,10 @@ impl Subsystem for ResourceSubsystem {
         self.jobs[job.key as usize] = None;
         for r in held {
             self.grant_waiters(cx, r);
+        }
+        // An aborted caller gives back the stacks of the components it is in, innermost first.
+        for &(c, _) in frames.iter().rev() {
+            self.put_stack(cx, job.key, c);
         }
         if self.donor_mode {
             self.update_donors(cx);
@@ -532,7 +763,16 @@ impl Subsystem for ResourceSubsystem {
         }
     }
 
+    fn start(&mut self, cx: &mut Context<'_>) {
+        self.component_ids = self.components.iter().map(|_| cx.add_component()).collect();
+    }
+
     fn finish(self: Box<Self>, _horizon: Nanos, result: &mut SimResult) {
-        result.resources = Some(ResourceResult { resources: self.stats });
+        result.resources = Some(ResourceResult {
+            resources: self.stats,
+            components: self.pools.into_iter().map(|p| p.stats).collect(),
+            job_calls: self.job_calls,
+            job_calls_left_out: self.job_calls_left_out,
+        });
     }
 }

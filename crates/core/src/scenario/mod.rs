@@ -8,6 +8,7 @@
 //! module; memory admission (what building the memory model would refuse) is decided by
 //! [`crate::mem::admission`] from the declarations, without building it.
 
+mod components;
 mod control;
 mod error;
 mod groups;
@@ -25,7 +26,7 @@ pub use crate::task::TaskCommand;
 pub use error::ScenarioError;
 pub use machine::{CyclicSlot, CyclicTable, PriorityOrder, SchedulerKind, SchedulerSpec};
 
-use crate::resources::ResourceSpec;
+use crate::resources::{ComponentSpec, ResourceSpec};
 use crate::sched::Hierarchy;
 use crate::task::{Arrival, TaskSpec};
 use crate::time::{lcm_all, Nanos};
@@ -52,6 +53,8 @@ pub struct Scenario {
     pub resources: Vec<ResourceSpec>,
     /// The servers under the root, when the scenario declares `[[scheduler.server]]`.
     pub hierarchy: Option<Hierarchy>,
+    /// Components the programs call, in file order (`[[component]]`).
+    pub components: Vec<ComponentSpec>,
     /// What the file allows but rarely means, one line each naming the key (shown on stderr).
     pub warnings: Vec<String>,
 }
@@ -113,8 +116,9 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
     let cpus = machine::validate_cpus(&cx, &raw)?;
     let (raw_scheduler, kind) = machine::validate_kind(&cx, &raw, cpus)?;
     let resources = resources::validate_resources(&cx, &raw.resource)?;
-    let mut tasks = tasks::validate_tasks(&cx, &raw.task, cpus, kind, &resources)?;
-    resources::check_lock_order(&cx, &tasks, &resources)?;
+    let components = components::validate_components(&cx, &raw, &resources)?;
+    let mut tasks = tasks::validate_tasks(&cx, &raw.task, cpus, kind, &resources, &components)?;
+    resources::check_lock_order(&cx, &tasks, &resources, &components.specs)?;
     resources::check_protocols(&cx, &raw, &resources, kind)?;
     let scheduler = machine::validate_scheduler(&cx, raw_scheduler, &tasks, cpus)?;
     let hierarchy = machine::validate_hierarchy(&cx, raw_scheduler, &raw.task, &tasks, cpus)?;
@@ -145,6 +149,7 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
     if let Some(m) = &memory {
         crate::mem::admission::check(m, &tasks).map_err(|e| cx.err(e.key, e.message))?;
     }
+    let components = components.specs;
     let warnings = warnings::collect(source_name, &scheduler, &tasks, horizon, horizon_defaulted);
     Ok(Scenario {
         source_name: source_name.to_string(),
@@ -157,6 +162,7 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
         control,
         resources,
         hierarchy,
+        components,
         warnings,
     })
 }

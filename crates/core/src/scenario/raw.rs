@@ -5,7 +5,7 @@
 use super::error::{one_line, ScenarioError};
 use super::machine::{PriorityOrder, SchedulerKind};
 use crate::mem::{DeviceId, DeviceSpec, RegionKind, ReservationKind, SharePolicy};
-use crate::resources::Protocol;
+use crate::resources::{Protocol, StackWait};
 use crate::sched::{ServerKind, ServerPolicy};
 use crate::task::{Criticality, OverrunPolicy};
 use crate::workload::StreamOrder;
@@ -32,6 +32,9 @@ pub(super) struct RawScenario {
     pub(super) group: Vec<RawGroup>,
     #[serde(default)]
     pub(super) resource: Vec<RawResource>,
+    pub(super) components: Option<RawComponents>,
+    #[serde(default)]
+    pub(super) component: Vec<RawComponent>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -164,7 +167,7 @@ pub(super) struct RawResource {
 }
 
 /// One entry of `program = [...]`: exactly one of `compute_ms`, `lock` (with optional
-/// `units`) and `unlock`.
+/// `units`), `unlock` and `call` (with optional `probability`).
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawAction {
@@ -172,7 +175,38 @@ pub(super) struct RawAction {
     pub(super) lock: Option<String>,
     pub(super) units: Option<i64>,
     pub(super) unlock: Option<String>,
+    pub(super) call: Option<String>,
+    pub(super) probability: Option<f64>,
 }
+
+// Components ------------------------------------------------------------------------------
+
+/// `[components]`: what every component shares unless it says otherwise.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawComponents {
+    pub(super) invocation_cost_us: Option<f64>,
+}
+
+/// `[[component]]`.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawComponent {
+    pub(super) name: String,
+    pub(super) stacks: Option<i64>,
+    #[serde(default, deserialize_with = "some_choice")]
+    pub(super) stack_wait: Option<StackWait>,
+    pub(super) invocation_cost_us: Option<f64>,
+    #[serde(default)]
+    pub(super) program: Vec<RawAction>,
+}
+
+impl Choice for StackWait {
+    const NOUN: &'static str = "stack wait";
+    const NAMES: &'static [&'static str] = &["inherit", "block"];
+}
+
+// ------------------------------------------------------------------------------------------
 
 /// `exec = { dist = ..., ... }`: `dist` selects which of the other keys apply.
 #[derive(Deserialize, Debug)]
@@ -669,6 +703,7 @@ mod tests {
         names_are_serdes::<Protocol>();
         names_are_serdes::<ServerKind>();
         names_are_serdes::<ServerPolicy>();
+        names_are_serdes::<StackWait>();
         assert_eq!(or_list(&["a"]), "a");
         assert_eq!(or_list(&["a", "b", "c"]), "a, b or c");
     }

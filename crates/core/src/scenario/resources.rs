@@ -1,10 +1,12 @@
-//! `[[resource]]` and the tasks' `program`s: names, unit counts, lock nesting, an acyclic
-//! lock order across tasks (so no run can deadlock), and the protocols the scheduler allows.
+//! `[[resource]]` and the `program`s of tasks and components: names, unit counts, lock
+//! nesting, an acyclic lock order across tasks and the components they call (so no run can
+//! deadlock), and the protocols the scheduler allows.
 
+use super::components::Components;
 use super::error::{Ctx, ScenarioError};
 use super::machine::SchedulerKind;
 use super::raw::{RawAction, RawResource, RawScenario};
-use crate::resources::{Action, Protocol, ResourceSpec, TaskProgram};
+use crate::resources::{Action, CallProbability, ComponentSpec, Protocol, ResourceSpec, TaskProgram};
 use crate::task::TaskSpec;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -32,13 +34,44 @@ pub(super) fn validate_resources(cx: &Ctx, raw: &[RawResource]) -> Result<Vec<Re
     Ok(out)
 }
 
-/// `task[i].program`: each entry one action on a declared resource, locks nested and given
-/// back innermost first, nothing held at the end.
-pub(super) fn validate_program(cx: &Ctx, i: usize, raw: &[RawAction], resources: &[ResourceSpec]) -> Result<TaskProgram, ScenarioError> {
+/// Whose program is checked: the messages differ where a task's end and a component's return do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ProgramOf {
+    Task,
+    Component,
+}
+
+/// `task[i].program`: each entry one action on a declared resource or component, locks nested
+/// and given back innermost first, nothing held at the end, and some compute in the worst case.
+pub(super) fn validate_program(
+    cx: &Ctx,
+    i: usize,
+    raw: &[RawAction],
+    resources: &[ResourceSpec],
+    components: &Components,
+) -> Result<TaskProgram, ScenarioError> {
     let key = format!("task[{i}].program");
     if raw.is_empty() {
         return Err(cx.err(&key, "must list at least one step"));
     }
+    let program = parse_program(cx, &key, raw, resources, &components.names(), ProgramOf::Task)?;
+    match program.worst_case_compute(&components.invocations) {
+        Some(t) if t.0 > 0 => Ok(program),
+        Some(_) => Err(cx.err(&key, "must compute for some time (give at least one compute_ms step)")),
+        None => Err(cx.err(&key, "its worst-case compute, calls included, exceeds 2^64 ns")),
+    }
+}
+
+/// The actions of a program at `key` (a task's or a component's), with names resolved among
+/// `resources` and `components`.
+pub(super) fn parse_program(
+    cx: &Ctx,
+    key: &str,
+    raw: &[RawAction],
+    resources: &[ResourceSpec],
+    components: &[&str],
+    of: ProgramOf,
+) -> Result<TaskProgram, ScenarioError> {
     let mut actions = Vec::with_capacity(raw.len());
     // Resources held at this point of the program, innermost last.
     let mut held: Vec<usize> = Vec::new();
@@ -51,12 +84,19 @@ pub(super) fn validate_program(cx: &Ctx, i: usize, raw: &[RawAction], resources:
     };
     for (j, a) in raw.iter().enumerate() {
         let k = |field: &str| format!("{key}[{j}].{field}");
-        let given = usize::from(a.compute_ms.is_some()) + usize::from(a.lock.is_some()) + usize::from(a.unlock.is_some());
+        let given = usize::from(a.compute_ms.is_some())
+            + usize::from(a.lock.is_some())
+            + usize::from(a.unlock.is_some())
+            + usize::from(a.call.is_some());
         if given != 1 {
-            return Err(cx.err(format!("{key}[{j}]"), "give exactly one of compute_ms, lock and unlock"));
+            let which = if components.is_empty() { "compute_ms, lock and unlock" } else { "compute_ms, lock, unlock and call" };
+            return Err(cx.err(format!("{key}[{j}]"), format!("give exactly one of {which}")));
         }
         if a.units.is_some() && a.lock.is_none() {
             return Err(cx.err(k("units"), "applies only to a lock"));
+        }
+        if a.probability.is_some() && a.call.is_none() {
+            return Err(cx.err(k("probability"), "applies only to a call"));
         }
         let action = if let Some(ms) = a.compute_ms {
             Action::Compute(cx.positive(&k("compute_ms"), ms)?)
@@ -73,8 +113,19 @@ pub(super) fn validate_program(cx: &Ctx, i: usize, raw: &[RawAction], resources:
             }
             held.push(resource);
             Action::Lock { resource, units }
+        } else if let Some(name) = &a.call {
+            let component = components.iter().position(|c| c == name).ok_or_else(|| {
+                let known =
+                    if components.is_empty() { "none is declared".to_string() } else { format!("declared: {}", components.join(", ")) };
+                cx.err(k("call"), format!("unknown component {name:?} ({known})"))
+            })?;
+            let probability = match a.probability {
+                None => CallProbability::ALWAYS,
+                Some(p) => CallProbability::new(p).ok_or_else(|| cx.err(k("probability"), format!("must be between 0 and 1 (got {p})")))?,
+            };
+            Action::Call { component, probability }
         } else {
-            let name = a.unlock.as_deref().expect("one of the three is given");
+            let name = a.unlock.as_deref().expect("one of the four is given");
             let resource = find(&k("unlock"), name)?;
             match held.last() {
                 Some(&last) if last == resource => {
@@ -96,56 +147,139 @@ pub(super) fn validate_program(cx: &Ctx, i: usize, raw: &[RawAction], resources:
         actions.push(action);
     }
     if let Some(&r) = held.last() {
-        return Err(cx.err(&key, format!("ends with {:?} still held; unlock it before the end", resources[r].name)));
+        let name = &resources[r].name;
+        return Err(match of {
+            ProgramOf::Task => cx.err(key, format!("ends with {name:?} still held; unlock it before the end")),
+            ProgramOf::Component => {
+                cx.err(key, format!("returns with {name:?} still held; a component unlocks what it locks before it returns"))
+            }
+        });
     }
-    let program = TaskProgram { actions };
-    if program.compute_total().0 == 0 {
-        return Err(cx.err(&key, "must compute for some time (give at least one compute_ms step)"));
-    }
-    Ok(program)
+    Ok(TaskProgram { actions })
 }
 
-/// Lock order across tasks must be acyclic: "A before B" whenever a program takes B while
-/// holding A. With no cycle, no set of jobs can each hold what the next one waits for.
-pub(super) fn check_lock_order(cx: &Ctx, tasks: &[TaskSpec], resources: &[ResourceSpec]) -> Result<(), ScenarioError> {
-    // (outer, inner) → the first task that takes inner inside outer.
-    let mut edges: BTreeMap<(usize, usize), usize> = BTreeMap::new();
-    for (ti, t) in tasks.iter().enumerate() {
-        let Some(p) = &t.program else { continue };
-        let mut held: Vec<usize> = Vec::new();
+/// Whose program takes two things in some order, for messages and keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Owner {
+    Task(usize),
+    Component(usize),
+}
+
+/// Lock order across tasks and components must be acyclic: "A before B" whenever a program
+/// takes B while holding A, directly or in a component it calls. The stacks of a component
+/// with a bounded number of them count as one more thing taken (on entry, held to return),
+/// since a caller can wait for them. With no cycle, no set of jobs can each hold what the next
+/// one waits for.
+pub(super) fn check_lock_order(
+    cx: &Ctx,
+    tasks: &[TaskSpec],
+    resources: &[ResourceSpec],
+    components: &[ComponentSpec],
+) -> Result<(), ScenarioError> {
+    let nr = resources.len();
+    // The thing a call to `c` takes on entry, if a caller can wait for it.
+    let stack_node = |c: usize| components[c].stacks.map(|_| nr + c);
+    // Everything an invocation of each component can take, its own stacks included.
+    let mut takes: Vec<Option<BTreeSet<usize>>> = vec![None; components.len()];
+    fn takes_of(
+        c: usize,
+        components: &[ComponentSpec],
+        stack_node: &dyn Fn(usize) -> Option<usize>,
+        takes: &mut Vec<Option<BTreeSet<usize>>>,
+    ) -> BTreeSet<usize> {
+        if let Some(known) = &takes[c] {
+            return known.clone();
+        }
+        let mut out: BTreeSet<usize> = stack_node(c).into_iter().collect();
+        for a in &components[c].program.actions {
+            match *a {
+                Action::Lock { resource, .. } => {
+                    out.insert(resource);
+                }
+                Action::Call { component, probability } if probability.is_possible() => {
+                    out.extend(takes_of(component, components, stack_node, takes));
+                }
+                _ => {}
+            }
+        }
+        takes[c] = Some(out.clone());
+        out
+    }
+    for c in 0..components.len() {
+        takes_of(c, components, &stack_node, &mut takes);
+    }
+    let takes: Vec<BTreeSet<usize>> = takes.into_iter().map(|t| t.expect("computed")).collect();
+    // (outer, inner) → the first program that takes inner inside outer.
+    let mut edges: BTreeMap<(usize, usize), Owner> = BTreeMap::new();
+    let programs = tasks
+        .iter()
+        .enumerate()
+        .filter_map(|(t, spec)| spec.program.as_ref().map(|p| (Owner::Task(t), p, None)))
+        .chain(components.iter().enumerate().map(|(c, spec)| (Owner::Component(c), &spec.program, stack_node(c))));
+    for (owner, p, own_stack) in programs {
+        let mut held: Vec<usize> = own_stack.into_iter().collect();
         for a in &p.actions {
             match *a {
                 Action::Lock { resource, .. } => {
                     for &outer in &held {
-                        edges.entry((outer, resource)).or_insert(ti);
+                        edges.entry((outer, resource)).or_insert(owner);
                     }
                     held.push(resource);
                 }
                 Action::Unlock { .. } => {
                     held.pop();
                 }
-                Action::Compute(_) => {}
+                Action::Call { component, probability } if probability.is_possible() => {
+                    for &outer in &held {
+                        for &inner in &takes[component] {
+                            edges.entry((outer, inner)).or_insert(owner);
+                        }
+                    }
+                }
+                Action::Call { .. } | Action::Compute(_) => {}
             }
         }
     }
-    let names = |ts: &BTreeSet<usize>| ts.iter().map(|&t| tasks[t].name.as_str()).collect::<Vec<_>>().join(", ");
+    let node = |n: usize| if n < nr { resources[n].name.clone() } else { format!("the stacks of {}", components[n - nr].name) };
+    let names = |os: &BTreeSet<Owner>| {
+        let ts: Vec<&str> = os.iter().filter_map(|o| if let Owner::Task(t) = *o { Some(tasks[t].name.as_str()) } else { None }).collect();
+        let cs: Vec<&str> =
+            os.iter().filter_map(|o| if let Owner::Component(c) = *o { Some(components[c].name.as_str()) } else { None }).collect();
+        match (ts.is_empty(), cs.is_empty()) {
+            (_, true) => format!("tasks {}", ts.join(", ")),
+            (true, false) => format!("components {}", cs.join(", ")),
+            (false, false) => format!("tasks {} and components {}", ts.join(", "), cs.join(", ")),
+        }
+    };
+    // The key of a message: the last task among `os`, else the last component.
+    let key_of = |os: &BTreeSet<Owner>| {
+        let tasks_in = os.iter().filter_map(|o| if let Owner::Task(t) = *o { Some(t) } else { None }).max();
+        match (tasks_in, os.iter().max()) {
+            (Some(t), _) => format!("task[{t}].program"),
+            (None, Some(Owner::Component(c))) => format!("component[{c}].program"),
+            _ => unreachable!("a cycle has an owner"),
+        }
+    };
+    // A caller that holds what a component it calls takes again.
+    if let Some((&(a, _), &o)) = edges.iter().find(|(&(a, b), _)| a == b) {
+        let os: BTreeSet<Owner> = [o].into();
+        return Err(
+            cx.err(key_of(&os), format!("possible deadlock: {} can take {} again while holding it (through a call)", names(&os), node(a)))
+        );
+    }
     // Two resources in opposite orders: the common case, said plainly.
-    for (&(a, b), &ta) in &edges {
-        if let Some(&tb) = edges.get(&(b, a)) {
-            let ts: BTreeSet<usize> = [ta, tb].into();
+    for (&(a, b), &oa) in &edges {
+        if let Some(&ob) = edges.get(&(b, a)) {
+            let os: BTreeSet<Owner> = [oa, ob].into();
+            let kind = if a.max(b) < nr { "resources" } else { "resources and stacks" };
             return Err(cx.err(
-                format!("task[{}].program", ta.max(tb)),
-                format!(
-                    "possible deadlock: tasks {} take resources {} and {} in opposite orders",
-                    names(&ts),
-                    resources[a.min(b)].name,
-                    resources[a.max(b)].name
-                ),
+                key_of(&os),
+                format!("possible deadlock: {} take {kind} {} and {} in opposite orders", names(&os), node(a.min(b)), node(a.max(b))),
             ));
         }
     }
     // Longer cycles: a depth-first search over the "taken inside" graph.
-    let n = resources.len();
+    let n = nr + components.len();
     let mut succ: Vec<Vec<usize>> = vec![Vec::new(); n];
     for &(a, b) in edges.keys() {
         succ[a].push(b);
@@ -156,15 +290,15 @@ pub(super) fn check_lock_order(cx: &Ctx, tasks: &[TaskSpec], resources: &[Resour
     for start in 0..n {
         if mark[start] == 0 {
             if let Some(cycle) = find_cycle(start, &succ, &mut mark, &mut path) {
-                let mut ts = BTreeSet::new();
+                let mut os = BTreeSet::new();
                 for w in 0..cycle.len() {
-                    ts.insert(edges[&(cycle[w], cycle[(w + 1) % cycle.len()])]);
+                    os.insert(edges[&(cycle[w], cycle[(w + 1) % cycle.len()])]);
                 }
-                let rs: Vec<&str> = cycle.iter().map(|&r| resources[r].name.as_str()).collect();
-                return Err(cx.err(
-                    format!("task[{}].program", ts.last().expect("a cycle has edges")),
-                    format!("possible deadlock: tasks {} take resources {} in a cyclic order", names(&ts), rs.join(", ")),
-                ));
+                let rs: Vec<String> = cycle.iter().map(|&r| node(r)).collect();
+                let kind = if cycle.iter().all(|&r| r < nr) { "resources" } else { "resources and stacks" };
+                return Err(
+                    cx.err(key_of(&os), format!("possible deadlock: {} take {kind} {} in a cyclic order", names(&os), rs.join(", ")))
+                );
             }
         }
     }

@@ -1,6 +1,7 @@
 //! `[[task]]`: timing, criticality, pinning, overruns and suspensions, and the command a task
 //! runs on Linux. What a task touches in memory is checked in [`super::memory`].
 
+use super::components::Components;
 use super::error::{Ctx, ScenarioError};
 use super::machine::SchedulerKind;
 use super::raw::{ArrivalKind, RawExec, RawTask};
@@ -15,6 +16,7 @@ pub(super) fn validate_tasks(
     cpus: usize,
     kind: SchedulerKind,
     resources: &[ResourceSpec],
+    components: &Components,
 ) -> Result<Vec<TaskSpec>, ScenarioError> {
     if raw.is_empty() {
         return Err(cx.err("task", "no tasks: add at least one [[task]] entry"));
@@ -22,7 +24,7 @@ pub(super) fn validate_tasks(
     let mut tasks = Vec::with_capacity(raw.len());
     let mut names = BTreeMap::new();
     for (i, rt) in raw.iter().enumerate() {
-        let t = validate_task(cx, i, rt, cpus, kind, resources)?;
+        let t = validate_task(cx, i, rt, cpus, kind, resources, components)?;
         if let Some(prev) = names.insert(t.name.clone(), i) {
             return Err(cx.err(format!("task[{i}].name"), format!("duplicate task name {:?} (also task[{prev}])", t.name)));
         }
@@ -38,6 +40,7 @@ fn validate_task(
     cpus: usize,
     kind: SchedulerKind,
     resources: &[ResourceSpec],
+    components: &Components,
 ) -> Result<TaskSpec, ScenarioError> {
     let k = |field: &str| format!("task[{i}].{field}");
     if rt.name.trim().is_empty() {
@@ -81,11 +84,14 @@ fn validate_task(
             if !rt.suspend.is_empty() {
                 return Err(cx.err(k("suspend"), "does not apply to a task with a program"));
             }
-            Some(super::resources::validate_program(cx, i, p, resources)?)
+            Some(super::resources::validate_program(cx, i, p, resources, components)?)
         }
     };
     let exec = match (&rt.wcet_ms, &rt.exec) {
-        _ if program.is_some() => ExecTime::Fixed(program.as_ref().map(|p| p.compute_total()).expect("checked")),
+        // The worst case: every call that can be made, with its entry cost (checked to fit).
+        _ if program.is_some() => {
+            ExecTime::Fixed(program.as_ref().and_then(|p| p.worst_case_compute(&components.invocations)).expect("checked"))
+        }
         (Some(_), Some(_)) => return Err(cx.err(k("exec"), "give either wcet_ms or exec, not both")),
         (None, None) => return Err(cx.err(k("wcet_ms"), "missing: give wcet_ms, an exec distribution or a program")),
         (Some(c), None) => ExecTime::Fixed(cx.positive(&k("wcet_ms"), *c)?),

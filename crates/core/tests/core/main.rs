@@ -2,6 +2,7 @@
 
 mod alloc;
 mod common;
+mod components;
 mod conformance;
 mod control;
 mod distributions;

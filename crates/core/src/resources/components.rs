@@ -1,0 +1,207 @@
+//! Components as the model declares them: a program each invocation runs, an entry cost, and a
+//! pool of execution stacks that bounds how many invocations run in it at once (TMEM Sec. IV:
+//! with thread migration the caller itself executes in the component, on one of its stacks).
+
+use super::{Action, TaskProgram};
+use crate::rng::{derive_seed, sub_rng, SimRng};
+use crate::time::Nanos;
+use rand::Rng;
+use serde::Deserialize;
+
+/// What a caller that finds every stack of a component in use does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StackWait {
+    /// Wait with a dependency link to the holder of highest priority, which runs in the
+    /// waiter's place when the scheduler chooses the waiter (TMEM Sec. IV-B, like PIP).
+    Inherit,
+    /// Block off every CPU until a stack is put back.
+    Block,
+}
+
+impl StackWait {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StackWait::Inherit => "inherit",
+            StackWait::Block => "block",
+        }
+    }
+}
+
+/// The chance that a call is made, in [0, 1]; never NaN (so it is `Eq`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CallProbability(f64);
+
+impl Eq for CallProbability {}
+
+impl CallProbability {
+    pub const ALWAYS: CallProbability = CallProbability(1.0);
+
+    /// `None` unless `p` lies in [0, 1].
+    pub fn new(p: f64) -> Option<Self> {
+        (0.0..=1.0).contains(&p).then_some(CallProbability(p))
+    }
+
+    pub fn get(self) -> f64 {
+        self.0
+    }
+
+    /// Whether some job can make the call.
+    pub fn is_possible(self) -> bool {
+        self.0 > 0.0
+    }
+
+    /// Whether this call is made: one draw from `rng`, only when the outcome is uncertain, so a
+    /// certain call never shifts the draws of the uncertain ones after it.
+    pub fn draw(self, rng: &mut SimRng) -> bool {
+        if self.0 >= 1.0 {
+            true
+        } else if self.0 <= 0.0 {
+            false
+        } else {
+            rng.random::<f64>() < self.0
+        }
+    }
+}
+
+/// The stream a job's call draws come from: one per (seed, task, job index), so a job's call
+/// tree depends on neither the schedule nor the other tasks.
+pub(super) fn calls_rng(seed: u64, task: usize, index: u64) -> SimRng {
+    sub_rng(derive_seed(seed, "component-calls", task as u64), "job", index)
+}
+
+/// A validated `[[component]]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ComponentSpec {
+    pub name: String,
+    /// Execution stacks; each running invocation holds one from entry to return. `None`: as
+    /// many as there are invocations (no caller ever waits).
+    pub stacks: Option<u32>,
+    pub stack_wait: StackWait,
+    /// CPU time of entering the component, run before its program.
+    pub invocation_cost: Nanos,
+    /// What each invocation does (possibly nothing beyond the entry cost).
+    pub program: TaskProgram,
+}
+
+/// The worst-case CPU time of one invocation of each component: its entry cost, its own
+/// compute, and every call it can make (probability > 0) in full. `None` if a figure exceeds
+/// 64-bit nanoseconds. The call graph must be acyclic (the loader checks it first).
+pub fn invocation_worst_cases(components: &[ComponentSpec]) -> Option<Vec<Nanos>> {
+    fn visit(c: usize, components: &[ComponentSpec], memo: &mut [Option<Option<Nanos>>], depth: usize) -> Option<Nanos> {
+        assert!(depth <= components.len(), "the component call graph has a cycle");
+        if let Some(known) = memo[c] {
+            return known;
+        }
+        let spec = &components[c];
+        let mut total = Some(spec.invocation_cost);
+        for a in &spec.program.actions {
+            let add = match *a {
+                Action::Compute(t) => Some(t),
+                Action::Call { component, probability } if probability.is_possible() => visit(component, components, memo, depth + 1),
+                _ => Some(Nanos::ZERO),
+            };
+            total = total.zip(add).and_then(|(t, x)| t.0.checked_add(x.0)).map(Nanos);
+        }
+        memo[c] = Some(total);
+        total
+    }
+    let mut memo = vec![None; components.len()];
+    (0..components.len()).map(|c| visit(c, components, &mut memo, 0)).collect()
+}
+
+impl TaskProgram {
+    /// The worst-case compute of one run of this program: its own compute plus, for every
+    /// call it can make (probability > 0), the callee's worst-case invocation
+    /// ([`invocation_worst_cases`], given as `invocations`). `None` on overflow.
+    pub fn worst_case_compute(&self, invocations: &[Nanos]) -> Option<Nanos> {
+        self.actions.iter().try_fold(Nanos::ZERO, |acc, a| {
+            let add = match *a {
+                Action::Compute(t) => t,
+                Action::Call { component, probability } if probability.is_possible() => invocations[component],
+                _ => Nanos::ZERO,
+            };
+            acc.0.checked_add(add.0).map(Nanos)
+        })
+    }
+
+    /// Every component a run of this program can enter (directly or through other calls,
+    /// probability > 0), as a mask over the components.
+    pub fn reachable_components(&self, components: &[ComponentSpec]) -> Vec<bool> {
+        let mut seen = vec![false; components.len()];
+        let mut todo: Vec<&TaskProgram> = vec![self];
+        while let Some(p) = todo.pop() {
+            for a in &p.actions {
+                if let Action::Call { component, probability } = *a {
+                    if probability.is_possible() && !seen[component] {
+                        seen[component] = true;
+                        todo.push(&components[component].program);
+                    }
+                }
+            }
+        }
+        seen
+    }
+
+    /// The most units of `resource` one lock takes anywhere a run of this program can reach:
+    /// in its own actions or in a component it can enter.
+    pub fn most_units_reached(&self, resource: usize, components: &[ComponentSpec]) -> u32 {
+        let reached = self.reachable_components(components);
+        components
+            .iter()
+            .zip(reached)
+            .filter(|&(_, r)| r)
+            .map(|(c, _)| c.program.most_units(resource))
+            .fold(self.most_units(resource), u32::max)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn component(name: &str, cost_us: u64, actions: Vec<Action>) -> ComponentSpec {
+        ComponentSpec {
+            name: name.into(),
+            stacks: None,
+            stack_wait: StackWait::Inherit,
+            invocation_cost: Nanos::from_us(cost_us),
+            program: TaskProgram { actions },
+        }
+    }
+
+    fn call(component: usize, p: f64) -> Action {
+        Action::Call { component, probability: CallProbability::new(p).unwrap() }
+    }
+
+    #[test]
+    fn worst_cases_follow_every_possible_call_once_per_call_site() {
+        // disk: 1 µs entry + 100 µs = 101 µs. fs: 2 µs + 200 µs + disk twice (p 0.5 and 1)
+        // + never (p 0) = 2 + 200 + 2·101 = 404 µs.
+        let comps = vec![
+            component("fs", 2, vec![Action::Compute(Nanos::from_us(200)), call(1, 0.5), call(1, 1.0), call(1, 0.0)]),
+            component("disk", 1, vec![Action::Compute(Nanos::from_us(100))]),
+        ];
+        let inv = invocation_worst_cases(&comps).unwrap();
+        assert_eq!(inv, vec![Nanos::from_us(404), Nanos::from_us(101)]);
+        // A task: 50 µs + fs (404) = 454 µs.
+        let task = TaskProgram { actions: vec![Action::Compute(Nanos::from_us(50)), call(0, 0.3)] };
+        assert_eq!(task.worst_case_compute(&inv), Some(Nanos::from_us(454)));
+        assert_eq!(task.reachable_components(&comps), vec![true, true]);
+        let never = TaskProgram { actions: vec![Action::Compute(Nanos::from_us(50)), call(0, 0.0)] };
+        assert_eq!(never.reachable_components(&comps), vec![false, false]);
+    }
+
+    #[test]
+    fn probabilities_outside_the_unit_interval_are_refused_and_certain_calls_draw_nothing() {
+        assert!(CallProbability::new(-0.1).is_none());
+        assert!(CallProbability::new(1.5).is_none());
+        assert!(CallProbability::new(f64::NAN).is_none());
+        let mut a = calls_rng(1, 0, 0);
+        let mut b = calls_rng(1, 0, 0);
+        assert!(CallProbability::ALWAYS.draw(&mut a));
+        assert!(!CallProbability::new(0.0).unwrap().draw(&mut a));
+        // Neither drew: both streams are still in step.
+        assert_eq!(a.random::<u64>(), b.random::<u64>());
+    }
+}
