@@ -639,9 +639,9 @@ impl Subsystem for ResourceSubsystem {
             run.pc += 1;
             return if run.pc == 1 && job.demand > Nanos::ZERO { Step::Compute(job.demand) } else { Step::Done };
         }
-        // Locks and unlocks take no time but happen while the job runs: the job yields to a
-        // scheduling decision first (a job released at this instant may preempt it), and again
-        // after waking a job that may.
+        // Locks, calls and unlocks take no time but happen while the job runs: before a lock or
+        // a call the job yields to a scheduling decision (a job released at this instant may
+        // preempt it), and again after waking a job that may.
         let mut running = std::mem::take(&mut self.run(key).decided);
         loop {
             let run = self.run(key);
@@ -673,7 +673,9 @@ impl Subsystem for ResourceSubsystem {
                 self.run(key).decided = running;
                 return Step::Return;
             };
-            if !running && !matches!(action, Action::Compute(_)) {
+            // An unlock is the end of the compute before it, so it needs no decision first:
+            // a job ending with one completes when its compute does.
+            if !running && matches!(action, Action::Lock { .. } | Action::Call { .. }) {
                 return self.yield_now(key);
             }
             match action {

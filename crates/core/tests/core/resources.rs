@@ -424,3 +424,37 @@ fn a_longer_cycle_of_lock_orders_is_refused_with_every_task_in_it() {
         .replace("{ unlock = \"A\" }, { unlock = \"C\" }", "{ unlock = \"C\" }, { unlock = \"A\" }");
     load(&ordered);
 }
+
+#[test]
+fn a_job_ending_with_an_unlock_completes_when_its_compute_ends() {
+    // lo computes 1, takes R, computes 3 and gives R back: its compute ends at 4, the instant
+    // hi is released. The unlock is the end of that compute, so lo completes at 4 (response
+    // 4 ms) and hi runs 4–6; lo does not wait for hi to give it the CPU back to unlock.
+    for protocol in ["none", "pip", "srp"] {
+        let text = format!(
+            r#"
+[scheduler]
+kind = "fp"
+[run]
+horizon_ms = 10
+[[resource]]
+name = "R"
+protocol = "{protocol}"
+[[task]]
+name = "hi"
+priority = 1
+period_ms = 10
+offset_ms = 4
+program = [{{ compute_ms = 1 }}, {{ lock = "R" }}, {{ compute_ms = 1 }}, {{ unlock = "R" }}]
+[[task]]
+name = "lo"
+priority = 2
+period_ms = 10
+program = [{{ compute_ms = 1 }}, {{ lock = "R" }}, {{ compute_ms = 3 }}, {{ unlock = "R" }}]
+"#
+        );
+        let r = simulate(&load(&text), SimOptions { record_jobs: true, record_segments: false, check_invariants: true });
+        let response = |t: u32| r.jobs.iter().find(|j| j.task == t).map(|j| (j.completion.expect("completed") - j.release).as_ms_f64());
+        assert_eq!((response(0), response(1)), (Some(2.0), Some(4.0)), "{protocol}");
+    }
+}
