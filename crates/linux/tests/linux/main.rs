@@ -81,6 +81,12 @@ fn machine(test: &str) -> Option<Machine> {
     }
 }
 
+/// Other swap areas as critmem must leave them: which they are, their size and priority. How
+/// much of each is in use is the kernel's to change while a test runs.
+fn swap_identities(swaps: &[critmem_linux::swap::SwapEntry]) -> Vec<(PathBuf, String, u64, i32)> {
+    swaps.iter().map(|s| (s.path.clone(), s.kind.clone(), s.size_bytes, s.priority)).collect()
+}
+
 fn unique_name() -> String {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     format!("critmem-test-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
