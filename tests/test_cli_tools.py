@@ -22,11 +22,14 @@ def test_validate_reports_each_bad_file_and_exits_2(scenario_file: WriteScenario
     missing = tmp_path / "missing.toml"
     o = cli_process("validate", str(EXAMPLES / "rm-textbook.toml"), str(bad), str(missing))
     assert o.code == 2
+    # One error line however many files fail, naming each.
     errors = o.stderr.splitlines()
-    assert len(errors) == 2, errors
-    assert errors[0].startswith(f"critmem: error: {bad}: scheduler.kind"), errors[0]
-    assert errors[1] == f"critmem: error: {missing}: No such file or directory"
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(f"critmem: error: 2 files do not load: {bad}: scheduler.kind"), errors[0]
+    assert errors[0].endswith(f"; {missing}: No such file or directory")
     assert "rm-textbook.toml: ok" in o.stdout
+    one = cli("validate", str(missing))
+    assert one.code == 2 and one.stderr == f"critmem: error: {missing}: No such file or directory\n"
 
 
 def test_validate_shows_warnings_on_stderr(scenario_file: WriteScenario) -> None:

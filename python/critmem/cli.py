@@ -713,18 +713,16 @@ def _check_verdicts(tests: Sequence[dict[str, Any]]) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    failed = 0
+    failures: list[str] = []
     for name in args.files:
         try:
             src = read_path(name)
             loaded = json.loads(_core.validate(src.text, src.name, src.format))
         except ScenarioError as e:
-            _fail(str(e))
-            failed += 1
+            failures.append(str(e))
             continue
         except OSError as e:
-            _fail_os(e)
-            failed += 1
+            failures.append(f"{e.filename if e.filename is not None else name}: {e.strerror or e}")
             continue
         _print_warnings(loaded["warnings"])
         print(
@@ -733,7 +731,12 @@ def _cmd_validate(args: argparse.Namespace) -> int:
                 f"horizon {loaded['horizon_ms']:g} ms, seed {loaded['seed']}"
             )
         )
-    return 2 if failed else 0
+    if not failures:
+        return 0
+    # Still one line, however many files fail.
+    if len(failures) == 1:
+        raise CliError(failures[0])
+    raise CliError(f"{len(failures)} files do not load: " + "; ".join(failures))
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
