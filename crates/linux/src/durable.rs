@@ -12,6 +12,36 @@ pub(crate) fn parent_dir(path: &Path) -> &Path {
     path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
 }
 
+/// Makes the missing directories above `path`, owner-only (0700), and returns them outermost
+/// first; `op` names the step in an error (e.g. "create state directory").
+pub(crate) fn make_missing_dirs(path: &Path, op: &'static str) -> Result<Vec<PathBuf>> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = parent_dir(path);
+    let missing: Vec<&Path> = dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && !d.exists()).collect();
+    let mut made = Vec::new();
+    for d in missing.into_iter().rev() {
+        match std::fs::DirBuilder::new().mode(0o700).create(d) {
+            Ok(()) => made.push(d.to_owned()),
+            // Made by someone else meanwhile: theirs, not ours to remove.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                remove_empty_dirs(&made);
+                return Err(Error::io(op, d, e));
+            }
+        }
+    }
+    Ok(made)
+}
+
+/// Removes `dirs` (outermost first), innermost first, stopping at the first that is not empty.
+pub(crate) fn remove_empty_dirs(dirs: &[PathBuf]) {
+    for d in dirs.iter().rev() {
+        if std::fs::remove_dir(d).is_err() {
+            return;
+        }
+    }
+}
+
 /// fsync of `path`'s directory, so a file created, renamed or removed there survives a crash.
 pub(crate) fn sync_parent(path: &Path) -> Result<()> {
     let dir = parent_dir(path);

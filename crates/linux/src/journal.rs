@@ -82,10 +82,10 @@ impl Journal {
     /// previous run did not shut down cleanly: they are restored first and the report returned.
     /// A restore with failures leaves the journal in place and fails, so nothing is lost.
     pub fn open(path: &Path) -> Result<(Journal, Option<RestoreReport>)> {
-        let made_dirs = make_missing_dirs(path)?;
+        let made_dirs = crate::durable::make_missing_dirs(path, "create journal directory")?;
         let opened = Self::open_in_place(path);
         if opened.is_err() {
-            remove_empty_dirs(&made_dirs);
+            crate::durable::remove_empty_dirs(&made_dirs);
         }
         let (mut journal, report) = opened?;
         journal.made_dirs = made_dirs;
@@ -189,7 +189,7 @@ impl Journal {
         if report.failures.is_empty() {
             std::fs::remove_file(&self.path).map_err(|e| Error::io("remove journal", &self.path, e))?;
             sync_parent(&self.path)?;
-            remove_empty_dirs(&self.made_dirs);
+            crate::durable::remove_empty_dirs(&self.made_dirs);
         } else {
             rewrite(&self.path, &kept)?;
         }
@@ -207,36 +207,6 @@ impl Mode0600 for OpenOptions {
     fn mode_0600(&mut self) -> &mut Self {
         use std::os::unix::fs::OpenOptionsExt;
         self.mode(0o600).custom_flags(nix::libc::O_NOFOLLOW)
-    }
-}
-
-/// Makes the journal's missing directories, owner-only (a fresh machine has no state
-/// directory until the agent's first start); returns them outermost first.
-fn make_missing_dirs(path: &Path) -> Result<Vec<PathBuf>> {
-    use std::os::unix::fs::DirBuilderExt;
-    let dir = crate::durable::parent_dir(path);
-    let missing: Vec<&Path> = dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && !d.exists()).collect();
-    let mut made = Vec::new();
-    for d in missing.into_iter().rev() {
-        match std::fs::DirBuilder::new().mode(0o700).create(d) {
-            Ok(()) => made.push(d.to_owned()),
-            // Made by someone else meanwhile: theirs, not ours to remove.
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => {
-                remove_empty_dirs(&made);
-                return Err(Error::io("create journal directory", d, e));
-            }
-        }
-    }
-    Ok(made)
-}
-
-/// Removes `dirs` (outermost first), innermost first, stopping at the first that is not empty.
-fn remove_empty_dirs(dirs: &[PathBuf]) {
-    for d in dirs.iter().rev() {
-        if std::fs::remove_dir(d).is_err() {
-            return;
-        }
     }
 }
 

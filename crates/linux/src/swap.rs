@@ -14,7 +14,7 @@ use crate::layout::unescape_octal;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -301,21 +301,7 @@ impl SwapManager {
     /// Creates the missing directories above the state file, owner-only (0700), and returns
     /// them outermost first.
     fn make_state_dir(&self) -> Result<Vec<PathBuf>> {
-        let dir = crate::durable::parent_dir(&self.state_file);
-        let missing: Vec<&Path> = dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && !d.exists()).collect();
-        let mut created = Vec::new();
-        for d in missing.into_iter().rev() {
-            match std::fs::DirBuilder::new().mode(0o700).create(d) {
-                Ok(()) => created.push(d.to_owned()),
-                // Made by someone else meanwhile: theirs, not ours to remove.
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => {
-                    remove_empty_dirs(&created);
-                    return Err(Error::io("create state directory", d, e));
-                }
-            }
-        }
-        Ok(created)
+        crate::durable::make_missing_dirs(&self.state_file, "create state directory")
     }
 
     /// Writes the first state; create_new, so two setups cannot both own it. Durable (file and
@@ -437,13 +423,7 @@ impl SwapManager {
 
 /// Removes `dirs` (outermost first) innermost first, each only if it is empty; a directory
 /// something else has put files in stays.
-fn remove_empty_dirs(dirs: &[PathBuf]) {
-    for d in dirs.iter().rev() {
-        if std::fs::remove_dir(d).is_err() {
-            return;
-        }
-    }
-}
+use crate::durable::remove_empty_dirs;
 
 /// Label and UUID from a swap header (`union swap_header` in include/linux/swap.h): the
 /// `SWAPSPACE2` magic ends the first page; `sws_uuid[16]` is at byte 1036 and
