@@ -154,6 +154,19 @@ fn components_outside_analysis(scenario: &Scenario) -> Option<String> {
     None
 }
 
+impl TaskReport {
+    /// A task's response bound and verdict from its RTA; a miss counts only where `miss_is_proof`
+    /// (the analysis is exact for it), else the verdict stays open.
+    fn record_rta(&mut self, rta: &Rta, miss_is_proof: bool) {
+        self.response_time_ms = rta.response().map(ms);
+        self.schedulable = match rta {
+            Rta::Meets { .. } => Some(true),
+            Rta::Misses { .. } => miss_is_proof.then_some(false),
+            Rta::Unknown { .. } => None,
+        };
+    }
+}
+
 struct Analysis<'a> {
     scenario: &'a Scenario,
     /// Suspension-oblivious parameters (suspensions counted as execution).
@@ -288,12 +301,7 @@ impl<'a> Analysis<'a> {
         let mut unknown = None;
         for (k, &i) in idx.iter().enumerate() {
             let r = &mut self.tasks[i];
-            r.response_time_ms = results[k].response().map(ms);
-            r.schedulable = match &results[k] {
-                Rta::Meets { .. } => Some(true),
-                Rta::Misses { .. } => proof.then_some(false),
-                Rta::Unknown { .. } => None,
-            };
+            r.record_rta(&results[k], proof);
             // Report the highest-priority failure: it is the cause, later ones may follow.
             let first_by_rank = |cur: Option<usize>| cur.filter(|&c| ranks[c] < ranks[k]).or(Some(k));
             match &results[k] {

@@ -314,12 +314,7 @@ impl Analysis<'_> {
             self.set_blocking(i, Some(blocking[k]), format!("{rule_name} bound"));
             let proof = plain_proof && blocking[k] == Nanos::ZERO && (0..idx.len()).all(|j| ranks[j] > ranks[k] || !uses_any(j));
             let r = &mut self.tasks[i];
-            r.response_time_ms = results[k].response().map(ms);
-            r.schedulable = match &results[k] {
-                Rta::Meets { .. } => Some(true),
-                Rta::Misses { .. } => proof.then_some(false),
-                Rta::Unknown { .. } => None,
-            };
+            r.record_rta(&results[k], proof);
             match &results[k] {
                 Rta::Misses { response_at_least } => {
                     if proof && first_miss.is_none_or(|o| ranks[k] < ranks[o]) {
