@@ -84,8 +84,9 @@ impl ServerSupply {
 enum Entry {
     /// A budgeted server (its index among the scenario's servers).
     Server(usize),
-    /// A task attached to a level; `analysed` is false under a level with the edf policy.
-    Task { task: usize, analysed: bool },
+    /// A task attached to a level; `analysed` is false where the level's policy is EDF,
+    /// global or a table (its tasks still count as work above those below the level).
+    Task { task: usize, analysed: bool, policy: ServerPolicy },
 }
 
 /// What the walk over one CPU's tree has found so far.
@@ -109,12 +110,13 @@ impl Analysis<'_> {
     /// (EDF parents: file order).
     fn child_servers(&self, parent: Option<usize>, cpu: usize) -> Vec<usize> {
         let h = self.tree();
-        let mut kids: Vec<usize> = (0..h.servers.len()).filter(|&j| h.servers[j].parent == parent && h.servers[j].cpu == cpu).collect();
+        let on_cpu = |s: &ServerSpec| if s.cpus.is_empty() { s.cpu == cpu } else { s.cpus.contains(&cpu) };
+        let mut kids: Vec<usize> = (0..h.servers.len()).filter(|&j| h.servers[j].parent == parent && on_cpu(&h.servers[j])).collect();
         let policy = parent.map_or(h.root_policy, |p| h.servers[p].policy);
         match policy {
             ServerPolicy::Fp => kids.sort_by_key(|&c| (h.servers[c].priority.unwrap_or(i64::MAX), c)),
             ServerPolicy::Rm | ServerPolicy::Dm => kids.sort_by_key(|&c| (h.servers[c].period, c)),
-            ServerPolicy::Edf => {}
+            _ => {}
         }
         kids
     }
@@ -168,13 +170,22 @@ impl Analysis<'_> {
             if s.kind != ServerKind::Level {
                 out.push(Entry::Server(c));
             } else if self.is_leaf(c) {
-                let mut tasks = self.leaf_tasks(c);
-                let analysed = s.policy != ServerPolicy::Edf;
+                // Those of its tasks that may run on this CPU.
+                let mut tasks: Vec<usize> = match s.policy {
+                    ServerPolicy::Pfp | ServerPolicy::Pedf => s.task_cpus.iter().filter(|&&(_, c)| c == cpu).map(|&(t, _)| t).collect(),
+                    ServerPolicy::Cyclic => {
+                        let table = s.table.as_ref().expect("validated: a cyclic server has a table");
+                        self.leaf_tasks(c).into_iter().filter(|&t| table.slots.iter().any(|x| x.task == t && x.cpu == cpu)).collect()
+                    }
+                    _ => self.leaf_tasks(c),
+                };
+                let analysed = matches!(s.policy, ServerPolicy::Fp | ServerPolicy::Rm | ServerPolicy::Dm | ServerPolicy::Pfp)
+                    || (s.policy == ServerPolicy::Gfp && s.cpus.len() == 1);
                 if analysed {
-                    let ranks = self.leaf_ranks(s.policy);
+                    let ranks = self.leaf_ranks(s);
                     tasks.sort_by_key(|&i| ranks[i]);
                 }
-                out.extend(tasks.into_iter().map(|task| Entry::Task { task, analysed }));
+                out.extend(tasks.into_iter().map(|task| Entry::Task { task, analysed, policy: s.policy }));
             } else {
                 self.entries(Some(c), s.cpu, out);
             }
@@ -182,11 +193,14 @@ impl Analysis<'_> {
     }
 
     /// Ranks of every task under a leaf policy (the simulator's global ranks for it).
-    fn leaf_ranks(&self, policy: ServerPolicy) -> Vec<u32> {
-        let order = match policy {
+    fn leaf_ranks(&self, server: &ServerSpec) -> Vec<u32> {
+        let order = match server.policy {
             ServerPolicy::Fp => PriorityOrder::Explicit,
             ServerPolicy::Rm => PriorityOrder::RateMonotonic,
-            ServerPolicy::Dm | ServerPolicy::Edf => PriorityOrder::DeadlineMonotonic,
+            ServerPolicy::Gfp | ServerPolicy::Pfp => server.priorities.unwrap_or(PriorityOrder::Explicit),
+            ServerPolicy::Dm | ServerPolicy::Edf | ServerPolicy::Gedf | ServerPolicy::Pedf | ServerPolicy::Cyclic => {
+                PriorityOrder::DeadlineMonotonic
+            }
         };
         priority_ranks(order, &self.scenario.tasks)
     }
@@ -230,7 +244,7 @@ impl Analysis<'_> {
                 .collect(),
         );
         for cpu in 0..self.scenario.cpus {
-            if !h.servers.iter().any(|s| s.cpu == cpu) {
+            if !h.servers.iter().any(|s| s.cpu == cpu || s.cpus.contains(&cpu)) {
                 continue;
             }
             let mut walk =
@@ -381,10 +395,16 @@ impl Analysis<'_> {
                         }
                     }
                 }
-                Entry::Task { task, analysed } => {
+                Entry::Task { task, analysed, policy } => {
                     let name = self.spec(task).name.clone();
                     if !analysed {
-                        walk.open.push(format!("{name} (EDF inside a level is not analysed)"));
+                        let how = match policy {
+                            ServerPolicy::Gedf => "global EDF",
+                            ServerPolicy::Gfp => "global fixed priority",
+                            ServerPolicy::Cyclic => "a cyclic table",
+                            _ => "EDF",
+                        };
+                        walk.open.push(format!("{name} ({how} inside a level is not analysed)"));
                         continue;
                     }
                     let r = &mut self.tasks[task];
@@ -566,8 +586,13 @@ impl Analysis<'_> {
             walk.open.push(format!("the tasks of {} (the server is guaranteed no supply)", s.name));
             return;
         };
+        if s.policy == ServerPolicy::Cyclic {
+            walk.open.push(format!("the tasks of {} (a cyclic table inside a server is not analysed)", s.name));
+            return;
+        }
         let params = self.pick(&self.params, &idx);
-        if s.policy == ServerPolicy::Edf {
+        // A budgeted server runs on one CPU, where global and partitioned EDF are EDF.
+        if matches!(s.policy, ServerPolicy::Edf | ServerPolicy::Gedf | ServerPolicy::Pedf) {
             match sup.as_resource().map(|r| edf_supply_test(&r, &params, &EdfSrpBlocking::none())) {
                 Some(Ok(SupplyTest::Holds { .. })) => {
                     for &i in &idx {
@@ -578,7 +603,7 @@ impl Analysis<'_> {
             }
             return;
         }
-        let global = self.leaf_ranks(s.policy);
+        let global = self.leaf_ranks(&s);
         let ranks: Vec<u32> = idx.iter().map(|&i| global[i]).collect();
         let results = match fp_response_times_on(&sup, &params, &vec![Nanos::ZERO; idx.len()], &ranks, &vec![Nanos::ZERO; idx.len()]) {
             Ok(r) => r,
@@ -603,8 +628,17 @@ impl Analysis<'_> {
 
     /// The `hierarchy` test of one CPU.
     fn hierarchy_test(&mut self, cpu: usize, walk: &Walk) {
-        let on_cpu: Vec<usize> =
-            (0..self.scenario.tasks.len()).filter(|&i| self.tree().servers[self.tree().task_server[i]].cpu == cpu).collect();
+        // The CPUs a task may run on: its partition's, its slots', a global server's all.
+        let runs_on = |i: usize| {
+            let s = &self.tree().servers[self.tree().task_server[i]];
+            match s.policy {
+                ServerPolicy::Pfp | ServerPolicy::Pedf => s.task_cpus.iter().any(|&(t, c)| t == i && c == cpu),
+                ServerPolicy::Cyclic => s.table.as_ref().is_some_and(|tb| tb.slots.iter().any(|x| x.task == i && x.cpu == cpu)),
+                ServerPolicy::Gedf | ServerPolicy::Gfp => s.cpus.contains(&cpu),
+                _ => s.cpu == cpu,
+            }
+        };
+        let on_cpu: Vec<usize> = (0..self.scenario.tasks.len()).filter(|&i| runs_on(i)).collect();
         let meets = on_cpu.iter().filter(|&&i| self.tasks[i].schedulable == Some(true)).count();
         let servers = format!("{} of {} servers get their whole budget every period", walk.servers_whole, walk.servers);
         let tasks = format!("{meets} of {} tasks meet their deadlines on their servers' supply", on_cpu.len());

@@ -281,3 +281,24 @@ fn resources_inside_a_hierarchy_are_listed_but_not_analysed() {
     assert_eq!(r.task("a").unwrap().schedulable, None);
     assert_eq!(r.verdict, Verdict::Unknown);
 }
+
+#[test]
+fn servers_with_task_policies_count_as_work_and_say_what_they_leave_undecided() {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/servers-mc2-composed.toml");
+    let r = analyze(&load(&std::fs::read_to_string(&path).unwrap()));
+    let task = |name: &str| r.tasks.iter().find(|t| t.name == name).unwrap();
+    // Level B's partitioned rate-monotonic tasks are analysed on their CPU below level A's
+    // table tasks there: fusion 3 + nav 2 = 5 ms on CPU 0, control 2 + attitude 1 = 3 ms on
+    // CPU 1.
+    assert_eq!((task("fusion").response_time_ms, task("control").response_time_ms), (Some(5.0), Some(3.0)));
+    // The table, global EDF and global FP tasks are left undecided, on every CPU they run on.
+    for cpu in [0, 1] {
+        let test = r.tests.iter().find(|t| t.name == "hierarchy" && t.cpu == Some(cpu)).unwrap();
+        assert_eq!(test.verdict, Verdict::Unknown, "{}", test.detail);
+        for what in ["planner (global EDF inside a level is not analysed)", "logger (global fixed priority inside a level is not analysed)"] {
+            assert!(test.detail.contains(what), "CPU {cpu}: {}", test.detail);
+        }
+        let table_task = if cpu == 0 { "nav" } else { "attitude" };
+        assert!(test.detail.contains(&format!("{table_task} (a cyclic table inside a level is not analysed)")), "{}", test.detail);
+    }
+}

@@ -63,7 +63,7 @@ impl Simulation<'_> {
         } else {
             job.state = JobState::Blocked;
             if in_scheduler {
-                self.sched.remove(key);
+                self.sched.block(key);
             }
         }
     }

@@ -547,7 +547,7 @@ impl<'a> Simulation<'a> {
                 job.state = JobState::Suspended;
                 let seq = job.seq;
                 if was_ready {
-                    self.sched.remove(key);
+                    self.sched.block(key);
                 }
                 self.queue.push(self.now + duration, Event::Resume { key, seq });
             }

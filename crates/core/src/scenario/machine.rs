@@ -3,6 +3,7 @@
 
 use super::error::{Ctx, ScenarioError};
 use super::raw::{Choice, RawScenario, RawScheduler, RawTask};
+use super::server_policies;
 use crate::sched::{Hierarchy, ServerKind, ServerPolicy, ServerSpec};
 use crate::task::{Criticality, TaskSpec};
 use crate::time::Nanos;
@@ -261,17 +262,22 @@ fn validate_cyclic(cx: &Ctx, raw: &RawScheduler, tasks: &[TaskSpec], cpus: usize
         };
         slots.push((j, CyclicSlot { cpu, start, duration, task }));
     }
-    sorted_table(cx, major_frame, slots)
+    sorted_table(cx, "scheduler.slot", major_frame, slots)
 }
 
 /// The table with its slots sorted by (cpu, start), refusing slots that overlap on a CPU;
 /// `slots` pairs each slot with its index in the file.
-fn sorted_table(cx: &Ctx, major_frame: Nanos, mut slots: Vec<(usize, CyclicSlot)>) -> Result<CyclicTable, ScenarioError> {
+pub(super) fn sorted_table(
+    cx: &Ctx,
+    key: &str,
+    major_frame: Nanos,
+    mut slots: Vec<(usize, CyclicSlot)>,
+) -> Result<CyclicTable, ScenarioError> {
     slots.sort_by_key(|(_, s)| (s.cpu, s.start));
     for w in slots.windows(2) {
         let (a, b) = (&w[0].1, &w[1].1);
         if a.cpu == b.cpu && a.start + a.duration > b.start {
-            return Err(cx.err(format!("scheduler.slot[{}]", w[1].0), format!("overlaps slot[{}] on CPU {}", w[0].0, a.cpu)));
+            return Err(cx.err(format!("{key}[{}]", w[1].0), format!("overlaps slot[{}] on CPU {}", w[0].0, a.cpu)));
         }
     }
     Ok(CyclicTable { major_frame, slots: slots.into_iter().map(|(_, s)| s).collect() })
@@ -321,7 +327,7 @@ fn validate_mc2_table(cx: &Ctx, raw: &RawScheduler, tasks: &[TaskSpec]) -> Resul
             format!("level-A task {:?} has no slot: it runs only in its [[scheduler.slot]] windows", tasks[i].name),
         ));
     }
-    sorted_table(cx, major_frame, slots)
+    sorted_table(cx, "scheduler.slot", major_frame, slots)
 }
 
 /// `[[scheduler.server]]` and each task's `server`: the scheduler hierarchy, or `None` when the
@@ -412,6 +418,15 @@ pub(super) fn validate_hierarchy(
             None => root_policy,
             Some(p) => raw.server[p].policy.unwrap_or(root_policy),
         };
+        if let Some(p) = parents[j].filter(|_| parent_policy.is_task_policy()) {
+            return Err(cx.err(
+                k("parent"),
+                format!("server {:?} has policy {:?}: it runs tasks, not servers", raw.server[p].name, parent_policy.as_str()),
+            ));
+        }
+        let span = server_policies::server_cpus(cx, j, s, parents[j].is_none(), cpus)?;
+        server_policies::check_task_policy(cx, j, s, parents[j].is_none(), root_policy)?;
+        let task_policy = s.policy.unwrap_or(root_policy).is_task_policy();
         let (budget, period) = match s.kind {
             ServerKind::Level => {
                 if s.budget_ms.is_some() {
@@ -470,6 +485,7 @@ pub(super) fn validate_hierarchy(
             (None, Some(c)) => c as usize,
             (Some(_), None) => usize::MAX,
         };
+        let cpu = span.as_ref().map_or(cpu, |list| list[0]);
         servers.push(ServerSpec {
             name: s.name.clone(),
             parent: parents[j],
@@ -480,9 +496,14 @@ pub(super) fn validate_hierarchy(
             policy: s.policy.unwrap_or(root_policy),
             cpu,
             event_cost: match s.event_cost_us {
+                None if task_policy => Nanos::ZERO,
                 None => default_cost,
                 Some(us) => event_cost(cx, &k("event_cost_us"), us)?,
             },
+            cpus: if task_policy { span.unwrap_or_else(|| vec![cpu]) } else { Vec::new() },
+            priorities: None,
+            table: None,
+            task_cpus: Vec::new(),
         });
     }
     // A child's CPU is its top-level ancestor's.
@@ -515,6 +536,24 @@ pub(super) fn validate_hierarchy(
         }
         task_server.push(s);
     }
+    if let (Some(t), Some(c)) =
+        (servers.iter().find(|s| s.policy.is_task_policy()), servers.iter().position(|s| s.event_cost > Nanos::ZERO))
+    {
+        let key = if raw.server[c].event_cost_us.is_some() {
+            format!("scheduler.server[{c}].event_cost_us")
+        } else {
+            "scheduler.event_cost_us".into()
+        };
+        return Err(cx.err(
+            key,
+            format!(
+                "event delivery does not combine with servers that schedule tasks on CPUs of their own (server {:?} has policy {:?})",
+                t.name,
+                t.policy.as_str()
+            ),
+        ));
+    }
+    server_policies::finish_task_policies(cx, &raw.server, &mut servers, tasks, &task_server)?;
     Ok(Some(Hierarchy { root_policy, servers, task_server, pending_event_check: raw.pending_event_check.unwrap_or(true) }))
 }
 

@@ -17,6 +17,7 @@ mod memory;
 mod raw;
 mod resources;
 mod run;
+mod server_policies;
 mod tasks;
 #[cfg(test)]
 mod tests;
@@ -117,7 +118,13 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
     let (raw_scheduler, kind) = machine::validate_kind(&cx, &raw, cpus)?;
     let resources = resources::validate_resources(&cx, &raw.resource)?;
     let components = components::validate_components(&cx, &raw, &resources)?;
-    let mut tasks = tasks::validate_tasks(&cx, &raw.task, cpus, kind, &resources, &components)?;
+    let mut tasks = tasks::validate_tasks(
+        &cx,
+        &raw.task,
+        tasks::Machine { cpus, kind, servers: !raw_scheduler.server.is_empty() },
+        &resources,
+        &components,
+    )?;
     resources::check_lock_order(&cx, &tasks, &resources, &components.specs)?;
     resources::check_protocols(&cx, &raw, &resources, kind)?;
     let scheduler = machine::validate_scheduler(&cx, raw_scheduler, &tasks, cpus)?;

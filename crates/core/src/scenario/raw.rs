@@ -75,8 +75,17 @@ pub(super) struct RawServer {
     #[serde(default, deserialize_with = "some_choice")]
     pub(super) policy: Option<ServerPolicy>,
     pub(super) cpu: Option<i64>,
+    /// The CPUs of a top-level server with a task policy (gedf, gfp, pedf, pfp, cyclic).
+    pub(super) cpus: Option<Vec<i64>>,
     /// This server's own `[scheduler] event_cost_us`.
     pub(super) event_cost_us: Option<f64>,
+    /// How gfp and pfp rank the server's tasks.
+    #[serde(default, deserialize_with = "some_choice")]
+    pub(super) priorities: Option<PriorityOrder>,
+    /// A cyclic server's table.
+    pub(super) major_frame_ms: Option<f64>,
+    #[serde(default)]
+    pub(super) slot: Vec<RawSlot>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -414,7 +423,7 @@ impl Choice for ServerKind {
 
 impl Choice for ServerPolicy {
     const NOUN: &'static str = "server policy";
-    const NAMES: &'static [&'static str] = &["fp", "rm", "dm", "edf"];
+    const NAMES: &'static [&'static str] = &["fp", "rm", "dm", "edf", "gedf", "gfp", "pedf", "pfp", "cyclic"];
 }
 
 impl Choice for PriorityOrder {

@@ -9,12 +9,20 @@ use crate::resources::ResourceSpec;
 use crate::task::{Arrival, Criticality, ExecTime, OverrunPolicy, Suspension, TaskCommand, TaskSpec};
 use std::collections::BTreeMap;
 
+/// What a task's placement is checked against.
+#[derive(Clone, Copy)]
+pub(super) struct Machine {
+    pub(super) cpus: usize,
+    pub(super) kind: SchedulerKind,
+    /// Whether the file declares `[[scheduler.server]]` (then the task's server places it).
+    pub(super) servers: bool,
+}
+
 /// Every task, in file order, with unique names; memory and command are filled in later.
 pub(super) fn validate_tasks(
     cx: &Ctx,
     raw: &[RawTask],
-    cpus: usize,
-    kind: SchedulerKind,
+    machine: Machine,
     resources: &[ResourceSpec],
     components: &Components,
 ) -> Result<Vec<TaskSpec>, ScenarioError> {
@@ -24,7 +32,7 @@ pub(super) fn validate_tasks(
     let mut tasks = Vec::with_capacity(raw.len());
     let mut names = BTreeMap::new();
     for (i, rt) in raw.iter().enumerate() {
-        let t = validate_task(cx, i, rt, cpus, kind, resources, components)?;
+        let t = validate_task(cx, i, rt, machine, resources, components)?;
         if let Some(prev) = names.insert(t.name.clone(), i) {
             return Err(cx.err(format!("task[{i}].name"), format!("duplicate task name {:?} (also task[{prev}])", t.name)));
         }
@@ -37,11 +45,11 @@ fn validate_task(
     cx: &Ctx,
     i: usize,
     rt: &RawTask,
-    cpus: usize,
-    kind: SchedulerKind,
+    machine: Machine,
     resources: &[ResourceSpec],
     components: &Components,
 ) -> Result<TaskSpec, ScenarioError> {
+    let Machine { cpus, kind, servers } = machine;
     let k = |field: &str| format!("task[{i}].{field}");
     if rt.name.trim().is_empty() {
         return Err(cx.err(k("name"), "must not be empty"));
@@ -115,7 +123,8 @@ fn validate_task(
                 format!("level {criticality} is scheduled globally under mc2; only levels A and B take a cpu (got cpu = {c})"),
             ))
         }
-        Some(c) if !kind.is_partitioned() && kind != SchedulerKind::Mc2 => {
+        // Under servers, the task's server decides (pfp and pedf servers take pinned tasks).
+        Some(c) if !kind.is_partitioned() && kind != SchedulerKind::Mc2 && !servers => {
             return Err(
                 cx.err(k("cpu"), format!("pinning applies to partitioned schedulers (pfp, pedf), not {:?} (got cpu = {c})", kind.as_str()))
             )

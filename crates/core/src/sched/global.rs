@@ -17,6 +17,11 @@ impl GlobalScheduler {
         GlobalScheduler { name, order, cpus, ready: ReadyQueue::default(), keys: KeyMap::default(), top: Vec::with_capacity(cpus) }
     }
 
+    /// Whether some job is eligible.
+    pub fn has_jobs(&self) -> bool {
+        self.ready.first().is_some()
+    }
+
     /// Like `choose`, but only over the CPUs listed in `free` (a subset of `0..cpus`, each
     /// `None` in `assign`): the `free.len()` highest-priority jobs run there, a job keeping
     /// the CPU it runs on when that CPU is free. Other entries of `assign` are left alone.

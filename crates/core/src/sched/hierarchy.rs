@@ -13,6 +13,7 @@
 //! thread through which alone it learns that a job below it became eligible ([`events`]).
 
 mod events;
+mod leaves;
 
 use super::{priority_ranks, JobKey, JobOrder, KeyMap, QueueKey, ReadyJob, ReadyQueue, Scheduler};
 use crate::result::{ServerSummary, SimResult};
@@ -56,6 +57,16 @@ pub enum ServerPolicy {
     Dm,
     /// Earliest absolute deadline first (a server's is the end of its current period).
     Edf,
+    /// Global EDF: the earliest-deadline jobs on the server's CPUs its parent leaves it.
+    Gedf,
+    /// Global fixed priority over the server's CPUs.
+    Gfp,
+    /// EDF per CPU, each task on one of the server's CPUs.
+    Pedf,
+    /// Fixed priority per CPU, each task on one of the server's CPUs.
+    Pfp,
+    /// A table of per-task windows within a major frame, on the server's CPUs.
+    Cyclic,
 }
 
 impl ServerPolicy {
@@ -65,7 +76,18 @@ impl ServerPolicy {
             ServerPolicy::Rm => "rm",
             ServerPolicy::Dm => "dm",
             ServerPolicy::Edf => "edf",
+            ServerPolicy::Gedf => "gedf",
+            ServerPolicy::Gfp => "gfp",
+            ServerPolicy::Pedf => "pedf",
+            ServerPolicy::Pfp => "pfp",
+            ServerPolicy::Cyclic => "cyclic",
         }
+    }
+
+    /// Whether it schedules tasks only, over CPUs of its own ([`leaves`]); the others order
+    /// child servers or tasks on their parent's CPU.
+    pub fn is_task_policy(self) -> bool {
+        matches!(self, ServerPolicy::Gedf | ServerPolicy::Gfp | ServerPolicy::Pedf | ServerPolicy::Pfp | ServerPolicy::Cyclic)
     }
 
     /// The order of jobs under a leaf with this policy; fixed ranks are global, so their
@@ -76,7 +98,9 @@ impl ServerPolicy {
             ServerPolicy::Fp => ranks(PriorityOrder::Explicit),
             ServerPolicy::Rm => ranks(PriorityOrder::RateMonotonic),
             ServerPolicy::Dm => ranks(PriorityOrder::DeadlineMonotonic),
-            ServerPolicy::Edf => JobOrder::Edf,
+            ServerPolicy::Edf | ServerPolicy::Gedf | ServerPolicy::Pedf | ServerPolicy::Cyclic => JobOrder::Edf,
+            // Their ranks come from the server's own `priorities` ([`leaves`]).
+            ServerPolicy::Gfp | ServerPolicy::Pfp => ranks(PriorityOrder::Explicit),
         }
     }
 }
@@ -100,6 +124,14 @@ pub struct ServerSpec {
     pub cpu: usize,
     /// CPU time its child-scheduler thread takes to deliver one event; zero delivers at once.
     pub event_cost: Nanos,
+    /// The CPUs a task policy runs its tasks on (`cpus`, or `[cpu]`); empty for the others.
+    pub cpus: Vec<usize>,
+    /// How gfp and pfp rank their tasks.
+    pub priorities: Option<PriorityOrder>,
+    /// A cyclic server's table (slots on its CPUs, naming its tasks).
+    pub table: Option<crate::scenario::CyclicTable>,
+    /// Under pfp and pedf, the CPU each of its tasks runs on (task index, CPU).
+    pub task_cpus: Vec<(usize, usize)>,
 }
 
 /// A validated `[[scheduler.server]]` tree: one root per CPU with the scheduler's policy.
@@ -116,7 +148,6 @@ pub struct Hierarchy {
     pub pending_event_check: bool,
 }
 
-#[derive(Clone, Debug)]
 struct Node {
     parent: Option<usize>,
     /// `None` for a CPU's root.
@@ -146,6 +177,10 @@ struct Node {
     exhausted_at: Vec<Nanos>,
     /// Stretches its child-scheduler thread ran, up to the trace cap.
     event_segments: Vec<(Nanos, Nanos)>,
+    /// A task-policy server's own scheduler.
+    task_policy: Option<leaves::TaskPolicy>,
+    /// The CPUs it runs on (a root's: its own).
+    cpus: Vec<usize>,
 }
 
 impl Node {
@@ -174,6 +209,12 @@ pub struct HierarchyScheduler {
     eligible: Vec<bool>,
     /// Nodes with nothing eligible below them at the last `choose`.
     idle: Vec<bool>,
+    /// Servers with a task policy; with any, decisions sweep `top_order`.
+    task_policy_servers: Vec<usize>,
+    /// Every top-level server, in its root's static order (ties to the one listed first).
+    top_order: Vec<usize>,
+    /// Scratch: a global task-policy server's CPUs still free.
+    free: Vec<usize>,
 }
 
 impl HierarchyScheduler {
@@ -183,7 +224,7 @@ impl HierarchyScheduler {
             .servers
             .iter()
             .map(|s| Node {
-                parent: Some(s.parent.unwrap_or(n + s.cpu)),
+                parent: Some(s.parent.unwrap_or(n + s.cpus.first().copied().unwrap_or(s.cpu))),
                 kind: Some(s.kind),
                 budget_ns: s.budget.0,
                 period_ns: s.period.0,
@@ -202,9 +243,11 @@ impl HierarchyScheduler {
                 period_consumed_ns: Vec::new(),
                 exhausted_at: Vec::new(),
                 event_segments: Vec::new(),
+                task_policy: s.policy.is_task_policy().then(|| leaves::TaskPolicy::new(name, s, tasks, cpus)),
+                cpus: if s.cpus.is_empty() { vec![s.cpu] } else { s.cpus.clone() },
             })
             .collect();
-        for _ in 0..cpus {
+        for cpu in 0..cpus {
             nodes.push(Node {
                 parent: None,
                 kind: None,
@@ -225,26 +268,43 @@ impl HierarchyScheduler {
                 period_consumed_ns: Vec::new(),
                 exhausted_at: Vec::new(),
                 event_segments: Vec::new(),
+                task_policy: None,
+                cpus: vec![cpu],
             });
         }
         for i in 0..n {
-            let p = nodes[i].parent.expect("a server has a parent");
-            nodes[p].children.push(i);
-        }
-        // Static sibling order; ties go to the server listed first.
-        for node in &mut nodes {
-            match node.policy {
-                ServerPolicy::Fp => node.children.sort_by_key(|&c| (hierarchy.servers[c].priority.unwrap_or(i64::MAX), c)),
-                ServerPolicy::Rm | ServerPolicy::Dm => node.children.sort_by_key(|&c| (hierarchy.servers[c].period, c)),
-                ServerPolicy::Edf => {}
+            match hierarchy.servers[i].parent {
+                // A top-level server is a child of the root of every CPU it runs on.
+                None => {
+                    for c in nodes[i].cpus.clone() {
+                        nodes[n + c].children.push(i);
+                    }
+                }
+                Some(p) => nodes[p].children.push(i),
             }
         }
-        // Breadth-first from the roots, reversed: every child comes before its parent.
+        // Static sibling order; ties go to the server listed first.
+        let static_order = |policy: ServerPolicy, kids: &mut Vec<usize>| match policy {
+            ServerPolicy::Fp => kids.sort_by_key(|&c| (hierarchy.servers[c].priority.unwrap_or(i64::MAX), c)),
+            ServerPolicy::Rm | ServerPolicy::Dm => kids.sort_by_key(|&c| (hierarchy.servers[c].period, c)),
+            _ => {}
+        };
+        for node in &mut nodes {
+            static_order(node.policy, &mut node.children);
+        }
+        let mut top_order: Vec<usize> = (0..n).filter(|&i| hierarchy.servers[i].parent.is_none()).collect();
+        static_order(hierarchy.root_policy, &mut top_order);
+        // Breadth-first from the roots, reversed: every child comes before its parent (a
+        // server under several roots is listed once).
         let mut top_down: Vec<usize> = (n..n + cpus).collect();
+        let mut seen = vec![false; nodes.len()];
         let mut at = 0;
         while at < top_down.len() {
-            let kids = nodes[top_down[at]].children.clone();
-            top_down.extend(kids);
+            for &c in &nodes[top_down[at]].children {
+                if !std::mem::replace(&mut seen[c], true) {
+                    top_down.push(c);
+                }
+            }
             at += 1;
         }
         top_down.reverse();
@@ -263,6 +323,9 @@ impl HierarchyScheduler {
             leaf_of_job: KeyMap::default(),
             running: vec![None; cpus],
             last_choose: Nanos::ZERO,
+            task_policy_servers: (0..n).filter(|&i| hierarchy.servers[i].policy.is_task_policy()).collect(),
+            top_order,
+            free: Vec::with_capacity(cpus),
         }
     }
 
@@ -403,6 +466,9 @@ impl Scheduler for HierarchyScheduler {
     }
     fn add_ready(&mut self, job: &ReadyJob) {
         let leaf = self.task_leaf[job.task];
+        if self.add_to_task_policy(job, leaf) {
+            return;
+        }
         let key = self.nodes[leaf].order.key(job);
         self.leaf_of_job.insert(job.key, (leaf, key));
         if let Some(d) = self.delivery.as_mut() {
@@ -414,6 +480,9 @@ impl Scheduler for HierarchyScheduler {
     }
     fn remove(&mut self, key: JobKey) {
         if let Some((leaf, k)) = self.leaf_of_job.take(key) {
+            if self.remove_from_task_policy(key, leaf) {
+                return;
+            }
             if let Some(d) = self.delivery.as_mut() {
                 let known = self.nodes[leaf].jobs.iter().any(|j| j == key);
                 d.stopped(key, k.seq, known);
@@ -421,9 +490,20 @@ impl Scheduler for HierarchyScheduler {
             self.nodes[leaf].jobs.remove(k, key);
         }
     }
+    fn block(&mut self, key: JobKey) {
+        let known = self.leaf_of_job.get(key).filter(|&(leaf, _)| self.nodes[leaf].jobs.iter().any(|j| j == key));
+        self.remove(key);
+        if let (Some((leaf, k)), Some(d)) = (known, self.delivery.as_mut()) {
+            d.blocked(key, k.seq, leaf);
+        }
+    }
     fn choose(&mut self, now: Nanos, current: &[Option<JobKey>], assign: &mut [Option<JobKey>]) {
         if self.delivery.is_some() {
             self.choose_with_events(now, current, assign);
+            return;
+        }
+        if !self.task_policy_servers.is_empty() {
+            self.choose_sweep(now, current, assign);
             return;
         }
         self.begin_decision(now);
@@ -451,6 +531,9 @@ impl Scheduler for HierarchyScheduler {
         let mut best = self.nodes.iter().filter(|n| n.budgeted()).map(|n| n.next_boundary_ns).min().unwrap_or(u64::MAX);
         if let Some(d) = &self.delivery {
             best = best.min(d.next_delivery_end(now, &self.running));
+        }
+        if let Some(t) = self.task_policy_wakeup(now) {
+            best = best.min(t.0);
         }
         for leaf in self.running.iter().flatten() {
             let mut at = Some(*leaf);

@@ -55,8 +55,14 @@ pub trait Scheduler {
     fn cpus(&self) -> usize;
     /// `job` became eligible to run (released at the head of its task, or resumed).
     fn add_ready(&mut self, job: &ReadyJob);
-    /// The job is no longer eligible (completed, suspended, aborted).
+    /// The job is no longer eligible (completed, aborted, or a new priority on its way in).
     fn remove(&mut self, key: JobKey);
+    /// The job blocks where the scheduler does not run it: it suspends (I/O), or waits off
+    /// the CPU for a lock or a stack. A hierarchy tells the job's servers through their
+    /// child-scheduler threads; elsewhere it is [`Scheduler::remove`].
+    fn block(&mut self, key: JobKey) {
+        self.remove(key);
+    }
     /// Writes into `assign[cpu]` the job each CPU should run from `now` on; `current[cpu]`
     /// is what it runs now. A job may appear at most once.
     fn choose(&mut self, now: Nanos, current: &[Option<JobKey>], assign: &mut [Option<JobKey>]);
@@ -285,6 +291,10 @@ impl<V: Copy> KeyMap<V> {
             self.slots.resize(k + 1, None);
         }
         self.slots[k] = Some(v);
+    }
+    #[inline]
+    pub(crate) fn get(&self, key: JobKey) -> Option<V> {
+        self.slots.get(key as usize).copied().flatten()
     }
     #[inline]
     pub(crate) fn take(&mut self, key: JobKey) -> Option<V> {

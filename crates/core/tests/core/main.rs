@@ -11,6 +11,7 @@ mod loading;
 mod mc2;
 mod mem;
 mod memsim;
+mod node_policies;
 mod properties;
 mod resources;
 mod server_events;

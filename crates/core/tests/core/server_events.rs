@@ -224,3 +224,43 @@ fn a_waiter_in_one_server_runs_its_holder_from_a_sibling_server_and_pays_for_it(
     assert_eq!(first_response(&r, 0), Some(Nanos(3_200 * US)));
     assert_eq!(r.servers[0].consumed_ns, 3_200 * US);
 }
+
+/// A chain of `depth` level servers with two tasks in the deepest: `io` (priority 0) computes
+/// 1 ms, suspends 5 ms and computes 1 ms more; `bg` (priority 1) computes 4 ms. Both are
+/// released at 0.
+fn blocking_chain(depth: usize, cost_us: u64) -> String {
+    let mut s = format!("[run]\nhorizon_ms = 20\n[scheduler]\nkind = \"fp\"\nevent_cost_us = {cost_us}\n");
+    for d in 0..depth {
+        s += &format!("[[scheduler.server]]\nname = \"s{d}\"\nkind = \"level\"\npriority = 0\npolicy = \"fp\"\n");
+        if d > 0 {
+            s += &format!("parent = \"s{}\"\n", d - 1);
+        }
+    }
+    let leaf = depth - 1;
+    s + &format!(
+        "[[task]]\nname = \"io\"\nwcet_ms = 2\nperiod_ms = 20\npriority = 0\nserver = \"s{leaf}\"\nsuspend = [{{ after_ms = 1, for_ms = 5 }}]\n\
+         [[task]]\nname = \"bg\"\nwcet_ms = 4\nperiod_ms = 20\npriority = 1\nserver = \"s{leaf}\"\n"
+    )
+}
+
+#[test]
+fn a_job_blocking_in_the_parent_is_an_event_the_child_learns_by_delivery() {
+    for depth in 1..=3u64 {
+        let r = run(&blocking_chain(depth as usize, 100));
+        let d = depth * 100 * US;
+        // Both releases are delivered first (2 events × depth deliveries), so io starts at
+        // 2d and suspends at 2d + 1 ms. The block then travels down (d) before bg, whose
+        // release was delivered long ago, may start: bg starts at 3d + 1 ms.
+        assert_eq!(first_start(&r, 0), Some(Nanos(2 * d)), "depth {depth}");
+        assert_eq!(first_start(&r, 1), Some(Nanos(3 * d + MS)), "depth {depth}");
+        // io wakes at 2d + 6 ms and takes d to be delivered; it preempts bg and ends 1 ms
+        // later: response 3d + 7 ms.
+        let io = r.jobs.iter().find(|j| j.task == 0 && j.index == 0).expect("io's job");
+        assert_eq!(io.completion, Some(Nanos(3 * d + 7 * MS)), "depth {depth}");
+        // Each server delivered two releases, one block and one wake.
+        assert!(r.servers.iter().all(|s| s.events_delivered == 4), "depth {depth}: {:?}", r.servers);
+    }
+    // Without a cost bg starts the instant io suspends.
+    let r = run(&blocking_chain(2, 0));
+    assert_eq!(first_start(&r, 1), Some(Nanos(MS)));
+}

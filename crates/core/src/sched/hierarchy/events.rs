@@ -10,8 +10,10 @@
 //! competing a job at depth d therefore starts d deliveries after its event. A cs is
 //! preemptible and resumes its partial delivery.
 //!
-//! A job that stops (completes, suspends, waits) leaves every view at once: it is the job
-//! running in the child that stops, so no event from outside is needed to learn it.
+//! A job that blocks in the parent (suspends for I/O, or waits off the CPU for a lock or a
+//! stack) is an event as well: it leaves the leaf's queue, and the servers on its path learn
+//! it one delivery each, so the next job in them is dispatched only after those deliveries
+//! (their threads run first). A job that completes is the child's own doing and needs none.
 //!
 //! With `pending_event_check` (HiRes's `pevt`) a child dispatches only once no event is
 //! pending for it. Without it, an event that arrives while the cs delivers what it was told
@@ -25,12 +27,14 @@ use crate::time::Nanos;
 use crate::MAX_TRACE_RECORDS;
 use std::collections::VecDeque;
 
-/// "This job became eligible", on its way down to its leaf server.
+/// "This job became eligible" (or, with `block`, "blocked in the parent"), on its way down to
+/// its leaf server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Event {
     key: JobKey,
     seq: u64,
     leaf: usize,
+    block: bool,
 }
 
 /// The event-delivery state of a hierarchy, per node and per CPU.
@@ -71,11 +75,19 @@ impl Delivery {
     /// and came back within this instant (a new priority) while the leaf knew it.
     pub(super) fn arrive(&mut self, job: &ReadyJob, leaf: usize) -> bool {
         if let Some(at) = self.gone.iter().position(|&(k, seq, _)| k == job.key && seq == job.seq) {
-            // Unknown to the leaf, its event is still on its way down.
+            // Blocked and back within the instant: no block to tell. Unknown to the leaf, its
+            // event is still on its way down.
+            self.inbox.retain(|e| !(e.block && e.key == job.key && e.seq == job.seq));
             return self.gone.remove(at).2;
         }
-        self.inbox.push(Event { key: job.key, seq: job.seq, leaf });
+        self.inbox.push(Event { key: job.key, seq: job.seq, leaf, block: false });
         false
+    }
+
+    /// The job (`key`, `seq`), known to `leaf`, blocked in the parent: an event for the leaf
+    /// to learn it (after [`Delivery::stopped`]).
+    pub(super) fn blocked(&mut self, key: JobKey, seq: u64, leaf: usize) {
+        self.inbox.push(Event { key, seq, leaf, block: true });
     }
 
     /// The job (`key`, `seq`) left the scheduler; `known` if its leaf knew it.
@@ -143,6 +155,10 @@ impl HierarchyScheduler {
 
     /// `server` has delivered `ev`: the job enters its view, or the event the next server's.
     fn pass_down(&mut self, server: usize, ev: Event) {
+        if server == ev.leaf && ev.block {
+            // The job already left the leaf's queue: the delivery is what the leaf paid.
+            return;
+        }
         if server == ev.leaf {
             // The job may have left meanwhile (or its slot been reused): then nothing enters.
             if let Some((leaf, key)) = self.leaf_of_job.take(ev.key) {

@@ -1,0 +1,174 @@
+//! Servers whose policy schedules tasks over CPUs of their own: gedf, gfp, pedf, pfp, cyclic.
+//!
+//! Such a server sits directly under the root of every CPU it spans, so one server can be a
+//! level of several CPUs' hierarchies at once (MC²'s level C is global EDF over what levels A
+//! and B leave). With one declared, a decision sweeps the top-level servers in their static
+//! order, of which each CPU's own order is a part: a server on one CPU takes that CPU if it is
+//! still free and something below it is eligible; a task-policy server fills what its policy
+//! picks among its CPUs still free. Each CPU therefore goes to the first server in its own
+//! order with work for it, and a higher server takes a CPU back at the next decision.
+
+use super::super::{priority_ranks, CyclicScheduler, GlobalScheduler, JobKey, JobOrder, PartitionNode, QueueKey, ReadyJob, Scheduler};
+use super::{HierarchyScheduler, ServerPolicy, ServerSpec};
+use crate::scenario::PriorityOrder;
+use crate::task::TaskSpec;
+use crate::time::Nanos;
+
+/// A task-policy server's own scheduler.
+pub(super) enum TaskPolicy {
+    /// gedf and gfp: one queue over the server's CPUs.
+    Global(GlobalScheduler),
+    /// pedf, pfp and cyclic: each CPU's pick is its own, refreshed at every decision.
+    PerCpu { sched: Box<dyn Scheduler>, picks: Vec<Option<JobKey>> },
+}
+
+impl TaskPolicy {
+    /// The scheduler of `spec` (a task policy) over the machine's `cpus`.
+    pub(super) fn new(name: &'static str, spec: &ServerSpec, tasks: &[TaskSpec], cpus: usize) -> Self {
+        let ranks = || JobOrder::FixedPriority { ranks: priority_ranks(spec.priorities.unwrap_or(PriorityOrder::Explicit), tasks) };
+        let per_cpu = |order: JobOrder| {
+            let mut task_child = vec![0; tasks.len()];
+            for &(t, cpu) in &spec.task_cpus {
+                task_child[t] = cpu;
+            }
+            let children = (0..cpus).map(|_| Box::new(GlobalScheduler::new(name, order.clone(), 1)) as Box<dyn Scheduler>).collect();
+            Box::new(PartitionNode::new(name, children, task_child)) as Box<dyn Scheduler>
+        };
+        let sched = match spec.policy {
+            ServerPolicy::Gedf => return TaskPolicy::Global(GlobalScheduler::new(name, JobOrder::Edf, cpus)),
+            ServerPolicy::Gfp => return TaskPolicy::Global(GlobalScheduler::new(name, ranks(), cpus)),
+            ServerPolicy::Pedf => per_cpu(JobOrder::Edf),
+            ServerPolicy::Pfp => per_cpu(ranks()),
+            ServerPolicy::Cyclic => {
+                Box::new(CyclicScheduler::new(spec.table.clone().expect("validated: a cyclic server has a table"), cpus, tasks.len()))
+            }
+            ServerPolicy::Fp | ServerPolicy::Rm | ServerPolicy::Dm | ServerPolicy::Edf => {
+                unreachable!("only task policies have their own scheduler")
+            }
+        };
+        TaskPolicy::PerCpu { sched, picks: vec![None; cpus] }
+    }
+
+    fn sched(&mut self) -> &mut dyn Scheduler {
+        match self {
+            TaskPolicy::Global(g) => g,
+            TaskPolicy::PerCpu { sched, .. } => sched.as_mut(),
+        }
+    }
+
+    /// Whether it has a job to run now (per-CPU picks as of the last refresh).
+    fn has_work(&self) -> bool {
+        match self {
+            TaskPolicy::Global(g) => g.has_jobs(),
+            TaskPolicy::PerCpu { picks, .. } => picks.iter().any(Option::is_some),
+        }
+    }
+}
+
+impl HierarchyScheduler {
+    /// `job` enters its task-policy server, if its leaf is one; whether it did.
+    pub(super) fn add_to_task_policy(&mut self, job: &ReadyJob, leaf: usize) -> bool {
+        match self.nodes[leaf].task_policy.as_mut() {
+            Some(p) => {
+                p.sched().add_ready(job);
+                self.leaf_of_job.insert(job.key, (leaf, QueueKey { primary: 0, seq: job.seq }));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The job leaves its task-policy server, if its leaf is one; whether it did.
+    pub(super) fn remove_from_task_policy(&mut self, key: JobKey, leaf: usize) -> bool {
+        match self.nodes[leaf].task_policy.as_mut() {
+            Some(p) => {
+                p.sched().remove(key);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether task-policy server `i` has work, with its per-CPU picks refreshed for `now`.
+    pub(super) fn task_policy_work(&mut self, i: usize, now: Nanos, current: &[Option<JobKey>]) -> bool {
+        let policy = self.nodes[i].task_policy.as_mut().expect("a task-policy server");
+        if let TaskPolicy::PerCpu { sched, picks } = policy {
+            sched.choose(now, current, picks);
+        }
+        policy.has_work()
+    }
+
+    /// The earliest instant a task-policy server's own schedule changes (a table boundary).
+    pub(super) fn task_policy_wakeup(&self, now: Nanos) -> Option<Nanos> {
+        self.task_policy_servers
+            .iter()
+            .filter_map(|&i| match &self.nodes[i].task_policy {
+                Some(TaskPolicy::PerCpu { sched, .. }) => sched.next_wakeup(now),
+                _ => None,
+            })
+            .min()
+    }
+
+    /// [`super::super::Scheduler::choose`] with task-policy servers: the sweep of the
+    /// top-level servers in static order.
+    pub(super) fn choose_sweep(&mut self, now: Nanos, current: &[Option<JobKey>], assign: &mut [Option<JobKey>]) {
+        self.begin_decision(now);
+        for at in 0..self.bottom_up.len() {
+            let i = self.bottom_up[at];
+            let work = if self.nodes[i].task_policy.is_some() {
+                self.task_policy_work(i, now, current)
+            } else if self.nodes[i].children.is_empty() {
+                self.nodes[i].jobs.first().is_some()
+            } else {
+                self.nodes[i].children.iter().any(|&c| self.eligible[c])
+            };
+            let node = &self.nodes[i];
+            self.idle[i] = !work;
+            self.eligible[i] = work && (!node.budgeted() || node.left_ns > 0);
+        }
+        assign.fill(None);
+        self.running.fill(None);
+        for at in 0..self.top_order.len() {
+            let top = self.top_order[at];
+            if !self.eligible[top] {
+                continue;
+            }
+            let node = &mut self.nodes[top];
+            match node.task_policy.as_mut() {
+                None => {
+                    let cpu = node.cpus[0];
+                    if assign[cpu].is_some() {
+                        continue;
+                    }
+                    let mut leaf = top;
+                    while let Some(c) = self.best_child(leaf) {
+                        leaf = c;
+                    }
+                    assign[cpu] = self.nodes[leaf].jobs.first();
+                    self.running[cpu] = Some(leaf);
+                }
+                Some(TaskPolicy::Global(g)) => {
+                    self.free.clear();
+                    self.free.extend(node.cpus.iter().copied().filter(|&cpu| assign[cpu].is_none()));
+                    if self.free.is_empty() {
+                        continue;
+                    }
+                    g.choose_on(&self.free, current, assign);
+                    for &cpu in &self.free {
+                        if assign[cpu].is_some() {
+                            self.running[cpu] = Some(top);
+                        }
+                    }
+                }
+                Some(TaskPolicy::PerCpu { picks, .. }) => {
+                    for &cpu in &node.cpus {
+                        if assign[cpu].is_none() && picks[cpu].is_some() {
+                            assign[cpu] = picks[cpu];
+                            self.running[cpu] = Some(top);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

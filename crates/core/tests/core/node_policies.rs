@@ -1,0 +1,394 @@
+//! Servers that schedule their tasks over CPUs of their own: gedf and gfp over several CPUs,
+//! pfp and pedf partitioned over them, cyclic tables, placed among other servers by priority.
+
+use crate::common::seeded_config;
+use critmem_core::{load_toml_str, simulate, SimOptions, SimResult};
+use proptest::prelude::*;
+
+const MS: u64 = 1_000_000;
+
+fn run(text: &str) -> SimResult {
+    let s = load_toml_str(text, "test.toml").unwrap_or_else(|e| panic!("{e}\n{text}"));
+    simulate(&s, SimOptions { record_jobs: true, record_segments: true, check_invariants: true })
+}
+
+fn error(text: &str) -> String {
+    load_toml_str(text, "test.toml").expect_err("the file is refused").to_string()
+}
+
+/// Completion (ms) of each task's first job, in task order.
+fn first_completions_ms(r: &SimResult) -> Vec<Option<u64>> {
+    (0..r.tasks.len())
+        .map(|t| r.jobs.iter().find(|j| j.task as usize == t && j.index == 0).and_then(|j| j.completion).map(|c| c.0 / MS))
+        .collect()
+}
+
+/// Segments as (task, cpu, start ms, end ms).
+fn segments_ms(r: &SimResult) -> Vec<(u32, u32, u64, u64)> {
+    r.segments.iter().map(|s| (s.task, s.cpu, s.start.0 / MS, s.end.0 / MS)).collect()
+}
+
+const GLOBAL_BELOW_ONE_CORE: &str = r#"
+[machine]
+cpus = 2
+[run]
+horizon_ms = 10
+[scheduler]
+kind = "fp"
+[[scheduler.server]]
+name = "hi"
+kind = "level"
+priority = 0
+cpu = 0
+policy = "fp"
+[[scheduler.server]]
+name = "g"
+kind = "level"
+priority = 1
+cpus = [0, 1]
+policy = "gedf"
+[[task]]
+name = "h"
+server = "hi"
+priority = 0
+wcet_ms = 2
+period_ms = 10
+[[task]]
+name = "x"
+server = "g"
+wcet_ms = 4
+period_ms = 10
+[[task]]
+name = "y"
+server = "g"
+wcet_ms = 4
+period_ms = 10
+deadline_ms = 8
+[[task]]
+name = "z"
+server = "g"
+wcet_ms = 3
+period_ms = 10
+"#;
+
+#[test]
+fn a_global_edf_level_runs_on_what_a_higher_level_leaves() {
+    let r = run(GLOBAL_BELOW_ONE_CORE);
+    // h holds CPU 0 for [0, 2), so g has CPU 1 alone: y (deadline 8) first, [0, 4). At 2
+    // CPU 0 comes free and x (deadline 10, released before z) takes it, [2, 6). At 4 z takes
+    // CPU 1, [4, 7).
+    assert_eq!(first_completions_ms(&r), vec![Some(2), Some(6), Some(4), Some(7)]);
+    assert_eq!(segments_ms(&r), vec![(0, 0, 0, 2), (2, 1, 0, 4), (1, 0, 2, 6), (3, 1, 4, 7)]);
+    let g = r.servers.iter().find(|s| s.name == "g").expect("server g");
+    // Its jobs ran 4 + 4 + 3 ms, on both CPUs.
+    assert_eq!(g.consumed_ns, 11 * MS);
+}
+
+#[test]
+fn a_partitioned_level_places_tasks_worst_fit_and_keeps_pinned_ones() {
+    let text = r#"
+[machine]
+cpus = 2
+[run]
+horizon_ms = 20
+[scheduler]
+kind = "fp"
+[[scheduler.server]]
+name = "p"
+kind = "level"
+priority = 0
+cpus = [0, 1]
+policy = "pfp"
+priorities = "rm"
+[[task]]
+name = "big"
+server = "p"
+wcet_ms = 5
+period_ms = 10
+[[task]]
+name = "pinned"
+server = "p"
+cpu = 0
+wcet_ms = 1
+period_ms = 20
+[[task]]
+name = "small"
+server = "p"
+wcet_ms = 2
+period_ms = 10
+"#;
+    let r = run(text);
+    // pinned (0.05) stays on CPU 0; big (0.5) goes to the less loaded CPU 1; small (0.2) then
+    // to CPU 0 (0.05 < 0.5). On CPU 0 rate-monotonic runs small [0, 2) before pinned [2, 3).
+    let cpus_of = |t: u32| r.segments.iter().filter(|s| s.task == t).map(|s| s.cpu).collect::<std::collections::BTreeSet<_>>();
+    assert_eq!((cpus_of(0), cpus_of(1), cpus_of(2)), ([1].into(), [0].into(), [0].into()));
+    assert_eq!(first_completions_ms(&r), vec![Some(5), Some(3), Some(2)]);
+}
+
+#[test]
+fn a_cyclic_level_runs_its_tasks_only_in_their_slots() {
+    let text = r#"
+[run]
+horizon_ms = 20
+[scheduler]
+kind = "fp"
+[[scheduler.server]]
+name = "hi"
+kind = "level"
+priority = 0
+policy = "fp"
+[[scheduler.server]]
+name = "table"
+kind = "level"
+priority = 1
+policy = "cyclic"
+major_frame_ms = 10
+[[scheduler.server.slot]]
+task = "c"
+start_ms = 0
+duration_ms = 5
+[[scheduler.server]]
+name = "lo"
+kind = "level"
+priority = 2
+policy = "edf"
+[[task]]
+name = "h"
+server = "hi"
+priority = 0
+wcet_ms = 2
+period_ms = 10
+[[task]]
+name = "c"
+server = "table"
+wcet_ms = 4
+period_ms = 10
+[[task]]
+name = "l"
+server = "lo"
+wcet_ms = 3
+period_ms = 10
+"#;
+    let r = run(text);
+    // h runs [0, 2); c may run only in [0, 5) of each frame: [2, 5), 3 of its 4 ms; l fills
+    // [5, 8); c's last millisecond waits for the next frame's slot, [10, 11) -- preempted by
+    // h's second job [10, 12), so [12, 13): c's first job misses its 10 ms deadline. Its
+    // second job then has [13, 15) of the slot, 2 of its 4 ms, and misses at 20 too.
+    assert_eq!(first_completions_ms(&r), vec![Some(2), Some(13), Some(8)]);
+    assert_eq!(r.tasks[1].stats.deadline_misses, 2);
+    assert!(r.segments.iter().filter(|s| s.task == 1).all(|s| s.start.0 % (10 * MS) < 5 * MS && s.end.0 % (10 * MS) <= 5 * MS));
+}
+
+#[test]
+fn a_deferrable_server_with_global_edf_on_one_cpu_gets_its_share() {
+    let text = r#"
+[run]
+horizon_ms = 5000
+[scheduler]
+kind = "fp"
+[[scheduler.server]]
+name = "s"
+kind = "deferrable"
+budget_ms = 2
+period_ms = 5
+priority = 0
+policy = "gedf"
+[[task]]
+name = "busy"
+server = "s"
+wcet_ms = 100
+period_ms = 100
+"#;
+    let r = run(text);
+    // Budget 2 of every 5 ms over 1,000 periods: 2,000 ms.
+    assert_eq!(r.servers[0].consumed_ns, 2000 * MS);
+}
+
+#[test]
+fn load_errors_name_the_key_and_reason() {
+    let base = "[machine]\ncpus = 2\n[scheduler]\nkind = \"fp\"\n";
+    let task = |server: &str, extra: &str| format!("[[task]]\nname = \"t\"\nserver = \"{server}\"\nwcet_ms = 1\nperiod_ms = 10\n{extra}");
+    let cases = [
+        (
+            format!("{base}[[scheduler.server]]\nname = \"p\"\nkind = \"level\"\npriority = 0\npolicy = \"fp\"\n[[scheduler.server]]\nname = \"c\"\nparent = \"p\"\nkind = \"level\"\npriority = 0\ncpus = [0, 1]\npolicy = \"gedf\"\n{}", task("c", "")),
+            "scheduler.server[1].cpus: only top-level servers take cpus",
+        ),
+        (
+            format!("{base}[[scheduler.server]]\nname = \"g\"\nkind = \"level\"\npriority = 0\ncpus = [0, 1]\npolicy = \"edf\"\n{}", task("g", "")),
+            "scheduler.server[0].cpus: policy \"edf\" orders one CPU's jobs",
+        ),
+        (
+            format!("{base}[[scheduler.server]]\nname = \"g\"\nkind = \"deferrable\"\nbudget_ms = 1\nperiod_ms = 2\npriority = 0\ncpus = [0, 1]\npolicy = \"gedf\"\n{}", task("g", "")),
+            "scheduler.server[0].kind: only a level may run on several CPUs",
+        ),
+        (
+            format!("{base}[[scheduler.server]]\nname = \"g\"\nkind = \"level\"\npriority = 0\ncpus = [0, 2]\npolicy = \"gedf\"\n{}", task("g", "")),
+            "scheduler.server[0].cpus: CPU 2 does not exist",
+        ),
+        (
+            format!("{base}[[scheduler.server]]\nname = \"g\"\nkind = \"level\"\npriority = 0\ncpus = [0, 1]\npolicy = \"gedf\"\n{}", task("g", "cpu = 1\n")),
+            "task[0].cpu: pins the task to CPU 1, but server \"g\" (policy \"gedf\") places its tasks itself",
+        ),
+        (
+            format!("{base}[[scheduler.server]]\nname = \"p\"\nkind = \"level\"\npriority = 0\ncpu = 0\npolicy = \"pedf\"\n{}", task("p", "cpu = 1\n")),
+            "task[0].cpu: CPU 1 is not one of server \"p\"'s cpus [0]",
+        ),
+        (
+            format!("{base}[[scheduler.server]]\nname = \"c\"\nkind = \"level\"\npriority = 0\npolicy = \"cyclic\"\n{}", task("c", "")),
+            "scheduler.server[0].major_frame_ms: missing: a cyclic server needs major_frame_ms",
+        ),
+        (
+            format!("{base}[[scheduler.server]]\nname = \"c\"\nkind = \"level\"\npriority = 0\npolicy = \"cyclic\"\nmajor_frame_ms = 10\n[[scheduler.server]]\nname = \"o\"\nkind = \"level\"\npriority = 1\n[[scheduler.server.slot]]\ntask = \"t\"\nstart_ms = 0\nduration_ms = 1\n{}", task("c", "")),
+            "scheduler.server[1].slot: only applies to policy \"cyclic\"",
+        ),
+        (
+            format!("{base}[[scheduler.server]]\nname = \"g\"\nkind = \"level\"\npriority = 0\ncpus = [0, 1]\npolicy = \"gedf\"\n[[scheduler.server]]\nname = \"k\"\nparent = \"g\"\nkind = \"level\"\npriority = 0\n{}", task("k", "priority = 1\n")),
+            "scheduler.server[1].parent: server \"g\" has policy \"gedf\": it runs tasks, not servers",
+        ),
+        (
+            format!("[machine]\ncpus = 2\n[scheduler]\nkind = \"fp\"\nevent_cost_us = 5\n[[scheduler.server]]\nname = \"g\"\nkind = \"level\"\npriority = 0\ncpus = [0, 1]\npolicy = \"gedf\"\n[[scheduler.server]]\nname = \"f\"\nkind = \"level\"\npriority = 1\n{}", task("g", "")),
+            "scheduler.event_cost_us: event delivery does not combine with servers that schedule tasks on CPUs of their own",
+        ),
+        (
+            format!("[machine]\ncpus = 2\n[scheduler]\nkind = \"edf\"\n[[scheduler.server]]\nname = \"g\"\nkind = \"deferrable\"\nbudget_ms = 1\nperiod_ms = 2\npolicy = \"gedf\"\n{}", task("g", "")),
+            "scheduler.server[0].policy: a \"gedf\" server needs a root with a static order",
+        ),
+        (
+            format!("{base}[[scheduler.server]]\nname = \"g\"\nkind = \"level\"\npriority = 0\ncpus = [0, 1]\npolicy = \"gedf\"\npriorities = \"rm\"\n{}", task("g", "")),
+            "scheduler.server[0].priorities: only applies to policy gfp and pfp, not \"gedf\"",
+        ),
+        (
+            format!("{base}[[scheduler.server]]\nname = \"g\"\nkind = \"level\"\npriority = 0\ncpus = [0, 1]\npolicy = \"gfp\"\npriorities = \"explicit\"\n{}", task("g", "")),
+            "task[0].priority: missing: server \"g\" ranks its tasks by explicit priority",
+        ),
+        (
+            format!("{base}[[scheduler.server]]\nname = \"g\"\nkind = \"level\"\npriority = 0\npolicy = \"round-robin\"\n{}", task("g", "")),
+            "unknown server policy \"round-robin\"; expected fp, rm, dm, edf, gedf, gfp, pedf, pfp or cyclic",
+        ),
+    ];
+    for (text, want) in cases {
+        let got = error(&text);
+        assert!(got.contains(want), "got {got:?}, want {want:?}\n{text}");
+        assert!(!got.contains('\n'), "one line: {got:?}");
+    }
+}
+
+/// An MC² system on two cores as data: per core an optional level-A task (period, wcet, slot
+/// length extra, slot offset) and level-B tasks; level-C tasks; at most one level-D task.
+#[derive(Clone, Debug)]
+struct Mc2System {
+    cores: Vec<Core>,
+    c: Vec<(u64, u64)>,
+    d: Vec<(u64, u64)>,
+}
+
+/// One core's level-A task (period, wcet, slot length extra, slot offset) and level-B tasks
+/// (period, wcet).
+type Core = (Option<(u64, u64, u64, u64)>, Vec<(u64, u64)>);
+
+fn mc2_system() -> impl Strategy<Value = Mc2System> {
+    let a = proptest::option::of((prop::sample::select(vec![5u64, 10, 20]), 1u64..=2, 0u64..=2, 0u64..=3));
+    let b = prop::collection::vec((prop::sample::select(vec![5u64, 10, 20, 40]), 1u64..=3), 0..=2);
+    let c = prop::collection::vec((prop::sample::select(vec![5u64, 10, 20, 40]), 1u64..=6), 0..=3);
+    let d = prop::collection::vec((prop::sample::select(vec![10u64, 20, 40]), 1u64..=6), 0..=1);
+    (prop::collection::vec((a, b), 2), c, d).prop_map(|(cores, c, d)| Mc2System { cores, c, d })
+}
+
+/// Every slot of the level-A table: (task, cpu, start, length).
+fn a_slots(sys: &Mc2System) -> Vec<(String, usize, u64, u64)> {
+    let mut out = Vec::new();
+    for (cpu, (a, _)) in sys.cores.iter().enumerate() {
+        if let Some((t, c, extra, at)) = *a {
+            let len = (c + extra).min(t);
+            let at = at.min(t - len);
+            for k in 0..20 / t {
+                out.push((format!("a{cpu}"), cpu, k * t + at, len));
+            }
+        }
+    }
+    out
+}
+
+/// Its tasks as (name, level, cpu, wcet, period); one level-D task when it has none at all.
+fn mc2_tasks(sys: &Mc2System) -> Vec<(String, char, Option<usize>, u64, u64)> {
+    let mut out = Vec::new();
+    for (cpu, (a, b)) in sys.cores.iter().enumerate() {
+        if let Some((t, c, _, _)) = *a {
+            out.push((format!("a{cpu}"), 'A', Some(cpu), c, t));
+        }
+        for (i, &(t, c)) in b.iter().enumerate() {
+            out.push((format!("b{cpu}_{i}"), 'B', Some(cpu), c, t));
+        }
+    }
+    out.extend(sys.c.iter().enumerate().map(|(i, &(t, w))| (format!("c{i}"), 'C', None, w.min(t), t)));
+    out.extend(sys.d.iter().enumerate().map(|(i, &(t, w))| (format!("d{i}"), 'D', None, w, t)));
+    if out.is_empty() {
+        out.push(("d".into(), 'D', None, 1, 10));
+    }
+    out
+}
+
+/// The system under `kind = "mc2"`.
+fn as_mc2(sys: &Mc2System) -> String {
+    let mut s = "[machine]\ncpus = 2\n[run]\nhorizon_ms = 160\n[scheduler]\nkind = \"mc2\"\nmajor_frame_ms = 20\n".to_string();
+    for (task, _, start, len) in a_slots(sys) {
+        s += &format!("[[scheduler.slot]]\ntask = \"{task}\"\nstart_ms = {start}\nduration_ms = {len}\n");
+    }
+    for (name, level, cpu, c, t) in mc2_tasks(sys) {
+        s += &format!("[[task]]\nname = \"{name}\"\ncriticality = \"{level}\"\nwcet_ms = {c}\nperiod_ms = {t}\n");
+        if let Some(cpu) = cpu {
+            s += &format!("cpu = {cpu}\n");
+        }
+    }
+    s
+}
+
+/// The same system as a hierarchy of general servers: a cyclic level, a rate-monotonic
+/// partitioned level, a global EDF level and a global level for D, in that priority order.
+fn as_servers(sys: &Mc2System) -> String {
+    let mut s = "[machine]\ncpus = 2\n[run]\nhorizon_ms = 160\n[scheduler]\nkind = \"fp\"\n".to_string();
+    let slots = a_slots(sys);
+    if !slots.is_empty() {
+        s +=
+            "[[scheduler.server]]\nname = \"A\"\nkind = \"level\"\npriority = 0\ncpus = [0, 1]\npolicy = \"cyclic\"\nmajor_frame_ms = 20\n";
+        for (task, cpu, start, len) in slots {
+            s += &format!("[[scheduler.server.slot]]\ntask = \"{task}\"\nstart_ms = {start}\nduration_ms = {len}\ncpu = {cpu}\n");
+        }
+    }
+    s += "[[scheduler.server]]\nname = \"B\"\nkind = \"level\"\npriority = 1\ncpus = [0, 1]\npolicy = \"pfp\"\npriorities = \"rm\"\n";
+    s += "[[scheduler.server]]\nname = \"C\"\nkind = \"level\"\npriority = 2\ncpus = [0, 1]\npolicy = \"gedf\"\n";
+    // One level-D task at most, so release order and any fixed priority agree.
+    s += "[[scheduler.server]]\nname = \"D\"\nkind = \"level\"\npriority = 3\ncpus = [0, 1]\npolicy = \"gfp\"\npriorities = \"rm\"\n";
+    for (name, level, cpu, c, t) in mc2_tasks(sys) {
+        s += &format!("[[task]]\nname = \"{name}\"\nserver = \"{level}\"\nwcet_ms = {c}\nperiod_ms = {t}\n");
+        if let (Some(cpu), 'B') = (cpu, level) {
+            s += &format!("cpu = {cpu}\n");
+        }
+    }
+    s
+}
+
+proptest! {
+    #![proptest_config(seeded_config("mc2_preset_is_a_hierarchy_of_general_servers", 256))]
+    /// MC²'s preset is a hierarchy: the same system declared as four general servers runs the
+    /// same schedule, segment for segment and job for job.
+    #[test]
+    fn mc2_preset_is_a_hierarchy_of_general_servers(sys in mc2_system()) {
+        let (preset, servers) = (as_mc2(&sys), as_servers(&sys));
+        let (a, b) = (run(&preset), run(&servers));
+        prop_assert_eq!(&a.segments, &b.segments, "{}\n---\n{}", preset, servers);
+        prop_assert_eq!(&a.jobs, &b.jobs);
+    }
+}
+
+#[test]
+fn the_composed_mc2_example_schedules_as_the_mc2_preset() {
+    let example = |name: &str| {
+        let path = format!("{}/../../examples/{name}", env!("CARGO_MANIFEST_DIR"));
+        run(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}")))
+    };
+    let (preset, composed) = (example("mc2-levels.toml"), example("servers-mc2-composed.toml"));
+    assert!(preset.segments.len() > 100, "a schedule worth comparing");
+    assert_eq!(preset.segments, composed.segments);
+    assert_eq!(preset.jobs, composed.jobs);
+}
