@@ -199,7 +199,8 @@ def _print_servers(console: Console, servers: Sequence[dict[str, Any]], horizon_
             _fmt(v["budget_ms"]),
             _fmt(v["period_ms"]),
             _fmt(v["consumed_ms"]),
-            f"{100 * v['consumed_ms'] / horizon_ms:.1f}%" if horizon_ms > 0 else "-",
+            # Of all the CPUs it runs on.
+            f"{100 * v['consumed_ms'] / (horizon_ms * len(v['cpus'])):.1f}%" if horizon_ms > 0 else "-",
             _fmt(v["replenishments"]),
             _fmt(v["exhaustions"]),
             _fmt(v["events_delivered"]),

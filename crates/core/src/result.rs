@@ -190,8 +190,10 @@ pub struct ServerSummary {
     pub replenishments: u64,
     /// Times its budget ran out while a job below it ran.
     pub exhaustions: u64,
-    /// The CPU whose hierarchy it belongs to.
+    /// The CPU whose hierarchy it belongs to (the first of `cpus`).
     pub cpu: usize,
+    /// Every CPU it runs on: one, but for a server with a task policy over several.
+    pub cpus: Vec<usize>,
     /// The tasks attached to it (a leaf's), by index.
     pub tasks: Vec<usize>,
     /// Events its child-scheduler thread delivered (zero without `event_cost_us`).
@@ -294,6 +296,8 @@ struct JsonServer<'a> {
     name: &'a str,
     parent: &'a str,
     kind: &'static str,
+    /// The CPUs it runs on (one, but for a level with a task policy over several).
+    cpus: &'a [usize],
     budget_ms: Option<f64>,
     period_ms: Option<f64>,
     consumed_ms: f64,
@@ -510,6 +514,7 @@ impl SimResult {
                     name: &s.name,
                     parent: &s.parent,
                     kind: s.kind,
+                    cpus: &s.cpus,
                     budget_ms: s.budget_ms,
                     period_ms: s.period_ms,
                     consumed_ms: Nanos(s.consumed_ns).as_ms_f64(),

@@ -295,7 +295,8 @@ fn servers_with_task_policies_count_as_work_and_say_what_they_leave_undecided() 
     for cpu in [0, 1] {
         let test = r.tests.iter().find(|t| t.name == "hierarchy" && t.cpu == Some(cpu)).unwrap();
         assert_eq!(test.verdict, Verdict::Unknown, "{}", test.detail);
-        for what in ["planner (global EDF inside a level is not analysed)", "logger (global fixed priority inside a level is not analysed)"] {
+        for what in ["planner (global EDF inside a level is not analysed)", "logger (global fixed priority inside a level is not analysed)"]
+        {
             assert!(test.detail.contains(what), "CPU {cpu}: {}", test.detail);
         }
         let table_task = if cpu == 0 { "nav" } else { "attitude" };

@@ -445,6 +445,7 @@ impl HierarchyScheduler {
                     replenishments: node.replenishments,
                     exhaustions: node.exhaustions,
                     cpu: self.cpu_of(i),
+                    cpus: if node.task_policy.is_some() { node.cpus.clone() } else { vec![self.cpu_of(i)] },
                     tasks: (0..self.task_leaf.len()).filter(|&t| self.task_leaf[t] == i).collect(),
                     events_delivered: node.events_delivered,
                     event_ns: node.event_ns,
