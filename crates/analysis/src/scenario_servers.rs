@@ -247,6 +247,14 @@ impl Analysis<'_> {
             if !h.servers.iter().any(|s| s.cpu == cpu || s.cpus.contains(&cpu)) {
                 continue;
             }
+            if let Some(w) = h.servers.iter().find(|s| s.windows && s.cpu == cpu) {
+                let detail = format!(
+                    "Not analysed: server {:?} gives its child servers windows from a cyclic table, and the supply of table windows is not analysed here; `critmem run` shows the schedule.",
+                    w.name
+                );
+                self.push("hierarchy", Some(cpu), Verdict::Unknown, detail);
+                continue;
+            }
             let mut walk =
                 Walk { given: vec![None; h.servers.len()], servers_whole: 0, servers: 0, overloaded: Vec::new(), open: Vec::new() };
             self.backlogged_shares(cpu);

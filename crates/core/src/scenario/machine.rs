@@ -418,15 +418,17 @@ pub(super) fn validate_hierarchy(
             None => root_policy,
             Some(p) => raw.server[p].policy.unwrap_or(root_policy),
         };
-        if let Some(p) = parents[j].filter(|_| parent_policy.is_task_policy()) {
+        // A cyclic server may give windows to child servers; other task policies run tasks.
+        if let Some(p) = parents[j].filter(|_| parent_policy.is_task_policy() && parent_policy != ServerPolicy::Cyclic) {
             return Err(cx.err(
                 k("parent"),
                 format!("server {:?} has policy {:?}: it runs tasks, not servers", raw.server[p].name, parent_policy.as_str()),
             ));
         }
         let span = server_policies::server_cpus(cx, j, s, parents[j].is_none(), cpus)?;
-        server_policies::check_task_policy(cx, j, s, parents[j].is_none(), root_policy)?;
-        let task_policy = s.policy.unwrap_or(root_policy).is_task_policy();
+        let windows = s.policy == Some(ServerPolicy::Cyclic) && parents.contains(&Some(j));
+        server_policies::check_task_policy(cx, j, s, parents[j].is_none(), root_policy, windows)?;
+        let task_policy = s.policy.unwrap_or(root_policy).is_task_policy() && !windows;
         let (budget, period) = match s.kind {
             ServerKind::Level => {
                 if s.budget_ms.is_some() {
@@ -435,11 +437,11 @@ pub(super) fn validate_hierarchy(
                 if s.period_ms.is_some() {
                     return Err(cx.err(k("period_ms"), "a level server has no period: it is a plain priority level"));
                 }
-                if parent_policy != ServerPolicy::Fp {
+                if !matches!(parent_policy, ServerPolicy::Fp | ServerPolicy::Cyclic) {
                     return Err(cx.err(
                         k("kind"),
                         format!(
-                            "a level is ordered by its priority, so its parent's policy must be \"fp\" (got {:?})",
+                            "a level is ordered by its priority, so its parent's policy must be \"fp\" (or \"cyclic\", whose windows place it; got {:?})",
                             parent_policy.as_str()
                         ),
                     ));
@@ -474,6 +476,9 @@ pub(super) fn validate_hierarchy(
                     format!("only applies under an fp parent; under {:?} the period orders servers", parent_policy.as_str()),
                 ))
             }
+            (ServerPolicy::Cyclic, Some(_)) => {
+                return Err(cx.err(k("priority"), "only applies under an fp parent; under a cyclic parent its windows decide when it runs"))
+            }
             _ => {}
         }
         let cpu = match (parents[j], s.cpu) {
@@ -503,6 +508,7 @@ pub(super) fn validate_hierarchy(
             cpus: if task_policy { span.unwrap_or_else(|| vec![cpu]) } else { Vec::new() },
             priorities: None,
             table: None,
+            windows,
             task_cpus: Vec::new(),
         });
     }
@@ -536,9 +542,7 @@ pub(super) fn validate_hierarchy(
         }
         task_server.push(s);
     }
-    if let (Some(t), Some(c)) =
-        (servers.iter().find(|s| s.policy.is_task_policy()), servers.iter().position(|s| s.event_cost > Nanos::ZERO))
-    {
+    if let (Some(t), Some(c)) = (servers.iter().find(|s| s.has_task_policy()), servers.iter().position(|s| s.event_cost > Nanos::ZERO)) {
         let key = if raw.server[c].event_cost_us.is_some() {
             format!("scheduler.server[{c}].event_cost_us")
         } else {

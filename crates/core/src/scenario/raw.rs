@@ -85,7 +85,19 @@ pub(super) struct RawServer {
     /// A cyclic server's table.
     pub(super) major_frame_ms: Option<f64>,
     #[serde(default)]
-    pub(super) slot: Vec<RawSlot>,
+    pub(super) slot: Vec<RawServerSlot>,
+}
+
+/// `[[scheduler.server.slot]]`: a window of a cyclic server's table, for one of its tasks (a
+/// leaf) or one of its child servers.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawServerSlot {
+    pub(super) task: Option<String>,
+    pub(super) server: Option<String>,
+    pub(super) start_ms: f64,
+    pub(super) duration_ms: f64,
+    pub(super) cpu: Option<i64>,
 }
 
 #[derive(Deserialize, Debug)]

@@ -46,17 +46,22 @@ pub(super) fn server_cpus(cx: &Ctx, j: usize, s: &RawServer, top_level: bool, cp
     Ok(Some(out))
 }
 
-/// The rules of a task policy on server `j`, before its tasks are known.
+/// The rules of a task policy on server `j`, before its tasks are known; `windows`: a cyclic
+/// server with child servers.
 pub(super) fn check_task_policy(
     cx: &Ctx,
     j: usize,
     s: &RawServer,
     top_level: bool,
     root_policy: ServerPolicy,
+    windows: bool,
 ) -> Result<(), ScenarioError> {
     let k = |f: &str| format!("scheduler.server[{j}].{f}");
     let policy = s.policy.unwrap_or(root_policy);
-    if policy.is_task_policy() {
+    if windows && s.cpus.as_ref().is_some_and(|c| c.len() > 1) {
+        return Err(cx.err(k("cpus"), "a cyclic server over child servers gives them windows on one CPU"));
+    }
+    if policy.is_task_policy() && !windows {
         if !top_level {
             return Err(cx.err(
                 k("policy"),
@@ -133,7 +138,7 @@ pub(super) fn finish_task_policies(
             servers[j].task_cpus = worst_fit_onto(&own, tasks, &servers[j].cpus);
         }
         if policy == ServerPolicy::Cyclic {
-            servers[j].table = Some(cyclic_table(cx, j, &raw[j], &servers[j], &own, tasks)?);
+            servers[j].table = Some(cyclic_table(cx, j, &raw[j], servers, &own, tasks)?);
         }
     }
     Ok(())
@@ -162,15 +167,17 @@ fn worst_fit_onto(own: &[usize], tasks: &[TaskSpec], cpus: &[usize]) -> Vec<(usi
     out
 }
 
-/// A cyclic server's table: slots name its own tasks, on its CPUs (the first by default).
+/// A cyclic server's table: slots name its own tasks, on its CPUs (the first by default), or,
+/// over child servers, its children (by server index) on its CPU.
 fn cyclic_table(
     cx: &Ctx,
     j: usize,
     raw: &RawServer,
-    server: &ServerSpec,
+    servers: &[ServerSpec],
     own: &[usize],
     tasks: &[TaskSpec],
 ) -> Result<super::machine::CyclicTable, ScenarioError> {
+    let server = &servers[j];
     let k = |f: &str| format!("scheduler.server[{j}].{f}");
     let frame_ms = raw.major_frame_ms.ok_or_else(|| cx.err(k("major_frame_ms"), "missing: a cyclic server needs major_frame_ms"))?;
     let major_frame = cx.positive(&k("major_frame_ms"), frame_ms)?;
@@ -180,23 +187,48 @@ fn cyclic_table(
     let mut slots = Vec::with_capacity(raw.slot.len());
     for (n, s) in raw.slot.iter().enumerate() {
         let ks = |f: &str| format!("scheduler.server[{j}].slot[{n}].{f}");
-        let task = tasks.iter().position(|t| t.name == s.task).ok_or_else(|| cx.err(ks("task"), format!("no task named {:?}", s.task)))?;
-        if !own.contains(&task) {
-            return Err(cx.err(ks("task"), format!("task {:?} does not run under server {:?}", s.task, server.name)));
-        }
+        let task = if server.windows {
+            if s.task.is_some() {
+                return Err(cx.err(ks("task"), "this cyclic server has child servers: each slot names one of them with server = \"...\""));
+            }
+            let name =
+                s.server.as_deref().ok_or_else(|| cx.err(ks("server"), "missing: a slot names the child server it opens a window for"))?;
+            (0..servers.len())
+                .find(|&c| servers[c].name == name && servers[c].parent == Some(j))
+                .ok_or_else(|| cx.err(ks("server"), format!("{name:?} is not a child server of {:?}", server.name)))?
+        } else {
+            if s.server.is_some() {
+                return Err(cx.err(ks("server"), "only applies to a cyclic server with child servers; this one runs tasks"));
+            }
+            let name = s.task.as_deref().ok_or_else(|| cx.err(ks("task"), "missing: a slot names the task it runs"))?;
+            let task = tasks.iter().position(|t| t.name == name).ok_or_else(|| cx.err(ks("task"), format!("no task named {name:?}")))?;
+            if !own.contains(&task) {
+                return Err(cx.err(ks("task"), format!("task {name:?} does not run under server {:?}", server.name)));
+            }
+            task
+        };
         let start = cx.time(&ks("start_ms"), s.start_ms)?;
         let duration = cx.positive(&ks("duration_ms"), s.duration_ms)?;
         if start + duration > major_frame {
             return Err(cx.err(ks("duration_ms"), "slot ends after the major frame"));
         }
         let cpu = match s.cpu {
+            None if server.windows => server.cpu,
+            Some(_) if server.windows => return Err(cx.err(ks("cpu"), "a window runs on its cyclic server's CPU")),
             None => server.cpus[0],
             Some(c) if c >= 0 && server.cpus.contains(&(c as usize)) => c as usize,
             Some(c) => return Err(cx.err(ks("cpu"), format!("CPU {c} is not one of server {:?}'s cpus {:?}", server.name, server.cpus))),
         };
         slots.push((n, CyclicSlot { cpu, start, duration, task }));
     }
-    if let Some(&t) = own.iter().find(|&&t| slots.iter().all(|(_, s)| s.task != t)) {
+    if server.windows {
+        if let Some(c) = (0..servers.len()).find(|&c| servers[c].parent == Some(j) && slots.iter().all(|(_, s)| s.task != c)) {
+            return Err(cx.err(
+                k("slot"),
+                format!("child server {:?} has no window: under a cyclic server it runs only in its windows", servers[c].name),
+            ));
+        }
+    } else if let Some(&t) = own.iter().find(|&&t| slots.iter().all(|(_, s)| s.task != t)) {
         return Err(cx.err(k("slot"), format!("task {:?} has no slot: under a cyclic server it runs only in its slots", tasks[t].name)));
     }
     sorted_table(cx, &k("slot"), major_frame, slots)

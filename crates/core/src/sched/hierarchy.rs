@@ -128,10 +128,20 @@ pub struct ServerSpec {
     pub cpus: Vec<usize>,
     /// How gfp and pfp rank their tasks.
     pub priorities: Option<PriorityOrder>,
-    /// A cyclic server's table (slots on its CPUs, naming its tasks).
+    /// A cyclic server's table: slots on its CPUs naming its tasks, or, with `windows`, its
+    /// child servers (a slot's `task` is then the child's server index).
     pub table: Option<crate::scenario::CyclicTable>,
+    /// A cyclic server over child servers: its table gives each child time windows.
+    pub windows: bool,
     /// Under pfp and pedf, the CPU each of its tasks runs on (task index, CPU).
     pub task_cpus: Vec<(usize, usize)>,
+}
+
+impl ServerSpec {
+    /// Whether it schedules tasks with a scheduler of its own ([`leaves`]).
+    pub fn has_task_policy(&self) -> bool {
+        self.policy.is_task_policy() && !self.windows
+    }
 }
 
 /// A validated `[[scheduler.server]]` tree: one root per CPU with the scheduler's policy.
@@ -179,6 +189,8 @@ struct Node {
     event_segments: Vec<(Nanos, Nanos)>,
     /// A task-policy server's own scheduler.
     task_policy: Option<leaves::TaskPolicy>,
+    /// A cyclic server's table of windows for its child servers.
+    windows: Option<crate::scenario::CyclicTable>,
     /// The CPUs it runs on (a root's: its own).
     cpus: Vec<usize>,
 }
@@ -243,7 +255,8 @@ impl HierarchyScheduler {
                 period_consumed_ns: Vec::new(),
                 exhausted_at: Vec::new(),
                 event_segments: Vec::new(),
-                task_policy: s.policy.is_task_policy().then(|| leaves::TaskPolicy::new(name, s, tasks, cpus)),
+                task_policy: s.has_task_policy().then(|| leaves::TaskPolicy::new(name, s, tasks, cpus)),
+                windows: s.table.clone().filter(|_| s.windows),
                 cpus: if s.cpus.is_empty() { vec![s.cpu] } else { s.cpus.clone() },
             })
             .collect();
@@ -269,6 +282,7 @@ impl HierarchyScheduler {
                 exhausted_at: Vec::new(),
                 event_segments: Vec::new(),
                 task_policy: None,
+                windows: None,
                 cpus: vec![cpu],
             });
         }
@@ -323,7 +337,7 @@ impl HierarchyScheduler {
             leaf_of_job: KeyMap::default(),
             running: vec![None; cpus],
             last_choose: Nanos::ZERO,
-            task_policy_servers: (0..n).filter(|&i| hierarchy.servers[i].policy.is_task_policy()).collect(),
+            task_policy_servers: (0..n).filter(|&i| hierarchy.servers[i].has_task_policy()).collect(),
             top_order,
             free: Vec::with_capacity(cpus),
         }
@@ -382,12 +396,46 @@ impl HierarchyScheduler {
     /// The highest-priority eligible child of `p`.
     fn best_child(&self, p: usize) -> Option<usize> {
         let children = &self.nodes[p].children;
+        if let Some(table) = &self.nodes[p].windows {
+            // The child whose window is open now (`last_choose` is the decision's instant).
+            let pos = self.last_choose.0 % table.major_frame.0;
+            let open = table.slots.iter().find(|s| s.start.0 <= pos && pos < s.start.0 + s.duration.0)?;
+            return self.eligible[open.task].then_some(open.task);
+        }
         match self.nodes[p].policy {
             ServerPolicy::Edf => {
                 children.iter().copied().filter(|&c| self.eligible[c]).min_by_key(|&c| (self.nodes[c].next_boundary_ns, c))
             }
             _ => children.iter().copied().find(|&c| self.eligible[c]),
         }
+    }
+
+    /// Whether inner node `i` has an eligible child it may run now.
+    fn inner_work(&self, i: usize) -> bool {
+        if self.nodes[i].windows.is_some() {
+            self.best_child(i).is_some()
+        } else {
+            self.nodes[i].children.iter().any(|&c| self.eligible[c])
+        }
+    }
+
+    /// The next instant a window of some cyclic server opens or closes.
+    fn next_window_edge(&self, now: Nanos) -> Option<u64> {
+        self.nodes
+            .iter()
+            .filter_map(|n| n.windows.as_ref())
+            .flat_map(|t| {
+                let frame = t.major_frame.0;
+                let (base, pos) = (now.0 / frame * frame, now.0 % frame);
+                t.slots.iter().flat_map(move |s| [s.start.0, s.start.0 + s.duration.0]).map(move |edge| {
+                    if edge > pos {
+                        base + edge
+                    } else {
+                        base + frame + edge
+                    }
+                })
+            })
+            .min()
     }
 
     /// What every decision starts with: polling servers idle since the last one lose their
@@ -511,7 +559,7 @@ impl Scheduler for HierarchyScheduler {
         for at in 0..self.bottom_up.len() {
             let i = self.bottom_up[at];
             let node = &self.nodes[i];
-            let work = if node.children.is_empty() { node.jobs.first().is_some() } else { node.children.iter().any(|&c| self.eligible[c]) };
+            let work = if node.children.is_empty() { node.jobs.first().is_some() } else { self.inner_work(i) };
             self.idle[i] = !work;
             self.eligible[i] = work && (!node.budgeted() || node.left_ns > 0);
         }
@@ -535,6 +583,9 @@ impl Scheduler for HierarchyScheduler {
         }
         if let Some(t) = self.task_policy_wakeup(now) {
             best = best.min(t.0);
+        }
+        if let Some(t) = self.next_window_edge(now) {
+            best = best.min(t);
         }
         for leaf in self.running.iter().flatten() {
             let mut at = Some(*leaf);

@@ -392,3 +392,158 @@ fn the_composed_mc2_example_schedules_as_the_mc2_preset() {
     assert_eq!(preset.segments, composed.segments);
     assert_eq!(preset.jobs, composed.jobs);
 }
+
+/// A major frame of 10 ms giving child server p1 the window [0, 4) and p2 [4, 8), as an
+/// ARINC 653-style partition table; a background level below it takes what the windows leave.
+const PARTITION_WINDOWS: &str = r#"
+[run]
+horizon_ms = 20
+[scheduler]
+kind = "fp"
+[[scheduler.server]]
+name = "frame"
+kind = "level"
+priority = 0
+policy = "cyclic"
+major_frame_ms = 10
+[[scheduler.server.slot]]
+server = "p1"
+start_ms = 0
+duration_ms = 4
+[[scheduler.server.slot]]
+server = "p2"
+start_ms = 4
+duration_ms = 4
+[[scheduler.server]]
+name = "p1"
+parent = "frame"
+kind = "level"
+policy = "fp"
+[[scheduler.server]]
+name = "p2"
+parent = "frame"
+kind = "level"
+policy = "edf"
+[[scheduler.server]]
+name = "bg"
+kind = "level"
+priority = 1
+policy = "fp"
+[[task]]
+name = "a"
+server = "p1"
+priority = 0
+wcet_ms = 3
+period_ms = 10
+[[task]]
+name = "b"
+server = "p1"
+priority = 1
+wcet_ms = 1
+period_ms = 10
+[[task]]
+name = "c"
+server = "p2"
+wcet_ms = 3
+period_ms = 10
+[[task]]
+name = "e"
+server = "bg"
+priority = 2
+wcet_ms = 100
+period_ms = 1000
+"#;
+
+#[test]
+fn a_cyclic_server_gives_its_child_servers_windows() {
+    let r = run(PARTITION_WINDOWS);
+    // Each frame: p1's window runs a [0, 3) and b [3, 4); p2's window runs c [4, 7) and then
+    // has nothing; the background level gets [7, 10), the idle rest of p2's window and the
+    // gap after it.
+    assert_eq!(
+        segments_ms(&r),
+        vec![(0, 0, 0, 3), (1, 0, 3, 4), (2, 0, 4, 7), (3, 0, 7, 10), (0, 0, 10, 13), (1, 0, 13, 14), (2, 0, 14, 17), (3, 0, 17, 20)]
+    );
+    let consumed = |name: &str| r.servers.iter().find(|s| s.name == name).map(|s| s.consumed_ns / MS);
+    assert_eq!((consumed("frame"), consumed("p1"), consumed("p2"), consumed("bg")), (Some(14), Some(8), Some(6), Some(6)));
+}
+
+#[test]
+fn cyclic_windows_load_errors_name_the_key() {
+    let cases = [
+        (
+            PARTITION_WINDOWS.replacen("server = \"p2\"\nstart_ms = 4", "server = \"bg\"\nstart_ms = 4", 1),
+            "scheduler.server[0].slot[1].server: \"bg\" is not a child server of \"frame\"",
+        ),
+        (
+            PARTITION_WINDOWS.replacen("server = \"p2\"\nstart_ms = 4", "server = \"p1\"\nstart_ms = 4", 1),
+            "scheduler.server[0].slot: child server \"p2\" has no window",
+        ),
+        (
+            PARTITION_WINDOWS.replacen("server = \"p1\"\nstart_ms = 0", "task = \"a\"\nstart_ms = 0", 1),
+            "scheduler.server[0].slot[0].task: this cyclic server has child servers",
+        ),
+        (
+            PARTITION_WINDOWS.replacen(
+                "parent = \"frame\"\nkind = \"level\"\npolicy = \"fp\"",
+                "parent = \"frame\"\nkind = \"level\"\npriority = 0\npolicy = \"fp\"",
+                1,
+            ),
+            "scheduler.server[1].priority: only applies under an fp parent; under a cyclic parent its windows decide",
+        ),
+        (
+            PARTITION_WINDOWS.replacen("start_ms = 0\nduration_ms = 4", "start_ms = 0\nduration_ms = 6", 1),
+            "scheduler.server[0].slot[1]: overlaps slot[0] on CPU 0",
+        ),
+    ];
+    for (text, want) in cases {
+        let got = error(&text);
+        assert!(got.contains(want), "got {got:?}, want {want:?}");
+    }
+}
+
+proptest! {
+    #![proptest_config(seeded_config("cyclic_windows_keep_children_inside_them", 128))]
+    /// Under a cyclic server, every stretch a child server's task runs lies inside one of that
+    /// child's windows, and the background level below never runs while an open window's
+    /// child has work (it is work-conserving only outside the children's demand).
+    #[test]
+    fn cyclic_windows_keep_children_inside_them(
+        w1 in 1u64..=5, gap in 0u64..=2, w2 in 1u64..=5,
+        tasks in prop::collection::vec((0usize..2, 1u64..=4, prop::sample::select(vec![10u64, 20, 40])), 1..=4),
+    ) {
+        let mut s = format!(
+            "[run]\nhorizon_ms = 80\n[scheduler]\nkind = \"fp\"\n\
+             [[scheduler.server]]\nname = \"frame\"\nkind = \"level\"\npriority = 0\npolicy = \"cyclic\"\nmajor_frame_ms = 12\n\
+             [[scheduler.server.slot]]\nserver = \"p0\"\nstart_ms = 0\nduration_ms = {w1}\n\
+             [[scheduler.server.slot]]\nserver = \"p1\"\nstart_ms = {}\nduration_ms = {w2}\n\
+             [[scheduler.server]]\nname = \"p0\"\nparent = \"frame\"\nkind = \"level\"\npolicy = \"rm\"\n\
+             [[scheduler.server]]\nname = \"p1\"\nparent = \"frame\"\nkind = \"level\"\npolicy = \"edf\"\n\
+             [[scheduler.server]]\nname = \"bg\"\nkind = \"level\"\npriority = 1\npolicy = \"fp\"\n\
+             [[task]]\nname = \"bg_task\"\nserver = \"bg\"\npriority = 0\nwcet_ms = 80\nperiod_ms = 80\n",
+            w1 + gap
+        );
+        for (i, (child, c, t)) in tasks.iter().enumerate() {
+            s += &format!("[[task]]\nname = \"t{i}\"\nserver = \"p{child}\"\nwcet_ms = {c}\nperiod_ms = {t}\n");
+        }
+        let r = run(&s);
+        let window = |child: usize| if child == 0 { (0, w1) } else { (w1 + gap, w1 + gap + w2) };
+        for seg in r.segments.iter().filter(|g| g.task > 0) {
+            let (lo, hi) = window(tasks[seg.task as usize - 1].0);
+            let (start, end) = (seg.start.0 % (12 * MS), seg.start.0 % (12 * MS) + (seg.end.0 - seg.start.0));
+            prop_assert!(lo * MS <= start && end <= hi * MS, "{seg:?} outside [{lo}, {hi})\n{s}");
+        }
+        // While a window is open and its child has an unfinished released job, bg does not run.
+        for seg in r.segments.iter().filter(|g| g.task == 0) {
+            for j in r.jobs.iter().filter(|j| j.task > 0) {
+                let child = tasks[j.task as usize - 1].0;
+                let (lo, hi) = window(child);
+                let pos = seg.start.0 % (12 * MS);
+                let inside = lo * MS <= pos && pos < hi * MS;
+                let pending = j.release.0 <= seg.start.0 && j.completion.is_none_or(|c| c.0 > seg.start.0);
+                let oldest = !r.jobs.iter().any(|o| o.task == j.task && o.index < j.index && o.completion.is_none_or(|c| c.0 > seg.start.0));
+                prop_assert!(!(inside && pending && oldest), "bg runs at {} ns while {:?} waits in its window\n{s}", seg.start.0, j);
+            }
+        }
+    }
+}

@@ -213,7 +213,7 @@ impl HierarchyScheduler {
         for at in 0..self.bottom_up.len() {
             let i = self.bottom_up[at];
             let node = &self.nodes[i];
-            let own = if node.children.is_empty() { node.jobs.first().is_some() } else { node.children.iter().any(|&c| self.eligible[c]) };
+            let own = if node.children.is_empty() { node.jobs.first().is_some() } else { self.inner_work(i) };
             let work = own || !d.pending[i].is_empty();
             self.idle[i] = !work;
             self.eligible[i] = work && (!node.budgeted() || node.left_ns > 0);

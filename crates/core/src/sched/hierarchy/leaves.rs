@@ -120,7 +120,7 @@ impl HierarchyScheduler {
             } else if self.nodes[i].children.is_empty() {
                 self.nodes[i].jobs.first().is_some()
             } else {
-                self.nodes[i].children.iter().any(|&c| self.eligible[c])
+                self.inner_work(i)
             };
             let node = &self.nodes[i];
             self.idle[i] = !work;
