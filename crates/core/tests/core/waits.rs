@@ -1,8 +1,10 @@
 //! The wait intervals the resources subsystem records: the classic inversion's blocking under
 //! each protocol, a caller waiting for a component's stack, and, over random programs, that
-//! every wait lies within its job's life and agrees with the per-resource figures.
+//! every wait lies within its job's life and agrees with the per-resource and per-component
+//! figures.
 
 use crate::common::seeded_config;
+use crate::components::{self, ComponentGen, COMPONENTS};
 use crate::resources::{load, scenario_text, task_gen, INVERSION};
 use critmem_core::resources::{ResourceSubsystem, WaitRecord};
 use critmem_core::{simulate, Nanos, Outcome, SimOptions, SimResult, Simulation};
@@ -136,6 +138,37 @@ proptest! {
                 let completed = r.jobs.iter().any(|j| j.task == w.task && j.index == w.index && j.outcome == Outcome::Completed);
                 prop_assert!(!completed || w.end - w.start <= stats.longest_wait, "{w:?} longer than {:?}", stats.longest_wait);
             }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(seeded_config("recorded_stack_waits_match_the_component_figures", 32))]
+    /// Over random call graphs with one or two stacks per component (aborts of callers
+    /// included): each component has exactly one recorded wait per `stack_waits`, its longest
+    /// grant is among them, a completed job's waits are no longer than it, and the granted
+    /// ones it sums in `total_stack_wait` lie between the completed jobs' and all recorded.
+    #[test]
+    fn recorded_stack_waits_match_the_component_figures(
+        scheduler in prop::sample::select(vec!["fp", "edf", "pfp", "gedf", "gfp"]),
+        comps in prop::collection::vec((1u32..=2, any::<bool>(), 0u32..300, prop::collection::vec(components::block(), 0..4)), COMPONENTS),
+        tasks in prop::collection::vec((prop::sample::select(vec![5u32, 8, 10, 20]), any::<bool>(), prop::collection::vec(components::block(), 1..4)), 2..6),
+    ) {
+        let comps: Vec<ComponentGen> = comps;
+        let s = load(&components::scenario_text(scheduler, &comps, &tasks));
+        let r = simulate(&s, OPTS);
+        let section = r.resources.as_ref().unwrap();
+        prop_assert_eq!(section.waits_left_out, 0);
+        for stats in &section.components {
+            let mine: Vec<&WaitRecord> = section.waits.iter().filter(|w| w.resource == format!("stack:{}", stats.name)).collect();
+            prop_assert_eq!(mine.len() as u64, stats.stack_waits, "{}", stats.name);
+            let longest = stats.longest_stack_wait;
+            prop_assert!(longest == Nanos::ZERO || mine.iter().any(|w| w.end - w.start == longest), "{}: none {longest:?}", stats.name);
+            let completed = |w: &WaitRecord| r.jobs.iter().any(|j| j.task == w.task && j.index == w.index && j.outcome == Outcome::Completed);
+            let sum = |ws: &mut dyn Iterator<Item = &&WaitRecord>| ws.fold(Nanos::ZERO, |acc, w| acc + (w.end - w.start));
+            prop_assert!(mine.iter().filter(|w| completed(w)).all(|w| w.end - w.start <= longest), "{}", stats.name);
+            let (of_completed, of_all) = (sum(&mut mine.iter().filter(|w| completed(w))), sum(&mut mine.iter()));
+            prop_assert!(of_completed <= stats.total_stack_wait && stats.total_stack_wait <= of_all, "{}: {of_completed:?} {:?} {of_all:?}", stats.name, stats.total_stack_wait);
         }
     }
 }
