@@ -89,6 +89,14 @@ class SimOutput:
     def task_servers(self) -> list[str | None]:
         """Each task's leaf server, in task order (None without servers)."""
     @property
+    def waits(self) -> dict[str, list[Any]] | None:
+        """Each wait of a job for a resource, a component's stack or SRP's start check:
+        task, job, resource, start_ms, end_ms (empty lists unless jobs were recorded; None
+        when the scenario declares no resource and no component)."""
+    @property
+    def waits_left_out(self) -> int:
+        """Waits not in `waits` because the trace was full."""
+    @property
     def warnings(self) -> list[str]:
         """What the scenario allows but rarely means, one line each naming the key."""
 

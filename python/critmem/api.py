@@ -52,6 +52,13 @@ SERVER_DTYPES: dict[str, str | pd.CategoricalDtype] = {
 SERVER_SUPPLY_DTYPES: dict[str, str | pd.CategoricalDtype] = {"server": "str", "period_start_ms": "float64", "consumed_ms": "float64"}
 SERVER_EVENT_DTYPES: dict[str, str | pd.CategoricalDtype] = {"server": "str", "cpu": "int64", "start_ms": "float64", "end_ms": "float64"}
 SERVER_EXHAUSTION_DTYPES: dict[str, str | pd.CategoricalDtype] = {"server": "str", "cpu": "int64", "time_ms": "float64"}
+WAIT_DTYPES: dict[str, str | pd.CategoricalDtype] = {
+    "task": "str",
+    "job": "int64",
+    "resource": "str",  # the resource's name; stack:NAME for a component's stack
+    "start_ms": "float64",
+    "end_ms": "float64",
+}
 SEGMENT_DTYPES: dict[str, str | pd.CategoricalDtype] = {
     "cpu": "int64",
     "task": "str",
@@ -115,6 +122,17 @@ class RunResult:
     """One row per server (columns: `SERVER_DTYPES`), None without servers; see `servers`."""
     task_servers: tuple[str | None, ...]
     """Each task's leaf server, in the order of `tasks` (empty without servers)."""
+    waits: pd.DataFrame = field(repr=False)
+    """One row per stretch a job waited (columns: `WAIT_DTYPES`), in order of the wait's end:
+    for units of a resource, for a stack of a component (resource `stack:NAME`), or held back
+    from starting under srp (the resource whose ceiling held it back, or `srp`). A wait ends
+    at its grant, at its job's end if the job was aborted while waiting, or at the horizon.
+    Empty unless jobs are recorded and the scenario declares a resource or a component."""
+    waits_left_out: int
+    """Waits missing from `waits` because a trace keeps at most `MAX_TRACE_RECORDS`."""
+    resources_declared: bool
+    """Whether the scenario declares a resource or a component (`run --out` then writes
+    waits.csv)."""
     warnings: tuple[str, ...] = ()
     """What the scenario allows but rarely means (one line each naming the key); `run` also
     issues each as a `ScenarioWarning`."""
@@ -276,6 +294,9 @@ def _run_source(
         server_exhaustions=_frame(out.server_exhaustions, SERVER_EXHAUSTION_DTYPES),
         server_table=_frame(out.servers, SERVER_DTYPES) if out.servers["name"] else None,
         task_servers=tuple(out.task_servers) if out.servers["name"] else (),
+        waits=_frame(out.waits or {name: [] for name in WAIT_DTYPES}, WAIT_DTYPES),
+        waits_left_out=out.waits_left_out,
+        resources_declared=out.waits is not None,
         warnings=_issue(out.warnings, warn),
     )
 

@@ -337,6 +337,7 @@ _OUT_NAMES = frozenset(
         "memory_timeline.parquet",
         "memory_timeline.csv",
         "memory.png",
+        "waits.csv",
         "timeline.csv",
         _MANIFEST,
     }
@@ -409,6 +410,10 @@ def _write_results(result: RunResult, out_dir: Path, *, parquet: bool = False) -
             result.servers.to_csv(servers_csv, index=False, lineterminator="\n")
             result.server_supply.to_csv(supply_csv, index=False, lineterminator="\n")
             written += [servers_csv, supply_csv]
+        if result.resources_declared:
+            waits_csv = out_dir / "waits.csv"
+            result.waits.to_csv(waits_csv, index=False, lineterminator="\n")
+            written.append(waits_csv)
         if result.memory is not None:
             from critmem.memplot import plot_memory
 

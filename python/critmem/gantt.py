@@ -3,15 +3,21 @@
 With scheduler servers, each CPU's row is followed by one row per server of its hierarchy
 (depth-first, children indented): a leaf server's row shows its tasks' segments, every
 server's row its child-scheduler thread delivering events (hatched) and the instants its
-budget ran out (a black tick)."""
+budget ran out (a black tick).
+
+With shared resources or components, each stretch a job waited for one is a thin hatched bar
+in its task's colour along the bottom of the row of the CPU the task last ran on, labelled
+with what it waited on where the bar is wide enough."""
 
 from __future__ import annotations
 
 import math
 import os
 from pathlib import Path
+from typing import Any
 
 import matplotlib
+import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -21,6 +27,14 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from critmem.api import RunResult
+
+WAIT_HATCH = "xxxx"
+WAIT_LABEL = "waiting on a resource"
+# A wait's bar: the bottom strip of its row's band (execution bars fill row ± 0.38), hatched
+# over a clear face so what runs meanwhile shows through.
+_WAIT_Y, _WAIT_HEIGHT = 0.16, 0.22
+# Width of one character of a wait's label at 6 pt, in pixels at the figure's 110 dpi.
+_LABEL_CHAR_PX = 6 * 0.62 / 72 * 110
 
 # Beyond about this many segments per CPU row, bars shrink to slivers; plot a leading
 # window instead.
@@ -91,6 +105,14 @@ def plot_gantt(result: RunResult, path: str | os.PathLike[str], *, max_segments:
     At most `max_segments` segments are drawn (default: SEGMENTS_PER_CPU per CPU); a longer
     run is shown from its start and the title says how much.
     """
+    fig = _figure(result, max_segments)
+    out = Path(path)
+    # No "Software" (version) entry: the PNG depends only on the result.
+    fig.savefig(out, format="png", bbox_inches="tight", metadata={"Software": None})
+    return out
+
+
+def _figure(result: RunResult, max_segments: int | None) -> Figure:
     segments = result.segments
     jobs = result.jobs
     names = [str(n) for n in result.tasks["name"]]
@@ -131,10 +153,13 @@ def plot_gantt(result: RunResult, path: str | os.PathLike[str], *, max_segments:
                 )
     if server_row:
         _draw_server_activity(ax, result, cpu_row, server_row, end_ms)
+    home_cpu = {str(n): (0 if pd.isna(c) else int(c)) for n, c in zip(result.tasks["name"], result.tasks["cpu"])}
+    if not result.waits.empty:
+        axes_px = ax.get_position().width * fig.get_figwidth() * fig.dpi
+        _draw_waits(ax, result, colour, home_cpu, cpu_row, task_row, end_ms, axes_px)
 
     # A miss is drawn at its deadline, on the CPU the job last ran on (or its task's own
     # CPU, or CPU 0, if it never ran).
-    home_cpu = {str(n): (0 if pd.isna(c) else int(c)) for n, c in zip(result.tasks["name"], result.tasks["cpu"])}
     missed = jobs[jobs["missed"] & (jobs["deadline_ms"] <= end_ms)]
     if not missed.empty:
         # With servers a miss goes on its task's row.
@@ -164,12 +189,10 @@ def plot_gantt(result: RunResult, path: str | os.PathLike[str], *, max_segments:
     if server_row:
         handles.append(Patch(facecolor="white", edgecolor="dimgray", hatch="////", label="event delivery"))
         handles.append(Line2D([], [], marker="|", color="black", linestyle="none", label="budget exhausted"))
+    if not result.waits.empty:
+        handles.append(Patch(facecolor="white", edgecolor="dimgray", hatch=WAIT_HATCH, label=WAIT_LABEL))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
-
-    out = Path(path)
-    # No "Software" (version) entry: the PNG depends only on the result.
-    fig.savefig(out, format="png", bbox_inches="tight", metadata={"Software": None})
-    return out
+    return fig
 
 
 def _draw_server_activity(ax: Axes, result: RunResult, cpu_row: dict[int, int], server_row: dict[str, int], end_ms: float) -> None:
@@ -184,3 +207,66 @@ def _draw_server_activity(ax: Axes, result: RunResult, cpu_row: dict[int, int], 
     if not out.empty:
         ys = [server_row[str(s)] for s in out["server"]]
         ax.scatter(out["time_ms"], ys, marker="|", s=120, color="black", linewidths=1.2, zorder=3)
+
+
+def _last_cpus(result: RunResult, waits: pd.DataFrame, home_cpu: dict[str, int]) -> list[int]:
+    """For each wait, the CPU its task last ran on before the wait began (else the task's own
+    CPU, else CPU 0)."""
+    segments = result.segments.sort_values(["task", "start_ms"], kind="stable")
+    by_task = {str(t): (g["start_ms"].to_numpy(), g["cpu"].to_numpy()) for t, g in segments.groupby("task", sort=True)}
+    cpus = []
+    for task, start in zip(waits["task"], waits["start_ms"]):
+        starts, on = by_task.get(str(task), (np.empty(0), np.empty(0, dtype=np.int64)))
+        i = int(np.searchsorted(starts, start, side="left")) - 1
+        cpus.append(int(on[i]) if i >= 0 else home_cpu.get(str(task), 0))
+    return cpus
+
+
+def _draw_waits(
+    ax: Axes,
+    result: RunResult,
+    colour: dict[str, Any],
+    home_cpu: dict[str, int],
+    cpu_row: dict[int, int],
+    task_row: dict[str, int],
+    end_ms: float,
+    axes_px: float,
+) -> None:
+    """Each wait as a thin hatched bar in its task's colour on its task's rows, labelled with
+    what it waited on where the label fits."""
+    waits = result.waits[result.waits["start_ms"] < end_ms]
+    if waits.empty:
+        return
+    cpus = _last_cpus(result, waits, home_cpu)
+    px_per_ms = axes_px / end_ms if end_ms > 0 else 0.0
+    # One bar collection per (row, task), in first-wait order.
+    spans: dict[tuple[int, str], list[tuple[float, float]]] = {}
+    rows_ends = zip(waits["task"], waits["resource"], waits["start_ms"], waits["end_ms"].clip(upper=end_ms))
+    for (task, resource, start, end), cpu in zip(rows_ends, cpus):
+        name = str(task)
+        width = float(end) - float(start)
+        label = literal_text(str(resource))
+        fits = width * px_per_ms >= (len(label) + 2) * _LABEL_CHAR_PX
+        for row in [cpu_row[cpu]] + ([task_row[name]] if name in task_row else []):
+            spans.setdefault((row, name), []).append((float(start), width))
+            if fits:
+                ax.text(
+                    float(start) + width / 2,
+                    row + _WAIT_Y + _WAIT_HEIGHT / 2,
+                    label,
+                    fontsize=6,
+                    ha="center",
+                    va="center",
+                    zorder=2.6,
+                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.4},
+                )
+    for (row, name), bars in spans.items():
+        ax.broken_barh(
+            bars,
+            (row + _WAIT_Y, _WAIT_HEIGHT),
+            facecolors="none",
+            edgecolor=colour[name],
+            hatch=WAIT_HATCH,
+            linewidth=0.8,
+            zorder=2.5,
+        )

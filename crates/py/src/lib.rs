@@ -179,6 +179,43 @@ impl SegmentColumns {
     }
 }
 
+/// The waits of jobs for resources, stacks and SRP's start check as columns (task, job,
+/// resource, start_ms, end_ms); `None` when the scenario declares no resource and no component.
+fn wait_columns(result: &SimResult) -> Option<WaitColumns> {
+    let r = result.resources.as_ref().filter(|r| !r.resources.is_empty() || !r.components.is_empty())?;
+    let mut c = WaitColumns::default();
+    for w in &r.waits {
+        c.task.push(result.tasks[w.task as usize].name.clone());
+        c.job.push(w.index);
+        c.resource.push(w.resource.clone());
+        c.start_ms.push(w.start.as_ms_f64());
+        c.end_ms.push(w.end.as_ms_f64());
+    }
+    Some(c)
+}
+
+/// [`wait_columns`]' columns.
+#[derive(Debug, Default, PartialEq)]
+struct WaitColumns {
+    task: Vec<String>,
+    job: Vec<u64>,
+    resource: Vec<String>,
+    start_ms: Vec<f64>,
+    end_ms: Vec<f64>,
+}
+
+impl WaitColumns {
+    fn into_dict(self, py: Python<'_>) -> PyResult<Py<PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("task", self.task)?;
+        d.set_item("job", self.job)?;
+        d.set_item("resource", self.resource)?;
+        d.set_item("start_ms", self.start_ms)?;
+        d.set_item("end_ms", self.end_ms)?;
+        Ok(d.unbind())
+    }
+}
+
 /// The scheduler hierarchy's servers as columns, times in decimal ms (all empty without
 /// servers): one row per server; per period of each budgeted server what it consumed; the
 /// stretches each server's child-scheduler thread delivered events; the instants each
@@ -383,6 +420,12 @@ struct SimOutput {
     server_exhaustions: Py<PyDict>,
     /// Each task's leaf server, in task order (None without servers).
     task_servers: Vec<Option<String>>,
+    /// Each wait of a job for a resource, a component's stack or SRP's start check (empty
+    /// lists unless jobs were recorded; None when the scenario declares no resource and no
+    /// component).
+    waits: Option<Py<PyDict>>,
+    /// Waits not in `waits` because the trace was full.
+    waits_left_out: u64,
     /// What the scenario allows but rarely means, one line each naming the key.
     warnings: Vec<String>,
 }
@@ -404,14 +447,15 @@ fn simulate(
 ) -> Result<SimOutput, BindingError> {
     let format = parse_format(format)?;
     let opts = SimOptions { record_jobs, record_segments, check_invariants: false };
-    let (result, scenario, hyperperiod_ms, jobs, segments, control, servers) = py.detach(|| {
+    let (result, scenario, hyperperiod_ms, jobs, segments, control, servers, waits) = py.detach(|| {
         let scenario = load(text, source_name, format, horizon_ms, seed)?;
         let result = critmem_core::simulate(&scenario, opts);
         let hyper = scenario.hyperperiod().map(Nanos::as_ms_f64);
         let (jobs, segments) = (JobColumns::new(&result), SegmentColumns::new(&result));
         let control = control_columns(&result);
         let servers = ServerColumns::new(&result);
-        Ok::<_, CoreError>((result, scenario, hyper, jobs, segments, control, servers))
+        let waits = wait_columns(&result);
+        Ok::<_, CoreError>((result, scenario, hyper, jobs, segments, control, servers, waits))
     })?;
     let (servers, server_supply, server_events, server_exhaustions, task_servers) = servers.into_dicts(py)?;
     Ok(SimOutput {
@@ -431,6 +475,8 @@ fn simulate(
         server_events,
         server_exhaustions,
         task_servers,
+        waits: waits.map(|w| w.into_dict(py)).transpose()?,
+        waits_left_out: result.resources.as_ref().map_or(0, |r| r.waits_left_out),
         warnings: scenario.warnings,
     })
 }
@@ -675,6 +721,26 @@ mod tests {
         assert_eq!(c.task_server, vec![Some("s".to_string())]);
         let flat = ServerColumns::new(&run(&load(RM, "rm.toml", Format::Toml, None, None).unwrap(), SimOptions::default()));
         assert_eq!((flat.name.len(), flat.task_server), (0, vec![None, None]));
+    }
+
+    #[test]
+    fn wait_columns_name_the_task_and_the_resource() {
+        // lo holds m 0–3; hi, released at 1, locks m at once and waits 1–3 (one CPU, fp).
+        let text = "[scheduler]\nkind = \"fp\"\n[run]\nhorizon_ms = 10\n\
+                    [[resource]]\nname = \"m\"\nprotocol = \"none\"\n\
+                    [[task]]\nname = \"hi\"\npriority = 1\nperiod_ms = 10\noffset_ms = 1\n\
+                    program = [{ lock = \"m\" }, { compute_ms = 1 }, { unlock = \"m\" }]\n\
+                    [[task]]\nname = \"lo\"\npriority = 2\nperiod_ms = 10\n\
+                    program = [{ lock = \"m\" }, { compute_ms = 3 }, { unlock = \"m\" }]\n";
+        let s = load(text, "m.toml", Format::Toml, None, None).unwrap();
+        let c =
+            wait_columns(&run(&s, SimOptions { record_jobs: true, record_segments: false, check_invariants: true })).expect("a resource");
+        assert_eq!(
+            c,
+            WaitColumns { task: vec!["hi".into()], job: vec![0], resource: vec!["m".into()], start_ms: vec![1.0], end_ms: vec![3.0] }
+        );
+        // Without resources or components there is no table at all.
+        assert_eq!(wait_columns(&run(&load(RM, "rm.toml", Format::Toml, None, None).unwrap(), SimOptions::default())), None);
     }
 
     #[test]

@@ -12,10 +12,12 @@
 mod components;
 mod stacks;
 mod subsystem;
+mod waits;
 
 pub use components::{invocation_worst_cases, CallProbability, ComponentSpec, StackWait};
 pub use stacks::{ComponentStats, JobCalls};
 pub use subsystem::{ResourceResult, ResourceStats, ResourceSubsystem};
+pub use waits::WaitRecord;
 
 use crate::time::Nanos;
 use serde::Deserialize;

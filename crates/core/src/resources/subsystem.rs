@@ -38,6 +38,7 @@
 
 use super::components::calls_rng;
 use super::stacks::{StackHolder, StackPool};
+use super::waits::{OpenWait, WaitLog, WaitOn, WaitRecord};
 use crate::engine::{Context, JobInfo, Subsystem};
 use crate::program::{ComponentId, ResourceId, Step};
 use crate::resources::{Action, CallProbability, ComponentSpec, ComponentStats, JobCalls, Protocol, ResourceSpec, StackWait, TaskProgram};
@@ -84,6 +85,12 @@ pub struct ResourceResult {
     pub job_calls: Vec<JobCalls>,
     /// Ended jobs after `job_calls` was full.
     pub job_calls_left_out: u64,
+    /// Every wait of a job for a resource, a stack or SRP's start check, in order of its end
+    /// (waits still open at the horizon last, in job order), when job records were asked for;
+    /// up to [`crate::MAX_TRACE_RECORDS`].
+    pub waits: Vec<WaitRecord>,
+    /// Waits that ended after `waits` was full.
+    pub waits_left_out: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -148,6 +155,8 @@ struct JobRun {
     decided: bool,
     /// The donor this subsystem last gave the job (donor mode).
     donor: Option<JobKey>,
+    /// What the job waits on now, and since when.
+    open_wait: Option<OpenWait>,
 }
 
 /// The shared-resources subsystem (see the module documentation).
@@ -177,6 +186,7 @@ pub struct ResourceSubsystem {
     record_calls: bool,
     job_calls: Vec<JobCalls>,
     job_calls_left_out: u64,
+    waits: WaitLog,
 }
 
 impl ResourceSubsystem {
@@ -243,14 +253,51 @@ impl ResourceSubsystem {
             record_calls: false,
             job_calls: Vec::new(),
             job_calls_left_out: 0,
+            waits: WaitLog::default(),
         })
     }
 
     /// Keeps, for every ended job, how many times it invoked each component
-    /// ([`ResourceResult::job_calls`]); only when components are declared.
+    /// ([`ResourceResult::job_calls`], only when components are declared), and every wait
+    /// ([`ResourceResult::waits`]).
     pub fn recording_calls(mut self) -> Self {
         self.record_calls = !self.components.is_empty();
+        self.waits.on = true;
         self
+    }
+
+    /// The job begins to wait on `on` now.
+    fn begin_wait(&mut self, key: JobKey, on: WaitOn, now: Nanos) {
+        self.run(key).open_wait = Some(OpenWait { on, since: now });
+    }
+
+    /// The job's wait, if any, ends now (a grant).
+    fn end_wait(&mut self, key: JobKey, now: Nanos) {
+        let run = self.jobs[key as usize].as_mut().expect("a job this subsystem took over");
+        if let Some(open) = run.open_wait.take() {
+            let (task, index) = (run.task, run.index);
+            self.close_wait(task, index, open, now);
+        }
+    }
+
+    fn close_wait(&mut self, task: usize, index: u64, open: OpenWait, end: Nanos) {
+        let (specs, components) = (&self.specs, &self.components);
+        self.waits.close(task, index, open, end, |on| match on {
+            WaitOn::Resource(r) | WaitOn::Gate(Some(r)) => specs[r].name.clone(),
+            WaitOn::Stack(c) => format!("stack:{}", components[c].name),
+            WaitOn::Gate(None) => "srp".to_string(),
+        });
+    }
+
+    /// The first SRP resource (file order) held on the task's CPU whose ceiling is at or above
+    /// the task's level: what holds a job of the task back, if its CPU's ceiling does.
+    fn gate_cause(&self, task: usize) -> Option<usize> {
+        let (cpu, level) = (self.task_cpu[task], self.levels[task]);
+        (0..self.state.len()).find(|&r| {
+            self.specs[r].protocol == Protocol::Srp
+                && self.state[r].holders.iter().any(|h| self.task_cpu[self.jobs_task(h.key)] == cpu)
+                && self.ceiling(r) <= level
+        })
     }
 
     /// `pip` resources through priority donors instead of dependency links: the classic
@@ -321,6 +368,7 @@ impl ResourceSubsystem {
     fn wait_stack(&mut self, cx: &mut Context<'_>, key: JobKey, c: usize) -> Step {
         let holder = self.holder(key);
         self.run(key).stack_waiting = Some(c);
+        self.begin_wait(key, WaitOn::Stack(c), cx.now());
         self.pools[c].wait(holder, cx.now());
         self.relink_stacks(cx, c);
         Step::Block(ResourceId(STACKS + c as u32))
@@ -331,6 +379,7 @@ impl ResourceSubsystem {
     fn put_stack(&mut self, cx: &mut Context<'_>, key: JobKey, c: usize) -> bool {
         let granted = self.pools[c].put(key, cx.now());
         for &w in &granted {
+            self.end_wait(w, cx.now());
             self.run(w).stack_waiting = None;
             self.enter(w, c);
             self.run(w).entering = Some(c);
@@ -393,6 +442,7 @@ impl ResourceSubsystem {
             let task = self.jobs_task(key);
             self.gated.remove(i);
             if self.may_start(task, prio) {
+                self.end_wait(key, cx.now());
                 self.run(key).admitted = true;
                 cx.wake(key);
                 woke = true;
@@ -449,6 +499,7 @@ impl ResourceSubsystem {
             }
             self.state[r].waiters.remove(0);
             self.grant(now, w.key, r, w.units);
+            self.end_wait(w.key, now);
             let s = &mut self.stats[r];
             s.longest_wait = s.longest_wait.max(now - w.since);
             self.run(w.key).pc += 1;
@@ -530,6 +581,7 @@ impl ResourceSubsystem {
 
     /// Starts waiting on `r` and gives the step that waits.
     fn wait(&mut self, cx: &mut Context<'_>, key: JobKey, r: usize, units: u32) -> Step {
+        self.begin_wait(key, WaitOn::Resource(r), cx.now());
         let run = self.run(key);
         run.waiting = Some(r);
         let prio = run.prio;
@@ -619,6 +671,7 @@ impl Subsystem for ResourceSubsystem {
             admitted: !self.has_srp,
             decided: false,
             donor: None,
+            open_wait: None,
         });
         true
     }
@@ -629,6 +682,8 @@ impl Subsystem for ResourceSubsystem {
         if !run.admitted {
             let (task, prio) = (run.task, run.prio);
             if !self.may_start(task, prio) {
+                let cause = self.gate_cause(task);
+                self.begin_wait(key, WaitOn::Gate(cause), cx.now());
                 self.gated.push((prio, key));
                 return Step::Block(SRP_GATE);
             }
@@ -732,6 +787,10 @@ impl Subsystem for ResourceSubsystem {
         if let Some(c) = run.stack_waiting {
             self.pools[c].leave_queue(job.key);
         }
+        // A job ended while it waited (aborted): its wait ends with it.
+        if let Some(open) = run.open_wait {
+            self.close_wait(run.task, run.index, open, cx.now());
+        }
         if self.record_calls && !run.calls.is_empty() {
             if self.job_calls.len() < crate::MAX_TRACE_RECORDS {
                 self.job_calls.push(JobCalls { task: run.task as u32, index: run.index, invocations: run.calls.clone() });
@@ -769,12 +828,20 @@ impl Subsystem for ResourceSubsystem {
         self.component_ids = self.components.iter().map(|_| cx.add_component()).collect();
     }
 
-    fn finish(self: Box<Self>, _horizon: Nanos, result: &mut SimResult) {
+    fn finish(mut self: Box<Self>, horizon: Nanos, result: &mut SimResult) {
+        // Waits still open at the horizon end there.
+        let open: Vec<(usize, u64, OpenWait)> =
+            self.jobs.iter().flatten().filter_map(|run| run.open_wait.map(|w| (run.task, run.index, w))).collect();
+        for (task, index, w) in open {
+            self.close_wait(task, index, w, horizon);
+        }
         result.resources = Some(ResourceResult {
             resources: self.stats,
             components: self.pools.into_iter().map(|p| p.stats).collect(),
             job_calls: self.job_calls,
             job_calls_left_out: self.job_calls_left_out,
+            waits: self.waits.waits,
+            waits_left_out: self.waits.left_out,
         });
     }
 }

@@ -308,16 +308,16 @@ fn every_component_load_error_is_one_line_naming_file_key_and_reason() {
 /// A random block of a component's or task's program. Calls go only to components of higher
 /// index (so the call graph is acyclic); sections contain no calls (so lock orders are too).
 #[derive(Clone, Debug)]
-enum Block {
+pub(super) enum Block {
     Compute(u32),
     Section { r: usize, c: u32 },
     Call { to: usize, p: usize },
 }
 
-const COMPONENTS: usize = 4;
+pub(super) const COMPONENTS: usize = 4;
 const PROBABILITIES: [f64; 5] = [1.0, 1.0, 0.5, 0.25, 0.0];
 
-fn block() -> impl Strategy<Value = Block> {
+pub(super) fn block() -> impl Strategy<Value = Block> {
     prop_oneof![
         (1u32..20).prop_map(Block::Compute),
         (0usize..2, 1u32..20).prop_map(|(r, c)| Block::Section { r, c }),
@@ -345,9 +345,9 @@ fn program(blocks: &[Block], above: Option<usize>) -> String {
 }
 
 /// (stacks, inherit?, entry cost in µs, blocks) of one component.
-type ComponentGen = (u32, bool, u32, Vec<Block>);
+pub(super) type ComponentGen = (u32, bool, u32, Vec<Block>);
 
-fn scenario_text(scheduler: &str, comps: &[ComponentGen], tasks: &[(u32, bool, Vec<Block>)]) -> String {
+pub(super) fn scenario_text(scheduler: &str, comps: &[ComponentGen], tasks: &[(u32, bool, Vec<Block>)]) -> String {
     let cpus = if matches!(scheduler, "fp" | "edf") { 1 } else { 2 };
     let mut t = format!("[machine]\ncpus = {cpus}\n[scheduler]\nkind = \"{scheduler}\"\n[run]\nhorizon_ms = 120\nseed = 7\n");
     t += "[[resource]]\nname = \"r0\"\nprotocol = \"pip\"\n[[resource]]\nname = \"r1\"\n";

@@ -17,6 +17,7 @@ mod resources;
 mod server_events;
 mod servers;
 mod subsystems;
+mod waits;
 
 #[global_allocator]
 static ALLOCATOR: alloc::CountingAllocator = alloc::CountingAllocator;

@@ -12,7 +12,7 @@ const OPTS: SimOptions = SimOptions { record_jobs: true, record_segments: true, 
 /// One CPU, fixed priorities. lo (lowest) releases at 0 and holds R for 4 ms after 1 ms of
 /// compute; hi releases at 2 and takes R for 1 ms after 1 ms of compute; med (between)
 /// releases at 3 and computes 10 ms without R.
-const INVERSION: &str = r#"
+pub(super) const INVERSION: &str = r#"
 [scheduler]
 kind = "fp"
 [run]
@@ -39,7 +39,7 @@ period_ms = 100
 program = [{ compute_ms = 1 }, { lock = "R" }, { compute_ms = 4 }, { unlock = "R" }]
 "#;
 
-fn load(text: &str) -> Scenario {
+pub(super) fn load(text: &str) -> Scenario {
     load_toml_str(text, "res.toml").unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -142,7 +142,7 @@ program = [{ lock = "pool", units = 2 }, { compute_ms = 1 }, { unlock = "pool" }
 /// section with another inside it on a resource of higher index (so every lock order is
 /// acyclic). Times in tenths of a ms.
 #[derive(Clone, Debug)]
-enum Block {
+pub(super) enum Block {
     Compute(u32),
     Section { r: usize, units: u32, c: u32 },
     Nested { r: usize, inner: usize, c1: u32, c2: u32, c3: u32 },
@@ -165,9 +165,9 @@ fn block() -> impl Strategy<Value = Block> {
 }
 
 /// (period in ms, overrun policy, blocks) of one task.
-type TaskGen = (u32, usize, Vec<Block>);
+pub(super) type TaskGen = (u32, usize, Vec<Block>);
 
-fn task_gen() -> impl Strategy<Value = TaskGen> {
+pub(super) fn task_gen() -> impl Strategy<Value = TaskGen> {
     (prop::sample::select(vec![5u32, 8, 10, 20, 40]), 0usize..3, prop::collection::vec(block(), 1..4))
 }
 
@@ -176,7 +176,7 @@ fn compute(tenths: u32) -> String {
 }
 
 /// A scenario of `tasks` on `scheduler` with three resources of `units` under `protocols`.
-fn scenario_text(scheduler: &str, units: &[u32], protocols: &[&str], tasks: &[TaskGen], overrun: bool) -> String {
+pub(super) fn scenario_text(scheduler: &str, units: &[u32], protocols: &[&str], tasks: &[TaskGen], overrun: bool) -> String {
     let cpus = if matches!(scheduler, "fp" | "edf") { 1 } else { 2 };
     let mut t = format!("[machine]\ncpus = {cpus}\n[scheduler]\nkind = \"{scheduler}\"\n[run]\nhorizon_ms = 120\n");
     for r in 0..RESOURCES {

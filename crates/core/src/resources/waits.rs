@@ -1,0 +1,60 @@
+//! The wait intervals of a run: each stretch a job spent waiting for units of a resource, for
+//! a stack of a component, or held back from starting under SRP, kept when job records are
+//! asked for (a Gantt chart draws them as blocking).
+
+use crate::time::Nanos;
+use serde::Serialize;
+
+/// One stretch a job waited.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct WaitRecord {
+    pub task: u32,
+    /// 0-based index among the task's released jobs (as [`crate::result::JobRecord::index`]).
+    pub index: u64,
+    /// The resource's name; `stack:NAME` for a stack of component NAME; for an SRP hold-back
+    /// the resource whose ceiling held the job back, or `srp` when only a held-back job of
+    /// higher priority on its CPU did.
+    pub resource: String,
+    pub start: Nanos,
+    /// The grant; the job's end if it ended while waiting; the horizon if it still waited.
+    pub end: Nanos,
+}
+
+/// What an open wait is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum WaitOn {
+    Resource(usize),
+    Stack(usize),
+    /// SRP's start check, with the resource whose ceiling held the job back, if one did.
+    Gate(Option<usize>),
+}
+
+/// A wait that has begun and not ended.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct OpenWait {
+    pub(super) on: WaitOn,
+    pub(super) since: Nanos,
+}
+
+/// The recorded waits, up to [`crate::MAX_TRACE_RECORDS`].
+#[derive(Debug, Default)]
+pub(super) struct WaitLog {
+    pub(super) on: bool,
+    pub(super) waits: Vec<WaitRecord>,
+    pub(super) left_out: u64,
+}
+
+impl WaitLog {
+    /// Records the wait `open` of job (`task`, `index`) ending at `end`; `name` names what it
+    /// waited on.
+    pub(super) fn close(&mut self, task: usize, index: u64, open: OpenWait, end: Nanos, name: impl FnOnce(WaitOn) -> String) {
+        if !self.on {
+            return;
+        }
+        if self.waits.len() < crate::MAX_TRACE_RECORDS {
+            self.waits.push(WaitRecord { task: task as u32, index, resource: name(open.on), start: open.since, end });
+        } else {
+            self.left_out += 1;
+        }
+    }
+}
