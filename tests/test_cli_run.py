@@ -18,6 +18,7 @@ import pytest
 from conftest import EXAMPLE_FILES, EXAMPLES, QUICKSTART, RM_TEXTBOOK, WriteScenario, cli, cli_process
 from critmem import run
 from critmem.api import MAX_TRACE_RECORDS, RunResult
+from critmem.cli import _OUT_NAMES
 from critmem.gantt import _window_end_ms, plot_gantt
 
 SUMMARY_TASK_KEYS = {"name", "jobs", "completed", "deadline_misses", "max_response_ms", "mean_response_ms", "max_tardiness_ms"}
@@ -145,6 +146,9 @@ def test_every_bundled_example_runs_and_analyses(example: Path, tmp_path: Path) 
     o = cli("run", str(example), "--out", str(tmp_path))
     assert o.code == 0, o.stderr
     assert (tmp_path / "gantt.png").stat().st_size > 0
+    # Every file it wrote is one `--force` knows as critmem's own, so none is left stale.
+    written = {p.name for p in tmp_path.iterdir()}
+    assert written <= _OUT_NAMES, written - _OUT_NAMES
     o = cli("analyze", str(example))
     assert o.code == 0, o.stderr
     assert "verdict:" in o.stdout

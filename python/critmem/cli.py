@@ -338,6 +338,8 @@ _OUT_NAMES = frozenset(
         "memory_timeline.csv",
         "memory.png",
         "waits.csv",
+        "servers.csv",
+        "server_supply.csv",
         "timeline.csv",
         _MANIFEST,
     }
