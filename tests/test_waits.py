@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import EXAMPLES, RM_TEXTBOOK, cli
-from critmem import run
-from critmem.gantt import WAIT_HATCH, WAIT_LABEL, _figure, plot_gantt
+from critmem import RunResult, run
+from critmem.gantt import WAIT_HATCH, WAIT_LABEL, plot_gantt
 from matplotlib.artist import Artist
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 from matplotlib.collections import PolyCollection
 from matplotlib.legend import Legend
 from matplotlib.text import Text
@@ -56,13 +58,18 @@ def test_out_writes_waits_csv_only_for_a_scenario_with_resources(tmp_path: Path)
     assert not (plain / "waits.csv").exists()
 
 
+def _axes(result: RunResult) -> Axes:
+    """The chart drawn on an Axes of the size `plot_gantt` writes."""
+    return plot_gantt(result, ax=Figure(figsize=(12, 4), dpi=110).add_subplot())
+
+
 def _wait_collections(children: list[Artist]) -> list[PolyCollection]:
     return [c for c in children if isinstance(c, PolyCollection) and c.get_hatch() == WAIT_HATCH]
 
 
 def test_gantt_draws_each_wait_as_a_labelled_hatched_bar(tmp_path: Path) -> None:
     r = run(_inversion("none"))
-    ax = _figure(r, None).axes[0]
+    ax = _axes(r)
     bars = _wait_collections(ax.get_children())
     # One collection (hi on CPU 0) holding hi's three 13 ms waits.
     assert len(bars) == 1
@@ -77,7 +84,7 @@ def test_gantt_draws_each_wait_as_a_labelled_hatched_bar(tmp_path: Path) -> None
 
 
 def test_gantt_without_waits_has_no_wait_bars_or_legend_entry() -> None:
-    ax = _figure(run(RM_TEXTBOOK), None).axes[0]
+    ax = _axes(run(RM_TEXTBOOK))
     assert _wait_collections(ax.get_children()) == []
     legend = ax.get_legend()
     assert isinstance(legend, Legend)

@@ -65,6 +65,17 @@ def _seed(text: str) -> int:
     return value
 
 
+def _gantt_window(text: str) -> tuple[float, float]:
+    start, sep, end = text.partition(":")
+    try:
+        window = (float(start), float(end))
+    except ValueError:
+        window = (math.nan, math.nan)
+    if not sep or not all(math.isfinite(x) for x in window) or not 0 <= window[0] < window[1]:
+        raise argparse.ArgumentTypeError(f"expected START:END in ms with 0 <= START < END (got {text!r})")
+    return window
+
+
 def _out_dir(text: str) -> str:
     # An empty name would silently mean the current directory.
     if not text:
@@ -331,6 +342,8 @@ _OUT_NAMES = frozenset(
         "segments.csv",
         "summary.json",
         "gantt.png",
+        "gantt.svg",
+        "gantt.pdf",
         "trace.json",
         "jobs.parquet",
         "segments.parquet",
@@ -386,7 +399,14 @@ def _record_out(out_dir: Path, written: Sequence[Path]) -> None:
         raise CliError(f"cannot write results to {str(out_dir)!r}: {e.strerror or e}") from None
 
 
-def _write_results(result: RunResult, out_dir: Path, *, parquet: bool = False) -> list[Path]:
+def _write_results(
+    result: RunResult,
+    out_dir: Path,
+    *,
+    parquet: bool = False,
+    gantt_window: tuple[float, float] | None = None,
+    chart_format: str = "png",
+) -> list[Path]:
     from critmem.export import write_trace_events
     from critmem.gantt import plot_gantt  # matplotlib is slow to import; only --out needs it
 
@@ -398,7 +418,7 @@ def _write_results(result: RunResult, out_dir: Path, *, parquet: bool = False) -
         result.jobs.to_csv(jobs_csv, index=False, lineterminator="\n")
         result.segments.to_csv(segments_csv, index=False, lineterminator="\n")
         summary_json.write_text(result.to_json() + "\n", encoding="utf-8")
-        written.append(plot_gantt(result, out_dir / "gantt.png"))
+        written.append(plot_gantt(result, out_dir / f"gantt.{chart_format}", window=gantt_window, fmt=chart_format))
         written.append(write_trace_events(result, out_dir / "trace.json"))
         if parquet:
             # Parquet keeps the frames' types (categoricals, nullable integers) that CSV loses.
@@ -439,6 +459,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             "--duration, --controller and --controller-config need --platform linux (the simulator runs to the scenario's horizon with its [control] controller)"
         )
     src = read_path(args.file)
+    if args.out is None and (args.gantt_window is not None or args.format != "png"):
+        raise CliError("--gantt-window and --format shape the Gantt chart --out writes: give --out DIR")
     if args.parquet:
         if args.out is None or args.platform == "linux":
             raise CliError("--parquet needs --out DIR on the simulator")
@@ -470,7 +492,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     else:
         _print_run(result.summary, result.events)
     if out_dir is not None:
-        written = _write_results(result, out_dir, parquet=args.parquet)
+        written = _write_results(result, out_dir, parquet=args.parquet, gantt_window=args.gantt_window, chart_format=args.format)
         _record_out(out_dir, written)
         # With --json, stdout carries the JSON object and nothing else.
         note = sys.stderr if args.json else sys.stdout
@@ -492,8 +514,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_run_linux(args: argparse.Namespace) -> int:
     from critmem import linux
 
-    if args.seed is not None or args.horizon_ms is not None or args.parquet:
-        raise CliError("--seed, --horizon-ms and --parquet are for the simulator; on Linux use --duration")
+    if args.seed is not None or args.horizon_ms is not None or args.parquet or args.gantt_window is not None or args.format != "png":
+        raise CliError("--seed, --horizon-ms, --parquet, --gantt-window and --format are for the simulator; on Linux use --duration")
     read_path(args.file)  # a missing or unreadable file is the usual one-line OSError
     duration_s = linux.parse_duration_s(args.duration if args.duration is not None else "60s")
     out_dir = _prepare_out_dir(args.out) if args.out is not None else None
@@ -1016,6 +1038,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--parquet", action="store_true", help="with --out: also write the traces as Parquet (needs pyarrow, the parquet extra)"
     )
+    run.add_argument(
+        "--gantt-window", type=_gantt_window, metavar="START:END",
+        help="with --out: the Gantt chart shows this stretch of the run, in ms (default: the whole run, or a leading window of a long one)",
+    )  # fmt: skip
+    run.add_argument(
+        "--format", choices=["png", "svg", "pdf"], default="png",
+        help="with --out: the Gantt chart's file format: gantt.png (default), gantt.svg or gantt.pdf",
+    )  # fmt: skip
     run.add_argument(
         "--force", action="store_true",
         help="with --out: replace critmem's own files of an earlier run in DIR (other files stay; without it a folder that is not empty is refused)",

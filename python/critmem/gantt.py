@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import matplotlib
 import numpy as np
@@ -99,92 +99,174 @@ def _server_rows(result: RunResult) -> tuple[dict[int, int], dict[str, int], lis
     return cpu_row, server_row, labels
 
 
-def plot_gantt(result: RunResult, path: str | os.PathLike[str], *, max_segments: int | None = None) -> Path:
-    """Writes the chart as a PNG to `path` (byte-identical for identical results).
+# A legend past this many tasks names the ones that ran longest and greys the rest.
+LEGEND_TASKS = 20
+# Release and deadline marks are drawn while the window holds at most this many jobs.
+JOB_MARKS = 400
+# The figure stays under 4,000 px on each side at its 110 dpi.
+MAX_HEIGHT_IN = 36.0
+FORMATS = ("png", "svg", "pdf")
 
-    At most `max_segments` segments are drawn (default: SEGMENTS_PER_CPU per CPU); a longer
-    run is shown from its start and the title says how much.
+
+@overload
+def plot_gantt(
+    result: RunResult,
+    path: str | os.PathLike[str],
+    *,
+    ax: None = None,
+    max_segments: int | None = None,
+    window: tuple[float, float] | None = None,
+    fmt: str | None = None,
+) -> Path: ...
+@overload
+def plot_gantt(
+    result: RunResult,
+    path: None = None,
+    *,
+    ax: Axes,
+    max_segments: int | None = None,
+    window: tuple[float, float] | None = None,
+    fmt: str | None = None,
+) -> Axes: ...
+def plot_gantt(
+    result: RunResult,
+    path: str | os.PathLike[str] | None = None,
+    *,
+    ax: Axes | None = None,
+    max_segments: int | None = None,
+    window: tuple[float, float] | None = None,
+    fmt: str | None = None,
+) -> Path | Axes:
+    """The chart of `result`: drawn on `ax` (returned), or written to `path` as PNG, SVG or
+    PDF (`fmt`, default the path's suffix, else PNG; byte-identical for identical results).
+
+    `window=(start_ms, end_ms)` shows that stretch; without it at most `max_segments`
+    segments are drawn (default: SEGMENTS_PER_CPU per CPU), a longer run shown from its
+    start with the title saying how much.
     """
-    fig = _figure(result, max_segments)
+    if window is not None and not (0 <= window[0] < window[1]):
+        raise ValueError(f"window: expected 0 <= start < end in ms (got {window[0]:g}:{window[1]:g})")
+    if ax is not None:
+        _draw(ax, result, max_segments, window)
+        return ax
+    if path is None:
+        raise ValueError("plot_gantt needs a path to write to or an ax to draw on")
     out = Path(path)
-    # No "Software" (version) entry: the PNG depends only on the result.
-    fig.savefig(out, format="png", bbox_inches="tight", metadata={"Software": None})
+    kind = fmt or (out.suffix[1:].lower() if out.suffix[1:].lower() in FORMATS else "png")
+    if kind not in FORMATS:
+        raise ValueError(f"format: expected one of {', '.join(FORMATS)} (got {kind!r})")
+    rows = len(_server_rows(result)[2])
+    fig = Figure(figsize=(12, min(MAX_HEIGHT_IN, 1.6 + 0.7 * rows)), dpi=110)
+    FigureCanvasAgg(fig)
+    _draw(fig.add_subplot(), result, max_segments, window)
+    # No creator, version or date entries, and fixed SVG ids: the file depends only on the result.
+    metadata: dict[str, Any] = {
+        "png": {"Software": None},
+        "svg": {"Date": None, "Creator": None},
+        "pdf": {"CreationDate": None, "Creator": None, "Producer": None},
+    }[kind]
+    with matplotlib.rc_context({"svg.hashsalt": "critmem"}):
+        fig.savefig(out, format=kind, bbox_inches="tight", metadata=metadata)
     return out
 
 
-def _figure(result: RunResult, max_segments: int | None) -> Figure:
+def _draw(ax: Axes, result: RunResult, max_segments: int | None, window: tuple[float, float] | None) -> None:
     segments = result.segments
     jobs = result.jobs
     names = [str(n) for n in result.tasks["name"]]
-    cmap: Colormap = matplotlib.colormaps["tab10" if len(names) <= 10 else "tab20"]
-    colour = {name: cmap(i % cmap.N) for i, name in enumerate(names)}
+    # The tasks that ran longest get colours (and legend entries); past LEGEND_TASKS the rest
+    # share one grey.
+    ran = (segments["end_ms"] - segments["start_ms"]).groupby(segments["task"].astype(str), sort=False).sum()
+    ran_ms = ran.to_dict()
+    order = sorted(range(len(names)), key=lambda i: (-float(ran_ms.get(names[i], 0.0)), i))
+    named = set(names) if len(names) <= LEGEND_TASKS else {names[i] for i in order[: LEGEND_TASKS - 1]}
+    cmap: Colormap = matplotlib.colormaps["tab10" if len(named) <= 10 else "tab20"]
+    colour: dict[str, Any] = {name: cmap(i % cmap.N) for i, name in enumerate(n for n in names if n in named)}
+    for name in names:
+        colour.setdefault(name, (0.75, 0.75, 0.75, 1.0))
 
-    limit = SEGMENTS_PER_CPU * result.cpus if max_segments is None else max_segments
-    end_ms = _window_end_ms(result, limit)
-    shown = segments[segments["start_ms"] < end_ms]
+    if window is None:
+        limit = SEGMENTS_PER_CPU * result.cpus if max_segments is None else max_segments
+        start_ms, end_ms = 0.0, _window_end_ms(result, limit)
+    else:
+        start_ms, end_ms = window[0], min(window[1], result.horizon_ms)
+    shown = segments[(segments["start_ms"] < end_ms) & (segments["end_ms"] > start_ms)]
     cpu_row, server_row, labels = _server_rows(result)
     rows = len(labels)
     # Each task's row: its leaf server's, or its CPU's (keyed by the CPU it ran on) without servers.
     task_row = {n: server_row[s] for n, s in zip(names, result.task_servers) if s is not None}
 
-    fig = Figure(figsize=(12, 1.6 + 0.7 * rows), dpi=110)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    for name in names:
-        mine = shown[shown["task"] == name]
-        if mine.empty:
-            continue
-        ends = mine["end_ms"].clip(upper=end_ms)
-        for _, group in mine.groupby("cpu", sort=True):
-            cpu = int(group["cpu"].iloc[0])
-            widths = ends[group.index] - group["start_ms"]
-            ax.broken_barh(
-                list(zip(group["start_ms"], widths)),
-                (cpu_row[cpu] - 0.38, 0.76),
-                facecolors=colour[name],
-                edgecolor="none",
-            )
-            if name in task_row:
-                ax.broken_barh(
-                    list(zip(group["start_ms"], widths)),
-                    (task_row[name] - 0.38, 0.76),
-                    facecolors=colour[name],
-                    edgecolor="none",
-                )
+    # One bar collection per row, each bar in its task's colour.
+    starts = shown["start_ms"].clip(lower=start_ms)
+    spans = list(zip(starts, shown["end_ms"].clip(upper=end_ms) - starts))
+    tasks_shown = [str(t) for t in shown["task"]]
+    bars_of: dict[int, tuple[list[tuple[float, float]], list[Any]]] = {}
+    for span, name, cpu in zip(spans, tasks_shown, shown["cpu"]):
+        for row in [cpu_row[int(cpu)]] + ([task_row[name]] if name in task_row else []):
+            bars, colours = bars_of.setdefault(row, ([], []))
+            bars.append(span)
+            colours.append(colour[name])
+    for row, (bars, colours) in sorted(bars_of.items()):
+        ax.broken_barh(bars, (row - 0.38, 0.76), facecolors=colours, edgecolor="none")
     if server_row:
         _draw_server_activity(ax, result, cpu_row, server_row, end_ms)
     home_cpu = {str(n): (0 if pd.isna(c) else int(c)) for n, c in zip(result.tasks["name"], result.tasks["cpu"])}
     if not result.waits.empty:
-        axes_px = ax.get_position().width * fig.get_figwidth() * fig.dpi
+        axes_px = float(ax.bbox.width)
         _draw_waits(ax, result, colour, home_cpu, cpu_row, task_row, end_ms, axes_px)
 
-    # A miss is drawn at its deadline, on the CPU the job last ran on (or its task's own
-    # CPU, or CPU 0, if it never ran).
-    missed = jobs[jobs["missed"] & (jobs["deadline_ms"] <= end_ms)]
-    if not missed.empty:
-        # With servers a miss goes on its task's row.
-        ys = [
-            task_row.get(str(t), cpu_row[home_cpu.get(str(t), 0) if pd.isna(c) else int(c)]) - 0.46
-            for t, c in zip(missed["task"], missed["last_cpu"])
+    def job_rows(frame: pd.DataFrame) -> list[float]:
+        # A job's row: its task's, or the CPU it last ran on (or its task's own, or CPU 0).
+        return [
+            task_row.get(str(t), cpu_row[home_cpu.get(str(t), 0) if pd.isna(c) else int(c)])
+            for t, c in zip(frame["task"], frame["last_cpu"])
         ]
+
+    in_window = jobs[(jobs["release_ms"] <= end_ms) & (jobs["deadline_ms"] >= start_ms)]
+    if 0 < len(in_window) <= JOB_MARKS:
+        # Releases below each row, deadlines met above it, in the task's colour.
+        released = in_window[in_window["release_ms"] >= start_ms]
+        ys = [y + 0.47 for y in job_rows(released)]
+        ax.scatter(released["release_ms"], ys, marker="^", s=14, c=[colour[str(t)] for t in released["task"]], zorder=3, clip_on=False)
+        met = in_window[~in_window["missed"] & (in_window["deadline_ms"] <= end_ms)]
+        ys = [y - 0.46 for y in job_rows(met)]
+        ax.scatter(met["deadline_ms"], ys, marker="v", s=14, c=[colour[str(t)] for t in met["task"]], zorder=3, clip_on=False)
+    # A miss is drawn at its deadline in red.
+    missed = jobs[jobs["missed"] & (jobs["deadline_ms"] <= end_ms) & (jobs["deadline_ms"] >= start_ms)]
+    if not missed.empty:
+        ys = [y - 0.46 for y in job_rows(missed)]
         ax.scatter(missed["deadline_ms"], ys, marker="v", s=36, color="red", zorder=3, clip_on=False)
 
-    ax.set_xlim(0, end_ms)
+    ax.set_xlim(start_ms, end_ms)
     ax.set_ylim(rows - 0.5, -0.6)  # CPU 0 on top, room above it for miss markers
     ax.set_yticks(range(rows), [literal_text(label) for label in labels])
     ax.set_xlabel("time (ms)")
     ax.grid(axis="x", linewidth=0.4, alpha=0.5)
 
     title = f"{result.scenario} — {result.scheduler} on {result.cpus} CPU{'s' if result.cpus != 1 else ''}, seed {result.seed}"
-    if end_ms < result.horizon_ms:
+    if window is not None:
+        title += f"\n{start_ms:g}–{end_ms:g} ms of {result.horizon_ms:g} ms shown"
+    elif end_ms < result.horizon_ms:
         what = "first hyperperiod" if end_ms == result.hyperperiod_ms else "first"
         title += f"\n{what} {end_ms:g} ms of {result.horizon_ms:g} ms shown ({len(segments)} segments in all)"
     else:
         title += f", {end_ms:g} ms"
     ax.set_title(literal_text(title), fontsize="medium")
 
-    handles: list[Patch | Line2D] = [Patch(facecolor=colour[n], label=literal_text(n)) for n in names]
+    misses = jobs[jobs["missed"]].groupby(jobs["task"].astype(str), sort=False).size()
+
+    def entry(n: str) -> str:
+        k = int(misses.get(n, 0))
+        return literal_text(n) + (f" ({k} missed)" if k else "")
+
+    handles: list[Patch | Line2D] = [Patch(facecolor=colour[n], label=entry(n)) for n in names if n in named]
+    others = len(names) - len(named)
+    if others:
+        handles.append(Patch(facecolor=(0.75, 0.75, 0.75, 1.0), label=f"{others} other tasks"))
     n_missed = int(jobs["missed"].sum())
+    if 0 < len(in_window) <= JOB_MARKS:
+        handles.append(Line2D([], [], marker="^", color="dimgray", linestyle="none", markersize=4, label="release"))
+        handles.append(Line2D([], [], marker="v", color="dimgray", linestyle="none", markersize=4, label="deadline met"))
     handles.append(Line2D([], [], marker="v", color="red", linestyle="none", label=f"deadline miss ({n_missed} in all)"))
     if server_row:
         handles.append(Patch(facecolor="white", edgecolor="dimgray", hatch="////", label="event delivery"))
@@ -192,7 +274,6 @@ def _figure(result: RunResult, max_segments: int | None) -> Figure:
     if not result.waits.empty:
         handles.append(Patch(facecolor="white", edgecolor="dimgray", hatch=WAIT_HATCH, label=WAIT_LABEL))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
-    return fig
 
 
 def _draw_server_activity(ax: Axes, result: RunResult, cpu_row: dict[int, int], server_row: dict[str, int], end_ms: float) -> None:
