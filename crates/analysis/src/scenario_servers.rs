@@ -247,6 +247,16 @@ impl Analysis<'_> {
             if !h.servers.iter().any(|s| s.cpu == cpu || s.cpus.contains(&cpu)) {
                 continue;
             }
+            if let Some(g) = h.servers.iter().find(|s| s.over_servers && s.cpus.contains(&cpu)) {
+                let detail = format!(
+                    "Not analysed: server {:?} runs its child servers globally ({}) over CPUs {:?}, and the supply of servers that migrate is not analysed here; `critmem run` shows the schedule.",
+                    g.name,
+                    g.policy.as_str(),
+                    g.cpus
+                );
+                self.push("hierarchy", Some(cpu), Verdict::Unknown, detail);
+                continue;
+            }
             if let Some(w) = h.servers.iter().find(|s| s.windows && s.cpu == cpu) {
                 let detail = format!(
                     "Not analysed: server {:?} gives its child servers windows from a cyclic table, and the supply of table windows is not analysed here; `critmem run` shows the schedule.",

@@ -418,8 +418,9 @@ pub(super) fn validate_hierarchy(
             None => root_policy,
             Some(p) => raw.server[p].policy.unwrap_or(root_policy),
         };
-        // A cyclic server may give windows to child servers; other task policies run tasks.
-        if let Some(p) = parents[j].filter(|_| parent_policy.is_task_policy() && parent_policy != ServerPolicy::Cyclic) {
+        // A cyclic server may give windows to child servers, gedf and gfp run the best of them
+        // on their CPUs; pedf and pfp run tasks.
+        if let Some(p) = parents[j].filter(|_| matches!(parent_policy, ServerPolicy::Pedf | ServerPolicy::Pfp)) {
             return Err(cx.err(
                 k("parent"),
                 format!("server {:?} has policy {:?}: it runs tasks, not servers", raw.server[p].name, parent_policy.as_str()),
@@ -427,6 +428,7 @@ pub(super) fn validate_hierarchy(
         }
         let span = server_policies::server_cpus(cx, j, s, parents[j].is_none(), cpus)?;
         let windows = s.policy == Some(ServerPolicy::Cyclic) && parents.contains(&Some(j));
+        let over_servers = matches!(s.policy, Some(ServerPolicy::Gedf | ServerPolicy::Gfp)) && parents.contains(&Some(j));
         server_policies::check_task_policy(cx, j, s, parents[j].is_none(), root_policy, windows)?;
         let task_policy = s.policy.unwrap_or(root_policy).is_task_policy() && !windows;
         let (budget, period) = match s.kind {
@@ -437,11 +439,11 @@ pub(super) fn validate_hierarchy(
                 if s.period_ms.is_some() {
                     return Err(cx.err(k("period_ms"), "a level server has no period: it is a plain priority level"));
                 }
-                if !matches!(parent_policy, ServerPolicy::Fp | ServerPolicy::Cyclic) {
+                if !matches!(parent_policy, ServerPolicy::Fp | ServerPolicy::Gfp | ServerPolicy::Cyclic) {
                     return Err(cx.err(
                         k("kind"),
                         format!(
-                            "a level is ordered by its priority, so its parent's policy must be \"fp\" (or \"cyclic\", whose windows place it; got {:?})",
+                            "a level is ordered by its priority, so its parent's policy must be \"fp\" or \"gfp\" (or \"cyclic\", whose windows place it; got {:?})",
                             parent_policy.as_str()
                         ),
                     ));
@@ -476,6 +478,12 @@ pub(super) fn validate_hierarchy(
                     format!("only applies under an fp parent; under {:?} the period orders servers", parent_policy.as_str()),
                 ))
             }
+            (ServerPolicy::Gfp, None) => {
+                return Err(cx.err(k("priority"), "missing: under a gfp parent a server needs a priority (lower number = higher priority)"))
+            }
+            (ServerPolicy::Gedf, Some(_)) => {
+                return Err(cx.err(k("priority"), "only applies under an fp or gfp parent; under gedf the end of its period orders it"))
+            }
             (ServerPolicy::Cyclic, Some(_)) => {
                 return Err(cx.err(k("priority"), "only applies under an fp parent; under a cyclic parent its windows decide when it runs"))
             }
@@ -509,6 +517,7 @@ pub(super) fn validate_hierarchy(
             priorities: None,
             table: None,
             windows,
+            over_servers,
             task_cpus: Vec::new(),
         });
     }
@@ -542,7 +551,9 @@ pub(super) fn validate_hierarchy(
         }
         task_server.push(s);
     }
-    if let (Some(t), Some(c)) = (servers.iter().find(|s| s.has_task_policy()), servers.iter().position(|s| s.event_cost > Nanos::ZERO)) {
+    if let (Some(t), Some(c)) =
+        (servers.iter().find(|s| s.has_task_policy() || s.over_servers), servers.iter().position(|s| s.event_cost > Nanos::ZERO))
+    {
         let key = if raw.server[c].event_cost_us.is_some() {
             format!("scheduler.server[{c}].event_cost_us")
         } else {

@@ -133,6 +133,8 @@ pub struct ServerSpec {
     pub table: Option<crate::scenario::CyclicTable>,
     /// A cyclic server over child servers: its table gives each child time windows.
     pub windows: bool,
+    /// A gedf or gfp server over child servers: the best of them run on its CPUs, one CPU each.
+    pub over_servers: bool,
     /// Under pfp and pedf, the CPU each of its tasks runs on (task index, CPU).
     pub task_cpus: Vec<(usize, usize)>,
 }
@@ -140,7 +142,7 @@ pub struct ServerSpec {
 impl ServerSpec {
     /// Whether it schedules tasks with a scheduler of its own ([`leaves`]).
     pub fn has_task_policy(&self) -> bool {
-        self.policy.is_task_policy() && !self.windows
+        self.policy.is_task_policy() && !self.windows && !self.over_servers
     }
 }
 
@@ -191,6 +193,10 @@ struct Node {
     task_policy: Option<leaves::TaskPolicy>,
     /// A cyclic server's table of windows for its child servers.
     windows: Option<crate::scenario::CyclicTable>,
+    /// A gedf or gfp server over child servers on its CPUs.
+    over_servers: bool,
+    /// The CPU it ran on at the last decision (a child of a server over several CPUs).
+    last_cpu: Option<usize>,
     /// The CPUs it runs on (a root's: its own).
     cpus: Vec<usize>,
 }
@@ -227,6 +233,11 @@ pub struct HierarchyScheduler {
     top_order: Vec<usize>,
     /// Scratch: a global task-policy server's CPUs still free.
     free: Vec<usize>,
+    /// Whether decisions sweep `top_order` (some server has a task policy or is over
+    /// child servers on several CPUs).
+    sweep: bool,
+    /// Scratch: the children a server over several CPUs runs.
+    kids: Vec<usize>,
 }
 
 impl HierarchyScheduler {
@@ -257,6 +268,8 @@ impl HierarchyScheduler {
                 event_segments: Vec::new(),
                 task_policy: s.has_task_policy().then(|| leaves::TaskPolicy::new(name, s, tasks, cpus)),
                 windows: s.table.clone().filter(|_| s.windows),
+                over_servers: s.over_servers,
+                last_cpu: None,
                 cpus: if s.cpus.is_empty() { vec![s.cpu] } else { s.cpus.clone() },
             })
             .collect();
@@ -283,6 +296,8 @@ impl HierarchyScheduler {
                 event_segments: Vec::new(),
                 task_policy: None,
                 windows: None,
+                over_servers: false,
+                last_cpu: None,
                 cpus: vec![cpu],
             });
         }
@@ -299,7 +314,7 @@ impl HierarchyScheduler {
         }
         // Static sibling order; ties go to the server listed first.
         let static_order = |policy: ServerPolicy, kids: &mut Vec<usize>| match policy {
-            ServerPolicy::Fp => kids.sort_by_key(|&c| (hierarchy.servers[c].priority.unwrap_or(i64::MAX), c)),
+            ServerPolicy::Fp | ServerPolicy::Gfp => kids.sort_by_key(|&c| (hierarchy.servers[c].priority.unwrap_or(i64::MAX), c)),
             ServerPolicy::Rm | ServerPolicy::Dm => kids.sort_by_key(|&c| (hierarchy.servers[c].period, c)),
             _ => {}
         };
@@ -338,6 +353,8 @@ impl HierarchyScheduler {
             running: vec![None; cpus],
             last_choose: Nanos::ZERO,
             task_policy_servers: (0..n).filter(|&i| hierarchy.servers[i].has_task_policy()).collect(),
+            sweep: hierarchy.servers.iter().any(|s| s.has_task_policy() || s.over_servers),
+            kids: Vec::new(),
             top_order,
             free: Vec::with_capacity(cpus),
         }
@@ -551,7 +568,7 @@ impl Scheduler for HierarchyScheduler {
             self.choose_with_events(now, current, assign);
             return;
         }
-        if !self.task_policy_servers.is_empty() {
+        if self.sweep {
             self.choose_sweep(now, current, assign);
             return;
         }

@@ -242,8 +242,8 @@ fn load_errors_name_the_key_and_reason() {
             "scheduler.server[1].slot: only applies to policy \"cyclic\"",
         ),
         (
-            format!("{base}[[scheduler.server]]\nname = \"g\"\nkind = \"level\"\npriority = 0\ncpus = [0, 1]\npolicy = \"gedf\"\n[[scheduler.server]]\nname = \"k\"\nparent = \"g\"\nkind = \"level\"\npriority = 0\n{}", task("k", "priority = 1\n")),
-            "scheduler.server[1].parent: server \"g\" has policy \"gedf\": it runs tasks, not servers",
+            format!("{base}[[scheduler.server]]\nname = \"g\"\nkind = \"level\"\npriority = 0\ncpus = [0, 1]\npolicy = \"pfp\"\n[[scheduler.server]]\nname = \"k\"\nparent = \"g\"\nkind = \"level\"\npriority = 0\n{}", task("k", "priority = 1\n")),
+            "scheduler.server[1].parent: server \"g\" has policy \"pfp\": it runs tasks, not servers",
         ),
         (
             format!("[machine]\ncpus = 2\n[scheduler]\nkind = \"fp\"\nevent_cost_us = 5\n[[scheduler.server]]\nname = \"g\"\nkind = \"level\"\npriority = 0\ncpus = [0, 1]\npolicy = \"gedf\"\n[[scheduler.server]]\nname = \"f\"\nkind = \"level\"\npriority = 1\n{}", task("g", "")),
@@ -544,6 +544,109 @@ proptest! {
                 let oldest = !r.jobs.iter().any(|o| o.task == j.task && o.index < j.index && o.completion.is_none_or(|c| c.0 > seg.start.0));
                 prop_assert!(!(inside && pending && oldest), "bg runs at {} ns while {:?} waits in its window\n{s}", seg.start.0, j);
             }
+        }
+    }
+}
+
+/// Three deferrable servers of 2 ms per 4 ms under a global EDF level on two CPUs, each
+/// with two backlogged tasks.
+fn servers_under_gedf(horizon_ms: u64) -> String {
+    let mut s = format!(
+        "[machine]\ncpus = 2\n[run]\nhorizon_ms = {horizon_ms}\n[scheduler]\nkind = \"fp\"\n\
+         [[scheduler.server]]\nname = \"g\"\nkind = \"level\"\npriority = 0\ncpus = [0, 1]\npolicy = \"gedf\"\n"
+    );
+    for k in 0..3 {
+        s += &format!(
+            "[[scheduler.server]]\nname = \"s{k}\"\nparent = \"g\"\nkind = \"deferrable\"\nbudget_ms = 2\nperiod_ms = 4\npolicy = \"fp\"\n"
+        );
+    }
+    for k in 0..3 {
+        for t in 0..2 {
+            s += &format!("[[task]]\nname = \"t{k}_{t}\"\nserver = \"s{k}\"\npriority = {t}\nwcet_ms = 1000\nperiod_ms = 1000\n");
+        }
+    }
+    s
+}
+
+#[test]
+fn a_global_edf_level_runs_its_best_child_servers_one_cpu_each() {
+    let r = run(&servers_under_gedf(1000));
+    // At every 4 ms boundary all three replenish with the same deadline: s0 and s1 take the
+    // two CPUs for their 2 ms, then s2 has [2, 4) on one of them. Each gets 2 of every 4 ms.
+    for k in 0..3 {
+        let s = r.servers.iter().find(|x| x.name == format!("s{k}")).expect("server");
+        assert_eq!(s.consumed_ns, 500 * MS, "s{k}");
+        assert_eq!(s.exhaustions, 250, "s{k}");
+    }
+    // A server is one virtual processor: never two of its tasks at once.
+    for k in 0..3u32 {
+        let mine: Vec<_> = r.segments.iter().filter(|g| g.task / 2 == k).collect();
+        for a in &mine {
+            for b in &mine {
+                if a.cpu != b.cpu {
+                    assert!(a.end <= b.start || b.end <= a.start, "s{k} runs {a:?} and {b:?} at once");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn servers_under_a_global_level_load_errors_name_the_key() {
+    let base = servers_under_gedf(10);
+    let cases = [
+        (
+            base.replacen("kind = \"deferrable\"\nbudget_ms = 2\nperiod_ms = 4\n", "kind = \"level\"\n", 1),
+            "scheduler.server[1].kind: a level is ordered by its priority",
+        ),
+        (
+            base.replacen("parent = \"g\"\nkind = \"deferrable\"", "parent = \"g\"\npriority = 1\nkind = \"deferrable\"", 1),
+            "scheduler.server[1].priority: only applies under an fp or gfp parent",
+        ),
+        (base.replacen("policy = \"gedf\"", "policy = \"gfp\"", 1), "scheduler.server[1].priority: missing: under a gfp parent"),
+        (
+            base.replacen("policy = \"gedf\"", "policy = \"pedf\"", 1),
+            "scheduler.server[1].parent: server \"g\" has policy \"pedf\": it runs tasks, not servers",
+        ),
+        (
+            base.replacen("kind = \"fp\"\n", "kind = \"fp\"\nevent_cost_us = 5\n", 1),
+            "event delivery does not combine with servers that schedule tasks on CPUs of their own (server \"g\"",
+        ),
+    ];
+    for (text, want) in cases {
+        let got = error(&text);
+        assert!(got.contains(want), "got {got:?}, want {want:?}");
+    }
+}
+
+proptest! {
+    #![proptest_config(seeded_config("servers_under_a_global_level_keep_their_budgets", 128))]
+    /// Child servers of a global EDF level on two CPUs: none ever runs on two CPUs at once,
+    /// and none gets more than its budget in any of its periods.
+    #[test]
+    fn servers_under_a_global_level_keep_their_budgets(
+        servers in prop::collection::vec((1u64..=4, prop::sample::select(vec![4u64, 5, 8, 10])), 1..=4),
+        demand in prop::collection::vec((1u64..=6, prop::sample::select(vec![5u64, 10, 20])), 1..=6),
+    ) {
+        let mut s = "[machine]\ncpus = 2\n[run]\nhorizon_ms = 80\n[scheduler]\nkind = \"fp\"\n\
+                     [[scheduler.server]]\nname = \"g\"\nkind = \"level\"\npriority = 0\ncpus = [0, 1]\npolicy = \"gedf\"\n".to_string();
+        for (k, &(budget, period)) in servers.iter().enumerate() {
+            s += &format!("[[scheduler.server]]\nname = \"s{k}\"\nparent = \"g\"\nkind = \"deferrable\"\nbudget_ms = {}\nperiod_ms = {period}\npolicy = \"edf\"\n", budget.min(period));
+        }
+        for (i, &(c, t)) in demand.iter().enumerate() {
+            s += &format!("[[task]]\nname = \"t{i}\"\nserver = \"s{}\"\nwcet_ms = {c}\nperiod_ms = {t}\n", i % servers.len());
+        }
+        let r = run(&s);
+        for k in 0..servers.len() {
+            let mine: Vec<_> = r.segments.iter().filter(|g| g.task as usize % servers.len() == k).collect();
+            for a in &mine {
+                for b in &mine {
+                    prop_assert!(a.cpu == b.cpu || a.end <= b.start || b.end <= a.start, "s{} at once: {:?} {:?}\n{}", k, a, b, s);
+                }
+            }
+            let summary = r.servers.iter().find(|x| x.name == format!("s{k}")).unwrap();
+            let budget_ns = servers[k].0.min(servers[k].1) * MS;
+            prop_assert!(summary.period_consumed_ns.iter().all(|&used| used <= budget_ns), "s{}: {:?}\n{}", k, summary.period_consumed_ns, s);
         }
     }
 }

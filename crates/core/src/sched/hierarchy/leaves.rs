@@ -109,6 +109,50 @@ impl HierarchyScheduler {
             .min()
     }
 
+    /// A gedf or gfp server over child servers: of its CPUs still free, one each goes to its
+    /// best eligible children (earliest period end, or priority); a child keeps the CPU it
+    /// ran on where that is free, the others take the rest in ascending order.
+    fn run_children_globally(&mut self, top: usize, assign: &mut [Option<JobKey>]) {
+        self.free.clear();
+        self.free.extend(self.nodes[top].cpus.iter().copied().filter(|&cpu| assign[cpu].is_none()));
+        let mut kids = std::mem::take(&mut self.kids);
+        kids.clear();
+        kids.extend(self.nodes[top].children.iter().copied().filter(|&c| self.eligible[c]));
+        if self.nodes[top].policy == ServerPolicy::Gedf {
+            kids.sort_by_key(|&c| (self.nodes[c].next_boundary_ns, c));
+        }
+        kids.truncate(self.free.len());
+        let mut placed = vec![false; kids.len()];
+        for (k, &child) in kids.iter().enumerate() {
+            if let Some(cpu) = self.nodes[child].last_cpu.filter(|&c| self.free.contains(&c) && assign[c].is_none()) {
+                self.run_subtree(child, cpu, assign);
+                placed[k] = true;
+            }
+        }
+        let mut at = 0;
+        for (k, &child) in kids.iter().enumerate() {
+            if placed[k] {
+                continue;
+            }
+            while assign[self.free[at]].is_some() {
+                at += 1;
+            }
+            self.run_subtree(child, self.free[at], assign);
+        }
+        self.kids = kids;
+    }
+
+    /// Runs eligible server `child`'s best job on `cpu`.
+    fn run_subtree(&mut self, child: usize, cpu: usize, assign: &mut [Option<JobKey>]) {
+        let mut leaf = child;
+        while let Some(c) = self.best_child(leaf) {
+            leaf = c;
+        }
+        assign[cpu] = self.nodes[leaf].jobs.first();
+        self.running[cpu] = Some(leaf);
+        self.nodes[child].last_cpu = Some(cpu);
+    }
+
     /// [`super::super::Scheduler::choose`] with task-policy servers: the sweep of the
     /// top-level servers in static order.
     pub(super) fn choose_sweep(&mut self, now: Nanos, current: &[Option<JobKey>], assign: &mut [Option<JobKey>]) {
@@ -131,6 +175,10 @@ impl HierarchyScheduler {
         for at in 0..self.top_order.len() {
             let top = self.top_order[at];
             if !self.eligible[top] {
+                continue;
+            }
+            if self.nodes[top].over_servers {
+                self.run_children_globally(top, assign);
                 continue;
             }
             let node = &mut self.nodes[top];
