@@ -30,8 +30,8 @@ def plot_memory(result: RunResult, path: str | os.PathLike[str]) -> Path:
         raise ValueError("the scenario has no [memory] section: there is no memory timeline to plot")
     page_mb = float(memory["page_bytes"]) / MIB
     t_s = tl["time_ms"] / 1000.0
-    reservations = [c for c in tl.columns if str(c).startswith("reservation:")]
-    residents = [c for c in tl.columns if str(c).startswith("resident:")]
+    reservations = [c for c in tl.columns if str(c).startswith("reservation_pages:")]
+    residents = [c for c in tl.columns if str(c).startswith("resident_pages:")]
 
     fig = Figure(figsize=(11, 6.2), dpi=100)
     FigureCanvasAgg(fig)
