@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import critmem
+import numpy as np
 import pytest
 from conftest import EXAMPLES, QUICKSTART, cli
 from critmem.cli import CONTROL_TIMELINE_COLUMNS, _print_linux_run
@@ -248,8 +249,10 @@ def test_memory_png_draws_each_groups_limit_beside_its_usage() -> None:
         assert usage.get_linestyle() == "-" and limit.get_linestyle() == "--"
         assert limit.get_drawstyle() == "steps-post"
         assert to_rgba(usage.get_color())[:3] == to_rgba(limit.get_color())[:3]
-        assert list(limit.get_xdata()) == [0.01 * k for k in range(1, 10)]
-        assert list(limit.get_ydata()) == [limit_mb] * 9 and list(usage.get_ydata()) == [usage_mb] * 9
+        # Ticks at 10, 20, ..., 90 ms, drawn in seconds.
+        assert np.asarray(limit.get_xdata()).tolist() == [k / 100 for k in range(1, 10)]
+        assert np.asarray(limit.get_ydata()).tolist() == [limit_mb] * 9
+        assert np.asarray(usage.get_ydata()).tolist() == [usage_mb] * 9
     assert to_rgba(lines["rt limit"].get_color()) != to_rgba(lines["batch limit"].get_color())
     # No reservations: neither a reservation line nor "reserved physical memory".
     for ax in axes[1:]:
@@ -269,7 +272,7 @@ def test_memory_png_draws_memory_high_where_it_is_set() -> None:
     text = STATIC.replace('name = "batch"\nfloor_mb = 1', 'name = "batch"\nfloor_mb = 1\nhigh_mb = 10')
     fig = memory_figure(critmem.run(text, record_jobs=False, record_segments=False))
     lines = {str(line.get_label()): line for line in fig.get_axes()[0].get_lines()}
-    assert lines["batch high"].get_linestyle() == ":" and list(lines["batch high"].get_ydata()) == [10.0] * 9
+    assert lines["batch high"].get_linestyle() == ":" and np.asarray(lines["batch high"].get_ydata()).tolist() == [10.0] * 9
     assert "rt high" not in lines
 
 

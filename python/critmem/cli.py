@@ -279,7 +279,7 @@ def _controller_line(name: str, interval_ms: float, ticks: int, dropped_jobs: in
 
 
 # One row of the group table: name, limit at the end, lowest limit, peak usage (MB; None:
-# unlimited or unknown), throughput (None: not measured), jobs pending and dropped.
+# unlimited, NaN: not measured), throughput (None: not measured), jobs pending and dropped.
 _GroupRow = tuple[str, float | None, float | None, float | None, float | None, int | None, int | None]
 
 
