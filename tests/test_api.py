@@ -115,7 +115,7 @@ def test_the_control_timeline_has_a_row_per_tick_with_typed_columns() -> None:
     w = sara.WORKLOADS[1]  # opencv beside graphchi, SARA every 5 ms, 4 periods of 800 ms
     r = critmem.run(sara.Spec(w, 60, "slow-ssd", "sara", (), 4, 1).scenario(), record_jobs=False, record_segments=False)
     ct = r.control_timeline
-    per_group = ("max_mb", "usage_mb", "memory_some_us", "io_some_us")
+    per_group = ("max_mb", "high_mb", "usage_mb", "memory_some_us", "io_some_us")
     assert list(ct.columns) == ["time_ms", *(f"{c}:{g}" for g in ("opencv", "graphchi") for c in per_group)]
     assert {str(t) for c, t in ct.dtypes.items() if "_us:" in str(c)} == {"int64"}
     assert {str(t) for c, t in ct.dtypes.items() if "_us:" not in str(c)} == {"float64"}

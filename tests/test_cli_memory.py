@@ -55,7 +55,10 @@ def test_out_writes_the_memory_timeline_and_its_chart(tmp_path: Path) -> None:
     assert "memory.png" in o.stdout.splitlines()[-1]
     with (tmp_path / "memory_timeline.csv").open(newline="") as f:
         rows = list(csv.reader(f))
-    assert rows[0] == ["time_ms", "reserved_physical_mb", "used_mb", "reservation:r1", "reservation:r2", "resident:tau1", "resident:tau2"]
+    assert rows[0] == [
+        "time_ms", "reserved_physical_mb", "used_mb",
+        "reservation_pages:r1", "reservation_pages:r2", "resident_pages:tau1", "resident_pages:tau2",
+    ]  # fmt: skip
     times = [float(r[0]) for r in rows[1:]]
     assert len(times) > 10 and times == sorted(times)
     pixels = matplotlib.image.imread(tmp_path / "memory.png")

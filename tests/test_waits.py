@@ -9,8 +9,8 @@ from critmem import RunResult, run
 from critmem.gantt import WAIT_HATCH, WAIT_LABEL, plot_gantt
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
-from matplotlib.figure import Figure
 from matplotlib.collections import PolyCollection
+from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 from matplotlib.text import Text
 

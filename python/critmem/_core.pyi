@@ -59,7 +59,7 @@ class SimOutput:
     @property
     def memory_timeline(self) -> dict[str, list[Any]]:
         """Memory timeline columns (empty without [memory]): time_ms, reserved_physical_mb,
-        used_mb, reservation:<name> (pages it accounts), resident:<task> (resident pages)."""
+        used_mb, reservation_pages:<name> (pages it accounts), resident_pages:<task>."""
     @property
     def control_timeline_every_ticks(self) -> int:
         """Controller ticks per control-timeline row (1 unless a long run thinned it)."""
@@ -67,7 +67,7 @@ class SimOutput:
     def control_timeline(self) -> dict[str, tuple[str, bytes]]:
         """Control-loop columns (empty without [control]), one row per tick (per
         `control_timeline_every_ticks` ticks in a long run): time_ms, then per
-        group max_mb:<g> (NaN when unlimited), usage_mb:<g>, and cumulative PSI totals
+        group max_mb:<g> and high_mb:<g> (NaN when unlimited), usage_mb:<g>, and cumulative PSI totals
         memory_some_us:<g> and io_some_us:<g>. Each is (numpy dtype, little-endian
         bytes), for `numpy.frombuffer`."""
     @property

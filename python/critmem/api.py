@@ -103,10 +103,13 @@ class RunResult:
     hyperperiod_ms: float | None
     """Least common multiple of the task periods, if it is representable."""
     memory_timeline: pd.DataFrame = field(repr=False)
-    """Samples of memory use over time (empty unless the scenario declares [memory])."""
+    """Samples of memory use over time (empty unless the scenario declares [memory]): time_ms,
+    reserved_physical_mb, used_mb, then `reservation_pages:<name>` (pages each reservation
+    accounts) and `resident_pages:<task>`."""
     control_timeline: pd.DataFrame = field(repr=False)
-    """One row per controller tick: limits, usage and PSI totals per group (empty unless the
-    scenario declares [control]). A long run keeps one row per `control_timeline_every_ticks`
+    """One row per controller tick: time_ms, then per group `max_mb:<g>` and `high_mb:<g>`
+    (memory.max and memory.high, NaN when unlimited), `usage_mb:<g>` and the cumulative PSI
+    totals `memory_some_us:<g>`, `io_some_us:<g>` (empty unless the scenario declares [control]). A long run keeps one row per `control_timeline_every_ticks`
     ticks instead (past 2**20 rows, or 2**24 values)."""
     control_timeline_every_ticks: int
     summary_json: str = field(repr=False)

@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from critmem import __version__, _core, controllers
 from critmem._core import MAX_TRACE_RECORDS, ScenarioError
@@ -27,6 +27,7 @@ from critmem.progress import BarProgress, QuietProgress
 from critmem.reproduce import PAPERS, get
 
 if TYPE_CHECKING:
+    import pandas as pd
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -119,9 +120,13 @@ def _console() -> Console:
 
     # Created per call so it writes to the current sys.stdout (tests redirect it). Off a
     # terminal rich would assume 80 columns and wrap the table; give it room instead.
+    # COLUMNS, when set, is the width asked for (as rich reads it on a terminal); tables then
+    # narrow to it and prose wraps at word boundaries.
     out = sys.stdout
-    width = None if out.isatty() else 160
-    return Console(file=out, width=width, highlight=False, soft_wrap=True)
+    columns = os.environ.get("COLUMNS", "")
+    asked = out.isatty() or (columns.isdigit() and int(columns) > 0)
+    width = None if asked else 160
+    return Console(file=out, width=width, highlight=False, soft_wrap=not asked)
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
@@ -170,6 +175,82 @@ def _table(columns: Sequence[str], rows: Sequence[Sequence[str]], *, left: int =
     return table
 
 
+# Below this console width a run's tables take their compact form (see `_row_table`).
+_COMPACT_WIDTH = 100
+# Headers of the compact form: every word at most 7 characters, so no column is wider than
+# its values need.
+_SHORT_HEADERS = {
+    "released": "jobs",
+    "completed": "done",
+    "misses": "miss",
+    "reservation": "resv",
+    "swapped in": "swap in",
+    "swapped out": "swap out",
+    "resident MB": "res MB",
+    "consumed ms": "used ms",
+    "replenishments": "refills",
+    "exhaustions": "empties",
+    "checksum fails": "bad sums",
+    "lowest limit MB": "lowest MB",
+    "peak usage MB": "peak MB",
+    "memory some ms": "mem some ms",
+    "memory full ms": "mem full ms",
+}
+# Gap between two columns of the compact form.
+_COMPACT_GAP = 2
+
+
+def _row_table(
+    console: Console, columns: Sequence[str], rows: Sequence[Sequence[str]], *, left: int = 1, optional: Sequence[str] = ()
+) -> Table:
+    """A table of one line per row (a task, a group, a server): the first `left` columns are
+    text, the rest numbers (right-aligned). A value never wraps and a number is never cut;
+    headers break at spaces. Narrower than `_COMPACT_WIDTH`, headers are shortened, columns
+    sit closer, the `optional` columns are left out (in that order) while the rest would not
+    fit, and names that still do not fit end in "…"."""
+    from rich import box
+    from rich.table import Table
+
+    compact = console.width < _COMPACT_WIDTH
+    keep = list(range(len(columns)))
+    headers = [_SHORT_HEADERS.get(c, c) if compact else c for c in columns]
+
+    def widest(i: int) -> int:
+        return max((len(_visible(row[i])) for row in rows), default=0)
+
+    def need(i: int) -> int:
+        return max(max(len(w) for w in headers[i].split()), widest(i))
+
+    if compact:
+        for name in optional:
+            if sum(need(i) for i in keep) + _COMPACT_GAP * (len(keep) - 1) <= console.width:
+                break
+            keep.remove(columns.index(name))
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=compact)
+    # Compact columns are exactly as wide as they need; the names give way, down to a few
+    # characters, where the rest leave too little.
+    others = sum(need(j) for j in keep[1:]) + _COMPACT_GAP * (len(keep) - 1)
+    for i in keep:
+        justify: Literal["left", "right"] = "left" if i < left else "right"
+        if not compact:
+            table.add_column(headers[i], justify=justify, no_wrap=i == 0, overflow="fold", min_width=widest(i) if i >= left else None)
+        elif i == 0:
+            table.add_column(headers[i], no_wrap=True, width=max(4, min(need(i), console.width - others)))
+        else:
+            table.add_column(headers[i], justify=justify, overflow="fold", width=need(i))
+    for row in rows:
+        table.add_row(*(_cell(row[i]) for i in keep))
+    return table
+
+
+def _cell(text: str) -> Text:
+    """A table value: one line, cut with "…" where its column is too narrow."""
+    cell = _text(text)
+    cell.no_wrap = True
+    cell.overflow = "ellipsis"
+    return cell
+
+
 def _words(identifier: str) -> str:
     """`not_schedulable` → `not schedulable`, for people."""
     return identifier.replace("_", " ")
@@ -192,11 +273,91 @@ def _print_run(s: dict[str, Any], events: int) -> None:
             f"horizon {s['horizon_ms']:g} ms, seed {s['seed']}, {events} events"
         )
     )
+    control = s.get("control")
+    if control is not None:
+        console.print(_text(_controller_line(control["controller"], control["interval_ms"], control["ticks"], control["dropped_jobs"])))
     _print_tasks(console, s["tasks"], place="cpu")
+    if control is not None and s.get("memory") is not None:
+        _print_groups(console, _sim_group_rows(s), throughput="work/s")
     if "servers" in s:
         _print_servers(console, s["servers"], float(s["horizon_ms"]))
     if s.get("memory") is not None:
         _print_memory(console, s["memory"])
+
+
+def _controller_line(name: str, interval_ms: float, ticks: int, dropped_jobs: int) -> str:
+    return f"controller: {name}, every {interval_ms:g} ms ({_plural(ticks, 'tick')}, {_plural(dropped_jobs, 'job')} dropped at its request)"
+
+
+# One row of the group table: name, limit at the end, lowest limit, peak usage (MB; None:
+# unlimited, NaN: not measured), throughput (None: not measured), jobs pending and dropped.
+_GroupRow = tuple[str, float | None, float | None, float | None, float | None, int | None, int | None]
+
+
+def _print_groups(console: Console, rows: Sequence[_GroupRow], *, throughput: str) -> None:
+    """One row per controlled group: its memory limit at the end and at its lowest, its peak
+    usage, its tasks' throughput (`throughput` names the unit) and their pending and dropped
+    jobs."""
+    cells = [
+        [name, _mb(final), _mb(lowest), _mb(peak), _fmt(rate, digits=2), _fmt(pending), _fmt(dropped)]
+        for name, final, lowest, peak, rate, pending, dropped in rows
+    ]
+    columns = ["group", "limit MB", "lowest limit MB", "peak usage MB", throughput, "pending", "dropped"]
+    console.print(_text('memory per group (limit = memory.max at the end, "none" = unlimited)'))
+    console.print(_row_table(console, columns, cells, optional=["lowest limit MB"]))
+
+
+def _mb(value: float | None) -> str:
+    """MB to one decimal; None is no limit, NaN not measured."""
+    if value is None:
+        return "none"
+    return "-" if math.isnan(value) else f"{value:.1f}"
+
+
+def _sim_group_rows(s: dict[str, Any]) -> list[_GroupRow]:
+    """The simulator's group rows: limits from `control.groups`, each task's figures summed
+    into the group `memory.tasks` places it in."""
+    member = {t["name"]: t["group"] for t in s["memory"]["tasks"]}
+    rows: list[_GroupRow] = []
+    for g in s["control"]["groups"]:
+        tasks = [t for t in s["tasks"] if member.get(t["name"]) == g["name"]]
+        rows.append(
+            (
+                g["name"],
+                g["final_max_mb"],
+                g["lowest_max_mb"],
+                g["peak_usage_mb"],
+                sum(t["throughput_per_s"] for t in tasks) if tasks else None,
+                sum(t["pending"] for t in tasks) if tasks else None,
+                sum(t["dropped"] for t in tasks) if tasks else None,
+            )
+        )
+    return rows
+
+
+def _linux_group_rows(summary: dict[str, Any]) -> list[_GroupRow]:
+    """Linux's group rows: limits and peak usage from the control timeline, the MiB/s the
+    group's throughput workers verified, and the jobs its workloads reported."""
+    timeline = summary["control"]["timeline"]
+    rows: list[_GroupRow] = []
+    for i, g in enumerate(summary["memory"]["groups"]):
+        samples = [sample["groups"][i] for sample in timeline]
+        limits = [p["max_bytes"] for p in samples if p["max_bytes"] is not None]
+        final = samples[-1]["max_bytes"] if samples else math.nan
+        rates = [t["verified_mib_per_s"] for t in summary["tasks"] if t["group"] == g["name"] and t["verified_mib_per_s"] is not None]
+        reported = g["jobs_reported"] > 0
+        rows.append(
+            (
+                g["name"],
+                final if final is None or math.isnan(final) else final / 1_048_576,
+                min(limits) / 1_048_576 if limits else (None if samples else math.nan),
+                max(p["usage_bytes"] for p in samples) / 1_048_576 if samples else math.nan,
+                sum(rates) if rates else None,
+                g["jobs_pending"] if reported else None,
+                g["jobs_dropped"] if reported else None,
+            )
+        )
+    return rows
 
 
 def _print_servers(console: Console, servers: Sequence[dict[str, Any]], horizon_ms: float) -> None:
@@ -221,7 +382,7 @@ def _print_servers(console: Console, servers: Sequence[dict[str, Any]], horizon_
     ]
     columns = ["server", "parent", "kind", "budget ms", "period ms", "consumed ms", "cpu share", "replenishments",
                "exhaustions", "events", "event ms"]  # fmt: skip
-    console.print(_table(columns, rows, left=3))
+    console.print(_row_table(console, columns, rows, left=3, optional=["event ms", "events", "exhaustions"]))
 
 
 # A column of the task table beyond the common ones: header, and the cell of a task's row.
@@ -252,7 +413,8 @@ def _print_tasks(console: Console, tasks: Sequence[dict[str, Any]], *, place: st
         )
     columns = ["task", "crit", place, "released", "completed", "misses", "hit ratio",
                "max resp ms", "mean resp ms", "max tard ms", *(header for header, _ in extra)]  # fmt: skip
-    console.print(_table(columns, rows, left=3 if place == "group" else 2))
+    optional = ["mean resp ms", *(header for header, _ in extra[1:])]
+    console.print(_row_table(console, columns, rows, left=3 if place == "group" else 2, optional=optional))
 
 
 def _print_memory(console: Console, memory: dict[str, Any]) -> None:
@@ -279,7 +441,7 @@ def _print_memory(console: Console, memory: dict[str, Any]) -> None:
     ]
     columns = ["task", "reservation", "minor faults", "major faults", "swapped in", "swapped out",
                "resident MB", "fault wait ms"]  # fmt: skip
-    console.print(_table(columns, rows, left=2))
+    console.print(_row_table(console, columns, rows, left=2, optional=["swapped in", "minor faults"]))
     shared = [
         [
             u["region"],
@@ -293,7 +455,9 @@ def _print_memory(console: Console, memory: dict[str, Any]) -> None:
     ]
     if shared:
         console.print(_text("shared regions: distinct pages each task touched per ended job (the mean is the paper's Avg(S))"))
-        console.print(_table(["region", "task", "jobs ended", "mean MB", "largest MB"], sorted(shared, key=lambda row: row[0]), left=2))
+        console.print(
+            _row_table(console, ["region", "task", "jobs ended", "mean MB", "largest MB"], sorted(shared, key=lambda row: row[0]), left=2)
+        )
     groups = [
         [
             g["name"],
@@ -305,7 +469,14 @@ def _print_memory(console: Console, memory: dict[str, Any]) -> None:
         for g in memory["groups"]
     ]
     console.print(_text("stall totals per group (PSI: some = at least one task stalled, full = all non-idle tasks stalled)"))
-    console.print(_table(["group", "memory some ms", "memory full ms", "io some ms", "io full ms"], groups))
+    console.print(
+        _row_table(
+            console,
+            ["group", "memory some ms", "memory full ms", "io some ms", "io full ms"],
+            groups,
+            optional=["memory full ms", "io full ms"],
+        )
+    )
 
 
 def _prepare_out_dir(out: str) -> Path:
@@ -349,6 +520,7 @@ _OUT_NAMES = frozenset(
         "segments.parquet",
         "memory_timeline.parquet",
         "memory_timeline.csv",
+        "control_timeline.csv",
         "memory.png",
         "waits.csv",
         "servers.csv",
@@ -441,7 +613,12 @@ def _write_results(
 
             timeline_csv = out_dir / "memory_timeline.csv"
             result.memory_timeline.to_csv(timeline_csv, index=False, lineterminator="\n")
-            written += [timeline_csv, plot_memory(result, out_dir / "memory.png")]
+            written.append(timeline_csv)
+            if result.summary.get("control") is not None:
+                control_csv = out_dir / "control_timeline.csv"
+                control_timeline_long(result).to_csv(control_csv, index=False, lineterminator="\n")
+                written.append(control_csv)
+            written.append(plot_memory(result, out_dir / "memory.png"))
             if parquet:
                 timeline_parquet = out_dir / "memory_timeline.parquet"
                 result.memory_timeline.to_parquet(timeline_parquet, index=False, engine="pyarrow", compression="zstd")
@@ -449,6 +626,44 @@ def _write_results(
     except OSError as e:
         raise CliError(f"cannot write results to {str(out_dir)!r}: {e.strerror or e}") from None
     return written
+
+
+# The columns of control_timeline.csv, in order.
+CONTROL_TIMELINE_COLUMNS = ("time_ms", "tick", "group", "max_mb", "high_mb", "usage_mb", "memory_some_us", "io_some_us")
+
+
+def control_timeline_long(result: RunResult) -> pd.DataFrame:
+    """The control timeline in long form: one row per recorded tick per group, tick-major and
+    groups in `[[group]]` order (columns: `CONTROL_TIMELINE_COLUMNS`). `tick` counts from 1;
+    a long run records one tick in `control_timeline_every_ticks`. `max_mb` and `high_mb` are
+    memory.max and memory.high (NaN, an empty CSV cell, when unlimited); the PSI totals are
+    cumulative."""
+    import numpy as np
+    import pandas as pd
+
+    control = result.summary.get("control")
+    names = [str(g["name"]) for g in control["groups"]] if control is not None else []
+    wide = result.control_timeline
+    rows = len(wide) if names else 0
+
+    def stacked(field: str) -> Any:
+        # One column per group side by side, read row by row: tick-major order.
+        return np.column_stack([wide[f"{field}:{g}"].to_numpy() for g in names]).ravel() if rows else np.array([], dtype="float64")
+
+    ticks = 1 + np.arange(rows, dtype="int64") * result.control_timeline_every_ticks
+    return pd.DataFrame(
+        {
+            "time_ms": np.repeat(wide["time_ms"].to_numpy() if rows else np.array([], dtype="float64"), len(names)),
+            "tick": np.repeat(ticks, len(names)),
+            "group": pd.Series(np.tile(np.array(names, dtype=object), rows), dtype="str"),
+            "max_mb": stacked("max_mb"),
+            "high_mb": stacked("high_mb"),
+            "usage_mb": stacked("usage_mb"),
+            "memory_some_us": stacked("memory_some_us").astype("int64"),
+            "io_some_us": stacked("io_some_us").astype("int64"),
+        },
+        columns=list(CONTROL_TIMELINE_COLUMNS),
+    )
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -563,6 +778,7 @@ def _print_linux_run(summary: dict[str, Any]) -> None:
             ("checksum fails", lambda t: _fmt(t["checksum_failures"])),
         ],
     )
+    _print_groups(console, _linux_group_rows(summary), throughput="MiB/s")
     groups = [
         [
             g["name"],
@@ -574,7 +790,14 @@ def _print_linux_run(summary: dict[str, Any]) -> None:
         for g in summary["memory"]["groups"]
     ]
     console.print(_text("stall totals per group (PSI: some = at least one task stalled, full = all non-idle tasks stalled)"))
-    console.print(_table(["group", "memory some ms", "memory full ms", "io some ms", "io full ms"], groups))
+    console.print(
+        _row_table(
+            console,
+            ["group", "memory some ms", "memory full ms", "io some ms", "io full ms"],
+            groups,
+            optional=["memory full ms", "io full ms"],
+        )
+    )
     console.print(
         _text(
             f"limit writes {control['writes_ok']} ok, {control['writes_failed']} refused by the kernel; "
@@ -980,7 +1203,9 @@ examples:
 --out DIR writes jobs.csv (one row per job), segments.csv (one row per stretch a job
 ran on a CPU), summary.json (as --json prints it) and gantt.png; for a scenario with
 [memory], also memory_timeline.csv and memory.png (resident pages per reservation and
-per task, and reserved physical memory, over time). With --platform linux, --out DIR
+per task, and reserved physical memory, over time); with [control], also
+control_timeline.csv (one row per controller tick per group: limit, usage and PSI
+totals), and memory.png draws each group's limit beside its usage. With --platform linux, --out DIR
 writes summary.json, timeline.csv and memory.png (usage and limit of every group over
 time)."""
 
@@ -1033,7 +1258,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object instead of the table")
     run.add_argument(
         "--out", metavar="DIR", type=_out_dir,
-        help="also write jobs.csv, segments.csv, summary.json and gantt.png to DIR (with [memory]: memory_timeline.csv, memory.png; on linux: summary.json, timeline.csv, memory.png)",
+        help="also write jobs.csv, segments.csv, summary.json and gantt.png to DIR (with [memory]: memory_timeline.csv, memory.png; with [control]: control_timeline.csv; on linux: summary.json, timeline.csv, memory.png)",
     )  # fmt: skip
     run.add_argument(
         "--parquet", action="store_true", help="with --out: also write the traces as Parquet (needs pyarrow, the parquet extra)"

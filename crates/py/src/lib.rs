@@ -315,7 +315,7 @@ impl ServerColumns {
 }
 
 /// The memory timeline as columns: time_ms, reserved_physical_mb, used_mb, then
-/// `reservation:<name>` (pages it accounts) and `resident:<task>` (resident pages) per object.
+/// `reservation_pages:<name>` (pages it accounts) and `resident_pages:<task>` per object.
 fn timeline_dict(py: Python<'_>, result: &SimResult) -> PyResult<Py<PyDict>> {
     let d = PyDict::new(py);
     let Some(m) = &result.memory else { return Ok(d.unbind()) };
@@ -324,10 +324,10 @@ fn timeline_dict(py: Python<'_>, result: &SimResult) -> PyResult<Py<PyDict>> {
     d.set_item("reserved_physical_mb", m.timeline.iter().map(|s| mb(s.reserved_physical_frames)).collect::<Vec<_>>())?;
     d.set_item("used_mb", m.timeline.iter().map(|s| mb(s.used_frames)).collect::<Vec<_>>())?;
     for (i, (name, _)) in m.reservations.iter().enumerate() {
-        d.set_item(format!("reservation:{name}"), m.timeline.iter().map(|s| s.reservation_pages[i]).collect::<Vec<_>>())?;
+        d.set_item(format!("reservation_pages:{name}"), m.timeline.iter().map(|s| s.reservation_pages[i]).collect::<Vec<_>>())?;
     }
     for (i, t) in result.tasks.iter().enumerate() {
-        d.set_item(format!("resident:{}", t.name), m.timeline.iter().map(|s| s.task_resident_pages[i]).collect::<Vec<_>>())?;
+        d.set_item(format!("resident_pages:{}", t.name), m.timeline.iter().map(|s| s.task_resident_pages[i]).collect::<Vec<_>>())?;
     }
     Ok(d.unbind())
 }
@@ -358,7 +358,7 @@ impl RawColumn {
 }
 
 /// The control timeline (one row per tick) as columns: time_ms, then per group
-/// `max_mb:<g>` (NaN when unlimited), `usage_mb:<g>`, and the cumulative PSI totals
+/// `max_mb:<g>` and `high_mb:<g>` (NaN when unlimited), `usage_mb:<g>`, and the cumulative PSI totals
 /// `memory_some_us:<g>` and `io_some_us:<g>`. Empty without `[control]`. Built without the
 /// GIL; [`raw_dict`] hands it over.
 fn control_columns(result: &SimResult) -> Vec<(String, RawColumn)> {
@@ -368,6 +368,7 @@ fn control_columns(result: &SimResult) -> Vec<(String, RawColumn)> {
     for (gi, name) in c.groups.iter().enumerate() {
         let points = || c.timeline.iter().map(move |s| &s.groups[gi]);
         cols.push((format!("max_mb:{name}"), RawColumn::f64s(points().map(|p| p.max_bytes.map_or(f64::NAN, mb)))));
+        cols.push((format!("high_mb:{name}"), RawColumn::f64s(points().map(|p| p.high_bytes.map_or(f64::NAN, mb)))));
         cols.push((format!("usage_mb:{name}"), RawColumn::f64s(points().map(|p| mb(p.usage_bytes)))));
         cols.push((format!("memory_some_us:{name}"), RawColumn::u64s(points().map(|p| p.memory_some_us))));
         cols.push((format!("io_some_us:{name}"), RawColumn::u64s(points().map(|p| p.io_some_us))));
@@ -741,6 +742,31 @@ mod tests {
         );
         // Without resources or components there is no table at all.
         assert_eq!(wait_columns(&run(&load(RM, "rm.toml", Format::Toml, None, None).unwrap(), SimOptions::default())), None);
+    }
+
+    #[test]
+    fn control_columns_carry_each_groups_limits_and_usage_per_tick() {
+        // Greedy every 10 ms over 35 ms: ticks at 10, 20 and 30 ms. The group's memory.high
+        // is the scenario's 6 MB and its memory.max the scenario's 8 MB unless greedy moves it.
+        let text = "[scheduler]\nkind = \"edf\"\n[run]\nhorizon_ms = 35\n[memory]\ntotal_mb = 16\n\
+                    [control]\ncontroller = \"greedy\"\ninterval_ms = 10\n\
+                    [[group]]\nname = \"g\"\nfloor_mb = 2\nmax_mb = 8\nhigh_mb = 6\n\
+                    [[task]]\nname = \"t\"\nwcet_ms = 2\nperiod_ms = 10\ngroup = \"g\"\nprivate_mb = 4\n\
+                    access = [{ pattern = \"sweep\" }]\n";
+        let s = load(text, "c.toml", Format::Toml, None, None).unwrap();
+        let r = run(&s, SimOptions::default());
+        let cols = control_columns(&r);
+        let names: Vec<&str> = cols.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["time_ms", "max_mb:g", "high_mb:g", "usage_mb:g", "memory_some_us:g", "io_some_us:g"]);
+        let f64s = |c: &RawColumn| c.bytes.chunks(8).map(|b| f64::from_le_bytes(b.try_into().unwrap())).collect::<Vec<_>>();
+        assert_eq!(f64s(&cols[0].1), [10.0, 20.0, 30.0]);
+        let timeline = &r.control.as_ref().unwrap().timeline;
+        let mb = |b: Option<u64>| b.map_or(f64::NAN, |b| b as f64 / 1_048_576.0);
+        let max: Vec<f64> = timeline.iter().map(|t| mb(t.groups[0].max_bytes)).collect();
+        assert_eq!(f64s(&cols[1].1).iter().map(|v| v.to_bits()).collect::<Vec<_>>(), max.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+        assert_eq!(f64s(&cols[2].1), [6.0, 6.0, 6.0]);
+        assert!(f64s(&cols[3].1).iter().all(|&u| u > 0.0 && u <= 8.0));
+        assert!(control_columns(&run(&load(RM, "rm.toml", Format::Toml, None, None).unwrap(), SimOptions::default())).is_empty());
     }
 
     #[test]
