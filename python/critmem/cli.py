@@ -647,6 +647,8 @@ def _print_analysis(result: AnalysisResult) -> None:
     test_rows = [[t["name"], _fmt(t["cpu"]), _words(t["verdict"]), t["detail"]] for t in r["tests"]]
     console.print(_table(["test", "cpu", "verdict", "detail"], test_rows, left=4))
     console.print(_text(f"verdict: {_words(result.verdict)}"))
+    for line in r.get("not_covered", []):
+        console.print(_text(f"not covered: {line}"))
 
 
 def _print_warnings(lines: Sequence[str]) -> None:
@@ -958,7 +960,11 @@ _ANALYZE_EPILOG = """\
 examples:
   critmem analyze examples/rm-textbook.toml
   critmem analyze examples/partitioned-fp.toml --json
-  critmem analyze examples/overload.toml --check   # exit 1: not schedulable"""
+  critmem analyze examples/overload.toml --check   # exit 1: not schedulable
+
+What the analyses leave out (page faults and swap waits under [memory], a [control]
+controller) is listed under "not covered" (`not_covered` in --json); `critmem run` shows
+its effect."""
 
 
 def _reproduce_epilog() -> str:
