@@ -110,6 +110,10 @@ def analyze(text: str, source_name: str, format: str) -> tuple[str, list[str]]:
     """Loads `text` and runs the schedulability analyses; returns the report as JSON and the
     scenario's warnings."""
 
+def scenario_schema() -> str:
+    """The JSON Schema of scenario files, derived from the loader's own structures (pretty JSON
+    ending in a newline; `docs/scenario.schema.json` holds the same text)."""
+
 def validate(text: str, source_name: str, format: str) -> str:
     """Loads `text` without running it; returns JSON with scheduler, cpus, tasks, horizon_ms,
     seed and warnings. Raises ScenarioError for a scenario that does not load."""

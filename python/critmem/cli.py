@@ -925,6 +925,15 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------
+# critmem schema
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    sys.stdout.write(_core.scenario_schema())
+    return 0
+
+
+# ---------------------------------------------------------------------------------------
 # Parser and entry point
 
 _DESCRIPTION = """\
@@ -1181,6 +1190,18 @@ def build_parser() -> argparse.ArgumentParser:
     swap.add_argument("--path", metavar="FILE", help="setup: where (ext4/xfs; default /var/lib/critmem/critmem.swap)")
     swap.add_argument("--state-file", metavar="FILE", help="where critmem records its swapfile (default /var/lib/critmem/swap.json)")
     swap.set_defaults(handler=_cmd_swap)
+
+    schema = commands.add_parser(
+        "schema",
+        help="print the JSON Schema of scenario files",
+        description="Print the JSON Schema (draft 2020-12) of scenario files: every key, its type and each\n"
+        "choice key's accepted values, derived from the loader itself. Editors use it to complete\n"
+        "and check scenarios as they are written; rules across keys are the loader's alone\n"
+        "(`critmem validate FILE`).",
+        epilog="examples:\n  critmem schema > scenario.schema.json",
+        formatter_class=fmt,
+    )
+    schema.set_defaults(handler=_cmd_schema)
     return parser
 
 
