@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
     from critmem.api import AnalysisResult, RunResult
+    from critmem.reproduce.checks import Check
 
 # The tables (rich) and the results as data frames (pandas) load only where a command prints or
 # writes them: `run --json` and `analyze --json` need neither, and start several times faster.
@@ -919,9 +920,32 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(reproduction.summary, allow_nan=False) + "\n")
     else:
         _print_reproduction(reproduction.summary)
+        _print_checks(reproduction.checks)
     files = ", ".join(p.name for p in reproduction.files)
     print(f"wrote {files} to {out_dir}/ in {elapsed:.1f} s", file=note)
-    return 0
+    return _check_reproduction(reproduction.checks) if args.check else 0
+
+
+def _print_checks(checks: Sequence[Check]) -> None:
+    """The report's acceptance checks: what each expects, what this run measured, and whether it holds."""
+    if not checks:
+        return
+    console = _console()
+    console.print(_text("acceptance checks"))
+    rows = [[c.name, c.expected, c.measured, "yes" if c.passed else "NO"] for c in checks]
+    console.print(_table(["check", "expected", "measured", "holds"], rows, left=3))
+
+
+def _check_reproduction(checks: Sequence[Check]) -> int:
+    """`reproduce --check`: 1, with the checks that do not hold named on stderr, if any does not."""
+    from critmem.reproduce.checks import failed
+
+    bad = failed(checks)
+    if not bad:
+        return 0
+    names = "; ".join(f"{c.name} (expected {c.expected}, measured {c.measured})" for c in bad)
+    print(f"critmem: check failed: {_visible(names)}", file=sys.stderr)
+    return 1
 
 
 # ---------------------------------------------------------------------------------------
@@ -1141,6 +1165,9 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--out", metavar="DIR", type=_out_dir, help="output folder (default: results/reproduce/PAPER)")
     reproduce.add_argument("--json", action="store_true", help="print the headline numbers as one JSON object")
     reproduce.add_argument("--quick", action="store_true", help="a reduced version: fewer periods and runs (a first look; under a minute)")
+    reproduce.add_argument(
+        "--check", action="store_true", help="exit 1 when one of the report's acceptance checks does not hold (naming it on stderr)"
+    )
     reproduce.add_argument(
         "--scheduler", metavar="ADDRESS", type=_scheduler_address,
         help="sara: run the simulations on the Dask cluster of this scheduler, e.g. tcp://127.0.0.1:8786 (default: $CRITMEM_DASK_SCHEDULER, else local processes)",
