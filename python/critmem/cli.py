@@ -949,11 +949,26 @@ def _check_reproduction(checks: Sequence[Check]) -> int:
 
 
 # ---------------------------------------------------------------------------------------
-# critmem schema
+# critmem schema and critmem examples
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
     sys.stdout.write(_core.scenario_schema())
+    return 0
+
+
+def _cmd_examples(args: argparse.Namespace) -> int:
+    from critmem import examples
+
+    if args.action is None:
+        rows = [[e.name, e.summary] for e in examples.bundled()]
+        _console().print(_table(["example", "what it shows"], rows, left=2))
+        return 0
+    try:
+        written = examples.copy(args.name, Path(args.dest) if args.dest is not None else Path())
+    except examples.ExampleError as e:
+        raise CliError(str(e)) from None
+    print(f"wrote {written}: run it with `critmem run {written}`")
     return 0
 
 
@@ -966,21 +981,30 @@ Simulates scenario files (TOML) deterministically and analyses their schedulabil
 
 _EPILOG = """\
 examples:
-  critmem run examples/quickstart.toml
-  critmem run examples/quickstart.toml --seed 7 --out results/quickstart
-  critmem run examples/rm-textbook.toml --json
-  critmem analyze examples/rm-textbook.toml
+  critmem examples
+  critmem examples copy quickstart
+  critmem run quickstart.toml
+  critmem run quickstart.toml --seed 7 --out results/quickstart
+  critmem examples copy rm-textbook
+  critmem run rm-textbook.toml --json
+  critmem analyze rm-textbook.toml
   critmem reproduce shared-pages
-  sudo critmem run examples/linux-sara.toml --platform linux --duration 60s
+  critmem examples copy linux-sara
+  sudo critmem run linux-sara.toml --platform linux --duration 60s
   sudo critmem swap setup --size 4G
+
+`critmem examples copy NAME` writes a bundled example to the current folder (a checkout
+has them all in examples/).
 
 Errors print one line on stderr and exit with code 2."""
 
 _RUN_EPILOG = """\
 examples:
-  critmem run examples/quickstart.toml
-  critmem run examples/quickstart.toml --seed 7 --horizon-ms 500 --out results/q7
-  critmem run examples/rm-textbook.toml --json | python3 -m json.tool
+  critmem examples copy quickstart
+  critmem run quickstart.toml
+  critmem run quickstart.toml --seed 7 --horizon-ms 500 --out results/q7
+  critmem examples copy rm-textbook
+  critmem run rm-textbook.toml --json | python3 -m json.tool
 
 --out DIR writes jobs.csv (one row per job), segments.csv (one row per stretch a job
 ran on a CPU), summary.json (as --json prints it) and gantt.png; for a scenario with
@@ -991,9 +1015,12 @@ time)."""
 
 _ANALYZE_EPILOG = """\
 examples:
-  critmem analyze examples/rm-textbook.toml
-  critmem analyze examples/partitioned-fp.toml --json
-  critmem analyze examples/overload.toml --check   # exit 1: not schedulable
+  critmem examples copy rm-textbook
+  critmem analyze rm-textbook.toml
+  critmem examples copy partitioned-fp
+  critmem analyze partitioned-fp.toml --json
+  critmem examples copy overload
+  critmem analyze overload.toml --check   # exit 1: not schedulable
 
 What the analyses leave out (page faults and swap waits under [memory], a [control]
 controller) is listed under "not covered" (`not_covered` in --json); `critmem run` shows
@@ -1096,7 +1123,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="check scenario files without running them",
         description="Load each FILE as `run` would, without simulating it: print one line per file\n"
         "(scheduler, CPUs, tasks, horizon, seed) and any warnings; exit 2 if any file does not load.",
-        epilog="examples:\n  critmem validate examples/*.toml",
+        epilog="examples:\n  critmem examples copy quickstart\n  critmem validate quickstart.toml",
         formatter_class=fmt,
     )
     validate.add_argument("files", metavar="FILE", nargs="+", help="scenario files (.toml or .json)")
@@ -1196,7 +1223,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Write the critmem-agent configuration of FILE's [memory], [[group]]s and [control]: the\n"
         "same controller with every parameter written out, over the same groups, each a cgroup the\n"
         "agent creates under critmem/. The agent's own parser checks it before it is written.",
-        epilog="examples:\n  critmem agent-config examples/linux-sara.toml --out agent.toml\n  sudo critmem agent --config agent.toml --dry-run --duration 30s",
+        epilog="examples:\n  critmem examples copy linux-sara\n  critmem agent-config linux-sara.toml --out agent.toml\n  sudo critmem agent --config agent.toml --dry-run --duration 30s",
         formatter_class=fmt,
     )
     agent_config.add_argument("file", metavar="FILE", help="scenario file with [memory], [[group]] and [control]")
@@ -1229,6 +1256,26 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=fmt,
     )
     schema.set_defaults(handler=_cmd_schema)
+
+    examples = commands.add_parser(
+        "examples",
+        help="list the bundled example scenarios, or copy one out",
+        description="List the example scenarios that ship with critmem (name and first comment line), or\n"
+        "write one to the current folder (or DEST) with `copy`; an existing file is never replaced.",
+        epilog="examples:\n  critmem examples\n  critmem examples copy quickstart\n  critmem run quickstart.toml",
+        formatter_class=fmt,
+    )
+    examples.set_defaults(handler=_cmd_examples, action=None)
+    examples_actions = examples.add_subparsers(dest="action", metavar="ACTION")
+    copy = examples_actions.add_parser(
+        "copy",
+        help="write the example NAME to the current folder (or DEST)",
+        description="Write the bundled example NAME as NAME.toml in the current folder, or to DEST (a folder\n"
+        "or a file name); an existing file is never replaced.",
+        formatter_class=fmt,
+    )
+    copy.add_argument("name", metavar="NAME", help="an example's name, as `critmem examples` lists it")
+    copy.add_argument("dest", metavar="DEST", nargs="?", help="folder or file to write (default: the current folder)")
     return parser
 
 
