@@ -15,6 +15,7 @@ __all__ = [
     "pick_offline_limit",
     "pick_tmo_threshold",
     "sara_job_stalls",
+    "scenario_schema",
     "simulate",
     "validate",
 ]
