@@ -30,7 +30,7 @@ from critmem.reproduce.sara.experiment import (
     job_stall_ms,
     measure,
 )
-from critmem.reproduce.sara.report import _acceptance
+from critmem.reproduce.sara.report import _acceptance, acceptance_checks
 
 Quick = tuple[Outcome, dict[str, Any], Path]
 
@@ -506,3 +506,45 @@ def test_quick_reports_verdicts_agree_with_its_results_json(quick: Quick) -> Non
     assert f"| {ratio(thr['sara'], thr['tmo-low']):.2f} |" in section
     assert f"offline {hit['offline']:.3f}, tmo-high {hit['tmo-high']:.3f}" in section
     assert f"{sum(a['dropped'] for a, _ in early)} jobs dropped in all" in section
+
+
+# ---------------------------------------------------------------------------------------------
+# `--check`: the same verdicts as the report's table, and the exit code.
+
+
+def _holds(data: dict[str, Any], summary: dict[str, Any]) -> dict[str, bool]:
+    checks = acceptance_checks(data, summary)
+    assert len(checks) == len(CHECKS)
+    return {key: c.passed for key, c in zip(CHECKS, checks, strict=True)}
+
+
+@pytest.mark.parametrize(("check", "change", "holds"), VERDICT_CASES, ids=[f"{c}-{i}" for i, (c, _, _) in enumerate(VERDICT_CASES)])
+def test_check_results_are_the_reports_verdicts(check: str, change: Change, holds: bool) -> None:
+    data, summary = _passing()
+    change(data, summary)
+    assert _holds(data, summary) == _verdicts(_acceptance(data, summary))
+    assert _holds(data, summary)[check] is holds
+
+
+@pytest.mark.parametrize(("offline", "tmo_high", "change", "holds"), BASELINE_CASES)
+def test_an_explained_baseline_passes_the_check(offline: float | None, tmo_high: float | None, change: Change, holds: str) -> None:
+    data, summary = _passing()
+    _hit("offline", offline)(data, summary)
+    _hit("tmo-high", tmo_high)(data, summary)
+    change(data, summary)
+    assert _holds(data, summary)["baselines"] is (holds in ("yes", "explained"))
+
+
+def test_quick_check_exits_1_exactly_when_a_check_of_its_report_fails(quick: Quick) -> None:
+    """Run again over the first run's folder: every simulation comes from its cache."""
+    _, _, out = quick
+    o = cli("reproduce", "sara", "--quick", "--check", "--out", str(out))
+    want = _verdicts((out / "report.md").read_text())
+    assert o.code == (0 if all(want.values()) else 1), o.stderr
+    text = " ".join(o.stdout.split())
+    assert "acceptance checks" in text and "check expected measured holds" in text
+    failing = [name for name, ok in want.items() if not ok]
+    if failing:
+        assert o.stderr.startswith("critmem: check failed: ") and o.stderr.count("\n") == 1, o.stderr
+    else:
+        assert o.stderr == ""

@@ -15,6 +15,7 @@ __all__ = [
     "pick_offline_limit",
     "pick_tmo_threshold",
     "sara_job_stalls",
+    "scenario_schema",
     "simulate",
     "validate",
 ]
@@ -117,6 +118,10 @@ def simulate(
 def analyze(text: str, source_name: str, format: str) -> tuple[str, list[str]]:
     """Loads `text` and runs the schedulability analyses; returns the report as JSON and the
     scenario's warnings."""
+
+def scenario_schema() -> str:
+    """The JSON Schema of scenario files, derived from the loader's own structures (pretty JSON
+    ending in a newline; `docs/scenario.schema.json` holds the same text)."""
 
 def validate(text: str, source_name: str, format: str) -> str:
     """Loads `text` without running it; returns JSON with scheduler, cpus, tasks, horizon_ms,

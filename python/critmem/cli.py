@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
     from critmem.api import AnalysisResult, RunResult
+    from critmem.reproduce.checks import Check
 
 # The tables (rich) and the results as data frames (pandas) load only where a command prints or
 # writes them: `run --json` and `analyze --json` need neither, and start several times faster.
@@ -900,6 +901,8 @@ def _print_analysis(result: AnalysisResult) -> None:
     test_rows = [[t["name"], _fmt(t["cpu"]), _words(t["verdict"]), t["detail"]] for t in r["tests"]]
     console.print(_table(["test", "cpu", "verdict", "detail"], test_rows, left=4))
     console.print(_text(f"verdict: {_words(result.verdict)}"))
+    for line in r.get("not_covered", []):
+        console.print(_text(f"not covered: {line}"))
 
 
 def _print_warnings(lines: Sequence[str]) -> None:
@@ -1170,8 +1173,55 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(reproduction.summary, allow_nan=False) + "\n")
     else:
         _print_reproduction(reproduction.summary)
+        _print_checks(reproduction.checks)
     files = ", ".join(p.name for p in reproduction.files)
     print(f"wrote {files} to {out_dir}/ in {elapsed:.1f} s", file=note)
+    return _check_reproduction(reproduction.checks) if args.check else 0
+
+
+def _print_checks(checks: Sequence[Check]) -> None:
+    """The report's acceptance checks: what each expects, what this run measured, and whether it holds."""
+    if not checks:
+        return
+    console = _console()
+    console.print(_text("acceptance checks"))
+    rows = [[c.name, c.expected, c.measured, "yes" if c.passed else "NO"] for c in checks]
+    console.print(_table(["check", "expected", "measured", "holds"], rows, left=3))
+
+
+def _check_reproduction(checks: Sequence[Check]) -> int:
+    """`reproduce --check`: 1, with the checks that do not hold named on stderr, if any does not."""
+    from critmem.reproduce.checks import failed
+
+    bad = failed(checks)
+    if not bad:
+        return 0
+    names = "; ".join(f"{c.name} (expected {c.expected}, measured {c.measured})" for c in bad)
+    print(f"critmem: check failed: {_visible(names)}", file=sys.stderr)
+    return 1
+
+
+# ---------------------------------------------------------------------------------------
+# critmem schema and critmem examples
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    sys.stdout.write(_core.scenario_schema())
+    return 0
+
+
+def _cmd_examples(args: argparse.Namespace) -> int:
+    from critmem import examples
+
+    if args.action is None:
+        rows = [[e.name, e.summary] for e in examples.bundled()]
+        _console().print(_table(["example", "what it shows"], rows, left=2))
+        return 0
+    try:
+        written = examples.copy(args.name, Path(args.dest) if args.dest is not None else Path())
+    except examples.ExampleError as e:
+        raise CliError(str(e)) from None
+    print(f"wrote {written}: run it with `critmem run {written}`")
     return 0
 
 
@@ -1184,21 +1234,30 @@ Simulates scenario files (TOML) deterministically and analyses their schedulabil
 
 _EPILOG = """\
 examples:
-  critmem run examples/quickstart.toml
-  critmem run examples/quickstart.toml --seed 7 --out results/quickstart
-  critmem run examples/rm-textbook.toml --json
-  critmem analyze examples/rm-textbook.toml
+  critmem examples
+  critmem examples copy quickstart
+  critmem run quickstart.toml
+  critmem run quickstart.toml --seed 7 --out results/quickstart
+  critmem examples copy rm-textbook
+  critmem run rm-textbook.toml --json
+  critmem analyze rm-textbook.toml
   critmem reproduce shared-pages
-  sudo critmem run examples/linux-sara.toml --platform linux --duration 60s
+  critmem examples copy linux-sara
+  sudo critmem run linux-sara.toml --platform linux --duration 60s
   sudo critmem swap setup --size 4G
+
+`critmem examples copy NAME` writes a bundled example to the current folder (a checkout
+has them all in examples/).
 
 Errors print one line on stderr and exit with code 2."""
 
 _RUN_EPILOG = """\
 examples:
-  critmem run examples/quickstart.toml
-  critmem run examples/quickstart.toml --seed 7 --horizon-ms 500 --out results/q7
-  critmem run examples/rm-textbook.toml --json | python3 -m json.tool
+  critmem examples copy quickstart
+  critmem run quickstart.toml
+  critmem run quickstart.toml --seed 7 --horizon-ms 500 --out results/q7
+  critmem examples copy rm-textbook
+  critmem run rm-textbook.toml --json | python3 -m json.tool
 
 --out DIR writes jobs.csv (one row per job), segments.csv (one row per stretch a job
 ran on a CPU), summary.json (as --json prints it) and gantt.png; for a scenario with
@@ -1211,9 +1270,16 @@ time)."""
 
 _ANALYZE_EPILOG = """\
 examples:
-  critmem analyze examples/rm-textbook.toml
-  critmem analyze examples/partitioned-fp.toml --json
-  critmem analyze examples/overload.toml --check   # exit 1: not schedulable"""
+  critmem examples copy rm-textbook
+  critmem analyze rm-textbook.toml
+  critmem examples copy partitioned-fp
+  critmem analyze partitioned-fp.toml --json
+  critmem examples copy overload
+  critmem analyze overload.toml --check   # exit 1: not schedulable
+
+What the analyses leave out (page faults and swap waits under [memory], a [control]
+controller) is listed under "not covered" (`not_covered` in --json); `critmem run` shows
+its effect."""
 
 
 def _reproduce_epilog() -> str:
@@ -1320,7 +1386,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="check scenario files without running them",
         description="Load each FILE as `run` would, without simulating it: print one line per file\n"
         "(scheduler, CPUs, tasks, horizon, seed) and any warnings; exit 2 if any file does not load.",
-        epilog="examples:\n  critmem validate examples/*.toml",
+        epilog="examples:\n  critmem examples copy quickstart\n  critmem validate quickstart.toml",
         formatter_class=fmt,
     )
     validate.add_argument("files", metavar="FILE", nargs="+", help="scenario files (.toml or .json)")
@@ -1390,6 +1456,9 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--json", action="store_true", help="print the headline numbers as one JSON object")
     reproduce.add_argument("--quick", action="store_true", help="a reduced version: fewer periods and runs (a first look; under a minute)")
     reproduce.add_argument(
+        "--check", action="store_true", help="exit 1 when one of the report's acceptance checks does not hold (naming it on stderr)"
+    )
+    reproduce.add_argument(
         "--scheduler", metavar="ADDRESS", type=_scheduler_address,
         help="sara: run the simulations on the Dask cluster of this scheduler, e.g. tcp://127.0.0.1:8786 (default: $CRITMEM_DASK_SCHEDULER, else local processes)",
     )  # fmt: skip
@@ -1417,7 +1486,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Write the critmem-agent configuration of FILE's [memory], [[group]]s and [control]: the\n"
         "same controller with every parameter written out, over the same groups, each a cgroup the\n"
         "agent creates under critmem/. The agent's own parser checks it before it is written.",
-        epilog="examples:\n  critmem agent-config examples/linux-sara.toml --out agent.toml\n  sudo critmem agent --config agent.toml --dry-run --duration 30s",
+        epilog="examples:\n  critmem examples copy linux-sara\n  critmem agent-config linux-sara.toml --out agent.toml\n  sudo critmem agent --config agent.toml --dry-run --duration 30s",
         formatter_class=fmt,
     )
     agent_config.add_argument("file", metavar="FILE", help="scenario file with [memory], [[group]] and [control]")
@@ -1438,6 +1507,38 @@ def build_parser() -> argparse.ArgumentParser:
     swap.add_argument("--path", metavar="FILE", help="setup: where (ext4/xfs; default /var/lib/critmem/critmem.swap)")
     swap.add_argument("--state-file", metavar="FILE", help="where critmem records its swapfile (default /var/lib/critmem/swap.json)")
     swap.set_defaults(handler=_cmd_swap)
+
+    schema = commands.add_parser(
+        "schema",
+        help="print the JSON Schema of scenario files",
+        description="Print the JSON Schema (draft 2020-12) of scenario files: every key, its type and each\n"
+        "choice key's accepted values, derived from the loader itself. Editors use it to complete\n"
+        "and check scenarios as they are written; rules across keys are the loader's alone\n"
+        "(`critmem validate FILE`).",
+        epilog="examples:\n  critmem schema > scenario.schema.json",
+        formatter_class=fmt,
+    )
+    schema.set_defaults(handler=_cmd_schema)
+
+    examples = commands.add_parser(
+        "examples",
+        help="list the bundled example scenarios, or copy one out",
+        description="List the example scenarios that ship with critmem (name and first comment line), or\n"
+        "write one to the current folder (or DEST) with `copy`; an existing file is never replaced.",
+        epilog="examples:\n  critmem examples\n  critmem examples copy quickstart\n  critmem run quickstart.toml",
+        formatter_class=fmt,
+    )
+    examples.set_defaults(handler=_cmd_examples, action=None)
+    examples_actions = examples.add_subparsers(dest="action", metavar="ACTION")
+    copy = examples_actions.add_parser(
+        "copy",
+        help="write the example NAME to the current folder (or DEST)",
+        description="Write the bundled example NAME as NAME.toml in the current folder, or to DEST (a folder\n"
+        "or a file name); an existing file is never replaced.",
+        formatter_class=fmt,
+    )
+    copy.add_argument("name", metavar="NAME", help="an example's name, as `critmem examples` lists it")
+    copy.add_argument("dest", metavar="DEST", nargs="?", help="folder or file to write (default: the current folder)")
     return parser
 
 

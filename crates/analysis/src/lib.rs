@@ -154,6 +154,27 @@ fn components_outside_analysis(scenario: &Scenario) -> Option<String> {
     None
 }
 
+/// What the scenario simulates that the tests leave out, one line each. The tests see each
+/// job's declared compute and suspensions only: page faults, the swap I/O a job waits for and
+/// a controller's changes to memory limits all lengthen jobs at run time by amounts no WCET
+/// here includes.
+fn not_covered(scenario: &Scenario) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(memory) = &scenario.memory {
+        out.push(format!(
+            "page-level memory ([memory]): page faults and the waits for swap I/O on {} they cause (a job suspends while its pages are read in) are outside the analysis, whose WCETs are compute alone; `critmem run` shows their effect",
+            memory.swap_name
+        ));
+    }
+    if let Some(control) = &scenario.control {
+        out.push(format!(
+            "the {} controller ([control]) changes memory limits while the tasks run; its effect on faults and response times is outside the analysis; `critmem run` shows it",
+            control.config.name()
+        ));
+    }
+    out
+}
+
 impl TaskReport {
     /// A task's response bound and verdict from its RTA; a miss counts only where `miss_is_proof`
     /// (the analysis is exact for it), else the verdict stays open.
@@ -237,6 +258,7 @@ impl<'a> Analysis<'a> {
             tasks: self.tasks,
             resources: self.resources,
             servers: self.servers,
+            not_covered: not_covered(self.scenario),
         }
     }
 

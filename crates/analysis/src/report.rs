@@ -87,6 +87,9 @@ pub struct AnalysisReport {
     /// The scheduler hierarchy's servers; absent when the scenario declares none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub servers: Option<Vec<ServerReport>>,
+    /// What the scenario runs that no test here models (page-level memory, a controller), one
+    /// line each; the verdicts hold only for what is modelled, and `critmem run` shows the rest.
+    pub not_covered: Vec<String>,
 }
 
 /// One `[[resource]]` as the analysis sees it.

@@ -491,6 +491,13 @@ fn analyze(py: Python<'_>, text: &str, source_name: &str, format: &str) -> Resul
     Ok(py.detach(|| load(text, source_name, format, None, None).map(|s| (critmem_analysis::analyze(&s).to_json(), s.warnings)))?)
 }
 
+/// The JSON Schema of scenario files, derived from the loader's own structures (pretty JSON
+/// ending in a newline; `docs/scenario.schema.json` holds the same text).
+#[pyfunction]
+fn scenario_schema() -> String {
+    critmem_core::scenario::json_schema()
+}
+
 /// Loads `text` (TOML or JSON) without running it; returns what was loaded as JSON: scheduler,
 /// cpus, tasks, horizon_ms, seed and the warnings.
 #[pyfunction]
@@ -636,6 +643,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(analyze, m)?)?;
     m.add_function(wrap_pyfunction!(validate, m)?)?;
+    m.add_function(wrap_pyfunction!(scenario_schema, m)?)?;
     m.add_function(wrap_pyfunction!(measure_memory_ops, m)?)?;
     m.add_function(wrap_pyfunction!(fit_exec_vs_stall, m)?)?;
     m.add_function(wrap_pyfunction!(estimate_bcet_ms, m)?)?;

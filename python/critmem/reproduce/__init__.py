@@ -5,7 +5,7 @@ A reproduction is a package `critmem.reproduce.<paper>` with the paper's own num
 quick, progress)` function (and `executor`, for one that runs its simulations on
 `critmem.sweep`) that simulates the paper's workloads from scratch, writes a Markdown report
 (its numbers beside the paper's own, which are quoted and labelled as such), PNG figures and a
-`results.json`, and returns a `Reproduction`. Register it in `PAPERS` and `critmem reproduce
+`results.json`, and returns a `Reproduction` with the report's acceptance checks. Register it in `PAPERS` and `critmem reproduce
 NAME` runs it.
 
 Packages are imported only when a paper is run, so `critmem --help` stays fast.
@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from critmem.progress import Progress, QuietProgress
+from critmem.reproduce.checks import Check
 
 if TYPE_CHECKING:
     from critmem.sweep import Executor
 
-__all__ = ["PAPERS", "Paper", "Progress", "QuietProgress", "Reproduction", "get"]
+__all__ = ["PAPERS", "Check", "Paper", "Progress", "QuietProgress", "Reproduction", "get"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,9 @@ class Reproduction:
     """The object `critmem reproduce PAPER --json` prints: the headline numbers."""
     files: list[Path] = field(default_factory=list)
     """Everything written to the output folder."""
+    checks: list[Check] = field(default_factory=list)
+    """The report's acceptance checks, in its order (not part of `summary`, whose JSON is the
+    `--json` output)."""
 
 
 ReproduceFn = Callable[..., Reproduction]

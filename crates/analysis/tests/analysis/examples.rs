@@ -92,3 +92,19 @@ fn quickstart_verdict_follows_its_worst_case_utilisation() {
         assert!(r.total_utilization > m || s.tasks.iter().any(|t| !t.suspensions.is_empty()));
     }
 }
+
+/// Page-level memory and a controller are named as outside the analysis; a plain task set
+/// has nothing to name.
+#[test]
+fn not_covered_names_memory_and_the_controller_only_where_the_scenario_has_them() {
+    assert!(analyze(&example("rm-textbook.toml")).not_covered.is_empty());
+    let memory_only = analyze(&example("shared-pages.toml")).not_covered;
+    assert_eq!(memory_only.len(), 1, "{memory_only:?}");
+    assert!(memory_only[0].starts_with("page-level memory ([memory])"), "{memory_only:?}");
+    let controlled = analyze(&example("sara-opencv.toml")).not_covered;
+    assert_eq!(controlled.len(), 2, "{controlled:?}");
+    assert!(controlled[1].starts_with("the sara controller ([control])"), "{controlled:?}");
+    for line in memory_only.iter().chain(&controlled) {
+        assert!(!line.contains('\n') && line.contains("`critmem run`"), "{line}");
+    }
+}

@@ -26,6 +26,7 @@ mod warnings;
 pub use crate::task::TaskCommand;
 pub use error::ScenarioError;
 pub use machine::{CyclicSlot, CyclicTable, PriorityOrder, SchedulerKind, SchedulerSpec};
+pub use raw::json_schema;
 
 use crate::resources::{ComponentSpec, ResourceSpec};
 use crate::sched::Hierarchy;

@@ -10,12 +10,14 @@ use crate::sched::{ServerKind, ServerPolicy};
 use crate::task::{Criticality, OverrunPolicy};
 use crate::workload::StreamOrder;
 use critmem_policy::RoleName;
+use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::de::{DeserializeOwned, IntoDeserializer};
 use serde::{Deserialize, Deserializer};
 use std::fmt;
 
-#[derive(Deserialize, Debug, Default)]
+#[derive(Deserialize, JsonSchema, Debug, Default)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Scenario")]
 pub(super) struct RawScenario {
     pub(super) machine: Option<RawMachine>,
     pub(super) scheduler: Option<RawScheduler>,
@@ -37,18 +39,22 @@ pub(super) struct RawScenario {
     pub(super) component: Vec<RawComponent>,
 }
 
-#[derive(Deserialize, Debug)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Machine")]
 pub(super) struct RawMachine {
     pub(super) cpus: i64,
 }
 
-#[derive(Deserialize, Debug)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Scheduler")]
 pub(super) struct RawScheduler {
     #[serde(deserialize_with = "choice")]
+    #[schemars(schema_with = "choice_schema::<SchedulerKind>")]
     pub(super) kind: SchedulerKind,
     #[serde(default, deserialize_with = "some_choice")]
+    #[schemars(schema_with = "some_choice_schema::<PriorityOrder>")]
     pub(super) priorities: Option<PriorityOrder>,
     pub(super) major_frame_ms: Option<f64>,
     #[serde(default)]
@@ -62,17 +68,20 @@ pub(super) struct RawScheduler {
 }
 
 /// `[[scheduler.server]]`: one node of a scheduler hierarchy.
-#[derive(Deserialize, Debug)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Server")]
 pub(super) struct RawServer {
     pub(super) name: String,
     pub(super) parent: Option<String>,
     #[serde(deserialize_with = "choice")]
+    #[schemars(schema_with = "choice_schema::<ServerKind>")]
     pub(super) kind: ServerKind,
     pub(super) budget_ms: Option<f64>,
     pub(super) period_ms: Option<f64>,
     pub(super) priority: Option<i64>,
     #[serde(default, deserialize_with = "some_choice")]
+    #[schemars(schema_with = "some_choice_schema::<ServerPolicy>")]
     pub(super) policy: Option<ServerPolicy>,
     pub(super) cpu: Option<i64>,
     /// The CPUs of a top-level server with a task policy (gedf, gfp, pedf, pfp, cyclic).
@@ -81,6 +90,7 @@ pub(super) struct RawServer {
     pub(super) event_cost_us: Option<f64>,
     /// How gfp and pfp rank the server's tasks.
     #[serde(default, deserialize_with = "some_choice")]
+    #[schemars(schema_with = "some_choice_schema::<PriorityOrder>")]
     pub(super) priorities: Option<PriorityOrder>,
     /// A cyclic server's table.
     pub(super) major_frame_ms: Option<f64>,
@@ -100,8 +110,9 @@ pub(super) struct RawServerSlot {
     pub(super) cpu: Option<i64>,
 }
 
-#[derive(Deserialize, Debug)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Slot")]
 pub(super) struct RawSlot {
     pub(super) task: String,
     pub(super) start_ms: f64,
@@ -109,10 +120,12 @@ pub(super) struct RawSlot {
     pub(super) cpu: Option<i64>,
 }
 
-#[derive(Deserialize, Debug)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Run")]
 pub(super) struct RawRun {
     pub(super) horizon_ms: Option<f64>,
+    #[schemars(with = "Option<u64>")]
     pub(super) seed: Option<Seed>,
 }
 
@@ -142,8 +155,9 @@ impl serde::de::Visitor<'_> for SeedVisitor {
     }
 }
 
-#[derive(Deserialize, Debug)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Task")]
 pub(super) struct RawTask {
     pub(super) name: String,
     pub(super) wcet_ms: Option<f64>,
@@ -156,11 +170,14 @@ pub(super) struct RawTask {
     pub(super) offset_ms: f64,
     pub(super) priority: Option<i64>,
     #[serde(default, deserialize_with = "some_choice")]
+    #[schemars(schema_with = "some_choice_schema::<Criticality>")]
     pub(super) criticality: Option<Criticality>,
     pub(super) cpu: Option<i64>,
     #[serde(default, deserialize_with = "some_choice")]
+    #[schemars(schema_with = "some_choice_schema::<ArrivalKind>")]
     pub(super) arrival: Option<ArrivalKind>,
     #[serde(default, deserialize_with = "some_choice")]
+    #[schemars(schema_with = "some_choice_schema::<OverrunPolicy>")]
     pub(super) overrun: Option<OverrunPolicy>,
     #[serde(default)]
     pub(super) suspend: Vec<RawSuspend>,
@@ -168,6 +185,7 @@ pub(super) struct RawTask {
     pub(super) group: Option<String>,
     pub(super) private_mb: Option<f64>,
     #[serde(default, deserialize_with = "some_choice")]
+    #[schemars(schema_with = "some_choice_schema::<StreamOrder>")]
     pub(super) access_order: Option<StreamOrder>,
     #[serde(default)]
     pub(super) access: Vec<RawAccess>,
@@ -178,19 +196,22 @@ pub(super) struct RawTask {
 }
 
 /// `[[resource]]`.
-#[derive(Deserialize, Debug)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Resource")]
 pub(super) struct RawResource {
     pub(super) name: String,
     pub(super) units: Option<i64>,
     #[serde(default, deserialize_with = "some_choice")]
+    #[schemars(schema_with = "some_choice_schema::<Protocol>")]
     pub(super) protocol: Option<Protocol>,
 }
 
 /// One entry of `program = [...]`: exactly one of `compute_ms`, `lock` (with optional
 /// `units`), `unlock` and `call` (with optional `probability`).
-#[derive(Deserialize, Debug)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Action")]
 pub(super) struct RawAction {
     pub(super) compute_ms: Option<f64>,
     pub(super) lock: Option<String>,
@@ -203,19 +224,22 @@ pub(super) struct RawAction {
 // Components ------------------------------------------------------------------------------
 
 /// `[components]`: what every component shares unless it says otherwise.
-#[derive(Deserialize, Debug)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Components")]
 pub(super) struct RawComponents {
     pub(super) invocation_cost_us: Option<f64>,
 }
 
 /// `[[component]]`.
-#[derive(Deserialize, Debug)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Component")]
 pub(super) struct RawComponent {
     pub(super) name: String,
     pub(super) stacks: Option<i64>,
     #[serde(default, deserialize_with = "some_choice")]
+    #[schemars(schema_with = "some_choice_schema::<StackWait>")]
     pub(super) stack_wait: Option<StackWait>,
     pub(super) invocation_cost_us: Option<f64>,
     #[serde(default)]
@@ -230,10 +254,12 @@ impl Choice for StackWait {
 // ------------------------------------------------------------------------------------------
 
 /// `exec = { dist = ..., ... }`: `dist` selects which of the other keys apply.
-#[derive(Deserialize, Debug)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Exec")]
 pub(super) struct RawExec {
     #[serde(deserialize_with = "choice")]
+    #[schemars(schema_with = "choice_schema::<DistName>")]
     pub(super) dist: DistName,
     pub(super) min_ms: Option<f64>,
     pub(super) max_ms: Option<f64>,
@@ -242,49 +268,59 @@ pub(super) struct RawExec {
     pub(super) values_ms: Option<Vec<f64>>,
 }
 
-#[derive(Deserialize, Debug)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Suspend")]
 pub(super) struct RawSuspend {
     pub(super) after_ms: f64,
     pub(super) for_ms: f64,
 }
 
-#[derive(Deserialize, Debug)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Memory")]
 pub(super) struct RawMemory {
     pub(super) total_mb: Option<f64>,
     pub(super) page_bytes: Option<i64>,
     #[serde(default, deserialize_with = "some_choice")]
+    #[schemars(schema_with = "some_choice_schema::<SwapPreset>")]
     pub(super) swap: Option<SwapPreset>,
     pub(super) readahead_pages: Option<i64>,
     pub(super) sample_ms: Option<f64>,
 }
 
-#[derive(Deserialize, Debug)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Reservation")]
 pub(super) struct RawReservation {
     pub(super) name: String,
     pub(super) size_mb: f64,
     #[serde(default, deserialize_with = "some_choice")]
+    #[schemars(schema_with = "some_choice_schema::<ReservationKindName>")]
     pub(super) kind: Option<ReservationKindName>,
 }
 
-#[derive(Deserialize, Debug)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Region")]
 pub(super) struct RawRegion {
     pub(super) name: String,
     pub(super) size_mb: f64,
     #[serde(default, deserialize_with = "some_choice")]
+    #[schemars(schema_with = "some_choice_schema::<RegionKindName>")]
     pub(super) kind: Option<RegionKindName>,
     #[serde(default, deserialize_with = "some_choice")]
+    #[schemars(schema_with = "some_choice_schema::<PolicyName>")]
     pub(super) policy: Option<PolicyName>,
 }
 
 /// One element of a task's `access`: `pattern` selects which of the other keys apply.
-#[derive(Deserialize, Debug)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Access")]
 pub(super) struct RawAccess {
     #[serde(deserialize_with = "choice")]
+    #[schemars(schema_with = "choice_schema::<PatternName>")]
     pub(super) pattern: PatternName,
     pub(super) region: Option<String>,
     /// Sweep: MiB per job.
@@ -304,11 +340,13 @@ pub(super) struct RawAccess {
     pub(super) every_jobs: Option<i64>,
 }
 
-#[derive(Deserialize, Debug)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Group")]
 pub(super) struct RawGroup {
     pub(super) name: String,
     #[serde(default, deserialize_with = "some_choice")]
+    #[schemars(schema_with = "some_choice_schema::<RoleName>")]
     pub(super) role: Option<RoleName>,
     pub(super) bcet_ms: Option<f64>,
     pub(super) floor_mb: Option<f64>,
@@ -318,13 +356,15 @@ pub(super) struct RawGroup {
     pub(super) low_mb: Option<f64>,
 }
 
-#[derive(Deserialize, Debug)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Control")]
 pub(super) struct RawControl {
     /// A name of the controller registry, checked by the controller's parser with its config.
     pub(super) controller: String,
     pub(super) interval_ms: Option<f64>,
     /// The controller's own table, checked by the controller's parser.
+    #[schemars(with = "Option<serde_json::Value>")]
     pub(super) config: Option<FiniteJson>,
 }
 
@@ -416,6 +456,18 @@ fn parse_choice<T: Choice, E: serde::de::Error>(name: &str) -> Result<T, E> {
 /// A required key whose value names one of `T`'s variants.
 fn choice<'de, T: Choice, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
     parse_choice(&String::deserialize(d)?)
+}
+
+/// The schema of a required choice key: one of `T::NAMES`.
+fn choice_schema<T: Choice>(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "string", "enum": T::NAMES })
+}
+
+/// The schema of an optional one: one of `T::NAMES`, or null (JSON's "left out").
+fn some_choice_schema<T: Choice>(_: &mut SchemaGenerator) -> Schema {
+    let mut names: Vec<serde_json::Value> = T::NAMES.iter().map(|&n| n.into()).collect();
+    names.push(serde_json::Value::Null);
+    json_schema!({ "type": ["string", "null"], "enum": names })
 }
 
 /// An optional one (JSON's null counts as left out, as for every optional key).
@@ -631,6 +683,16 @@ impl PatternName {
 
 // ---------------------------------------------------------------------------------------------
 // Parsing.
+
+/// The JSON Schema (draft 2020-12) of a scenario file, as pretty-printed JSON ending in a
+/// newline: derived from the structures the loader deserialises, so the keys, their types and
+/// each choice key's accepted names are the loader's own. Rules across keys (a period or a
+/// minimum inter-arrival time, names that must exist) are the loader's alone.
+pub fn json_schema() -> String {
+    let mut schema = schemars::schema_for!(RawScenario);
+    schema.insert("title".into(), "critmem scenario file".into());
+    serde_json::to_string_pretty(&schema).expect("a schema is plain JSON") + "\n"
+}
 
 pub(super) fn parse_toml(text: &str, source_name: &str) -> Result<RawScenario, ScenarioError> {
     let de = toml::Deserializer::parse(text).map_err(|e| toml_error(text, source_name, &e))?;

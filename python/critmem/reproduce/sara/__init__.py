@@ -68,7 +68,7 @@ def reproduce(
     files.insert(0, report_md)
     summary["out_dir"] = str(out_dir)
     summary["files"] = [p.name for p in files]
-    return Reproduction(summary=summary, files=files)
+    return Reproduction(summary=summary, files=files, checks=report.acceptance_checks(data, summary))
 
 
 def _write_json(path: Path, data: Any) -> Path:

@@ -64,7 +64,7 @@ def reproduce(
     summary = experiment.headline(data, t2)
     summary["out_dir"] = str(out_dir)
     summary["files"] = [p.name for p in files]
-    return Reproduction(summary=summary, files=files)
+    return Reproduction(summary=summary, files=files, checks=report.acceptance_checks(summary))
 
 
 def _write_text(path: Path, text: str) -> Path:

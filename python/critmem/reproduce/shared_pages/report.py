@@ -16,6 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from critmem.reproduce.checks import Check
 from critmem.reproduce.shared_pages.experiment import TECHNIQUES
 from critmem.reproduce.shared_pages.paper import PAPER_CPU_GHZ, PAPER_FIG9, PAPER_MIN_RESERVATION_MB, TABLE2_COLUMNS, TABLE2_ROWS
 
@@ -134,6 +135,43 @@ def plot_fig9(data: dict[str, Any], path: Path) -> Path:
 def _close(model: float | None, formula: float | None) -> bool:
     """Whether a measured total and its formula agree to the report's two decimals."""
     return model is not None and formula is not None and abs(model - formula) < 0.005
+
+
+def acceptance_checks(summary: dict[str, Any]) -> list[Check]:
+    """The paper's findings the reproduction must meet, from the `--json` summary: the minimum
+    reservations (Fig. 8), the Table III totals where the model has no choice to make (SPC and
+    SPEL in every set, No-SP-Mgmt for {τ1, τ1}; with τ2 the No-SP-Mgmt total rests on τ2's
+    footprint, which the paper leaves open, see the report's note 1), and Fig. 9: without
+    management τ1 misses in every τ2 period, with SPC or SPEL never."""
+    checks = []
+    for task, label in (("tau1", "τ1"), ("tau2", "τ2")):
+        model, paper = summary["min_reservation_mb"][task], summary["paper_min_reservation_mb"][task]
+        checks.append(Check(f"{label} minimum reservation (Fig. 8)", f"{paper} MB (paper)", f"{model} MB", model == paper))
+    for set_key, techs in summary["table3"].items():
+        for tech, cell in techs.items():
+            if tech == "no-sp-mgmt" and set_key != "tau1+tau1":
+                continue
+            checks.append(
+                Check(
+                    f"{_TECH_LABEL[tech]} total for {_SET_LABEL[set_key]} (Table III)",
+                    f"{cell['paper_total_mb']} MB (paper)",
+                    f"{_f(cell['total_mb'])} MB",
+                    _close(cell["total_mb"], cell["paper_total_mb"]),
+                )
+            )
+    misses = summary["tau1_misses"]
+    with_miss, periods = summary["tau2_periods_with_tau1_miss"]["no-sp-mgmt"]
+    checks.append(
+        Check(
+            "τ1 with τ2, No-SP-Mgmt (Fig. 9)",
+            "a miss in every τ2 period (paper)",
+            f"a miss in {with_miss} of {periods} τ2 periods",
+            periods > 0 and with_miss == periods,
+        )
+    )
+    for tech in ("spc", "spel"):
+        checks.append(Check(f"τ1 with τ2, {_TECH_LABEL[tech]} (Fig. 9)", "no miss (paper)", f"{misses[tech]} misses", misses[tech] == 0))
+    return checks
 
 
 def _f(x: Any, digits: int = 2) -> str:
