@@ -100,8 +100,9 @@ pub(super) struct RawServer {
 
 /// `[[scheduler.server.slot]]`: a window of a cyclic server's table, for one of its tasks (a
 /// leaf) or one of its child servers.
-#[derive(Deserialize, Debug)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "ServerSlot")]
 pub(super) struct RawServerSlot {
     pub(super) task: Option<String>,
     pub(super) server: Option<String>,
