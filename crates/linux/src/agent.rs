@@ -1,5 +1,6 @@
 //! The agent daemon: configuration file, start-up checks, the control loop over a
-//! [`crate::platform::LinuxPlatform`], and restore on SIGINT/SIGTERM/SIGHUP.
+//! [`crate::platform::LinuxPlatform`], restore on SIGINT/SIGTERM, configuration reload on
+//! SIGHUP, and systemd's readiness, status and watchdog notifications ([`ServiceNotifier`]).
 //!
 //! Configuration (TOML); groups are spelled as in scenario files, times in decimal
 //! milliseconds and sizes in MiB:
@@ -314,6 +315,11 @@ pub struct RunOptions {
     pub dry_run: bool,
     /// Stop (and restore) after this long; forever when `None`.
     pub duration: Option<Duration>,
+    /// The file SIGHUP reads again (see [`reload`]); without one SIGHUP is logged and ignored.
+    pub config_path: Option<PathBuf>,
+    /// Tell the service manager how the agent is doing when `NOTIFY_SOCKET` is set
+    /// ([`ServiceNotifier::from_env`]).
+    pub notify: bool,
 }
 
 /// What a run did, printed as JSON at exit.
@@ -339,8 +345,8 @@ pub struct AgentSummary {
 
 /// Blocks SIGINT, SIGTERM and SIGHUP in this thread (and every thread it starts afterwards)
 /// and returns a non-blocking descriptor they can be read from: the loop checks it every tick.
-/// SIGHUP too: a closed terminal must not end the agent without its restore. Call before any
-/// thread is started.
+/// SIGHUP too: the agent reloads its configuration on it, and for the other tools a closed
+/// terminal must not end them without their restore. Call before any thread is started.
 pub fn shutdown_signals() -> Result<SignalFd> {
     let mut mask = SigSet::empty();
     mask.add(Signal::SIGINT);
@@ -357,10 +363,20 @@ pub fn pending_signal(signals: &SignalFd) -> Option<String> {
     Some(Signal::try_from(info.ssi_signo as i32).map_or_else(|_| info.ssi_signo.to_string(), |s| s.as_str().to_owned()))
 }
 
-/// Runs the agent until a signal, `options.duration`, or an error; restores every change
-/// before returning (also on error).
+/// Runs the agent until SIGINT, SIGTERM, `options.duration`, or an error; restores every
+/// change before returning (also on error). SIGHUP reloads the configuration ([`reload`]).
 pub fn run(config: &AgentConfig, options: &RunOptions, signals: &SignalFd) -> Result<AgentSummary> {
     run_in(SessionBuilder::new(), config, options, signals)
+}
+
+/// The controller a configuration asks for, and the interval it ticks at.
+fn build_controller(config: &AgentConfig) -> Result<(Box<dyn critmem_policy::Controller + Send>, u64)> {
+    let controller = config
+        .controller_spec()
+        .map(|spec| spec.build())
+        .map_err(|e| Error::Config { path: PathBuf::from("controller"), reason: one_line(&e.to_string()) })?;
+    let interval_ns = controller.interval_ns();
+    Ok((controller, interval_ns))
 }
 
 /// [`run`] on the machine `session` describes (its `/proc`, cgroup roots and clock).
@@ -368,11 +384,7 @@ pub fn run_in(session: SessionBuilder, config: &AgentConfig, options: &RunOption
     let host = session.dry_run(options.dry_run).connect()?;
     let backend_name = host.backend().name().to_owned();
     let clock = host.clock().clone();
-    let controller = config
-        .controller_spec()
-        .map(|spec| spec.build())
-        .map_err(|e| Error::Config { path: PathBuf::from("controller"), reason: one_line(&e.to_string()) })?;
-    let interval_ns = controller.interval_ns();
+    let (controller, interval_ns) = build_controller(config)?;
     let controller_name = controller.name().to_owned();
     // Bound before the platform changes anything: a port in use must not end the agent
     // after its changes and before the loop that restores them.
@@ -392,28 +404,56 @@ pub fn run_in(session: SessionBuilder, config: &AgentConfig, options: &RunOption
             .then_some(TriggerSpec { stall_us: config.trigger_stall_us, window_us: config.trigger_window_us }),
     })?;
     tracing::info!(controller = %controller_name, backend = %backend_name, groups = config.groups.len(), dry_run = options.dry_run, interval_ns, "agent started");
-    let mut publisher = sink.map(|sink| Publisher::new(sink, METRICS_PERIOD_NS, clock));
+    let mut notifier = if options.notify { ServiceNotifier::from_env() } else { ServiceNotifier::new(false, None) };
+    notifier.check_interval(interval_ns);
+    let mut publisher = sink.map(|sink| Publisher::new(sink, METRICS_PERIOD_NS, clock.clone()));
+    let mut running = Running { config: config.clone(), controller_name, interval_ns };
     let mut stopped_by = String::from("duration");
-    let result = session.run(
-        |elapsed_ns| {
-            if let Some(signal) = pending_signal(signals) {
-                stopped_by = signal;
-                return true;
-            }
-            options.duration.is_some_and(|d| u128::from(elapsed_ns) >= d.as_nanos())
-        },
-        |platform, applied, stats, _| {
-            for action in applied {
-                tracing::debug!(?action, "applied");
-            }
-            if let Some(p) = publisher.as_mut() {
-                p.maybe_publish(platform, stats);
-            }
-        },
-    );
+    let started_ns = clock.now_ns();
+    let result = loop {
+        let mut hangup = false;
+        let result = session.run(
+            |_| {
+                match pending_signal(signals) {
+                    Some(signal) if signal == Signal::SIGHUP.as_str() => hangup = true,
+                    Some(signal) => stopped_by = signal,
+                    None => return options.duration.is_some_and(|d| u128::from(clock.now_ns().saturating_sub(started_ns)) >= d.as_nanos()),
+                }
+                true
+            },
+            |platform, applied, stats, _| {
+                for action in applied {
+                    tracing::debug!(?action, "applied");
+                }
+                if let Some(p) = publisher.as_mut() {
+                    p.maybe_publish(platform, stats);
+                }
+                notifier.after_tick(clock.now_ns(), || running.status(stats));
+            },
+        );
+        if result.is_err() || !hangup {
+            break result;
+        }
+        notifier.reloading();
+        match &options.config_path {
+            Some(path) => match reload(path, &running.config) {
+                Ok(Some((config, controller, interval_ns))) => {
+                    let controller_name = controller.name().to_owned();
+                    session.replace_controller(controller, interval_ns);
+                    notifier.check_interval(interval_ns);
+                    running = Running { config, controller_name, interval_ns };
+                }
+                Ok(None) => tracing::info!("{}: configuration unchanged", path.display()),
+                Err(line) => tracing::warn!("{line}"),
+            },
+            None => tracing::warn!("SIGHUP: no configuration file to reload; ignored"),
+        }
+        notifier.reloaded(clock.now_ns(), running.status(session.loop_stats()));
+    };
     if let Err(e) = &result {
         stopped_by = format!("error: {e}");
     }
+    notifier.stopping(&stopped_by);
     if let Some(p) = publisher.as_mut() {
         if let Err(e) = p.sink.publish(crate::metrics::render(session.platform(), session.loop_stats())) {
             tracing::warn!(error = %e, "cannot publish final metrics");
@@ -424,7 +464,7 @@ pub fn run_in(session: SessionBuilder, config: &AgentConfig, options: &RunOption
     end.restored()?;
     let cost: CostSummary = end.loop_stats.summary();
     Ok(AgentSummary {
-        controller: controller_name,
+        controller: running.controller_name,
         backend: backend_name,
         stopped_by,
         ticks: cost.ticks,
@@ -441,6 +481,211 @@ pub fn run_in(session: SessionBuilder, config: &AgentConfig, options: &RunOption
         removed_dirs: end.restore.removed_dirs.len(),
         recovered_from_crash: end.recovered_from_crash,
     })
+}
+
+/// The configuration in force, its controller's name and the interval it ticks at.
+struct Running {
+    config: AgentConfig,
+    controller_name: String,
+    interval_ns: u64,
+}
+
+impl Running {
+    /// One short line for the service manager: controller, groups, interval and the last tick.
+    fn status(&self, stats: &crate::control_loop::LoopStats) -> String {
+        let groups: Vec<&str> = self.config.groups.iter().map(|g| g.name.as_str()).collect();
+        let mean_us = stats.cost_sum_ns.checked_div(stats.ticks).unwrap_or(0) / 1_000;
+        one_line(&format!(
+            "{} over {} group(s) ({}) every {} ms; tick {} (mean cost {mean_us} us, {} late)",
+            self.controller_name,
+            groups.len(),
+            groups.join(", "),
+            self.interval_ns as f64 / 1e6,
+            stats.ticks,
+            stats.overruns
+        ))
+    }
+}
+
+/// Reads the configuration at `path` again for a reload of `running`: `Ok(None)` when it
+/// is the same, `Ok(Some(..))` with the new configuration and its controller when it can be
+/// applied, and otherwise one line naming the file, the key and the reason (the running
+/// configuration then stays). A reload changes the controller and its parameters, its
+/// interval among them; the controller starts afresh with them, from the limits in force. The
+/// keys [`crate::agent_config::restart_only_changes`] lists need a restart.
+pub fn reload(path: &Path, running: &AgentConfig) -> std::result::Result<Option<Reloaded>, String> {
+    let refused = |reason: &dyn std::fmt::Display| one_line(&format!("reload refused, keeping the running configuration: {reason}"));
+    let config = AgentConfig::load(path).map_err(|e| refused(&e))?;
+    let restart = crate::agent_config::restart_only_changes(running, &config);
+    if !restart.is_empty() {
+        let keys = restart.join(", ");
+        return Err(refused(&format!(
+            "configuration {}: {keys}: takes effect only at a start; restart the agent to apply it",
+            path.display()
+        )));
+    }
+    if config.controller == running.controller && config.controller_config == running.controller_config {
+        return Ok(None);
+    }
+    for warning in &config.deprecations {
+        tracing::warn!("{warning}");
+    }
+    let (controller, interval_ns) = build_controller(&config).map_err(|e| refused(&format!("configuration {}: {e}", path.display())))?;
+    tracing::info!(
+        "{}: configuration reloaded: controller {} with {}, every {} ms",
+        path.display(),
+        config.controller,
+        serde_json::to_string(&config.controller_config).unwrap_or_default(),
+        interval_ns as f64 / 1e6
+    );
+    Ok(Some((config, controller, interval_ns)))
+}
+
+/// A reloaded configuration with its controller and interval.
+pub type Reloaded = (AgentConfig, Box<dyn critmem_policy::Controller + Send>, u64);
+
+/// The agent's side of the service manager's notification protocol (systemd's sd_notify):
+/// `READY=1` once the groups are set up and the first tick ran, a `STATUS=` line every
+/// [`STATUS_PERIOD_NS`], `WATCHDOG=1` from the control loop at a quarter of `WATCHDOG_USEC`
+/// (so a stuck loop misses them and gets restarted), `RELOADING=1` and `READY=1` around a
+/// reload, and `STOPPING=1` before the restore. Silent unless enabled.
+#[derive(Debug)]
+pub struct ServiceNotifier {
+    enabled: bool,
+    /// How often the loop pings the watchdog; `None` without one.
+    watchdog_ping_ns: Option<u64>,
+    watchdog_ns: u64,
+    last_ping_ns: Option<u64>,
+    last_status_ns: Option<u64>,
+    ready: bool,
+    /// A failed send is warned about once: the manager may be gone, the loop must go on.
+    warned: bool,
+}
+
+/// What one notification carries.
+#[derive(Debug, Default, PartialEq)]
+pub struct Notice {
+    pub ready: bool,
+    pub status: Option<String>,
+    pub watchdog: bool,
+}
+
+/// How often the agent updates its status line for the service manager.
+pub const STATUS_PERIOD_NS: u64 = 1_000_000_000;
+
+impl ServiceNotifier {
+    /// Enabled when `NOTIFY_SOCKET` is set, with the watchdog `WATCHDOG_USEC` asks for (if
+    /// `WATCHDOG_PID` is unset or this process).
+    pub fn from_env() -> Self {
+        let enabled = std::env::var_os("NOTIFY_SOCKET").is_some();
+        Self::new(enabled, sd_notify::watchdog_enabled().filter(|_| enabled))
+    }
+
+    pub fn new(enabled: bool, watchdog: Option<Duration>) -> Self {
+        let watchdog_ns = watchdog.map_or(0, |w| u64::try_from(w.as_nanos()).unwrap_or(u64::MAX));
+        ServiceNotifier {
+            enabled,
+            watchdog_ping_ns: (enabled && watchdog_ns > 0).then_some(watchdog_ns / 4),
+            watchdog_ns,
+            last_ping_ns: None,
+            last_status_ns: None,
+            ready: false,
+            warned: false,
+        }
+    }
+
+    /// Warns when ticks at `interval_ns` come too seldom for the watchdog: the loop pings only
+    /// as it ticks, and systemd asks for a ping every half of its timeout.
+    pub fn check_interval(&self, interval_ns: u64) {
+        if self.watchdog_ping_ns.is_some() && interval_ns > self.watchdog_ns / 2 {
+            tracing::warn!(
+                "the control interval of {} ms is longer than half the watchdog timeout of {} ms: raise WatchdogSec",
+                interval_ns as f64 / 1e6,
+                self.watchdog_ns as f64 / 1e6
+            );
+        }
+    }
+
+    /// What to send after a tick at `now_ns` (`None`: nothing due); `status` makes the line.
+    pub fn notice_after_tick(&mut self, now_ns: u64, status: impl FnOnce() -> String) -> Option<Notice> {
+        if !self.enabled {
+            return None;
+        }
+        let due = |last: Option<u64>, period_ns: u64| last.is_none_or(|t| now_ns.saturating_sub(t) >= period_ns);
+        let notice = Notice {
+            ready: !self.ready,
+            status: (!self.ready || due(self.last_status_ns, STATUS_PERIOD_NS)).then(status),
+            watchdog: self.watchdog_ping_ns.is_some_and(|period_ns| due(self.last_ping_ns, period_ns)),
+        };
+        self.ready = true;
+        if notice.status.is_some() {
+            self.last_status_ns = Some(now_ns);
+        }
+        if notice.watchdog {
+            self.last_ping_ns = Some(now_ns);
+        }
+        (notice != Notice::default()).then_some(notice)
+    }
+
+    /// Sends what is due after a tick at `now_ns`.
+    pub fn after_tick(&mut self, now_ns: u64, status: impl FnOnce() -> String) {
+        if let Some(notice) = self.notice_after_tick(now_ns, status) {
+            let mut states = Vec::new();
+            if notice.ready {
+                states.push(sd_notify::NotifyState::Ready);
+            }
+            if let Some(line) = &notice.status {
+                states.push(sd_notify::NotifyState::Status(line));
+            }
+            if notice.watchdog {
+                states.push(sd_notify::NotifyState::Watchdog);
+            }
+            self.send(&states);
+        }
+    }
+
+    /// A reload starts (the monotonic time lets systemd match it with the `SIGHUP`).
+    pub fn reloading(&mut self) {
+        if self.enabled {
+            let now = sd_notify::NotifyState::monotonic_usec_now();
+            let mut states = vec![sd_notify::NotifyState::Reloading];
+            states.extend(now.ok());
+            self.send(&states);
+        }
+    }
+
+    /// A reload ended at `now_ns` (applied or refused); the watchdog is pinged too, as the
+    /// reload read a file between two ticks. Before the first tick, readiness waits for it.
+    pub fn reloaded(&mut self, now_ns: u64, status: String) {
+        if self.enabled {
+            self.last_status_ns = Some(now_ns);
+            let mut states = vec![sd_notify::NotifyState::Status(&status)];
+            if self.ready {
+                states.insert(0, sd_notify::NotifyState::Ready);
+            }
+            if self.watchdog_ping_ns.is_some() {
+                self.last_ping_ns = Some(now_ns);
+                states.push(sd_notify::NotifyState::Watchdog);
+            }
+            self.send(&states);
+        }
+    }
+
+    /// The loop ended (by `stopped_by`); the restore follows.
+    pub fn stopping(&mut self, stopped_by: &str) {
+        if self.enabled {
+            let status = one_line(&format!("stopping ({stopped_by}): restoring every original value"));
+            self.send(&[sd_notify::NotifyState::Stopping, sd_notify::NotifyState::Status(&status)]);
+        }
+    }
+
+    fn send(&mut self, states: &[sd_notify::NotifyState]) {
+        if let Err(e) = sd_notify::notify(states) {
+            if !std::mem::replace(&mut self.warned, true) {
+                tracing::warn!(error = %e, "cannot notify the service manager (NOTIFY_SOCKET); going on without");
+            }
+        }
+    }
 }
 
 /// How often the agent publishes its metrics.
@@ -568,12 +813,77 @@ create = true
             .clock(crate::clock::FakeClock::new(0));
         // Never signalled: the run ends at its duration.
         let signals = SignalFd::with_flags(&SigSet::empty(), SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC).unwrap();
-        let options = RunOptions { dry_run: true, duration: Some(Duration::from_secs(1)) };
+        let options = RunOptions { dry_run: true, duration: Some(Duration::from_secs(1)), ..RunOptions::default() };
         let summary = run_in(session, &config, &options, &signals).unwrap();
         assert_eq!((summary.ticks, summary.stopped_by.as_str(), summary.writes_ok), (200, "duration", 0));
         assert_eq!(std::fs::read_to_string(root.join("critmem/rt/memory.max")).unwrap(), "max\n");
         assert!(!root.join("critmem/batch").exists(), "a dry run creates nothing");
         assert!(std::fs::read_to_string(&metrics).unwrap().contains("critmem_group_usage_bytes"));
+    }
+
+    /// Ticks every 5 ms for 10 s of clock time under a 2 s watchdog: the loop pings every
+    /// 2 s / 4 = 500 ms (10 s / 500 ms = 20 pings, well inside systemd's half timeout of
+    /// 1 s), updates its status every second (10 lines) and is ready once, at the first tick.
+    #[test]
+    fn the_notifier_pings_at_a_quarter_of_the_watchdog_and_is_ready_after_the_first_tick() {
+        let mut notifier = ServiceNotifier::new(true, Some(Duration::from_secs(2)));
+        let notices: Vec<(u64, Notice)> = (0..2000u64)
+            .map(|tick| tick * 5_000_000)
+            .filter_map(|now_ns| notifier.notice_after_tick(now_ns, || format!("at {now_ns}")).map(|n| (now_ns, n)))
+            .collect();
+        let at = |pick: fn(&Notice) -> bool| notices.iter().filter(|(_, n)| pick(n)).map(|(t, _)| *t).collect::<Vec<u64>>();
+        assert_eq!(at(|n| n.ready), [0]);
+        assert_eq!(at(|n| n.watchdog), (0..20).map(|i| i * 500_000_000).collect::<Vec<u64>>());
+        assert_eq!(at(|n| n.status.is_some()), (0..10).map(|i| i * 1_000_000_000).collect::<Vec<u64>>());
+        assert_eq!(notices[1].1.status, None);
+        assert_eq!(notices[2].1.status.as_deref(), Some("at 1000000000"));
+    }
+
+    #[test]
+    fn the_notifier_is_silent_when_disabled_and_never_pings_without_a_watchdog() {
+        let mut off = ServiceNotifier::new(false, Some(Duration::from_secs(2)));
+        assert!((0..1000u64).all(|t| off.notice_after_tick(t * 5_000_000, String::new).is_none()));
+        let mut no_watchdog = ServiceNotifier::new(true, None);
+        let notices: Vec<Notice> = (0..1000u64).filter_map(|t| no_watchdog.notice_after_tick(t * 5_000_000, String::new)).collect();
+        // 5 s of ticks: ready at 0, status at 0, 1, 2, 3 and 4 s.
+        assert_eq!(notices.len(), 5);
+        assert!(notices.iter().all(|n| !n.watchdog) && notices[0].ready && !notices[1].ready);
+    }
+
+    #[test]
+    fn a_reload_applies_new_parameters_and_refuses_a_bad_file_or_a_new_group_set_in_one_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent.toml");
+        let running = AgentConfig::parse(CONFIG, &path).unwrap();
+        let reload_text = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            reload(&path, &running)
+        };
+        assert!(reload_text(CONFIG).unwrap().is_none(), "the same file changes nothing");
+        let (config, controller, interval_ns) =
+            reload_text(&CONFIG.replace("step_bytes = 2097152", "step_bytes = 4194304\ninterval_ns = 10000000")).unwrap().unwrap();
+        assert_eq!((controller.name(), interval_ns), ("sara", 10_000_000));
+        assert_eq!(config.controller_config["step_bytes"].as_integer(), Some(4_194_304));
+        let (_, controller, interval_ns) =
+            reload_text(&CONFIG.replace("\"sara\"", "\"greedy\"").replace("step_bytes = 2097152", "")).unwrap().unwrap();
+        assert_eq!((controller.name(), interval_ns), ("greedy", critmem_policy::DEFAULT_INTERVAL_NS));
+        let file = path.display();
+        for (text, want) in [
+            (
+                CONFIG.replace("step_bytes = 2097152", "step_bytes = \"x\""),
+                format!("reload refused, keeping the running configuration: configuration {file}: invalid config for controller `sara`: invalid type: string \"x\", expected u64 in `step_bytes`"),
+            ),
+            (CONFIG.replace("floor_mb = 32", "floor_mb = 31"), format!("reload refused, keeping the running configuration: configuration {file}: [[group]] (\"batch\" changed): takes effect only at a start; restart the agent to apply it")),
+            (CONFIG.replace("jobs.sock", "other.sock"), format!("reload refused, keeping the running configuration: configuration {file}: socket: takes effect only at a start; restart the agent to apply it")),
+        ] {
+            assert_eq!(reload_text(&text).err(), Some(want));
+        }
+        std::fs::remove_file(&path).unwrap();
+        let gone = reload(&path, &running).err().unwrap();
+        assert!(
+            gone.starts_with("reload refused, keeping the running configuration: read configuration") && gone.contains("agent.toml"),
+            "{gone}"
+        );
     }
 
     #[test]

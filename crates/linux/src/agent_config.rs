@@ -1,8 +1,9 @@
 //! An agent configuration from a scenario's `[memory]`, `[[group]]`s and `[control]`: the same
 //! controller with the same parameters over the same groups, each a cgroup of its own that the
-//! agent creates, so a policy tried in the simulator runs as the daemon unchanged.
+//! agent creates, so a policy tried in the simulator runs as the daemon unchanged. And what a
+//! reload (SIGHUP) may change of a running configuration.
 
-use crate::agent::AgentConfig;
+use crate::agent::{AgentConfig, GroupConfig};
 use crate::error::{Error, Result};
 use critmem_core::Scenario;
 use critmem_policy::GroupRole;
@@ -65,6 +66,54 @@ pub fn config_from_scenario(scenario: &Scenario) -> Result<String> {
     Ok(text)
 }
 
+/// What differs between the `running` configuration and a `reloaded` one that only a restart
+/// can apply, one phrase per key (empty: the reload can be applied). The socket, journal and
+/// metrics endpoint are bound once, the budget and the groups are the platform's from its
+/// start, and the triggers are armed once; the controller and its parameters (its interval
+/// among them) are what a reload changes.
+pub fn restart_only_changes(running: &AgentConfig, reloaded: &AgentConfig) -> Vec<String> {
+    let mut changed = Vec::new();
+    let mut key = |name: &str, differs: bool| {
+        if differs {
+            changed.push(name.to_owned());
+        }
+    };
+    key("total_memory_bytes", running.total_memory_bytes != reloaded.total_memory_bytes);
+    key("socket", running.socket != reloaded.socket);
+    key("socket_gid", running.socket_gid != reloaded.socket_gid);
+    key("journal", running.journal != reloaded.journal);
+    key("metrics_address", running.metrics_address != reloaded.metrics_address);
+    key("metrics_file", running.metrics_file != reloaded.metrics_file);
+    key("trigger_stall_us", running.trigger_stall_us != reloaded.trigger_stall_us);
+    key("trigger_window_us", running.trigger_window_us != reloaded.trigger_window_us);
+    if let Some(groups) = group_changes(&running.groups, &reloaded.groups) {
+        changed.push(groups);
+    }
+    changed
+}
+
+/// The groups added, removed or changed, in the reloaded file's order (then the removed ones in
+/// the running order); `None` when the groups are the same, in the same order.
+fn group_changes(running: &[GroupConfig], reloaded: &[GroupConfig]) -> Option<String> {
+    if running == reloaded {
+        return None;
+    }
+    let find = |groups: &[GroupConfig], name: &str| groups.iter().position(|g| g.name == name);
+    let mut parts = Vec::new();
+    for g in reloaded {
+        match find(running, &g.name) {
+            None => parts.push(format!("{:?} added", g.name)),
+            Some(i) if running[i] != *g => parts.push(format!("{:?} changed", g.name)),
+            Some(_) => {}
+        }
+    }
+    parts.extend(running.iter().filter(|g| find(reloaded, &g.name).is_none()).map(|g| format!("{:?} removed", g.name)));
+    if parts.is_empty() {
+        parts.push("reordered".to_owned());
+    }
+    Some(format!("[[group]] ({})", parts.join(", ")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,6 +154,64 @@ mod tests {
                 .expect("parameters parse");
             assert_eq!(serde_json::to_value(&rebuilt).unwrap(), serde_json::to_value(&control.config).unwrap(), "{name}");
         }
+    }
+
+    const RUNNING: &str = r#"
+controller = "sara"
+total_memory_bytes = 1073741824
+socket = "/run/critmem/jobs.sock"
+journal = "/var/lib/critmem/journal.jsonl"
+[controller_config]
+interval_ns = 5000000
+[[group]]
+name = "rt"
+cgroup = "critmem/rt"
+role = "soft-rt"
+floor_mb = 64
+deadline_ms = 20
+bcet_ms = 2
+[[group]]
+name = "batch"
+cgroup = "critmem/batch"
+role = "non-rt"
+floor_mb = 32
+"#;
+
+    fn changes(edited: &str) -> Vec<String> {
+        let running = AgentConfig::parse(RUNNING, Path::new("agent.toml")).unwrap();
+        let reloaded = AgentConfig::parse(edited, Path::new("agent.toml")).unwrap();
+        restart_only_changes(&running, &reloaded)
+    }
+
+    #[test]
+    fn a_reload_may_change_the_controller_and_its_parameters_and_nothing_else() {
+        assert!(changes(RUNNING).is_empty());
+        assert!(changes(&RUNNING.replace("interval_ns = 5000000", "interval_ns = 10000000\nstep_bytes = 4096")).is_empty());
+        assert!(changes(&RUNNING.replace("\"sara\"", "\"greedy\"").replace("interval_ns = 5000000", "")).is_empty());
+        for (edit, want) in [
+            (RUNNING.replace("1073741824", "2147483648"), vec!["total_memory_bytes"]),
+            (RUNNING.replace("jobs.sock", "other.sock").replace("journal.jsonl", "j2.jsonl"), vec!["socket", "journal"]),
+            (
+                RUNNING.replace("controller = \"sara\"", "controller = \"sara\"\nmetrics_address = \"127.0.0.1:9464\"\nsocket_gid = 5"),
+                vec!["socket_gid", "metrics_address"],
+            ),
+            (RUNNING.replace("controller = \"sara\"", "controller = \"sara\"\ntrigger_stall_us = 0"), vec!["trigger_stall_us"]),
+            (RUNNING.replace("floor_mb = 32", "floor_mb = 33"), vec!["[[group]] (\"batch\" changed)"]),
+            (
+                format!("{RUNNING}[[group]]\nname = \"new\"\ncgroup = \"critmem/new\"\nrole = \"non-rt\"\nfloor_mb = 1\n"),
+                vec!["[[group]] (\"new\" added)"],
+            ),
+            (
+                RUNNING[..RUNNING.rfind("[[group]]").unwrap()].replace("\"rt\"", "\"rt2\""),
+                vec!["[[group]] (\"rt2\" added, \"rt\" removed, \"batch\" removed)"],
+            ),
+        ] {
+            assert_eq!(changes(&edit), want);
+        }
+        // The same groups in another order are another mapping of the platform's group ids.
+        let (head, groups) = RUNNING.split_at(RUNNING.find("[[group]]").unwrap());
+        let (rt, batch) = groups.split_at(groups.rfind("[[group]]").unwrap());
+        assert_eq!(changes(&format!("{head}{batch}\n{rt}")), ["[[group]] (reordered)"]);
     }
 
     #[test]

@@ -227,6 +227,15 @@ impl Session {
         result
     }
 
+    /// Ticks `controller` at `interval_ns` from the next [`Session::run`] on (a reloaded
+    /// configuration); the platform reads what the new controller needs.
+    pub fn replace_controller(&mut self, controller: Box<dyn Controller + Send>, interval_ns: u64) {
+        self.platform.set_stall_inputs(|role| controller.stall_inputs(role));
+        self.platform.set_usage_inputs(|role| controller.reads_usage(role));
+        self.controller = controller;
+        self.control.interval_ns = interval_ns.max(1);
+    }
+
     /// How long [`Session::run`] ran, in ns (0 before it has).
     pub fn run_elapsed_ns(&self) -> u64 {
         self.run_span_ns.map_or(0, |(start, end)| end - start)

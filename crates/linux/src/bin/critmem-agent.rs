@@ -1,6 +1,9 @@
 //! The critmem agent daemon: controls the memory of configured cgroups from PSI with one of
-//! the critmem controllers, restoring every original value when it stops (and, after a crash,
-//! when it starts again). Errors are one line on stderr with exit code 2.
+//! the critmem controllers, restoring every original value when it stops on SIGINT or SIGTERM
+//! (and, after a crash, when it starts again). SIGHUP reads the configuration again and
+//! applies its controller and parameters, or keeps the running ones and says why in one line.
+//! Under systemd (`Type=notify`) it reports readiness, a status line and watchdog pings.
+//! Errors are one line on stderr with exit code 2.
 
 use clap::Parser;
 use critmem_core::{load_str, Format, Overrides};
@@ -55,7 +58,7 @@ fn main() {
     for warning in &config.deprecations {
         eprintln!("critmem-agent: warning: {warning}");
     }
-    let options = RunOptions { dry_run: args.dry_run, duration: args.duration_s };
+    let options = RunOptions { dry_run: args.dry_run, duration: args.duration_s, config_path: Some(config_path.clone()), notify: true };
     match run(&config, &options, &signals) {
         Ok(summary) => println!("{}", serde_json::to_string(&summary).expect("summary serialises")),
         Err(e) => fail(&e),

@@ -28,6 +28,7 @@ mod jobs;
 mod oom;
 mod psi;
 mod restore;
+mod service;
 mod swap;
 
 const MIB: u64 = 1 << 20;
