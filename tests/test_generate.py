@@ -28,6 +28,15 @@ def test_randfixedsum_meets_its_sum_and_bounds(n: int, fraction: float, lower: f
     assert (x >= lower - 1e-12).all() and (x <= upper + 1e-12).all()
 
 
+def test_randfixedsum_takes_a_total_that_rounds_past_its_upper_bound() -> None:
+    # n × lower + n × width lands a hair above n × (lower + width) in floats here.
+    n, lower, width = 21, 0.12908661191224527, 0.2380330977784686
+    total = n * lower + n * width
+    assert total > n * (lower + width)
+    x = gen.randfixedsum(n, total, np.random.default_rng(1), lower=lower, upper=lower + width)
+    assert abs(x.sum() - total) <= 1e-9 and (x <= lower + width + 1e-12).all()
+
+
 @settings(max_examples=200, deadline=None)
 @given(n=st.integers(1, 32), total=st.floats(0.01, 8.0), seed=st.integers(0, 2**32))
 def test_uunifast_sums_to_its_total(n: int, total: float, seed: int) -> None:

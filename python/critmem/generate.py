@@ -94,6 +94,12 @@ def uunifast_discard(n: int, total: float, rng: np.random.Generator, *, max_trie
 def randfixedsum(n: int, total: float, rng: np.random.Generator, *, lower: float = 0.0, upper: float = 1.0) -> np.ndarray:
     """`n` values in [lower, upper] summing to `total`, uniform over that polytope (Stafford's
     RandFixedSum)."""
+    # A total computed in floats may round a hair past a bound it means to reach.
+    tol = 1e-12 * max(1.0, abs(n * upper), abs(n * lower))
+    if n * upper < total <= n * upper + tol:
+        total = n * upper
+    elif n * lower - tol <= total < n * lower:
+        total = n * lower
     if n < 1 or not lower < upper or not n * lower <= total <= n * upper:
         raise ValueError(f"no {n} values in [{lower}, {upper}] sum to {total}")
     if n == 1:
