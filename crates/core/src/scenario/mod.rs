@@ -158,7 +158,8 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
         crate::mem::admission::check(m, &tasks).map_err(|e| cx.err(e.key, e.message))?;
     }
     let components = components.specs;
-    let warnings = warnings::collect(source_name, &scheduler, &tasks, horizon, horizon_defaulted);
+    let task_server = hierarchy.as_ref().map(|h| h.task_server.as_slice());
+    let warnings = warnings::collect(source_name, &scheduler, &tasks, task_server, horizon, horizon_defaulted);
     Ok(Scenario {
         source_name: source_name.to_string(),
         cpus,

@@ -124,3 +124,21 @@ fn overrides_apply_before_defaults_and_validation() {
         "s.toml: horizon_ms (override): must be greater than 0 (got 0)"
     );
 }
+
+#[test]
+fn equal_priorities_warn_only_within_one_leaf_server() {
+    let text = |b_server: &str| {
+        format!(
+            "[run]\nhorizon_ms = 20\n[scheduler]\nkind = \"fp\"\n\
+             [[scheduler.server]]\nname = \"x\"\nkind = \"level\"\npriority = 0\n\
+             [[scheduler.server]]\nname = \"y\"\nkind = \"level\"\npriority = 1\n\
+             [[task]]\nname = \"a\"\nserver = \"x\"\npriority = 0\nwcet_ms = 1\nperiod_ms = 10\n\
+             [[task]]\nname = \"b\"\nserver = \"{b_server}\"\npriority = 0\nwcet_ms = 1\nperiod_ms = 10\n"
+        )
+    };
+    // In different servers each priority orders only its own server's tasks.
+    assert_eq!(load_toml_str(&text("y"), "s.toml").unwrap().warnings, Vec::<String>::new());
+    let same = load_toml_str(&text("x"), "s.toml").unwrap().warnings;
+    assert_eq!(same.len(), 1);
+    assert!(same[0].starts_with("s.toml: task[1].priority: 0 is also task[0]'s (\"a\")"), "{same:?}");
+}

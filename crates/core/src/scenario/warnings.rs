@@ -11,6 +11,7 @@ pub(super) fn collect(
     source_name: &str,
     scheduler: &SchedulerSpec,
     tasks: &[TaskSpec],
+    task_server: Option<&[usize]>,
     horizon: Nanos,
     horizon_defaulted: bool,
 ) -> Vec<String> {
@@ -38,7 +39,8 @@ pub(super) fn collect(
             ),
         ));
     }
-    // Equal explicit priorities on one CPU are ordered by file position, which is rarely meant.
+    // Equal explicit priorities on one CPU (in one leaf server, under servers) are ordered by
+    // file position, which is rarely meant.
     let shared_cpu = match scheduler {
         SchedulerSpec::Fp | SchedulerSpec::Gfp { priorities: PriorityOrder::Explicit } => Some(false),
         SchedulerSpec::Pfp { priorities: PriorityOrder::Explicit } => Some(true),
@@ -47,8 +49,10 @@ pub(super) fn collect(
     if let Some(per_cpu) = shared_cpu {
         for (i, t) in tasks.iter().enumerate() {
             let Some(p) = t.priority else { continue };
-            let same = |u: &TaskSpec| u.priority == Some(p) && (!per_cpu || (u.cpu.is_some() && u.cpu == t.cpu));
-            if let Some(j) = tasks[..i].iter().position(same) {
+            let same_server = |j: usize| task_server.is_none_or(|s| s[j] == s[i]);
+            let same =
+                |(j, u): &(usize, &TaskSpec)| u.priority == Some(p) && (!per_cpu || (u.cpu.is_some() && u.cpu == t.cpu)) && same_server(*j);
+            if let Some((j, _)) = tasks[..i].iter().enumerate().find(same) {
                 out.push(line(
                     format!("task[{i}].priority"),
                     format!(
