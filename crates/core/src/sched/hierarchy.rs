@@ -573,13 +573,7 @@ impl Scheduler for HierarchyScheduler {
             return;
         }
         self.begin_decision(now);
-        for at in 0..self.bottom_up.len() {
-            let i = self.bottom_up[at];
-            let node = &self.nodes[i];
-            let work = if node.children.is_empty() { node.jobs.first().is_some() } else { self.inner_work(i) };
-            self.idle[i] = !work;
-            self.eligible[i] = work && (!node.budgeted() || node.left_ns > 0);
-        }
+        self.mark_eligible(now, current);
         for (cpu, slot) in assign.iter_mut().enumerate() {
             let mut at = self.roots[cpu];
             let mut job = None;

@@ -153,10 +153,9 @@ impl HierarchyScheduler {
         self.nodes[child].last_cpu = Some(cpu);
     }
 
-    /// [`super::super::Scheduler::choose`] with task-policy servers: the sweep of the
-    /// top-level servers in static order.
-    pub(super) fn choose_sweep(&mut self, now: Nanos, current: &[Option<JobKey>], assign: &mut [Option<JobKey>]) {
-        self.begin_decision(now);
+    /// Bottom up, which nodes have work below them (`idle`) and may run it (`eligible`:
+    /// with budget left), task-policy servers' per-CPU picks refreshed for `now`.
+    pub(super) fn mark_eligible(&mut self, now: Nanos, current: &[Option<JobKey>]) {
         for at in 0..self.bottom_up.len() {
             let i = self.bottom_up[at];
             let work = if self.nodes[i].task_policy.is_some() {
@@ -170,6 +169,13 @@ impl HierarchyScheduler {
             self.idle[i] = !work;
             self.eligible[i] = work && (!node.budgeted() || node.left_ns > 0);
         }
+    }
+
+    /// [`super::super::Scheduler::choose`] with task-policy servers: the sweep of the
+    /// top-level servers in static order.
+    pub(super) fn choose_sweep(&mut self, now: Nanos, current: &[Option<JobKey>], assign: &mut [Option<JobKey>]) {
+        self.begin_decision(now);
+        self.mark_eligible(now, current);
         assign.fill(None);
         self.running.fill(None);
         for at in 0..self.top_order.len() {
