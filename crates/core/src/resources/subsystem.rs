@@ -10,7 +10,11 @@
 //! - `pip`: the waiting job keeps its place in its scheduler's ready queue with a dependency
 //!   link ([`Context::depend`]) to the holder of the highest priority among the resource's
 //!   holders; when the scheduler chooses the waiter, that holder runs instead (and if it
-//!   waits too, the end of its chain). [`ResourceSubsystem::with_donor_inheritance`] gives the
+//!   waits too, the end of its chain). A waiter granted units at an unlock owns them only
+//!   once it runs: until then a job of higher priority that locks the resource takes them
+//!   from it, and the waiter locks again when it runs (as Linux's rt_mutex lets a pending
+//!   owner's lock be stolen). PIP's blocking bound rests on this: a job entering a critical
+//!   section after a higher-priority job's release would block it a second time. [`ResourceSubsystem::with_donor_inheritance`] gives the
 //!   same protocol through priority donors ([`Context::inherit`]) instead: the waiter blocks
 //!   and each holder is ordered by the highest priority of the jobs waiting on it, directly
 //!   or through other holders.
@@ -100,6 +104,9 @@ struct Holder {
     units: u32,
     prio: QueueKey,
     since: Nanos,
+    /// Granted at an unlock and not yet run with it (`pip` only): a lock of higher priority
+    /// may take the units back.
+    pending: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -459,18 +466,63 @@ impl ResourceSubsystem {
         if self.state[r].free < units {
             return false;
         }
-        self.grant(now, key, r, units);
+        self.grant(now, key, r, units, false);
         true
     }
 
-    fn grant(&mut self, now: Nanos, key: JobKey, r: usize, units: u32) {
+    /// Under `pip`, takes back from pending holders of lower priority than `key` (lowest
+    /// first) the units `key` lacks, if that is enough, and gives them to `key`. The holders
+    /// lose their grant and lock again when they run.
+    fn try_take_from_pending(&mut self, cx: &mut Context<'_>, key: JobKey, r: usize, units: u32) -> bool {
+        if self.specs[r].protocol != Protocol::Pip {
+            return false;
+        }
+        let own = {
+            let run = self.jobs[key as usize].as_ref().expect("a job this subsystem took over");
+            (run.prio, run.seq)
+        };
+        let mut lower: Vec<Holder> = self.state[r].holders.iter().filter(|h| h.pending && (h.prio, h.seq) > own).copied().collect();
+        lower.sort_unstable_by_key(|h| std::cmp::Reverse((h.prio, h.seq)));
+        let mut free = self.state[r].free;
+        let mut taken = 0;
+        while free < units && taken < lower.len() {
+            free += lower[taken].units;
+            taken += 1;
+        }
+        if free < units {
+            return false;
+        }
+        for h in &lower[..taken] {
+            let st = &mut self.state[r];
+            st.holders.retain(|x| x.key != h.key);
+            st.free += h.units;
+            self.stats[r].acquisitions -= 1;
+            // Its program still stands at the lock, which it takes again when it runs.
+            self.run(h.key).held.retain(|&x| x != r);
+        }
+        self.grant(cx.now(), key, r, units, false);
+        true
+    }
+
+    /// Whether `key` holds a pending grant of `r`, which it owns from now.
+    fn take_up_pending(&mut self, key: JobKey, r: usize) -> bool {
+        match self.state[r].holders.iter_mut().find(|h| h.key == key && h.pending) {
+            Some(h) => {
+                h.pending = false;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn grant(&mut self, now: Nanos, key: JobKey, r: usize, units: u32, pending: bool) {
         let run = self.run(key);
         let (seq, prio) = (run.seq, run.prio);
         run.held.push(r);
         run.waiting = None;
         let st = &mut self.state[r];
         st.free -= units;
-        st.holders.push(Holder { key, seq, units, prio, since: now });
+        st.holders.push(Holder { key, seq, units, prio, since: now, pending });
         let s = &mut self.stats[r];
         s.acquisitions += 1;
         s.peak_units_held = s.peak_units_held.max(self.specs[r].units - st.free);
@@ -498,11 +550,15 @@ impl ResourceSubsystem {
                 break;
             }
             self.state[r].waiters.remove(0);
-            self.grant(now, w.key, r, w.units);
+            let pending = self.specs[r].protocol == Protocol::Pip;
+            self.grant(now, w.key, r, w.units, pending);
             self.end_wait(w.key, now);
             let s = &mut self.stats[r];
             s.longest_wait = s.longest_wait.max(now - w.since);
-            self.run(w.key).pc += 1;
+            // A pending grant is taken up by the lock itself when the job runs.
+            if !pending {
+                self.run(w.key).pc += 1;
+            }
             cx.wake(w.key);
             woke = true;
         }
@@ -739,7 +795,9 @@ impl Subsystem for ResourceSubsystem {
                     return Step::Compute(c);
                 }
                 Action::Lock { resource, units } => {
-                    if self.try_take(cx.now(), key, resource, units) {
+                    if self.take_up_pending(key, resource) {
+                        self.run(key).pc += 1;
+                    } else if self.try_take(cx.now(), key, resource, units) || self.try_take_from_pending(cx, key, resource, units) {
                         self.run(key).pc += 1;
                         // A new holder may change whom other waiters depend on.
                         if !self.state[resource].waiters.is_empty() {

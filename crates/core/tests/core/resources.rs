@@ -93,6 +93,61 @@ fn under_pip_the_holder_runs_in_the_chosen_waiters_place() {
 }
 
 #[test]
+fn under_pip_a_waiter_granted_at_an_unlock_loses_it_to_a_higher_job_that_locks_before_it_runs() {
+    // One CPU. lo holds R from 0 for 3 ms; mid waits on it from 1; top waits from 2, so lo
+    // runs 2–3 for it and unlocks at 3: top takes R 3–4. At 4, R goes to mid, the only
+    // waiter, but hi (released at 2, above mid) runs first, 4–5, and locks R at 5: it takes
+    // R from mid, which has not run with it, and holds it 5–6. mid locks again at 6, 6–9.
+    // Had mid kept R, hi would have waited 5–8 on a section that began after its release:
+    // two sections of blocking (lo's and mid's) where PIP's bound allows one.
+    let text = r#"
+[scheduler]
+kind = "fp"
+[run]
+horizon_ms = 20
+[[resource]]
+name = "R"
+protocol = "PROTOCOL"
+[[task]]
+name = "top"
+priority = 1
+period_ms = 100
+offset_ms = 2
+program = [{ lock = "R" }, { compute_ms = 1 }, { unlock = "R" }]
+[[task]]
+name = "hi"
+priority = 2
+period_ms = 100
+offset_ms = 2
+program = [{ compute_ms = 1 }, { lock = "R" }, { compute_ms = 1 }, { unlock = "R" }]
+[[task]]
+name = "mid"
+priority = 3
+period_ms = 100
+offset_ms = 1
+program = [{ lock = "R" }, { compute_ms = 3 }, { unlock = "R" }]
+[[task]]
+name = "lo"
+priority = 4
+period_ms = 100
+program = [{ lock = "R" }, { compute_ms = 3 }, { unlock = "R" }]
+"#;
+    let completions = |r: &SimResult| -> Vec<f64> {
+        (0..4u32).map(|t| r.jobs.iter().find(|j| j.task == t).and_then(|j| j.completion).expect("completed").as_ms_f64()).collect()
+    };
+    let s = load(&text.replace("PROTOCOL", "pip"));
+    let links = simulate(&s, OPTS);
+    assert_eq!(completions(&links), vec![4.0, 6.0, 9.0, 3.0]);
+    let donor = ResourceSubsystem::new(&s, true).expect("tasks with programs").with_donor_inheritance();
+    let by_donor = Simulation::new(&s, s.seed, OPTS, vec![Box::new(donor)]).run();
+    assert_eq!(completions(&by_donor), vec![4.0, 6.0, 9.0, 3.0]);
+    // The taken-back grant is not an acquisition: lo, top, hi and mid each took R once. mid
+    // and top waited; hi did not (it took a pending grant), nor mid again (R was free at 6).
+    let stats = &links.resources.as_ref().expect("resources section").resources[0];
+    assert_eq!((stats.acquisitions, stats.contended), (4, 2));
+}
+
+#[test]
 fn a_k_unit_resource_lets_as_many_holders_in_as_it_has_units() {
     // Two units on two CPUs under global EDF: a and b take one each for 2 ms from 0; c,
     // released at 0.5 with the earliest deadline, needs both.
