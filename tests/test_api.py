@@ -12,7 +12,7 @@ import critmem
 import pandas as pd
 import pytest
 from conftest import EXAMPLES, QUICKSTART, RM_TEXTBOOK, cli
-from critmem.api import JOB_DTYPES, SEGMENT_DTYPES
+from critmem.api import JOB_DTYPES, MAX_TRACE_RECORDS, SEGMENT_DTYPES
 
 TASK_COLUMNS = [
     "name", "criticality", "cpu", "jobs", "completed", "deadline_misses", "aborted", "dropped", "killed", "skipped",
@@ -71,9 +71,21 @@ def test_unfinished_jobs_have_no_completion_or_response() -> None:
     assert pending["completion_ms"].isna().all() and pending["response_ms"].isna().all()
 
 
-def test_to_json_is_the_cli_json_byte_for_byte() -> None:
+def test_to_json_is_the_cli_json_byte_for_byte(tmp_path: Path) -> None:
     r = critmem.run(str(QUICKSTART))
-    assert r.to_json() + "\n" == cli("run", str(QUICKSTART), "--json").stdout
+    # Traces kept: the summary says how much of them, as `--out`'s summary does.
+    assert r.to_json() + "\n" == cli("run", str(QUICKSTART), "--json", "--out", str(tmp_path)).stdout
+    assert r.summary["traces"] == {
+        "limit": MAX_TRACE_RECORDS,
+        "jobs": len(r.jobs),
+        "jobs_left_out": 0,
+        "segments": len(r.segments),
+        "segments_left_out": 0,
+    }
+    # No traces, no traces section: the summary alone, as plain `--json` prints it.
+    bare = critmem.run(str(QUICKSTART), record_jobs=False, record_segments=False)
+    assert "traces" not in bare.summary
+    assert bare.to_json() + "\n" == cli("run", str(QUICKSTART), "--json").stdout
     # The summary's counts come from the engine's per-task statistics, the jobs frame from its
     # job records: they must tell the same story.
     for t in r.summary["tasks"]:
@@ -106,7 +118,31 @@ def test_recording_can_be_turned_off() -> None:
     r = critmem.run(QUICKSTART, record_jobs=False, record_segments=False)
     assert r.jobs.empty and list(r.jobs.columns) == list(JOB_DTYPES)
     assert r.segments.empty and list(r.segments.columns) == list(SEGMENT_DTYPES)
-    assert r.to_json() == critmem.run(QUICKSTART).to_json()
+    # The same run: the summaries differ only in the recorded run's traces section.
+    recorded = critmem.run(QUICKSTART).summary
+    assert "traces" in recorded and "traces" not in r.summary
+    del recorded["traces"]
+    assert r.summary == recorded
+
+
+def test_a_trace_limit_keeps_the_first_entries_and_the_summary_counts_the_rest() -> None:
+    full = critmem.run(QUICKSTART)
+    capped = critmem.run(QUICKSTART, trace_limit=100)
+    assert (len(capped.jobs), len(capped.segments)) == (100, 100)
+    assert capped.jobs_left_out == len(full.jobs) - 100
+    assert capped.segments_left_out == len(full.segments) - 100
+    assert capped.summary["traces"] == {
+        "limit": 100,
+        "jobs": 100,
+        "jobs_left_out": len(full.jobs) - 100,
+        "segments": 100,
+        "segments_left_out": len(full.segments) - 100,
+    }
+    # The kept segments are the first the engine emitted; per-task totals still count all.
+    pd.testing.assert_frame_equal(capped.segments, full.segments.head(100))
+    pd.testing.assert_frame_equal(capped.tasks, full.tasks)
+    with pytest.raises(ValueError, match="trace_limit"):
+        critmem.run(QUICKSTART, trace_limit=-1)
 
 
 def test_the_control_timeline_has_a_row_per_tick_with_typed_columns() -> None:
@@ -242,3 +278,26 @@ def test_criticality_and_outcome_are_categoricals_with_every_value() -> None:
     counts = r.jobs["outcome"].value_counts()
     assert counts["killed"] == 0 and counts.sum() == len(r.jobs)
     assert list(critmem.analyze(QUICKSTART).tasks["criticality"].cat.categories) == ["A", "B", "C", "D"]
+
+
+def _long_run_text() -> str:
+    # 400 tasks every 1 ms on 16 CPUs for 10 s: millions of events, seconds of simulation.
+    tasks = "".join(f'[[task]]\nname = "t{i}"\nperiod_ms = 1\nwcet_ms = 0.03\n' for i in range(400))
+    return f'[machine]\ncpus = 16\n[scheduler]\nkind = "gedf"\n[run]\nhorizon_ms = 10000\n{tasks}'
+
+
+def test_a_long_run_reports_its_simulated_time_and_an_exception_from_the_callback_stops_it() -> None:
+    seen: list[float] = []
+
+    class Enough(Exception):
+        pass
+
+    def progress(now_ms: float) -> None:
+        seen.append(now_ms)
+        if len(seen) == 3:
+            raise Enough
+
+    with pytest.raises(Enough):
+        critmem.run(_long_run_text(), record_jobs=False, record_segments=False, progress=progress)
+    # Called from the running simulation, with its time going forward inside the horizon.
+    assert len(seen) == 3 and 0 < seen[0] < seen[1] < seen[2] < 10_000

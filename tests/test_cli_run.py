@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import struct
@@ -11,13 +10,12 @@ import sys
 import tomllib
 import zlib
 from pathlib import Path
-from typing import Any
 
 import matplotlib.image
 import pytest
 from conftest import EXAMPLE_FILES, EXAMPLES, QUICKSTART, RM_TEXTBOOK, WriteScenario, cli, cli_process
 from critmem import run
-from critmem.api import MAX_TRACE_RECORDS, RunResult
+from critmem.api import MAX_TRACE_RECORDS
 from critmem.cli import _OUT_NAMES
 from critmem.gantt import _window_end_ms, plot_gantt
 
@@ -79,8 +77,12 @@ def test_out_writes_the_trace_summary_and_a_gantt_png(tmp_path: Path) -> None:
     out = tmp_path / "results" / "quickstart"
     o = cli("run", str(QUICKSTART), "--out", str(out))
     assert o.code == 0, o.stderr
-    assert sorted(p.name for p in out.iterdir()) == [".critmem-out", "gantt.png", "jobs.csv", "segments.csv", "summary.json", "trace.json"]
-    assert (out / ".critmem-out").read_text().splitlines() == ["jobs.csv", "segments.csv", "summary.json", "gantt.png", "trace.json"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".critmem-out", "csv-metadata.json", "gantt.png", "jobs.csv", "segments.csv", "summary.json", "trace.json"
+    ]  # fmt: skip
+    assert (out / ".critmem-out").read_text().splitlines() == [
+        "jobs.csv", "segments.csv", "summary.json", "gantt.png", "trace.json", "csv-metadata.json"
+    ]  # fmt: skip
     assert str(out) in o.stdout.splitlines()[-1]
 
     summary = json.loads((out / "summary.json").read_text())
@@ -102,24 +104,62 @@ def test_out_writes_the_trace_summary_and_a_gantt_png(tmp_path: Path) -> None:
     assert pixels.std() > 0.05
 
 
-def test_a_full_trace_says_what_it_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The engine's cap (2**21 rows) is exercised by cargo's engine tests; a run that reaches it
-    # takes 20 s here, so this checks only what the CLI tells the user when it happens.
-    import critmem.api
-    from critmem.api import _run_source
-
-    def run_with_a_full_trace(*args: Any, **kwargs: Any) -> RunResult:
-        return dataclasses.replace(_run_source(*args, **kwargs), jobs_left_out=3000, segments_left_out=1)
-
-    # The CLI imports the API where it runs a scenario, so it finds the replacement there.
-    monkeypatch.setattr(critmem.api, "_run_source", run_with_a_full_trace)
-    o = cli("run", str(RM_TEXTBOOK), "--out", str(tmp_path))
+def test_a_trace_limit_keeps_the_first_rows_and_every_file_says_what_it_left_out(tmp_path: Path) -> None:
+    full = run(RM_TEXTBOOK)
+    o = cli("run", str(RM_TEXTBOOK), "--out", str(tmp_path), "--trace-limit", "10")
     assert o.code == 0, o.stderr
+    jobs_left, segments_left = len(full.jobs) - 10, len(full.segments) - 10
     note = o.stdout.splitlines()[-1]
-    assert note.startswith(f"note: a trace keeps at most {MAX_TRACE_RECORDS:,} rows"), note
-    assert "left out: 3000 jobs and 1 segment (the per-task totals count every job)" in note
-    monkeypatch.undo()
-    assert "note:" not in cli("run", str(RM_TEXTBOOK), "--out", str(tmp_path / "again")).stdout
+    assert note.startswith("note: a trace keeps at most 10 rows, the first to end; left out: "), note
+    assert (
+        f"left out: {jobs_left} jobs and {segments_left} segments (the per-task totals count every job; summary.json records this)" in note
+    )
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["traces"] == {"limit": 10, "jobs": 10, "jobs_left_out": jobs_left, "segments": 10, "segments_left_out": segments_left}
+    # The per-task totals still count every job.
+    assert summary["tasks"] == json.loads(full.to_json())["tasks"]
+    assert len((tmp_path / "jobs.csv").read_text().splitlines()) == 1 + 10
+    meta = {t["url"]: t for t in json.loads((tmp_path / "csv-metadata.json").read_text())["tables"]}
+    assert meta["jobs.csv"]["notes"] == [{"trace_limit": 10, "rows_left_out": jobs_left}]
+    assert f"{segments_left:,} more were left out" in meta["segments.csv"]["dc:description"]
+    columns = {c["name"]: c["datatype"] for c in meta["jobs.csv"]["tableSchema"]["columns"]}
+    assert (columns["task"], columns["job"], columns["release_ms"], columns["missed"], columns["last_cpu"]) == (
+        "string", "integer", "double", "boolean", "integer"
+    )  # fmt: skip
+    whole = cli("run", str(RM_TEXTBOOK), "--out", str(tmp_path / "again"))
+    assert "note:" not in whole.stdout
+    again = {t["url"]: t for t in json.loads((tmp_path / "again" / "csv-metadata.json").read_text())["tables"]}
+    assert again["jobs.csv"]["notes"] == [{"trace_limit": MAX_TRACE_RECORDS, "rows_left_out": 0}]
+
+
+def test_no_traces_writes_the_summary_without_traces(tmp_path: Path) -> None:
+    o = cli("run", str(EXAMPLES / "linux-sara.toml"), "--out", str(tmp_path), "--no-traces")
+    assert o.code == 0, o.stderr
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert written == [".critmem-out", "control_timeline.csv", "csv-metadata.json", "memory.png", "memory_timeline.csv", "summary.json"]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert "traces" not in summary
+    assert summary == json.loads(cli("run", str(EXAMPLES / "linux-sara.toml"), "--json").stdout)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--trace-limit", "5"], "--trace-limit and --no-traces shape the traces --out writes: give --out DIR"),
+        (["--no-traces"], "--trace-limit and --no-traces shape the traces --out writes: give --out DIR"),
+        (
+            ["--out", "OUT", "--no-traces", "--trace-limit", "5"],
+            "--no-traces writes no traces: drop --trace-limit, --gantt-window, --format and --parquet",
+        ),
+        (["--out", "OUT", "--trace-limit", "-1"], "argument --trace-limit: expected a whole number of rows, at least 0 (got '-1')"),
+        (["--out", "OUT", "--trace-limit", "many"], "argument --trace-limit: expected a whole number of rows, at least 0 (got 'many')"),
+    ],
+)
+def test_trace_flags_are_checked_up_front(argv: list[str], message: str, tmp_path: Path) -> None:
+    o = cli("run", str(RM_TEXTBOOK), *[str(tmp_path / "o") if a == "OUT" else a for a in argv])
+    assert o.code == 2 and o.stdout == ""
+    assert len(o.stderr.splitlines()) == 1 and message in o.stderr, o.stderr
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
 
 
 def test_out_with_json_keeps_stdout_to_the_json_object(tmp_path: Path) -> None:
@@ -209,7 +249,16 @@ def test_out_refuses_a_folder_that_is_not_empty_and_force_replaces_only_critmems
     assert again.code == 2 and "critmem did not write (notes.txt)" in again.stderr
     assert cli("run", str(RM_TEXTBOOK), "--out", str(out), "--force").code == 0
     names = sorted(p.name for p in out.iterdir())
-    assert names == [".critmem-out", "gantt.png", "jobs.csv", "notes.txt", "segments.csv", "summary.json", "trace.json"]
+    assert names == [
+        ".critmem-out",
+        "csv-metadata.json",
+        "gantt.png",
+        "jobs.csv",
+        "notes.txt",
+        "segments.csv",
+        "summary.json",
+        "trace.json",
+    ]
     assert (out / "notes.txt").read_text() == "mine\n"
 
 

@@ -1,9 +1,11 @@
 """Type stubs for the Rust extension `critmem._core` (crates/py). Checked by stubtest in CI."""
 
+from collections.abc import Callable
 from typing import Any, Final, final
 
 __all__ = [
     "MAX_TRACE_RECORDS",
+    "OUTCOMES",
     "ScenarioError",
     "SimOutput",
     "__version__",
@@ -18,11 +20,15 @@ __all__ = [
     "scenario_schema",
     "simulate",
     "validate",
+    "write_csv",
+    "write_trace_events",
 ]
 
 __version__: Final[str]
 MAX_TRACE_RECORDS: Final[int]
 """Most job records and most segments one run keeps."""
+OUTCOMES: Final[list[str]]
+"""Job outcomes in the order of their codes in `SimOutput.jobs["outcome"]`."""
 
 class ScenarioError(ValueError):
     """A scenario that could not be loaded. The message is one line: `file: key: reason`."""
@@ -44,16 +50,17 @@ class SimOutput:
     def hyperperiod_ms(self) -> float | None:
         """Least common multiple of the periods in ms, if it fits in 64-bit nanoseconds."""
     @property
-    def jobs(self) -> dict[str, list[Any]]:
-        """Per-job columns: task, job, release_ms, deadline_ms, demand_ms, executed_ms,
-        start_ms, completion_ms, response_ms (None where there is none), tardiness_ms,
-        missed, outcome, last_cpu (None if it never ran)."""
+    def jobs(self) -> dict[str, tuple[str, bytes]]:
+        """Per-job columns as (numpy dtype, little-endian bytes): task (index into the
+        scenario's tasks), job, release_ms, deadline_ms, demand_ms, executed_ms, start_ms,
+        completion_ms, response_ms (NaN where there is none), tardiness_ms, missed, outcome
+        (index into OUTCOMES), last_cpu (-1 if it never ran)."""
     @property
     def jobs_left_out(self) -> int:
         """Jobs not in `jobs` because the trace was full (the first MAX_TRACE_RECORDS to end are kept)."""
     @property
-    def segments(self) -> dict[str, list[Any]]:
-        """Execution-segment columns: cpu, task, job, start_ms, end_ms."""
+    def segments(self) -> dict[str, tuple[str, bytes]]:
+        """Execution-segment columns, raw as `jobs`: cpu, task (index), job, start_ms, end_ms."""
     @property
     def segments_left_out(self) -> int:
         """Segments not in `segments` because the trace was full."""
@@ -110,10 +117,31 @@ def simulate(
     horizon_ms: float | None = None,
     record_jobs: bool = True,
     record_segments: bool = True,
+    trace_limit: int | None = None,
+    progress: Callable[[float], object] | None = None,
 ) -> SimOutput:
-    """Loads `text` ("toml" or "json"), simulates it and returns the results.
+    """Loads `text` ("toml" or "json"), simulates it and returns the results. `progress` is
+    called with the simulated time in ms every so often once the run has taken half a second;
+    Ctrl-C (or an exception from `progress`) stops the run and is raised.
 
     Raises ScenarioError for a scenario that does not load or a bad horizon override."""
+
+def write_csv(path: str, header: list[str], columns: list[tuple[str, bytes, bytes | None, list[str] | None]]) -> None:
+    """Writes a CSV with the bytes pandas' `to_csv(index=False, lineterminator="\\n")` writes.
+    Each column is (kind, values, mask, labels): "text" (int64 codes into labels, negative for
+    missing), "int", "uint", "float", "bool", or "nint" (int64 values and a byte mask)."""
+
+def write_trace_events(
+    path: str,
+    head: str,
+    tail: str,
+    segments: tuple[bytes, bytes, bytes, bytes, bytes],
+    jobs: tuple[bytes, bytes, bytes, bytes, bytes, bytes, bytes],
+    quoted_tasks: list[str],
+    quoted_outcomes: list[str],
+    horizon_ms: float,
+) -> None:
+    """Writes the schedule as trace-event JSON: head, one event per segment and per job, tail."""
 
 def analyze(text: str, source_name: str, format: str) -> tuple[str, list[str]]:
     """Loads `text` and runs the schedulability analyses; returns the report as JSON and the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +73,28 @@ _U64_MAX = 2**64 - 1
 
 def _frame(columns: dict[str, list[Any]], dtypes: dict[str, str | pd.CategoricalDtype]) -> pd.DataFrame:
     return pd.DataFrame({name: pd.Series(columns[name], dtype=dtype) for name, dtype in dtypes.items()})
+
+
+def _trace_frame(
+    columns: dict[str, tuple[str, bytes]], dtypes: dict[str, str | pd.CategoricalDtype], task_names: list[str]
+) -> pd.DataFrame:
+    """A job or segment trace from the core's raw columns: `task` arrives as indices into the
+    scenario's tasks, `outcome` as codes into OUTCOME_DTYPE's categories and `last_cpu` as -1
+    where the job never ran."""
+    data: dict[str, Any] = {}
+    for name, dtype in dtypes.items():
+        raw_dtype, raw = columns[name]
+        values = np.frombuffer(raw, dtype=raw_dtype)
+        if name == "task":
+            data[name] = pd.array(np.asarray(task_names, dtype=object)[values] if len(values) else [], dtype=dtype)
+        elif name == "outcome":
+            data[name] = pd.Categorical.from_codes(values, dtype=OUTCOME_DTYPE)
+        elif name == "last_cpu":
+            data[name] = pd.arrays.IntegerArray(values.copy(), values < 0)
+        else:
+            data[name] = values.astype(str(dtype), copy=False)
+    # The numeric columns stay views of the core's buffers: a million-job trace is not copied.
+    return pd.DataFrame(data, copy=False)
 
 
 def _raw_frame(columns: dict[str, tuple[str, bytes]]) -> pd.DataFrame:
@@ -259,9 +282,13 @@ def _run_source(
     horizon_ms: float | None = None,
     record_jobs: bool = True,
     record_segments: bool = True,
+    trace_limit: int | None = None,
+    progress: Callable[[float], object] | None = None,
     warn: bool = True,
 ) -> RunResult:
     _check_seed(seed)
+    if trace_limit is not None and (isinstance(trace_limit, bool) or not isinstance(trace_limit, int) or trace_limit < 0):
+        raise ValueError(f"trace_limit must be a whole number of entries, at least 0 (got {trace_limit!r})")
     out = _core.simulate(
         src.text,
         src.name,
@@ -270,6 +297,8 @@ def _run_source(
         horizon_ms=None if horizon_ms is None else float(horizon_ms),
         record_jobs=record_jobs,
         record_segments=record_segments,
+        trace_limit=None if trace_limit is None else min(trace_limit, MAX_TRACE_RECORDS),
+        progress=progress,
     )
     summary: dict[str, Any] = json.loads(out.summary_json)
     tasks = pd.DataFrame(summary["tasks"])
@@ -277,12 +306,14 @@ def _run_source(
     tasks["cpu"] = tasks["cpu"].astype("Int64")
     tasks["criticality"] = tasks["criticality"].astype(CRITICALITY_DTYPE)
     # The engine lists jobs as they end; a trace reads better in release order.
-    jobs = _frame(out.jobs, JOB_DTYPES).sort_values("release_ms", kind="stable", ignore_index=True)
+    names = [str(t["name"]) for t in summary["tasks"]]
+    # The core lists jobs in release order (those released together in the order they ended).
+    jobs = _trace_frame(out.jobs, JOB_DTYPES, names)
     return RunResult(
         summary=summary,
         tasks=tasks,
         jobs=jobs,
-        segments=_frame(out.segments, SEGMENT_DTYPES),
+        segments=_trace_frame(out.segments, SEGMENT_DTYPES, names),
         jobs_left_out=out.jobs_left_out,
         segments_left_out=out.segments_left_out,
         seed=out.seed,
@@ -311,13 +342,19 @@ def run(
     horizon_ms: float | None = None,
     record_jobs: bool = True,
     record_segments: bool = True,
+    trace_limit: int | None = None,
+    progress: Callable[[float], object] | None = None,
 ) -> RunResult:
     """Simulates `scenario` to its horizon.
 
     `scenario` is a path (str or pathlib.Path) to a .toml/.json file, TOML text, or a dict
     with the file's structure. `seed` and `horizon_ms` override the scenario's `[run]`
     values. Turn off `record_jobs`/`record_segments` for long runs that need only the
-    per-task summary. Raises `ScenarioError` for a scenario that does not load and OSError
+    per-task summary, or keep at most `trace_limit` entries of each trace (at most
+    `MAX_TRACE_RECORDS`, the default); the summary's `traces` section says what was left
+    out. `progress`, if given, is called with the simulated time in ms a few times a second
+    once the run has taken half a second; an exception it raises, or Ctrl-C, stops the run and
+    propagates. Raises `ScenarioError` for a scenario that does not load and OSError
     for a file that cannot be read.
     """
     return _run_source(
@@ -326,6 +363,8 @@ def run(
         horizon_ms=horizon_ms,
         record_jobs=record_jobs,
         record_segments=record_segments,
+        trace_limit=trace_limit,
+        progress=progress,
     )
 
 

@@ -7,6 +7,7 @@ one line `critmem: error: ...` on stderr and exit code 2; never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import json
 import math
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from critmem import __version__, _core, controllers
 from critmem._core import MAX_TRACE_RECORDS, ScenarioError
-from critmem._source import read_path
+from critmem._source import ScenarioSource, read_path
 from critmem.linux import LinuxError
 from critmem.progress import BarProgress, QuietProgress
 from critmem.reproduce import PAPERS, get
@@ -76,6 +77,16 @@ def _gantt_window(text: str) -> tuple[float, float]:
     if not sep or not all(math.isfinite(x) for x in window) or not 0 <= window[0] < window[1]:
         raise argparse.ArgumentTypeError(f"expected START:END in ms with 0 <= START < END (got {text!r})")
     return window
+
+
+def _trace_limit(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number of rows, at least 0 (got {text!r})")
+    return n
 
 
 def _out_dir(text: str) -> str:
@@ -393,9 +404,12 @@ _Column = tuple[str, Callable[[dict[str, Any]], str]]
 def _print_tasks(console: Console, tasks: Sequence[dict[str, Any]], *, place: str, extra: Sequence[_Column] = ()) -> None:
     """The per-task table of a run on either platform: the fields both summaries share, with
     the same meaning (a Linux task whose jobs were not counted shows "-"). `place` is the
-    column after the criticality: the simulator's `cpu` (a number) or Linux's `group` (text)."""
+    column after the criticality: the simulator's `cpu` (a number) or Linux's `group` (text).
+    Past `_TABLE_ROWS` tasks it shows those with the most misses, then the longest tardiness
+    (in file order), and says how many it left out: a terminal cannot show 10,000 rows."""
+    shown = _worst(tasks, lambda t: (t["deadline_misses"] or 0, t["max_tardiness_ms"] or 0.0))
     rows = []
-    for t in tasks:
+    for t in shown:
         hit = t["hit_ratio"]
         rows.append(
             [
@@ -416,6 +430,27 @@ def _print_tasks(console: Console, tasks: Sequence[dict[str, Any]], *, place: st
                "max resp ms", "mean resp ms", "max tard ms", *(header for header, _ in extra)]  # fmt: skip
     optional = ["mean resp ms", *(header for header, _ in extra[1:])]
     console.print(_row_table(console, columns, rows, left=3 if place == "group" else 2, optional=optional))
+    _note_left_out(console, len(tasks), len(shown), "the most deadline misses, then the longest tardiness")
+
+
+# Most rows a per-task table shows on a terminal; --json and --out's files have every task.
+_TABLE_ROWS = 40
+
+
+def _worst(rows: Sequence[dict[str, Any]], key: Callable[[dict[str, Any]], tuple[float, ...]]) -> list[dict[str, Any]]:
+    """All of `rows`, or past `_TABLE_ROWS` the `_TABLE_ROWS` with the largest `key`, in their
+    own order."""
+    if len(rows) <= _TABLE_ROWS:
+        return list(rows)
+    ranked = sorted(range(len(rows)), key=lambda i: tuple(-k for k in key(rows[i])))[:_TABLE_ROWS]
+    return [rows[i] for i in sorted(ranked)]
+
+
+def _note_left_out(console: Console, total: int, shown: int, by: str) -> None:
+    if shown < total:
+        console.print(
+            _text(f"… {total - shown:,} more tasks not shown: these {shown} have {by}; --json and --out's summary.json have every task")
+        )
 
 
 def _print_memory(console: Console, memory: dict[str, Any]) -> None:
@@ -438,11 +473,12 @@ def _print_memory(console: Console, memory: dict[str, Any]) -> None:
             _fmt(t["resident_pages"] * page_mb),
             _fmt(float(t["fault_wait_ms"])),
         ]
-        for t in memory["tasks"]
+        for t in _worst(memory["tasks"], lambda t: (float(t["fault_wait_ms"]), t["major_faults"]))
     ]
     columns = ["task", "reservation", "minor faults", "major faults", "swapped in", "swapped out",
                "resident MB", "fault wait ms"]  # fmt: skip
     console.print(_row_table(console, columns, rows, left=2, optional=["swapped in", "minor faults"]))
+    _note_left_out(console, len(memory["tasks"]), len(rows), "the longest fault waits")
     shared = [
         [
             u["region"],
@@ -527,6 +563,7 @@ _OUT_NAMES = frozenset(
         "servers.csv",
         "server_supply.csv",
         "timeline.csv",
+        "csv-metadata.json",
         _MANIFEST,
     }
 )
@@ -572,6 +609,20 @@ def _record_out(out_dir: Path, written: Sequence[Path]) -> None:
         raise CliError(f"cannot write results to {str(out_dir)!r}: {e.strerror or e}") from None
 
 
+def _progress_bar(src: ScenarioSource) -> contextlib.AbstractContextManager[Callable[[float], object] | None]:
+    """A progress bar for a long run when stderr is a terminal (the core calls it only once a
+    run has taken half a second); nothing otherwise."""
+    if not sys.stderr.isatty():
+        return contextlib.nullcontext(None)
+    from critmem.progress import SimulatedTimeBar
+
+    try:
+        horizon_ms = float(json.loads(_core.validate(src.text, src.name, src.format))["horizon_ms"])
+    except (ScenarioError, ValueError):
+        return contextlib.nullcontext(None)
+    return SimulatedTimeBar(horizon_ms)
+
+
 def _write_results(
     result: RunResult,
     out_dir: Path,
@@ -579,20 +630,21 @@ def _write_results(
     parquet: bool = False,
     gantt_window: tuple[float, float] | None = None,
     chart_format: str = "png",
+    traces: bool = True,
 ) -> list[Path]:
-    from critmem.export import write_trace_events
+    from critmem.export import write_csv, write_csv_metadata, write_trace_events
     from critmem.gantt import plot_gantt  # matplotlib is slow to import; only --out needs it
 
-    jobs_csv = out_dir / "jobs.csv"
-    segments_csv = out_dir / "segments.csv"
     summary_json = out_dir / "summary.json"
-    written = [jobs_csv, segments_csv, summary_json]
+    written: list[Path] = []
     try:
-        result.jobs.to_csv(jobs_csv, index=False, lineterminator="\n")
-        result.segments.to_csv(segments_csv, index=False, lineterminator="\n")
+        if traces:
+            written += [write_csv(result.jobs, out_dir / "jobs.csv"), write_csv(result.segments, out_dir / "segments.csv")]
         summary_json.write_text(result.to_json() + "\n", encoding="utf-8")
-        written.append(plot_gantt(result, out_dir / f"gantt.{chart_format}", window=gantt_window, fmt=chart_format))
-        written.append(write_trace_events(result, out_dir / "trace.json"))
+        written.append(summary_json)
+        if traces:
+            written.append(plot_gantt(result, out_dir / f"gantt.{chart_format}", window=gantt_window, fmt=chart_format))
+            written.append(write_trace_events(result, out_dir / "trace.json"))
         if parquet:
             # Parquet keeps the frames' types (categoricals, nullable integers) that CSV loses.
             for name, frame in (("jobs", result.jobs), ("segments", result.segments)):
@@ -602,28 +654,29 @@ def _write_results(
         if result.servers is not None:
             servers_csv = out_dir / "servers.csv"
             supply_csv = out_dir / "server_supply.csv"
-            result.servers.to_csv(servers_csv, index=False, lineterminator="\n")
-            result.server_supply.to_csv(supply_csv, index=False, lineterminator="\n")
+            write_csv(result.servers, servers_csv)
+            write_csv(result.server_supply, supply_csv)
             written += [servers_csv, supply_csv]
-        if result.resources_declared:
+        if result.resources_declared and traces:
             waits_csv = out_dir / "waits.csv"
-            result.waits.to_csv(waits_csv, index=False, lineterminator="\n")
+            write_csv(result.waits, waits_csv)
             written.append(waits_csv)
         if result.memory is not None:
             from critmem.memplot import plot_memory
 
             timeline_csv = out_dir / "memory_timeline.csv"
-            result.memory_timeline.to_csv(timeline_csv, index=False, lineterminator="\n")
+            write_csv(result.memory_timeline, timeline_csv)
             written.append(timeline_csv)
             if result.summary.get("control") is not None:
                 control_csv = out_dir / "control_timeline.csv"
-                control_timeline_long(result).to_csv(control_csv, index=False, lineterminator="\n")
+                write_csv(control_timeline_long(result), control_csv)
                 written.append(control_csv)
             written.append(plot_memory(result, out_dir / "memory.png"))
             if parquet:
                 timeline_parquet = out_dir / "memory_timeline.parquet"
                 result.memory_timeline.to_parquet(timeline_parquet, index=False, engine="pyarrow", compression="zstd")
                 written.append(timeline_parquet)
+        written.append(write_csv_metadata(result, out_dir, [p for p in written if p.suffix == ".csv"]))
     except OSError as e:
         raise CliError(f"cannot write results to {str(out_dir)!r}: {e.strerror or e}") from None
     return written
@@ -677,6 +730,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     src = read_path(args.file)
     if args.out is None and (args.gantt_window is not None or args.format != "png"):
         raise CliError("--gantt-window and --format shape the Gantt chart --out writes: give --out DIR")
+    if args.out is None and (args.trace_limit is not None or args.no_traces):
+        raise CliError("--trace-limit and --no-traces shape the traces --out writes: give --out DIR")
+    if args.no_traces and (args.trace_limit is not None or args.gantt_window is not None or args.format != "png" or args.parquet):
+        raise CliError("--no-traces writes no traces: drop --trace-limit, --gantt-window, --format and --parquet")
     if args.parquet:
         if args.out is None or args.platform == "linux":
             raise CliError("--parquet needs --out DIR on the simulator")
@@ -686,9 +743,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
             raise CliError("--parquet needs pyarrow: pip install 'critmem[parquet]'")
     if args.out is None:
         # The summary alone: straight from the core, without building data frames.
-        out = _core.simulate(
-            src.text, src.name, src.format, seed=args.seed, horizon_ms=args.horizon_ms, record_jobs=False, record_segments=False
-        )
+        with _progress_bar(src) as progress:
+            out = _core.simulate(
+                src.text, src.name, src.format, seed=args.seed, horizon_ms=args.horizon_ms,
+                record_jobs=False, record_segments=False, progress=progress,
+            )  # fmt: skip
         _print_warnings(out.warnings)
         if args.json:
             sys.stdout.write(out.summary_json + "\n")
@@ -700,28 +759,37 @@ def _cmd_run(args: argparse.Namespace) -> int:
     out_dir = _prepare_out_dir(args.out) if args.out is not None else None
     if out_dir is not None:
         _claim_out_dir(args.out, out_dir, args.force)
-    record = out_dir is not None
-    result = _run_source(src, seed=args.seed, horizon_ms=args.horizon_ms, record_jobs=record, record_segments=record, warn=False)
+    record = out_dir is not None and not args.no_traces
+    with _progress_bar(src) as progress:
+        result = _run_source(
+            src, seed=args.seed, horizon_ms=args.horizon_ms, record_jobs=record, record_segments=record,
+            trace_limit=args.trace_limit, progress=progress, warn=False,
+        )  # fmt: skip
     _print_warnings(result.warnings)
     if args.json:
         sys.stdout.write(result.to_json() + "\n")
     else:
         _print_run(result.summary, result.events)
     if out_dir is not None:
-        written = _write_results(result, out_dir, parquet=args.parquet, gantt_window=args.gantt_window, chart_format=args.format)
+        written = _write_results(
+            result, out_dir, parquet=args.parquet, gantt_window=args.gantt_window, chart_format=args.format, traces=record
+        )
         _record_out(out_dir, written)
         # With --json, stdout carries the JSON object and nothing else.
         note = sys.stderr if args.json else sys.stdout
         files = ", ".join(p.name for p in written)
-        print(
-            f"wrote {files} to {out_dir}/ ({_plural(len(result.jobs), 'job')}, {_plural(len(result.segments), 'segment')})",
-            file=note,
-        )
-        left_out = [_plural(n, what) for n, what in ((result.jobs_left_out, "job"), (result.segments_left_out, "segment")) if n > 0]
+        traces = f" ({_plural(len(result.jobs), 'job')}, {_plural(len(result.segments), 'segment')})" if record else ""
+        print(f"wrote {files} to {out_dir}/{traces}", file=note)
+        left_out = [
+            _plural(n, what)
+            for n, what in ((result.jobs_left_out, "job"), (result.segments_left_out, "segment"), (result.waits_left_out, "wait"))
+            if n > 0
+        ]
         if left_out:
+            limit = result.summary["traces"]["limit"]
             print(
-                f"note: a trace keeps at most {MAX_TRACE_RECORDS:,} rows, the first to end; left out: "
-                f"{' and '.join(left_out)} (the per-task totals count every job)",
+                f"note: a trace keeps at most {limit:,} rows, the first to end; left out: "
+                f"{' and '.join(left_out)} (the per-task totals count every job; summary.json records this)",
                 file=note,
             )
     return 0
@@ -1329,6 +1397,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--parquet", action="store_true", help="with --out: also write the traces as Parquet (needs pyarrow, the parquet extra)"
     )
+    run.add_argument(
+        "--trace-limit", type=_trace_limit, metavar="N",
+        help=f"with --out: keep at most N rows of each trace (jobs, segments, waits), the first to end (default and most: {MAX_TRACE_RECORDS:,}); summary.json and csv-metadata.json say what was left out",
+    )  # fmt: skip
+    run.add_argument(
+        "--no-traces", action="store_true",
+        help="with --out: write the summary, timelines and plots without the per-job and per-segment traces (no jobs.csv, segments.csv, waits.csv, trace.json, Gantt chart)",
+    )  # fmt: skip
     run.add_argument(
         "--gantt-window", type=_gantt_window, metavar="START:END",
         help="with --out: the Gantt chart shows this stretch of the run, in ms (default: the whole run, or a leading window of a long one)",

@@ -10,7 +10,7 @@ import sys
 from types import TracebackType
 from typing import Protocol, Self
 
-__all__ = ["BarProgress", "Progress", "QuietProgress"]
+__all__ = ["BarProgress", "Progress", "QuietProgress", "SimulatedTimeBar"]
 
 
 class Progress(Protocol):
@@ -67,3 +67,41 @@ class BarProgress:
 
     def step(self, description: str) -> None:
         self._bar.update(self._task, advance=1, description=description)
+
+
+class SimulatedTimeBar:
+    """A rich bar on stderr of a simulation's progress in simulated ms against its horizon,
+    with the time elapsed and left. Pass it as a run's `progress` callback inside its `with`
+    block; the core calls it only once a run has taken half a second, so a short run shows
+    nothing, and the bar disappears when the block ends."""
+
+    def __init__(self, horizon_ms: float | None) -> None:
+        self._horizon_ms = horizon_ms
+        self._bar: object | None = None
+
+    def __call__(self, now_ms: float) -> None:
+        from rich.progress import Progress as RichProgress
+
+        if self._bar is None:
+            from rich.console import Console
+            from rich.progress import BarColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+            bar = RichProgress(
+                TextColumn("simulating"), BarColumn(), TextColumn("{task.completed:,.0f} of {task.total:,.0f} ms"),
+                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                console=Console(file=sys.stderr), transient=True,
+            )  # fmt: skip
+            self._task = bar.add_task("simulating", total=self._horizon_ms)
+            bar.start()
+            self._bar = bar
+        assert isinstance(self._bar, RichProgress)
+        self._bar.update(self._task, completed=now_ms)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        from rich.progress import Progress as RichProgress
+
+        if isinstance(self._bar, RichProgress):
+            self._bar.stop()

@@ -171,6 +171,26 @@ pub struct SimResult {
     pub resources: Option<crate::resources::ResourceResult>,
     /// Each server of the scheduler hierarchy, in file order (empty without servers).
     pub servers: Vec<ServerSummary>,
+    /// How much of the job and segment traces the run kept, when it recorded either.
+    pub traces: Option<TraceSummary>,
+}
+
+/// The traces' cap and what it left out: the summary's `traces` section.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TraceSummary {
+    /// Most entries each trace keeps (the first to end).
+    pub limit: u64,
+    /// Job records kept, and those left out once the trace was full.
+    pub jobs: u64,
+    pub jobs_left_out: u64,
+    /// Execution segments kept, and those left out.
+    pub segments: u64,
+    pub segments_left_out: u64,
+    /// Resource and stack waits kept, and those left out (with resources or components).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waits: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waits_left_out: Option<u64>,
 }
 
 /// What one server of the scheduler hierarchy did over a run.
@@ -276,6 +296,8 @@ struct JsonResult<'a> {
     servers: Vec<JsonServer<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     components: Vec<JsonComponent<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    traces: Option<TraceSummary>,
 }
 
 /// One `[[component]]` over the run (`null` stacks: one per invocation).
@@ -539,6 +561,7 @@ impl SimResult {
                     total_stack_wait_ms: c.total_stack_wait.as_ms_f64(),
                 })
                 .collect(),
+            traces: self.traces,
         };
         serde_json::to_string(&r).expect("plain data serialises")
     }

@@ -7,12 +7,25 @@ use crate::engine::{SimOptions, Simulation, Subsystem};
 use crate::memsim::MemorySubsystem;
 use crate::resources::ResourceSubsystem;
 use crate::result::SimResult;
+use crate::time::Nanos;
 use crate::scenario::Scenario;
 
 /// Runs `scenario` to its horizon with its own seed.
 pub fn simulate(scenario: &Scenario, opts: SimOptions) -> SimResult {
+    simulate_with_trace_limit(scenario, opts, crate::MAX_TRACE_RECORDS)
+}
+
+/// [`simulate`] keeping at most `limit` entries of each trace (see
+/// [`Simulation::with_trace_limit`]).
+pub fn simulate_with_trace_limit(scenario: &Scenario, opts: SimOptions, limit: usize) -> SimResult {
+    simulate_with_progress(scenario, opts, limit, |_| true).expect("a run nobody stops reaches its horizon")
+}
+
+/// [`simulate_with_trace_limit`] reporting the simulated time to `progress` as it goes (see
+/// [`Simulation::run_with_progress`]); `None` if `progress` stopped the run.
+pub fn simulate_with_progress(scenario: &Scenario, opts: SimOptions, limit: usize, progress: impl FnMut(Nanos) -> bool) -> Option<SimResult> {
     let subsystems = subsystems(scenario, opts, None);
-    Simulation::new(scenario, scenario.seed, opts, subsystems).run()
+    Simulation::new(scenario, scenario.seed, opts, subsystems).with_trace_limit(limit).run_with_progress(progress)
 }
 
 /// Runs `scenario` with `controller` in place of the one its `[control]` table names (same

@@ -6,8 +6,10 @@
 
 use std::time::Instant;
 
+mod writers;
+
 use critmem_core::opcost::{self, OpCostError};
-use critmem_core::{load_str, Format, Nanos, Overrides, Scenario, SimOptions, SimResult};
+use critmem_core::{load_str, Format, Nanos, Outcome, Overrides, Scenario, SimOptions, SimResult};
 use critmem_policy::sara::{job_stalls, JobSpan, StallTick};
 use critmem_policy::{PolicyError, SaraConfig, CONTROLLERS};
 use pyo3::create_exception;
@@ -68,6 +70,16 @@ impl From<OpCostError> for BindingError {
     }
 }
 
+impl From<writers::WriteError> for BindingError {
+    fn from(e: writers::WriteError) -> Self {
+        match e {
+            // An OSError with its errno, as Python's own writes raise.
+            writers::WriteError::Io(e) => BindingError::Python(PyErr::from(e)),
+            writers::WriteError::Argument(m) => BindingError::Argument(m),
+        }
+    }
+}
+
 impl From<PyErr> for BindingError {
     fn from(e: PyErr) -> Self {
         BindingError::Python(e)
@@ -87,96 +99,58 @@ fn load(text: &str, source_name: &str, format: Format, horizon_ms: Option<f64>, 
     load_str(text, source_name, format, &Overrides { horizon_ms, seed })
 }
 
-/// Per-job trace as columns, times in decimal ms.
-#[derive(Debug, Default, PartialEq)]
-struct JobColumns {
-    task: Vec<String>,
-    job: Vec<u64>,
-    release_ms: Vec<f64>,
-    deadline_ms: Vec<f64>,
-    demand_ms: Vec<f64>,
-    executed_ms: Vec<f64>,
-    start_ms: Vec<Option<f64>>,
-    completion_ms: Vec<Option<f64>>,
-    response_ms: Vec<Option<f64>>,
-    tardiness_ms: Vec<f64>,
-    missed: Vec<bool>,
-    outcome: Vec<&'static str>,
-    last_cpu: Vec<Option<u32>>,
+/// Outcomes in the order of their codes (`critmem.api.OUTCOME_DTYPE`'s categories).
+const OUTCOMES: [Outcome; 5] = [Outcome::Completed, Outcome::Aborted, Outcome::Killed, Outcome::Unfinished, Outcome::Pending];
+
+fn i64s(values: impl Iterator<Item = i64>) -> RawColumn {
+    RawColumn { dtype: "<i8", bytes: values.flat_map(i64::to_le_bytes).collect() }
 }
 
-impl JobColumns {
-    fn new(result: &SimResult) -> JobColumns {
-        let mut c = JobColumns::default();
-        for j in &result.jobs {
-            c.task.push(result.tasks[j.task as usize].name.clone());
-            c.job.push(j.index);
-            c.release_ms.push(j.release.as_ms_f64());
-            c.deadline_ms.push(j.abs_deadline.as_ms_f64());
-            c.demand_ms.push(j.demand.as_ms_f64());
-            c.executed_ms.push(j.executed.as_ms_f64());
-            c.start_ms.push(j.start.map(Nanos::as_ms_f64));
-            c.completion_ms.push(j.completion.map(Nanos::as_ms_f64));
-            c.response_ms.push(j.response().map(Nanos::as_ms_f64));
-            c.tardiness_ms.push(j.tardiness(result.horizon).as_ms_f64());
-            c.missed.push(j.missed());
-            c.outcome.push(j.outcome.as_str());
-            c.last_cpu.push(j.last_cpu);
-        }
-        c
-    }
-
-    fn into_dict(self, py: Python<'_>) -> PyResult<Py<PyDict>> {
-        let d = PyDict::new(py);
-        d.set_item("task", self.task)?;
-        d.set_item("job", self.job)?;
-        d.set_item("release_ms", self.release_ms)?;
-        d.set_item("deadline_ms", self.deadline_ms)?;
-        d.set_item("demand_ms", self.demand_ms)?;
-        d.set_item("executed_ms", self.executed_ms)?;
-        d.set_item("start_ms", self.start_ms)?;
-        d.set_item("completion_ms", self.completion_ms)?;
-        d.set_item("response_ms", self.response_ms)?;
-        d.set_item("tardiness_ms", self.tardiness_ms)?;
-        d.set_item("missed", self.missed)?;
-        d.set_item("outcome", self.outcome)?;
-        d.set_item("last_cpu", self.last_cpu)?;
-        Ok(d.unbind())
-    }
+fn ms_or_nan(t: Option<Nanos>) -> f64 {
+    t.map_or(f64::NAN, Nanos::as_ms_f64)
 }
 
-/// Execution segments as columns, times in decimal ms.
-#[derive(Debug, Default, PartialEq)]
-struct SegmentColumns {
-    cpu: Vec<u32>,
-    task: Vec<String>,
-    job: Vec<u64>,
-    start_ms: Vec<f64>,
-    end_ms: Vec<f64>,
+/// The per-job trace as raw columns, in release order (jobs released together in the order
+/// they ended): `task` indexes the scenario's tasks, times are decimal ms with NaN for a time
+/// the job never reached, `outcome` is a code into [`OUTCOMES`], `last_cpu` is -1 where the
+/// job never ran. Built column by column, so a million jobs take no copy beyond the bytes.
+fn job_columns(result: &SimResult) -> Vec<(String, RawColumn)> {
+    let jobs = &result.jobs;
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|&i| jobs[i].release);
+    let each = || order.iter().map(|&i| &jobs[i]);
+    let f = |name: &str, value: &dyn Fn(&critmem_core::JobRecord) -> f64| (name.to_string(), RawColumn::f64s(each().map(value)));
+    vec![
+        ("task".to_string(), i64s(each().map(|j| i64::from(j.task)))),
+        ("job".to_string(), RawColumn::u64s(each().map(|j| j.index))),
+        f("release_ms", &|j| j.release.as_ms_f64()),
+        f("deadline_ms", &|j| j.abs_deadline.as_ms_f64()),
+        f("demand_ms", &|j| j.demand.as_ms_f64()),
+        f("executed_ms", &|j| j.executed.as_ms_f64()),
+        f("start_ms", &|j| ms_or_nan(j.start)),
+        f("completion_ms", &|j| ms_or_nan(j.completion)),
+        f("response_ms", &|j| ms_or_nan(j.response())),
+        f("tardiness_ms", &|j| j.tardiness(result.horizon).as_ms_f64()),
+        ("missed".to_string(), RawColumn { dtype: "|b1", bytes: each().map(|j| u8::from(j.missed())).collect() }),
+        (
+            "outcome".to_string(),
+            i64s(each().map(|j| OUTCOMES.iter().position(|&x| x == j.outcome).expect("every outcome has a code") as i64)),
+        ),
+        ("last_cpu".to_string(), i64s(each().map(|j| j.last_cpu.map_or(-1, i64::from)))),
+    ]
 }
 
-impl SegmentColumns {
-    fn new(result: &SimResult) -> SegmentColumns {
-        let mut c = SegmentColumns::default();
-        for s in &result.segments {
-            c.cpu.push(s.cpu);
-            c.task.push(result.tasks[s.task as usize].name.clone());
-            c.job.push(s.job);
-            c.start_ms.push(s.start.as_ms_f64());
-            c.end_ms.push(s.end.as_ms_f64());
-        }
-        c
-    }
-
-    fn into_dict(self, py: Python<'_>) -> PyResult<Py<PyDict>> {
-        let d = PyDict::new(py);
-        d.set_item("cpu", self.cpu)?;
-        d.set_item("task", self.task)?;
-        d.set_item("job", self.job)?;
-        d.set_item("start_ms", self.start_ms)?;
-        d.set_item("end_ms", self.end_ms)?;
-        Ok(d.unbind())
-    }
+/// Execution segments as raw columns, in the order the engine emitted them: cpu, task (an
+/// index into the scenario's tasks), job, start_ms, end_ms.
+fn segment_columns(result: &SimResult) -> Vec<(String, RawColumn)> {
+    let segs = &result.segments;
+    vec![
+        ("cpu".to_string(), i64s(segs.iter().map(|s| i64::from(s.cpu)))),
+        ("task".to_string(), i64s(segs.iter().map(|s| i64::from(s.task)))),
+        ("job".to_string(), RawColumn::u64s(segs.iter().map(|s| s.job))),
+        ("start_ms".to_string(), RawColumn::f64s(segs.iter().map(|s| s.start.as_ms_f64()))),
+        ("end_ms".to_string(), RawColumn::f64s(segs.iter().map(|s| s.end.as_ms_f64()))),
+    ]
 }
 
 /// The waits of jobs for resources, stacks and SRP's start check as columns (task, job,
@@ -396,11 +370,13 @@ struct SimOutput {
     events: u64,
     /// Least common multiple of the periods in ms, if it fits in 64-bit nanoseconds.
     hyperperiod_ms: Option<f64>,
-    /// Per-job columns (empty lists unless jobs were recorded).
+    /// Per-job columns as (numpy dtype, little-endian bytes), empty unless jobs were
+    /// recorded: `task` indexes the scenario's tasks, `outcome` is a code (`OUTCOMES`),
+    /// `last_cpu` is -1 for a job that never ran, NaN marks a time the job never reached.
     jobs: Py<PyDict>,
-    /// Jobs not in `jobs` because the trace was full (`critmem_core::MAX_TRACE_RECORDS`).
+    /// Jobs not in `jobs` because the trace was full (the trace limit).
     jobs_left_out: u64,
-    /// Execution-segment columns (empty lists unless segments were recorded).
+    /// Execution-segment columns, raw as `jobs` (`task` indexes the scenario's tasks).
     segments: Py<PyDict>,
     /// Segments not in `segments` because the trace was full.
     segments_left_out: u64,
@@ -431,10 +407,56 @@ struct SimOutput {
     warnings: Vec<String>,
 }
 
+/// Calls a Python `progress(now_ms)` from the running simulation at most every
+/// [`ProgressReport::EVERY`] of wall time (the first after [`ProgressReport::FIRST`], so a short
+/// run shows nothing), and lets Ctrl-C stop the run: the pending signal's exception, or one the
+/// callback raised, stops it and is raised when the call returns.
+struct ProgressReport {
+    callback: Option<Py<PyAny>>,
+    started: Instant,
+    last: Option<Instant>,
+    stopped: Option<PyErr>,
+}
+
+impl ProgressReport {
+    const FIRST: std::time::Duration = std::time::Duration::from_millis(500);
+    const EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+    fn new(callback: Option<Py<PyAny>>) -> Self {
+        ProgressReport { callback, started: Instant::now(), last: None, stopped: None }
+    }
+
+    /// Whether the run goes on.
+    fn tell(&mut self, now: Nanos) -> bool {
+        let due = match self.last {
+            None => self.started.elapsed() >= Self::FIRST,
+            Some(last) => last.elapsed() >= Self::EVERY,
+        };
+        if !due {
+            return true;
+        }
+        self.last = Some(Instant::now());
+        let outcome = Python::attach(|py| {
+            py.check_signals()?;
+            if let Some(cb) = &self.callback {
+                cb.call1(py, (now.as_ms_f64(),))?;
+            }
+            Ok::<(), PyErr>(())
+        });
+        match outcome {
+            Ok(()) => true,
+            Err(e) => {
+                self.stopped = Some(e);
+                false
+            }
+        }
+    }
+}
+
 /// Loads `text` (TOML or JSON), simulates it to its horizon and returns the summary JSON
 /// plus, if asked, the per-job and per-segment traces as columns.
 #[pyfunction]
-#[pyo3(signature = (text, source_name, format, *, seed=None, horizon_ms=None, record_jobs=true, record_segments=true))]
+#[pyo3(signature = (text, source_name, format, *, seed=None, horizon_ms=None, record_jobs=true, record_segments=true, trace_limit=None, progress=None))]
 #[allow(clippy::too_many_arguments)] // mirrors the Python keyword arguments one to one
 fn simulate(
     py: Python<'_>,
@@ -445,28 +467,41 @@ fn simulate(
     horizon_ms: Option<f64>,
     record_jobs: bool,
     record_segments: bool,
+    trace_limit: Option<usize>,
+    progress: Option<Py<PyAny>>,
 ) -> Result<SimOutput, BindingError> {
     let format = parse_format(format)?;
     let opts = SimOptions { record_jobs, record_segments, check_invariants: false };
-    let (result, scenario, hyperperiod_ms, jobs, segments, control, servers, waits) = py.detach(|| {
+    let trace_limit = trace_limit.unwrap_or(critmem_core::MAX_TRACE_RECORDS);
+    let mut report = ProgressReport::new(progress);
+    let run = py.detach(|| {
         let scenario = load(text, source_name, format, horizon_ms, seed)?;
-        let result = critmem_core::simulate(&scenario, opts);
+        let mut result = match critmem_core::simulate_with_progress(&scenario, opts, trace_limit, |now| report.tell(now)) {
+            Some(result) => result,
+            None => return Ok(Err(report.stopped.take().expect("a stopped run has its reason"))),
+        };
+        let summary_json = result.to_json();
         let hyper = scenario.hyperperiod().map(Nanos::as_ms_f64);
-        let (jobs, segments) = (JobColumns::new(&result), SegmentColumns::new(&result));
+        // The records go as soon as their columns exist: a long trace is held once, not twice.
+        let jobs = job_columns(&result);
+        result.jobs = Vec::new();
+        let segments = segment_columns(&result);
+        result.segments = Vec::new();
         let control = control_columns(&result);
         let servers = ServerColumns::new(&result);
         let waits = wait_columns(&result);
-        Ok::<_, CoreError>((result, scenario, hyper, jobs, segments, control, servers, waits))
+        Ok::<_, CoreError>(Ok((result, summary_json, scenario, hyper, jobs, segments, control, servers, waits)))
     })?;
+    let (result, summary_json, scenario, hyperperiod_ms, jobs, segments, control, servers, waits) = run?;
     let (servers, server_supply, server_events, server_exhaustions, task_servers) = servers.into_dicts(py)?;
     Ok(SimOutput {
-        summary_json: result.to_json(),
+        summary_json,
         seed: scenario.seed,
         events: result.events,
         hyperperiod_ms,
-        jobs: jobs.into_dict(py)?,
+        jobs: raw_dict(py, jobs)?,
         jobs_left_out: result.jobs_left_out,
-        segments: segments.into_dict(py)?,
+        segments: raw_dict(py, segments)?,
         segments_left_out: result.segments_left_out,
         memory_timeline: timeline_dict(py, &result)?,
         control_timeline: raw_dict(py, control)?,
@@ -480,6 +515,62 @@ fn simulate(
         waits_left_out: result.resources.as_ref().map_or(0, |r| r.waits_left_out),
         warnings: scenario.warnings,
     })
+}
+
+/// One column handed to [`write_csv`]: (kind, values, mask, labels). Kinds: `text` (int64
+/// codes into `labels`, negative for missing), `int`, `uint`, `float`, `bool` (one byte each),
+/// `nint` (int64 values and a one-byte mask, non-zero for missing).
+type CsvColumnArg<'py> = (String, Bound<'py, PyBytes>, Option<Bound<'py, PyBytes>>, Option<Vec<String>>);
+
+/// Writes a CSV with the bytes pandas' `to_csv(index=False, lineterminator="\n")` writes.
+#[pyfunction]
+fn write_csv(path: &str, header: Vec<String>, columns: Vec<CsvColumnArg<'_>>) -> Result<(), BindingError> {
+    let mut cols = Vec::with_capacity(columns.len());
+    for (kind, values, mask, labels) in &columns {
+        let values = values.as_bytes();
+        cols.push(match (kind.as_str(), mask, labels) {
+            ("text", None, Some(labels)) => writers::CsvColumn::Text { codes: values, labels: labels.clone() },
+            ("int", None, None) => writers::CsvColumn::Int(values),
+            ("uint", None, None) => writers::CsvColumn::UInt(values),
+            ("float", None, None) => writers::CsvColumn::Float(values),
+            ("bool", None, None) => writers::CsvColumn::Bool(values),
+            ("nint", Some(mask), None) => writers::CsvColumn::NullableInt { values, mask: mask.as_bytes() },
+            _ => return Err(BindingError::Argument(format!("a CSV column of kind {kind:?} with the wrong buffers"))),
+        });
+    }
+    Ok(writers::write_csv(path, &header, &cols)?)
+}
+
+/// Writes the schedule as trace-event JSON (see `critmem.export.write_trace_events`):
+/// `head`, one event per segment and per job from the little-endian column buffers, `tail`.
+#[pyfunction]
+#[pyo3(signature = (path, head, tail, segments, jobs, quoted_tasks, quoted_outcomes, horizon_ms))]
+#[allow(clippy::too_many_arguments)] // mirrors the Python call one to one
+fn write_trace_events(
+    path: &str,
+    head: &str,
+    tail: &str,
+    segments: [Bound<'_, PyBytes>; 5],
+    jobs: [Bound<'_, PyBytes>; 7],
+    quoted_tasks: Vec<String>,
+    quoted_outcomes: Vec<String>,
+    horizon_ms: f64,
+) -> Result<(), BindingError> {
+    let c = writers::TraceColumns {
+        seg_cpu: segments[0].as_bytes(),
+        seg_task: segments[1].as_bytes(),
+        seg_job: segments[2].as_bytes(),
+        seg_start_ms: segments[3].as_bytes(),
+        seg_end_ms: segments[4].as_bytes(),
+        job_task: jobs[0].as_bytes(),
+        job_index: jobs[1].as_bytes(),
+        job_release_ms: jobs[2].as_bytes(),
+        job_deadline_ms: jobs[3].as_bytes(),
+        job_completion_ms: jobs[4].as_bytes(),
+        job_missed: jobs[5].as_bytes(),
+        job_outcome: jobs[6].as_bytes(),
+    };
+    Ok(writers::write_trace(path, head, tail, &c, &quoted_tasks, &quoted_outcomes, horizon_ms)?)
 }
 
 /// Loads `text` (TOML or JSON) and runs the schedulability analyses; returns the report JSON
@@ -638,9 +729,12 @@ fn controllers() -> Vec<(&'static str, &'static str)> {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("MAX_TRACE_RECORDS", critmem_core::MAX_TRACE_RECORDS)?;
+    m.add("OUTCOMES", OUTCOMES.map(Outcome::as_str).to_vec())?;
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
     m.add_class::<SimOutput>()?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(write_csv, m)?)?;
+    m.add_function(wrap_pyfunction!(write_trace_events, m)?)?;
     m.add_function(wrap_pyfunction!(analyze, m)?)?;
     m.add_function(wrap_pyfunction!(validate, m)?)?;
     m.add_function(wrap_pyfunction!(scenario_schema, m)?)?;
@@ -672,28 +766,51 @@ mod tests {
         assert!(e.to_string().starts_with("rm.toml: horizon_ms (override): must not be negative"), "{e}");
     }
 
+    fn col<'a>(cols: &'a [(String, RawColumn)], name: &str) -> &'a RawColumn {
+        &cols.iter().find(|(n, _)| n == name).expect("a column").1
+    }
+
+    fn f64s_of(c: &RawColumn) -> Vec<f64> {
+        c.bytes.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap())).collect()
+    }
+
+    fn i64s_of(c: &RawColumn) -> Vec<i64> {
+        c.bytes.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap())).collect()
+    }
+
     #[test]
-    fn job_columns_line_up_and_mark_unfinished_jobs() {
+    fn job_columns_line_up_in_release_order_and_mark_unfinished_jobs() {
         // b (5 ms every 10 ms) is preempted by a; the horizon cuts the last b job short.
         let s = load(RM, "rm.toml", Format::Toml, Some(21.0), None).unwrap();
         let r = run(&s, SimOptions { record_jobs: true, record_segments: true, check_invariants: true });
-        let c = JobColumns::new(&r);
-        let n = c.task.len();
-        assert_eq!(n, r.jobs.len());
+        let c = job_columns(&r);
+        let n = r.jobs.len();
         assert!(n > 0);
-        for len in
-            [c.job.len(), c.release_ms.len(), c.start_ms.len(), c.completion_ms.len(), c.response_ms.len(), c.missed.len(), c.outcome.len()]
-        {
-            assert_eq!(len, n);
+        for (name, column) in &c {
+            assert_eq!(column.bytes.len(), n * if name == "missed" { 1 } else { 8 }, "{name}");
         }
+        let (release, completion, response) = (f64s_of(col(&c, "release_ms")), f64s_of(col(&c, "completion_ms")), f64s_of(col(&c, "response_ms")));
+        let (task, outcome) = (i64s_of(col(&c, "task")), i64s_of(col(&c, "outcome")));
+        assert!(release.windows(2).all(|w| w[0] <= w[1]), "release order");
         for i in 0..n {
-            assert_eq!(c.completion_ms[i].is_some(), c.outcome[i] == "completed", "job {i}");
-            assert_eq!(c.response_ms[i], c.completion_ms[i].map(|f| f - c.release_ms[i]), "job {i}");
+            let completed = OUTCOMES[outcome[i] as usize] == Outcome::Completed;
+            assert_eq!(!completion[i].is_nan(), completed, "job {i}");
+            if completed {
+                assert_eq!(response[i], completion[i] - release[i], "job {i}");
+            } else {
+                assert!(response[i].is_nan(), "job {i}");
+            }
         }
-        // The job released at 20 ms is still running at 21 ms.
-        let last_b = (0..n).find(|&i| c.task[i] == "b" && c.release_ms[i] == 20.0).expect("b released at 20 ms");
-        assert_eq!(c.outcome[last_b], "pending");
-        assert_eq!(c.completion_ms[last_b], None);
+        // The job released at 20 ms (task b, the second) is still running at 21 ms.
+        let last_b = (0..n).find(|&i| task[i] == 1 && release[i] == 20.0).expect("b released at 20 ms");
+        assert_eq!(OUTCOMES[outcome[last_b] as usize].as_str(), "pending");
+        assert!(completion[last_b].is_nan());
+        assert_eq!(col(&c, "missed").dtype, "|b1");
+        // One CPU: last_cpu is 0 for a job that started, -1 for one that never ran.
+        let start = f64s_of(col(&c, "start_ms"));
+        for (i, &cpu) in i64s_of(col(&c, "last_cpu")).iter().enumerate() {
+            assert_eq!(cpu, if start[i].is_nan() { -1 } else { 0 }, "job {i}");
+        }
     }
 
     #[test]
@@ -778,14 +895,16 @@ mod tests {
     }
 
     #[test]
-    fn segment_columns_carry_task_names_and_ms() {
+    fn segment_columns_carry_task_indices_and_ms() {
         let s = load(RM, "rm.toml", Format::Toml, None, None).unwrap();
         let r = run(&s, SimOptions { record_jobs: false, record_segments: true, check_invariants: true });
-        let c = SegmentColumns::new(&r);
-        assert_eq!(c.task.len(), r.segments.len());
+        let c = segment_columns(&r);
+        let (start, end) = (f64s_of(col(&c, "start_ms")), f64s_of(col(&c, "end_ms")));
+        assert_eq!(start.len(), r.segments.len());
         // a runs first, 0-1 ms, on CPU 0.
-        assert_eq!((c.cpu[0], c.task[0].as_str(), c.job[0], c.start_ms[0], c.end_ms[0]), (0, "a", 0, 0.0, 1.0));
-        let busy_ms: f64 = c.start_ms.iter().zip(&c.end_ms).map(|(s, e)| e - s).sum();
+        let first = (i64s_of(col(&c, "cpu"))[0], i64s_of(col(&c, "task"))[0], i64s_of(col(&c, "job"))[0], start[0], end[0]);
+        assert_eq!(first, (0, 0, 0, 0.0, 1.0));
+        let busy_ms: f64 = start.iter().zip(&end).map(|(s, e)| e - s).sum();
         // 5 jobs of a (1 ms) and 2 of b (5 ms) in 20 ms.
         assert_eq!(busy_ms, 15.0);
     }

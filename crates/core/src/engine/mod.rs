@@ -28,18 +28,23 @@ use subsystem::Command;
 /// a run over a long horizon cannot exhaust the host with them (per-task totals count every job).
 pub const MAX_TRACE_RECORDS: usize = 1 << 21;
 
-/// The first [`MAX_TRACE_RECORDS`] entries of a trace, and how many more there were.
+/// Events between two calls of a run's progress callback: rare enough to cost nothing, often
+/// enough (a few times a second) for a progress bar.
+pub const PROGRESS_EVENTS: u64 = 1 << 16;
+
+/// The first `limit` entries of a trace, and how many more there were.
 struct Capped<T> {
     kept: Vec<T>,
     left_out: u64,
+    limit: usize,
 }
 
 impl<T> Capped<T> {
     fn new() -> Self {
-        Capped { kept: Vec::new(), left_out: 0 }
+        Capped { kept: Vec::new(), left_out: 0, limit: MAX_TRACE_RECORDS }
     }
     fn push(&mut self, item: T) {
-        if self.kept.len() < MAX_TRACE_RECORDS {
+        if self.kept.len() < self.limit {
             self.kept.push(item);
         } else {
             self.left_out += 1;
@@ -294,6 +299,18 @@ impl<'a> Simulation<'a> {
         sim
     }
 
+    /// Keeps at most `limit` entries of each trace (jobs, segments, and the subsystems'
+    /// traces) instead of [`MAX_TRACE_RECORDS`]; a larger limit is taken as that.
+    pub fn with_trace_limit(mut self, limit: usize) -> Self {
+        let limit = limit.min(MAX_TRACE_RECORDS);
+        self.records.limit = limit;
+        self.segments.limit = limit;
+        for s in self.subsystems.iter_mut().flatten() {
+            s.set_trace_limit(limit);
+        }
+        self
+    }
+
     /// Runs hook `f` of subsystem `id`, then applies what it asked of the engine, in order.
     #[inline]
     fn call<R>(&mut self, id: SubsystemId, f: impl FnOnce(&mut dyn Subsystem, &mut Context<'_>) -> R) -> R {
@@ -362,7 +379,13 @@ impl<'a> Simulation<'a> {
     }
 
     /// Runs to the horizon and returns the results.
-    pub fn run(mut self) -> SimResult {
+    pub fn run(self) -> SimResult {
+        self.run_with_progress(|_| true).expect("a run nobody stops reaches its horizon")
+    }
+
+    /// [`Simulation::run`], calling `progress` with the simulated time every
+    /// [`PROGRESS_EVENTS`] events; when it returns false the run stops there and gives `None`.
+    pub fn run_with_progress(mut self, mut progress: impl FnMut(Nanos) -> bool) -> Option<SimResult> {
         let horizon = self.scenario.horizon;
         self.reschedule();
         while let Some(t) = self.queue.peek_time() {
@@ -373,13 +396,16 @@ impl<'a> Simulation<'a> {
             self.now = t;
             if self.handle(ev) {
                 self.events += 1;
+                if self.events % PROGRESS_EVENTS == 0 && !progress(t) {
+                    return None;
+                }
             }
             // Decide only once every event of this instant has been applied.
             if self.queue.peek_time() != Some(t) {
                 self.reschedule();
             }
         }
-        self.finish()
+        Some(self.finish())
     }
 
     /// Applies one event; returns false if it was stale.
@@ -852,6 +878,15 @@ impl<'a> Simulation<'a> {
                 stats,
             })
             .collect();
+        let traces = (self.opts.record_jobs || self.opts.record_segments).then_some(crate::result::TraceSummary {
+            limit: self.records.limit as u64,
+            jobs: self.records.kept.len() as u64,
+            jobs_left_out: self.records.left_out,
+            segments: self.segments.kept.len() as u64,
+            segments_left_out: self.segments.left_out,
+            waits: None,
+            waits_left_out: None,
+        });
         let mut result = SimResult {
             source_name: self.scenario.source_name.clone(),
             scheduler: self.sched.name(),
@@ -864,6 +899,7 @@ impl<'a> Simulation<'a> {
             segments: self.segments.kept,
             segments_left_out: self.segments.left_out,
             events: self.events,
+            traces,
             ..SimResult::default()
         };
         self.sched.finish(horizon, &mut result);

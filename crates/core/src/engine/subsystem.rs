@@ -58,6 +58,9 @@ pub trait Subsystem: Any {
     /// An event this subsystem scheduled with [`Context::schedule`] is due.
     fn on_event(&mut self, _cx: &mut Context<'_>, _tag: u64) {}
 
+    /// Keep at most `limit` entries of each trace this subsystem records.
+    fn set_trace_limit(&mut self, _limit: usize) {}
+
     /// The run is over at `horizon`: write this subsystem's section of the result.
     fn finish(self: Box<Self>, horizon: Nanos, result: &mut SimResult);
 

@@ -85,13 +85,14 @@ pub struct ResourceResult {
     pub resources: Vec<ResourceStats>,
     pub components: Vec<ComponentStats>,
     /// The invocations each ended job made, in order of ending, when job records were asked
-    /// for and components are declared; up to [`crate::MAX_TRACE_RECORDS`].
+    /// for and components are declared; up to the trace limit ([`crate::MAX_TRACE_RECORDS`]
+    /// unless the run set a lower one).
     pub job_calls: Vec<JobCalls>,
     /// Ended jobs after `job_calls` was full.
     pub job_calls_left_out: u64,
     /// Every wait of a job for a resource, a stack or SRP's start check, in order of its end
     /// (waits still open at the horizon last, in job order), when job records were asked for;
-    /// up to [`crate::MAX_TRACE_RECORDS`].
+    /// up to the trace limit.
     pub waits: Vec<WaitRecord>,
     /// Waits that ended after `waits` was full.
     pub waits_left_out: u64,
@@ -850,7 +851,7 @@ impl Subsystem for ResourceSubsystem {
             self.close_wait(run.task, run.index, open, cx.now());
         }
         if self.record_calls && !run.calls.is_empty() {
-            if self.job_calls.len() < crate::MAX_TRACE_RECORDS {
+            if self.job_calls.len() < self.waits.limit {
                 self.job_calls.push(JobCalls { task: run.task as u32, index: run.index, invocations: run.calls.clone() });
             } else {
                 self.job_calls_left_out += 1;
@@ -882,6 +883,10 @@ impl Subsystem for ResourceSubsystem {
         }
     }
 
+    fn set_trace_limit(&mut self, limit: usize) {
+        self.waits.limit = limit;
+    }
+
     fn start(&mut self, cx: &mut Context<'_>) {
         self.component_ids = self.components.iter().map(|_| cx.add_component()).collect();
     }
@@ -892,6 +897,10 @@ impl Subsystem for ResourceSubsystem {
             self.jobs.iter().flatten().filter_map(|run| run.open_wait.map(|w| (run.task, run.index, w))).collect();
         for (task, index, w) in open {
             self.close_wait(task, index, w, horizon);
+        }
+        if let Some(t) = result.traces.as_mut() {
+            t.waits = Some(self.waits.waits.len() as u64);
+            t.waits_left_out = Some(self.waits.left_out);
         }
         result.resources = Some(ResourceResult {
             resources: self.stats,

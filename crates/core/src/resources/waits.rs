@@ -36,12 +36,19 @@ pub(super) struct OpenWait {
     pub(super) since: Nanos,
 }
 
-/// The recorded waits, up to [`crate::MAX_TRACE_RECORDS`].
-#[derive(Debug, Default)]
+/// The recorded waits, up to `limit`.
+#[derive(Debug)]
 pub(super) struct WaitLog {
     pub(super) on: bool,
     pub(super) waits: Vec<WaitRecord>,
     pub(super) left_out: u64,
+    pub(super) limit: usize,
+}
+
+impl Default for WaitLog {
+    fn default() -> Self {
+        WaitLog { on: false, waits: Vec::new(), left_out: 0, limit: crate::MAX_TRACE_RECORDS }
+    }
 }
 
 impl WaitLog {
@@ -51,7 +58,7 @@ impl WaitLog {
         if !self.on {
             return;
         }
-        if self.waits.len() < crate::MAX_TRACE_RECORDS {
+        if self.waits.len() < self.limit {
             self.waits.push(WaitRecord { task: task as u32, index, resource: name(open.on), start: open.since, end });
         } else {
             self.left_out += 1;
