@@ -7,8 +7,8 @@ use crate::engine::{SimOptions, Simulation, Subsystem};
 use crate::memsim::MemorySubsystem;
 use crate::resources::ResourceSubsystem;
 use crate::result::SimResult;
-use crate::time::Nanos;
 use crate::scenario::Scenario;
+use crate::time::Nanos;
 
 /// Runs `scenario` to its horizon with its own seed.
 pub fn simulate(scenario: &Scenario, opts: SimOptions) -> SimResult {
@@ -23,7 +23,12 @@ pub fn simulate_with_trace_limit(scenario: &Scenario, opts: SimOptions, limit: u
 
 /// [`simulate_with_trace_limit`] reporting the simulated time to `progress` as it goes (see
 /// [`Simulation::run_with_progress`]); `None` if `progress` stopped the run.
-pub fn simulate_with_progress(scenario: &Scenario, opts: SimOptions, limit: usize, progress: impl FnMut(Nanos) -> bool) -> Option<SimResult> {
+pub fn simulate_with_progress(
+    scenario: &Scenario,
+    opts: SimOptions,
+    limit: usize,
+    progress: impl FnMut(Nanos) -> bool,
+) -> Option<SimResult> {
     let subsystems = subsystems(scenario, opts, None);
     Simulation::new(scenario, scenario.seed, opts, subsystems).with_trace_limit(limit).run_with_progress(progress)
 }

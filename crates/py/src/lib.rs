@@ -789,7 +789,8 @@ mod tests {
         for (name, column) in &c {
             assert_eq!(column.bytes.len(), n * if name == "missed" { 1 } else { 8 }, "{name}");
         }
-        let (release, completion, response) = (f64s_of(col(&c, "release_ms")), f64s_of(col(&c, "completion_ms")), f64s_of(col(&c, "response_ms")));
+        let (release, completion, response) =
+            (f64s_of(col(&c, "release_ms")), f64s_of(col(&c, "completion_ms")), f64s_of(col(&c, "response_ms")));
         let (task, outcome) = (i64s_of(col(&c, "task")), i64s_of(col(&c, "outcome")));
         assert!(release.windows(2).all(|w| w[0] <= w[1]), "release order");
         for i in 0..n {

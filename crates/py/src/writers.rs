@@ -28,19 +28,31 @@ impl From<String> for WriteError {
 /// One CSV column's values, as numpy hands them over (little-endian buffers).
 pub enum CsvColumn<'a> {
     /// Codes into `labels`; a negative code is a missing value (an empty cell).
-    Text { codes: &'a [u8], labels: Vec<String> },
+    Text {
+        codes: &'a [u8],
+        labels: Vec<String>,
+    },
     Int(&'a [u8]),
     UInt(&'a [u8]),
     /// NaN is an empty cell.
     Float(&'a [u8]),
     Bool(&'a [u8]),
     /// Values and a mask (non-zero: missing, an empty cell).
-    NullableInt { values: &'a [u8], mask: &'a [u8] },
+    NullableInt {
+        values: &'a [u8],
+        mask: &'a [u8],
+    },
 }
 
 impl CsvColumn<'_> {
     fn rows(&self) -> Result<usize, String> {
-        let whole = |b: &[u8], width: usize| if b.len() % width == 0 { Ok(b.len() / width) } else { Err(format!("a buffer of {} bytes is not whole {width}-byte values", b.len())) };
+        let whole = |b: &[u8], width: usize| {
+            if b.len() % width == 0 {
+                Ok(b.len() / width)
+            } else {
+                Err(format!("a buffer of {} bytes is not whole {width}-byte values", b.len()))
+            }
+        };
         match self {
             CsvColumn::Text { codes, .. } => whole(codes, 8),
             CsvColumn::Int(b) | CsvColumn::UInt(b) | CsvColumn::Float(b) => whole(b, 8),
@@ -122,6 +134,17 @@ fn push_csv_field(s: &str, out: &mut String) {
 /// positional notation for exponents from -4 to 15 (with at least one decimal, `27.0`), else
 /// as `1.5e-05` / `1e+16`.
 pub fn push_py_float(v: f64, out: &mut String) {
+    // Times in ms from whole nanoseconds are most of a trace: v = n / 10^6 exactly as the
+    // float nearest it. Below 2^32 ms a float's spacing is under 10^-6, so no other decimal
+    // of at most six places reads back as v: n / 10^6 with its trailing zeros cut is the
+    // shortest, which is what repr() writes (from 10^-4 up; below, repr() uses an exponent).
+    if (1e-4..4e9).contains(&v.abs()) {
+        let n = (v * 1e6).round();
+        if n / 1e6 == v {
+            push_scaled(n as i64, 6, out);
+            return;
+        }
+    }
     if v.is_infinite() {
         out.push_str(if v > 0.0 { "inf" } else { "-inf" });
         return;
@@ -173,6 +196,31 @@ pub fn push_py_float(v: f64, out: &mut String) {
         }
         out.push_str(itoa::Buffer::new().format(e));
     }
+}
+
+/// `n / 10^decimals` in positional notation with its trailing zeros cut, at least one decimal
+/// (`27.0`, `0.5`, `1.000001`).
+fn push_scaled(n: i64, decimals: u32, out: &mut String) {
+    let scale = 10u64.pow(decimals);
+    if n < 0 {
+        out.push('-');
+    }
+    let m = n.unsigned_abs();
+    out.push_str(itoa::Buffer::new().format(m / scale));
+    out.push('.');
+    let mut frac = m % scale;
+    if frac == 0 {
+        out.push('0');
+        return;
+    }
+    let mut width = decimals;
+    while frac % 10 == 0 {
+        frac /= 10;
+        width -= 1;
+    }
+    let digits = itoa::Buffer::new().format(frac).len() as u32;
+    out.extend(std::iter::repeat_n('0', (width - digits) as usize));
+    out.push_str(itoa::Buffer::new().format(frac));
 }
 
 /// Writes a CSV of `header` and `columns` (equal lengths) to `path`.
@@ -244,7 +292,13 @@ pub struct TraceColumns<'a> {
 /// Microseconds as `round(ms * 1000, 3)` gives them, from whole nanoseconds: the engine's
 /// resolution, so no float noise from the ms values reaches the file.
 fn push_us(ns: i64, out: &mut String) {
-    push_py_float(ns as f64 / 1000.0, out);
+    // ns / 1000 with its trailing zeros cut is the float's repr while the float's spacing is
+    // under 10^-3 (below 2^42 µs) and it is at least 10^-4 (any whole ns is).
+    if ns.unsigned_abs() < 1 << 52 {
+        push_scaled(ns, 3, out);
+    } else {
+        push_py_float(ns as f64 / 1000.0, out);
+    }
 }
 
 fn ns_of(ms: f64) -> i64 {
@@ -268,12 +322,18 @@ pub fn write_trace(
     let jobs = c.job_task.len() / 8;
     let lengths_ok = [c.seg_task, c.seg_job, c.seg_start_ms, c.seg_end_ms].iter().all(|b| b.len() == segs * 8)
         && c.seg_cpu.len() == segs * 8
-        && [c.job_task, c.job_index, c.job_release_ms, c.job_deadline_ms, c.job_completion_ms, c.job_outcome].iter().all(|b| b.len() == jobs * 8)
+        && [c.job_task, c.job_index, c.job_release_ms, c.job_deadline_ms, c.job_completion_ms, c.job_outcome]
+            .iter()
+            .all(|b| b.len() == jobs * 8)
         && c.job_missed.len() == jobs;
     if !lengths_ok {
         return Err("trace columns of different lengths".to_string().into());
     }
-    let task = |code: i64| quoted_tasks.get(usize::try_from(code).unwrap_or(usize::MAX)).ok_or_else(|| format!("task code {code} past {} tasks", quoted_tasks.len()));
+    let task = |code: i64| {
+        quoted_tasks
+            .get(usize::try_from(code).unwrap_or(usize::MAX))
+            .ok_or_else(|| format!("task code {code} past {} tasks", quoted_tasks.len()))
+    };
     let mut w = BufWriter::with_capacity(1 << 20, File::create(path)?);
     let mut out = String::from(head);
     let mut flush = |out: &mut String, force: bool| -> Result<(), WriteError> {
@@ -308,7 +368,9 @@ pub fn write_trace(
         let end = ns_of(if completion.is_nan() { horizon_ms } else { completion });
         let missed = c.job_missed[i] != 0;
         let outcome_code = i64_at(c.job_outcome, i);
-        let outcome = quoted_outcomes.get(usize::try_from(outcome_code).unwrap_or(usize::MAX)).ok_or_else(|| format!("outcome code {outcome_code} unknown"))?;
+        let outcome = quoted_outcomes
+            .get(usize::try_from(outcome_code).unwrap_or(usize::MAX))
+            .ok_or_else(|| format!("outcome code {outcome_code} unknown"))?;
         out.push_str(",{\"ph\":\"X\",\"pid\":2,\"tid\":");
         out.push_str(int.format(code));
         out.push_str(",\"name\":");
@@ -368,6 +430,28 @@ mod tests {
         for (v, want) in cases {
             assert_eq!(repr(v), want, "{v:e}");
         }
+    }
+
+    #[test]
+    fn whole_nanoseconds_take_the_fast_path_with_repr_s_digits() {
+        // Each right-hand side is repr(n / 1e6) in CPython.
+        for (ns, want) in [
+            (27_000_000i64, "27.0"),
+            (1, "1e-06"),
+            (100, "0.0001"),
+            (123_456_789_123, "123456.789123"),
+            (1_500_000, "1.5"),
+            (-2_000_001, "-2.000001"),
+        ] {
+            assert_eq!(repr(ns as f64 / 1e6), want, "{ns}");
+        }
+        let mut s = String::new();
+        for ns in [0i64, 1, 1_000, 1_234_567, 999] {
+            push_us(ns, &mut s);
+            s.push('|');
+        }
+        // repr(round(ns / 1e6 * 1000, 3)) in CPython.
+        assert_eq!(s, "0.0|0.001|1.0|1234.567|0.999|");
     }
 
     #[test]
