@@ -214,7 +214,7 @@ fn push_scaled(n: i64, decimals: u32, out: &mut String) {
         return;
     }
     let mut width = decimals;
-    while frac % 10 == 0 {
+    while frac.is_multiple_of(10) {
         frac /= 10;
         width -= 1;
     }
