@@ -396,7 +396,7 @@ impl<'a> Simulation<'a> {
             self.now = t;
             if self.handle(ev) {
                 self.events += 1;
-                if self.events % PROGRESS_EVENTS == 0 && !progress(t) {
+                if self.events.is_multiple_of(PROGRESS_EVENTS) && !progress(t) {
                     return None;
                 }
             }
