@@ -47,7 +47,7 @@ pub enum CsvColumn<'a> {
 impl CsvColumn<'_> {
     fn rows(&self) -> Result<usize, String> {
         let whole = |b: &[u8], width: usize| {
-            if b.len() % width == 0 {
+            if b.len().is_multiple_of(width) {
                 Ok(b.len() / width)
             } else {
                 Err(format!("a buffer of {} bytes is not whole {width}-byte values", b.len()))
