@@ -12,7 +12,8 @@ import critmem
 import numpy as np
 import pytest
 from conftest import EXAMPLES, QUICKSTART, cli
-from critmem.cli import CONTROL_TIMELINE_COLUMNS, _print_linux_run
+from critmem.api import CONTROL_TIMELINE_COLUMNS
+from critmem.cli import _print_linux_run
 from critmem.memplot import memory_figure
 from matplotlib.colors import to_rgba
 
@@ -226,14 +227,12 @@ def test_every_csv_column_names_its_unit(which: str, static_scenario: Path, tmp_
 
 
 def test_a_thinned_control_timeline_counts_its_ticks() -> None:
-    from critmem.cli import control_timeline_long
-
     r = critmem.run(STATIC, record_jobs=False, record_segments=False)
-    long = control_timeline_long(r)
+    long = r.control_timeline_long()
     assert list(long.columns) == list(CONTROL_TIMELINE_COLUMNS)
     assert long["tick"].tolist() == [k // 2 + 1 for k in range(18)]
     assert str(long["memory_some_us"].dtype) == "int64" and str(long["tick"].dtype) == "int64"
-    assert control_timeline_long(critmem.run(QUICKSTART, record_jobs=False, record_segments=False)).empty
+    assert critmem.run(QUICKSTART, record_jobs=False, record_segments=False).control_timeline_long().empty
 
 
 def test_memory_png_draws_each_groups_limit_beside_its_usage() -> None:

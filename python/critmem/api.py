@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 import json
+import textwrap
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -103,67 +105,145 @@ def _raw_frame(columns: dict[str, tuple[str, bytes]]) -> pd.DataFrame:
     return pd.DataFrame({name: np.frombuffer(raw, dtype=dtype) if raw else [] for name, (dtype, raw) in columns.items()})
 
 
+def _doc(text: str) -> dict[str, str]:
+    """A field's description, kept in its metadata: `_document_fields` lists it in the class
+    docstring, which `help()` shows (an attribute docstring it never shows)."""
+    return {"doc": " ".join(text.split())}
+
+
+_T = TypeVar("_T")
+
+
+def _document_fields(cls: type[_T]) -> type[_T]:
+    """Appends an `Attributes` section to `cls`'s docstring: each dataclass field with its
+    annotation and its `_doc` text, so `help(cls)` lists every field with its meaning and unit."""
+    lines = [inspect.cleandoc(cls.__doc__ or ""), "", "Attributes", "----------"]
+    for f in fields(cls):  # type: ignore[arg-type]
+        lines.append(f"{f.name} : {f.type}")
+        lines += textwrap.wrap(f.metadata["doc"], width=88, initial_indent="    ", subsequent_indent="    ")
+    cls.__doc__ = "\n".join(lines) + "\n"
+    return cls
+
+
+# The per-task columns of `RunResult.tasks` (the summary's per-task keys), with their units.
+_RUN_TASK_COLUMNS = """name, criticality (categorical A–D, A highest), cpu (the CPU a partitioned scheduler
+binds the task to, <NA> otherwise); counts of jobs: jobs (released), completed,
+deadline_misses, aborted, dropped (of the aborted, those a controller dropped), killed (out
+of memory), skipped (releases dropped because the previous job was unfinished), pending
+(unfinished at the horizon with the deadline still ahead); hit_ratio (share 0–1 of the judged
+jobs, all but pending ones, that met their deadline; NaN when none was judged);
+max_response_ms, mean_response_ms (ms, NaN when no job completed), max_tardiness_ms (ms);
+throughput_per_s (completed jobs per simulated second)."""
+
+
+@_document_fields
 @dataclass(frozen=True, eq=False)
 class RunResult:
-    """One simulation run. `to_json()` is the core's summary, byte for byte."""
+    """One simulation run. `to_json()` is the core's summary, byte for byte.
 
-    summary: dict[str, Any] = field(repr=False)
-    """The summary JSON as a dict: scenario, scheduler, cpus, horizon_ms, seed, tasks."""
-    tasks: pd.DataFrame = field(repr=False)
-    """One row per task, with the summary's per-task fields as columns."""
-    jobs: pd.DataFrame = field(repr=False)
-    """One row per job, ordered by release time (columns: `JOB_DTYPES`)."""
-    segments: pd.DataFrame = field(repr=False)
-    """One row per stretch a job ran on a CPU, ordered as the engine emitted them."""
-    jobs_left_out: int
-    """Jobs missing from `jobs` because a trace keeps at most `MAX_TRACE_RECORDS` (the first
-    to end are kept; the summary and `tasks` still count every job)."""
-    segments_left_out: int
-    """Segments missing from `segments` for the same reason."""
-    seed: int
-    events: int
-    """Scheduler events the engine handled."""
-    hyperperiod_ms: float | None
-    """Least common multiple of the task periods, if it is representable."""
-    memory_timeline: pd.DataFrame = field(repr=False)
-    """Samples of memory use over time (empty unless the scenario declares [memory]): time_ms,
-    reserved_physical_mb, used_mb, then `reservation_pages:<name>` (pages each reservation
-    accounts) and `resident_pages:<task>`."""
-    control_timeline: pd.DataFrame = field(repr=False)
-    """One row per controller tick: time_ms, then per group `max_mb:<g>` and `high_mb:<g>`
-    (memory.max and memory.high, NaN when unlimited), `usage_mb:<g>` and the cumulative PSI
-    totals `memory_some_us:<g>`, `io_some_us:<g>` (empty unless the scenario declares [control]). A long run keeps one row per `control_timeline_every_ticks`
-    ticks instead (past 2**20 rows, or 2**24 values)."""
-    control_timeline_every_ticks: int
-    summary_json: str = field(repr=False)
-    server_supply: pd.DataFrame = field(repr=False)
-    """Per period of each budgeted server: server, period_start_ms, consumed_ms (the k-th
-    period starts at k × period_ms; empty without servers)."""
-    server_events: pd.DataFrame = field(repr=False)
-    """Stretches each server's child-scheduler thread ran delivering events: server, cpu,
-    start_ms, end_ms (empty without servers or without `event_cost_us`)."""
-    server_exhaustions: pd.DataFrame = field(repr=False)
-    """Instants each server's budget ran out: server, cpu, time_ms."""
-    server_table: pd.DataFrame | None = field(repr=False)
-    """One row per server (columns: `SERVER_DTYPES`), None without servers; see `servers`."""
-    task_servers: tuple[str | None, ...]
-    """Each task's leaf server, in the order of `tasks` (empty without servers)."""
-    waits: pd.DataFrame = field(repr=False)
-    """One row per stretch a job waited (columns: `WAIT_DTYPES`), in order of the wait's end:
-    for units of a resource, for a stack of a component (resource `stack:NAME`), or held back
-    from starting under srp (the resource whose ceiling held it back, or `srp`). A wait ends
-    at its grant, at its job's end if the job was aborted while waiting, or at the horizon.
-    Empty unless jobs are recorded and the scenario declares a resource or a component."""
-    waits_left_out: int
-    """Waits missing from `waits` because a trace keeps at most `MAX_TRACE_RECORDS`."""
-    resources_declared: bool
-    """Whether the scenario declares a resource or a component (`run --out` then writes
-    waits.csv)."""
-    warnings: tuple[str, ...] = ()
-    """What the scenario allows but rarely means (one line each naming the key); `run` also
-    issues each as a `ScenarioWarning`."""
+    Times are in milliseconds (`_ms`), memory in MB of 2**20 bytes (`_mb`) or in pages
+    (`_pages`), PSI totals in microseconds (`_us`). `memory_timeline_long()` and
+    `control_timeline_long()` give the timelines in long (tidy) form.
+    """
+
+    summary: dict[str, Any] = field(
+        repr=False,
+        metadata=_doc("""The summary JSON as a dict: scenario, scheduler, cpus, horizon_ms (ms), seed, tasks
+        (one dict per task, the keys of `tasks`), and the sections the scenario enables (memory,
+        control, servers, traces)."""),
+    )
+    tasks: pd.DataFrame = field(repr=False, metadata=_doc("One row per task, columns: " + _RUN_TASK_COLUMNS))
+    jobs: pd.DataFrame = field(
+        repr=False,
+        metadata=_doc("""One row per job, ordered by release time (dtypes: `JOB_DTYPES`): task, job (index from 0),
+        release_ms, deadline_ms (absolute, ms), demand_ms (execution time it needs, ms),
+        executed_ms (ms it ran), start_ms, completion_ms, response_ms (ms; NaN if it never
+        started or completed), tardiness_ms (ms past its deadline, 0 if met), missed (bool),
+        outcome (categorical: completed, aborted, killed, unfinished, pending), last_cpu (<NA>
+        if it never ran)."""),
+    )
+    segments: pd.DataFrame = field(
+        repr=False,
+        metadata=_doc("""One row per stretch a job ran on a CPU, ordered as the engine emitted them
+        (dtypes: `SEGMENT_DTYPES`): cpu, task, job, start_ms, end_ms (ms)."""),
+    )
+    jobs_left_out: int = field(
+        metadata=_doc("""Jobs missing from `jobs` because a trace keeps at most `MAX_TRACE_RECORDS` (the first
+        to end are kept; the summary and `tasks` still count every job)."""),
+    )
+    segments_left_out: int = field(metadata=_doc("Segments missing from `segments` for the same reason."))
+    seed: int = field(metadata=_doc("The random seed the run used (the scenario's, or `run(seed=...)`)."))
+    events: int = field(metadata=_doc("Scheduler events the engine handled (a count)."))
+    hyperperiod_ms: float | None = field(
+        metadata=_doc("Least common multiple of the task periods (ms), None if it is not representable."),
+    )
+    memory_timeline: pd.DataFrame = field(
+        repr=False,
+        metadata=_doc("""Samples of memory use over time, wide (empty unless the scenario declares [memory]):
+        time_ms (ms), reserved_physical_mb (MB set aside for reservations), used_mb (MB of frames
+        in use machine-wide), then `reservation_pages:<name>` (pages each reservation accounts)
+        and `resident_pages:<task>` (pages resident per task). Long form:
+        `memory_timeline_long()`."""),
+    )
+    control_timeline: pd.DataFrame = field(
+        repr=False,
+        metadata=_doc("""One row per controller tick, wide (empty unless the scenario declares [control]):
+        time_ms (ms), then per group `max_mb:<g>` and `high_mb:<g>` (memory.max and memory.high
+        in MB, NaN when unlimited), `usage_mb:<g>` (MB) and the cumulative PSI totals
+        `memory_some_us:<g>`, `io_some_us:<g>` (µs). A long run keeps one row per
+        `control_timeline_every_ticks` ticks instead (past 2**20 rows, or 2**24 values). Long
+        form: `control_timeline_long()`."""),
+    )
+    control_timeline_every_ticks: int = field(
+        metadata=_doc("Controller ticks per row of `control_timeline` (1 unless a long run was thinned)."),
+    )
+    summary_json: str = field(repr=False, metadata=_doc("The summary JSON text, as `to_json()` returns it."))
+    server_supply: pd.DataFrame = field(
+        repr=False,
+        metadata=_doc("""Per period of each budgeted server: server, period_start_ms (ms), consumed_ms (ms of
+        budget used; the k-th period starts at k × period_ms; empty without servers)."""),
+    )
+    server_events: pd.DataFrame = field(
+        repr=False,
+        metadata=_doc("""Stretches each server's child-scheduler thread ran delivering events: server, cpu,
+        start_ms, end_ms (ms; empty without servers or without `event_cost_us`)."""),
+    )
+    server_exhaustions: pd.DataFrame = field(
+        repr=False,
+        metadata=_doc("Instants each server's budget ran out: server, cpu, time_ms (ms)."),
+    )
+    server_table: pd.DataFrame | None = field(
+        repr=False,
+        metadata=_doc("""One row per server (dtypes: `SERVER_DTYPES`): name, parent, kind, cpu, budget_ms,
+        period_ms (ms, NaN for a level), consumed_ms, event_ms (ms), replenishments,
+        exhaustions, events_delivered (counts); None without servers; see `servers`."""),
+    )
+    task_servers: tuple[str | None, ...] = field(
+        metadata=_doc("Each task's leaf server, in the order of `tasks` (empty without servers)."),
+    )
+    waits: pd.DataFrame = field(
+        repr=False,
+        metadata=_doc("""One row per stretch a job waited (dtypes: `WAIT_DTYPES`): task, job, resource,
+        start_ms, end_ms (ms), in order of the wait's end: for units of a resource, for a stack
+        of a component (resource `stack:NAME`), or held back from starting under srp (the
+        resource whose ceiling held it back, or `srp`). A wait ends at its grant, at its job's
+        end if the job was aborted while waiting, or at the horizon. Empty unless jobs are
+        recorded and the scenario declares a resource or a component."""),
+    )
+    waits_left_out: int = field(
+        metadata=_doc("Waits missing from `waits` because a trace keeps at most `MAX_TRACE_RECORDS`."),
+    )
+    resources_declared: bool = field(
+        metadata=_doc("Whether the scenario declares a resource or a component (`run --out` then writes waits.csv)."),
+    )
+    warnings: tuple[str, ...] = field(
+        default=(),
+        metadata=_doc("""What the scenario allows but rarely means (one line each naming the key); `run` also
+        issues each as a `ScenarioWarning`."""),
+    )
 
     def to_json(self) -> str:
+        """The summary JSON text, byte for byte what `critmem run --json` prints."""
         return self.summary_json
 
     def __repr__(self) -> str:
@@ -181,23 +261,29 @@ class RunResult:
 
     @property
     def scenario(self) -> str:
+        """The scenario's name (its file's path, or what `run` was given)."""
         return str(self.summary["scenario"])
 
     @property
     def scheduler(self) -> str:
+        """The scheduler's kind, as the scenario names it (rm, edf, gedf, ...)."""
         return str(self.summary["scheduler"])
 
     @property
     def cpus(self) -> int:
+        """Number of CPUs simulated."""
         return int(self.summary["cpus"])
 
     @property
     def horizon_ms(self) -> float:
+        """Length of the simulated run (ms)."""
         return float(self.summary["horizon_ms"])
 
     @property
     def memory(self) -> dict[str, Any] | None:
-        """Per-task faults and swapping, PSI totals per group, reservations (with [memory])."""
+        """Per-task faults and swapping, PSI totals per group, reservations (with [memory]):
+        the summary's `memory` section (page_bytes in bytes, sizes in `_mb` or `_pages`, times
+        in `_ms`, PSI totals in `_us`), None without [memory]."""
         m = self.summary.get("memory")
         return None if m is None else dict(m)
 
@@ -206,6 +292,122 @@ class RunResult:
         """One row per server of the scheduler hierarchy (columns: `SERVER_DTYPES`), or None
         when the scenario declares none."""
         return self.server_table
+
+    def memory_timeline_long(self) -> pd.DataFrame:
+        """`memory_timeline` in long (tidy) form: one row per sample per series, sample-major
+        and series in the wide frame's column order (columns: `MEMORY_TIMELINE_LONG_DTYPES`).
+
+        - time_ms: the sample's time (ms);
+        - kind: categorical `MEMORY_SERIES_KIND`: `reservation` (pages a reservation accounts),
+          `resident` (a task's resident pages), `machine` (machine-wide series);
+        - name: the reservation's or task's name, or for `machine` rows `reserved_physical`
+          (memory set aside for reservations) or `used` (frames in use);
+        - value_mb: the value in MB (pages × the scenario's page size / 2**20);
+        - pages: the value in pages, as the wide frame holds it (<NA> for the machine-wide
+          series, which the core gives in MB).
+
+        `seaborn.relplot(data=r.memory_timeline_long(), x="time_ms", y="value_mb", hue="name",
+        row="kind", kind="line")` plots it without reshaping. Empty (with these columns)
+        without [memory].
+        """
+        return _memory_timeline_long(self)
+
+    def control_timeline_long(self) -> pd.DataFrame:
+        """`control_timeline` in long (tidy) form: one row per recorded tick per group,
+        tick-major and groups in `[[group]]` order (columns: `CONTROL_TIMELINE_COLUMNS`):
+        time_ms (ms), tick (counts from 1; a long run records one tick in
+        `control_timeline_every_ticks`), group, max_mb and high_mb (memory.max and memory.high
+        in MB, NaN, an empty CSV cell, when unlimited), usage_mb (MB), and the cumulative PSI
+        totals memory_some_us, io_some_us (µs, int64). `critmem run --out` writes it as
+        control_timeline.csv. Empty (with these columns) without [control]."""
+        return _control_timeline_long(self)
+
+
+# Kinds of series in `RunResult.memory_timeline_long()`.
+MEMORY_SERIES_KIND = pd.CategoricalDtype(["reservation", "resident", "machine"])
+MEMORY_TIMELINE_LONG_DTYPES: dict[str, str | pd.CategoricalDtype] = {
+    "time_ms": "float64",
+    "kind": MEMORY_SERIES_KIND,
+    "name": "str",
+    "value_mb": "float64",
+    "pages": "Int64",
+}
+# The wide frame's machine-wide columns (MB) → their `name` in the long form.
+_MACHINE_SERIES = {"reserved_physical_mb": "reserved_physical", "used_mb": "used"}
+_MIB = 1_048_576
+
+
+def _memory_timeline_long(result: RunResult) -> pd.DataFrame:
+    wide = result.memory_timeline
+    memory = result.memory
+    if memory is None or wide.empty:
+        return pd.DataFrame({name: pd.Series([], dtype=dtype) for name, dtype in MEMORY_TIMELINE_LONG_DTYPES.items()})
+    page_mb = float(memory["page_bytes"]) / _MIB
+    kinds: list[str] = []
+    names: list[str] = []
+    values_mb: list[np.ndarray[Any, np.dtype[np.float64]]] = []
+    pages: list[np.ndarray[Any, np.dtype[np.int64]]] = []
+    missing: list[bool] = []
+    for column in (str(c) for c in wide.columns):
+        if column == "time_ms":
+            continue
+        if column in _MACHINE_SERIES:
+            kinds.append("machine")
+            names.append(_MACHINE_SERIES[column])
+            values_mb.append(wide[column].to_numpy(dtype="float64"))
+            pages.append(np.zeros(len(wide), dtype="int64"))
+            missing.append(True)
+            continue
+        prefix, name = column.split(":", 1)
+        kinds.append({"reservation_pages": "reservation", "resident_pages": "resident"}[prefix])
+        names.append(name)
+        counts = wide[column].to_numpy(dtype="int64")
+        values_mb.append(counts * page_mb)
+        pages.append(counts)
+        missing.append(False)
+    samples, series = len(wide), len(names)
+    # One column per series side by side, read row by row: sample-major order.
+    page_values = np.column_stack(pages).ravel()
+    page_missing = np.tile(np.array(missing, dtype=bool), samples)
+    return pd.DataFrame(
+        {
+            "time_ms": np.repeat(wide["time_ms"].to_numpy(dtype="float64"), series),
+            "kind": pd.Categorical(np.tile(np.array(kinds, dtype=object), samples), dtype=MEMORY_SERIES_KIND),
+            "name": pd.Series(np.tile(np.array(names, dtype=object), samples), dtype="str"),
+            "value_mb": np.column_stack(values_mb).ravel(),
+            "pages": pd.arrays.IntegerArray(page_values, page_missing),
+        }
+    )
+
+
+# The columns of `RunResult.control_timeline_long()` (and control_timeline.csv), in order.
+CONTROL_TIMELINE_COLUMNS = ("time_ms", "tick", "group", "max_mb", "high_mb", "usage_mb", "memory_some_us", "io_some_us")
+
+
+def _control_timeline_long(result: RunResult) -> pd.DataFrame:
+    control = result.summary.get("control")
+    names = [str(g["name"]) for g in control["groups"]] if control is not None else []
+    wide = result.control_timeline
+    rows = len(wide) if names else 0
+
+    def stacked(field: str) -> Any:
+        # One column per group side by side, read row by row: tick-major order.
+        return np.column_stack([wide[f"{field}:{g}"].to_numpy() for g in names]).ravel() if rows else np.array([], dtype="float64")
+
+    ticks = 1 + np.arange(rows, dtype="int64") * result.control_timeline_every_ticks
+    return pd.DataFrame(
+        {
+            "time_ms": np.repeat(wide["time_ms"].to_numpy() if rows else np.array([], dtype="float64"), len(names)),
+            "tick": np.repeat(ticks, len(names)),
+            "group": pd.Series(np.tile(np.array(names, dtype=object), rows), dtype="str"),
+            "max_mb": stacked("max_mb"),
+            "high_mb": stacked("high_mb"),
+            "usage_mb": stacked("usage_mb"),
+            "memory_some_us": stacked("memory_some_us").astype("int64"),
+            "io_some_us": stacked("io_some_us").astype("int64"),
+        },
+        columns=list(CONTROL_TIMELINE_COLUMNS),
+    )
 
 
 # Rows a notebook view shows of a per-task table before it says how many it left out.
@@ -220,26 +422,48 @@ def _html_summary(title: str, table: pd.DataFrame) -> str:
     return f"<p><code>{html.escape(title)}</code></p>{table.head(_HTML_ROWS).to_html(index=False)}{note}"
 
 
+@_document_fields
 @dataclass(frozen=True, eq=False)
 class AnalysisResult:
-    """Schedulability analyses of one scenario. `to_json()` is the analysis report, byte for byte."""
+    """Schedulability analyses of one scenario. `to_json()` is the analysis report, byte for byte.
 
-    report: dict[str, Any] = field(repr=False)
-    """The report JSON as a dict: scenario, scheduler, cpus, total_utilization, tasks, tests,
-    verdict."""
-    tasks: pd.DataFrame = field(repr=False)
-    """One row per task: utilization, wcet/period/deadline, RTA response time, verdicts."""
-    tests: pd.DataFrame = field(repr=False)
-    """One row per test that applies: name, cpu, verdict, detail."""
-    report_json: str = field(repr=False)
-    warnings: tuple[str, ...] = ()
-    """The scenario's warnings, as `RunResult.warnings`."""
+    Times are in milliseconds (`_ms`); utilizations are shares of one CPU (0–1 each).
+    """
+
+    report: dict[str, Any] = field(
+        repr=False,
+        metadata=_doc("""The report JSON as a dict: scenario, scheduler, cpus, total_utilization (sum of the
+        tasks' wcet/period, in CPUs), verdict, tests, tasks, not_covered (what no test models), and
+        resources and servers where the scenario declares them."""),
+    )
+    tasks: pd.DataFrame = field(
+        repr=False,
+        metadata=_doc("""One row per task, the report's per-task keys as columns: name, cpu (its partition CPU,
+        0 on a one-CPU machine, None otherwise), utilization (wcet/period, share of one CPU),
+        wcet_ms, period_ms (period or minimum inter-arrival time), deadline_ms (ms),
+        priority_rank (fixed-priority rank, 0 highest; None for dynamic priorities),
+        response_time_ms (worst-case response time, ms; None when no test gives one or the
+        task can miss), schedulable (True never misses, False can miss, None not decided per
+        task), tardiness_bound_ms (ms past the deadline, global EDF), criticality (categorical
+        A–D), suspension_ms (self-suspension per job, ms)."""),
+    )
+    tests: pd.DataFrame = field(
+        repr=False,
+        metadata=_doc(
+            "One row per test that applies: name, cpu (None for a test of the whole machine), verdict, detail (one sentence: the result and the assumptions it rests on)."
+        ),
+    )
+    report_json: str = field(repr=False, metadata=_doc("The report JSON text, as `to_json()` returns it."))
+    warnings: tuple[str, ...] = field(default=(), metadata=_doc("The scenario's warnings, as `RunResult.warnings`."))
 
     @property
     def verdict(self) -> str:
+        """The overall verdict: schedulable, not_schedulable, bounded_tardiness,
+        unbounded_tardiness or unknown (no test that applies could decide)."""
         return str(self.report["verdict"])
 
     def to_json(self) -> str:
+        """The report JSON text, byte for byte what `critmem analyze --json` prints."""
         return self.report_json
 
     def __repr__(self) -> str:

@@ -28,7 +28,6 @@ from critmem.progress import BarProgress, QuietProgress
 from critmem.reproduce import PAPERS, get
 
 if TYPE_CHECKING:
-    import pandas as pd
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -669,7 +668,7 @@ def _write_results(
             written.append(timeline_csv)
             if result.summary.get("control") is not None:
                 control_csv = out_dir / "control_timeline.csv"
-                write_csv(control_timeline_long(result), control_csv)
+                write_csv(result.control_timeline_long(), control_csv)
                 written.append(control_csv)
             written.append(plot_memory(result, out_dir / "memory.png"))
             if parquet:
@@ -680,44 +679,6 @@ def _write_results(
     except OSError as e:
         raise CliError(f"cannot write results to {str(out_dir)!r}: {e.strerror or e}") from None
     return written
-
-
-# The columns of control_timeline.csv, in order.
-CONTROL_TIMELINE_COLUMNS = ("time_ms", "tick", "group", "max_mb", "high_mb", "usage_mb", "memory_some_us", "io_some_us")
-
-
-def control_timeline_long(result: RunResult) -> pd.DataFrame:
-    """The control timeline in long form: one row per recorded tick per group, tick-major and
-    groups in `[[group]]` order (columns: `CONTROL_TIMELINE_COLUMNS`). `tick` counts from 1;
-    a long run records one tick in `control_timeline_every_ticks`. `max_mb` and `high_mb` are
-    memory.max and memory.high (NaN, an empty CSV cell, when unlimited); the PSI totals are
-    cumulative."""
-    import numpy as np
-    import pandas as pd
-
-    control = result.summary.get("control")
-    names = [str(g["name"]) for g in control["groups"]] if control is not None else []
-    wide = result.control_timeline
-    rows = len(wide) if names else 0
-
-    def stacked(field: str) -> Any:
-        # One column per group side by side, read row by row: tick-major order.
-        return np.column_stack([wide[f"{field}:{g}"].to_numpy() for g in names]).ravel() if rows else np.array([], dtype="float64")
-
-    ticks = 1 + np.arange(rows, dtype="int64") * result.control_timeline_every_ticks
-    return pd.DataFrame(
-        {
-            "time_ms": np.repeat(wide["time_ms"].to_numpy() if rows else np.array([], dtype="float64"), len(names)),
-            "tick": np.repeat(ticks, len(names)),
-            "group": pd.Series(np.tile(np.array(names, dtype=object), rows), dtype="str"),
-            "max_mb": stacked("max_mb"),
-            "high_mb": stacked("high_mb"),
-            "usage_mb": stacked("usage_mb"),
-            "memory_some_us": stacked("memory_some_us").astype("int64"),
-            "io_some_us": stacked("io_some_us").astype("int64"),
-        },
-        columns=list(CONTROL_TIMELINE_COLUMNS),
-    )
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
