@@ -168,8 +168,9 @@ class RunResult:
         (dtypes: `SEGMENT_DTYPES`): cpu, task, job, start_ms, end_ms (ms)."""),
     )
     jobs_left_out: int = field(
-        metadata=_doc("""Jobs missing from `jobs` because a trace keeps at most `MAX_TRACE_RECORDS` (the first
-        to end are kept; the summary and `tasks` still count every job)."""),
+        metadata=_doc("""Jobs missing from `jobs` because a trace keeps at most its limit (`run(trace_limit=...)`,
+        at most and by default `MAX_TRACE_RECORDS`; the first to end are kept; the summary and
+        `tasks` still count every job, and the summary's `traces` section records the limit)."""),
     )
     segments_left_out: int = field(metadata=_doc("Segments missing from `segments` for the same reason."))
     seed: int = field(metadata=_doc("The random seed the run used (the scenario's, or `run(seed=...)`)."))
@@ -231,7 +232,7 @@ class RunResult:
         recorded and the scenario declares a resource or a component."""),
     )
     waits_left_out: int = field(
-        metadata=_doc("Waits missing from `waits` because a trace keeps at most `MAX_TRACE_RECORDS`."),
+        metadata=_doc("Waits missing from `waits` because a trace keeps at most its limit."),
     )
     resources_declared: bool = field(
         metadata=_doc("Whether the scenario declares a resource or a component (`run --out` then writes waits.csv)."),
