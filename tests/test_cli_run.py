@@ -332,3 +332,22 @@ def test_parquet_traces_keep_the_frames_types(tmp_path: Path) -> None:
     assert "jobs.parquet" in (tmp_path / ".critmem-out").read_text().splitlines()
     refused = cli("run", str(RM_TEXTBOOK), "--parquet")
     assert refused.code == 2 and "--parquet needs --out DIR" in refused.stderr
+
+
+def test_ctrl_c_stops_a_long_simulation(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    from conftest import CRITMEM
+
+    # 400 tasks every 1 ms on 16 CPUs for 100 simulated s: about two minutes to run out.
+    tasks = "".join(f'[[task]]\nname = "t{i}"\nperiod_ms = 1\nwcet_ms = 0.03\n' for i in range(400))
+    scenario = tmp_path / "long.toml"
+    scenario.write_text(f'[machine]\ncpus = 16\n[scheduler]\nkind = "gedf"\n[run]\nhorizon_ms = 100000\n{tasks}')
+    p = subprocess.Popen([str(CRITMEM), "run", str(scenario), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Well after start-up and imports, even on a loaded machine, and long before the end.
+    time.sleep(4)
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=30)
+    assert p.returncode == 130, stderr
+    assert stdout == "" and "Traceback" not in stderr

@@ -608,17 +608,19 @@ def _record_out(out_dir: Path, written: Sequence[Path]) -> None:
         raise CliError(f"cannot write results to {str(out_dir)!r}: {e.strerror or e}") from None
 
 
-def _progress_bar(src: ScenarioSource) -> contextlib.AbstractContextManager[Callable[[float], object] | None]:
+def _progress_bar(src: ScenarioSource, horizon_ms: float | None) -> contextlib.AbstractContextManager[Callable[[float], object] | None]:
     """A progress bar for a long run when stderr is a terminal (the core calls it only once a
-    run has taken half a second); nothing otherwise."""
+    run has taken half a second); nothing otherwise. `horizon_ms` is the CLI's override."""
     if not sys.stderr.isatty():
         return contextlib.nullcontext(None)
     from critmem.progress import SimulatedTimeBar
 
-    try:
-        horizon_ms = float(json.loads(_core.validate(src.text, src.name, src.format))["horizon_ms"])
-    except (ScenarioError, ValueError):
-        return contextlib.nullcontext(None)
+    if horizon_ms is None:
+        try:
+            horizon_ms = float(json.loads(_core.validate(src.text, src.name, src.format))["horizon_ms"])
+        except (ScenarioError, ValueError):
+            # The run itself reports what is wrong with the scenario.
+            return contextlib.nullcontext(None)
     return SimulatedTimeBar(horizon_ms)
 
 
@@ -704,7 +706,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             raise CliError("--parquet needs pyarrow: pip install 'critmem[parquet]'")
     if args.out is None:
         # The summary alone: straight from the core, without building data frames.
-        with _progress_bar(src) as progress:
+        with _progress_bar(src, args.horizon_ms) as progress:
             out = _core.simulate(
                 src.text, src.name, src.format, seed=args.seed, horizon_ms=args.horizon_ms,
                 record_jobs=False, record_segments=False, progress=progress,
@@ -721,7 +723,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if out_dir is not None:
         _claim_out_dir(args.out, out_dir, args.force)
     record = out_dir is not None and not args.no_traces
-    with _progress_bar(src) as progress:
+    with _progress_bar(src, args.horizon_ms) as progress:
         result = _run_source(
             src, seed=args.seed, horizon_ms=args.horizon_ms, record_jobs=record, record_segments=record,
             trace_limit=args.trace_limit, progress=progress, warn=False,
