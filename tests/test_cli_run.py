@@ -151,8 +151,8 @@ def test_no_traces_writes_the_summary_without_traces(tmp_path: Path) -> None:
             ["--out", "OUT", "--no-traces", "--trace-limit", "5"],
             "--no-traces writes no traces: drop --trace-limit, --gantt-window, --format and --parquet",
         ),
-        (["--out", "OUT", "--trace-limit", "-1"], "argument --trace-limit: expected a whole number of rows, at least 0 (got '-1')"),
-        (["--out", "OUT", "--trace-limit", "many"], "argument --trace-limit: expected a whole number of rows, at least 0 (got 'many')"),
+        (["--out", "OUT", "--trace-limit", "-1"], "argument --trace-limit: must be at least 0 (got -1)"),
+        (["--out", "OUT", "--trace-limit", "many"], "argument --trace-limit: not an integer: 'many'"),
     ],
 )
 def test_trace_flags_are_checked_up_front(argv: list[str], message: str, tmp_path: Path) -> None:

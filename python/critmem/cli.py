@@ -78,16 +78,6 @@ def _gantt_window(text: str) -> tuple[float, float]:
     return window
 
 
-def _trace_limit(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = -1
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number of rows, at least 0 (got {text!r})")
-    return n
-
-
 def _out_dir(text: str) -> str:
     # An empty name would silently mean the current directory.
     if not text:
@@ -95,14 +85,19 @@ def _out_dir(text: str) -> str:
     return text
 
 
-def _workers(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1 (got {text})")
-    return value
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argument type for whole numbers from `minimum` up."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum} (got {text})")
+        return value
+
+    return parse
 
 
 def _scheduler_address(text: str) -> str:
@@ -1361,7 +1356,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--parquet", action="store_true", help="with --out: also write the traces as Parquet (needs pyarrow, the parquet extra)"
     )
     run.add_argument(
-        "--trace-limit", type=_trace_limit, metavar="N",
+        "--trace-limit", type=_int_at_least(0), metavar="N",
         help=f"with --out: keep at most N rows of each trace (jobs, segments, waits), the first to end (default and most: {MAX_TRACE_RECORDS:,}); summary.json and csv-metadata.json say what was left out",
     )  # fmt: skip
     run.add_argument(
@@ -1501,7 +1496,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--scheduler", metavar="ADDRESS", type=_scheduler_address,
         help="sara: run the simulations on the Dask cluster of this scheduler, e.g. tcp://127.0.0.1:8786 (default: $CRITMEM_DASK_SCHEDULER, else local processes)",
     )  # fmt: skip
-    reproduce.add_argument("--workers", metavar="N", type=_workers, help="sara: local worker processes (default: one per core)")
+    reproduce.add_argument("--workers", metavar="N", type=_int_at_least(1), help="sara: local worker processes (default: one per core)")
     reproduce.set_defaults(handler=_cmd_reproduce)
 
     agent = commands.add_parser(

@@ -12,17 +12,12 @@ use crate::time::Nanos;
 
 /// Runs `scenario` to its horizon with its own seed.
 pub fn simulate(scenario: &Scenario, opts: SimOptions) -> SimResult {
-    simulate_with_trace_limit(scenario, opts, crate::MAX_TRACE_RECORDS)
+    simulate_with_progress(scenario, opts, crate::MAX_TRACE_RECORDS, |_| true).expect("a run nobody stops reaches its horizon")
 }
 
 /// [`simulate`] keeping at most `limit` entries of each trace (see
-/// [`Simulation::with_trace_limit`]).
-pub fn simulate_with_trace_limit(scenario: &Scenario, opts: SimOptions, limit: usize) -> SimResult {
-    simulate_with_progress(scenario, opts, limit, |_| true).expect("a run nobody stops reaches its horizon")
-}
-
-/// [`simulate_with_trace_limit`] reporting the simulated time to `progress` as it goes (see
-/// [`Simulation::run_with_progress`]); `None` if `progress` stopped the run.
+/// [`Simulation::with_trace_limit`]) and reporting the simulated time to `progress` as it goes
+/// (see [`Simulation::run_with_progress`]); `None` if `progress` stopped the run.
 pub fn simulate_with_progress(
     scenario: &Scenario,
     opts: SimOptions,
