@@ -24,6 +24,7 @@ pub mod greedy;
 pub mod profile;
 pub mod sara;
 pub mod senpai;
+pub mod tmem;
 pub mod tmo;
 
 pub use budget::{interval_stall_ns, LimitKnob, StallKind};
