@@ -63,7 +63,9 @@ pub fn program_sections(program: &TaskProgram) -> Vec<CriticalSection> {
             Action::Compute(_) => {}
             // Not followed: `analyze` leaves scenarios whose tasks both call components and
             // share resources out of the blocking analysis.
-            Action::Call { .. } => {}
+            Action::Call { .. } | Action::CallOneOf { .. } | Action::CbufAlloc | Action::CbufFree => {}
+            // Budget shares are bounded by the job's demand, not by the program.
+            Action::ComputeShare(_) | Action::ComputeRest => {}
         }
     }
     out

@@ -22,6 +22,6 @@ pub mod workload;
 pub use engine::{Context, JobInfo, SimOptions, Simulation, Subsystem, SubsystemId, MAX_TRACE_RECORDS};
 pub use result::{ExecSegment, JobFigures, JobRecord, Outcome, SimResult, TaskStats, TaskSummary};
 pub use scenario::{load_json_str, load_str, load_toml_str, Format, Overrides, Scenario, ScenarioError, SchedulerKind, TaskCommand};
-pub use sim::{simulate, simulate_with_controller, simulate_with_progress};
+pub use sim::{simulate, simulate_with_controller, simulate_with_memory_scheduler, simulate_with_progress};
 pub use task::{Criticality, TaskSpec};
 pub use time::Nanos;

@@ -297,6 +297,8 @@ struct JsonResult<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     components: Vec<JsonComponent<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    tmem: Option<&'a crate::resources::TmemResult>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     traces: Option<TraceSummary>,
 }
 
@@ -561,6 +563,7 @@ impl SimResult {
                     total_stack_wait_ms: c.total_stack_wait.as_ms_f64(),
                 })
                 .collect(),
+            tmem: self.resources.as_ref().and_then(|r| r.tmem.as_ref()),
             traces: self.traces,
         };
         serde_json::to_string(&r).expect("plain data serialises")

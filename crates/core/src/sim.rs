@@ -24,7 +24,7 @@ pub fn simulate_with_progress(
     limit: usize,
     progress: impl FnMut(Nanos) -> bool,
 ) -> Option<SimResult> {
-    let subsystems = subsystems(scenario, opts, None);
+    let subsystems = subsystems(scenario, opts, None, None);
     Simulation::new(scenario, scenario.seed, opts, subsystems).with_trace_limit(limit).run_with_progress(progress)
 }
 
@@ -38,7 +38,19 @@ pub fn simulate_with_controller(
     name: &str,
 ) -> Option<SimResult> {
     scenario.control.as_ref()?;
-    let subsystems = subsystems(scenario, opts, Some((controller, name.to_string())));
+    let subsystems = subsystems(scenario, opts, Some((controller, name.to_string())), None);
+    Some(Simulation::new(scenario, scenario.seed, opts, subsystems).run())
+}
+
+/// Runs `scenario` with `policy` in place of the memory scheduler its `[tmem]` table names
+/// (same pool, wait and period). `None` if the scenario has no `[tmem]` table.
+pub fn simulate_with_memory_scheduler(
+    scenario: &Scenario,
+    opts: SimOptions,
+    policy: Box<dyn critmem_policy::tmem::MemoryScheduler>,
+) -> Option<SimResult> {
+    scenario.tmem.as_ref()?;
+    let subsystems = subsystems(scenario, opts, None, Some(policy));
     Some(Simulation::new(scenario, scenario.seed, opts, subsystems).run())
 }
 
@@ -49,6 +61,7 @@ fn subsystems(
     scenario: &Scenario,
     opts: SimOptions,
     controller: Option<(Box<dyn critmem_policy::Controller + Send>, String)>,
+    memory_scheduler: Option<Box<dyn critmem_policy::tmem::MemoryScheduler>>,
 ) -> Vec<Box<dyn Subsystem>> {
     let mut out: Vec<Box<dyn Subsystem>> = Vec::new();
     if let Some(memory) = MemorySubsystem::new(scenario, scenario.seed, opts.checks_invariants()) {
@@ -61,7 +74,7 @@ fn subsystems(
             out.push(Box::new(control));
         }
     }
-    if let Some(resources) = ResourceSubsystem::new(scenario, opts.checks_invariants()) {
+    if let Some(resources) = ResourceSubsystem::with_memory_scheduler(scenario, opts.checks_invariants(), memory_scheduler) {
         out.push(Box::new(if opts.record_jobs { resources.recording_calls() } else { resources }));
     }
     out

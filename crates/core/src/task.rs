@@ -144,6 +144,8 @@ pub struct TaskSpec {
     /// Relative deadline.
     pub deadline: Nanos,
     pub offset: Nanos,
+    /// No job is released at or after this time (`None`: releases go on to the horizon).
+    pub stop: Option<Nanos>,
     /// Explicit priority (lower number = higher priority), if given.
     pub priority: Option<i64>,
     pub criticality: Criticality,

@@ -471,7 +471,9 @@ impl<'a> Simulation<'a> {
             }
         };
         let demand = spec.exec.sample(&mut st.rng);
-        self.queue.push(now + gap, Event::Release { task: ti as u32 });
+        if spec.stop.is_none_or(|stop| now + gap < stop) {
+            self.queue.push(now + gap, Event::Release { task: ti as u32 });
+        }
 
         if spec.overrun == OverrunPolicy::Skip && !st.pending.is_empty() {
             self.stats[ti].skipped += 1;

@@ -187,6 +187,7 @@ mod tests {
             period: Nanos(10),
             deadline: Nanos(10),
             offset: Nanos::ZERO,
+            stop: None,
             priority: None,
             criticality: Criticality::C,
             cpu: None,

@@ -78,6 +78,8 @@ pub struct ComponentSpec {
     /// many as there are invocations (no caller ever waits).
     pub stacks: Option<u32>,
     pub stack_wait: StackWait,
+    /// Shared buffers (cbufs) its invocations take with `cbuf = "alloc"`; `None`: it takes none.
+    pub cbufs: Option<u32>,
     /// CPU time of entering the component, run before its program.
     pub invocation_cost: Nanos,
     /// What each invocation does (possibly nothing beyond the entry cost).
@@ -85,8 +87,10 @@ pub struct ComponentSpec {
 }
 
 /// The worst-case CPU time of one invocation of each component: its entry cost, its own
-/// compute, and every call it can make (probability > 0) in full. `None` if a figure exceeds
-/// 64-bit nanoseconds. The call graph must be acyclic (the loader checks it first).
+/// compute, and every call it can make (probability > 0) in full (of a choice, the costliest
+/// option). Shares of a job's budget count nothing here: a budgeted job's demand bounds them.
+/// `None` if a figure exceeds 64-bit nanoseconds. The call graph must be acyclic (the loader
+/// checks it first).
 pub fn invocation_worst_cases(components: &[ComponentSpec]) -> Option<Vec<Nanos>> {
     fn visit(c: usize, components: &[ComponentSpec], memo: &mut [Option<Option<Nanos>>], depth: usize) -> Option<Nanos> {
         assert!(depth <= components.len(), "the component call graph has a cycle");
@@ -99,6 +103,11 @@ pub fn invocation_worst_cases(components: &[ComponentSpec]) -> Option<Vec<Nanos>
             let add = match *a {
                 Action::Compute(t) => Some(t),
                 Action::Call { component, probability } if probability.is_possible() => visit(component, components, memo, depth + 1),
+                Action::CallOneOf { set, .. } => spec
+                    .program
+                    .choice_components(set)
+                    .map(|d| visit(d, components, memo, depth + 1))
+                    .try_fold(Nanos::ZERO, |m, x| x.map(|x| m.max(x))),
                 _ => Some(Nanos::ZERO),
             };
             total = total.zip(add).and_then(|(t, x)| t.0.checked_add(x.0)).map(Nanos);
@@ -119,6 +128,7 @@ impl TaskProgram {
             let add = match *a {
                 Action::Compute(t) => t,
                 Action::Call { component, probability } if probability.is_possible() => invocations[component],
+                Action::CallOneOf { set, .. } => self.choice_components(set).map(|d| invocations[d]).max().unwrap_or(Nanos::ZERO),
                 _ => Nanos::ZERO,
             };
             acc.0.checked_add(add.0).map(Nanos)
@@ -132,8 +142,13 @@ impl TaskProgram {
         let mut todo: Vec<&TaskProgram> = vec![self];
         while let Some(p) = todo.pop() {
             for a in &p.actions {
-                if let Action::Call { component, probability } = *a {
-                    if probability.is_possible() && !seen[component] {
+                let callees: Vec<usize> = match *a {
+                    Action::Call { component, probability } if probability.is_possible() => vec![component],
+                    Action::CallOneOf { set, .. } => p.choice_components(set).collect(),
+                    _ => Vec::new(),
+                };
+                for component in callees {
+                    if !seen[component] {
                         seen[component] = true;
                         todo.push(&components[component].program);
                     }
@@ -165,8 +180,9 @@ mod tests {
             name: name.into(),
             stacks: None,
             stack_wait: StackWait::Inherit,
+            cbufs: None,
             invocation_cost: Nanos::from_us(cost_us),
-            program: TaskProgram { actions },
+            program: TaskProgram::new(actions),
         }
     }
 
@@ -185,10 +201,10 @@ mod tests {
         let inv = invocation_worst_cases(&comps).unwrap();
         assert_eq!(inv, vec![Nanos::from_us(404), Nanos::from_us(101)]);
         // A task: 50 µs + fs (404) = 454 µs.
-        let task = TaskProgram { actions: vec![Action::Compute(Nanos::from_us(50)), call(0, 0.3)] };
+        let task = TaskProgram::new(vec![Action::Compute(Nanos::from_us(50)), call(0, 0.3)]);
         assert_eq!(task.worst_case_compute(&inv), Some(Nanos::from_us(454)));
         assert_eq!(task.reachable_components(&comps), vec![true, true]);
-        let never = TaskProgram { actions: vec![Action::Compute(Nanos::from_us(50)), call(0, 0.0)] };
+        let never = TaskProgram::new(vec![Action::Compute(Nanos::from_us(50)), call(0, 0.0)]);
         assert_eq!(never.reachable_components(&comps), vec![false, false]);
     }
 

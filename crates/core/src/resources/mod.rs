@@ -12,11 +12,13 @@
 mod components;
 mod stacks;
 mod subsystem;
+mod tmem;
 mod waits;
 
 pub use components::{invocation_worst_cases, CallProbability, ComponentSpec, StackWait};
 pub use stacks::{ComponentStats, JobCalls};
 pub use subsystem::{ResourceResult, ResourceStats, ResourceSubsystem};
+pub use tmem::{TmemResult, TmemSpec};
 pub use waits::WaitRecord;
 
 use crate::time::Nanos;
@@ -74,6 +76,29 @@ pub enum Action {
         component: usize,
         probability: CallProbability,
     },
+    /// Invoke exactly one of the components of the program's choice set `set`
+    /// ([`TaskProgram::choices`]), drawn by weight per job and call; with `pass_cbuf` the
+    /// shared buffer the caller holds is mapped into the callee.
+    CallOneOf {
+        set: usize,
+        pass_cbuf: bool,
+    },
+    /// Compute this share, in parts per million, of the job's budget (its drawn demand),
+    /// clipped to what is left of it.
+    ComputeShare(u32),
+    /// Compute what is left of the job's budget.
+    ComputeRest,
+    /// Take a shared buffer (cbuf) from the current component's cache.
+    CbufAlloc,
+    /// Give the cbuf this invocation holds back to its component's cache.
+    CbufFree,
+}
+
+/// One option of a [`Action::CallOneOf`]: a component and its chance of being the one called.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallChoice {
+    pub component: usize,
+    pub probability: CallProbability,
 }
 
 /// What each job of a task, or each invocation of a component, does in order: compute
@@ -82,9 +107,29 @@ pub enum Action {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TaskProgram {
     pub actions: Vec<Action>,
+    /// The choice sets of the program's [`Action::CallOneOf`]s, probabilities summing to 1.
+    pub choices: Vec<Vec<CallChoice>>,
+    /// A task's program whose job demand is a budget: its computes draw from it, clipped to
+    /// what is left, and calls are skipped once it is spent (TMEM's synthetic threads).
+    pub budgeted: bool,
 }
 
 impl TaskProgram {
+    /// A program of `actions` with no choice sets and no budget.
+    pub fn new(actions: Vec<Action>) -> Self {
+        TaskProgram { actions, choices: Vec::new(), budgeted: false }
+    }
+
+    /// Whether the program takes shares or the rest of a job's budget.
+    pub fn uses_budget(&self) -> bool {
+        self.actions.iter().any(|a| matches!(a, Action::ComputeShare(_) | Action::ComputeRest))
+    }
+
+    /// Every component a [`Action::CallOneOf`] of set `set` can enter.
+    pub fn choice_components(&self, set: usize) -> impl Iterator<Item = usize> + '_ {
+        self.choices[set].iter().filter(|c| c.probability.is_possible()).map(|c| c.component)
+    }
+
     /// The program's own compute, calls not followed: a task's WCET and every job's demand
     /// when it calls nothing ([`TaskProgram::worst_case_compute`] follows calls).
     pub fn compute_total(&self) -> Nanos {

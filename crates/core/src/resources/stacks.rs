@@ -1,11 +1,13 @@
-//! A component's pool of execution stacks, the component-local resource an invocation holds
-//! from entry to return: get on entry, put on return, and who holds or waits for one. A policy
-//! that grows or shrinks a component's stacks (TMEM's memory scheduler) changes only the
-//! pool's capacity and the granting that follows.
+//! A component's cache of one kind of component-local memory — execution stacks (held by an
+//! invocation from entry to return) or shared buffers (cbufs, held from `cbuf = "alloc"` to
+//! `"free"`) — with who holds each unit and who waits for one. A cache without TMEM has a fixed
+//! number of units (or one per request); under TMEM the manager ([`super::tmem`]) adds units
+//! from its pool and takes free ones back.
 
 use crate::sched::{JobKey, QueueKey};
 use crate::time::Nanos;
 use serde::Serialize;
+use std::collections::BTreeSet;
 
 /// One component's figures over a run.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -41,75 +43,173 @@ pub(super) struct StackHolder {
     pub(super) key: JobKey,
     pub(super) seq: u64,
     pub(super) prio: QueueKey,
+    /// The job's task (for per-thread contention accounting).
+    pub(super) task: usize,
 }
 
 #[derive(Clone, Copy, Debug)]
-struct StackWaiter {
-    holder: StackHolder,
+pub(super) struct StackWaiter {
+    pub(super) holder: StackHolder,
     /// (own priority, wait order): the order waiters are granted in.
     order: (u64, u64),
-    since: Nanos,
+    pub(super) since: Nanos,
 }
 
-/// The stacks of one component.
+/// Counters of one cache over a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct CacheCounters {
+    /// Units handed out.
+    pub(super) gets: u64,
+    /// Requests that found no free unit and waited.
+    pub(super) waits: u64,
+    pub(super) longest_wait: Nanos,
+    /// Over waits that ended in a grant.
+    pub(super) total_wait: Nanos,
+    pub(super) peak_held: u32,
+}
+
+/// The units of one cache.
 #[derive(Debug)]
-pub(super) struct StackPool {
+pub(super) struct UnitCache {
+    /// Units the cache has (`None`: one per request, never a wait).
     capacity: Option<u32>,
-    holders: Vec<StackHolder>,
+    /// Unit ids not held, the most recently put last.
+    free: Vec<u32>,
+    /// The next id of a unit minted for a cache of unbounded capacity.
+    next_local: u32,
+    holders: Vec<(StackHolder, u32)>,
     /// Sorted by `order`.
     waiters: Vec<StackWaiter>,
     waits_begun: u64,
-    pub(super) stats: ComponentStats,
+    pub(super) counters: CacheCounters,
+    /// Distinct units handed out since the window began (TMEM's used bits).
+    pub(super) touched: BTreeSet<u32>,
+    /// Most units held and waited for at once since the window began.
+    pub(super) window_peak_demand: u32,
+    /// Waits begun since the window began, and the sum over them of the jobs waiting at once
+    /// (each counting itself).
+    pub(super) window_blocks: u32,
+    pub(super) window_blocked_sum: u64,
 }
 
-impl StackPool {
-    pub(super) fn new(capacity: Option<u32>, stats: ComponentStats) -> Self {
-        StackPool { capacity, holders: Vec::new(), waiters: Vec::new(), waits_begun: 0, stats }
-    }
-
-    fn free(&self) -> bool {
-        self.capacity.is_none_or(|c| (self.holders.len() as u64) < u64::from(c))
-    }
-
-    fn take(&mut self, holder: StackHolder) {
-        self.holders.push(holder);
-        self.stats.invocations += 1;
-        self.stats.peak_concurrent_invocations = self.stats.peak_concurrent_invocations.max(self.holders.len() as u32);
-    }
-
-    /// Takes a stack for `holder` on entry if one is free.
-    pub(super) fn get(&mut self, holder: StackHolder) -> bool {
-        if !self.free() {
-            return false;
+impl UnitCache {
+    /// A cache of `capacity` units with ids `first_id..` (`None`: unbounded, ids minted).
+    pub(super) fn new(capacity: Option<u32>, first_id: u32) -> Self {
+        let free = match capacity {
+            Some(n) => (first_id..first_id + n).rev().collect(),
+            None => Vec::new(),
+        };
+        UnitCache {
+            capacity,
+            free,
+            next_local: first_id,
+            holders: Vec::new(),
+            waiters: Vec::new(),
+            waits_begun: 0,
+            counters: CacheCounters::default(),
+            touched: BTreeSet::new(),
+            window_peak_demand: 0,
+            window_blocks: 0,
+            window_blocked_sum: 0,
         }
-        self.take(holder);
-        true
     }
 
-    /// Queues `holder` for the next free stack: by own priority, then by when it began to wait.
+    /// Units the cache has (held or free); for an unbounded cache, those held.
+    pub(super) fn allocated(&self) -> u32 {
+        self.capacity.unwrap_or(self.holders.len() as u32)
+    }
+
+    pub(super) fn held(&self) -> u32 {
+        self.holders.len() as u32
+    }
+
+    pub(super) fn has_free(&self) -> bool {
+        self.capacity.is_none() || !self.free.is_empty()
+    }
+
+    fn note_demand(&mut self) {
+        let demand = (self.holders.len() + self.waiters.len()) as u32;
+        self.window_peak_demand = self.window_peak_demand.max(demand);
+    }
+
+    /// Hands `unit` (free in this cache) to `holder`.
+    fn hand(&mut self, holder: StackHolder, unit: u32) {
+        self.holders.push((holder, unit));
+        self.counters.gets += 1;
+        self.counters.peak_held = self.counters.peak_held.max(self.holders.len() as u32);
+        self.touched.insert(unit);
+        self.note_demand();
+    }
+
+    /// Takes a free unit for `holder` if there is one; the unit.
+    pub(super) fn get(&mut self, holder: StackHolder) -> Option<u32> {
+        let unit = match self.capacity {
+            None => {
+                self.next_local += 1;
+                self.next_local - 1
+            }
+            Some(_) => self.free.pop()?,
+        };
+        self.hand(holder, unit);
+        Some(unit)
+    }
+
+    /// Queues `holder` for the next unit: by own priority, then by when it began to wait.
     pub(super) fn wait(&mut self, holder: StackHolder, now: Nanos) {
         let w = StackWaiter { holder, order: (holder.prio.primary, self.waits_begun), since: now };
         self.waits_begun += 1;
         let at = self.waiters.partition_point(|x| x.order < w.order);
         self.waiters.insert(at, w);
-        self.stats.stack_waits += 1;
+        self.counters.waits += 1;
+        self.window_blocks += 1;
+        self.window_blocked_sum += self.waiters.len() as u64;
+        self.note_demand();
     }
 
-    /// Gives back `key`'s stack on return (or abort) and grants free stacks to waiters in
-    /// order; the jobs granted one.
-    pub(super) fn put(&mut self, key: JobKey, now: Nanos) -> Vec<JobKey> {
-        let at = self.holders.iter().position(|h| h.key == key).expect("a returning job holds a stack");
-        self.holders.remove(at);
-        let mut granted = Vec::new();
-        while self.free() && !self.waiters.is_empty() {
-            let w = self.waiters.remove(0);
-            let waited = now - w.since;
-            self.stats.longest_stack_wait = self.stats.longest_stack_wait.max(waited);
-            self.stats.total_stack_wait += waited;
-            self.take(w.holder);
-            granted.push(w.holder.key);
+    /// Takes `key`'s unit back into the free list; the unit.
+    pub(super) fn put(&mut self, key: JobKey) -> u32 {
+        let at = self.holders.iter().position(|(h, _)| h.key == key).expect("a returning job holds a unit");
+        let (_, unit) = self.holders.remove(at);
+        if self.capacity.is_some() {
+            self.free.push(unit);
         }
-        granted
+        unit
+    }
+
+    /// Hands a free unit to the first waiter, if both exist: the waiter and how long it waited.
+    pub(super) fn grant_next(&mut self, now: Nanos) -> Option<(StackHolder, Nanos)> {
+        if self.waiters.is_empty() || !self.has_free() {
+            return None;
+        }
+        let w = self.waiters.remove(0);
+        let waited = now - w.since;
+        self.counters.longest_wait = self.counters.longest_wait.max(waited);
+        self.counters.total_wait += waited;
+        self.get(w.holder).expect("a free unit");
+        Some((w.holder, waited))
+    }
+
+    /// A unit from the pool joins the cache (free).
+    pub(super) fn add_unit(&mut self, unit: u32) {
+        let c = self.capacity.as_mut().expect("a managed cache has a capacity");
+        *c += 1;
+        self.free.push(unit);
+    }
+
+    /// A free unit leaves the cache (for the pool), if there is one.
+    pub(super) fn remove_free_unit(&mut self) -> Option<u32> {
+        let unit = self.free.pop()?;
+        let c = self.capacity.as_mut().expect("a managed cache has a capacity");
+        *c -= 1;
+        Some(unit)
+    }
+
+    /// A unit just put back leaves the cache (for the pool).
+    pub(super) fn remove_unit(&mut self, unit: u32) {
+        let at = self.free.iter().rposition(|&u| u == unit).expect("the unit is free here");
+        self.free.remove(at);
+        let c = self.capacity.as_mut().expect("a managed cache has a capacity");
+        *c -= 1;
     }
 
     /// Takes `key` out of the queue (it was aborted while it waited).
@@ -119,30 +219,55 @@ impl StackPool {
 
     /// The holder a waiter depends on: the one of highest priority.
     pub(super) fn top_holder(&self) -> Option<JobKey> {
-        self.holders.iter().min_by_key(|h| (h.prio, h.seq)).map(|h| h.key)
+        self.holders.iter().min_by_key(|(h, _)| (h.prio, h.seq)).map(|(h, _)| h.key)
     }
 
-    pub(super) fn holders(&self) -> &[StackHolder] {
-        &self.holders
+    /// The unit `key` holds here, if any.
+    pub(super) fn holders_unit(&self, key: JobKey) -> Option<u32> {
+        self.holders.iter().find(|(h, _)| h.key == key).map(|&(_, u)| u)
+    }
+
+    pub(super) fn holders(&self) -> impl Iterator<Item = &StackHolder> + '_ {
+        self.holders.iter().map(|(h, _)| h)
+    }
+
+    pub(super) fn units(&self) -> impl Iterator<Item = u32> + '_ {
+        self.holders.iter().map(|&(_, u)| u).chain(self.free.iter().copied())
     }
 
     pub(super) fn waiters(&self) -> impl Iterator<Item = JobKey> + '_ {
         self.waiters.iter().map(|w| w.holder.key)
     }
 
+    pub(super) fn first_waiter(&self) -> Option<&StackWaiter> {
+        self.waiters.first()
+    }
+
+    pub(super) fn waiting(&self) -> u32 {
+        self.waiters.len() as u32
+    }
+
     pub(super) fn has_waiters(&self) -> bool {
         !self.waiters.is_empty()
     }
 
-    /// Never more holders than stacks, nobody holding twice, nobody waiting while one is free.
-    pub(super) fn check(&self) {
-        let name = &self.stats.name;
+    /// Starts a new window of used bits and contention figures.
+    pub(super) fn new_window(&mut self) {
+        self.touched.clear();
+        self.window_peak_demand = (self.holders.len() + self.waiters.len()) as u32;
+        self.window_blocks = 0;
+        self.window_blocked_sum = 0;
+    }
+
+    /// Never more holders than units, nobody holding twice, free plus held equal to the
+    /// capacity, nobody waiting while a unit is free.
+    pub(super) fn check(&self, name: &str) {
         if let Some(c) = self.capacity {
-            assert!(self.holders.len() as u64 <= u64::from(c), "component {name}: more invocations than stacks");
+            assert_eq!(self.holders.len() + self.free.len(), c as usize, "{name}: units held plus free differ from its units");
         }
-        for (i, h) in self.holders.iter().enumerate() {
-            assert!(self.holders[i + 1..].iter().all(|o| o.key != h.key), "component {name}: a job holds two of its stacks");
+        for (i, (h, _)) in self.holders.iter().enumerate() {
+            assert!(self.holders[i + 1..].iter().all(|(o, _)| o.key != h.key), "{name}: a job holds two of its units");
         }
-        assert!(self.waiters.is_empty() || !self.free(), "component {name}: a caller waits while a stack is free");
+        assert!(self.waiters.is_empty() || !self.has_free(), "{name}: a request waits while a unit is free");
     }
 }

@@ -31,7 +31,7 @@
 //!
 //! - A call draws whether it is made (its probability, from the job's own stream of draws)
 //!   and then enters the component: the job takes one of the component's stacks
-//!   ([`StackPool`]), runs the entry cost and the component's program, and on its end gives the
+//!   ([`UnitCache`]), runs the entry cost and the component's program, and on its end gives the
 //!   stack back and returns to the caller's next action. A call that finds no stack free waits
 //!   in the pool's queue (same order as a resource's); under `inherit` with a dependency link to
 //!   the holder of highest priority, as `pip` does, under `block` off every CPU. A call is a
@@ -41,7 +41,8 @@
 //! Only completed holds count towards `longest_hold`; a hold still open at the horizon does not.
 
 use super::components::calls_rng;
-use super::stacks::{StackHolder, StackPool};
+use super::stacks::{StackHolder, UnitCache};
+use super::tmem::{Manager, TmemResult};
 use super::waits::{OpenWait, WaitLog, WaitOn, WaitRecord};
 use crate::engine::{Context, JobInfo, Subsystem};
 use crate::program::{ComponentId, ResourceId, Step};
@@ -57,8 +58,12 @@ use serde::Serialize;
 /// What jobs held back by SRP wait on (no resource has this index).
 const SRP_GATE: ResourceId = ResourceId(u32::MAX);
 
-/// What a caller waiting for a stack of component `c` waits on: `ResourceId(STACKS + c)`.
-const STACKS: u32 = 1 << 31;
+/// What a request waiting for a unit of cache `i` (a component's stacks or cbufs) waits on:
+/// `ResourceId(CACHES + i)`.
+const CACHES: u32 = 1 << 31;
+
+/// The event tag of a run of TMEM's memory scheduler.
+const TMEM_RUN: u64 = 0;
 
 /// One resource's figures over a run.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -96,6 +101,8 @@ pub struct ResourceResult {
     pub waits: Vec<WaitRecord>,
     /// Waits that ended after `waits` was full.
     pub waits_left_out: u64,
+    /// TMEM's caches and pool, when the scenario declares `[tmem]`.
+    pub tmem: Option<TmemResult>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -145,8 +152,18 @@ struct JobRun {
     entering: Option<usize>,
     /// The entry cost of the innermost component is still to run.
     cost_due: bool,
-    /// The component whose stack the job waits for.
-    stack_waiting: Option<usize>,
+    /// The cache whose unit the job waits for.
+    cache_waiting: Option<usize>,
+    /// The cbuf each frame's invocation holds, parallel to `frames`.
+    frame_cbufs: Vec<Option<u32>>,
+    /// A cbuf the job passes into the component it is entering.
+    passing: Option<u32>,
+    /// CPU time due on entering, beyond the component's entry cost (mapping a passed cbuf).
+    extra_cost: Nanos,
+    /// What is left of a budgeted job's demand (`None`: the job has no budget).
+    budget_left: Option<Nanos>,
+    /// The budgeted job's whole demand, which shares are of.
+    budget: Nanos,
     /// The job's call draws, made on its first uncertain call.
     calls_rng: Option<SimRng>,
     /// Invocations per component (kept only when job calls are recorded).
@@ -187,7 +204,16 @@ pub struct ResourceSubsystem {
     waits_begun: u64,
     stats: Vec<ResourceStats>,
     components: Vec<ComponentSpec>,
-    pools: Vec<StackPool>,
+    /// Every component's stacks (cache `c` for component `c`), then the cbufs of those that
+    /// have some.
+    caches: Vec<UnitCache>,
+    /// The cache of each component's cbufs.
+    cbuf_cache: Vec<Option<usize>>,
+    /// The component of each cache, and how its requests wait.
+    cache_component: Vec<usize>,
+    cache_wait: Vec<StackWait>,
+    /// TMEM's manager, when the scenario declares `[tmem]`.
+    tmem: Option<Manager>,
     /// The engine's id of each component, given at start.
     component_ids: Vec<ComponentId>,
     seed: u64,
@@ -202,6 +228,16 @@ impl ResourceSubsystem {
     /// `check` verifies unit and stack counts and holder lists after every change, panicking
     /// on the first violation.
     pub fn new(scenario: &Scenario, check: bool) -> Option<Self> {
+        Self::with_memory_scheduler(scenario, check, None)
+    }
+
+    /// [`ResourceSubsystem::new`] with `policy` in place of the memory scheduler `[tmem]`
+    /// names (for schedulers built in code, such as test probes).
+    pub fn with_memory_scheduler(
+        scenario: &Scenario,
+        check: bool,
+        policy: Option<Box<dyn critmem_policy::tmem::MemoryScheduler>>,
+    ) -> Option<Self> {
         if scenario.tasks.iter().all(|t| t.program.is_none()) && scenario.components.is_empty() {
             return None;
         }
@@ -222,6 +258,7 @@ impl ResourceSubsystem {
                     .collect()
             })
             .collect();
+        let layout = super::tmem::CacheLayout::new(scenario, policy);
         let stats = scenario
             .resources
             .iter()
@@ -243,19 +280,11 @@ impl ResourceSubsystem {
             waits_begun: 0,
             stats,
             components: scenario.components.clone(),
-            pools: scenario
-                .components
-                .iter()
-                .map(|c| {
-                    let stats = ComponentStats {
-                        name: c.name.clone(),
-                        stacks: c.stacks,
-                        stack_wait: c.stack_wait.as_str(),
-                        ..ComponentStats::default()
-                    };
-                    StackPool::new(c.stacks, stats)
-                })
-                .collect(),
+            caches: layout.caches,
+            cbuf_cache: layout.cbuf_cache,
+            cache_component: layout.cache_component,
+            cache_wait: layout.cache_wait,
+            tmem: layout.manager,
             component_ids: Vec::new(),
             seed: scenario.seed,
             record_calls: false,
@@ -293,6 +322,7 @@ impl ResourceSubsystem {
         self.waits.close(task, index, open, end, |on| match on {
             WaitOn::Resource(r) | WaitOn::Gate(Some(r)) => specs[r].name.clone(),
             WaitOn::Stack(c) => format!("stack:{}", components[c].name),
+            WaitOn::Cbuf(c) => format!("cbuf:{}", components[c].name),
             WaitOn::Gate(None) => "srp".to_string(),
         });
     }
@@ -349,7 +379,7 @@ impl ResourceSubsystem {
 
     fn holder(&self, key: JobKey) -> StackHolder {
         let run = self.jobs[key as usize].as_ref().expect("a job this subsystem took over");
-        StackHolder { key, seq: run.seq, prio: run.prio }
+        StackHolder { key, seq: run.seq, prio: run.prio, task: run.task }
     }
 
     /// Whether the job makes a call of `probability`, drawn from its own stream.
@@ -365,49 +395,148 @@ impl ResourceSubsystem {
     fn enter(&mut self, key: JobKey, c: usize) {
         let run = self.run(key);
         run.frames.push((c, run.pc));
+        run.frame_cbufs.push(None);
         run.pc = 0;
         run.cost_due = true;
         if let Some(n) = run.calls.get_mut(c) {
             *n += 1;
         }
+        if let Some(unit) = run.passing.take() {
+            let fresh = self.tmem.as_mut().is_some_and(|m| m.map_cbuf(unit, c));
+            if fresh {
+                let cost = self.tmem.as_ref().map_or(Nanos::ZERO, |m| m.spec.cbuf_map_cost);
+                self.run(key).extra_cost = cost;
+            }
+        }
     }
 
-    /// Starts waiting for a stack of `c` and gives the step that waits.
-    fn wait_stack(&mut self, cx: &mut Context<'_>, key: JobKey, c: usize) -> Step {
+    /// Starts waiting for a unit of cache `id` and gives the step that waits.
+    fn wait_unit(&mut self, cx: &mut Context<'_>, key: JobKey, id: usize) -> Step {
         let holder = self.holder(key);
-        self.run(key).stack_waiting = Some(c);
-        self.begin_wait(key, WaitOn::Stack(c), cx.now());
-        self.pools[c].wait(holder, cx.now());
-        self.relink_stacks(cx, c);
-        Step::Block(ResourceId(STACKS + c as u32))
+        self.run(key).cache_waiting = Some(id);
+        let c = self.cache_component[id];
+        let on = if id < self.components.len() { WaitOn::Stack(c) } else { WaitOn::Cbuf(c) };
+        self.begin_wait(key, on, cx.now());
+        self.caches[id].wait(holder, cx.now());
+        self.relink_cache(cx, id);
+        Step::Block(ResourceId(CACHES + id as u32))
     }
 
-    /// Gives back `key`'s stack of `c`, lets the callers granted one enter, and points the
-    /// links (or donors) of those still waiting at the holders; whether any was granted.
-    fn put_stack(&mut self, cx: &mut Context<'_>, key: JobKey, c: usize) -> bool {
-        let granted = self.pools[c].put(key, cx.now());
-        for &w in &granted {
-            self.end_wait(w, cx.now());
-            self.run(w).stack_waiting = None;
-            self.enter(w, c);
-            self.run(w).entering = Some(c);
-            cx.wake(w);
+    /// A unit of cache `id` for `key` now if one is free or the cache may grow into the pool.
+    fn try_get(&mut self, key: JobKey, id: usize) -> Option<u32> {
+        let holder = self.holder(key);
+        if !self.caches[id].has_free() {
+            let (Some(m), cache) = (self.tmem.as_mut(), &mut self.caches[id]) else { return None };
+            let i = m.index(id)?;
+            if !m.grow(i, cache) {
+                return None;
+            }
+            self.note_allocated();
         }
-        if self.pools[c].has_waiters() || !granted.is_empty() {
-            self.relink_stacks(cx, c);
-        }
-        !granted.is_empty()
+        self.caches[id].get(holder)
     }
 
-    fn relink_stacks(&mut self, cx: &mut Context<'_>, c: usize) {
-        if self.components[c].stack_wait == StackWait::Inherit && !self.donor_mode {
-            let top = self.pools[c].top_holder();
-            for w in self.pools[c].waiters() {
+    fn note_allocated(&mut self) {
+        if let Some(m) = self.tmem.as_mut() {
+            let total = m.caches.iter().map(|&i| self.caches[i].allocated()).sum();
+            m.note_total_allocated(total);
+        }
+    }
+
+    /// Gives back `key`'s unit of cache `id`: it serves the cache's waiters, or, while the
+    /// cache holds more than TMEM's δ, goes to the pool for the caches waiting to grow. Points
+    /// the links (or donors) of those still waiting at the holders; whether any was granted.
+    fn put_unit(&mut self, cx: &mut Context<'_>, key: JobKey, id: usize) -> bool {
+        let unit = self.caches[id].put(key);
+        let to_pool = match (self.tmem.as_mut(), &mut self.caches[id]) {
+            (Some(m), cache) => m.index(id).is_some_and(|i| m.after_put(i, cache, unit)),
+            _ => false,
+        };
+        let mut granted = if to_pool { self.serve_pool(cx) } else { false };
+        while let Some((w, waited)) = self.caches[id].grant_next(cx.now()) {
+            self.granted(cx, id, w, waited);
+            granted = true;
+        }
+        if self.caches[id].has_waiters() || granted {
+            self.relink_cache(cx, id);
+        }
+        granted
+    }
+
+    /// Lets managed caches with waiters grow from the pool, the one whose first waiter has
+    /// the highest priority first; whether any request was granted.
+    fn serve_pool(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut granted = false;
+        loop {
+            let Some(m) = self.tmem.as_ref() else { return granted };
+            if !m.pool_has_units() {
+                return granted;
+            }
+            let next = m
+                .caches
+                .iter()
+                .enumerate()
+                .filter(|&(i, &id)| m.may_grow(i, &self.caches[id]))
+                .filter_map(|(i, &id)| self.caches[id].first_waiter().map(|w| ((w.holder.prio, w.holder.seq), i, id)))
+                .min();
+            let Some((_, i, id)) = next else { return granted };
+            let m = self.tmem.as_mut().expect("checked");
+            m.grow(i, &mut self.caches[id]);
+            self.note_allocated();
+            let (w, waited) = self.caches[id].grant_next(cx.now()).expect("a waiter and a free unit");
+            self.granted(cx, id, w, waited);
+            self.relink_cache(cx, id);
+            granted = true;
+        }
+    }
+
+    /// `w`'s wait for a unit of cache `id` ended in a grant after `waited`: a stack lets it
+    /// enter on its next step, a cbuf is its invocation's from now.
+    fn granted(&mut self, cx: &mut Context<'_>, id: usize, w: StackHolder, waited: Nanos) {
+        self.end_wait(w.key, cx.now());
+        if let Some(m) = self.tmem.as_mut() {
+            if let Some(i) = m.index(id) {
+                m.note_block(i, w.task, waited);
+            }
+        }
+        let run = self.run(w.key);
+        run.cache_waiting = None;
+        if id < self.components.len() {
+            self.enter(w.key, id);
+            self.run(w.key).entering = Some(id);
+        } else {
+            let unit = self.caches[id].holders_unit(w.key).expect("just granted");
+            let run = self.run(w.key);
+            *run.frame_cbufs.last_mut().expect("a cbuf is taken inside an invocation") = Some(unit);
+            run.pc += 1;
+        }
+        cx.wake(w.key);
+    }
+
+    fn relink_cache(&mut self, cx: &mut Context<'_>, id: usize) {
+        if self.cache_wait[id] == StackWait::Inherit && !self.donor_mode {
+            let top = self.caches[id].top_holder();
+            for w in self.caches[id].waiters() {
                 cx.depend(w, top);
             }
         }
         if self.donor_mode {
             self.update_donors(cx);
+        }
+    }
+
+    /// A run of TMEM's memory scheduler, then the caches it let grow serve their waiters.
+    fn run_memory_scheduler(&mut self, cx: &mut Context<'_>) {
+        let Some(m) = self.tmem.as_mut() else { return };
+        m.run(cx.now(), &mut self.caches);
+        let period = m.spec.period;
+        self.serve_pool(cx);
+        let m = self.tmem.as_mut().expect("checked");
+        let (allocated, in_use) = m.caches.iter().fold((0, 0), |(a, u), &i| (a + self.caches[i].allocated(), u + self.caches[i].held()));
+        m.record_point(cx.now(), allocated, in_use);
+        cx.schedule(cx.now() + period, TMEM_RUN);
+        if self.check {
+            self.check_invariants();
         }
     }
 
@@ -600,9 +729,9 @@ impl ResourceSubsystem {
                 waits.push((st.waiters.iter().map(|w| w.key).collect(), st.holders.iter().map(|h| (h.key, h.prio)).collect()));
             }
         }
-        for (c, pool) in self.pools.iter().enumerate() {
-            if self.components[c].stack_wait == StackWait::Inherit && pool.has_waiters() {
-                waits.push((pool.waiters().collect(), pool.holders().iter().map(|h| (h.key, h.prio)).collect()));
+        for (id, cache) in self.caches.iter().enumerate() {
+            if self.cache_wait[id] == StackWait::Inherit && cache.has_waiters() {
+                waits.push((cache.waiters().collect(), cache.holders().map(|h| (h.key, h.prio)).collect()));
             }
         }
         // Best (priority, source job) reaching each job.
@@ -660,14 +789,27 @@ impl ResourceSubsystem {
     /// Unit counts add up and no holder list names a job twice; no component has more
     /// invocations than stacks, and a job holds a stack exactly of the components it is in.
     fn check_invariants(&self) {
-        for pool in &self.pools {
-            pool.check();
+        for (id, cache) in self.caches.iter().enumerate() {
+            cache.check(&self.components[self.cache_component[id]].name);
+        }
+        if let Some(m) = &self.tmem {
+            m.check(&self.caches);
         }
         for (k, run) in self.jobs.iter().enumerate().filter_map(|(k, r)| r.as_ref().map(|r| (k as JobKey, r))) {
-            for (c, pool) in self.pools.iter().enumerate() {
-                let holds = pool.holders().iter().any(|h| h.key == k);
+            for (c, cache) in self.caches.iter().enumerate().take(self.components.len()) {
+                let holds = cache.holders().any(|h| h.key == k);
                 let inside = run.frames.iter().any(|&(f, _)| f == c);
                 assert_eq!(holds, inside, "job {} and component {}: a stack held outside an invocation", run.seq, self.components[c].name);
+            }
+            for (f, &(c, _)) in run.frames.iter().enumerate() {
+                if let Some(id) = self.cbuf_cache[c] {
+                    let holds = self.caches[id].holders_unit(k);
+                    assert_eq!(
+                        holds, run.frame_cbufs[f],
+                        "job {} and component {}: a cbuf held outside its invocation",
+                        run.seq, self.components[c].name
+                    );
+                }
             }
         }
         for (r, st) in self.state.iter().enumerate() {
@@ -685,6 +827,66 @@ impl ResourceSubsystem {
         let granted = self.grant_waiters(cx, r);
         let started = self.has_srp && self.release_gated(cx);
         granted || started
+    }
+
+    /// Takes `want` from a budgeted job's budget, as much as is left; the time to compute.
+    fn spend(&mut self, key: JobKey, want: Nanos) -> Nanos {
+        let run = self.run(key);
+        match run.budget_left.as_mut() {
+            None => want,
+            Some(left) => {
+                let take = want.min(*left);
+                *left -= take;
+                take
+            }
+        }
+    }
+
+    /// Whether the job's budget is spent (a job without one never is).
+    fn spent(&self, key: JobKey) -> bool {
+        self.jobs[key as usize].as_ref().is_some_and(|r| r.budget_left == Some(Nanos::ZERO))
+    }
+
+    /// The component a call of choice set `set` of the current program goes to: one draw from
+    /// the job's stream, the first option whose cumulative chance exceeds it.
+    fn choose(&mut self, key: JobKey, set: usize) -> usize {
+        let run = self.jobs[key as usize].as_ref().expect("a job this subsystem took over");
+        let options: Vec<(usize, f64)> = {
+            let program = match run.frames.last() {
+                Some(&(c, _)) => &self.components[c].program,
+                None => self.program(run.task).expect("a job with a program"),
+            };
+            program.choices[set].iter().map(|c| (c.component, c.probability.get())).collect()
+        };
+        if options.len() == 1 {
+            return options[0].0;
+        }
+        let seed = self.seed;
+        let run = self.run(key);
+        let (task, index) = (run.task, run.index);
+        let rng = run.calls_rng.get_or_insert_with(|| calls_rng(seed, task, index));
+        let u: f64 = rand::Rng::random(rng);
+        let mut acc = 0.0;
+        for &(c, p) in &options {
+            acc += p;
+            if u < acc {
+                return c;
+            }
+        }
+        options.iter().rev().find(|&&(_, p)| p > 0.0).expect("some option has a chance").0
+    }
+
+    /// Enters `component` now if a stack is free (or its cache may grow), else waits for one.
+    fn call(&mut self, cx: &mut Context<'_>, key: JobKey, component: usize, running: bool) -> Step {
+        if self.try_get(key, component).is_none() {
+            return self.wait_unit(cx, key, component);
+        }
+        self.enter(key, component);
+        if self.check {
+            self.check_invariants();
+        }
+        self.run(key).decided = running;
+        Step::Invoke(self.component_ids[component])
     }
 
     /// A decision point before the next action: the job goes on once it runs after it.
@@ -710,6 +912,7 @@ impl Subsystem for ResourceSubsystem {
         }
         let prio = self.prio(job);
         let calls = if self.record_calls && has_program { vec![0; self.components.len()] } else { Vec::new() };
+        let budgeted = self.tasks[job.task].program.as_ref().is_some_and(|p| p.budgeted);
         self.jobs[k] = Some(JobRun {
             seq: job.seq,
             task: job.task,
@@ -719,7 +922,12 @@ impl Subsystem for ResourceSubsystem {
             frames: Vec::new(),
             entering: None,
             cost_due: false,
-            stack_waiting: None,
+            cache_waiting: None,
+            frame_cbufs: Vec::new(),
+            passing: None,
+            extra_cost: Nanos::ZERO,
+            budget_left: budgeted.then_some(job.demand),
+            budget: job.demand,
             calls_rng: None,
             calls,
             plain: !has_program,
@@ -763,7 +971,8 @@ impl Subsystem for ResourceSubsystem {
             }
             if std::mem::take(&mut run.cost_due) {
                 let &(c, _) = run.frames.last().expect("a job that entered is in a component");
-                let cost = self.components[c].invocation_cost;
+                let cost = self.components[c].invocation_cost + std::mem::take(&mut self.run(key).extra_cost);
+                let cost = self.spend(key, cost);
                 if cost > Nanos::ZERO {
                     return Step::Compute(cost);
                 }
@@ -775,8 +984,15 @@ impl Subsystem for ResourceSubsystem {
                     return self.yield_now(key);
                 }
                 run.frames.pop();
+                let cbuf = run.frame_cbufs.pop().flatten();
                 run.pc = back;
-                if self.put_stack(cx, key, c) {
+                if cbuf.is_some() {
+                    let id = self.cbuf_cache[c].expect("a cbuf of a component with cbufs");
+                    if self.put_unit(cx, key, id) {
+                        running = false;
+                    }
+                }
+                if self.put_unit(cx, key, c) {
                     running = false;
                 }
                 if self.check {
@@ -787,13 +1003,34 @@ impl Subsystem for ResourceSubsystem {
             };
             // An unlock is the end of the compute before it, so it needs no decision first:
             // a job ending with one completes when its compute does.
-            if !running && matches!(action, Action::Lock { .. } | Action::Call { .. }) {
+            if !running && matches!(action, Action::Lock { .. } | Action::Call { .. } | Action::CallOneOf { .. } | Action::CbufAlloc) {
                 return self.yield_now(key);
             }
             match action {
                 Action::Compute(c) => {
                     self.run(key).pc += 1;
-                    return Step::Compute(c);
+                    let c = self.spend(key, c);
+                    if c > Nanos::ZERO {
+                        return Step::Compute(c);
+                    }
+                }
+                Action::ComputeShare(ppm) => {
+                    let run = self.run(key);
+                    run.pc += 1;
+                    let share = Nanos((u128::from(run.budget.0) * u128::from(ppm) / 1_000_000) as u64);
+                    let c = self.spend(key, share);
+                    if c > Nanos::ZERO {
+                        return Step::Compute(c);
+                    }
+                }
+                Action::ComputeRest => {
+                    let run = self.run(key);
+                    run.pc += 1;
+                    let rest = run.budget_left.unwrap_or(Nanos::ZERO);
+                    let c = self.spend(key, rest);
+                    if c > Nanos::ZERO {
+                        return Step::Compute(c);
+                    }
                 }
                 Action::Lock { resource, units } => {
                     if self.take_up_pending(key, resource) {
@@ -817,17 +1054,47 @@ impl Subsystem for ResourceSubsystem {
                 }
                 Action::Call { component, probability } => {
                     self.run(key).pc += 1;
-                    if self.draw(key, probability) {
-                        let holder = self.holder(key);
-                        if !self.pools[component].get(holder) {
-                            return self.wait_stack(cx, key, component);
+                    if self.draw(key, probability) && !self.spent(key) {
+                        return self.call(cx, key, component, running);
+                    }
+                }
+                Action::CallOneOf { set, pass_cbuf } => {
+                    self.run(key).pc += 1;
+                    let component = self.choose(key, set);
+                    if !self.spent(key) {
+                        if pass_cbuf {
+                            let run = self.run(key);
+                            run.passing = run.frame_cbufs.last().copied().flatten();
                         }
-                        self.enter(key, component);
-                        if self.check {
-                            self.check_invariants();
+                        return self.call(cx, key, component, running);
+                    }
+                }
+                Action::CbufAlloc => {
+                    let &(c, _) = self.run(key).frames.last().expect("cbufs are taken inside an invocation");
+                    if self.spent(key) {
+                        // A job whose budget is spent unwinds without taking more memory.
+                        self.run(key).pc += 1;
+                    } else {
+                        let id = self.cbuf_cache[c].expect("the loader checks cbufs are declared");
+                        match self.try_get(key, id) {
+                            Some(unit) => {
+                                let run = self.run(key);
+                                *run.frame_cbufs.last_mut().expect("in an invocation") = Some(unit);
+                                run.pc += 1;
+                            }
+                            None => return self.wait_unit(cx, key, id),
                         }
-                        self.run(key).decided = running;
-                        return Step::Invoke(self.component_ids[component]);
+                    }
+                }
+                Action::CbufFree => {
+                    let run = self.run(key);
+                    run.pc += 1;
+                    let &(c, _) = run.frames.last().expect("cbufs are freed inside an invocation");
+                    if run.frame_cbufs.last_mut().expect("in an invocation").take().is_some() {
+                        let id = self.cbuf_cache[c].expect("a cbuf of a component with cbufs");
+                        if self.put_unit(cx, key, id) {
+                            running = false;
+                        }
                     }
                 }
             }
@@ -837,14 +1104,19 @@ impl Subsystem for ResourceSubsystem {
         }
     }
 
-    fn on_end(&mut self, cx: &mut Context<'_>, job: &JobInfo, _outcome: Outcome, _task_idle: bool) {
+    fn on_end(&mut self, cx: &mut Context<'_>, job: &JobInfo, outcome: Outcome, _task_idle: bool) {
         let Some(run) = self.jobs.get_mut(job.key as usize).and_then(Option::take) else { return };
         self.gated.retain(|&(_, k)| k != job.key);
         if let Some(r) = run.waiting {
             self.state[r].waiters.retain(|w| w.key != job.key);
         }
-        if let Some(c) = run.stack_waiting {
-            self.pools[c].leave_queue(job.key);
+        if let Some(id) = run.cache_waiting {
+            self.caches[id].leave_queue(job.key);
+        }
+        if outcome == Outcome::Completed {
+            if let Some(m) = self.tmem.as_mut() {
+                m.job_completed(run.task, cx.now(), job.abs_deadline);
+            }
         }
         // A job ended while it waited (aborted): its wait ends with it.
         if let Some(open) = run.open_wait {
@@ -858,6 +1130,7 @@ impl Subsystem for ResourceSubsystem {
             }
         }
         let frames = run.frames.clone();
+        let cbufs = run.frame_cbufs.clone();
         // An aborted holder gives its units back, so no one waits on it forever.
         let held = run.held.clone();
         self.jobs[job.key as usize] = Some(run);
@@ -868,9 +1141,13 @@ impl Subsystem for ResourceSubsystem {
         for r in held {
             self.grant_waiters(cx, r);
         }
-        // An aborted caller gives back the stacks of the components it is in, innermost first.
-        for &(c, _) in frames.iter().rev() {
-            self.put_stack(cx, job.key, c);
+        // An aborted caller gives back the cbufs and stacks of the components it is in,
+        // innermost first.
+        for (&(c, _), cbuf) in frames.iter().zip(&cbufs).rev() {
+            if cbuf.is_some() {
+                self.put_unit(cx, job.key, self.cbuf_cache[c].expect("a cbuf of a component with cbufs"));
+            }
+            self.put_unit(cx, job.key, c);
         }
         if self.donor_mode {
             self.update_donors(cx);
@@ -889,6 +1166,15 @@ impl Subsystem for ResourceSubsystem {
 
     fn start(&mut self, cx: &mut Context<'_>) {
         self.component_ids = self.components.iter().map(|_| cx.add_component()).collect();
+        if self.tmem.is_some() {
+            self.run_memory_scheduler(cx);
+        }
+    }
+
+    fn on_event(&mut self, cx: &mut Context<'_>, tag: u64) {
+        if tag == TMEM_RUN {
+            self.run_memory_scheduler(cx);
+        }
     }
 
     fn finish(mut self: Box<Self>, horizon: Nanos, result: &mut SimResult) {
@@ -904,7 +1190,23 @@ impl Subsystem for ResourceSubsystem {
         }
         result.resources = Some(ResourceResult {
             resources: self.stats,
-            components: self.pools.into_iter().map(|p| p.stats).collect(),
+            components: self
+                .components
+                .iter()
+                .zip(&self.caches)
+                .zip(&self.cache_wait)
+                .map(|((c, cache), wait)| ComponentStats {
+                    name: c.name.clone(),
+                    stacks: c.stacks,
+                    stack_wait: wait.as_str(),
+                    invocations: cache.counters.gets,
+                    peak_concurrent_invocations: cache.counters.peak_held,
+                    stack_waits: cache.counters.waits,
+                    longest_stack_wait: cache.counters.longest_wait,
+                    total_stack_wait: cache.counters.total_wait,
+                })
+                .collect(),
+            tmem: self.tmem.map(|m| m.finish(&self.caches)),
             job_calls: self.job_calls,
             job_calls_left_out: self.job_calls_left_out,
             waits: self.waits.waits,

@@ -11,7 +11,8 @@ pub struct WaitRecord {
     pub task: u32,
     /// 0-based index among the task's released jobs (as [`crate::result::JobRecord::index`]).
     pub index: u64,
-    /// The resource's name; `stack:NAME` for a stack of component NAME; for an SRP hold-back
+    /// The resource's name; `stack:NAME` for a stack of component NAME, `cbuf:NAME` for one
+    /// of its cbufs; for an SRP hold-back
     /// the resource whose ceiling held the job back, or `srp` when only a held-back job of
     /// higher priority on its CPU did.
     pub resource: String,
@@ -25,6 +26,8 @@ pub struct WaitRecord {
 pub(super) enum WaitOn {
     Resource(usize),
     Stack(usize),
+    /// A cbuf of the component.
+    Cbuf(usize),
     /// SRP's start check, with the resource whose ceiling held the job back, if one did.
     Gate(Option<usize>),
 }

@@ -30,7 +30,13 @@ fn micros(cx: &Ctx, key: &str, us: f64) -> Result<Nanos, ScenarioError> {
 }
 
 /// Every `[[component]]`, in file order.
-pub(super) fn validate_components(cx: &Ctx, raw: &RawScenario, resources: &[ResourceSpec]) -> Result<Components, ScenarioError> {
+/// `default_wait`: `[tmem]`'s wait, for components that give none.
+pub(super) fn validate_components(
+    cx: &Ctx,
+    raw: &RawScenario,
+    resources: &[ResourceSpec],
+    default_wait: Option<StackWait>,
+) -> Result<Components, ScenarioError> {
     let default_cost = match raw.components.as_ref().and_then(|c| c.invocation_cost_us) {
         Some(us) => micros(cx, "components.invocation_cost_us", us)?,
         None => Nanos::ZERO,
@@ -53,18 +59,27 @@ pub(super) fn validate_components(cx: &Ctx, raw: &RawScenario, resources: &[Reso
             Some(n) if (1..=MAX_STACKS).contains(&n) => Some(n as u32),
             Some(n) => return Err(cx.err(k("stacks"), format!("must be between 1 and {MAX_STACKS} (got {n})"))),
         };
-        if c.stack_wait.is_some() && stacks.is_none() {
-            return Err(cx.err(k("stack_wait"), "applies only with stacks (without them every invocation gets its own)"));
+        if c.stack_wait.is_some() && stacks.is_none() && c.cbufs.is_none() {
+            return Err(cx.err(k("stack_wait"), "applies only with stacks or cbufs (without them every invocation gets its own)"));
         }
         let invocation_cost = match c.invocation_cost_us {
             Some(us) => micros(cx, &k("invocation_cost_us"), us)?,
             None => default_cost,
         };
+        let cbufs = match c.cbufs {
+            None => None,
+            Some(n) if (1..=MAX_STACKS).contains(&n) => Some(n as u32),
+            Some(n) => return Err(cx.err(k("cbufs"), format!("must be between 1 and {MAX_STACKS} (got {n})"))),
+        };
         let program = parse_program(cx, &k("program"), &c.program, resources, &names, ProgramOf::Component)?;
+        if cbufs.is_none() && program.actions.contains(&Action::CbufAlloc) {
+            return Err(cx.err(k("cbufs"), "missing: the program allocates cbufs, so give the component some (cbufs = 1)"));
+        }
         specs.push(ComponentSpec {
             name: c.name.clone(),
             stacks,
-            stack_wait: c.stack_wait.unwrap_or(StackWait::Inherit),
+            stack_wait: c.stack_wait.or(default_wait).unwrap_or(StackWait::Inherit),
+            cbufs,
             invocation_cost,
             program,
         });
@@ -78,7 +93,12 @@ pub(super) fn validate_components(cx: &Ctx, raw: &RawScenario, resources: &[Reso
 /// Calls between components must not form a cycle (a call of any probability counts).
 fn check_call_graph(cx: &Ctx, specs: &[ComponentSpec]) -> Result<(), ScenarioError> {
     let callees = |c: usize| {
-        specs[c].program.actions.iter().filter_map(|a| if let Action::Call { component, .. } = *a { Some(component) } else { None })
+        let p = &specs[c].program;
+        p.actions.iter().flat_map(move |a| match *a {
+            Action::Call { component, .. } => vec![component],
+            Action::CallOneOf { set, .. } => p.choices[set].iter().map(|ch| ch.component).collect(),
+            _ => Vec::new(),
+        })
     };
     // 0 unvisited, 1 on the current path, 2 done; an explicit stack of (component, next callee).
     let mut mark = vec![0u8; specs.len()];

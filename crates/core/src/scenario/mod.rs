@@ -21,6 +21,7 @@ mod server_policies;
 mod tasks;
 #[cfg(test)]
 mod tests;
+mod tmem;
 mod warnings;
 
 pub use crate::task::TaskCommand;
@@ -57,6 +58,8 @@ pub struct Scenario {
     pub hierarchy: Option<Hierarchy>,
     /// Components the programs call, in file order (`[[component]]`).
     pub components: Vec<ComponentSpec>,
+    /// TMEM's memory scheduler over the components' stacks and cbufs (`[tmem]`).
+    pub tmem: Option<crate::resources::TmemSpec>,
     /// What the file allows but rarely means, one line each naming the key (shown on stderr).
     pub warnings: Vec<String>,
 }
@@ -118,7 +121,8 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
     let cpus = machine::validate_cpus(&cx, &raw)?;
     let (raw_scheduler, kind) = machine::validate_kind(&cx, &raw, cpus)?;
     let resources = resources::validate_resources(&cx, &raw.resource)?;
-    let components = components::validate_components(&cx, &raw, &resources)?;
+    let tmem_wait = raw.tmem.as_ref().and_then(|t| t.wait);
+    let components = components::validate_components(&cx, &raw, &resources, tmem_wait)?;
     let mut tasks = tasks::validate_tasks(
         &cx,
         &raw.task,
@@ -150,6 +154,7 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
         return Err(cx.err("group", "memory-limited groups need a [memory] section"));
     }
     let control = control::validate_control(&cx, &raw, memory.as_ref(), horizon)?;
+    let tmem = tmem::validate_tmem(&cx, &raw, horizon)?;
     for (i, (task, rt)) in tasks.iter_mut().zip(&raw.task).enumerate() {
         task.command = tasks::validate_command(&cx, i, rt)?;
     }
@@ -172,6 +177,7 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
         resources,
         hierarchy,
         components,
+        tmem,
         warnings,
     })
 }

@@ -35,6 +35,7 @@ pub(super) struct RawScenario {
     #[serde(default)]
     pub(super) resource: Vec<RawResource>,
     pub(super) components: Option<RawComponents>,
+    pub(super) tmem: Option<RawTmem>,
     #[serde(default)]
     pub(super) component: Vec<RawComponent>,
 }
@@ -169,6 +170,8 @@ pub(super) struct RawTask {
     pub(super) deadline_ms: Option<f64>,
     #[serde(default)]
     pub(super) offset_ms: f64,
+    /// No release at or after this time.
+    pub(super) stop_ms: Option<f64>,
     pub(super) priority: Option<i64>,
     #[serde(default, deserialize_with = "some_choice")]
     #[schemars(schema_with = "some_choice_schema::<Criticality>")]
@@ -208,8 +211,10 @@ pub(super) struct RawResource {
     pub(super) protocol: Option<Protocol>,
 }
 
-/// One entry of `program = [...]`: exactly one of `compute_ms`, `lock` (with optional
-/// `units`), `unlock` and `call` (with optional `probability`).
+/// One entry of `program = [...]`: exactly one of `compute_ms`, `compute_share`,
+/// `compute_rest`, `lock` (with optional `units`), `unlock`, `call` (with optional
+/// `probability` and `pass_cbuf`), `call_one_of` (with optional `weights` and `pass_cbuf`) and
+/// `cbuf` (`"alloc"` or `"free"`).
 #[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "Action")]
@@ -220,9 +225,44 @@ pub(super) struct RawAction {
     pub(super) unlock: Option<String>,
     pub(super) call: Option<String>,
     pub(super) probability: Option<f64>,
+    pub(super) compute_share: Option<f64>,
+    pub(super) compute_rest: Option<bool>,
+    pub(super) call_one_of: Option<Vec<String>>,
+    pub(super) weights: Option<Vec<f64>>,
+    pub(super) pass_cbuf: Option<bool>,
+    #[serde(default, deserialize_with = "some_choice")]
+    #[schemars(schema_with = "some_choice_schema::<CbufStep>")]
+    pub(super) cbuf: Option<CbufStep>,
+}
+
+/// `cbuf = "alloc"` or `"free"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum CbufStep {
+    Alloc,
+    Free,
+}
+
+impl Choice for CbufStep {
+    const NOUN: &'static str = "cbuf step";
+    const NAMES: &'static [&'static str] = &["alloc", "free"];
 }
 
 // Components ------------------------------------------------------------------------------
+
+/// `[tmem]`: TMEM's memory scheduler over the components' stacks and cbufs.
+#[derive(Deserialize, JsonSchema, Debug)]
+#[serde(deny_unknown_fields)]
+#[schemars(rename = "Tmem")]
+pub(super) struct RawTmem {
+    pub(super) policy: Option<String>,
+    #[serde(default, deserialize_with = "some_choice")]
+    #[schemars(schema_with = "some_choice_schema::<StackWait>")]
+    pub(super) wait: Option<StackWait>,
+    pub(super) units_above_min: Option<i64>,
+    pub(super) period_ms: Option<f64>,
+    pub(super) cbuf_map_us: Option<f64>,
+}
 
 /// `[components]`: what every component shares unless it says otherwise.
 #[derive(Deserialize, JsonSchema, Debug)]
@@ -242,6 +282,7 @@ pub(super) struct RawComponent {
     #[serde(default, deserialize_with = "some_choice")]
     #[schemars(schema_with = "some_choice_schema::<StackWait>")]
     pub(super) stack_wait: Option<StackWait>,
+    pub(super) cbufs: Option<i64>,
     pub(super) invocation_cost_us: Option<f64>,
     #[serde(default)]
     pub(super) program: Vec<RawAction>,
@@ -788,6 +829,7 @@ mod tests {
         names_are_serdes::<ServerKind>();
         names_are_serdes::<ServerPolicy>();
         names_are_serdes::<StackWait>();
+        names_are_serdes::<CbufStep>();
         assert_eq!(or_list(&["a"]), "a");
         assert_eq!(or_list(&["a", "b", "c"]), "a, b or c");
     }

@@ -5,8 +5,8 @@
 use super::components::Components;
 use super::error::{Ctx, ScenarioError};
 use super::machine::SchedulerKind;
-use super::raw::{RawAction, RawResource, RawScenario};
-use crate::resources::{Action, CallProbability, ComponentSpec, Protocol, ResourceSpec, TaskProgram};
+use super::raw::{CbufStep, RawAction, RawResource, RawScenario};
+use crate::resources::{Action, CallChoice, CallProbability, ComponentSpec, Protocol, ResourceSpec, TaskProgram};
 use crate::task::TaskSpec;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -49,13 +49,25 @@ pub(super) fn validate_program(
     raw: &[RawAction],
     resources: &[ResourceSpec],
     components: &Components,
+    budgeted: bool,
 ) -> Result<TaskProgram, ScenarioError> {
     let key = format!("task[{i}].program");
     if raw.is_empty() {
         return Err(cx.err(&key, "must list at least one step"));
     }
-    let program = parse_program(cx, &key, raw, resources, &components.names(), ProgramOf::Task)?;
+    let mut program = parse_program(cx, &key, raw, resources, &components.names(), ProgramOf::Task)?;
+    program.budgeted = budgeted;
+    let reached = program.reachable_components(&components.specs);
+    let uses_budget = program.uses_budget() || components.specs.iter().zip(&reached).any(|(c, &r)| r && c.program.uses_budget());
+    if uses_budget && !budgeted {
+        return Err(cx.err(
+            &key,
+            "takes shares of the job's budget (compute_share or compute_rest, here or in a component it calls); give the budget with wcet_ms",
+        ));
+    }
     match program.worst_case_compute(&components.invocations) {
+        // A budgeted job's demand is its wcet, whatever the program's fixed compute.
+        _ if budgeted => Ok(program),
         Some(t) if t.0 > 0 => Ok(program),
         Some(_) => Err(cx.err(&key, "must compute for some time (give at least one compute_ms step)")),
         None => Err(cx.err(&key, "its worst-case compute, calls included, exceeds 2^64 ns")),
@@ -82,14 +94,25 @@ pub(super) fn parse_program(
             cx.err(k, format!("unknown resource {name:?} ({known})"))
         })
     };
+    // Whether the invocation holds a cbuf at this point of the program.
+    let mut cbuf_held = false;
+    let mut choices: Vec<Vec<CallChoice>> = Vec::new();
     for (j, a) in raw.iter().enumerate() {
         let k = |field: &str| format!("{key}[{j}].{field}");
         let given = usize::from(a.compute_ms.is_some())
+            + usize::from(a.compute_share.is_some())
+            + usize::from(a.compute_rest.is_some())
             + usize::from(a.lock.is_some())
             + usize::from(a.unlock.is_some())
-            + usize::from(a.call.is_some());
+            + usize::from(a.call.is_some())
+            + usize::from(a.call_one_of.is_some())
+            + usize::from(a.cbuf.is_some());
         if given != 1 {
-            let which = if components.is_empty() { "compute_ms, lock and unlock" } else { "compute_ms, lock, unlock and call" };
+            let which = if components.is_empty() {
+                "compute_ms, compute_share, compute_rest, lock and unlock"
+            } else {
+                "compute_ms, compute_share, compute_rest, lock, unlock, call, call_one_of and cbuf"
+            };
             return Err(cx.err(format!("{key}[{j}]"), format!("give exactly one of {which}")));
         }
         if a.units.is_some() && a.lock.is_none() {
@@ -97,6 +120,91 @@ pub(super) fn parse_program(
         }
         if a.probability.is_some() && a.call.is_none() {
             return Err(cx.err(k("probability"), "applies only to a call"));
+        }
+        if a.weights.is_some() && a.call_one_of.is_none() {
+            return Err(cx.err(k("weights"), "applies only to call_one_of"));
+        }
+        let pass_cbuf = a.pass_cbuf.unwrap_or(false);
+        if a.pass_cbuf.is_some() && a.call.is_none() && a.call_one_of.is_none() {
+            return Err(cx.err(k("pass_cbuf"), "applies only to a call or call_one_of"));
+        }
+        if pass_cbuf && !cbuf_held {
+            return Err(cx.err(k("pass_cbuf"), "no cbuf is held at this point of the program (take one with cbuf = \"alloc\" first)"));
+        }
+        let component_of = |field: &str, name: &str| {
+            components.iter().position(|c| *c == name).ok_or_else(|| {
+                let known =
+                    if components.is_empty() { "none is declared".to_string() } else { format!("declared: {}", components.join(", ")) };
+                cx.err(k(field), format!("unknown component {name:?} ({known})"))
+            })
+        };
+        if let Some(share) = a.compute_share {
+            if !(share > 0.0 && share <= 1.0) {
+                return Err(cx.err(k("compute_share"), format!("must be above 0 and at most 1, a share of the job's budget (got {share})")));
+            }
+            actions.push(Action::ComputeShare((share * 1e6).round().max(1.0) as u32));
+            continue;
+        }
+        if let Some(rest) = a.compute_rest {
+            if !rest {
+                return Err(cx.err(k("compute_rest"), "must be true (leave the step out otherwise)"));
+            }
+            actions.push(Action::ComputeRest);
+            continue;
+        }
+        if let Some(step) = a.cbuf {
+            if of == ProgramOf::Task {
+                return Err(cx.err(k("cbuf"), "cbufs belong to components: allocate one in a component's program"));
+            }
+            match step {
+                CbufStep::Alloc if cbuf_held => return Err(cx.err(k("cbuf"), "a cbuf is already held at this point (free it first)")),
+                CbufStep::Free if !cbuf_held => return Err(cx.err(k("cbuf"), "no cbuf is held at this point of the program")),
+                CbufStep::Alloc => actions.push(Action::CbufAlloc),
+                CbufStep::Free => actions.push(Action::CbufFree),
+            }
+            cbuf_held = step == CbufStep::Alloc;
+            continue;
+        }
+        if let Some(names) = &a.call_one_of {
+            if names.is_empty() {
+                return Err(cx.err(k("call_one_of"), "must name at least one component"));
+            }
+            let weights = match &a.weights {
+                None => vec![1.0; names.len()],
+                Some(w) if w.len() != names.len() => {
+                    return Err(
+                        cx.err(k("weights"), format!("must give one weight per component ({} named, {} weights)", names.len(), w.len()))
+                    )
+                }
+                Some(w) => w.clone(),
+            };
+            if let Some(bad) = weights.iter().find(|w| !(w.is_finite() && **w >= 0.0)) {
+                return Err(cx.err(k("weights"), format!("must be finite and not negative (got {bad})")));
+            }
+            let total: f64 = weights.iter().sum();
+            if total <= 0.0 {
+                return Err(cx.err(k("weights"), "must not all be 0"));
+            }
+            let mut set = Vec::with_capacity(names.len());
+            for (name, w) in names.iter().zip(&weights) {
+                let component = component_of("call_one_of", name)?;
+                let probability = CallProbability::new((w / total).min(1.0)).expect("a share of the total");
+                set.push(CallChoice { component, probability });
+            }
+            choices.push(set);
+            actions.push(Action::CallOneOf { set: choices.len() - 1, pass_cbuf });
+            continue;
+        }
+        if pass_cbuf {
+            // A passed cbuf goes with a call made for sure: one choice of weight 1.
+            let name = a.call.as_deref().expect("pass_cbuf applies only to calls");
+            if a.probability.is_some() {
+                return Err(cx.err(k("probability"), "a call that passes a cbuf is always made; use call_one_of with weights to choose"));
+            }
+            let component = component_of("call", name)?;
+            choices.push(vec![CallChoice { component, probability: CallProbability::ALWAYS }]);
+            actions.push(Action::CallOneOf { set: choices.len() - 1, pass_cbuf });
+            continue;
         }
         let action = if let Some(ms) = a.compute_ms {
             Action::Compute(cx.positive(&k("compute_ms"), ms)?)
@@ -155,7 +263,10 @@ pub(super) fn parse_program(
             }
         });
     }
-    Ok(TaskProgram { actions })
+    if cbuf_held {
+        return Err(cx.err(key, "returns with a cbuf still held; free it (cbuf = \"free\") before the end"));
+    }
+    Ok(TaskProgram { actions, choices, budgeted: false })
 }
 
 /// Whose program takes two things in some order, for messages and keys.
@@ -178,7 +289,8 @@ pub(super) fn check_lock_order(
 ) -> Result<(), ScenarioError> {
     let nr = resources.len();
     // The thing a call to `c` takes on entry, if a caller can wait for it.
-    let stack_node = |c: usize| components[c].stacks.map(|_| nr + c);
+    // A component's cbufs are taken inside its invocation, so they share its node.
+    let stack_node = |c: usize| (components[c].stacks.is_some() || components[c].cbufs.is_some()).then_some(nr + c);
     // Everything an invocation of each component can take, its own stacks included.
     let mut takes: Vec<Option<BTreeSet<usize>>> = vec![None; components.len()];
     fn takes_of(
@@ -198,6 +310,11 @@ pub(super) fn check_lock_order(
                 }
                 Action::Call { component, probability } if probability.is_possible() => {
                     out.extend(takes_of(component, components, stack_node, takes));
+                }
+                Action::CallOneOf { set, .. } => {
+                    for d in components[c].program.choice_components(set).collect::<Vec<_>>() {
+                        out.extend(takes_of(d, components, stack_node, takes));
+                    }
                 }
                 _ => {}
             }
@@ -236,7 +353,16 @@ pub(super) fn check_lock_order(
                         }
                     }
                 }
-                Action::Call { .. } | Action::Compute(_) => {}
+                Action::CallOneOf { set, .. } => {
+                    for component in p.choice_components(set) {
+                        for &outer in &held {
+                            for &inner in &takes[component] {
+                                edges.entry((outer, inner)).or_insert(owner);
+                            }
+                        }
+                    }
+                }
+                _ => {}
             }
         }
     }

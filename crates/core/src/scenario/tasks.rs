@@ -83,24 +83,21 @@ fn validate_task(
     let program = match &rt.program {
         None => None,
         Some(p) => {
-            let given = if rt.wcet_ms.is_some() { Some("wcet_ms") } else { rt.exec.as_ref().map(|_| "exec") };
-            if let Some(other) = given {
-                return Err(
-                    cx.err(k("program"), format!("give either program or {other}, not both (a program's compute is the job's demand)"))
-                );
-            }
             if !rt.suspend.is_empty() {
                 return Err(cx.err(k("suspend"), "does not apply to a task with a program"));
             }
-            Some(super::resources::validate_program(cx, i, p, resources, components)?)
+            // With wcet_ms or exec the job's demand is a budget the program draws from.
+            let budgeted = rt.wcet_ms.is_some() || rt.exec.is_some();
+            let program = super::resources::validate_program(cx, i, p, resources, components, budgeted)?;
+            Some(program)
         }
     };
     let exec = match (&rt.wcet_ms, &rt.exec) {
+        (Some(_), Some(_)) => return Err(cx.err(k("exec"), "give either wcet_ms or exec, not both")),
         // The worst case: every call that can be made, with its entry cost (checked to fit).
-        _ if program.is_some() => {
+        (None, None) if program.is_some() => {
             ExecTime::Fixed(program.as_ref().and_then(|p| p.worst_case_compute(&components.invocations)).expect("checked"))
         }
-        (Some(_), Some(_)) => return Err(cx.err(k("exec"), "give either wcet_ms or exec, not both")),
         (None, None) => return Err(cx.err(k("wcet_ms"), "missing: give wcet_ms, an exec distribution or a program")),
         (Some(c), None) => ExecTime::Fixed(cx.positive(&k("wcet_ms"), *c)?),
         (None, Some(e)) => validate_exec(cx, &k("exec"), e)?,
@@ -110,6 +107,16 @@ fn validate_task(
         None => period,
     };
     let offset = cx.time(&k("offset_ms"), rt.offset_ms)?;
+    let stop = match rt.stop_ms {
+        None => None,
+        Some(ms) => {
+            let stop = cx.positive(&k("stop_ms"), ms)?;
+            if stop <= offset {
+                return Err(cx.err(k("stop_ms"), "must be after offset_ms, or the task releases no job"));
+            }
+            Some(stop)
+        }
+    };
     let criticality = rt.criticality.unwrap_or(Criticality::C);
     let cpu = match rt.cpu {
         // Under mc2 the level decides: A and B are partitioned, C and D global.
@@ -153,6 +160,7 @@ fn validate_task(
         period,
         deadline,
         offset,
+        stop,
         priority: rt.priority,
         criticality,
         cpu,

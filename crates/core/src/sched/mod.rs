@@ -315,6 +315,7 @@ mod tests {
             period: Nanos(t),
             deadline: Nanos(t),
             offset: Nanos::ZERO,
+            stop: None,
             priority: None,
             criticality: Criticality::C,
             cpu: None,

@@ -250,7 +250,7 @@ fn every_component_load_error_is_one_line_naming_file_key_and_reason() {
         ),
         (
             base.replace("name = \"fs\"\n", "name = \"fs\"\nstack_wait = \"block\"\n"),
-            "comp.toml: component[0].stack_wait: applies only with stacks (without them every invocation gets its own)",
+            "comp.toml: component[0].stack_wait: applies only with stacks or cbufs (without them every invocation gets its own)",
         ),
         (
             base.replace("name = \"fs\"\n", "name = \"fs\"\nstacks = 1\nstack_wait = \"spin\"\n"),

@@ -17,6 +17,7 @@ mod resources;
 mod server_events;
 mod servers;
 mod subsystems;
+mod tmem;
 mod waits;
 
 #[global_allocator]

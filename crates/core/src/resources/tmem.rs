@@ -1,0 +1,506 @@
+//! Components' caches of transient memory and TMEM's manager over them (the TMEM paper,
+//! Secs. III–V): every component's stacks and cbufs in caches, a global pool behind them, and
+//! a memory scheduler run periodically that sets each cache's desired allocation δ.
+//!
+//! - `get` (a cache with no free unit): grow by a unit from the pool while the cache holds
+//!   fewer than δ; otherwise the request waits (with a dependency on the holder of highest
+//!   priority under `inherit`, off every CPU under `block`).
+//! - `put`: the unit goes back to the cache, or, while the cache holds more than δ (its
+//!   relinquish bit), to the pool, where it serves the caches waiting to grow. Shrinking thus
+//!   lags δ by at most the longest hold of a unit.
+//! - A run of the scheduler first takes free units out of caches above their new δ at once
+//!   (the asynchronous removal), then lets waiting caches grow from the pool.
+//! - No cache ever holds fewer units than its minimum (the largest single request, so every
+//!   thread can progress without the policy).
+//! - A cbuf passed down a call is mapped into the callee once; the mapping is kept until the
+//!   unit leaves its cache for the pool, which unmaps it from every component.
+
+use super::stacks::UnitCache;
+use super::StackWait;
+use crate::scenario::Scenario;
+use crate::task::Criticality;
+use crate::time::Nanos;
+use critmem_policy::tmem::{BlockObs, CacheObs, MemoryScheduler, SetDesired, ThreadObs, TmemObservation, UnitKind};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A validated `[tmem]` table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TmemSpec {
+    /// The memory scheduler's name (`critmem_policy::tmem::make_memory_scheduler`).
+    pub policy: String,
+    /// How a request that finds its cache empty waits (components may set their own).
+    pub wait: StackWait,
+    /// Units the pool holds beyond every cache's minimum (`None`: no limit).
+    pub units_above_min: Option<u32>,
+    /// Time between the scheduler's runs; the first runs at time zero.
+    pub period: Nanos,
+    /// CPU time of mapping a passed cbuf into a component it is not yet mapped in.
+    pub cbuf_map_cost: Nanos,
+}
+
+/// One managed cache over a run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TmemCacheStats {
+    pub component: String,
+    /// `"stack"` or `"cbuf"`.
+    pub kind: &'static str,
+    pub min_units: u32,
+    pub peak_allocated_units: u32,
+    pub final_allocated_units: u32,
+    /// δ after the last run (`None`: no limit).
+    pub final_desired_units: Option<u32>,
+    /// Units handed out.
+    pub gets: u64,
+    /// Units the cache took from the pool to serve a request.
+    pub grows: u64,
+    /// Requests that waited.
+    pub waits: u64,
+    pub total_wait_ns: u64,
+    pub longest_wait_ns: u64,
+    /// Units given back to the pool (free ones removed at a run, or put back while above δ).
+    pub removed_units: u64,
+}
+
+/// One run of the memory scheduler.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TmemPoint {
+    pub time_ns: u64,
+    /// Units in caches, free or held, after the run's changes.
+    pub allocated_units: u32,
+    pub in_use_units: u32,
+    /// Units in the pool (`None`: no limit).
+    pub pool_free_units: Option<u32>,
+}
+
+/// What a run with `[tmem]` adds to its results.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TmemResult {
+    pub policy: String,
+    /// `"inherit"` or `"block"` (the table's setting; components may set their own).
+    pub wait: &'static str,
+    pub period_ns: u64,
+    /// Units of the pool and the caches together (`None`: no limit).
+    pub total_units: Option<u32>,
+    /// Sum of the caches' minimums.
+    pub min_units: u32,
+    /// Runs of the memory scheduler.
+    pub runs: u64,
+    /// Most units in caches at once.
+    pub peak_allocated_units: u32,
+    /// Passed cbufs mapped into a component, and mappings removed with their unit.
+    pub cbuf_mappings: u64,
+    pub cbuf_unmappings: u64,
+    pub caches: Vec<TmemCacheStats>,
+    /// One point per run.
+    pub timeline: Vec<TmemPoint>,
+}
+
+/// Most timeline points a run keeps (a run every 250 ms over a year of simulated time fits).
+const MAX_TMEM_POINTS: usize = 1 << 20;
+
+/// Completions of one thread since the previous run.
+#[derive(Clone, Copy, Debug, Default)]
+struct ThreadWindow {
+    completed: u32,
+    missed: u32,
+    tardiness_ns: u128,
+    lateness_ns: i128,
+}
+
+/// A unit's place, for the invariant check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    Nowhere,
+    Pool,
+    /// A cache, by its id.
+    Cache(usize),
+}
+
+/// TMEM's manager: the pool, every managed cache's δ, and the scheduler's inputs.
+pub(super) struct Manager {
+    pub(super) spec: TmemSpec,
+    policy: Box<dyn MemoryScheduler>,
+    /// Ids of the managed caches, ascending: the observation's order.
+    pub(super) caches: Vec<usize>,
+    kinds: Vec<UnitKind>,
+    min: Vec<u32>,
+    desired: Vec<Option<u32>>,
+    stats: Vec<TmemCacheStats>,
+    /// Free units of the pool; with no limit, units are minted as needed.
+    pool: Vec<u32>,
+    unlimited: bool,
+    minted: u32,
+    total_units: Option<u32>,
+    /// Per task: name, real-time (not criticality D), priority rank.
+    threads: Vec<(String, bool, u32)>,
+    windows: Vec<ThreadWindow>,
+    /// (managed cache, task) → (blocked ns, blocks) since the previous run.
+    blocks: BTreeMap<(usize, usize), (u64, u32)>,
+    /// Passed cbufs mapped into components: (unit, component).
+    mapped: BTreeSet<(u32, usize)>,
+    mappings: u64,
+    unmappings: u64,
+    runs: u64,
+    peak_allocated: u32,
+    timeline: Vec<TmemPoint>,
+}
+
+impl Manager {
+    /// A manager over `caches` (each with its minimum), its pool holding `units_above_min`
+    /// units beyond them. Units `0..Σmin` are the caches' own, in cache order.
+    pub(super) fn new(
+        spec: TmemSpec,
+        policy: Box<dyn MemoryScheduler>,
+        caches: Vec<(usize, UnitKind, String, u32)>,
+        threads: Vec<(String, bool, u32)>,
+    ) -> Self {
+        let min_total: u32 = caches.iter().map(|c| c.3).sum();
+        let extra = spec.units_above_min;
+        let pool: Vec<u32> = extra.map(|n| (min_total..min_total + n).rev().collect()).unwrap_or_default();
+        let stats = caches
+            .iter()
+            .map(|(_, kind, name, min)| TmemCacheStats {
+                component: name.clone(),
+                kind: match kind {
+                    UnitKind::Stack => "stack",
+                    UnitKind::Cbuf => "cbuf",
+                },
+                min_units: *min,
+                peak_allocated_units: *min,
+                final_allocated_units: *min,
+                final_desired_units: Some(*min),
+                ..TmemCacheStats::default()
+            })
+            .collect();
+        let windows = vec![ThreadWindow::default(); threads.len()];
+        Manager {
+            min: caches.iter().map(|c| c.3).collect(),
+            desired: caches.iter().map(|c| Some(c.3)).collect(),
+            kinds: caches.iter().map(|c| c.1).collect(),
+            caches: caches.into_iter().map(|c| c.0).collect(),
+            stats,
+            pool,
+            unlimited: extra.is_none(),
+            minted: min_total + extra.unwrap_or(0),
+            total_units: extra.map(|n| min_total + n),
+            threads,
+            windows,
+            blocks: BTreeMap::new(),
+            mapped: BTreeSet::new(),
+            mappings: 0,
+            unmappings: 0,
+            runs: 0,
+            peak_allocated: min_total,
+            timeline: Vec::new(),
+            policy,
+            spec,
+        }
+    }
+
+    /// The index among managed caches of `r`, if it is managed.
+    pub(super) fn index(&self, r: usize) -> Option<usize> {
+        self.caches.binary_search(&r).ok()
+    }
+
+    /// δ of managed cache `i`, never below its minimum.
+    fn desired(&self, i: usize) -> Option<u32> {
+        self.desired[i].map(|d| d.max(self.min[i]))
+    }
+
+    /// A unit from the pool, if it has one.
+    fn take_from_pool(&mut self) -> Option<u32> {
+        if self.unlimited {
+            if let Some(u) = self.pool.pop() {
+                return Some(u);
+            }
+            self.minted += 1;
+            return Some(self.minted - 1);
+        }
+        self.pool.pop()
+    }
+
+    /// A unit leaves cache `i` for the pool: unmapped from every component it was mapped in.
+    fn to_pool(&mut self, i: usize, unit: u32) {
+        self.stats[i].removed_units += 1;
+        if self.kinds[i] == UnitKind::Cbuf {
+            let gone: Vec<(u32, usize)> = self.mapped.range((unit, 0)..=(unit, usize::MAX)).copied().collect();
+            self.unmappings += gone.len() as u64;
+            for m in gone {
+                self.mapped.remove(&m);
+            }
+        }
+        self.pool.push(unit);
+    }
+
+    /// Grows managed cache `i` by a unit from the pool for a request that found it empty,
+    /// if it holds fewer than δ and the pool has one.
+    pub(super) fn grow(&mut self, i: usize, cache: &mut UnitCache) -> bool {
+        if self.desired(i).is_some_and(|d| cache.allocated() >= d) {
+            return false;
+        }
+        let Some(unit) = self.take_from_pool() else { return false };
+        cache.add_unit(unit);
+        self.stats[i].grows += 1;
+        self.note_allocation(i, cache.allocated());
+        true
+    }
+
+    fn note_allocation(&mut self, i: usize, allocated: u32) {
+        let s = &mut self.stats[i];
+        s.peak_allocated_units = s.peak_allocated_units.max(allocated);
+    }
+
+    /// After `put` returned `unit` to managed cache `i`: while the cache holds more than δ the
+    /// unit goes on to the pool (true).
+    pub(super) fn after_put(&mut self, i: usize, cache: &mut UnitCache, unit: u32) -> bool {
+        if self.desired(i).is_some_and(|d| cache.allocated() > d) {
+            cache.remove_unit(unit);
+            self.to_pool(i, unit);
+            return true;
+        }
+        false
+    }
+
+    /// Whether the pool can give a unit now.
+    pub(super) fn pool_has_units(&self) -> bool {
+        self.unlimited || !self.pool.is_empty()
+    }
+
+    /// Whether managed cache `i` may grow (it holds fewer than δ).
+    pub(super) fn may_grow(&self, i: usize, cache: &UnitCache) -> bool {
+        self.desired(i).is_none_or(|d| cache.allocated() < d)
+    }
+
+    /// The wait of requests on managed cache `i`.
+    pub(super) fn note_block(&mut self, i: usize, task: usize, waited: Nanos) {
+        let e = self.blocks.entry((i, task)).or_default();
+        e.0 += waited.0;
+        e.1 += 1;
+    }
+
+    /// Maps cbuf `unit` into `component`; whether it was not mapped there yet (a cost is due).
+    pub(super) fn map_cbuf(&mut self, unit: u32, component: usize) -> bool {
+        let fresh = self.mapped.insert((unit, component));
+        if fresh {
+            self.mappings += 1;
+        }
+        fresh
+    }
+
+    /// A job of `task` completed at `end` with absolute deadline `deadline`.
+    pub(super) fn job_completed(&mut self, task: usize, end: Nanos, deadline: Nanos) {
+        let w = &mut self.windows[task];
+        w.completed += 1;
+        let lateness = i128::from(end.0) - i128::from(deadline.0);
+        w.lateness_ns += lateness;
+        if lateness > 0 {
+            w.missed += 1;
+            w.tardiness_ns += lateness as u128;
+        }
+    }
+
+    /// One run of the scheduler at `now`: observe, decide, take free units out of caches above
+    /// their new δ, start new windows. The caller then lets waiting caches grow.
+    pub(super) fn run(&mut self, now: Nanos, all: &mut [UnitCache]) {
+        let caches: Vec<CacheObs> = (0..self.caches.len())
+            .map(|i| {
+                let c = &all[self.caches[i]];
+                let blocked = c.window_blocks > 0;
+                CacheObs {
+                    component: self.stats[i].component.clone(),
+                    kind: self.kinds[i],
+                    min_units: self.min[i],
+                    desired_units: self.desired(i),
+                    allocated_units: c.allocated(),
+                    estimated_requests: if blocked { c.window_peak_demand } else { c.touched.len() as u32 },
+                    touched_units: c.touched.len() as u32,
+                    waiting_now: c.waiting(),
+                    blocked_concurrency_ceil: if blocked { c.window_blocked_sum.div_ceil(u64::from(c.window_blocks)) as u32 } else { 0 },
+                    self_suspensions: 0,
+                }
+            })
+            .collect();
+        let threads: Vec<ThreadObs> = self
+            .threads
+            .iter()
+            .zip(&self.windows)
+            .map(|((name, real_time, rank), w)| {
+                let n = u128::from(w.completed.max(1));
+                ThreadObs {
+                    name: name.clone(),
+                    real_time: *real_time,
+                    priority_rank: *rank,
+                    completed_jobs: w.completed,
+                    missed_jobs: w.missed,
+                    avg_tardiness_ns: (w.tardiness_ns / n) as u64,
+                    avg_lateness_ns: (w.lateness_ns / n as i128) as i64,
+                }
+            })
+            .collect();
+        let blocks =
+            self.blocks.iter().map(|(&(cache, thread), &(blocked_ns, blocks))| BlockObs { cache, thread, blocked_ns, blocks }).collect();
+        let obs = TmemObservation {
+            now_ns: now.0,
+            total_units: self.total_units,
+            free_pool_units: (!self.unlimited).then_some(self.pool.len() as u32),
+            caches,
+            threads,
+            blocks,
+        };
+        for SetDesired { cache, units } in self.policy.schedule(&obs) {
+            if cache < self.desired.len() {
+                self.desired[cache] = units;
+            }
+        }
+        self.runs += 1;
+        for i in 0..self.caches.len() {
+            let c = &mut all[self.caches[i]];
+            if let Some(d) = self.desired(i) {
+                while c.allocated() > d {
+                    let Some(unit) = c.remove_free_unit() else { break };
+                    self.to_pool(i, unit);
+                }
+            }
+            c.new_window();
+        }
+        self.windows.iter_mut().for_each(|w| *w = ThreadWindow::default());
+        self.blocks.clear();
+    }
+
+    /// Records a timeline point after a run's changes.
+    pub(super) fn record_point(&mut self, now: Nanos, allocated: u32, in_use: u32) {
+        self.peak_allocated = self.peak_allocated.max(allocated);
+        if self.timeline.len() < MAX_TMEM_POINTS {
+            self.timeline.push(TmemPoint {
+                time_ns: now.0,
+                allocated_units: allocated,
+                in_use_units: in_use,
+                pool_free_units: (!self.unlimited).then_some(self.pool.len() as u32),
+            });
+        }
+    }
+
+    pub(super) fn note_total_allocated(&mut self, allocated: u32) {
+        self.peak_allocated = self.peak_allocated.max(allocated);
+    }
+
+    /// Every unit in exactly one place — the pool or one cache — no cache below its minimum,
+    /// and none above δ with a free unit.
+    pub(super) fn check(&self, all: &[UnitCache]) {
+        let mut place = vec![Place::Nowhere; self.minted as usize];
+        let mut put = |u: u32, p: Place| {
+            let slot = &mut place[u as usize];
+            assert_eq!(*slot, Place::Nowhere, "TMEM unit {u} is in two places ({slot:?} and {p:?})");
+            *slot = p;
+        };
+        for &u in &self.pool {
+            put(u, Place::Pool);
+        }
+        for (i, &r) in self.caches.iter().enumerate() {
+            for u in all[r].units() {
+                put(u, Place::Cache(r));
+            }
+            assert!(all[r].allocated() >= self.min[i], "a TMEM cache of {} fell below its minimum", self.stats[i].component);
+            // Above δ only by units in use: each goes to the pool when put, within its hold.
+            if self.desired(i).is_some_and(|d| all[r].allocated() > d) {
+                assert!(!all[r].has_free(), "a TMEM cache of {} keeps a free unit above its desired allocation", self.stats[i].component);
+            }
+        }
+        if !self.unlimited {
+            assert!(place.iter().all(|&p| p != Place::Nowhere), "a TMEM unit is lost");
+        }
+    }
+
+    /// The run's `tmem` section, from the caches at the end.
+    pub(super) fn finish(mut self, all: &[UnitCache]) -> TmemResult {
+        for (i, &r) in self.caches.iter().enumerate() {
+            let c = &all[r];
+            let s = &mut self.stats[i];
+            s.final_allocated_units = c.allocated();
+            s.final_desired_units = self.desired[i].map(|d| d.max(self.min[i]));
+            s.gets = c.counters.gets;
+            s.waits = c.counters.waits;
+            s.total_wait_ns = c.counters.total_wait.0;
+            s.longest_wait_ns = c.counters.longest_wait.0;
+        }
+        TmemResult {
+            policy: self.spec.policy.clone(),
+            wait: self.spec.wait.as_str(),
+            period_ns: self.spec.period.0,
+            total_units: self.total_units,
+            min_units: self.min.iter().sum(),
+            runs: self.runs,
+            peak_allocated_units: self.peak_allocated,
+            cbuf_mappings: self.mappings,
+            cbuf_unmappings: self.unmappings,
+            caches: self.stats,
+            timeline: self.timeline,
+        }
+    }
+}
+
+/// The caches of a scenario's components and, with `[tmem]`, the manager over them.
+pub(super) struct CacheLayout {
+    pub(super) caches: Vec<UnitCache>,
+    pub(super) cbuf_cache: Vec<Option<usize>>,
+    pub(super) cache_component: Vec<usize>,
+    pub(super) cache_wait: Vec<StackWait>,
+    pub(super) manager: Option<Manager>,
+}
+
+impl CacheLayout {
+    /// Cache `c` holds component `c`'s stacks; the cbufs of the components that have some
+    /// follow, in component order. Under `[tmem]` every cache with a bounded number of units is
+    /// managed, that number its minimum, and unit ids are global (the pool's beyond them).
+    /// `policy` replaces the scheduler `[tmem]` names.
+    pub(super) fn new(scenario: &Scenario, policy: Option<Box<dyn MemoryScheduler>>) -> Self {
+        let comps = &scenario.components;
+        let tmem = scenario.tmem.as_ref();
+        let mut caches = Vec::new();
+        let mut cache_component = Vec::new();
+        let mut cache_wait = Vec::new();
+        let mut managed = Vec::new();
+        let mut next_id = 0u32;
+        let mut add = |caches: &mut Vec<UnitCache>, c: usize, units: Option<u32>, kind: UnitKind| {
+            let id = caches.len();
+            caches.push(UnitCache::new(units, next_id));
+            if let Some(n) = units {
+                if tmem.is_some() {
+                    managed.push((id, kind, comps[c].name.clone(), n));
+                }
+                // Bounded caches' ids are unique across them, so TMEM can track each unit
+                // (unbounded caches are not TMEM's and mint ids of their own).
+                next_id += n;
+            }
+            cache_component.push(c);
+            cache_wait.push(comps[c].stack_wait);
+            id
+        };
+        for (c, spec) in comps.iter().enumerate() {
+            add(&mut caches, c, spec.stacks, UnitKind::Stack);
+        }
+        let mut cbuf_cache = vec![None; comps.len()];
+        for (c, spec) in comps.iter().enumerate() {
+            if spec.cbufs.is_some() {
+                cbuf_cache[c] = Some(add(&mut caches, c, spec.cbufs, UnitKind::Cbuf));
+            }
+        }
+        let ranks = match crate::sched::job_order(scenario) {
+            Some(crate::sched::JobOrder::FixedPriority { ranks }) => ranks,
+            _ => (0..scenario.tasks.len() as u32).collect(),
+        };
+        let manager = tmem.map(|spec| {
+            let threads = scenario
+                .tasks
+                .iter()
+                .enumerate()
+                .map(|(t, task)| (task.name.clone(), task.criticality != Criticality::D, ranks[t]))
+                .collect();
+            let policy = policy
+                .unwrap_or_else(|| critmem_policy::tmem::make_memory_scheduler(&spec.policy).expect("the loader checks the policy name"));
+            Manager::new(spec.clone(), policy, managed, threads)
+        });
+        CacheLayout { caches, cbuf_cache, cache_component, cache_wait, manager }
+    }
+}

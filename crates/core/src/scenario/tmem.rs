@@ -1,0 +1,38 @@
+//! `[tmem]`: TMEM's memory scheduler over the components' stacks and cbufs — its policy, how
+//! requests wait, the pool beyond the caches' minimums, and its period.
+
+use super::error::{Ctx, ScenarioError};
+use super::raw::RawScenario;
+use crate::resources::{StackWait, TmemSpec};
+use crate::time::Nanos;
+
+/// Most units the pool may hold beyond the minimums (ids are 32-bit).
+const MAX_UNITS: i64 = 1 << 24;
+
+/// At most this many scheduler runs in one run.
+const MAX_RUNS: u64 = 1 << 24;
+
+pub(super) fn validate_tmem(cx: &Ctx, raw: &RawScenario, horizon: Nanos) -> Result<Option<TmemSpec>, ScenarioError> {
+    let Some(t) = &raw.tmem else { return Ok(None) };
+    let policy = t.policy.clone().unwrap_or_else(|| "tmem".to_string());
+    if !critmem_policy::tmem::MEMORY_SCHEDULERS.iter().any(|(name, _)| *name == policy) {
+        return Err(cx.err(
+            "tmem.policy",
+            format!("unknown memory scheduler {policy:?}; use one of: {}", critmem_policy::tmem::memory_scheduler_names()),
+        ));
+    }
+    let units_above_min = match t.units_above_min {
+        None => None,
+        Some(n) if (0..=MAX_UNITS).contains(&n) => Some(n as u32),
+        Some(n) => return Err(cx.err("tmem.units_above_min", format!("must be between 0 and {MAX_UNITS} (got {n})"))),
+    };
+    let period = cx.positive("tmem.period_ms", t.period_ms.unwrap_or(250.0))?;
+    if horizon.0 / period.0 > MAX_RUNS {
+        return Err(cx.err("tmem.period_ms", format!("gives more than {MAX_RUNS} runs of the scheduler over the horizon; lengthen it")));
+    }
+    let cbuf_map_cost = cx.time("tmem.cbuf_map_us", t.cbuf_map_us.unwrap_or(0.0) / 1000.0)?;
+    if !raw.component.iter().any(|c| c.stacks.is_some() || c.cbufs.is_some()) {
+        return Err(cx.err("tmem", "manages components' stacks and cbufs, but no [[component]] gives stacks or cbufs"));
+    }
+    Ok(Some(TmemSpec { policy, wait: t.wait.unwrap_or(StackWait::Inherit), units_above_min, period, cbuf_map_cost }))
+}
