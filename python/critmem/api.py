@@ -72,6 +72,11 @@ SEGMENT_DTYPES: dict[str, str | pd.CategoricalDtype] = {
 
 _U64_MAX = 2**64 - 1
 
+_TMEM_CACHE_COLUMNS = (
+    "component", "kind", "min_units", "peak_allocated_units", "final_allocated_units", "final_desired_units",
+    "gets", "grows", "waits", "total_wait_ns", "longest_wait_ns", "removed_units",
+)  # fmt: skip
+
 
 def _frame(columns: dict[str, list[Any]], dtypes: dict[str, str | pd.CategoricalDtype]) -> pd.DataFrame:
     return pd.DataFrame({name: pd.Series(columns[name], dtype=dtype) for name, dtype in dtypes.items()})
@@ -287,6 +292,32 @@ class RunResult:
         in `_ms`, PSI totals in `_us`), None without [memory]."""
         m = self.summary.get("memory")
         return None if m is None else dict(m)
+
+    @property
+    def tmem_caches(self) -> pd.DataFrame | None:
+        """One row per cache TMEM manages (the summary's `tmem.caches`: component, kind
+        stack|cbuf, units min/peak/final/desired, gets, grows, waits, wait times in ns,
+        removed units), or None without [tmem]."""
+        t = self.summary.get("tmem")
+        return None if t is None else pd.DataFrame(t["caches"], columns=list(_TMEM_CACHE_COLUMNS))
+
+    @property
+    def tmem_timeline(self) -> pd.DataFrame | None:
+        """One row per run of TMEM's memory scheduler: `time_ms`, units in caches
+        (`allocated_units`), of them in use (`in_use_units`) and free in the pool
+        (`pool_free_units`, <NA> with no limit); None without [tmem]."""
+        t = self.summary.get("tmem")
+        if t is None:
+            return None
+        points = t["timeline"]
+        return pd.DataFrame(
+            {
+                "time_ms": pd.Series([p["time_ns"] / 1e6 for p in points], dtype="float64"),
+                "allocated_units": pd.Series([p["allocated_units"] for p in points], dtype="int64"),
+                "in_use_units": pd.Series([p["in_use_units"] for p in points], dtype="int64"),
+                "pool_free_units": pd.Series([p["pool_free_units"] for p in points], dtype="Int64"),
+            }
+        )
 
     @property
     def servers(self) -> pd.DataFrame | None:

@@ -289,6 +289,43 @@ def _print_run(s: dict[str, Any], events: int) -> None:
         _print_servers(console, s["servers"], float(s["horizon_ms"]))
     if s.get("memory") is not None:
         _print_memory(console, s["memory"])
+    if "tmem" in s:
+        _print_tmem(console, s["tmem"])
+
+
+def _print_tmem(console: Console, t: dict[str, Any]) -> None:
+    """TMEM's line (policy, pool, runs, peak) and one row per managed cache: its minimum, peak
+    and final allocation, desired allocation at the end, units handed out, growths from the
+    pool, waits and their longest and total time. Past `_TABLE_ROWS` caches, those that
+    waited longest."""
+    total = t["total_units"]
+    pool = "no limit" if total is None else f"{total} units ({total - t['min_units']} above the minimums)"
+    console.print(
+        _text(
+            f"tmem: {t['policy']}, requests {t['wait']}, pool {pool}, {_plural(t['runs'], 'run')} every "
+            f"{t['period_ns'] / 1e6:g} ms, peak {t['peak_allocated_units']} units in caches"
+        )
+    )
+    shown = _worst(t["caches"], lambda c: (c["total_wait_ns"], c["waits"]))
+    rows = [
+        [
+            c["component"],
+            c["kind"],
+            _fmt(c["min_units"]),
+            _fmt(c["peak_allocated_units"]),
+            _fmt(c["final_allocated_units"]),
+            "none" if c["final_desired_units"] is None else _fmt(c["final_desired_units"]),
+            _fmt(c["gets"]),
+            _fmt(c["grows"]),
+            _fmt(c["waits"]),
+            _fmt(c["longest_wait_ns"] / 1e6),
+            _fmt(c["total_wait_ns"] / 1e6),
+        ]
+        for c in shown
+    ]
+    columns = ["component", "kind", "min", "peak", "final", "desired", "gets", "grows", "waits", "longest wait ms", "total wait ms"]
+    console.print(_row_table(console, columns, rows, left=2, optional=["grows", "longest wait ms"]))
+    _note_left_out(console, len(t["caches"]), len(shown), "the longest waits", what="caches")
 
 
 def _controller_line(name: str, interval_ms: float, ticks: int, dropped_jobs: int) -> str:
@@ -440,10 +477,11 @@ def _worst(rows: Sequence[dict[str, Any]], key: Callable[[dict[str, Any]], tuple
     return [rows[i] for i in sorted(ranked)]
 
 
-def _note_left_out(console: Console, total: int, shown: int, by: str) -> None:
+def _note_left_out(console: Console, total: int, shown: int, by: str, what: str = "tasks") -> None:
     if shown < total:
+        every = what.removesuffix("s")
         console.print(
-            _text(f"… {total - shown:,} more tasks not shown: these {shown} have {by}; --json and --out's summary.json have every task")
+            _text(f"… {total - shown:,} more {what} not shown: these {shown} have {by}; --json and --out's summary.json have every {every}")
         )
 
 

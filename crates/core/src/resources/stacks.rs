@@ -82,8 +82,10 @@ pub(super) struct UnitCache {
     waiters: Vec<StackWaiter>,
     waits_begun: u64,
     pub(super) counters: CacheCounters,
-    /// Distinct units handed out since the window began (TMEM's used bits).
+    /// Distinct units handed out since the window began (TMEM's used bits), kept only for a
+    /// cache TMEM manages.
     pub(super) touched: BTreeSet<u32>,
+    pub(super) track_use: bool,
     /// Most units held and waited for at once since the window began.
     pub(super) window_peak_demand: u32,
     /// Waits begun since the window began, and the sum over them of the jobs waiting at once
@@ -108,6 +110,7 @@ impl UnitCache {
             waits_begun: 0,
             counters: CacheCounters::default(),
             touched: BTreeSet::new(),
+            track_use: false,
             window_peak_demand: 0,
             window_blocks: 0,
             window_blocked_sum: 0,
@@ -137,7 +140,9 @@ impl UnitCache {
         self.holders.push((holder, unit));
         self.counters.gets += 1;
         self.counters.peak_held = self.counters.peak_held.max(self.holders.len() as u32);
-        self.touched.insert(unit);
+        if self.track_use {
+            self.touched.insert(unit);
+        }
         self.note_demand();
     }
 

@@ -468,6 +468,7 @@ impl CacheLayout {
             if let Some(n) = units {
                 if tmem.is_some() {
                     managed.push((id, kind, comps[c].name.clone(), n));
+                    caches[id].track_use = true;
                 }
                 // Bounded caches' ids are unique across them, so TMEM can track each unit
                 // (unbounded caches are not TMEM's and mint ids of their own).
