@@ -11,6 +11,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::PolicyError;
 
+mod alg1;
+mod baselines;
+mod composite;
+
+pub use alg1::Alg1;
+pub use baselines::{Fair, Greedy, Max, Min};
+pub use composite::{CompositeObjective, CompositeOptions, TmemComposite};
+
 /// Index of a cache in [`TmemObservation::caches`]; stable for a run.
 pub type CacheId = usize;
 /// Index of a thread in [`TmemObservation::threads`]; stable for a run.
@@ -129,6 +137,15 @@ pub fn memory_scheduler_names() -> String {
 /// The memory scheduler called `name`.
 pub fn make_memory_scheduler(name: &str) -> Result<Box<dyn MemoryScheduler>, PolicyError> {
     match name {
-        _ => Err(PolicyError::BadInput { what: "memory scheduler", message: format!("unknown `{name}`; use one of: {}", memory_scheduler_names()) }),
+        "min" => Ok(Box::new(Min)),
+        "max" => Ok(Box::new(Max)),
+        "fair" => Ok(Box::new(Fair)),
+        "greedy" => Ok(Box::new(Greedy)),
+        "tmem" => Ok(Box::new(Alg1)),
+        "tmem-composite" => Ok(Box::new(TmemComposite::new(CompositeOptions::default()))),
+        _ => Err(PolicyError::BadInput {
+            what: "memory scheduler",
+            message: format!("unknown `{name}`; use one of: {}", memory_scheduler_names()),
+        }),
     }
 }
