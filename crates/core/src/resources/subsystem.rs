@@ -1166,8 +1166,11 @@ impl Subsystem for ResourceSubsystem {
 
     fn start(&mut self, cx: &mut Context<'_>) {
         self.component_ids = self.components.iter().map(|_| cx.add_component()).collect();
-        if self.tmem.is_some() {
-            self.run_memory_scheduler(cx);
+        if let Some(m) = &self.tmem {
+            match m.spec.first_run {
+                Nanos::ZERO => self.run_memory_scheduler(cx),
+                first => cx.schedule(first, TMEM_RUN),
+            }
         }
     }
 

@@ -33,8 +33,11 @@ pub struct TmemSpec {
     pub wait: StackWait,
     /// Units the pool holds beyond every cache's minimum (`None`: no limit).
     pub units_above_min: Option<u32>,
-    /// Time between the scheduler's runs; the first runs at time zero.
+    /// Time between the scheduler's runs.
     pub period: Nanos,
+    /// The scheduler's first run; until then no cache has a limit but the pool (the original
+    /// system's default allocations while its policy waits for data). Zero: a run at time zero.
+    pub first_run: Nanos,
     /// CPU time of mapping a passed cbuf into a component it is not yet mapped in.
     pub cbuf_map_cost: Nanos,
 }
@@ -176,7 +179,7 @@ impl Manager {
         let windows = vec![ThreadWindow::default(); threads.len()];
         Manager {
             min: caches.iter().map(|c| c.3).collect(),
-            desired: caches.iter().map(|c| Some(c.3)).collect(),
+            desired: caches.iter().map(|c| (spec.first_run == Nanos::ZERO).then_some(c.3)).collect(),
             kinds: caches.iter().map(|c| c.1).collect(),
             caches: caches.into_iter().map(|c| c.0).collect(),
             stats,

@@ -261,6 +261,7 @@ pub(super) struct RawTmem {
     pub(super) wait: Option<StackWait>,
     pub(super) units_above_min: Option<i64>,
     pub(super) period_ms: Option<f64>,
+    pub(super) first_run_ms: Option<f64>,
     pub(super) cbuf_map_us: Option<f64>,
 }
 

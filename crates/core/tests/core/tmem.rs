@@ -75,6 +75,7 @@ kind = "rm"
 horizon_ms = 20
 [tmem]
 policy = "min"
+first_run_ms = 0
 wait = "{wait}"
 units_above_min = {units_above_min}
 [[component]]
@@ -150,6 +151,7 @@ kind = "gfp"
 horizon_ms = 40
 [tmem]
 policy = "min"
+first_run_ms = 0
 units_above_min = 4
 period_ms = 5
 [[component]]
@@ -285,6 +287,7 @@ kind = "rm"
 horizon_ms = 100
 [tmem]
 policy = "min"
+first_run_ms = 0
 units_above_min = 2
 period_ms = 20
 cbuf_map_us = 100
@@ -321,7 +324,7 @@ fn a_passed_cbuf_is_mapped_into_its_callee_once_and_unmapped_when_it_leaves_for_
 /// A random lattice in the style of the TMEM experiments: `n` components each computing a
 /// share and calling one of two later ones with a cbuf, tasks entering at random.
 fn lattice(n: usize, tasks: &[(u32, u32, usize)], above: Option<u32>, wait: &str) -> String {
-    let mut text = String::from("[scheduler]\nkind = \"rm\"\n[run]\nhorizon_ms = 600\n[tmem]\npolicy = \"min\"\nperiod_ms = 50\n");
+    let mut text = String::from("[scheduler]\nkind = \"rm\"\n[run]\nhorizon_ms = 600\n[tmem]\npolicy = \"min\"\nfirst_run_ms = 0\nperiod_ms = 50\n");
     text += &format!("wait = \"{wait}\"\n");
     if let Some(a) = above {
         text += &format!("units_above_min = {a}\n");
