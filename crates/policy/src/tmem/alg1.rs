@@ -43,7 +43,7 @@ struct Plan {
     requests: Vec<u64>,
     /// b_i^j in ns, at `[cache * n_rt + rt]`.
     blocked_ns: Vec<i64>,
-    /// t_i in ns (goes below 0 once the estimate removes more than was observed).
+    /// t_i in ns (below 0 once the estimates remove more than the observed tardiness).
     tardiness_ns: Vec<i64>,
     /// Units in the pool not planned for any cache; `None`: unlimited.
     spare: Option<u64>,

@@ -2,9 +2,9 @@
 //! (its `tmem_policy` component), which refines Algorithm 1 in several ways:
 //!
 //! - **impact**: one more unit in cache c saves thread i `avg_blk / (r − a) + 1` ns, with
-//!   `avg_blk` its mean time per block there (the `+ 1` rounds up); a cache where the thread
-//!   did not block keeps a decaying `old_impact`, halved at every run, which prices the removal
-//!   of a unit from a cache that was contended recently;
+//!   `avg_blk` its mean time per block there (blocked ns / blocks, rounded down; the `+ 1`
+//!   rounds the quotient up); where the thread did not block, a decaying `old_impact`, halved
+//!   at every run, prices the removal of a unit from a recently contended cache;
 //! - **self-suspension**: a cache whose holders suspended gets spare units up to the count of
 //!   suspensions before anything else;
 //! - **moves**: the thread with the largest tardiness picks the cache; a cache that got a unit
@@ -14,8 +14,9 @@
 //!   plan, in cache order.
 //!
 //! The plan (`concur_new`) and `old_impact` persist in the object across runs; the first run
-//! starts from the minimums. Only real-time threads enter (the original sees periodic threads
-//! only). A thread's tardiness is its mean tardiness when it missed a deadline since the last
+//! starts from the minimums (the original's bookkeeping starts at one unit per cache; its
+//! reset of an idle cache to one unit is a reset to the minimum here). Only real-time threads
+//! enter (the original sees periodic threads only). A thread's tardiness is its mean tardiness when it missed a deadline since the last
 //! run, else its mean lateness (negative when early).
 //!
 //! Units: nanoseconds throughout. The original mixes units — tardiness in 2^20 cycles, block
@@ -135,7 +136,7 @@ struct Run {
     old_impact: Vec<i64>,
     /// Per cache, the objective after adding a unit there (`add_impact`).
     add_impact: Vec<i64>,
-    /// The largest tardiness when the last cache to grow was chosen.
+    /// The largest tardiness at the choice of the latest cache to grow.
     largest: i64,
 }
 
