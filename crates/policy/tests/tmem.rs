@@ -207,6 +207,44 @@ fn tmem_composite_serves_self_suspension_first() {
 }
 
 #[test]
+fn tmem_composite_objectives_pick_different_caches() {
+    // Spare 0 after following the allocation (C 1 → 2 of 4). impact(A, τ0) = 999_999 / 1 + 1 =
+    // 1 ms; impact(B, τ1) = 2_999_999 / 1 + 1 = 3 ms. τ0 5 ms, τ1 4 ms tardy; only C may give.
+    let o = obs(
+        Some(4),
+        vec![stack(1, 1, 2), stack(1, 1, 2), stack(1, 2, 1)],
+        vec![tardy(5 * MS), tardy(4 * MS)],
+        vec![block(0, 0, 999_999, 1), block(1, 1, 2_999_999, 1)],
+    );
+    // Max: τ0 picks A (max(5 − 1, 4) = 4 ms beats B's 5 ms); C gives (max(4, 4) = 4 < 5). Then
+    // τ0 (first of the two at 4 ms) has no block time left anywhere: set aside; τ1 picks B,
+    // but A got a unit this run and C is at its minimum: stop.
+    let mut max = TmemComposite::new(CompositeOptions::default());
+    assert_eq!(units(&max.schedule(&o)), some(&[2, 1, 1]));
+    // Avg: B lowers the total by min(3, 4) = 3 ms, A by min(1, 5) = 1 ms: B, from C (no thread
+    // loses anything: 0 < 3 ms). Then A (1 ms) has no giver left: stop.
+    let mut avg = TmemComposite::new(CompositeOptions { objective: CompositeObjective::Avg, ..CompositeOptions::default() });
+    assert_eq!(units(&avg.schedule(&o)), some(&[1, 2, 1]));
+}
+
+#[test]
+fn extreme_times_do_not_overflow() {
+    // Every step is one unit, so the unit counts stay moderate; the times are the largest.
+    let big = obs(
+        Some(200),
+        vec![stack(1, 1, 100), stack(1, 2, 50), stack(0, 3, 0)],
+        vec![tardy(u64::MAX), tardy(u64::MAX - 1), ThreadObs { avg_lateness_ns: i64::MIN, ..on_time(0) }],
+        vec![block(0, 0, u64::MAX, 1), block(0, 1, u64::MAX, 0), block(1, 0, u64::MAX, u32::MAX), block(1, 2, u64::MAX, 1)],
+    );
+    for (name, _) in MEMORY_SCHEDULERS {
+        let mut p = make_memory_scheduler(name).expect("known");
+        for _ in 0..3 {
+            assert_eq!(p.schedule(&big).len(), 3, "{name}");
+        }
+    }
+}
+
+#[test]
 fn unknown_names_list_every_scheduler() {
     let err = make_memory_scheduler("tmem2").err().expect("unknown name");
     assert!(matches!(err, PolicyError::BadInput { what: "memory scheduler", .. }));

@@ -43,7 +43,7 @@ struct Plan {
     requests: Vec<u64>,
     /// b_i^j in ns, at `[cache * n_rt + rt]`.
     blocked_ns: Vec<i64>,
-    /// t_i in ns (goes below 0 once the estimate removes more than was observed).
+    /// t_i in ns (below 0 once the estimates remove more than the observed tardiness).
     tardiness_ns: Vec<i64>,
     /// Units in the pool not planned for any cache; `None`: unlimited.
     spare: Option<u64>,
@@ -148,7 +148,7 @@ impl Plan {
             for (rt, &t) in self.tardiness_ns.iter().enumerate() {
                 let g = self.gain(cache, rt);
                 any_gain |= g > 0;
-                after = after.max(t - g);
+                after = after.max(t.saturating_sub(g));
             }
             if any_gain && best.is_none_or(|(_, b)| after < b) {
                 best = Some((cache, after));
@@ -161,7 +161,7 @@ impl Plan {
     /// addition to `add` applied) gives the lowest resulting largest tardiness, if that is
     /// strictly below `current` (ties: lower index).
     fn best_removal(&self, add: usize, current: i64) -> Option<usize> {
-        let after_add: Vec<i64> = self.tardiness_ns.iter().enumerate().map(|(rt, &t)| t - self.gain(add, rt)).collect();
+        let after_add: Vec<i64> = self.tardiness_ns.iter().enumerate().map(|(rt, &t)| t.saturating_sub(self.gain(add, rt))).collect();
         let mut best: Option<(usize, i64)> = None;
         for cache in 0..self.alloc.len() {
             if cache == add || self.alloc[cache] <= self.min[cache] {
@@ -179,7 +179,7 @@ impl Plan {
     fn add(&mut self, cache: usize) {
         for rt in 0..self.n_rt {
             let g = self.gain(cache, rt);
-            self.tardiness_ns[rt] -= g;
+            self.tardiness_ns[rt] = self.tardiness_ns[rt].saturating_sub(g);
             self.blocked_ns[cache * self.n_rt + rt] -= g;
         }
         self.alloc[cache] += 1;

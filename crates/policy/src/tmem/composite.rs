@@ -2,9 +2,9 @@
 //! (its `tmem_policy` component), which refines Algorithm 1 in several ways:
 //!
 //! - **impact**: one more unit in cache c saves thread i `avg_blk / (r − a) + 1` ns, with
-//!   `avg_blk` its mean time per block there (the `+ 1` rounds up); a cache where the thread
-//!   did not block keeps a decaying `old_impact`, halved at every run, which prices the removal
-//!   of a unit from a cache that was contended recently;
+//!   `avg_blk` its mean time per block there (blocked ns / blocks, rounded down; the `+ 1`
+//!   rounds the quotient up); where the thread did not block, a decaying `old_impact`, halved
+//!   at every run, prices the removal of a unit from a recently contended cache;
 //! - **self-suspension**: a cache whose holders suspended gets spare units up to the count of
 //!   suspensions before anything else;
 //! - **moves**: the thread with the largest tardiness picks the cache; a cache that got a unit
@@ -14,8 +14,9 @@
 //!   plan, in cache order.
 //!
 //! The plan (`concur_new`) and `old_impact` persist in the object across runs; the first run
-//! starts from the minimums. Only real-time threads enter (the original sees periodic threads
-//! only). A thread's tardiness is its mean tardiness when it missed a deadline since the last
+//! starts from the minimums (the original's bookkeeping starts at one unit per cache; its
+//! reset of an idle cache to one unit is a reset to the minimum here). Only real-time threads
+//! enter (the original sees periodic threads only). A thread's tardiness is its mean tardiness when it missed a deadline since the last
 //! run, else its mean lateness (negative when early).
 //!
 //! Units: nanoseconds throughout. The original mixes units — tardiness in 2^20 cycles, block
@@ -135,7 +136,7 @@ struct Run {
     old_impact: Vec<i64>,
     /// Per cache, the objective after adding a unit there (`add_impact`).
     add_impact: Vec<i64>,
-    /// The largest tardiness when the last cache to grow was chosen.
+    /// The largest tardiness at the choice of the latest cache to grow.
     largest: i64,
 }
 
@@ -207,7 +208,8 @@ impl Run {
         // Each step adds a spare unit or moves one out of a cache that got none this run, and
         // each add lowers some thread's block time by at least 1 ns of at most its r − a
         // impacts; the bound only guards against an unforeseen cycle.
-        let bound = self.new.iter().sum::<i64>() + self.est.iter().map(|&e| e + 1).sum::<i64>() * (self.n_rt as i64 + 1);
+        let bound =
+            self.new.iter().sum::<i64>().saturating_add(self.est.iter().map(|&e| e + 1).sum::<i64>().saturating_mul(self.n_rt as i64 + 1));
         for _ in 0..bound.max(0) {
             let Some(c_add) = self.find_tardiness_comp() else { break };
             match &mut self.available {
@@ -264,7 +266,7 @@ impl Run {
                 let i = c * self.n_rt + k;
                 let short = self.est[c] - self.allocated[c];
                 if self.avg_blk[i] > 0 && short > 0 {
-                    self.impact[i] = self.avg_blk[i] / short + 1;
+                    self.impact[i] = (self.avg_blk[i] / short).saturating_add(1);
                     self.old_impact[i] = self.impact[i];
                 } else {
                     self.impact[i] = 0;
@@ -336,7 +338,7 @@ impl Run {
                 for k in 0..self.n_rt {
                     let i = c * self.n_rt + k;
                     if self.tardiness[k] > 0 {
-                        let after = if self.avg_blk[i] != 0 { self.tardiness[k] - self.impact[i] } else { self.tardiness[k] };
+                        let after = if self.avg_blk[i] != 0 { self.tardiness[k].saturating_sub(self.impact[i]) } else { self.tardiness[k] };
                         largest = largest.max(after);
                     }
                 }
@@ -388,7 +390,7 @@ impl Run {
     }
 
     fn total_impact(&self, c: usize) -> i64 {
-        self.impact[c * self.n_rt..(c + 1) * self.n_rt].iter().sum()
+        self.impact[c * self.n_rt..(c + 1) * self.n_rt].iter().fold(0i64, |s, &v| s.saturating_add(v))
     }
 
     /// The impact a thread is assumed to suffer when `c` loses a unit: this run's impact, else
@@ -418,7 +420,7 @@ impl Run {
                     let (mut largest, mut impact_largest) = (0i64, i64::MIN);
                     for k in 0..self.n_rt {
                         let ih = self.impact_with_history(c * self.n_rt + k);
-                        let after = self.tardiness[k] + ih - self.impact[c_add * self.n_rt + k];
+                        let after = self.tardiness[k].saturating_add(ih).saturating_sub(self.impact[c_add * self.n_rt + k]);
                         largest = largest.max(after);
                         if ih != 0 {
                             impact_largest = impact_largest.max(after);
@@ -430,12 +432,12 @@ impl Run {
                     let (mut worsen, mut total) = (0i64, 0i64);
                     for k in 0..self.n_rt {
                         let ih = self.impact_with_history(c * self.n_rt + k);
-                        let after = self.tardiness[k] - self.impact[c_add * self.n_rt + k];
-                        total += ih;
+                        let after = self.tardiness[k].saturating_sub(self.impact[c_add * self.n_rt + k]);
+                        total = total.saturating_add(ih);
                         if after > 0 {
-                            worsen += ih;
-                        } else if after + ih > 0 {
-                            worsen += after + ih;
+                            worsen = worsen.saturating_add(ih);
+                        } else if after.saturating_add(ih) > 0 {
+                            worsen = worsen.saturating_add(after.saturating_add(ih));
                         }
                     }
                     (worsen, total)
