@@ -181,7 +181,8 @@ impl UnitCache {
         unit
     }
 
-    /// Hands a free unit to the first waiter, if both exist: the waiter and how long it waited.
+    /// Hands a free unit to the first waiter, if both exist: the waiter and since when it
+    /// waited.
     pub(super) fn grant_next(&mut self, now: Nanos) -> Option<(StackHolder, Nanos)> {
         if self.waiters.is_empty() || !self.has_free() {
             return None;
@@ -191,7 +192,7 @@ impl UnitCache {
         self.counters.longest_wait = self.counters.longest_wait.max(waited);
         self.counters.total_wait += waited;
         self.get(w.holder).expect("a free unit");
-        Some((w.holder, waited))
+        Some((w.holder, w.since))
     }
 
     /// A unit from the pool joins the cache (free).
@@ -242,6 +243,11 @@ impl UnitCache {
 
     pub(super) fn waiters(&self) -> impl Iterator<Item = JobKey> + '_ {
         self.waiters.iter().map(|w| w.holder.key)
+    }
+
+    /// The task of each waiter and since when it waits.
+    pub(super) fn waiting_since(&self) -> impl Iterator<Item = (usize, Nanos)> + '_ {
+        self.waiters.iter().map(|w| (w.holder.task, w.since))
     }
 
     pub(super) fn first_waiter(&self) -> Option<&StackWaiter> {

@@ -418,6 +418,11 @@ impl ResourceSubsystem {
         let on = if id < self.components.len() { WaitOn::Stack(c) } else { WaitOn::Cbuf(c) };
         self.begin_wait(key, on, cx.now());
         self.caches[id].wait(holder, cx.now());
+        if let Some(m) = self.tmem.as_mut() {
+            if let Some(i) = m.index(id) {
+                m.note_block(i, holder.task);
+            }
+        }
         self.relink_cache(cx, id);
         Step::Block(ResourceId(CACHES + id as u32))
     }
@@ -453,8 +458,8 @@ impl ResourceSubsystem {
             _ => false,
         };
         let mut granted = if to_pool { self.serve_pool(cx) } else { false };
-        while let Some((w, waited)) = self.caches[id].grant_next(cx.now()) {
-            self.granted(cx, id, w, waited);
+        while let Some((w, since)) = self.caches[id].grant_next(cx.now()) {
+            self.granted(cx, id, w, since);
             granted = true;
         }
         if self.caches[id].has_waiters() || granted {
@@ -483,20 +488,20 @@ impl ResourceSubsystem {
             let m = self.tmem.as_mut().expect("checked");
             m.grow(i, &mut self.caches[id]);
             self.note_allocated();
-            let (w, waited) = self.caches[id].grant_next(cx.now()).expect("a waiter and a free unit");
-            self.granted(cx, id, w, waited);
+            let (w, since) = self.caches[id].grant_next(cx.now()).expect("a waiter and a free unit");
+            self.granted(cx, id, w, since);
             self.relink_cache(cx, id);
             granted = true;
         }
     }
 
-    /// `w`'s wait for a unit of cache `id` ended in a grant after `waited`: a stack lets it
+    /// `w`'s wait for a unit of cache `id`, since `since`, ended in a grant: a stack lets it
     /// enter on its next step, a cbuf is its invocation's from now.
-    fn granted(&mut self, cx: &mut Context<'_>, id: usize, w: StackHolder, waited: Nanos) {
+    fn granted(&mut self, cx: &mut Context<'_>, id: usize, w: StackHolder, since: Nanos) {
         self.end_wait(w.key, cx.now());
         if let Some(m) = self.tmem.as_mut() {
             if let Some(i) = m.index(id) {
-                m.note_block(i, w.task, waited);
+                m.note_grant(i, w.task, since, cx.now());
             }
         }
         let run = self.run(w.key);

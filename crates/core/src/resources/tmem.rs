@@ -145,6 +145,8 @@ pub(super) struct Manager {
     mappings: u64,
     unmappings: u64,
     runs: u64,
+    /// When the current window began (the previous run).
+    window_start: Nanos,
     peak_allocated: u32,
     timeline: Vec<TmemPoint>,
 }
@@ -194,6 +196,7 @@ impl Manager {
             mappings: 0,
             unmappings: 0,
             runs: 0,
+            window_start: Nanos::ZERO,
             peak_allocated: min_total,
             timeline: Vec::new(),
             policy,
@@ -275,11 +278,16 @@ impl Manager {
         self.desired(i).is_none_or(|d| cache.allocated() < d)
     }
 
-    /// The wait of requests on managed cache `i`.
-    pub(super) fn note_block(&mut self, i: usize, task: usize, waited: Nanos) {
-        let e = self.blocks.entry((i, task)).or_default();
-        e.0 += waited.0;
-        e.1 += 1;
+    /// A request of `task` on managed cache `i` begins to wait: a block of this window.
+    pub(super) fn note_block(&mut self, i: usize, task: usize) {
+        self.blocks.entry((i, task)).or_default().1 += 1;
+    }
+
+    /// A wait on managed cache `i` since `since` ends now (a grant): its time within this
+    /// window is the thread's block time here (the rest was counted at the runs it spanned).
+    pub(super) fn note_grant(&mut self, i: usize, task: usize, since: Nanos, now: Nanos) {
+        let from = since.max(self.window_start);
+        self.blocks.entry((i, task)).or_default().0 += (now - from).0;
     }
 
     /// Maps cbuf `unit` into `component`; whether it was not mapped there yet (a cost is due).
@@ -306,6 +314,13 @@ impl Manager {
     /// One run of the scheduler at `now`: observe, decide, take free units out of caches above
     /// their new δ, start new windows. The caller then lets waiting caches grow.
     pub(super) fn run(&mut self, now: Nanos, all: &mut [UnitCache]) {
+        // Waits still open count the part within this window: block time "since the last run".
+        for (i, &id) in self.caches.iter().enumerate() {
+            for (task, since) in all[id].waiting_since() {
+                let from = since.max(self.window_start);
+                self.blocks.entry((i, task)).or_default().0 += (now - from).0;
+            }
+        }
         let caches: Vec<CacheObs> = (0..self.caches.len())
             .map(|i| {
                 let c = &all[self.caches[i]];
@@ -369,6 +384,7 @@ impl Manager {
         }
         self.windows.iter_mut().for_each(|w| *w = ThreadWindow::default());
         self.blocks.clear();
+        self.window_start = now;
     }
 
     /// Records a timeline point after a run's changes.
