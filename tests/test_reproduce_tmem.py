@@ -442,6 +442,7 @@ def test_compute_sizes_from_max_and_averages_over_sets(tiny_data: dict[str, Any]
     # 3 one-second windows each with a job 8 − 0.1·m late: the mean of the window maxima.
     assert greedy[6]["max_tardiness_ms"] == pytest.approx(7.4) and greedy[6]["task_sets"] == 2
     assert greedy[6]["misses_per_s"] == pytest.approx(1.0)
+    assert greedy[6]["peak_above_min"] == 6
     mx = next(r for r in d["fig6"] if r["scheme"] == "max")
     assert mx["memory_above_min"] == FAKE_MAX_PEAK and mx["max_tardiness_ms"] == pytest.approx(0.5)
     assert d["slope"]["ratio"] == pytest.approx(4.0)

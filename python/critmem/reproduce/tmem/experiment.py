@@ -393,6 +393,7 @@ def fig6_rows(runs: Sequence[dict[str, Any]], sizes: Sequence[int]) -> list[dict
                         "max_tardiness_ms": _mean(r["max_tardiness_ms"] for r in rs),
                         "misses_per_s": _mean(r["misses_per_s"] for r in rs),
                         "run_max_tardiness_ms": _mean(r["run_max_tardiness_ms"] for r in rs),
+                        "peak_above_min": _mean(r["peak_above_min"] for r in rs),
                         "task_sets": len(rs),
                     }
                 )
