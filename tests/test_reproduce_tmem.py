@@ -365,8 +365,9 @@ def test_memory_sizes_are_even_whole_units() -> None:
 # The experiment and the report, on runs made up from the measures
 
 TINY = Plan(
-    task_sets=2, horizon_ms=3000, sizes=3, fig7_task_sets=2, fig7_horizon_ms=6000, be_start_ms=2000, be_stop_ms=4000, table4_horizon_ms=1000
-)
+    task_sets=2, horizon_ms=3000, sizes=3, fig7_task_sets=2, fig7_horizon_ms=6000, be_start_ms=2000, be_stop_ms=4000,
+    table4_horizon_ms=1000, robustness=((0.6, 8), (0.8, 12)), robustness_task_sets=1, robustness_horizon_ms=2000, robustness_sizes=2,
+)  # fmt: skip
 # Made-up tardiness per scheme: at memory m above the minimum, base − slope·m (≥ 0).
 FAKE_LINES = {
     "min": (9.0, 0),
@@ -436,8 +437,9 @@ def tiny_data(fake_runs: None, tmp_path: Path) -> dict[str, Any]:
 def test_compute_sizes_from_max_and_averages_over_sets(tiny_data: dict[str, Any]) -> None:
     d = tiny_data
     assert d["memory_sizes"] == [0, 6, 12]  # max peaks 12 above the minimum; 3 sizes
-    # 2 sets × (min, max) + 2 sets × 7 schemes (Fig. 7) + 4 Table IV rows + 2 sets × 5 sized schemes × 3 sizes.
-    assert d["simulation_runs"] == 4 + 14 + 4 + 30 == experiment.planned_runs(TINY)
+    # 2 sets × (min, max) + 2 sets × 7 schemes (Fig. 7) + 4 Table IV rows + 2 sets × 5 sized schemes × 3 sizes,
+    # and per robustness configuration 1 set × (max + 4 schemes × 2 sizes).
+    assert d["simulation_runs"] == 4 + 14 + 4 + 30 + 2 * (1 + 8) == experiment.planned_runs(TINY)
     greedy = {r["memory_above_min"]: r for r in d["fig6"] if r["scheme"] == "greedy"}
     # 3 one-second windows each with a job 8 − 0.1·m late: the mean of the window maxima.
     assert greedy[6]["max_tardiness_ms"] == pytest.approx(7.4) and greedy[6]["task_sets"] == 2
@@ -460,6 +462,12 @@ def test_compute_sizes_from_max_and_averages_over_sets(tiny_data: dict[str, Any]
     assert t4["min"]["response_us"] == pytest.approx(100.0)
     assert t4["tmem"]["tmem_above_min"] == FAKE_MIN + TINY.table4_units_above_min - 20
     assert (t4["static"]["paper_response_us"], t4["static"]["paper_tmem_above_min"]) == PAPER_TABLE4["static"]
+    # Robustness: sizes 0 and max's peak; 2 s runs, so 2 windows each.
+    rob = d["robustness"]
+    assert [(r["utilization"], r["n_rt"], r["memory_sizes"]) for r in rob] == [(0.6, 8, [0, 12]), (0.8, 12, [0, 12])]
+    tm = {r["memory_above_min"]: r["max_tardiness_ms"] for r in rob[1]["fig6"] if r["scheme"] == "tmem"}
+    assert tm == {0: pytest.approx(6.0), 12: pytest.approx(1.2)}
+    assert {r["scheme"] for r in rob[0]["fig6"]} == {"max", *experiment.ROBUST_SCHEMES}
 
 
 def test_headline_has_the_documented_keys(tiny_data: dict[str, Any]) -> None:
@@ -506,10 +514,12 @@ def test_reproduce_writes_the_report_figures_and_results(fake_runs: None, monkey
     for png in rep.files[2:]:
         assert matplotlib.image.imread(png).shape[0] > 100
     text = (out / "report.md").read_text(encoding="utf-8")
-    for heading in ("## Setup", "## Fig. 6", "## Fig. 7", "## Table IV", "## Acceptance checks"):
+    for heading in ("## Setup", "## Fig. 6", "## Fig. 7", "## Table IV", "## Robustness", "## Acceptance checks"):
         assert heading in text
     assert "| tmem / greedy | 4.00 | 4 |" in text
     assert "| min | 100.000 | 38.800 |" in text
+    # greedy 8 − 0.1·m, greedy-nopi 12 − 0.1·m, tmem 6 − 0.4·m, tmem-nopi 10 − 0.2·m, means over m = 0 and 12.
+    assert "| 0.6 | 8 | +0, +12 | 7.400 | 11.400 | 3.600 | 8.800 | 4.00 | 4 of 4 |" in text
     data = json.loads((out / "results.json").read_text())
     assert data["minimums"] == {
         "fig6_min_units": 37,

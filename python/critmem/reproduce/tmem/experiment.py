@@ -49,6 +49,8 @@ SCHEMES: dict[str, tuple[str, str]] = {
 SIZED = ("fair", "greedy", "greedy-nopi", "tmem", "tmem-nopi")
 """The schemes run at every memory size (min has only its minimum, max no limit)."""
 NOPI_PAIRS = (("greedy", "greedy-nopi"), ("tmem", "tmem-nopi"))
+ROBUST_SCHEMES = ("greedy", "greedy-nopi", "tmem", "tmem-nopi")
+"""The schemes the acceptance compares, run again on other kinds of task sets."""
 TABLE4_ROWS = ("min", "max", "static", "tmem")
 
 
@@ -91,10 +93,15 @@ class Plan:
     n_rt: int = 8
     utilization: float = 0.8
     entries: str = "paper"
+    robustness: tuple[tuple[float, int], ...] = ((0.6, 8), (0.9, 8), (0.8, 12))
+    """(Σu, threads) of the robustness runs: Fig. 6's comparison on other task sets."""
+    robustness_task_sets: int = 2
+    robustness_horizon_ms: float = 20_000
+    robustness_sizes: int = 3
     quick: bool = False
 
 
-QUICK = Plan(task_sets=3, horizon_ms=20_000, sizes=4, fig7_task_sets=3, table4_horizon_ms=500, quick=True)
+QUICK = Plan(task_sets=3, horizon_ms=20_000, sizes=4, fig7_task_sets=3, table4_horizon_ms=500, robustness_task_sets=1, quick=True)
 """`--quick`: 3 task sets × 20 s × 4 memory sizes; Fig. 7 keeps its 60 s with best-effort
 threads from 20 s to 40 s, on 3 task sets."""
 
@@ -267,6 +274,8 @@ def measure_run(spec: Spec, summary: dict[str, Any], tasks: pd.DataFrame, jobs: 
         "scheme": spec.scheme,
         "set_seed": spec.set_seed,
         "units_above_min": spec.units_above_min,
+        "utilization": spec.utilization,
+        "n_rt": spec.n_rt,
         "min_units": int(t["min_units"]),
         "peak_allocated_units": int(t["peak_allocated_units"]),
         "peak_above_min": int(t["peak_allocated_units"]) - int(t["min_units"]),
@@ -337,9 +346,14 @@ def _spec(plan: Plan, kind: str, scheme: str, seed: int, units: int | None) -> S
     )  # fmt: skip
 
 
+def _robust_spec(plan: Plan, config: tuple[float, int], scheme: str, seed: int, units: int | None) -> Spec:
+    utilization, n = config
+    return Spec("robust", scheme, seed, units, plan.robustness_horizon_ms, n_rt=n, utilization=utilization, entries=plan.entries)
+
+
 def first_batch(plan: Plan) -> list[Spec]:
     """What runs before the memory sizes are known: min and max on every task set (max's peak
-    sets the sizes), Fig. 7 and Table IV."""
+    sets the sizes), Fig. 7, Table IV, and max on the robustness task sets."""
     seeds = range(1, plan.task_sets + 1)
     specs = [_spec(plan, "fig6", s, seed, None if s == "max" else 0) for seed in seeds for s in ("min", "max")]
     specs += [
@@ -351,17 +365,28 @@ def first_batch(plan: Plan) -> list[Spec]:
         units = {"min": 0, "max": None, "static": 0, "tmem": plan.table4_units_above_min}[row]
         spec = _spec(plan, "table4", row, 1, units)
         specs.append(replace(spec, static_units=plan.table4_static_units) if row == "static" else spec)
+    specs += [_robust_spec(plan, c, "max", seed, None) for c in plan.robustness for seed in range(1, plan.robustness_task_sets + 1)]
     return specs
 
 
-def second_batch(plan: Plan, sizes: Sequence[int]) -> list[Spec]:
-    """Every sized scheme at every memory size on every task set."""
-    return [_spec(plan, "fig6", s, seed, size) for seed in range(1, plan.task_sets + 1) for s in SIZED for size in sizes]
+def second_batch(plan: Plan, sizes: Sequence[int], robust_sizes: dict[tuple[float, int], list[int]] | None = None) -> list[Spec]:
+    """Every sized scheme at every memory size on every task set, and the robustness schemes at
+    each robustness configuration's sizes."""
+    specs = [_spec(plan, "fig6", s, seed, size) for seed in range(1, plan.task_sets + 1) for s in SIZED for size in sizes]
+    for config, csizes in (robust_sizes or {}).items():
+        specs += [
+            _robust_spec(plan, config, s, seed, size)
+            for seed in range(1, plan.robustness_task_sets + 1)
+            for s in ROBUST_SCHEMES
+            for size in csizes
+        ]
+    return specs
 
 
 def planned_runs(plan: Plan) -> int:
     """An upper bound of the runs `compute` makes (the sizes are known only after the first batch)."""
-    return len(first_batch(plan)) + plan.task_sets * len(SIZED) * plan.sizes
+    robust = len(plan.robustness) * plan.robustness_task_sets * len(ROBUST_SCHEMES) * plan.robustness_sizes
+    return len(first_batch(plan)) + plan.task_sets * len(SIZED) * plan.sizes + robust
 
 
 def _mean(xs: Iterable[float | None]) -> float | None:
@@ -369,12 +394,12 @@ def _mean(xs: Iterable[float | None]) -> float | None:
     return round(sum(v) / len(v), 4) if v else None
 
 
-def fig6_rows(runs: Sequence[dict[str, Any]], sizes: Sequence[int]) -> list[dict[str, Any]]:
-    """Fig. 6's points: per scheme and memory size, the means over task sets (min at 0, max at
-    its mean peak above the minimum)."""
+def fig6_rows(runs: Sequence[dict[str, Any]], sizes: Sequence[int], kind: str = "fig6") -> list[dict[str, Any]]:
+    """Fig. 6's points from the runs of `kind`: per scheme and memory size, the means over task
+    sets (min at 0, max at its mean peak above the minimum)."""
     rows: list[dict[str, Any]] = []
     for scheme in SCHEMES:
-        mine = [r for r in runs if r["kind"] == "fig6" and r["scheme"] == scheme]
+        mine = [r for r in runs if r["kind"] == kind and r["scheme"] == scheme]
         if not mine:
             continue
         groups: list[tuple[float, list[dict[str, Any]]]]
@@ -492,7 +517,35 @@ def minimums(plan: Plan) -> dict[str, Any]:
     }
 
 
-def summarize(plan: Plan, runs: Sequence[dict[str, Any]], sizes: Sequence[int]) -> dict[str, Any]:
+def robustness_rows(plan: Plan, runs: Sequence[dict[str, Any]], robust_sizes: dict[tuple[float, int], list[int]]) -> list[dict[str, Any]]:
+    """Per robustness configuration, its memory sizes and Fig. 6's rows of its runs."""
+    out = []
+    for config in plan.robustness:
+        utilization, n = config
+        mine = [r for r in runs if r["kind"] == "robust" and (r["utilization"], r["n_rt"]) == config]
+        sizes = robust_sizes.get(config, [0])
+        out.append({"utilization": utilization, "n_rt": n, "memory_sizes": sizes, "fig6": fig6_rows(mine, sizes, kind="robust")})
+    return out
+
+
+def _sizes_from_max(plan: Plan, runs: Sequence[dict[str, Any]]) -> tuple[list[int], dict[tuple[float, int], list[int]]]:
+    """Fig. 6's memory sizes, and each robustness configuration's, from their max runs' peaks."""
+
+    def peaks(kind: str, config: tuple[float, int] | None = None) -> list[int]:
+        return [
+            r["peak_above_min"]
+            for r in runs
+            if r["kind"] == kind and r["scheme"] == "max" and (config is None or (r["utilization"], r["n_rt"]) == config)
+        ]
+
+    sizes = memory_sizes(max(peaks("fig6"), default=0), plan.sizes)
+    robust = {c: memory_sizes(max(peaks("robust", c), default=0), plan.robustness_sizes) for c in plan.robustness}
+    return sizes, robust
+
+
+def summarize(
+    plan: Plan, runs: Sequence[dict[str, Any]], sizes: Sequence[int], robust_sizes: dict[tuple[float, int], list[int]] | None = None
+) -> dict[str, Any]:
     """results.json: the plan, the workloads, every run's numbers and the figures' rows."""
     mins = minimums(plan)
     f6 = fig6_rows(runs, sizes)
@@ -510,6 +563,7 @@ def summarize(plan: Plan, runs: Sequence[dict[str, Any]], sizes: Sequence[int]) 
         "fig7": f7,
         "fig7_phases": fig7_phases(f7, plan),
         "table4": table4_rows(runs, mins["table4_min_units"]),
+        "robustness": robustness_rows(plan, runs, robust_sizes or {}),
         "runs": [{k: v for k, v in r.items() if k != "series"} for r in runs],
         "simulation_runs": len(runs),
     }
@@ -517,15 +571,15 @@ def summarize(plan: Plan, runs: Sequence[dict[str, Any]], sizes: Sequence[int]) 
 
 def compute(plan: Plan, sweep: Sweep) -> dict[str, Any]:
     """Every simulation of the reproduction on `sweep` (two batches: min, max, Fig. 7 and
-    Table IV; then the sized schemes at the sizes max's peak gives), and what they measured."""
+    Table IV and max on the robustness task sets; then the sized schemes at the sizes max's
+    peaks give), and what they measured."""
     first = first_batch(plan)
     runs = sweep.map(measure, first, label=_label)
-    peaks = [r["peak_above_min"] for r in runs if r["kind"] == "fig6" and r["scheme"] == "max"]
-    sizes = memory_sizes(max(peaks, default=0), plan.sizes)
-    runs += sweep.map(measure, second_batch(plan, sizes), label=_label)
+    sizes, robust_sizes = _sizes_from_max(plan, runs)
+    runs += sweep.map(measure, second_batch(plan, sizes, robust_sizes), label=_label)
     for _ in range(planned_runs(plan) - len(runs)):  # sizes that coincided: the bar still ends full
         sweep.progress.step("memory sizes that coincide")
-    return summarize(plan, runs, sizes)
+    return summarize(plan, runs, sizes, robust_sizes)
 
 
 def headline(data: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from critmem.reproduce.checks import Check
-from critmem.reproduce.tmem.experiment import NOPI_PAIRS, SCHEMES, SIZED
+from critmem.reproduce.tmem.experiment import NOPI_PAIRS, ROBUST_SCHEMES, SCHEMES, SIZED, slope_ratio
 from critmem.reproduce.tmem.paper import (
     PAPER_FIG6_MIN_PAGES,
     PAPER_FIG7_MIN_PAGES,
@@ -186,6 +186,37 @@ def _fig6_table(data: dict[str, Any], field: str, digits: int) -> str:
     return _table(header, rows)
 
 
+def _robustness_section(data: dict[str, Any]) -> str:
+    plan = data["plan"]
+    rows = []
+    for cfg in data.get("robustness", []):
+        means = []
+        for scheme in ROBUST_SCHEMES:
+            by = _by_size({"fig6": cfg["fig6"]}, scheme)
+            means.append(_mean(list(by.values())))
+        checks = _acceptance_rows({"fig6": cfg["fig6"]})
+        rows.append(
+            [
+                f"{cfg['utilization']:g}",
+                cfg["n_rt"],
+                ", ".join(f"+{s}" for s in cfg["memory_sizes"]),
+                *means,
+                _f(slope_ratio(cfg["fig6"])["ratio"], 2),
+                f"{sum(ok for _, _, ok, _ in checks)} of {len(checks)}",
+            ]
+        )
+    if not rows:
+        return ""
+    return (
+        "## Robustness: the comparison on other task sets\n\n"
+        f"{plan['robustness_task_sets']} task set{'' if plan['robustness_task_sets'] == 1 else 's'} per row, {plan['robustness_horizon_ms'] / 1000:g} s runs, "
+        f"{plan['robustness_sizes']} memory sizes up to `max`'s peak; mean max tardiness (ms) over the sizes, tmem's "
+        "slope over greedy's, and how many of the acceptance checks below hold there.\n\n"
+        + _table(["Σu", "threads", "sizes", *ROBUST_SCHEMES, "slope ratio", "checks holding"], rows)
+        + "\n"
+    )
+
+
 def render(data: dict[str, Any], summary: dict[str, Any], files: Sequence[str]) -> str:
     plan = data["plan"]
     mins = data["minimums"]
@@ -307,6 +338,7 @@ def render(data: dict[str, Any], summary: dict[str, Any], files: Sequence[str]) 
         '\nThe paper\'s `min` row lists 35 units above the minimum, which "only the minimal allocation" does not '
         "allow; it is quoted as printed.\n"
     )
+    out.append(_robustness_section(data))
     out.append("## Acceptance checks (computed)\n")
     out.append(
         _table(["check", "expected", "holds", "value"], [[n, e, "yes" if ok else "**no**", v] for n, e, ok, v in _acceptance_rows(data)])
