@@ -495,6 +495,14 @@ def test_acceptance_checks_hold_and_fail_as_the_numbers_say(tiny_data: dict[str,
             if r["scheme"] == "tmem" and r["memory_above_min"] == 12:
                 r["max_tardiness_ms"] = g[12] * factor
         assert report.acceptance_checks(d)[1].passed is within
+    # No tardiness at all under either: nothing to remove, the first check holds; tmem above: not.
+    d = json.loads(json.dumps(tiny_data))
+    for r in d["fig6"]:
+        if r["scheme"] in ("tmem", "greedy"):
+            r["max_tardiness_ms"] = 0.0
+    assert report.acceptance_checks(d)[0].passed
+    next(r for r in d["fig6"] if r["scheme"] == "tmem")["max_tardiness_ms"] = 0.001
+    assert not report.acceptance_checks(d)[0].passed
     d = json.loads(json.dumps(tiny_data))
     for r in d["fig6"]:
         if r["scheme"] == "tmem-nopi":
