@@ -1176,6 +1176,7 @@ def _print_reproduction(summary: dict[str, Any]) -> None:
         console.print(_text("tau1 with tau2 (Fig. 9)"))
         console.print(_table(["policy", "tau1 misses", "after warm-up", "tau2 periods with a miss"], rows))
     _print_sara_headline(console, summary)
+    _print_tmem_headline(console, summary)
     ops = summary.get("table2_ns", {})
     if ops:
         cols = list(next(iter(ops.values())))
@@ -1212,13 +1213,41 @@ def _print_sara_headline(console: Console, summary: dict[str, Any]) -> None:
         console.print(_table(["workload", "slope", "intercept ms", "configured BCET ms"], rows, left=1))
 
 
+def _print_tmem_headline(console: Console, summary: dict[str, Any]) -> None:
+    fig6 = summary.get("fig6", [])
+    if not fig6:
+        return
+    sizes = sorted({r["memory_above_min"] for r in fig6 if r["scheme"] not in ("min", "max")})
+    schemes = list(dict.fromkeys(r["scheme"] for r in fig6))
+    rows = []
+    for scheme in schemes:
+        by = {r["memory_above_min"]: r["max_tardiness_ms"] for r in fig6 if r["scheme"] == scheme}
+        if scheme in ("min", "max"):
+            ((x, v),) = by.items()
+            rows.append([f"{scheme} (at +{_fmt(x)})", *[_fmt(v) if s == sizes[0] else "" for s in sizes]])
+        else:
+            rows.append([scheme, *[_fmt(by.get(s)) for s in sizes]])
+    console.print(_text("mean max tardiness (ms) against transient memory above the minimum (Fig. 6a)"))
+    console.print(_table(["scheme", *[f"+{_fmt(s)}" for s in sizes]], rows, left=1))
+    console.print(_text(f"tmem's slope over greedy's: {_fmt(summary.get('slope_ratio'))} (paper: 4)"))
+    table4 = summary.get("table4", [])
+    if table4:
+        rows = [
+            [r["policy"], _fmt(r["response_us"]), _fmt(r["paper_response_us"]), _fmt(r["tmem_above_min"]), _fmt(r["paper_tmem_above_min"])]
+            for r in table4
+        ]
+        console.print(_text("request-response service (Table IV)"))
+        console.print(_table(["policy", "response µs", "paper", "TMEM above min", "paper"], rows, left=1))
+
+
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from critmem.sweep import SCHEDULER_ENV, SweepError, executor_for
 
     paper = get(args.paper)
     if not paper.sweeps and (args.scheduler is not None or args.workers is not None):
         raise CliError(
-            f"{paper.name} runs its simulations one after another (each depends on the last); --scheduler and --workers are for sara"
+            f"{paper.name} runs its simulations one after another (each depends on the last); --scheduler and --workers are for "
+            + " and ".join(p.name for p in PAPERS.values() if p.sweeps)
         )
     out_dir = _prepare_out_dir(args.out if args.out is not None else str(paper.default_out))
     started = time.monotonic()
@@ -1358,8 +1387,9 @@ examples:
   critmem reproduce shared-pages --json | python3 -m json.tool
   critmem reproduce sara --quick
   critmem reproduce sara --scheduler tcp://127.0.0.1:8786 --out results/sara
+  critmem reproduce tmem --quick --json
 
-sara runs its simulations on local worker processes (--workers N, default one per core) or
+sara and tmem run their simulations on local worker processes (--workers N, default one per core) or
 on a Dask cluster (--scheduler tcp://HOST:PORT, or CRITMEM_DASK_SCHEDULER), with the same
 results either way; each result is kept in DIR/.critmem-sweep as it arrives, so a run that
 was stopped resumes where it left off.
@@ -1532,9 +1562,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reproduce.add_argument(
         "--scheduler", metavar="ADDRESS", type=_scheduler_address,
-        help="sara: run the simulations on the Dask cluster of this scheduler, e.g. tcp://127.0.0.1:8786 (default: $CRITMEM_DASK_SCHEDULER, else local processes)",
+        help="sara, tmem: run the simulations on the Dask cluster of this scheduler, e.g. tcp://127.0.0.1:8786 (default: $CRITMEM_DASK_SCHEDULER, else local processes)",
     )  # fmt: skip
-    reproduce.add_argument("--workers", metavar="N", type=_int_at_least(1), help="sara: local worker processes (default: one per core)")
+    reproduce.add_argument(
+        "--workers", metavar="N", type=_int_at_least(1), help="sara, tmem: local worker processes (default: one per core)"
+    )
     reproduce.set_defaults(handler=_cmd_reproduce)
 
     agent = commands.add_parser(

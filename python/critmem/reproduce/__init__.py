@@ -98,6 +98,16 @@ PAPERS: dict[str, Paper] = {
             "growth step (step_up_bytes, not the paper's rule)",
             sweeps=True,
         ),
+        Paper(
+            name="tmem",
+            title="Increasing Memory Utilization with Transient Memory Scheduling (TMEM)",
+            source="tmem-transient-memory-scheduling.txt",
+            module="critmem.reproduce.tmem",
+            summary="tardiness and misses against transient memory for 7 schemes (Fig. 6) with tmem's slope "
+            "against greedy's, the open system with best-effort threads over time (Fig. 7), and a "
+            "request-response service (Table IV)",
+            sweeps=True,
+        ),
     ]
 }
 
