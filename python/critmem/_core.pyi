@@ -173,6 +173,10 @@ def fit_exec_vs_stall(stall_ms: list[float], exec_ms: list[float]) -> tuple[floa
 def estimate_bcet_ms(stall_ms: list[float], exec_ms: list[float]) -> float:
     """BCET from profiled jobs: the smallest execution time minus stall."""
 
+def tmem_policy_cost(policy: str, components: int, threads: int, total_units: int, runs: int, seed: int) -> tuple[float, int]:
+    """Median wall time (µs) of one run of a TMEM memory scheduler on a seeded synthetic
+    observation of that size, and the units its plan moves."""
+
 def pick_offline_limit(profile: list[tuple[int, float]], target_hit_ratio: float) -> int:
     """The smallest profiled limit (bytes) whose hit ratio reaches the target."""
 

@@ -666,6 +666,39 @@ fn estimate_bcet_ms(stall_ms: Vec<f64>, exec_ms: Vec<f64>) -> Result<f64, Bindin
     Ok(bcet as f64 / 1e6)
 }
 
+/// The wall time of one run of TMEM memory scheduler `policy` on a seeded synthetic
+/// observation of `components` components (two caches each), `threads` threads and
+/// `total_units` units: the median over `runs` runs from a fresh policy each, in µs, and the
+/// units the plan moves. A measurement of this machine, not part of any simulated result.
+#[pyfunction]
+fn tmem_policy_cost(
+    policy: &str,
+    components: usize,
+    threads: usize,
+    total_units: u32,
+    runs: usize,
+    seed: u64,
+) -> Result<(f64, u32), BindingError> {
+    use critmem_policy::tmem::{make_memory_scheduler, synthetic_observation, units_moved};
+    if components == 0 || threads == 0 || runs == 0 {
+        return Err(BindingError::Argument("components, threads and runs must be at least 1".into()));
+    }
+    let obs = synthetic_observation(components, threads, total_units, seed);
+    let mut moved = 0;
+    let mut times_us: Vec<f64> = (0..runs)
+        .map(|_| {
+            let mut p = make_memory_scheduler(policy)?;
+            let start = std::time::Instant::now();
+            let actions = p.schedule(std::hint::black_box(&obs));
+            let elapsed = start.elapsed().as_secs_f64() * 1e6;
+            moved = units_moved(&obs, &actions);
+            Ok(elapsed)
+        })
+        .collect::<Result<_, PolicyError>>()?;
+    times_us.sort_by(f64::total_cmp);
+    Ok((times_us[times_us.len() / 2], moved))
+}
+
 /// Offline profiling's choice from (limit_bytes, hit_ratio) pairs: the smallest limit that
 /// reaches `target_hit_ratio`.
 #[pyfunction]
@@ -741,6 +774,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(measure_memory_ops, m)?)?;
     m.add_function(wrap_pyfunction!(fit_exec_vs_stall, m)?)?;
     m.add_function(wrap_pyfunction!(estimate_bcet_ms, m)?)?;
+    m.add_function(wrap_pyfunction!(tmem_policy_cost, m)?)?;
     m.add_function(wrap_pyfunction!(pick_offline_limit, m)?)?;
     m.add_function(wrap_pyfunction!(pick_tmo_threshold, m)?)?;
     m.add_function(wrap_pyfunction!(sara_job_stalls, m)?)?;

@@ -324,7 +324,8 @@ fn a_passed_cbuf_is_mapped_into_its_callee_once_and_unmapped_when_it_leaves_for_
 /// A random lattice in the style of the TMEM experiments: `n` components each computing a
 /// share and calling one of two later ones with a cbuf, tasks entering at random.
 fn lattice(n: usize, tasks: &[(u32, u32, usize)], above: Option<u32>, wait: &str) -> String {
-    let mut text = String::from("[scheduler]\nkind = \"rm\"\n[run]\nhorizon_ms = 600\n[tmem]\npolicy = \"min\"\nfirst_run_ms = 0\nperiod_ms = 50\n");
+    let mut text =
+        String::from("[scheduler]\nkind = \"rm\"\n[run]\nhorizon_ms = 600\n[tmem]\npolicy = \"min\"\nfirst_run_ms = 0\nperiod_ms = 50\n");
     text += &format!("wait = \"{wait}\"\n");
     if let Some(a) = above {
         text += &format!("units_above_min = {a}\n");

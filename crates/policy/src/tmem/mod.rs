@@ -14,10 +14,12 @@ use crate::PolicyError;
 mod alg1;
 mod baselines;
 mod composite;
+mod synthetic;
 
 pub use alg1::Alg1;
 pub use baselines::{Fair, Greedy, Max, Min};
 pub use composite::{CompositeObjective, CompositeOptions, TmemComposite};
+pub use synthetic::{synthetic_observation, units_moved};
 
 /// Index of a cache in [`TmemObservation::caches`]; stable for a run.
 pub type CacheId = usize;
