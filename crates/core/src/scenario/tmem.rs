@@ -30,11 +30,7 @@ pub(super) fn validate_tmem(cx: &Ctx, raw: &RawScenario, horizon: Nanos) -> Resu
     if horizon.0 / period.0 > MAX_RUNS {
         return Err(cx.err("tmem.period_ms", format!("gives more than {MAX_RUNS} runs of the scheduler over the horizon; lengthen it")));
     }
-    // The original system's policy first ran after five of its periods.
-    let first_run = match t.first_run_ms {
-        None => Nanos(period.0.saturating_mul(5)),
-        Some(ms) => cx.time("tmem.first_run_ms", ms)?,
-    };
+    let first_run = cx.time("tmem.first_run_ms", t.first_run_ms.unwrap_or(0.0))?;
     let cbuf_map_cost = cx.time("tmem.cbuf_map_us", t.cbuf_map_us.unwrap_or(0.0) / 1000.0)?;
     if !raw.component.iter().any(|c| c.stacks.is_some() || c.cbufs.is_some()) {
         return Err(cx.err("tmem", "manages components' stacks and cbufs, but no [[component]] gives stacks or cbufs"));

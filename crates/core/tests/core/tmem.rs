@@ -75,7 +75,6 @@ kind = "rm"
 horizon_ms = 20
 [tmem]
 policy = "min"
-first_run_ms = 0
 wait = "{wait}"
 units_above_min = {units_above_min}
 [[component]]
@@ -151,7 +150,6 @@ kind = "gfp"
 horizon_ms = 40
 [tmem]
 policy = "min"
-first_run_ms = 0
 units_above_min = 4
 period_ms = 5
 [[component]]
@@ -287,7 +285,6 @@ kind = "rm"
 horizon_ms = 100
 [tmem]
 policy = "min"
-first_run_ms = 0
 units_above_min = 2
 period_ms = 20
 cbuf_map_us = 100
@@ -324,8 +321,7 @@ fn a_passed_cbuf_is_mapped_into_its_callee_once_and_unmapped_when_it_leaves_for_
 /// A random lattice in the style of the TMEM experiments: `n` components each computing a
 /// share and calling one of two later ones with a cbuf, tasks entering at random.
 fn lattice(n: usize, tasks: &[(u32, u32, usize)], above: Option<u32>, wait: &str) -> String {
-    let mut text =
-        String::from("[scheduler]\nkind = \"rm\"\n[run]\nhorizon_ms = 600\n[tmem]\npolicy = \"min\"\nfirst_run_ms = 0\nperiod_ms = 50\n");
+    let mut text = String::from("[scheduler]\nkind = \"rm\"\n[run]\nhorizon_ms = 600\n[tmem]\npolicy = \"min\"\nperiod_ms = 50\n");
     text += &format!("wait = \"{wait}\"\n");
     if let Some(a) = above {
         text += &format!("units_above_min = {a}\n");
@@ -443,4 +439,21 @@ fn a_task_stops_releasing_at_its_stop_time() {
     let r = simulate(&load(text), OPTS);
     let releases: Vec<f64> = r.jobs.iter().map(|j| j.release.as_ms_f64()).collect();
     assert_eq!(releases, [20.0, 30.0, 40.0]);
+}
+
+#[test]
+fn before_the_first_run_caches_grow_without_limit_and_the_first_run_trims_them() {
+    // first_run_ms = 7: at 0 the three threads enter c and it grows to 3 stacks (no δ yet);
+    // they return at 3 ms; the first run, at 7 ms, sets δ to the minimum and removes the two
+    // free units at once. The next releases, at 10 ms, share one stack.
+    let text = SHRINK.replace("period_ms = 5\n", "period_ms = 5\nfirst_run_ms = 7\n");
+    let (p, seen) = at_min();
+    let r = simulate_with_memory_scheduler(&load(&text), OPTS, p).unwrap();
+    let t = tmem(&r);
+    assert_eq!(seen.lock().unwrap()[0].now_ns, 7_000_000);
+    assert_eq!(seen.lock().unwrap()[0].caches[0].allocated_units, 3);
+    assert_eq!(seen.lock().unwrap()[0].caches[0].desired_units, None);
+    assert_eq!((t.timeline[0].time_ns, t.timeline[0].allocated_units), (7_000_000, 1));
+    assert_eq!((t.caches[0].grows, t.caches[0].removed_units, t.peak_allocated_units), (2, 2, 3));
+    assert_eq!(t.caches[0].waits, 6);
 }
