@@ -227,7 +227,7 @@ impl Manager {
     }
 
     /// A unit leaves cache `i` for the pool: unmapped from every component it was mapped in.
-    fn to_pool(&mut self, i: usize, unit: u32) {
+    fn return_to_pool(&mut self, i: usize, unit: u32) {
         self.stats[i].removed_units += 1;
         if self.kinds[i] == UnitKind::Cbuf {
             let gone: Vec<(u32, usize)> = self.mapped.range((unit, 0)..=(unit, usize::MAX)).copied().collect();
@@ -262,7 +262,7 @@ impl Manager {
     pub(super) fn after_put(&mut self, i: usize, cache: &mut UnitCache, unit: u32) -> bool {
         if self.desired(i).is_some_and(|d| cache.allocated() > d) {
             cache.remove_unit(unit);
-            self.to_pool(i, unit);
+            self.return_to_pool(i, unit);
             return true;
         }
         false
@@ -377,7 +377,7 @@ impl Manager {
             if let Some(d) = self.desired(i) {
                 while c.allocated() > d {
                     let Some(unit) = c.remove_free_unit() else { break };
-                    self.to_pool(i, unit);
+                    self.return_to_pool(i, unit);
                 }
             }
             c.new_window();

@@ -24,9 +24,12 @@ fn tmem(r: &SimResult) -> &TmemResult {
     r.resources.as_ref().and_then(|r| r.tmem.as_ref()).expect("a tmem section")
 }
 
+/// δ of every cache from the run's index and its observation.
+type DesiredFn = Box<dyn Fn(usize, &TmemObservation) -> Vec<Option<u32>> + Send>;
+
 /// Sets δ from a function of the run's index, and keeps every observation.
 struct Probe {
-    desired: Box<dyn Fn(usize, &TmemObservation) -> Vec<Option<u32>> + Send>,
+    desired: DesiredFn,
     seen: Arc<Mutex<Vec<TmemObservation>>>,
 }
 
@@ -42,20 +45,20 @@ impl MemoryScheduler for Probe {
     }
 }
 
-fn probe(
-    desired: impl Fn(usize, &TmemObservation) -> Vec<Option<u32>> + Send + 'static,
-) -> (Box<dyn MemoryScheduler>, Arc<Mutex<Vec<TmemObservation>>>) {
+type Seen = Arc<Mutex<Vec<TmemObservation>>>;
+
+fn probe(desired: impl Fn(usize, &TmemObservation) -> Vec<Option<u32>> + Send + 'static) -> (Box<dyn MemoryScheduler>, Seen) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     (Box::new(Probe { desired: Box::new(desired), seen: seen.clone() }), seen)
 }
 
 /// Every cache at its minimum.
-fn at_min() -> (Box<dyn MemoryScheduler>, Arc<Mutex<Vec<TmemObservation>>>) {
+fn at_min() -> (Box<dyn MemoryScheduler>, Seen) {
     probe(|_, obs| obs.caches.iter().map(|c| Some(c.min_units)).collect())
 }
 
 /// No limit but the pool.
-fn unlimited() -> (Box<dyn MemoryScheduler>, Arc<Mutex<Vec<TmemObservation>>>) {
+fn unlimited() -> (Box<dyn MemoryScheduler>, Seen) {
     probe(|_, obs| vec![None; obs.caches.len()])
 }
 
