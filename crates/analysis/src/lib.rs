@@ -148,6 +148,16 @@ fn components_outside_analysis(scenario: &Scenario) -> Option<String> {
         let stacks = if n == 1 { "1 execution stack".to_string() } else { format!("{n} execution stacks") };
         return Some(format!("component {:?} has {stacks}, and waiting for one is not in the blocking analysis", c.name));
     }
+    if let Some(c) = scenario.components.iter().find(|c| c.cbufs.is_some()) {
+        return Some(format!("component {:?} has cbufs, and waiting for one is not in the blocking analysis", c.name));
+    }
+    let suspends = |p: &critmem_core::resources::TaskProgram| p.actions.iter().any(|a| matches!(a, Action::Suspend(_)));
+    if let Some(t) = scenario.tasks.iter().find(|t| t.program.as_ref().is_some_and(suspends)) {
+        return Some(format!("task {:?}'s program suspends (suspend_ms), which the tests here do not model", t.name));
+    }
+    if let Some(c) = scenario.components.iter().find(|c| suspends(&c.program)) {
+        return Some(format!("component {:?}'s program suspends (suspend_ms), which the tests here do not model", c.name));
+    }
     if !scenario.components.is_empty() && !scenario.resources.is_empty() {
         return Some("tasks call components and share resources; calls within critical sections and locks within components are not in the blocking analysis".to_string());
     }

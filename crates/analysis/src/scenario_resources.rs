@@ -66,6 +66,8 @@ pub fn program_sections(program: &TaskProgram) -> Vec<CriticalSection> {
             Action::Call { .. } | Action::CallOneOf { .. } | Action::CbufAlloc | Action::CbufFree => {}
             // Budget shares are bounded by the job's demand, not by the program.
             Action::ComputeShare(_) | Action::ComputeRest => {}
+            // Scenarios whose programs suspend are left out before this (`analyze`).
+            Action::Suspend(_) => {}
         }
     }
     out

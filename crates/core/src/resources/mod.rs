@@ -92,6 +92,9 @@ pub enum Action {
     CbufAlloc,
     /// Give the cbuf this invocation holds back to its component's cache.
     CbufFree,
+    /// Self-suspend, off every CPU, for this long (never while holding a lock; the loader
+    /// checks it). Units of caches the job holds stay held.
+    Suspend(Nanos),
 }
 
 /// One option of a [`Action::CallOneOf`]: a component and its chance of being the one called.

@@ -92,6 +92,8 @@ pub(super) struct UnitCache {
     /// (each counting itself).
     pub(super) window_blocks: u32,
     pub(super) window_blocked_sum: u64,
+    /// Waits begun since the window began that found every holder self-suspended.
+    pub(super) window_self_suspensions: u32,
 }
 
 impl UnitCache {
@@ -114,6 +116,7 @@ impl UnitCache {
             window_peak_demand: 0,
             window_blocks: 0,
             window_blocked_sum: 0,
+            window_self_suspensions: 0,
         }
     }
 
@@ -223,9 +226,15 @@ impl UnitCache {
         self.waiters.retain(|w| w.holder.key != key);
     }
 
-    /// The holder a waiter depends on: the one of highest priority.
-    pub(super) fn top_holder(&self) -> Option<JobKey> {
-        self.holders.iter().min_by_key(|(h, _)| (h.prio, h.seq)).map(|(h, _)| h.key)
+    /// The holder a waiter depends on: the one of highest priority among those `runnable`
+    /// says can run in its place (a self-suspended holder cannot).
+    pub(super) fn top_holder(&self, runnable: impl Fn(JobKey) -> bool) -> Option<JobKey> {
+        self.holders.iter().filter(|(h, _)| runnable(h.key)).min_by_key(|(h, _)| (h.prio, h.seq)).map(|(h, _)| h.key)
+    }
+
+    /// Whether the cache has holders and none of them `runnable`.
+    pub(super) fn all_holders_out(&self, runnable: impl Fn(JobKey) -> bool) -> bool {
+        !self.holders.is_empty() && self.holders.iter().all(|(h, _)| !runnable(h.key))
     }
 
     /// The unit `key` holds here, if any.
@@ -268,6 +277,7 @@ impl UnitCache {
         self.window_peak_demand = (self.holders.len() + self.waiters.len()) as u32;
         self.window_blocks = 0;
         self.window_blocked_sum = 0;
+        self.window_self_suspensions = 0;
     }
 
     /// Never more holders than units, nobody holding twice, free plus held equal to the

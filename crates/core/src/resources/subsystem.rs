@@ -65,6 +65,12 @@ const CACHES: u32 = 1 << 31;
 /// The event tag of a run of TMEM's memory scheduler.
 const TMEM_RUN: u64 = 0;
 
+/// What a self-suspended job waits on.
+const SUSPENDED: ResourceId = ResourceId(u32::MAX - 1);
+
+/// The event tag that ends job `key`'s self-suspension: `RESUME | key`.
+const RESUME: u64 = 1 << 32;
+
 /// One resource's figures over a run.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ResourceStats {
@@ -164,6 +170,8 @@ struct JobRun {
     budget_left: Option<Nanos>,
     /// The budgeted job's whole demand, which shares are of.
     budget: Nanos,
+    /// The end of the job's self-suspension, while it is suspended.
+    suspended_until: Option<Nanos>,
     /// The job's call draws, made on its first uncertain call.
     calls_rng: Option<SimRng>,
     /// Invocations per component (kept only when job calls are recorded).
@@ -323,6 +331,7 @@ impl ResourceSubsystem {
             WaitOn::Resource(r) | WaitOn::Gate(Some(r)) => specs[r].name.clone(),
             WaitOn::Stack(c) => format!("stack:{}", components[c].name),
             WaitOn::Cbuf(c) => format!("cbuf:{}", components[c].name),
+            WaitOn::Suspended => "suspend".to_string(),
             WaitOn::Gate(None) => "srp".to_string(),
         });
     }
@@ -417,6 +426,9 @@ impl ResourceSubsystem {
         let c = self.cache_component[id];
         let on = if id < self.components.len() { WaitOn::Stack(c) } else { WaitOn::Cbuf(c) };
         self.begin_wait(key, on, cx.now());
+        if self.caches[id].all_holders_out(|k| self.runnable(k)) {
+            self.caches[id].window_self_suspensions += 1;
+        }
         self.caches[id].wait(holder, cx.now());
         if let Some(m) = self.tmem.as_mut() {
             if let Some(i) = m.index(id) {
@@ -518,9 +530,21 @@ impl ResourceSubsystem {
         cx.wake(w.key);
     }
 
+    /// Whether job `key` can run in a waiter's place (it is not self-suspended).
+    fn runnable(&self, key: JobKey) -> bool {
+        self.jobs.get(key as usize).and_then(Option::as_ref).is_none_or(|r| r.suspended_until.is_none())
+    }
+
+    /// The caches of which `key` holds a unit.
+    fn caches_held_by(&self, key: JobKey) -> Vec<usize> {
+        (0..self.caches.len()).filter(|&id| self.caches[id].holders_unit(key).is_some()).collect()
+    }
+
     fn relink_cache(&mut self, cx: &mut Context<'_>, id: usize) {
         if self.cache_wait[id] == StackWait::Inherit && !self.donor_mode {
-            let top = self.caches[id].top_holder();
+            // With every holder self-suspended nobody can run in a waiter's place: waiters
+            // wait off the CPU until a holder resumes or puts its unit.
+            let top = self.caches[id].top_holder(|k| self.runnable(k));
             for w in self.caches[id].waiters() {
                 cx.depend(w, top);
             }
@@ -933,6 +957,7 @@ impl Subsystem for ResourceSubsystem {
             extra_cost: Nanos::ZERO,
             budget_left: budgeted.then_some(job.demand),
             budget: job.demand,
+            suspended_until: None,
             calls_rng: None,
             calls,
             plain: !has_program,
@@ -1091,6 +1116,19 @@ impl Subsystem for ResourceSubsystem {
                         }
                     }
                 }
+                Action::Suspend(d) => {
+                    let now = cx.now();
+                    let run = self.run(key);
+                    run.pc += 1;
+                    run.suspended_until = Some(now + d);
+                    self.begin_wait(key, WaitOn::Suspended, now);
+                    cx.schedule(now + d, RESUME | u64::from(key));
+                    // Waiters linked to it must not pick it to run in their place.
+                    for id in self.caches_held_by(key) {
+                        self.relink_cache(cx, id);
+                    }
+                    return Step::Block(SUSPENDED);
+                }
                 Action::CbufFree => {
                     let run = self.run(key);
                     run.pc += 1;
@@ -1182,7 +1220,21 @@ impl Subsystem for ResourceSubsystem {
     fn on_event(&mut self, cx: &mut Context<'_>, tag: u64) {
         if tag == TMEM_RUN {
             self.run_memory_scheduler(cx);
+            return;
         }
+        let key = (tag & !RESUME) as JobKey;
+        let now = cx.now();
+        // A job that ended while suspended (or a later job under its key) ignores the event.
+        let Some(run) = self.jobs.get_mut(key as usize).and_then(Option::as_mut) else { return };
+        if run.suspended_until != Some(now) {
+            return;
+        }
+        run.suspended_until = None;
+        self.end_wait(key, now);
+        for id in self.caches_held_by(key) {
+            self.relink_cache(cx, id);
+        }
+        cx.wake(key);
     }
 
     fn finish(mut self: Box<Self>, horizon: Nanos, result: &mut SimResult) {

@@ -335,7 +335,7 @@ impl Manager {
                     touched_units: c.touched.len() as u32,
                     waiting_now: c.waiting(),
                     blocked_concurrency_ceil: if blocked { c.window_blocked_sum.div_ceil(u64::from(c.window_blocks)) as u32 } else { 0 },
-                    self_suspensions: 0,
+                    self_suspensions: c.window_self_suspensions,
                 }
             })
             .collect();

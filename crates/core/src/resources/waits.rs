@@ -12,7 +12,7 @@ pub struct WaitRecord {
     /// 0-based index among the task's released jobs (as [`crate::result::JobRecord::index`]).
     pub index: u64,
     /// The resource's name; `stack:NAME` for a stack of component NAME, `cbuf:NAME` for one
-    /// of its cbufs; for an SRP hold-back
+    /// of its cbufs, `suspend` for a self-suspension (a `suspend_ms` step); for an SRP hold-back
     /// the resource whose ceiling held the job back, or `srp` when only a held-back job of
     /// higher priority on its CPU did.
     pub resource: String,
@@ -28,6 +28,8 @@ pub(super) enum WaitOn {
     Stack(usize),
     /// A cbuf of the component.
     Cbuf(usize),
+    /// A self-suspension (a `suspend_ms` step).
+    Suspended,
     /// SRP's start check, with the resource whose ceiling held the job back, if one did.
     Gate(Option<usize>),
 }

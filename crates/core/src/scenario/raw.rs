@@ -212,7 +212,7 @@ pub(super) struct RawResource {
 }
 
 /// One entry of `program = [...]`: exactly one of `compute_ms`, `compute_share`,
-/// `compute_rest`, `lock` (with optional `units`), `unlock`, `call` (with optional
+/// `compute_rest`, `suspend_ms`, `lock` (with optional `units`), `unlock`, `call` (with optional
 /// `probability` and `pass_cbuf`), `call_one_of` (with optional `weights` and `pass_cbuf`) and
 /// `cbuf` (`"alloc"` or `"free"`).
 #[derive(Deserialize, JsonSchema, Debug)]
@@ -226,6 +226,7 @@ pub(super) struct RawAction {
     pub(super) call: Option<String>,
     pub(super) probability: Option<f64>,
     pub(super) compute_share: Option<f64>,
+    pub(super) suspend_ms: Option<f64>,
     pub(super) compute_rest: Option<bool>,
     pub(super) call_one_of: Option<Vec<String>>,
     pub(super) weights: Option<Vec<f64>>,

@@ -106,12 +106,13 @@ pub(super) fn parse_program(
             + usize::from(a.unlock.is_some())
             + usize::from(a.call.is_some())
             + usize::from(a.call_one_of.is_some())
-            + usize::from(a.cbuf.is_some());
+            + usize::from(a.cbuf.is_some())
+            + usize::from(a.suspend_ms.is_some());
         if given != 1 {
             let which = if components.is_empty() {
-                "compute_ms, compute_share, compute_rest, lock and unlock"
+                "compute_ms, compute_share, compute_rest, suspend_ms, lock and unlock"
             } else {
-                "compute_ms, compute_share, compute_rest, lock, unlock, call, call_one_of and cbuf"
+                "compute_ms, compute_share, compute_rest, suspend_ms, lock, unlock, call, call_one_of and cbuf"
             };
             return Err(cx.err(format!("{key}[{j}]"), format!("give exactly one of {which}")));
         }
@@ -143,6 +144,16 @@ pub(super) fn parse_program(
                 return Err(cx.err(k("compute_share"), format!("must be above 0 and at most 1, a share of the job's budget (got {share})")));
             }
             actions.push(Action::ComputeShare((share * 1e6).round().max(1.0) as u32));
+            continue;
+        }
+        if let Some(ms) = a.suspend_ms {
+            if let Some(&r) = held.last() {
+                return Err(cx.err(
+                    k("suspend_ms"),
+                    format!("suspends while holding {:?}; a program suspends only outside critical sections", resources[r].name),
+                ));
+            }
+            actions.push(Action::Suspend(cx.positive(&k("suspend_ms"), ms)?));
             continue;
         }
         if let Some(rest) = a.compute_rest {
@@ -471,6 +482,16 @@ pub(super) fn check_protocols(cx: &Ctx, raw: &RawScenario, resources: &[Resource
         }
         if raw.memory.is_some() {
             return Err(cx.err(key, "srp does not combine with [memory] (both would take over the same jobs); use pip or none"));
+        }
+        let program_suspends = |p: &[RawAction]| p.iter().any(|a| a.suspend_ms.is_some());
+        let suspender = raw
+            .task
+            .iter()
+            .position(|t| t.program.as_deref().is_some_and(program_suspends))
+            .map(|t| format!("task[{t}]'s program"))
+            .or_else(|| raw.component.iter().position(|c| program_suspends(&c.program)).map(|c| format!("component[{c}]'s program")));
+        if let Some(who) = suspender {
+            return Err(cx.err(key, format!("srp assumes jobs that do not self-suspend, but {who} has a suspend_ms step; use pip or none")));
         }
         if let Some(t) = raw.task.iter().position(|t| !t.suspend.is_empty()) {
             return Err(cx.err(key, format!("srp assumes jobs that do not self-suspend, but task[{t}] declares suspend; use pip or none")));

@@ -460,3 +460,83 @@ fn before_the_first_run_caches_grow_without_limit_and_the_first_run_trims_them()
     assert_eq!((t.caches[0].grows, t.caches[0].removed_units, t.peak_allocated_units), (2, 2, 3));
     assert_eq!(t.caches[0].waits, 6);
 }
+
+/// L enters c (one stack) and suspends inside it; H then calls c; M computes without calls.
+const SUSPENSION: &str = r#"
+[scheduler]
+kind = "rm"
+[run]
+horizon_ms = 30
+[tmem]
+policy = "min"
+period_ms = 10
+[[component]]
+name = "c"
+stacks = 1
+program = [{ compute_ms = 1 }, { suspend_ms = 5 }, { compute_ms = 1 }]
+[[task]]
+name = "H"
+period_ms = 30
+offset_ms = 2
+program = [{ call = "c" }]
+[[task]]
+name = "M"
+period_ms = 40
+offset_ms = 3
+wcet_ms = 2
+[[task]]
+name = "L"
+period_ms = 50
+program = [{ call = "c" }]
+"#;
+
+#[test]
+fn a_request_finding_every_holder_suspended_waits_off_the_cpu_and_is_counted() {
+    // L: in c 0–1, suspended 1–6. H at 2 finds c's one stack held by a suspended job: nobody
+    // can run in its place, so it waits off the CPU (a self-suspension counted in c's
+    // window) and M runs 3–5 undelayed. L resumes at 6: H depends on it again, so L runs its
+    // last 1 ms in H's place (6–7) and returns; H enters, computes 7–8, suspends 8–13,
+    // computes 13–14: H responds in 12 ms.
+    let (p, seen) = at_min();
+    let r = simulate_with_memory_scheduler(&load(SUSPENSION), OPTS, p).unwrap();
+    assert_eq!(response_ms(&r, 1, 0), 2.0, "M ran while H waited off the CPU");
+    assert_eq!(response_ms(&r, 2, 0), 7.0);
+    assert_eq!(response_ms(&r, 0, 0), 12.0);
+    let seen = seen.lock().unwrap();
+    // The run at 10 ms saw the window 0–10: one self-suspension, H blocked 2–7.
+    assert_eq!(seen[1].caches[0].self_suspensions, 1);
+    assert_eq!(seen[1].blocks[0].blocked_ns, 5_000_000);
+    assert_eq!(seen[2].caches[0].self_suspensions, 0);
+    let waits = &r.resources.as_ref().unwrap().waits;
+    let suspends: Vec<(u32, f64, f64)> =
+        waits.iter().filter(|w| w.resource == "suspend").map(|w| (w.task, w.start.as_ms_f64(), w.end.as_ms_f64())).collect();
+    assert_eq!(suspends, [(2, 1.0, 6.0), (0, 8.0, 13.0)]);
+}
+
+#[test]
+fn suspending_inside_a_critical_section_or_under_srp_is_refused() {
+    let lock = r#"
+[scheduler]
+kind = "rm"
+[[resource]]
+name = "m"
+protocol = "pip"
+[[task]]
+name = "t"
+period_ms = 10
+program = [{ lock = "m" }, { suspend_ms = 1 }, { compute_ms = 1 }, { unlock = "m" }]
+"#;
+    let e = err_of(lock);
+    assert!(e.starts_with("tmem.toml: task[0].program[1].suspend_ms: suspends while holding \"m\""), "{e}");
+    let srp = lock.replace("\"pip\"", "\"srp\"").replace(
+        "{ lock = \"m\" }, { suspend_ms = 1 }, { compute_ms = 1 }, { unlock = \"m\" }",
+        "{ suspend_ms = 1 }, { lock = \"m\" }, { compute_ms = 1 }, { unlock = \"m\" }",
+    );
+    let e = err_of(&srp);
+    assert!(
+        e.starts_with(
+            "tmem.toml: resource[0].protocol: srp assumes jobs that do not self-suspend, but task[0]'s program has a suspend_ms step"
+        ),
+        "{e}"
+    );
+}
