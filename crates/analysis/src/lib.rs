@@ -151,7 +151,8 @@ fn components_outside_analysis(scenario: &Scenario) -> Option<String> {
     if let Some(c) = scenario.components.iter().find(|c| c.cbufs.is_some()) {
         return Some(format!("component {:?} has cbufs, and waiting for one is not in the blocking analysis", c.name));
     }
-    let suspends = |p: &critmem_core::resources::TaskProgram| p.actions.iter().any(|a| matches!(a, Action::Suspend(_)));
+    let suspends =
+        |p: &critmem_core::resources::TaskProgram| p.actions.iter().any(|a| matches!(a, critmem_core::resources::Action::Suspend(_)));
     if let Some(t) = scenario.tasks.iter().find(|t| t.program.as_ref().is_some_and(suspends)) {
         return Some(format!("task {:?}'s program suspends (suspend_ms), which the tests here do not model", t.name));
     }
