@@ -355,3 +355,18 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn components_with_cbufs_and_programs_that_suspend_are_left_out_and_said_so() {
+    let base = "[scheduler]\nkind = \"rm\"\n[[task]]\nname = \"t\"\nperiod_ms = 10\n";
+    let cbufs = format!(
+        "{base}program = [{{ call = \"c\" }}]\n[[component]]\nname = \"c\"\ncbufs = 1\nprogram = [{{ cbuf = \"alloc\" }}, {{ compute_ms = 1 }}, {{ cbuf = \"free\" }}]\n"
+    );
+    let suspends = format!("{base}program = [{{ compute_ms = 1 }}, {{ suspend_ms = 2 }}, {{ compute_ms = 1 }}]\n");
+    for (text, why) in [(cbufs, "component \"c\" has cbufs"), (suspends, "task \"t\"'s program suspends")] {
+        let r = analyze(&load(&text));
+        assert_eq!(r.verdict, Verdict::Unknown, "{text}");
+        let detail = &r.tests[0].detail;
+        assert!(detail.contains(why), "{detail}");
+    }
+}
