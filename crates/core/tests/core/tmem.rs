@@ -540,3 +540,95 @@ program = [{ lock = "m" }, { suspend_ms = 1 }, { compute_ms = 1 }, { unlock = "m
         "{e}"
     );
 }
+
+/// A plausible value for a TMEM key (mostly of the right type), or now and then any value.
+fn fuzz_value(key: &'static str) -> BoxedStrategy<String> {
+    let good: Vec<&'static str> = match key {
+        "policy" => vec!["\"min\"", "\"max\"", "\"fair\"", "\"greedy\"", "\"tmem\"", "\"tmem-composite\""],
+        "wait" | "stack_wait" => vec!["\"inherit\"", "\"block\""],
+        "units_above_min" => vec!["0", "1", "3", "6"],
+        "period_ms" => vec!["1", "5", "20"],
+        "first_run_ms" => vec!["0", "7"],
+        "cbuf_map_us" | "invocation_cost_us" => vec!["0", "100"],
+        "stacks" | "cbufs" => vec!["1", "2", "3"],
+        "compute_ms" | "suspend_ms" => vec!["0.5", "1", "3"],
+        "compute_share" => vec!["0.1", "0.5", "1"],
+        "compute_rest" | "pass_cbuf" => vec!["true"],
+        "cbuf" => vec!["\"alloc\"", "\"free\""],
+        "call" => vec!["\"b\""],
+        "call_one_of" => vec!["[\"b\"]", "[\"b\", \"b\"]"],
+        "weights" => vec!["[1]", "[1, 2]"],
+        _ => vec!["0.5"],
+    };
+    let any = vec!["-1", "0", "1.5", "1e30", "nan", "false", "\"x\"", "[]", "[0, 0]"];
+    prop_oneof![12 => prop::sample::select(good), 1 => prop::sample::select(any)].prop_map(str::to_string).boxed()
+}
+
+/// One or a few program steps: mostly well formed (a cbuf taken, passed down and freed; a
+/// share; a suspension; calls), now and then a key with any value.
+fn fuzz_step() -> impl Strategy<Value = String> {
+    let formed = vec![
+        "{ compute_ms = 1 }",
+        "{ compute_share = 0.3 }",
+        "{ compute_rest = true }",
+        "{ suspend_ms = 2 }",
+        "{ call = \"b\" }",
+        "{ call_one_of = [\"b\", \"b\"], weights = [1, 2] }",
+        "{ cbuf = \"alloc\" }, { call = \"b\", pass_cbuf = true }, { cbuf = \"free\" }",
+        "{ cbuf = \"alloc\" }, { suspend_ms = 1 }, { cbuf = \"free\" }",
+    ];
+    let keys = vec!["compute_ms", "compute_share", "compute_rest", "suspend_ms", "cbuf", "call", "call_one_of", "weights", "pass_cbuf"];
+    prop_oneof![
+        8 => prop::sample::select(formed).prop_map(str::to_string),
+        1 => prop::sample::select(keys).prop_flat_map(|k| fuzz_value(k).prop_map(move |v| format!("{{ {k} = {v} }}"))),
+    ]
+}
+
+/// Keys with plausible values for a table.
+fn fuzz_table(keys: Vec<&'static str>, most: usize) -> impl Strategy<Value = Vec<(&'static str, String)>> {
+    prop::sample::subsequence(keys, 0..=most)
+        .prop_flat_map(|ks| ks.into_iter().map(|k| fuzz_value(k).prop_map(move |v| (k, v))).collect::<Vec<_>>())
+}
+
+proptest! {
+    #![proptest_config(seeded_config("tmem_fuzz", 600))]
+    /// Any mix of `[tmem]` values, component keys and program steps either loads, and then
+    /// simulates with every invariant checked, or is refused in one line naming the file.
+    #[test]
+    fn fuzzed_tmem_scenarios_load_and_run_or_are_refused_in_one_line(
+        tmem in fuzz_table(vec!["policy", "wait", "units_above_min", "period_ms", "first_run_ms", "cbuf_map_us"], 5),
+        comp in fuzz_table(vec!["stacks", "cbufs", "stack_wait", "invocation_cost_us"], 4),
+        steps_a in prop::collection::vec(fuzz_step(), 0..5),
+        steps_b in prop::collection::vec(fuzz_step(), 0..3),
+        wcet in prop::option::of(prop::sample::select(vec!["5", "5", "0.5", "-1"])),
+    ) {
+        let mut text = String::from("[scheduler]\nkind = \"rm\"\n[run]\nhorizon_ms = 50\n[tmem]\n");
+        for (k, v) in &tmem {
+            text += &format!("{k} = {v}\n");
+        }
+        text += "[[component]]\nname = \"a\"\n";
+        for (k, v) in &comp {
+            text += &format!("{k} = {v}\n");
+        }
+        if !comp.iter().any(|(k, _)| *k == "cbufs") {
+            text += "cbufs = 1\n";
+        }
+        // b calls only c, so the call graph has no cycle.
+        let steps_b: Vec<String> = steps_b.iter().map(|s| s.replace("\"b\"", "\"c\"")).collect();
+        text += &format!("program = [{}]\n[[component]]\nname = \"b\"\nstacks = 1\ncbufs = 1\nprogram = [{}]\n", steps_a.join(", "), steps_b.join(", "));
+        text += "[[component]]\nname = \"c\"\nstacks = 1\nprogram = [{ compute_ms = 0.5 }]\n";
+        text += "[[task]]\nname = \"t\"\nperiod_ms = 10\nprogram = [{ call = \"a\" }]\n";
+        if let Some(w) = wcet {
+            text += &format!("wcet_ms = {w}\n");
+        }
+        match load_toml_str(&text, "fuzz.toml") {
+            Ok(s) => {
+                simulate(&s, OPTS);
+            }
+            Err(e) => {
+                let line = e.to_string();
+                prop_assert!(line.starts_with("fuzz.toml: ") && !line.contains('\n'), "{line}");
+            }
+        }
+    }
+}
