@@ -15,7 +15,7 @@ const MAX_RUNS: u64 = 1 << 24;
 pub(super) fn validate_tmem(cx: &Ctx, raw: &RawScenario, horizon: Nanos) -> Result<Option<TmemSpec>, ScenarioError> {
     let Some(t) = &raw.tmem else { return Ok(None) };
     let policy = t.policy.clone().unwrap_or_else(|| "tmem".to_string());
-    if !critmem_policy::tmem::MEMORY_SCHEDULERS.iter().any(|(name, _)| *name == policy) {
+    if critmem_policy::tmem::make_memory_scheduler(&policy).is_err() {
         return Err(cx.err(
             "tmem.policy",
             format!("unknown memory scheduler {policy:?}; use one of: {}", critmem_policy::tmem::memory_scheduler_names()),
