@@ -44,12 +44,14 @@ SCHEMES: dict[str, tuple[str, str]] = {
     "greedy-nopi": ("greedy", "block"),
     "tmem": ("tmem", "inherit"),
     "tmem-nopi": ("tmem", "block"),
+    "tmem-composite": ("tmem-composite", "inherit"),
 }
-"""Sec. VI-B's configurations; "-nopi" waits without priority inheritance."""
-SIZED = ("fair", "greedy", "greedy-nopi", "tmem", "tmem-nopi")
+"""Sec. VI-B's configurations; "-nopi" waits without priority inheritance. `tmem-composite`
+is the original system's policy (tmem_policy.c), beside the paper's Algorithm 1 (`tmem`)."""
+SIZED = ("fair", "greedy", "greedy-nopi", "tmem", "tmem-nopi", "tmem-composite")
 """The schemes run at every memory size (min has only its minimum, max no limit)."""
 NOPI_PAIRS = (("greedy", "greedy-nopi"), ("tmem", "tmem-nopi"))
-ROBUST_SCHEMES = ("greedy", "greedy-nopi", "tmem", "tmem-nopi")
+ROBUST_SCHEMES = ("greedy", "greedy-nopi", "tmem", "tmem-nopi", "tmem-composite")
 """The schemes the acceptance compares, run again on other kinds of task sets."""
 TABLE4_ROWS = ("min", "max", "static", "tmem")
 
@@ -564,9 +566,50 @@ def summarize(
         "fig7_phases": fig7_phases(f7, plan),
         "table4": table4_rows(runs, mins["table4_min_units"]),
         "robustness": robustness_rows(plan, runs, robust_sizes or {}),
+        "policy_cost": policy_cost(plan),
         "runs": [{k: v for k, v in r.items() if k != "series"} for r in runs],
         "simulation_runs": len(runs),
     }
+
+
+POLICY_COST_SIZES: tuple[tuple[int, int, int], ...] = (
+    (9, 8, 80),
+    (27, 8, 320),
+    (27, 16, 320),
+    (27, 16, 1280),
+    (81, 16, 320),
+    (81, 32, 1280),
+)
+"""(components, threads, units) at which the policies' own run time is measured; (27, 16, 320)
+is the paper's setup (Fig. 8's 27 components, 8 real-time and 8 best-effort threads, the original
+pool of 320 pages)."""
+
+
+def policy_cost(plan: Plan) -> list[dict[str, Any]]:
+    """The wall time of one run of `tmem` and `tmem-composite` on a seeded synthetic observation
+    of each size in `POLICY_COST_SIZES` (median of 21 runs, this machine), the units its plan
+    moves, the bound M|C||T| on its steps, and its share of a 250 ms period. A measurement, so
+    it differs from run to run, unlike every simulated number."""
+    from critmem import _core
+
+    rows = []
+    for components, threads, units in POLICY_COST_SIZES:
+        for policy in ("tmem", "tmem-composite"):
+            us, moved = _core.tmem_policy_cost(policy, components, threads, units, 21 if not plan.quick else 5, 7)
+            rows.append(
+                {
+                    "policy": policy,
+                    "components": components,
+                    "caches": 2 * components,
+                    "threads": threads,
+                    "units": units,
+                    "run_us": round(us, 2),
+                    "units_moved": moved,
+                    "op_bound": units * 2 * components * threads,
+                    "share_of_period_pct": round(100 * us / 250_000, 5),
+                }
+            )
+    return rows
 
 
 def compute(plan: Plan, sweep: Sweep) -> dict[str, Any]:

@@ -311,12 +311,16 @@ class TmemConfig:
     """Transient memory beyond Σ minimums the pool holds; None: no limit (what `max` runs with)."""
     period_ms: float = 250.0
     """How often the policy runs (Sec. V-B: every quarter second)."""
+    first_run_ms: float = 1250.0
+    """The policy's first run: the original system's policy thread waited five of its periods
+    (tmem_policy.c), caches growing freely until then, for every scheme alike."""
 
     def table(self) -> dict[str, Any]:
         t: dict[str, Any] = {"policy": self.policy, "wait": self.wait}
         if self.units_above_min is not None:
             t["units_above_min"] = self.units_above_min
         t["period_ms"] = self.period_ms
+        t["first_run_ms"] = self.first_run_ms
         return t
 
 
