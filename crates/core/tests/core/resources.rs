@@ -399,7 +399,7 @@ fn every_load_error_is_one_line_naming_file_key_and_reason() {
         ),
         (
             with_hi(r#"{ compute_ms = 1, lock = "R" }"#),
-            "res.toml: task[0].program[0]: give exactly one of compute_ms, compute_share, compute_rest, lock and unlock",
+            "res.toml: task[0].program[0]: give exactly one of compute_ms, compute_share, compute_rest, suspend_ms, lock and unlock",
         ),
         (
             base.replacen("offset_ms = 2\nprogram", "offset_ms = 2\nwcet_ms = 1\nprogram", 1),
