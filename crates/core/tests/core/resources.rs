@@ -402,8 +402,8 @@ fn every_load_error_is_one_line_naming_file_key_and_reason() {
             "res.toml: task[0].program[0]: give exactly one of compute_ms, compute_share, compute_rest, suspend_ms, lock and unlock",
         ),
         (
-            base.replacen("offset_ms = 2\nprogram", "offset_ms = 2\nwcet_ms = 1\nprogram", 1),
-            "res.toml: task[0].program: give either program or wcet_ms, not both (a program's compute is the job's demand)",
+            base.replacen("offset_ms = 2\nprogram", "offset_ms = 2\nwcet_ms = 1\nexec = { dist = \"uniform\", min_ms = 1, max_ms = 2 }\nprogram", 1),
+            "res.toml: task[0].exec: give either wcet_ms or exec, not both",
         ),
         (
             base.replace("protocol = \"pip\"", "protocol = \"pip\"\nunits = 0"),
