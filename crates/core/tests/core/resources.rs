@@ -402,7 +402,11 @@ fn every_load_error_is_one_line_naming_file_key_and_reason() {
             "res.toml: task[0].program[0]: give exactly one of compute_ms, compute_share, compute_rest, suspend_ms, lock and unlock",
         ),
         (
-            base.replacen("offset_ms = 2\nprogram", "offset_ms = 2\nwcet_ms = 1\nexec = { dist = \"uniform\", min_ms = 1, max_ms = 2 }\nprogram", 1),
+            base.replacen(
+                "offset_ms = 2\nprogram",
+                "offset_ms = 2\nwcet_ms = 1\nexec = { dist = \"uniform\", min_ms = 1, max_ms = 2 }\nprogram",
+                1,
+            ),
             "res.toml: task[0].exec: give either wcet_ms or exec, not both",
         ),
         (
