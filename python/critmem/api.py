@@ -74,7 +74,8 @@ _U64_MAX = 2**64 - 1
 
 _TMEM_CACHE_COLUMNS = (
     "component", "kind", "min_units", "peak_allocated_units", "final_allocated_units", "final_desired_units",
-    "gets", "grows", "waits", "total_wait_ns", "longest_wait_ns", "removed_units",
+    "gets", "grows", "waits", "total_wait_ns", "longest_wait_ns", "removed_units", "longest_hold_ns",
+    "longest_shrink_lag_ns",
 )  # fmt: skip
 
 
@@ -297,7 +298,8 @@ class RunResult:
     def tmem_caches(self) -> pd.DataFrame | None:
         """One row per cache TMEM manages (the summary's `tmem.caches`: component, kind
         stack|cbuf, units min/peak/final/desired, gets, grows, waits, wait times in ns,
-        removed units), or None without [tmem]."""
+        removed units, the longest hold and the longest shrink lag in ns), or None without
+        [tmem]."""
         t = self.summary.get("tmem")
         return None if t is None else pd.DataFrame(t["caches"], columns=list(_TMEM_CACHE_COLUMNS))
 

@@ -66,6 +66,8 @@ pub(super) struct CacheCounters {
     /// Over waits that ended in a grant.
     pub(super) total_wait: Nanos,
     pub(super) peak_held: u32,
+    /// Longest time a unit was held, from its grant to its put.
+    pub(super) longest_hold: Nanos,
 }
 
 /// The units of one cache.
@@ -77,7 +79,8 @@ pub(super) struct UnitCache {
     free: Vec<u32>,
     /// The next id of a unit minted for a cache of unbounded capacity.
     next_local: u32,
-    holders: Vec<(StackHolder, u32)>,
+    /// Each holder, its unit, and since when it holds it.
+    holders: Vec<(StackHolder, u32, Nanos)>,
     /// Sorted by `order`.
     waiters: Vec<StackWaiter>,
     waits_begun: u64,
@@ -139,8 +142,8 @@ impl UnitCache {
     }
 
     /// Hands `unit` (free in this cache) to `holder`.
-    fn hand(&mut self, holder: StackHolder, unit: u32) {
-        self.holders.push((holder, unit));
+    fn hand(&mut self, holder: StackHolder, unit: u32, now: Nanos) {
+        self.holders.push((holder, unit, now));
         self.counters.gets += 1;
         self.counters.peak_held = self.counters.peak_held.max(self.holders.len() as u32);
         if self.track_use {
@@ -150,7 +153,7 @@ impl UnitCache {
     }
 
     /// Takes a free unit for `holder` if there is one; the unit.
-    pub(super) fn get(&mut self, holder: StackHolder) -> Option<u32> {
+    pub(super) fn get(&mut self, holder: StackHolder, now: Nanos) -> Option<u32> {
         let unit = match self.capacity {
             None => {
                 self.next_local += 1;
@@ -158,7 +161,7 @@ impl UnitCache {
             }
             Some(_) => self.free.pop()?,
         };
-        self.hand(holder, unit);
+        self.hand(holder, unit, now);
         Some(unit)
     }
 
@@ -174,10 +177,11 @@ impl UnitCache {
         self.note_demand();
     }
 
-    /// Takes `key`'s unit back into the free list; the unit.
-    pub(super) fn put(&mut self, key: JobKey) -> u32 {
-        let at = self.holders.iter().position(|(h, _)| h.key == key).expect("a returning job holds a unit");
-        let (_, unit) = self.holders.remove(at);
+    /// Takes `key`'s unit back into the free list now; the unit.
+    pub(super) fn put(&mut self, key: JobKey, now: Nanos) -> u32 {
+        let at = self.holders.iter().position(|(h, _, _)| h.key == key).expect("a returning job holds a unit");
+        let (_, unit, since) = self.holders.remove(at);
+        self.counters.longest_hold = self.counters.longest_hold.max(now - since);
         if self.capacity.is_some() {
             self.free.push(unit);
         }
@@ -194,7 +198,7 @@ impl UnitCache {
         let waited = now - w.since;
         self.counters.longest_wait = self.counters.longest_wait.max(waited);
         self.counters.total_wait += waited;
-        self.get(w.holder).expect("a free unit");
+        self.get(w.holder, now).expect("a free unit");
         Some((w.holder, w.since))
     }
 
@@ -229,25 +233,25 @@ impl UnitCache {
     /// The holder a waiter depends on: the one of highest priority among those `runnable`
     /// says can run in its place (a self-suspended holder cannot).
     pub(super) fn top_holder(&self, runnable: impl Fn(JobKey) -> bool) -> Option<JobKey> {
-        self.holders.iter().filter(|(h, _)| runnable(h.key)).min_by_key(|(h, _)| (h.prio, h.seq)).map(|(h, _)| h.key)
+        self.holders.iter().filter(|(h, _, _)| runnable(h.key)).min_by_key(|(h, _, _)| (h.prio, h.seq)).map(|(h, _, _)| h.key)
     }
 
     /// Whether the cache has holders and none of them `runnable`.
     pub(super) fn all_holders_out(&self, runnable: impl Fn(JobKey) -> bool) -> bool {
-        !self.holders.is_empty() && self.holders.iter().all(|(h, _)| !runnable(h.key))
+        !self.holders.is_empty() && self.holders.iter().all(|(h, _, _)| !runnable(h.key))
     }
 
     /// The unit `key` holds here, if any.
     pub(super) fn holders_unit(&self, key: JobKey) -> Option<u32> {
-        self.holders.iter().find(|(h, _)| h.key == key).map(|&(_, u)| u)
+        self.holders.iter().find(|(h, _, _)| h.key == key).map(|&(_, u, _)| u)
     }
 
     pub(super) fn holders(&self) -> impl Iterator<Item = &StackHolder> + '_ {
-        self.holders.iter().map(|(h, _)| h)
+        self.holders.iter().map(|(h, _, _)| h)
     }
 
     pub(super) fn units(&self) -> impl Iterator<Item = u32> + '_ {
-        self.holders.iter().map(|&(_, u)| u).chain(self.free.iter().copied())
+        self.holders.iter().map(|&(_, u, _)| u).chain(self.free.iter().copied())
     }
 
     pub(super) fn waiters(&self) -> impl Iterator<Item = JobKey> + '_ {
@@ -286,8 +290,8 @@ impl UnitCache {
         if let Some(c) = self.capacity {
             assert_eq!(self.holders.len() + self.free.len(), c as usize, "{name}: units held plus free differ from its units");
         }
-        for (i, (h, _)) in self.holders.iter().enumerate() {
-            assert!(self.holders[i + 1..].iter().all(|(o, _)| o.key != h.key), "{name}: a job holds two of its units");
+        for (i, (h, _, _)) in self.holders.iter().enumerate() {
+            assert!(self.holders[i + 1..].iter().all(|(o, _, _)| o.key != h.key), "{name}: a job holds two of its units");
         }
         assert!(self.waiters.is_empty() || !self.has_free(), "{name}: a request waits while a unit is free");
     }

@@ -63,6 +63,11 @@ pub struct TmemCacheStats {
     pub longest_wait_ns: u64,
     /// Units given back to the pool (free ones removed at a run, or put back while above δ).
     pub removed_units: u64,
+    /// Longest time a unit was held, from its grant to its put.
+    pub longest_hold_ns: u64,
+    /// Longest time from a run that left the cache above its new δ (units in use) to the put
+    /// that brought it down to δ: the lag, never longer than the longest hold.
+    pub longest_shrink_lag_ns: u64,
 }
 
 /// One run of the memory scheduler.
@@ -147,6 +152,8 @@ pub(super) struct Manager {
     runs: u64,
     /// When the current window began (the previous run).
     window_start: Nanos,
+    /// Per cache, since when it has been above δ with its excess in use (a shrink under way).
+    shrinking_since: Vec<Option<Nanos>>,
     peak_allocated: u32,
     timeline: Vec<TmemPoint>,
 }
@@ -179,6 +186,7 @@ impl Manager {
             })
             .collect();
         let windows = vec![ThreadWindow::default(); threads.len()];
+        let n_caches = caches.len();
         Manager {
             min: caches.iter().map(|c| c.3).collect(),
             desired: caches.iter().map(|c| (spec.first_run == Nanos::ZERO).then_some(c.3)).collect(),
@@ -197,6 +205,7 @@ impl Manager {
             unmappings: 0,
             runs: 0,
             window_start: Nanos::ZERO,
+            shrinking_since: vec![None; n_caches],
             peak_allocated: min_total,
             timeline: Vec::new(),
             policy,
@@ -259,13 +268,17 @@ impl Manager {
 
     /// After `put` returned `unit` to managed cache `i`: while the cache holds more than δ the
     /// unit goes on to the pool (true).
-    pub(super) fn after_put(&mut self, i: usize, cache: &mut UnitCache, unit: u32) -> bool {
-        if self.desired(i).is_some_and(|d| cache.allocated() > d) {
-            cache.remove_unit(unit);
-            self.return_to_pool(i, unit);
-            return true;
+    pub(super) fn after_put(&mut self, i: usize, cache: &mut UnitCache, unit: u32, now: Nanos) -> bool {
+        let Some(d) = self.desired(i).filter(|&d| cache.allocated() > d) else { return false };
+        cache.remove_unit(unit);
+        self.return_to_pool(i, unit);
+        if cache.allocated() <= d {
+            if let Some(since) = self.shrinking_since[i].take() {
+                let s = &mut self.stats[i];
+                s.longest_shrink_lag_ns = s.longest_shrink_lag_ns.max((now - since).0);
+            }
         }
-        false
+        true
     }
 
     /// Whether the pool can give a unit now.
@@ -380,6 +393,12 @@ impl Manager {
                     self.return_to_pool(i, unit);
                 }
             }
+            // Units in use above δ leave as they are put (the lag, measured from here).
+            if self.desired(i).is_some_and(|d| c.allocated() > d) {
+                self.shrinking_since[i].get_or_insert(now);
+            } else {
+                self.shrinking_since[i] = None;
+            }
             c.new_window();
         }
         self.windows.iter_mut().for_each(|w| *w = ThreadWindow::default());
@@ -442,6 +461,7 @@ impl Manager {
             s.waits = c.counters.waits;
             s.total_wait_ns = c.counters.total_wait.0;
             s.longest_wait_ns = c.counters.longest_wait.0;
+            s.longest_hold_ns = c.counters.longest_hold.0;
         }
         TmemResult {
             policy: self.spec.policy.clone(),

@@ -202,6 +202,8 @@ fn a_shrunk_cache_gives_free_units_back_at_once_and_held_ones_when_they_are_put(
     let at = |us: u64| t.timeline.iter().find(|p| p.time_ns == us * 1_000).unwrap();
     assert_eq!((at(2500).allocated_units, at(2500).in_use_units), (3, 3));
     assert_eq!(at(5000).allocated_units, 1);
+    // The shrink took 0.5 ms (2.5 → 3 ms), within the 3 ms holds.
+    assert_eq!((t.caches[0].longest_shrink_lag_ns, t.caches[0].longest_hold_ns), (500_000, 3_000_000));
     // From then on the threads share the one stack: 2 of the 3 wait each period.
     assert!(t.caches[0].waits >= 2);
     assert_eq!(t.caches[0].final_allocated_units, 1);
@@ -378,6 +380,10 @@ proptest! {
         }
         prop_assert_eq!(seen.len() as u64, t.runs);
         prop_assert!(t.caches.iter().all(|c| c.final_allocated_units >= c.min_units));
+        // A unit the scheduler takes away is gone within the longest hold.
+        for c in &t.caches {
+            prop_assert!(c.longest_shrink_lag_ns <= c.longest_hold_ns, "{}: lag {} over hold {}", c.component, c.longest_shrink_lag_ns, c.longest_hold_ns);
+        }
     }
 }
 

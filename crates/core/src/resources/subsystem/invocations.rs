@@ -67,7 +67,7 @@ impl ResourceSubsystem {
     }
 
     /// A unit of cache `id` for `key` now if one is free or the cache may grow into the pool.
-    pub(super) fn try_get(&mut self, key: JobKey, id: usize) -> Option<u32> {
+    pub(super) fn try_get(&mut self, key: JobKey, id: usize, now: Nanos) -> Option<u32> {
         let holder = self.holder(key);
         if !self.caches[id].has_free() {
             let (Some(m), cache) = (self.tmem.as_mut(), &mut self.caches[id]) else { return None };
@@ -77,7 +77,7 @@ impl ResourceSubsystem {
             }
             self.note_allocated();
         }
-        self.caches[id].get(holder)
+        self.caches[id].get(holder, now)
     }
 
     pub(super) fn note_allocated(&mut self) {
@@ -91,9 +91,9 @@ impl ResourceSubsystem {
     /// cache holds more than TMEM's δ, goes to the pool for the caches waiting to grow. Points
     /// the links (or donors) of those still waiting at the holders; whether any was granted.
     pub(super) fn put_unit(&mut self, cx: &mut Context<'_>, key: JobKey, id: usize) -> bool {
-        let unit = self.caches[id].put(key);
+        let unit = self.caches[id].put(key, cx.now());
         let to_pool = match (self.tmem.as_mut(), &mut self.caches[id]) {
-            (Some(m), cache) => m.index(id).is_some_and(|i| m.after_put(i, cache, unit)),
+            (Some(m), cache) => m.index(id).is_some_and(|i| m.after_put(i, cache, unit, cx.now())),
             _ => false,
         };
         let mut granted = if to_pool { self.serve_pool(cx) } else { false };
@@ -245,7 +245,7 @@ impl ResourceSubsystem {
 
     /// Enters `component` now if a stack is free (or its cache may grow), else waits for one.
     pub(super) fn call(&mut self, cx: &mut Context<'_>, key: JobKey, component: usize, running: bool) -> Step {
-        if self.try_get(key, component).is_none() {
+        if self.try_get(key, component, cx.now()).is_none() {
             return self.wait_unit(cx, key, component);
         }
         self.enter(key, component);

@@ -600,7 +600,7 @@ impl Subsystem for ResourceSubsystem {
                         self.run(key).pc += 1;
                     } else {
                         let id = self.cbuf_cache[c].expect("the loader checks cbufs are declared");
-                        match self.try_get(key, id) {
+                        match self.try_get(key, id, cx.now()) {
                             Some(unit) => {
                                 let run = self.run(key);
                                 *run.frame_cbufs.last_mut().expect("in an invocation") = Some(unit);
