@@ -19,6 +19,7 @@ __all__ = [
     "sara_job_stalls",
     "scenario_schema",
     "simulate",
+    "tmem_policy_cost",
     "validate",
     "write_csv",
     "write_trace_events",
