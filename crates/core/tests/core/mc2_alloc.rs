@@ -134,7 +134,7 @@ proptest! {
         let mut b = fresh.clone();
         b.add_pool(1);
         let page_bytes = platform.page_bytes;
-        let mut caches = vec![
+        let mut caches = [
             Mc2SlabCache::new(&b, GLOBAL_POOL, 0, Mc2Level::A, 1024).unwrap(),
             Mc2SlabCache::new(&b, GLOBAL_POOL, 1, Mc2Level::B, 1536).unwrap(),
         ];

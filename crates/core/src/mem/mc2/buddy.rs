@@ -137,7 +137,7 @@ impl Mc2Buddy {
     /// # Panics
     /// If `head` is not aligned to `order` or its frames lie in different lists.
     pub fn give_back_block(&mut self, pool: u32, head: u32, order: u8) {
-        assert!(head % (1 << order) == 0, "block {head} is not aligned to order {order}");
+        assert!(head.is_multiple_of(1 << order), "block {head} is not aligned to order {order}");
         let list = self.list_of[head as usize];
         assert!(
             (head..head + (1 << order)).all(|f| self.list_of[f as usize] == list && list != NONE),
@@ -246,14 +246,14 @@ impl FrameAllocator for Mc2Buddy {
                         if self.order[hu] != o || self.pool_of_head[hu] != pool || self.prev[hu] != prev {
                             return Err(format!("{ctx}: head fields disagree with the list"));
                         }
-                        if h % (1 << o) != 0 || hu + (1 << o) > n {
+                        if !h.is_multiple_of(1 << o) || hu + (1 << o) > n {
                             return Err(format!("{ctx}: misaligned or past the last frame"));
                         }
-                        for f in hu..hu + (1 << o) {
-                            if seen[f] {
+                        for (f, seen_f) in seen.iter_mut().enumerate().skip(hu).take(1 << o) {
+                            if *seen_f {
                                 return Err(format!("{ctx}: frame {f} is free twice"));
                             }
-                            seen[f] = true;
+                            *seen_f = true;
                             if self.list_of[f] as usize != list {
                                 return Err(format!("{ctx}: frame {f} belongs to another list"));
                             }

@@ -1,6 +1,6 @@
-//! MC²'s criticality-aware physical memory (Chisholm et al., "Supporting Mode Changes While
-//! Providing Hardware Isolation" line of work; the I/O and IPC isolation paper, Secs. 2 and 4):
-//! the platform's bank and colour layout, a buddy allocator with one free list per core for
+//! MC²'s criticality-aware physical memory (Kim et al., "Supporting I/O and IPC via
+//! Fine-Grained OS Isolation for Mixed-Criticality Real-Time Tasks", Secs. 2 and 4): the
+//! platform's bank and colour layout, a buddy allocator with one free list per core for
 //! levels A/B plus one for level C and the OS, and per-core small-object caches carved from
 //! level-A/B pages.
 

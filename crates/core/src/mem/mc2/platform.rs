@@ -173,10 +173,10 @@ impl Mc2Platform {
             ));
         }
         let frames = self.dram_bytes / self.page_bytes;
-        if frames == 0 || frames > u64::from(u32::MAX) || self.dram_bytes % self.page_bytes != 0 {
+        if frames == 0 || frames > u64::from(u32::MAX) || !self.dram_bytes.is_multiple_of(self.page_bytes) {
             return Err(format!("dram_bytes {} gives no whole number of frames below 2^32", self.dram_bytes));
         }
-        if !(1..=64).contains(&self.llc_ways) || self.llc_bytes % (u64::from(self.llc_ways) * self.page_bytes) != 0 {
+        if !(1..=64).contains(&self.llc_ways) || !self.llc_bytes.is_multiple_of(u64::from(self.llc_ways) * self.page_bytes) {
             return Err(format!("llc_bytes {} is not a multiple of llc_ways ({}) × page_bytes", self.llc_bytes, self.llc_ways));
         }
         let colours = self.colours();
