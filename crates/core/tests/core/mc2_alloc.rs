@@ -237,3 +237,48 @@ proptest! {
         prop_assert_eq!(b.free_frames(1), 0);
     }
 }
+
+/// The memory model driven through the MC² allocator: it asks only for `Placement::Any`, so
+/// every frame it holds must lie in a level-C bank, and its invariant check (which audits the
+/// allocator's counts frame by frame) holds after every operation.
+#[test]
+fn memory_model_on_the_mc2_allocator_stays_in_level_c() {
+    use critmem_core::mem::{Access, DeviceSpec, MemConfig, MemError, Memory, RefKind, ReservationKind, ReservationSpec};
+    use critmem_core::Nanos;
+    use rand::{Rng, SeedableRng};
+    let platform = small(false, 3);
+    let mut majors = 0;
+    for seed in 0..16u64 {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let cfg = MemConfig { check_every_operation: true, ..MemConfig::with_frames(platform.total_frames()) };
+        let alloc = Mc2Buddy::new(platform.clone()).unwrap();
+        let mut m = Memory::with_allocator(cfg, DeviceSpec::fast_ssd(), alloc).unwrap();
+        let res = m.create_reservation(Nanos::ZERO, ReservationSpec { name: "r".into(), pages: 8, kind: ReservationKind::Hard }).unwrap();
+        let mut spaces = Vec::new();
+        for i in 0..3 {
+            let s = m.create_space(&format!("t{i}"), (i == 0).then_some(res)).unwrap();
+            let (_, v) = m.map_private(s, "p", 20).unwrap();
+            spaces.push((s, v));
+        }
+        let mut now = Nanos::ZERO;
+        for step in 0..300 {
+            now += Nanos(rng.random_range(0..100_000));
+            let (s, v) = spaces[rng.random_range(0..spaces.len())];
+            let kind = if rng.random_bool(0.3) { RefKind::Write } else { RefKind::Read };
+            match m.access(now, s, v.offset(rng.random_range(0..20)), kind) {
+                Ok(Access::Major { .. }) => majors += 1,
+                Ok(_) | Err(MemError::ReservationExhausted(_) | MemError::OutOfMemory) => {}
+                Err(e) => panic!("seed {seed}, step {step}: {e}"),
+            }
+            m.check_invariants().unwrap_or_else(|e| panic!("seed {seed}, step {step}: {e}"));
+            let a = m.frame_allocator();
+            for f in 0..a.total_frames() {
+                if a.free_pool_of(f).is_none() {
+                    let (bank, _) = platform.bank_colour(f);
+                    assert!(bank < 2, "seed {seed}, step {step}: the model holds frame {f} of A/B bank {bank}");
+                }
+            }
+        }
+    }
+    assert!(majors > 0, "the level-C banks never ran short");
+}
