@@ -21,6 +21,19 @@ pub enum Placement {
     /// colour-aware allocators add their constraints here.
     #[default]
     Any,
+    /// MC²'s criticality-aware placement (the paper's extra GFP bit): levels A and B take a
+    /// frame only from `core`'s own banks and colours, level C (and D, and the OS) only from
+    /// the level-C banks. An allocator without physical layout treats it as `Any`.
+    Mc2 { core: u32, level: Mc2Level },
+}
+
+/// The allocation list an MC² request names: its core's level-A/B list or the level-C/OS one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mc2Level {
+    A,
+    B,
+    /// Level C, level D and the OS share the level-C list.
+    C,
 }
 
 /// A request for one free frame.
@@ -96,7 +109,7 @@ impl FrameAllocator for FreeLists {
     #[inline]
     fn take(&mut self, req: FrameRequest) -> Option<u32> {
         match req.placement {
-            Placement::Any => self.lists.pop_front(req.pool),
+            Placement::Any | Placement::Mc2 { .. } => self.lists.pop_front(req.pool),
         }
     }
 

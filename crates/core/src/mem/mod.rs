@@ -60,6 +60,7 @@ pub mod admission;
 pub mod device;
 pub mod frames;
 mod list;
+pub mod mc2;
 pub mod psi;
 mod types;
 
@@ -74,7 +75,7 @@ mod spaces;
 mod spel;
 
 pub use device::{Device, DeviceSpec, DeviceStats, IoOp};
-pub use frames::{FrameAllocator, FrameRequest, FreeLists, Placement};
+pub use frames::{FrameAllocator, FrameRequest, FreeLists, Mc2Level, Placement};
 pub use psi::{Pressure, PsiAccounting, PsiGroupId, PsiTaskId, PsiTotals, TaskPsiState};
 pub use types::*;
 

@@ -9,6 +9,7 @@ mod distributions;
 mod engine;
 mod loading;
 mod mc2;
+mod mc2_alloc;
 mod mem;
 mod memsim;
 mod node_policies;
