@@ -18,7 +18,6 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import ROOT, cli
-from critmem._core import ScenarioError
 from critmem.progress import QuietProgress
 from critmem.reproduce import PAPERS
 from critmem.reproduce.tmem import experiment, report, workloads
@@ -27,9 +26,6 @@ from critmem.reproduce.tmem.paper import PAPER_TABLE4, PAPER_TABLE4_SHAPE
 from critmem.reproduce.tmem.workloads import Edge, TmemConfig
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-TMEM, WHY_NOT = experiment.core_accepts_tmem()
-needs_tmem = pytest.mark.skipif(not TMEM, reason=f"the simulator does not load [tmem] scenarios yet: {WHY_NOT}")
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -516,7 +512,6 @@ def test_acceptance_checks_hold_and_fail_as_the_numbers_say(tiny_data: dict[str,
 def test_reproduce_writes_the_report_figures_and_results(fake_runs: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from critmem.reproduce.tmem import reproduce
 
-    monkeypatch.setattr(experiment, "require_tmem", lambda: None)
     out = tmp_path / "out"
     rep = reproduce(out, plan=TINY, executor=InProcess(), progress=QuietProgress())
     assert [p.name for p in rep.files] == ["report.md", "results.json", "fig6_tardiness.png", "fig6_misses.png", "fig7.png"]
@@ -544,18 +539,6 @@ def test_reproduce_writes_the_report_figures_and_results(fake_runs: None, monkey
     assert all(c.passed for c in rep.checks)
 
 
-def test_reproduce_refuses_a_simulator_without_tmem(tmp_path: Path) -> None:
-    if TMEM:
-        pytest.skip("the simulator loads [tmem]")
-    from critmem.reproduce.tmem import reproduce
-
-    with pytest.raises(ScenarioError, match="does not load TMEM scenarios"):
-        reproduce(tmp_path / "out", quick=True)
-    o = cli("reproduce", "tmem", "--quick", "--out", str(tmp_path / "cli"))
-    assert o.code == 2 and o.stdout == "" and len(o.stderr.splitlines()) == 1
-    assert "reproduce tmem: this simulator does not load TMEM scenarios yet" in o.stderr
-
-
 # ---------------------------------------------------------------------------------------------
 # The command line
 
@@ -569,7 +552,7 @@ def test_help_lists_tmem() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# With a simulator that loads [tmem]
+# Real runs of the TMEM scenarios
 
 TMEM_KEYS = {"policy", "wait", "period_ns", "total_units", "min_units", "runs", "peak_allocated_units", "caches", "timeline"}
 CACHE_KEYS = {
@@ -578,7 +561,6 @@ CACHE_KEYS = {
 }  # fmt: skip
 
 
-@needs_tmem
 @pytest.mark.parametrize("open_system", [False, True], ids=["closed", "open"])
 def test_fig8_scenarios_run_with_the_tmem_section(open_system: bool) -> None:
     from critmem.api import run
@@ -601,13 +583,11 @@ def test_fig8_scenarios_run_with_the_tmem_section(open_system: bool) -> None:
     assert m["min_units"] == t["min_units"]
 
 
-@needs_tmem
 def test_same_seed_gives_the_same_run() -> None:
     spec = Spec("fig6", "greedy", 2, 10, 5000)
     assert experiment.measure(spec) == experiment.measure(spec)
 
 
-@needs_tmem
 def test_http_service_runs_and_static_needs_no_waits() -> None:
     static = experiment.measure(Spec("table4", "static", 1, 0, 300, static_units=8))
     assert static["waits"] == 0
@@ -616,7 +596,6 @@ def test_http_service_runs_and_static_needs_no_waits() -> None:
     assert mn["qos_mean_response_us"] >= static["qos_mean_response_us"] >= 10.1 - 1e-6
 
 
-@needs_tmem
 @pytest.mark.parametrize(("utilization", "n"), [(0.6, 8), (0.9, 8), (0.8, 12)])
 def test_fig6_ordering_holds_at_other_utilisations_and_sizes(utilization: float, n: int) -> None:
     """Beyond the paper's U = 0.8 with 8 threads (test-sized): each scheme with priority
@@ -633,7 +612,6 @@ def test_fig6_ordering_holds_at_other_utilisations_and_sizes(utilization: float,
         assert checks[f"{pi} no worse than {nopi}"].passed, checks[f"{pi} no worse than {nopi}"]
 
 
-@needs_tmem
 def test_quick_reproduction_end_to_end(tmp_path: Path) -> None:
     o = cli("reproduce", "tmem", "--quick", "--json", "--out", str(tmp_path))
     assert o.code == 0, o.stderr
@@ -645,7 +623,6 @@ def test_quick_reproduction_end_to_end(tmp_path: Path) -> None:
         assert (tmp_path / name).exists()
 
 
-@needs_tmem
 @pytest.mark.parametrize("name", list(workloads.EXAMPLES))
 def test_bundled_examples_load(name: str) -> None:
     from critmem import _core

@@ -39,8 +39,7 @@ def reproduce(
     executor: Executor | None = None,
 ) -> Reproduction:
     """Runs everything on `executor` (default: local processes, one per core), writes report.md,
-    results.json and the figures to `out_dir`, and returns the headline numbers. Raises
-    ScenarioError when the simulator does not load TMEM scenarios."""
+    results.json and the figures to `out_dir`, and returns the headline numbers."""
     from critmem.progress import QuietProgress
     from critmem.reproduce import Reproduction
     from critmem.reproduce.tmem import (
@@ -49,7 +48,6 @@ def reproduce(
     )
     from critmem.sweep import Sweep
 
-    experiment.require_tmem()
     plan = plan or (experiment.QUICK if quick else experiment.Plan())
     progress = progress or QuietProgress()
     progress.start(experiment.planned_runs(plan) + 1)

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from critmem.reproduce.tmem.paper import PAPER_FIG6_MIN_PAGES, PAPER_FIG7_MIN_PAGES, PAPER_SLOPE_RATIO, PAPER_TABLE4
-from critmem.reproduce.tmem.workloads import TmemConfig, fig8_scenario, http_scenario, http_service, min_units, task_set, to_toml
+from critmem.reproduce.tmem.workloads import TmemConfig, fig8_scenario, http_scenario, http_service, min_units, task_set
 from critmem.sweep import Sweep
 
 WINDOW_MS = 1000.0
@@ -302,33 +302,6 @@ def measure_run(spec: Spec, summary: dict[str, Any], tasks: pd.DataFrame, jobs: 
 def _label(s: Spec) -> str:
     size = "" if s.units_above_min is None else f" +{s.units_above_min}"
     return f"{s.kind} {s.scheme}{size} set {s.set_seed}"
-
-
-# ---------------------------------------------------------------------------------------------
-# Core support
-
-
-def core_accepts_tmem() -> tuple[bool, str]:
-    """Whether this build's simulator loads a scenario with `[tmem]` (a one-stack Fig. 8 slice),
-    and its loader's message when it does not."""
-    from critmem import _core
-    from critmem._core import ScenarioError
-
-    probe = fig8_scenario(1, n_rt=1, utilization=0.1, horizon_ms=100)
-    try:
-        _core.validate(to_toml(probe), "tmem-probe.toml", "toml")
-    except ScenarioError as e:
-        return False, str(e)
-    return True, ""
-
-
-def require_tmem() -> None:
-    """Raises ScenarioError (one line) when the simulator does not accept `[tmem]`."""
-    from critmem._core import ScenarioError
-
-    ok, why = core_accepts_tmem()
-    if not ok:
-        raise ScenarioError(f"reproduce tmem: this simulator does not load TMEM scenarios yet ({why})")
 
 
 # ---------------------------------------------------------------------------------------------
