@@ -430,5 +430,6 @@ def _why_section(data: dict[str, Any]) -> str:
         "real-time threads only is where the next burst needs it too. The original system's policy (`tmem-composite`) "
         "remembers each thread's impact in a cache across runs (halving it each run without blocking), gives spare "
         "units back toward each cache's past concurrency, and does not take units from caches estimated to need them: "
-        "it is the one that beats greedy here.\n"
+        "it stays below greedy where memory is scarce, though not at the sizes where greedy has nothing left to "
+        "remove (see its checks above).\n"
     )
