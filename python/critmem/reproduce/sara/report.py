@@ -9,10 +9,12 @@ from typing import Any, Literal
 
 import numpy as np
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from critmem.reproduce.checks import Check
+from critmem.reproduce.markdown import fmt as _f
+from critmem.reproduce.markdown import save_png as _save
+from critmem.reproduce.markdown import table as _table
 from critmem.reproduce.sara.experiment import CONTROLLERS, MEMORY_PCTS, MIB, SSDS, STEP_UP_BYTES, early_drop_rows
 from critmem.reproduce.sara.paper import PAPER_BASELINE_HIT_RATIO, PAPER_FIG7, PAPER_SARA_HIT_RATIO
 
@@ -25,13 +27,6 @@ _COLORS = {
     "senpai": "#8c564b",
     "static": "#7f7f7f",
 }
-
-
-def _save(fig: Figure, path: Path) -> Path:
-    FigureCanvasAgg(fig)
-    # No "Software" entry (matplotlib's version): the bytes depend only on the results.
-    fig.savefig(path, format="png", metadata={"Software": None})
-    return path
 
 
 def _label(ax: Axes, title: str, xlabel: str, ylabel: str, legend_loc: Literal["upper left", "upper right", "lower right"]) -> None:
@@ -201,20 +196,6 @@ def plot_fig13(data: dict[str, Any], path: Path) -> Path:
     )
     fig.tight_layout()
     return _save(fig, path)
-
-
-def _f(x: Any, digits: int = 3) -> str:
-    if x is None:
-        return "–"
-    if isinstance(x, float):
-        return f"{x:.{digits}f}"
-    return str(x)
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(_f(c) if not isinstance(c, str) else c for c in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def render(data: dict[str, Any], summary: dict[str, Any], files: Sequence[str]) -> str:

@@ -7,10 +7,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from critmem.reproduce.checks import Check
+from critmem.reproduce.markdown import fmt as _f
+from critmem.reproduce.markdown import save_png as _save
+from critmem.reproduce.markdown import table as _table
 from critmem.reproduce.tmem.experiment import NOPI_PAIRS, ROBUST_SCHEMES, SCHEMES, SIZED, slope_ratio
 from critmem.reproduce.tmem.paper import (
     PAPER_FIG6_MIN_PAGES,
@@ -32,13 +34,6 @@ _COLORS = {
 _STYLE = {"greedy-nopi": "--", "tmem-nopi": "--", "tmem-composite": ":"}
 AT_EACH_SIZE_PCT = 5.0
 """The acceptance's allowance: tmem at most this much above greedy at any memory size."""
-
-
-def _save(fig: Figure, path: Path) -> Path:
-    FigureCanvasAgg(fig)
-    # No "Software" entry (matplotlib's version): the bytes depend only on the results.
-    fig.savefig(path, format="png", metadata={"Software": None})
-    return path
 
 
 def _series(data: dict[str, Any], scheme: str, field: str) -> tuple[list[float], list[float]]:
@@ -96,20 +91,6 @@ def plot_fig7(data: dict[str, Any], path: Path) -> Path:
     ax.set_xlabel("time (s)")
     fig.tight_layout()
     return _save(fig, path)
-
-
-def _f(x: Any, digits: int = 3) -> str:
-    if x is None:
-        return "–"
-    if isinstance(x, float):
-        return f"{x:.{digits}f}"
-    return str(x)
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(_f(c) if not isinstance(c, str) else c for c in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def _by_size(data: dict[str, Any], scheme: str, field: str = "max_tardiness_ms") -> dict[float, float | None]:
