@@ -34,6 +34,7 @@ use crate::error::{Error, Result};
 use crate::metrics::{MetricsSink, Publisher};
 use crate::one_line;
 use crate::platform::{CostSummary, GroupSpec};
+use crate::protocol::ProtocolStats;
 use crate::psi::UNPRIVILEGED_WINDOW_STEP_US;
 use crate::session::{JobSocket, SessionBuilder, SessionPlan, TriggerSpec};
 use critmem_policy::{GroupRole, RoleName};
@@ -332,15 +333,31 @@ pub struct AgentSummary {
     pub tick_cost_mean_ns: u64,
     pub tick_cost_p99_ns: u64,
     pub tick_cost_max_ns: u64,
+    /// How late ticks started against their schedule (see [`crate::control_loop::LoopStats`]).
+    pub tick_lateness_p99_ns: u64,
+    pub tick_lateness_max_ns: u64,
     pub early_wakes: u64,
     pub overruns: u64,
     pub writes_ok: u64,
     pub writes_failed: u64,
     pub jobs_released: u64,
     pub jobs_completed: u64,
+    /// Job reports per group, in the configuration's order.
+    pub groups: Vec<GroupJobs>,
+    /// What the job socket saw: connections, messages accepted, malformed and refused.
+    pub job_socket: ProtocolStats,
     pub restored_files: usize,
     pub removed_dirs: usize,
     pub recovered_from_crash: bool,
+}
+
+/// One group's job reports over a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct GroupJobs {
+    pub name: String,
+    pub released: u64,
+    pub completed: u64,
+    pub dropped: u64,
 }
 
 /// Blocks SIGINT, SIGTERM and SIGHUP in this thread (and every thread it starts afterwards)
@@ -459,6 +476,7 @@ pub fn run_in(session: SessionBuilder, config: &AgentConfig, options: &RunOption
             tracing::warn!(error = %e, "cannot publish final metrics");
         }
     }
+    let job_socket = session.platform().job_server().map(|s| s.stats()).unwrap_or_default();
     let end = session.finish(Duration::from_secs(10))?;
     result?;
     end.restored()?;
@@ -471,12 +489,22 @@ pub fn run_in(session: SessionBuilder, config: &AgentConfig, options: &RunOption
         tick_cost_mean_ns: cost.mean_ns,
         tick_cost_p99_ns: cost.p99_ns,
         tick_cost_max_ns: cost.max_ns,
+        tick_lateness_p99_ns: end.loop_stats.lateness_p99_ns(),
+        tick_lateness_max_ns: end.loop_stats.lateness_max_ns,
         early_wakes: end.loop_stats.early_wakes,
         overruns: end.loop_stats.overruns,
         writes_ok: end.stats.writes_ok,
         writes_failed: end.stats.writes_failed,
         jobs_released: end.job_counts.iter().map(|j| j.released).sum(),
         jobs_completed: end.job_counts.iter().map(|j| j.completed).sum(),
+        groups: running
+            .config
+            .groups
+            .iter()
+            .zip(&end.job_counts)
+            .map(|(g, j)| GroupJobs { name: g.name.clone(), released: j.released, completed: j.completed, dropped: j.dropped })
+            .collect(),
+        job_socket,
         restored_files: end.restore.restored.len(),
         removed_dirs: end.restore.removed_dirs.len(),
         recovered_from_crash: end.recovered_from_crash,

@@ -3,21 +3,51 @@
 use crate::clock::SharedClock;
 use crate::psi::{wait_any, PsiTrigger, TriggerEvent};
 use critmem_policy::{Action, Controller, Platform};
+use hdrhistogram::Histogram;
 use std::time::Duration;
 
-/// Figures of a control loop's run.
-#[derive(Clone, Debug, Default)]
+/// Figures of a control loop's run. Percentiles come from fixed-size histograms (3
+/// significant digits, up to an hour per tick), so an agent that runs for months keeps the
+/// same few kilobytes of them.
+#[derive(Clone, Debug)]
 pub struct LoopStats {
     pub ticks: u64,
     /// Ticks run before their time because a PSI trigger fired.
     pub early_wakes: u64,
     /// Ticks that started more than one interval late.
     pub overruns: u64,
-    /// Cost (observe + tick + apply) of each tick, in ns; capped at [`LoopStats::MAX_SAMPLES`].
-    pub cost_ns: Vec<u64>,
+    /// Cost (observe + tick + apply) of each tick, in ns.
+    cost: Histogram<u64>,
     pub cost_sum_ns: u64,
     pub cost_max_ns: u64,
+    /// How long after it was due (one interval after the previous tick's start) each tick
+    /// started, in ns; 0 for a tick on time or woken early.
+    lateness: Histogram<u64>,
+    pub lateness_max_ns: u64,
     pub actions_applied: u64,
+}
+
+/// Longest tick (or lateness) the histograms tell apart: an hour; longer ones count as an hour.
+const HISTOGRAM_MAX_NS: u64 = 3_600_000_000_000;
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, HISTOGRAM_MAX_NS, 3).expect("valid histogram bounds")
+}
+
+impl Default for LoopStats {
+    fn default() -> Self {
+        LoopStats {
+            ticks: 0,
+            early_wakes: 0,
+            overruns: 0,
+            cost: histogram(),
+            cost_sum_ns: 0,
+            cost_max_ns: 0,
+            lateness: histogram(),
+            lateness_max_ns: 0,
+            actions_applied: 0,
+        }
+    }
 }
 
 /// Percentiles of the per-tick cost.
@@ -30,29 +60,41 @@ pub struct CostSummary {
     pub max_ns: u64,
 }
 
-impl LoopStats {
-    pub const MAX_SAMPLES: usize = 1 << 20;
+/// The q-quantile (0..=1) of `histogram` (within its precision), never above `max_ns`; 0 when
+/// empty.
+fn quantile(histogram: &Histogram<u64>, q: f64, max_ns: u64) -> u64 {
+    if histogram.is_empty() {
+        return 0;
+    }
+    histogram.value_at_quantile(q).min(max_ns)
+}
 
+impl LoopStats {
     fn record(&mut self, cost_ns: u64) {
         self.ticks += 1;
         self.cost_sum_ns += cost_ns;
         self.cost_max_ns = self.cost_max_ns.max(cost_ns);
-        if self.cost_ns.len() < Self::MAX_SAMPLES {
-            self.cost_ns.push(cost_ns);
-        }
+        self.cost.saturating_record(cost_ns);
+    }
+
+    fn record_lateness(&mut self, lateness_ns: u64) {
+        self.lateness_max_ns = self.lateness_max_ns.max(lateness_ns);
+        self.lateness.saturating_record(lateness_ns);
     }
 
     pub fn summary(&self) -> CostSummary {
-        let mut sorted = self.cost_ns.clone();
-        sorted.sort_unstable();
-        let at = |q: f64| sorted.get(((sorted.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(0);
         CostSummary {
             ticks: self.ticks,
             mean_ns: self.cost_sum_ns.checked_div(self.ticks).unwrap_or(0),
-            p50_ns: at(0.5),
-            p99_ns: at(0.99),
+            p50_ns: quantile(&self.cost, 0.5, self.cost_max_ns),
+            p99_ns: quantile(&self.cost, 0.99, self.cost_max_ns),
             max_ns: self.cost_max_ns,
         }
+    }
+
+    /// The 99th percentile of tick lateness, in ns.
+    pub fn lateness_p99_ns(&self) -> u64 {
+        quantile(&self.lateness, 0.99, self.lateness_max_ns)
     }
 }
 
@@ -82,11 +124,16 @@ impl ControlLoop {
         mut after_tick: impl FnMut(&mut P, &[Action], &LoopStats),
     ) -> std::result::Result<(), P::Error> {
         let mut next_ns = self.clock.now_ns();
+        // When the tick is due on the ideal schedule: one interval after the previous start
+        // (a long tick or a slow wake-up makes the next one late by the excess).
+        let mut due_ns = next_ns;
         while !stop() {
             let started_ns = self.clock.now_ns();
             if started_ns.saturating_sub(next_ns) > self.interval_ns {
                 self.stats.overruns += 1;
             }
+            self.stats.record_lateness(started_ns.saturating_sub(due_ns));
+            due_ns = started_ns.saturating_add(self.interval_ns);
             let applied = critmem_policy::step(platform, controller)?;
             self.stats.record(self.clock.now_ns().saturating_sub(started_ns));
             self.stats.actions_applied += applied.len() as u64;
@@ -195,6 +242,7 @@ mod tests {
         let cost = stats.summary();
         assert_eq!((cost.ticks, cost.mean_ns, cost.p99_ns, cost.max_ns), (20, 300_000, 300_000, 300_000));
         assert_eq!((stats.overruns, stats.early_wakes), (0, 0));
+        assert_eq!((stats.lateness_p99_ns(), stats.lateness_max_ns), (0, 0));
     }
 
     #[test]
@@ -202,5 +250,7 @@ mod tests {
         let (seen_ns, stats) = run(1_000_000, 2_500_000, 11);
         assert!(seen_ns.windows(2).all(|w| w[1] - w[0] == 2_500_000), "{seen_ns:?}");
         assert_eq!(stats.ticks, 10);
+        // Each tick after the first starts 1.5 ms after the time it was due.
+        assert_eq!((stats.lateness_p99_ns(), stats.lateness_max_ns), (1_500_000, 1_500_000));
     }
 }

@@ -32,8 +32,8 @@
 //!
 //! Unknown fields are rejected (a new field means a new version). The sender is identified
 //! with SO_PEERCRED (pid, uid) when it connects, and its group is read from
-//! `/proc/<pid>/cgroup` for every message, so a process can report only for the group it is in
-//! now. A pid names a process only until it exits (the number is then reused), so the agent
+//! `/proc/<pid>/cgroup` again whenever its messages are read (once per poll of the connection),
+//! so a process can report only for the group it is in now. A pid names a process only until it exits (the number is then reused), so the agent
 //! also holds the connecting process's pidfd (SO_PEERPIDFD, which names that process and no
 //! other) and checks after each read of `/proc/<pid>/cgroup` that the process has not exited:
 //! if it has not, the pid was still its own, and the file read was its cgroup. Once the process
@@ -63,9 +63,13 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// Longest accepted line, newline included.
 pub const MAX_LINE_BYTES: usize = 512;
 
-/// Most bytes one poll reads from one connection: a client that writes without pause must not
-/// keep the control loop from ticking (a real one sends a few lines per job).
-pub const MAX_BYTES_PER_POLL: usize = 64 * 1024;
+/// Most bytes one poll reads over all connections, shared equally between them (each gets at
+/// least [`MAX_LINE_BYTES`]): clients that write without pause must not keep the control loop
+/// from ticking, nor take another client's share (a real one sends a few lines per job:
+/// a share of 512 bytes per 5 ms tick is about 700 jobs a second).
+pub const MAX_BYTES_PER_POLL: usize = 32 * 1024;
+/// Most connections one poll accepts.
+pub const MAX_ACCEPTS_PER_POLL: usize = 32;
 /// Longest accepted `group` name.
 const MAX_GROUP_NAME_BYTES: usize = 128;
 
@@ -175,7 +179,7 @@ pub struct ReportedJob {
 }
 
 /// Counters for metrics and tests.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ProtocolStats {
     pub connections: u64,
     pub accepted_messages: u64,
@@ -203,8 +207,14 @@ pub struct JobServerConfig {
     /// The hierarchy whose membership counts (memory's: v1 on hybrid, cgroup2 on v2).
     pub hierarchy: Hierarchy,
     pub proc: ProcFs,
+    /// Most connections open at once; each group may hold its share of them
+    /// ([`JobServer::group_quota`]), each process at most [`MAX_CONNECTIONS_PER_PROCESS`].
     pub max_connections: usize,
 }
+
+/// Most connections one process may hold: a client needs one, so processes of one group
+/// cannot take every place of their group, and no group can take another's.
+pub const MAX_CONNECTIONS_PER_PROCESS: usize = 4;
 
 struct Connection {
     stream: UnixStream,
@@ -227,6 +237,8 @@ pub struct JobServer {
     listener: UnixListener,
     connections: Vec<Connection>,
     stats: ProtocolStats,
+    /// When a refused connection or message was last logged at warn.
+    last_refusal_warning: Option<std::time::Instant>,
     /// The socket's directories [`JobServer::bind`] made, removed (if empty) after the socket;
     /// held only for its drop.
     _created_dirs: CreatedDirs,
@@ -285,7 +297,14 @@ impl JobServer {
             let _ = std::fs::remove_file(&path);
             return Err(e);
         }
-        Ok(JobServer { config, listener, connections: Vec::new(), stats: ProtocolStats::default(), _created_dirs: created_dirs })
+        Ok(JobServer {
+            config,
+            listener,
+            connections: Vec::new(),
+            stats: ProtocolStats::default(),
+            last_refusal_warning: None,
+            _created_dirs: created_dirs,
+        })
     }
 
     pub fn stats(&self) -> ProtocolStats {
@@ -306,13 +325,14 @@ impl JobServer {
     }
 
     /// Accepts waiting connections and reads the complete lines available, without blocking
-    /// (at most [`MAX_BYTES_PER_POLL`] per connection).
+    /// (at most [`MAX_BYTES_PER_POLL`] over all connections, in equal shares).
     pub fn poll(&mut self) -> Vec<ReportedJob> {
         self.accept_all();
         let mut jobs = Vec::new();
+        let share = (MAX_BYTES_PER_POLL / self.connections.len().max(1)).max(MAX_LINE_BYTES);
         let mut index = 0;
         while index < self.connections.len() {
-            if self.service(index, &mut jobs) {
+            if self.service(index, share, &mut jobs) {
                 index += 1;
             } else {
                 self.connections.swap_remove(index);
@@ -344,8 +364,10 @@ impl JobServer {
         delivered
     }
 
+    /// Accepts at most [`MAX_ACCEPTS_PER_POLL`] waiting connections; the rest wait in the
+    /// listen backlog (a client reconnecting without pause must not stretch the tick).
     fn accept_all(&mut self) {
-        loop {
+        for _ in 0..MAX_ACCEPTS_PER_POLL {
             let stream = match self.listener.accept() {
                 Ok((stream, _)) => stream,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
@@ -359,7 +381,8 @@ impl JobServer {
             self.stats.connections += 1;
             if self.connections.len() >= self.config.max_connections {
                 self.stats.over_limit += 1;
-                tracing::warn!(limit = self.config.max_connections, "job socket connection refused: too many open");
+                let limit = self.config.max_connections;
+                self.warn_limited(|| tracing::warn!(limit, "job socket connection refused: too many open"));
                 continue;
             }
             let credentials = match getsockopt(&stream, PeerCredentials) {
@@ -391,16 +414,39 @@ impl JobServer {
                 PeerGroup::In(group) => group,
                 PeerGroup::Outside => {
                     self.stats.refused += 1;
-                    tracing::warn!(pid, uid, "job socket connection refused: the process is in no managed group");
+                    self.warn_limited(|| tracing::warn!(pid, uid, "job socket connection refused: the process is in no managed group"));
                     continue;
                 }
                 PeerGroup::Exited => {
                     self.stats.refused += 1;
-                    tracing::warn!(pid, uid, "job socket connection refused: the connecting process has exited");
+                    self.warn_limited(|| tracing::warn!(pid, uid, "job socket connection refused: the connecting process has exited"));
                     continue;
                 }
             };
+            let of_group = self.connections.iter().filter(|c| c.group == group).count();
+            let of_process = self.connections.iter().filter(|c| c.pid == pid).count();
+            if of_group >= self.group_quota() || of_process >= MAX_CONNECTIONS_PER_PROCESS {
+                self.stats.over_limit += 1;
+                let (group_name, quota) = (self.config.groups[group].name.clone(), self.group_quota());
+                self.warn_limited(|| tracing::warn!(pid, uid, group = %group_name, of_group, of_process, quota, per_process = MAX_CONNECTIONS_PER_PROCESS, "job socket connection refused: its group or process holds its share of connections"));
+                continue;
+            }
             self.connections.push(Connection { stream, pid, uid, pidfd, group, buffer: Vec::new(), discarding: false, warned: false });
+        }
+    }
+
+    /// Connections one group may hold at once: an equal share of `max_connections`.
+    pub fn group_quota(&self) -> usize {
+        (self.config.max_connections / self.config.groups.len().max(1)).max(1)
+    }
+
+    /// Runs `warn` unless a refusal was logged in the last second (a flood of connections
+    /// must not flood the log too); the refusals are counted in [`ProtocolStats`] either way.
+    fn warn_limited(&mut self, warn: impl FnOnce()) {
+        let now = std::time::Instant::now();
+        if self.last_refusal_warning.is_none_or(|at| now.duration_since(at) >= std::time::Duration::from_secs(1)) {
+            self.last_refusal_warning = Some(now);
+            warn();
         }
     }
 
@@ -430,11 +476,13 @@ impl JobServer {
             .map_or(PeerGroup::Outside, |(i, _)| PeerGroup::In(i))
     }
 
-    /// Reads what connection `index` has, at most [`MAX_BYTES_PER_POLL`] of it (the rest waits
-    /// for the next poll); returns false when it is to be closed.
-    fn service(&mut self, index: usize, jobs: &mut Vec<ReportedJob>) -> bool {
+    /// Reads what connection `index` has, at most `share` bytes of it (the rest waits for the
+    /// next poll); returns false when it is to be closed.
+    fn service(&mut self, index: usize, share: usize, jobs: &mut Vec<ReportedJob>) -> bool {
         let mut chunk = [0u8; 4096];
-        let mut budget = MAX_BYTES_PER_POLL;
+        let mut budget = share;
+        // The sender's group, read once for the lines of this poll.
+        let mut group = None;
         while budget > 0 {
             let want = budget.min(chunk.len());
             let read = match self.connections[index].stream.read(&mut chunk[..want]) {
@@ -466,7 +514,7 @@ impl JobServer {
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                if !self.handle_line(index, &line, jobs) {
+                if !self.handle_line(index, &line, &mut group, jobs) {
                     return false;
                 }
             }
@@ -474,8 +522,9 @@ impl JobServer {
         true
     }
 
-    /// Returns false when the sender is refused (the connection is then closed).
-    fn handle_line(&mut self, index: usize, line: &[u8], jobs: &mut Vec<ReportedJob>) -> bool {
+    /// Returns false when the sender is refused (the connection is then closed). `checked` is
+    /// the sender's group if already read in this poll.
+    fn handle_line(&mut self, index: usize, line: &[u8], checked: &mut Option<usize>, jobs: &mut Vec<ReportedJob>) -> bool {
         let message = match parse_message(line) {
             Ok(m) => m,
             Err(e) => {
@@ -484,23 +533,31 @@ impl JobServer {
             }
         };
         let (pid, uid) = (self.connections[index].pid, self.connections[index].uid);
-        let group = match self.group_of(pid, self.connections[index].pidfd.as_ref()) {
-            PeerGroup::In(group) => group,
+        let peer = match *checked {
+            Some(group) => PeerGroup::In(group),
+            None => self.group_of(pid, self.connections[index].pidfd.as_ref()),
+        };
+        let group = match peer {
+            PeerGroup::In(group) => {
+                *checked = Some(group);
+                group
+            }
             PeerGroup::Outside => {
                 self.stats.refused += 1;
-                tracing::warn!(pid, uid, "job message refused: the sender has left its managed group");
+                self.warn_limited(|| tracing::warn!(pid, uid, "job message refused: the sender has left its managed group"));
                 return false;
             }
             PeerGroup::Exited => {
                 self.stats.refused += 1;
-                tracing::warn!(pid, uid, "job message refused: the process that connected has exited (its pid may now be another's); a process still holding the socket must connect anew");
+                self.warn_limited(|| tracing::warn!(pid, uid, "job message refused: the process that connected has exited (its pid may now be another's); a process still holding the socket must connect anew"));
                 return false;
             }
         };
         if let Some(claimed) = &message.group {
             if *claimed != self.config.groups[group].name {
                 self.stats.refused += 1;
-                tracing::warn!(pid, uid, claimed = %claimed, actual = %self.config.groups[group].name, "job message refused: the sender reported for a group it is not in");
+                let (claimed, actual) = (claimed.clone(), self.config.groups[group].name.clone());
+                self.warn_limited(|| tracing::warn!(pid, uid, claimed = %claimed, actual = %actual, "job message refused: the sender reported for a group it is not in"));
                 return false;
             }
         }
@@ -509,15 +566,18 @@ impl JobServer {
         true
     }
 
-    /// Counts a malformed line; logs the first per connection at warn, the rest at debug so a
-    /// broken client cannot flood the log.
+    /// Counts a malformed line; logs the first per connection at warn (at most one a second
+    /// over all connections), the rest at debug, so broken clients cannot flood the log.
     fn malformed(&mut self, index: usize, reason: &str) {
         self.stats.malformed_messages += 1;
         let conn = &mut self.connections[index];
+        let pid = conn.pid;
         if std::mem::replace(&mut conn.warned, true) {
-            tracing::debug!(pid = conn.pid, reason, "malformed job message");
+            tracing::debug!(pid, reason, "malformed job message");
         } else {
-            tracing::warn!(pid = conn.pid, reason, "malformed job message (further ones from this connection are logged at debug)");
+            self.warn_limited(|| {
+                tracing::warn!(pid, reason, "malformed job message (further ones from this connection are logged at debug)")
+            });
         }
     }
 }

@@ -1,0 +1,292 @@
+//! The agent's own resources and the machine under it failing: the journal's filesystem full
+//! or read-only, the swapfile turned off, a managed group removed, a PSI file unreadable,
+//! workers exiting or forking.
+
+use super::*;
+
+/// A small tmpfs of the test's own, unmounted on drop.
+struct Tmpfs {
+    dir: PathBuf,
+    size: String,
+    _parent: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    /// Mounted at a directory of its own (removed after the unmount).
+    fn mount(size: &str) -> Tmpfs {
+        let parent = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+        let dir = parent.path().join("journal-fs");
+        std::fs::create_dir(&dir).unwrap();
+        let fs = Tmpfs { dir, size: size.to_owned(), _parent: parent };
+        fs.mount_with("rw");
+        fs
+    }
+
+    fn mount_with(&self, mode: &str) {
+        let options = format!("size={},mode=0700,{mode}", self.size);
+        let status = Command::new("mount").args(["-t", "tmpfs", "-o", &options, "critmem-test"]).arg(&self.dir).status().unwrap();
+        assert!(status.success(), "mount tmpfs on {}", self.dir.display());
+    }
+
+    /// A fresh, empty mount, read-only or read-write (a mounted filesystem cannot be made
+    /// read-only while a file on it is open for writing, so the switch is a new mount).
+    fn remount(&self, mode: &str) {
+        let status = Command::new("umount").arg(&self.dir).status().unwrap();
+        assert!(status.success(), "umount {}", self.dir.display());
+        self.mount_with(mode);
+    }
+
+    /// Writes a file until the filesystem is full.
+    fn fill(&self) {
+        let mut file = std::fs::File::create(self.dir.join("filler")).unwrap();
+        let block = vec![0u8; 4096];
+        while file.write_all(&block).is_ok() {}
+        let _ = file.sync_all();
+    }
+
+    fn unfill(&self) {
+        let _ = std::fs::remove_file(self.dir.join("filler"));
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.dir).status();
+    }
+}
+
+/// A filesystem turning read-only under a writer (ext4 `errors=remount-ro`) cannot be staged
+/// here: a remount to read-only is refused while the agent holds its journal open for
+/// writing. Read-only is therefore tested at start, full both at start and mid-run.
+///
+/// Runs the agent on a journal whose filesystem `break_it` breaks before the start; it must
+/// refuse to start in one line with exit code 2 and change nothing.
+fn refuses_to_start(rig: &Rig, fs: &Tmpfs, break_it: impl Fn(&Tmpfs), heal: impl Fn(&Tmpfs)) -> String {
+    break_it(fs);
+    let mut agent = rig.spawn_agent(&[]);
+    let exit = agent.wait();
+    heal(fs);
+    assert_eq!(exit.code, Some(2), "the agent must refuse to start: {}", exit.stderr);
+    let lines = exit.error_lines();
+    assert_eq!(lines.len(), 1, "one line: {}", exit.stderr);
+    assert!(lines[0].contains("journal"), "names the journal: {}", lines[0]);
+    assert!(rig.changed_knobs().is_empty(), "nothing may change without a journal: {:?}", rig.changed_knobs());
+    lines[0].to_owned()
+}
+
+#[test]
+fn a_full_or_read_only_journal_filesystem_changes_nothing_unjournaled_and_is_said_in_one_line() {
+    let case = "journal_fs_full_or_read_only";
+    let Some((_lock, machine)) = chaos_machine(case) else { return };
+    let mut record = Record::new(case);
+    let mut rig = Rig::new(&machine);
+    let fs = Tmpfs::mount("256k");
+    let journal = fs.dir.join("journal.jsonl");
+    rig.journal = journal.clone();
+    rig.write_config(&journal);
+    rig.start_workers();
+
+    // At start: full, then read-only.
+    record.set("full_at_start", refuses_to_start(&rig, &fs, Tmpfs::fill, Tmpfs::unfill));
+    record.set("read_only_at_start", refuses_to_start(&rig, &fs, |f| f.remount("ro"), |f| f.remount("rw")));
+
+    // Mid-run, full: every change the agent then makes was journaled (the restore puts every
+    // file back), or it stops, restores and says why in one line.
+    rig.start_agent();
+    rig.wait_for_jobs();
+    fs.fill();
+    run_for_or_exit(&mut rig, steady());
+    let full_mid_run = match rig.agent.as_mut().unwrap().child.try_wait().unwrap() {
+        None => {
+            let exit = rig.agent.take().unwrap().stop();
+            assert_eq!(exit.code, Some(0), "{}", exit.stderr);
+            "kept running; restored at exit".to_owned()
+        }
+        Some(_) => {
+            let exit = rig.agent.take().unwrap().wait();
+            assert_eq!(exit.code, Some(2), "{}", exit.stderr);
+            assert_eq!(exit.error_lines().len(), 1, "{}", exit.stderr);
+            exit.error_lines()[0].to_owned()
+        }
+    };
+    fs.unfill();
+    rig.check_restored();
+    record.set("full_mid_run", full_mid_run);
+
+    rig.start_agent();
+    let summary = rig.finish(&mut record);
+    assert_eq!(summary["recovered_from_crash"], false);
+    drop(fs);
+    record.write(3);
+}
+
+/// Like [`run_for`], but the agent may exit (the case then judges how).
+fn run_for_or_exit(rig: &mut Rig, duration: Duration) {
+    let until = Instant::now() + duration;
+    while Instant::now() < until && rig.agent.as_mut().unwrap().child.try_wait().unwrap().is_none() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_swapfile_turned_off_under_the_agent_keeps_every_invariant() {
+    simple_case("swapfile_turned_off", |rig, record| {
+        let output = Command::new("swapoff").arg(&rig.swap_path).output().unwrap();
+        record.set(
+            "swapoff",
+            if output.status.success() { "ok".to_owned() } else { String::from_utf8_lossy(&output.stderr).trim().to_owned() },
+        );
+        run_for(rig, steady());
+    });
+}
+
+#[test]
+fn a_managed_group_removed_by_someone_else_stops_the_agent_in_one_line_and_the_rest_is_restored() {
+    let case = "managed_group_removed";
+    let Some((_lock, machine)) = chaos_machine(case) else { return };
+    let mut record = Record::new(case);
+    let mut rig = Rig::new(&machine);
+    rig.start_workers();
+    rig.start_agent();
+    rig.wait_for_jobs();
+    // Someone moves the throughput worker out and removes its group.
+    let nrt_pid = rig.nrt_worker.as_mut().unwrap().child.as_ref().unwrap().id();
+    for dir in machine.backend.group_dirs(&rig.nrt.group) {
+        let parent = dir.parent().unwrap().to_path_buf();
+        let _ = std::fs::write(parent.join("cgroup.procs"), nrt_pid.to_string());
+    }
+    machine.backend.remove(&rig.nrt.group).unwrap();
+    let exit = {
+        let agent = rig.agent.as_mut().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while agent.child.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "the agent did not notice the removed group");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        rig.agent.take().unwrap().wait()
+    };
+    assert_eq!(exit.code, Some(2), "{}", exit.stderr);
+    assert_eq!(exit.error_lines().len(), 1, "{}", exit.stderr);
+    assert!(exit.error_lines()[0].contains("vanished"), "{}", exit.stderr);
+    record.set("agent_said", exit.error_lines()[0].to_owned());
+    // Recreated empty, as it was before the agent: the rest of the checks apply unchanged.
+    assert!(machine.backend.create(&rig.nrt.group).unwrap());
+    machine.backend.set_knob(&rig.nrt.group, Knob::Max, Some(rig::NRT_ORIGINAL_BYTES)).unwrap();
+    let workers = rig.stop_workers();
+    record.set("worker_srt_released", workers.srt["released"].clone());
+    rig.check_restored();
+    rig.teardown_swap();
+    record.write(1);
+}
+
+/// Bind-mounts a file of garbage over `target`; unmounted on drop.
+struct Overmount {
+    target: PathBuf,
+    _garbage: tempfile::NamedTempFile,
+}
+
+impl Overmount {
+    fn new(target: PathBuf) -> Overmount {
+        let mut garbage = tempfile::NamedTempFile::new().unwrap();
+        garbage.write_all(b"this is not a pressure file\n").unwrap();
+        let status = Command::new("mount").arg("--bind").arg(garbage.path()).arg(&target).status().unwrap();
+        assert!(status.success(), "bind mount over {}", target.display());
+        Overmount { target, _garbage: garbage }
+    }
+}
+
+impl Drop for Overmount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.target).status();
+    }
+}
+
+#[test]
+fn an_unreadable_psi_file_keeps_every_invariant() {
+    let case = "psi_file_unreadable";
+    let Some((_lock, machine)) = chaos_machine(case) else { return };
+    let mut record = Record::new(case);
+    let mut rig = Rig::new(&machine);
+    rig.start_workers();
+    let pressure = machine.backend.pressure_file(&rig.srt.group, critmem_linux::cgroup::PsiResource::Memory);
+    let overmount = Overmount::new(pressure.clone());
+    assert!(std::fs::read_to_string(&pressure).unwrap().starts_with("this is not"), "the overmount is in place");
+    let mut agent = rig.spawn_agent(&["--duration-s", "3"]);
+    let exit = agent.wait();
+    drop(overmount);
+    record.set("agent_exit_code", exit.code.map_or(-1, i64::from));
+    record.set("agent_said", exit.error_lines().first().copied().unwrap_or("").to_owned());
+    assert!(matches!(exit.code, Some(0) | Some(2)), "{}", exit.stderr);
+    if exit.code == Some(2) {
+        assert_eq!(exit.error_lines().len(), 1, "{}", exit.stderr);
+    }
+    assert!(rig.changed_knobs().is_empty(), "{:?}", rig.changed_knobs());
+    // And with the file readable again the agent runs as usual.
+    rig.start_agent();
+    rig.wait_for_jobs();
+    run_for(&mut rig, steady());
+    rig.finish(&mut record);
+    record.write(1);
+}
+
+/// Forks up to `n` children that sleep (a fork the group cannot pay for, ENOMEM, ends the
+/// forking early); prints `ready` with the number forked; kills them when stdin closes.
+pub const FORKER: &str = r#"
+import os, sys, time
+sys.stdin.readline()
+n = int(sys.argv[1])
+kids = []
+for _ in range(n):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        # The children must not hold the test's pipes open.
+        os.close(0)
+        os.close(1)
+        time.sleep(3600)
+        os._exit(0)
+    kids.append(pid)
+print("ready", len(kids), flush=True)
+sys.stdin.read()
+for pid in kids:
+    os.kill(pid, 9)
+"#;
+
+/// Starts [`FORKER`] with `n` children in `group`; returns it and how many it forked.
+pub fn fork_into(machine: &Machine, group: &critmem_linux::cgroup::GroupPath, n: u32) -> (Helper, u64) {
+    let mut forker = Helper::python(FORKER, &[&n.to_string()]);
+    machine.backend.move_pid(group, forker.pid()).unwrap();
+    forker.say("go");
+    let mut line = String::new();
+    std::io::BufRead::read_line(forker.stdout.as_mut().unwrap(), &mut line).unwrap();
+    let forked = line.strip_prefix("ready ").and_then(|n| n.trim().parse().ok()).unwrap_or_else(|| panic!("forker said {line:?}"));
+    (forker, forked)
+}
+
+#[test]
+fn a_worker_that_exits_and_one_that_forks_many_children_keep_every_invariant() {
+    simple_case("worker_exits_and_forks", |rig, record| {
+        // The soft real-time worker exits mid-run; a new one starts and reconnects.
+        let old = rig.srt_worker.take().unwrap();
+        let (summary, code) = old.stop();
+        assert_eq!((code, summary["checksum_failures"].as_u64()), (Some(0), Some(0)), "{summary}");
+        record.set("exited_worker_released", summary["released"].clone());
+        run_for(rig, Duration::from_secs(1));
+        rig.start_srt_worker();
+        // A process in the throughput group forks 200 children into it.
+        let children = if long() { 1000 } else { 200 };
+        let (mut forker, forked) = fork_into(rig.machine, &rig.nrt.group, children);
+        record.set("children_forked", forked);
+        let pids = rig.machine.backend.pids(&rig.nrt.group).unwrap().len();
+        record.set("nrt_group_processes", pids as u64);
+        run_for(rig, steady());
+        // Closing its stdin makes it kill its children and exit.
+        drop(forker.stdin.take());
+        forker.child.wait().unwrap();
+        let nrt = rig.nrt.group.clone();
+        wait_until("the forked children to be gone", Duration::from_secs(10), || rig.machine.backend.pids(&nrt).unwrap().len() == 1);
+        record.set("faults_injected", 2u64);
+    });
+}
