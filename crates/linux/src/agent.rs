@@ -454,12 +454,25 @@ pub fn run_in(session: SessionBuilder, config: &AgentConfig, options: &RunOption
         notifier.reloading();
         match &options.config_path {
             Some(path) => match reload(path, &running.config) {
-                Ok(Some((config, controller, interval_ns))) => {
-                    let controller_name = controller.name().to_owned();
-                    session.replace_controller(controller, interval_ns);
-                    notifier.check_interval(interval_ns);
-                    running = Running { config, controller_name, interval_ns };
-                }
+                Ok(Some((config, controller, interval_ns))) => match change_groups(&mut session, &running.config, &config) {
+                    Ok(true) => {
+                        let groups = crate::agent_config::group_changes_of(&running.config.groups, &config.groups);
+                        tracing::info!(
+                            "{}: configuration reloaded: controller {} with {}, every {} ms{}",
+                            path.display(),
+                            config.controller,
+                            serde_json::to_string(&config.controller_config).unwrap_or_default(),
+                            interval_ns as f64 / 1e6,
+                            if groups.is_empty() { String::new() } else { format!("; {}", groups.described) }
+                        );
+                        let controller_name = controller.name().to_owned();
+                        session.replace_controller(controller, interval_ns);
+                        notifier.check_interval(interval_ns);
+                        running = Running { config, controller_name, interval_ns };
+                    }
+                    Ok(false) => {}
+                    Err(e) => break Err(e),
+                },
                 Ok(None) => tracing::info!("{}: configuration unchanged", path.display()),
                 Err(line) => tracing::warn!("{line}"),
             },
@@ -497,18 +510,34 @@ pub fn run_in(session: SessionBuilder, config: &AgentConfig, options: &RunOption
         writes_failed: end.stats.writes_failed,
         jobs_released: end.job_counts.iter().map(|j| j.released).sum(),
         jobs_completed: end.job_counts.iter().map(|j| j.completed).sum(),
-        groups: running
-            .config
-            .groups
+        groups: end
+            .group_names
             .iter()
             .zip(&end.job_counts)
-            .map(|(g, j)| GroupJobs { name: g.name.clone(), released: j.released, completed: j.completed, dropped: j.dropped })
+            .map(|(name, j)| GroupJobs { name: name.clone(), released: j.released, completed: j.completed, dropped: j.dropped })
             .collect(),
         job_socket,
         restored_files: end.restore.restored.len(),
         removed_dirs: end.restore.removed_dirs.len(),
         recovered_from_crash: end.recovered_from_crash,
     })
+}
+
+/// Applies a reload's group changes to `session` (groups let go of, then groups taken on):
+/// `Ok(false)` when the new groups cannot be taken on (said in one line; nothing changed),
+/// an error when changing them failed part-way (the agent then stops and restores).
+fn change_groups(session: &mut crate::session::Session, running: &AgentConfig, reloaded: &AgentConfig) -> Result<bool> {
+    let changes = crate::agent_config::group_changes_of(&running.groups, &reloaded.groups);
+    if changes.is_empty() {
+        return Ok(true);
+    }
+    let added: Vec<GroupSpec> = reloaded.group_specs()?.into_iter().filter(|g| changes.added.contains(&g.name)).collect();
+    if let Err(e) = session.check_new_groups(&added, &changes.removed) {
+        tracing::warn!("{}", one_line(&format!("reload refused, keeping the running configuration: {e}")));
+        return Ok(false);
+    }
+    session.change_groups(&changes.removed, added)?;
+    Ok(true)
 }
 
 /// The configuration in force, its controller's name and the interval it ticks at.
@@ -539,8 +568,9 @@ impl Running {
 /// is the same, `Ok(Some(..))` with the new configuration and its controller when it can be
 /// applied, and otherwise one line naming the file, the key and the reason (the running
 /// configuration then stays). A reload changes the controller and its parameters, its
-/// interval among them; the controller starts afresh with them, from the limits in force. The
-/// keys [`crate::agent_config::restart_only_changes`] lists need a restart.
+/// interval among them, and the groups (applied by the caller to the session); the
+/// controller starts afresh with them, from the limits in force. The keys
+/// [`crate::agent_config::restart_only_changes`] lists need a restart.
 pub fn reload(path: &Path, running: &AgentConfig) -> std::result::Result<Option<Reloaded>, String> {
     let refused = |reason: &dyn std::fmt::Display| one_line(&format!("reload refused, keeping the running configuration: {reason}"));
     let config = AgentConfig::load(path).map_err(|e| refused(&e))?;
@@ -552,20 +582,16 @@ pub fn reload(path: &Path, running: &AgentConfig) -> std::result::Result<Option<
             path.display()
         )));
     }
-    if config.controller == running.controller && config.controller_config == running.controller_config {
+    let groups = crate::agent_config::group_changes_of(&running.groups, &config.groups);
+    if config.controller == running.controller && config.controller_config == running.controller_config && groups.is_empty() {
         return Ok(None);
     }
+    config.group_specs().map_err(|e| refused(&format!("configuration {}: {e}", path.display())))?;
     for warning in &config.deprecations {
         tracing::warn!("{warning}");
     }
     let (controller, interval_ns) = build_controller(&config).map_err(|e| refused(&format!("configuration {}: {e}", path.display())))?;
-    tracing::info!(
-        "{}: configuration reloaded: controller {} with {}, every {} ms",
-        path.display(),
-        config.controller,
-        serde_json::to_string(&config.controller_config).unwrap_or_default(),
-        interval_ns as f64 / 1e6
-    );
+    let _ = groups;
     Ok(Some((config, controller, interval_ns)))
 }
 
@@ -879,7 +905,7 @@ create = true
     }
 
     #[test]
-    fn a_reload_applies_new_parameters_and_refuses_a_bad_file_or_a_new_group_set_in_one_line() {
+    fn a_reload_applies_new_parameters_and_groups_and_refuses_a_bad_file_or_a_new_socket_in_one_line() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("agent.toml");
         let running = AgentConfig::parse(CONFIG, &path).unwrap();
@@ -895,13 +921,16 @@ create = true
         let (_, controller, interval_ns) =
             reload_text(&CONFIG.replace("\"sara\"", "\"greedy\"").replace("step_bytes = 2097152", "")).unwrap().unwrap();
         assert_eq!((controller.name(), interval_ns), ("greedy", critmem_policy::DEFAULT_INTERVAL_NS));
+        // A group changed and nothing else: a reload (the groups follow in the session).
+        let (config, controller, _) = reload_text(&CONFIG.replace("floor_mb = 32", "floor_mb = 31")).unwrap().unwrap();
+        assert_eq!(controller.name(), "sara");
+        assert_eq!(config.groups.iter().find(|g| g.name == "batch").unwrap().floor_bytes, 31 * 1024 * 1024);
         let file = path.display();
         for (text, want) in [
             (
                 CONFIG.replace("step_bytes = 2097152", "step_bytes = \"x\""),
                 format!("reload refused, keeping the running configuration: configuration {file}: invalid config for controller `sara`: invalid type: string \"x\", expected u64 in `step_bytes`"),
             ),
-            (CONFIG.replace("floor_mb = 32", "floor_mb = 31"), format!("reload refused, keeping the running configuration: configuration {file}: [[group]] (\"batch\" changed): takes effect only at a start; restart the agent to apply it")),
             (CONFIG.replace("jobs.sock", "other.sock"), format!("reload refused, keeping the running configuration: configuration {file}: socket: takes effect only at a start; restart the agent to apply it")),
         ] {
             assert_eq!(reload_text(&text).err(), Some(want));

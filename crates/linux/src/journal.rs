@@ -8,10 +8,13 @@
 //! {"v":1,"op":"original","path":"/sys/fs/cgroup/memory/db/memory.limit_in_bytes","value":"9223372036854771712"}
 //! {"v":1,"op":"created","dir":"/sys/fs/cgroup/memory/critmem/rt","evacuate_to":"/sys/fs/cgroup/memory"}
 //! {"v":1,"op":"abandoned","dir":"/sys/fs/cgroup/memory/critmem/rt"}
+//! {"v":1,"op":"released","path":"/sys/fs/cgroup/memory/db/memory.limit_in_bytes"}
 //! ```
 //!
 //! `original` is recorded once per file (the value before the agent's first change);
-//! `created` before a mkdir (`abandoned` if the mkdir then failed). Files inside directories
+//! `created` before a mkdir (`abandoned` if the mkdir then failed); `released` once a group
+//! leaves a running agent's care ([`Journal::release_within`]): its files were put back and
+//! its created directories removed, so the entries before it for that path are done. Files inside directories
 //! the agent created are not recorded: the directories are removed on restore.
 //!
 //! Restoring undoes the entries newest first: originals are written back (for
@@ -38,12 +41,13 @@ enum Entry {
     Original { v: u32, path: PathBuf, value: String },
     Created { v: u32, dir: PathBuf, evacuate_to: PathBuf },
     Abandoned { v: u32, dir: PathBuf },
+    Released { v: u32, path: PathBuf },
 }
 
 impl Entry {
     fn version(&self) -> u32 {
         match self {
-            Entry::Original { v, .. } | Entry::Created { v, .. } | Entry::Abandoned { v, .. } => *v,
+            Entry::Original { v, .. } | Entry::Created { v, .. } | Entry::Abandoned { v, .. } | Entry::Released { v, .. } => *v,
         }
     }
 }
@@ -178,6 +182,42 @@ impl Journal {
             .map_err(|source| Error::JournalWrite { path: self.path.clone(), source })
     }
 
+    /// Restores what is recorded for files and directories within `dirs` (a group leaving
+    /// the agent's care while it runs), newest first, and journals them as released so no
+    /// later restore undoes them again. What could not be restored stays recorded (the
+    /// shutdown's restore tries again). A crash before the release entry is written only
+    /// makes the next start restore the same originals once more.
+    pub fn release_within(&mut self, dirs: &[PathBuf]) -> Result<RestoreReport> {
+        let mut text = String::new();
+        self.file.rewind().and_then(|()| self.file.read_to_string(&mut text)).map_err(|e| Error::io("read journal", &self.path, e))?;
+        let within = |path: &Path| dirs.iter().any(|d| path.starts_with(d));
+        let mut report = RestoreReport::default();
+        let mut ignored = Vec::new();
+        let entries = live_entries(parse_entries(&text, &self.path, &mut report, &mut ignored));
+        let subset: String = entries
+            .iter()
+            .filter(|(e, _)| match e {
+                Entry::Original { path, .. } => within(path),
+                Entry::Created { dir, .. } | Entry::Abandoned { dir, .. } => within(dir),
+                Entry::Released { .. } => false,
+            })
+            .map(|(_, line)| format!("{line}\n"))
+            .collect();
+        let (report, kept) = restore_entries(&subset, &self.path);
+        let failed: BTreeSet<&str> = kept.into_iter().collect();
+        for line in subset.lines().filter(|l| !failed.contains(l)) {
+            let path = match serde_json::from_str::<Entry>(line) {
+                Ok(Entry::Original { path, .. }) => path,
+                Ok(Entry::Created { dir, .. }) => dir,
+                _ => continue,
+            };
+            self.append(&Entry::Released { v: VERSION, path: path.clone() })?;
+            self.recorded.remove(&path);
+            self.created.remove(&path);
+        }
+        Ok(report)
+    }
+
     /// Restores everything recorded (newest first), then deletes the journal. If something
     /// could not be restored the journal keeps only that, so the next start tries again
     /// without undoing what was restored (and maybe changed by someone since).
@@ -304,12 +344,34 @@ fn parse_entries<'t>(text: &'t str, path: &Path, report: &mut RestoreReport, unk
     entries
 }
 
+/// `entries` without those a later `released` entry has done (and without the `released`
+/// entries themselves), in journal order.
+fn live_entries(entries: Vec<(Entry, &str)>) -> Vec<(Entry, &str)> {
+    let mut released = BTreeSet::new();
+    let mut live = Vec::with_capacity(entries.len());
+    for (entry, line) in entries.into_iter().rev() {
+        match &entry {
+            Entry::Released { path, .. } => {
+                released.insert(path.clone());
+                continue;
+            }
+            Entry::Original { path, .. } if released.remove(path) => continue,
+            Entry::Created { dir, .. } if released.remove(dir) => continue,
+            Entry::Abandoned { dir, .. } if released.contains(dir) => continue,
+            _ => {}
+        }
+        live.push((entry, line));
+    }
+    live.reverse();
+    live
+}
+
 /// Undoes the entries of `text`, newest first. Returns the report and the lines to keep
 /// for another try: entries that failed (in journal order) and lines of unknown versions.
 fn restore_entries<'t>(text: &'t str, path: &Path) -> (RestoreReport, Vec<&'t str>) {
     let mut report = RestoreReport::default();
     let mut kept = Vec::new();
-    let entries = parse_entries(text, path, &mut report, &mut kept);
+    let entries = live_entries(parse_entries(text, path, &mut report, &mut kept));
     let mut failed = vec![false; entries.len()];
     for (index, (entry, _)) in entries.iter().enumerate().rev() {
         let failures_before = report.failures.len();
@@ -321,7 +383,7 @@ fn restore_entries<'t>(text: &'t str, path: &Path) -> (RestoreReport, Vec<&'t st
                     remove_created(dir, evacuate_to, &mut report);
                 }
             }
-            Entry::Abandoned { .. } => {}
+            Entry::Abandoned { .. } | Entry::Released { .. } => {}
         }
         failed[index] = report.failures.len() > failures_before;
     }
@@ -617,6 +679,50 @@ mod tests {
         assert_eq!(read(&journal_path), "");
         assert_eq!(journal.restore_all().unwrap(), RestoreReport::default());
         assert!(!journal_path.exists());
+    }
+
+    #[test]
+    fn a_group_released_mid_run_is_restored_at_once_and_never_undone_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let (memory, unified) = hybrid_roots(dir.path());
+        let backend = HybridBackend::new(memory.clone(), unified.clone());
+        let (db, web) = (group("db"), group("web"));
+        for g in [&db, &web] {
+            populate(&g.dir_in(&memory), V1_MEMORY_FILES);
+            populate(&g.dir_in(&unified), UNIFIED_FILES);
+        }
+        std::fs::write(db.dir_in(&memory).join("memory.limit_in_bytes"), "1073741824\n").unwrap();
+        let limit = |g: &GroupPath| read(&g.dir_in(&memory).join("memory.limit_in_bytes"));
+        let journal_path = dir.path().join("journal.jsonl");
+        {
+            let (mut journal, _) = Journal::open(&journal_path).unwrap();
+            set(&mut journal, &backend, &db, Knob::Max, Some(512 << 20));
+            set(&mut journal, &backend, &web, Knob::Max, Some(128 << 20));
+            let rt = group("critmem/rt");
+            create_journaled(&mut journal, &backend, &rt, V1_MEMORY_FILES, UNIFIED_FILES);
+            backend.move_pid(&rt, 4321).unwrap();
+            // db and the created rt leave the agent's care; web stays.
+            let report = journal.release_within(&backend.group_dirs(&db)).unwrap();
+            assert_eq!((report.restored.len(), limit(&db)), (1, "1073741824".to_owned()));
+            let report = journal.release_within(&backend.group_dirs(&rt)).unwrap();
+            assert_eq!((report.removed_dirs.len(), report.evacuated_pids.clone()), (2, vec![4321, 4321]));
+            assert!(!rt.dir_in(&memory).exists() && !rt.dir_in(&unified).exists());
+            assert!(report.failures.is_empty());
+            // Someone sets db after it was let go; db then comes back under the agent.
+            std::fs::write(db.dir_in(&memory).join("memory.limit_in_bytes"), "805306368\n").unwrap();
+            set(&mut journal, &backend, &db, Knob::Max, Some(256 << 20));
+            // Crash.
+        }
+        let (journal, report) = Journal::open(&journal_path).unwrap();
+        let report = report.unwrap();
+        assert!(report.failures.is_empty(), "{report:?}");
+        // db goes back to what it was when the agent took it on again, not to the first original.
+        assert_eq!(limit(&db), "805306368");
+        assert_eq!(limit(&web), "9223372036854771712");
+        // The released rt directories are not removed twice; only their created parents remain to go.
+        assert!(report.gone.is_empty(), "{report:?}");
+        assert!(!dir.path().join("memory/critmem").exists());
+        journal.restore_all().unwrap();
     }
 
     #[test]

@@ -64,10 +64,12 @@ pub const PROTOCOL_VERSION: u32 = 1;
 pub const MAX_LINE_BYTES: usize = 512;
 
 /// Most bytes one poll reads over all connections, shared equally between them (each gets at
-/// least [`MAX_LINE_BYTES`]): clients that write without pause must not keep the control loop
-/// from ticking, nor take another client's share (a real one sends a few lines per job:
-/// a share of 512 bytes per 5 ms tick is about 700 jobs a second).
-pub const MAX_BYTES_PER_POLL: usize = 32 * 1024;
+/// least [`MIN_SHARE_BYTES`]): clients that write without pause must not keep the control loop
+/// from ticking, nor take another client's share (a real one sends a few lines per job).
+pub const MAX_BYTES_PER_POLL: usize = 16 * 1024;
+/// Least a poll reads of one connection with data: 256 bytes per 5 ms tick is about 350 jobs a
+/// second (a line split between polls waits in the connection's buffer).
+pub const MIN_SHARE_BYTES: usize = 256;
 /// Most connections one poll accepts.
 pub const MAX_ACCEPTS_PER_POLL: usize = 32;
 /// Longest accepted `group` name.
@@ -319,6 +321,20 @@ impl JobServer {
         &self.config.socket_path
     }
 
+    /// Reports for `groups` from now on (the managed groups changed): a connection keeps its
+    /// group if it is still among them (by name), and is closed otherwise.
+    pub fn set_groups(&mut self, groups: Vec<ReportingGroup>) {
+        let old = std::mem::replace(&mut self.config.groups, groups);
+        let new = &self.config.groups;
+        self.connections.retain_mut(|c| match new.iter().position(|g| g.name == old[c.group].name) {
+            Some(index) => {
+                c.group = index;
+                true
+            }
+            None => false,
+        });
+    }
+
     /// Open connections.
     pub fn connections(&self) -> usize {
         self.connections.len()
@@ -329,7 +345,7 @@ impl JobServer {
     pub fn poll(&mut self) -> Vec<ReportedJob> {
         self.accept_all();
         let mut jobs = Vec::new();
-        let share = (MAX_BYTES_PER_POLL / self.connections.len().max(1)).max(MAX_LINE_BYTES);
+        let share = (MAX_BYTES_PER_POLL / self.connections.len().max(1)).max(MIN_SHARE_BYTES);
         let mut index = 0;
         while index < self.connections.len() {
             if self.service(index, share, &mut jobs) {

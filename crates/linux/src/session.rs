@@ -167,14 +167,11 @@ impl Host {
         let controller = plan.controller;
         platform.set_stall_inputs(|role| controller.stall_inputs(role));
         platform.set_usage_inputs(|role| controller.reads_usage(role));
-        let mut control = ControlLoop::new(plan.interval_ns, self.clock.clone());
-        if let Some(t) = plan.triggers.filter(|_| !self.dry_run) {
-            match platform.arm_triggers(t.stall_us, t.window_us) {
-                Ok(triggers) => control.triggers = triggers,
-                Err(e) => tracing::warn!(error = %e, "PSI triggers unavailable; ticking on the timer only"),
-            }
-        }
-        Ok(Session { platform, controller, control, clock: self.clock, journal: plan.journal, run_span_ns: None })
+        let control = ControlLoop::new(plan.interval_ns, self.clock.clone());
+        let triggers = plan.triggers.filter(|_| !self.dry_run);
+        let mut session = Session { platform, controller, control, clock: self.clock, journal: plan.journal, triggers, run_span_ns: None };
+        session.arm_triggers();
+        Ok(session)
     }
 }
 
@@ -185,6 +182,7 @@ pub struct Session {
     control: ControlLoop,
     clock: SharedClock,
     journal: Option<PathBuf>,
+    triggers: Option<TriggerSpec>,
     /// When [`Session::run`] started and ended.
     run_span_ns: Option<(u64, u64)>,
 }
@@ -236,6 +234,62 @@ impl Session {
         self.control.interval_ns = interval_ns.max(1);
     }
 
+    /// (Re-)arms one PSI trigger per managed group, as the plan asked.
+    fn arm_triggers(&mut self) {
+        let Some(t) = self.triggers else { return };
+        match self.platform.arm_triggers(t.stall_us, t.window_us) {
+            Ok(triggers) => self.control.triggers = triggers,
+            Err(e) => {
+                self.control.triggers.clear();
+                tracing::warn!(error = %e, "PSI triggers unavailable; ticking on the timer only");
+            }
+        }
+    }
+
+    /// Whether `added` could join the managed groups once those named in `leaving` are gone:
+    /// each group's cgroup exists or is to be created, and none is managed already. Nothing
+    /// changes either way.
+    pub fn check_new_groups(&self, added: &[GroupSpec], leaving: &[String]) -> Result<()> {
+        let backend = self.platform.backend();
+        for spec in added {
+            if !spec.create && !backend.exists(&spec.path) {
+                return Err(Error::Config {
+                    path: spec.path.dir_in(Path::new("/")),
+                    reason: format!(
+                        "cgroup of group {:?} does not exist; create it, or set create = true to let the agent create it",
+                        spec.name
+                    ),
+                });
+            }
+            let staying = self.platform.group_specs().filter(|g| !leaving.contains(&g.name));
+            if let Some(same) = staying.into_iter().find(|g| g.path == spec.path || g.name == spec.name) {
+                return Err(Error::Config {
+                    path: spec.path.dir_in(Path::new("/")),
+                    reason: format!("group {:?} is managed already (as {:?})", spec.name, same.name),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Changes the managed groups while running: the groups named in `removed` are restored
+    /// and let go, then `added` are created or adopted (check them with
+    /// [`Session::check_new_groups`] first). A new controller must follow
+    /// ([`Session::replace_controller`]): group positions change.
+    pub fn change_groups(&mut self, removed: &[String], added: Vec<GroupSpec>) -> Result<()> {
+        for name in removed {
+            let report = self.platform.remove_group(name, Duration::from_secs(10))?;
+            tracing::info!(group = %name, restored = report.restored.len(), removed_dirs = report.removed_dirs.len(), "group released");
+        }
+        let names: Vec<String> = added.iter().map(|g| g.name.clone()).collect();
+        self.platform.add_groups(added)?;
+        for name in names {
+            tracing::info!(group = %name, "group added");
+        }
+        self.arm_triggers();
+        Ok(())
+    }
+
     /// How long [`Session::run`] ran, in ns (0 before it has).
     pub fn run_elapsed_ns(&self) -> u64 {
         self.run_span_ns.map_or(0, |(start, end)| end - start)
@@ -250,8 +304,8 @@ impl Session {
     /// every change; what it could not restore is in [`SessionEnd::restore`] (see
     /// [`SessionEnd::restored`]).
     pub fn finish(self, restore_timeout: Duration) -> Result<SessionEnd> {
-        let groups = self.platform.group_specs().count();
-        let job_counts = (0..groups).map(|g| self.platform.job_counts(g).clone()).collect();
+        let group_names: Vec<String> = self.platform.group_specs().map(|g| g.name.clone()).collect();
+        let job_counts = (0..group_names.len()).map(|g| self.platform.job_counts(g).clone()).collect();
         let stats = self.platform.stats().clone();
         let recovered_from_crash = self.platform.recovered().is_some();
         let restore = self.platform.restore(restore_timeout)?;
@@ -261,13 +315,23 @@ impl Session {
             // The journal is kept: the next start tries these again.
             tracing::error!(failures = ?restore.failures, journal = ?self.journal, "could not restore everything; kept in the journal for the next start");
         }
-        Ok(SessionEnd { job_counts, stats, loop_stats: self.control.stats, restore, recovered_from_crash, journal: self.journal })
+        Ok(SessionEnd {
+            group_names,
+            job_counts,
+            stats,
+            loop_stats: self.control.stats,
+            restore,
+            recovered_from_crash,
+            journal: self.journal,
+        })
     }
 }
 
 /// What a session did, once everything is restored.
 pub struct SessionEnd {
-    /// Per group, in the plan's order.
+    /// The groups managed at the end (the plan's, unless changed while running), in order.
+    pub group_names: Vec<String>,
+    /// Per group, in the order of `group_names`.
     pub job_counts: Vec<JobCounts>,
     pub stats: PlatformStats,
     pub loop_stats: LoopStats,

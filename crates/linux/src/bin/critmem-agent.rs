@@ -1,7 +1,8 @@
 //! The critmem agent daemon: controls the memory of configured cgroups from PSI with one of
 //! the critmem controllers, restoring every original value when it stops on SIGINT or SIGTERM
 //! (and, after a crash, when it starts again). SIGHUP reads the configuration again and
-//! applies its controller and parameters, or keeps the running ones and says why in one line.
+//! applies its controller, parameters and groups, or keeps the running ones and says why in
+//! one line.
 //! Under systemd (`Type=notify`) it reports readiness, a status line and watchdog pings.
 //! Errors are one line on stderr with exit code 2.
 

@@ -13,7 +13,7 @@ use crate::cgroup::{knob_change, CgroupBackend, Change, CombinedLimit, GroupPath
 use crate::clock::SharedClock;
 use crate::error::{Error, Result};
 use crate::journal::{Journal, RestoreReport};
-use crate::protocol::{JobOp, JobServer};
+use crate::protocol::{JobOp, JobServer, ReportingGroup};
 use crate::psi::{PsiTrigger, StallKind};
 use crate::writer::KnobWriter;
 use critmem_policy::{
@@ -339,6 +339,48 @@ impl LinuxPlatform {
     /// The processes in a managed group now.
     pub fn pids(&self, group: GroupId) -> Result<Vec<u32>> {
         self.backend.pids(&self.groups[group].spec.path)
+    }
+
+    /// Takes the group named `name` out of the platform's care: waits up to `timeout` for
+    /// writes in flight, puts its files back as they were (removing it if the platform created
+    /// it) and journals that. Groups after it move down one place (a new controller follows).
+    pub fn remove_group(&mut self, name: &str, timeout: Duration) -> Result<RestoreReport> {
+        let Some(id) = self.groups.iter().position(|g| g.spec.name == name) else {
+            return Err(Error::Config { path: PathBuf::from("group"), reason: format!("no managed group {name:?}") });
+        };
+        if !self.writer.wait_idle(timeout) {
+            tracing::warn!(group = %name, "writes still in the kernel while removing the group; restoring anyway");
+        }
+        let removed = self.groups.remove(id);
+        self.dry_run_intended.clear();
+        let dirs = self.backend.group_dirs(&removed.spec.path);
+        let report = match self.journal.as_mut() {
+            Some(journal) => journal.release_within(&dirs)?,
+            None => RestoreReport::default(),
+        };
+        self.tell_server_the_groups();
+        if !report.failures.is_empty() {
+            tracing::error!(group = %name, failures = ?report.failures, "could not restore everything of the removed group; kept in the journal for the shutdown");
+        }
+        Ok(report)
+    }
+
+    /// The job server reports for the groups managed now, in their order.
+    fn tell_server_the_groups(&mut self) {
+        if let Some(server) = self.server.as_mut() {
+            server.set_groups(
+                self.groups.iter().map(|g| ReportingGroup { name: g.spec.name.clone(), cgroup: g.spec.path.to_string() }).collect(),
+            );
+        }
+    }
+
+    /// Creates or adopts the groups of `specs` as at open, after the groups already managed.
+    pub fn add_groups(&mut self, specs: Vec<GroupSpec>) -> Result<()> {
+        let (added, stats) = open_groups(self.backend.as_ref(), specs, self.journal.as_mut())?;
+        self.stats.oom_guard_failures += stats.oom_guard_failures;
+        self.groups.extend(added);
+        self.tell_server_the_groups();
+        Ok(())
     }
 
     /// One PSI trigger per group on `memory.pressure`, to wake the loop early. The window must

@@ -171,6 +171,14 @@ impl<'m> Rig<'m> {
 
     /// The agent's configuration, with its journal at `journal`.
     pub fn write_config(&self, journal: &Path) {
+        self.write_config_with(journal, None);
+    }
+
+    /// The configuration with a third group, created by the agent at `extra`, when given.
+    pub fn write_config_with(&self, journal: &Path, extra: Option<&str>) {
+        let extra = extra.map_or(String::new(), |cgroup| {
+            format!("\n[[group]]\nname = \"extra\"\ncgroup = \"{cgroup}\"\nrole = \"non-rt\"\nfloor_mb = 8\ncreate = true\n")
+        });
         let config = format!(
             r#"controller = "sara"
 total_memory_bytes = {BUDGET_BYTES}
@@ -198,7 +206,7 @@ floor_mb = 16
             srt = self.srt.group.as_str(),
             nrt = self.nrt.group.as_str(),
         );
-        std::fs::write(&self.config_path, config).unwrap();
+        std::fs::write(&self.config_path, config + &extra).unwrap();
     }
 
     pub fn start_workers(&mut self) {

@@ -36,13 +36,17 @@ fn soak_the_agent_under_a_changing_workload_without_growth() {
     let (mut rss_max, mut fds_max, mut journal_max) = (0u64, 0u64, 0u64);
     let mut extra: Option<Helper> = None;
     let mut changes = 0u64;
+    let (mut groups_added, mut groups_removed) = (0u64, 0u64);
+    let mut extra_group: Option<(String, Helper)> = None;
     let mut second = 0u64;
     while started.elapsed() < length {
         std::thread::sleep(Duration::from_secs(1));
         second += 1;
         // The workload changes every 10 s, in turn: the soft real-time worker leaves and a new
         // one comes (a client going and coming); 50 extra processes join the throughput
-        // group, and leave; the configuration is reloaded (SIGHUP).
+        // group, and leave; a third group comes (the agent creates it on a reload and a
+        // process moves in) and goes (a reload lets go of it: its process is moved out and
+        // the group removed).
         if second.is_multiple_of(10) {
             changes += 1;
             match (second / 10) % 3 {
@@ -60,7 +64,32 @@ fn soak_the_agent_under_a_changing_workload_without_growth() {
                         extra = Some(super::faults::fork_into(&machine, &rig.nrt.group, 50).0);
                     }
                 },
-                _ => rig.agent.as_ref().unwrap().signal(Signal::SIGHUP),
+                _ => match extra_group.take() {
+                    Some((cgroup, helper)) => {
+                        rig.write_config(&rig.journal.clone());
+                        rig.agent.as_ref().unwrap().signal(Signal::SIGHUP);
+                        let group = critmem_linux::cgroup::GroupPath::new(&cgroup).unwrap();
+                        wait_until("the extra group to be let go", Duration::from_secs(10), || !machine.backend.exists(&group));
+                        // Moved out by the agent before it removed the group, still running.
+                        let mut helper = helper;
+                        assert!(helper.child.try_wait().unwrap().is_none(), "the extra group's process survived its group");
+                        drop(helper);
+                        groups_removed += 1;
+                    }
+                    None => {
+                        let cgroup = format!("critmem-test-{}-extra-{second}", std::process::id());
+                        rig.write_config_with(&rig.journal.clone(), Some(&cgroup));
+                        rig.agent.as_ref().unwrap().signal(Signal::SIGHUP);
+                        let group = critmem_linux::cgroup::GroupPath::new(&cgroup).unwrap();
+                        wait_until("the agent to create the extra group", Duration::from_secs(10), || machine.backend.exists(&group));
+                        let mut helper = Helper::python(ALLOCATE, &["8388608"]);
+                        machine.backend.move_pid(&group, helper.pid()).unwrap();
+                        helper.say("go");
+                        helper.expect("ready");
+                        extra_group = Some((cgroup, helper));
+                        groups_added += 1;
+                    }
+                },
             }
         }
         let rss = status_kib(pid, "VmRSS:");
@@ -83,6 +112,16 @@ fn soak_the_agent_under_a_changing_workload_without_growth() {
         drop(forker.stdin.take());
         forker.child.wait().unwrap();
     }
+    if let Some((cgroup, _helper)) = extra_group.take() {
+        rig.write_config(&rig.journal.clone());
+        rig.agent.as_ref().unwrap().signal(Signal::SIGHUP);
+        let group = critmem_linux::cgroup::GroupPath::new(&cgroup).unwrap();
+        wait_until("the extra group to be let go", Duration::from_secs(10), || !machine.backend.exists(&group));
+        groups_removed += 1;
+    }
+    record.set("groups_added", groups_added);
+    record.set("groups_removed", groups_removed);
+    assert!(groups_added > 0 && groups_added == groups_removed, "groups came and went: {groups_added} added, {groups_removed} removed");
     let (rss0, fds0) = warm.expect("the soak outlasted its warm-up");
     let hours = (length - warmup).as_secs_f64() / 3600.0;
     record.set("length_s", length.as_secs());

@@ -196,15 +196,36 @@ fn sighup_applies_a_good_configuration_keeps_the_running_one_otherwise_and_sigte
     assert!(agent.running(), "{}", agent.log());
     assert_eq!(machine.backend.knob(&guard.group, Knob::Max).unwrap(), Some(48 * MIB), "the reloaded limit stays");
 
-    // Another group set needs a restart: refused in one line, the running configuration stays.
+    // A new group whose cgroup does not exist: refused in one line, the running configuration stays.
     let mut grown = config_text(dir.path(), &guard.group, &(32 * MIB).to_string());
     grown.push_str("[[group]]\nname = \"more\"\ncgroup = \"critmem-test-never-created\"\nrole = \"non-rt\"\nfloor_mb = 16\n");
     std::fs::write(&config, grown).unwrap();
     agent.signal(Signal::SIGHUP);
     wait_until("the second refusal", Duration::from_secs(10), || agent.log().matches("reload refused").count() == 2);
     let refused = agent.log().lines().rfind(|l| l.contains("reload refused")).unwrap().to_owned();
-    assert!(refused.contains("[[group]] (\"more\" added)") && refused.contains("restart the agent"), "{refused}");
+    assert!(refused.contains("\"more\" does not exist"), "{refused}");
     notify.until("READY=1");
+    assert!(agent.running(), "{}", agent.log());
+    assert_eq!(machine.backend.knob(&guard.group, Knob::Max).unwrap(), Some(48 * MIB));
+
+    // A group that exists is taken on by a reload, and let go of (its original back at once)
+    // by the next.
+    let more = GroupGuard::create(&machine);
+    machine.backend.set_knob(&more.group, Knob::Max, Some(original)).unwrap();
+    let mut grown = config_text(dir.path(), &guard.group, &(48 * MIB).to_string())
+        .replace(&format!("rt = {} }}", 48 * MIB), &format!("rt = {}, more = {} }}", 48 * MIB, 40 * MIB));
+    grown.push_str(&format!(
+        "[[group]]\nname = \"more\"\ncgroup = \"{}\"\nrole = \"soft-rt\"\nfloor_mb = 16\ndeadline_ms = 20\nbcet_ms = 3\n",
+        more.group.as_str()
+    ));
+    std::fs::write(&config, grown).unwrap();
+    agent.signal(Signal::SIGHUP);
+    wait_until("the reload taking on the group", Duration::from_secs(10), || agent.log().contains("(\"more\" added)"));
+    wait_for_max(&machine, &more.group, Some(40 * MIB));
+    write(&(48 * MIB).to_string());
+    agent.signal(Signal::SIGHUP);
+    wait_until("the reload letting go of the group", Duration::from_secs(10), || agent.log().contains("(\"more\" removed)"));
+    wait_for_max(&machine, &more.group, Some(original));
     assert!(agent.running(), "{}", agent.log());
     assert_eq!(machine.backend.knob(&guard.group, Knob::Max).unwrap(), Some(48 * MIB));
 
