@@ -215,7 +215,46 @@ impl Journal {
             self.recorded.remove(&path);
             self.created.remove(&path);
         }
+        self.compact()?;
         Ok(report)
+    }
+
+    /// Rewrites the journal with only what a restore would still do (released entries and
+    /// those they finished dropped; lines of unknown versions kept), so groups coming and going
+    /// do not grow it. The new file is locked before it is renamed over the path: no other
+    /// process can take the journal in between. A crash leaves the old file or the new one.
+    fn compact(&mut self) -> Result<()> {
+        let mut text = String::new();
+        self.file.rewind().and_then(|()| self.file.read_to_string(&mut text)).map_err(|e| Error::io("read journal", &self.path, e))?;
+        let mut report = RestoreReport::default();
+        let mut kept = Vec::new();
+        let live = live_entries(parse_entries(&text, &self.path, &mut report, &mut kept));
+        let lines: String = kept.iter().copied().chain(live.iter().map(|(_, line)| *line)).map(|l| format!("{l}\n")).collect();
+        if lines.len() == text.len() {
+            return Ok(());
+        }
+        let temp = crate::durable::temporary_for(&self.path);
+        match std::fs::remove_file(&temp) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("remove temporary file", &temp, e)),
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create_new(true)
+            .mode_0600()
+            .open(&temp)
+            .map_err(|e| Error::io("create temporary file", &temp, e))?;
+        let mut file = Flock::lock(file, FlockArg::LockExclusiveNonblock)
+            .map_err(|(_, errno)| Error::io("lock temporary file", &temp, std::io::Error::from(errno)))?;
+        file.write_all(lines.as_bytes())
+            .and_then(|()| file.sync_data())
+            .map_err(|source| Error::JournalWrite { path: temp.clone(), source })?;
+        std::fs::rename(&temp, &self.path).map_err(|e| Error::io("replace journal", &self.path, e))?;
+        sync_parent(&self.path)?;
+        self.file = file;
+        Ok(())
     }
 
     /// Restores everything recorded (newest first), then deletes the journal. If something
@@ -679,6 +718,31 @@ mod tests {
         assert_eq!(read(&journal_path), "");
         assert_eq!(journal.restore_all().unwrap(), RestoreReport::default());
         assert!(!journal_path.exists());
+    }
+
+    #[test]
+    fn groups_coming_and_going_do_not_grow_the_journal_and_it_stays_locked() {
+        let dir = tempfile::tempdir().unwrap();
+        let (memory, unified) = hybrid_roots(dir.path());
+        let backend = HybridBackend::new(memory.clone(), unified.clone());
+        let db = group("db");
+        populate(&db.dir_in(&memory), V1_MEMORY_FILES);
+        populate(&db.dir_in(&unified), UNIFIED_FILES);
+        let journal_path = dir.path().join("journal.jsonl");
+        let (mut journal, _) = Journal::open(&journal_path).unwrap();
+        set(&mut journal, &backend, &db, Knob::Max, Some(512 << 20));
+        let steady = read(&journal_path).len();
+        for n in 0..50 {
+            let extra = group(&format!("critmem/extra{n}"));
+            create_journaled(&mut journal, &backend, &extra, V1_MEMORY_FILES, UNIFIED_FILES);
+            journal.release_within(&backend.group_dirs(&extra)).unwrap();
+            assert!(Journal::open(&journal_path).is_err(), "the compacted journal is still this one's");
+        }
+        // The created parents stay recorded until the end; nothing else accumulates.
+        let lines = read(&journal_path);
+        assert!(lines.len() <= steady + 2 * 200, "{} bytes after 50 groups came and went:\n{lines}", lines.len());
+        journal.restore_all().unwrap();
+        assert!(!dir.path().join("memory/critmem").exists());
     }
 
     #[test]

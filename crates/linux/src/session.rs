@@ -253,13 +253,7 @@ impl Session {
         let backend = self.platform.backend();
         for spec in added {
             if !spec.create && !backend.exists(&spec.path) {
-                return Err(Error::Config {
-                    path: spec.path.dir_in(Path::new("/")),
-                    reason: format!(
-                        "cgroup of group {:?} does not exist; create it, or set create = true to let the agent create it",
-                        spec.name
-                    ),
-                });
+                return Err(crate::platform::missing_cgroup(spec));
             }
             let staying = self.platform.group_specs().filter(|g| !leaving.contains(&g.name));
             if let Some(same) = staying.into_iter().find(|g| g.path == spec.path || g.name == spec.name) {

@@ -443,6 +443,14 @@ impl LinuxPlatform {
     }
 }
 
+/// The error for a group whose cgroup does not exist and is not to be created.
+pub(crate) fn missing_cgroup(spec: &GroupSpec) -> Error {
+    Error::Config {
+        path: spec.path.dir_in(Path::new("/")),
+        reason: format!("cgroup of group {:?} does not exist; create it, or set create = true to let the agent create it", spec.name),
+    }
+}
+
 /// Creates or adopts every group of `specs` through `journal` (none in dry-run mode) and
 /// switches their OOM killers off: the part of [`LinuxPlatform::open`] that changes the machine.
 fn open_groups(
@@ -456,13 +464,7 @@ fn open_groups(
         spec.floor_bytes = page_align_up(spec.floor_bytes);
         if !backend.exists(&spec.path) {
             if !spec.create {
-                return Err(Error::Config {
-                    path: spec.path.dir_in(Path::new("/")),
-                    reason: format!(
-                        "cgroup of group {:?} does not exist; create it, or set create = true to let the agent create it",
-                        spec.name
-                    ),
-                });
+                return Err(missing_cgroup(&spec));
             }
             for change in backend.plan_create(&spec.path)? {
                 match &mut journal {

@@ -68,10 +68,7 @@ fn clients_reporting_for_a_group_they_are_not_in_are_refused_and_counted() {
     let case = "foreign_clients";
     let Some((_lock, machine)) = chaos_machine(case) else { return };
     let mut record = Record::new(case);
-    let mut rig = Rig::new(&machine);
-    rig.start_workers();
-    rig.start_agent();
-    rig.wait_for_jobs();
+    let mut rig = Rig::running(&machine);
     let socket = rig.socket.to_string_lossy().into_owned();
 
     // A process of the throughput group claiming the soft real-time group.

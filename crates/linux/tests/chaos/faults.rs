@@ -145,10 +145,7 @@ fn a_managed_group_removed_by_someone_else_stops_the_agent_in_one_line_and_the_r
     let case = "managed_group_removed";
     let Some((_lock, machine)) = chaos_machine(case) else { return };
     let mut record = Record::new(case);
-    let mut rig = Rig::new(&machine);
-    rig.start_workers();
-    rig.start_agent();
-    rig.wait_for_jobs();
+    let mut rig = Rig::running(&machine);
     // Someone moves the throughput worker out and removes its group.
     let nrt_pid = rig.nrt_worker.as_mut().unwrap().child.as_ref().unwrap().id();
     for dir in machine.backend.group_dirs(&rig.nrt.group) {

@@ -118,10 +118,7 @@ fn a_flood_of_hundreds_of_clients_keeps_the_tick_and_loses_no_legitimate_report(
     let case = "job_socket_flood";
     let Some((_lock, machine)) = chaos_machine(case) else { return };
     let mut record = Record::new(case);
-    let mut rig = Rig::new(&machine);
-    rig.start_workers();
-    rig.start_agent();
-    rig.wait_for_jobs();
+    let mut rig = Rig::running(&machine);
     let socket = rig.socket.to_string_lossy().into_owned();
     // In the throughput group: valid, malformed, oversized and idle connections; outside every
     // managed group: a client reconnecting as fast as it can. In the soft real-time group: a

@@ -88,10 +88,7 @@ fn run_for(rig: &mut Rig, duration: Duration) {
 fn simple_case(case: &'static str, inject: impl FnOnce(&mut Rig, &mut Record)) {
     let Some((_lock, machine)) = chaos_machine(case) else { return };
     let mut record = Record::new(case);
-    let mut rig = Rig::new(&machine);
-    rig.start_workers();
-    rig.start_agent();
-    rig.wait_for_jobs();
+    let mut rig = Rig::running(&machine);
     inject(&mut rig, &mut record);
     run_for(&mut rig, Duration::from_secs(1));
     rig.finish(&mut record);

@@ -169,6 +169,16 @@ impl<'m> Rig<'m> {
         rig
     }
 
+    /// [`Rig::new`] with both workers started and the agent in control, the soft real-time
+    /// worker's jobs reaching it.
+    pub fn running(machine: &'m Machine) -> Rig<'m> {
+        let mut rig = Rig::new(machine);
+        rig.start_workers();
+        rig.start_agent();
+        rig.wait_for_jobs();
+        rig
+    }
+
     /// The agent's configuration, with its journal at `journal`.
     pub fn write_config(&self, journal: &Path) {
         self.write_config_with(journal, None);

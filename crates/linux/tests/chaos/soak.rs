@@ -24,10 +24,7 @@ fn soak_the_agent_under_a_changing_workload_without_growth() {
     let length = std::env::var("CRITMEM_SOAK_S").ok().and_then(|s| s.parse().ok()).map_or(Duration::from_secs(150), Duration::from_secs);
     let warmup = (length / 6).max(Duration::from_secs(10));
     let mut record = Record::new(case);
-    let mut rig = Rig::new(&machine);
-    rig.start_workers();
-    rig.start_agent();
-    rig.wait_for_jobs();
+    let mut rig = Rig::running(&machine);
     let pid = rig.agent.as_ref().unwrap().pid();
     let started = Instant::now();
     let mut rows = vec!["t_s,rss_kib,fds,journal_bytes,ticks,tick_cost_mean_us".to_owned()];
