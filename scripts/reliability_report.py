@@ -44,10 +44,13 @@ def main() -> int:
     flood = next((c for c in cases if c["case"] == "job_socket_flood"), None)
     if flood:
         sock = flood["job_socket"]
-        lost = flood["worker_srt_released"] + flood["late_client_jobs"] - flood["agent_srt_jobs"]["released"]
+        jobs = flood["agent_srt_jobs"]
+        received = jobs["released"] + jobs["completed"] + jobs["dropped"]
+        lost = flood["worker_srt_reports_sent"] + 2 * flood["late_client_jobs"] - received
         print(
             f"Under the flood: {sock['malformed_messages']} malformed lines dropped, {sock['over_limit']} connections "
-            f"over a quota and {sock['refused']} refused; legitimate reports lost: {lost}."
+            f"over a quota and {sock['refused']} refused; legitimate reports sent but lost: {lost} "
+            f"(the worker could not send {flood['worker_srt_reports_unsent']})."
         )
     print(
         f"Cases passed: {sum(1 for c in cases if c.get('passed'))} of {len(cases)}; faults injected: {sum(int(c.get('faults_injected', 0)) for c in cases)}."
