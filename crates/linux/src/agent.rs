@@ -591,7 +591,6 @@ pub fn reload(path: &Path, running: &AgentConfig) -> std::result::Result<Option<
         tracing::warn!("{warning}");
     }
     let (controller, interval_ns) = build_controller(&config).map_err(|e| refused(&format!("configuration {}: {e}", path.display())))?;
-    let _ = groups;
     Ok(Some((config, controller, interval_ns)))
 }
 
