@@ -84,6 +84,7 @@ def main() -> int:
         # A late job starts the next one at once (soft real-time: no skipping).
         while not stopping and time.monotonic_ns() < next_release_ns:
             time.sleep(max(0.0, min(0.05, (next_release_ns - time.monotonic_ns()) / 1e9)))
+    client.close()
     print(json.dumps({"task": os.environ.get("CRITMEM_TASK"), **counts, "unsent": client.unsent}), file=sys.stderr)
     return 1 if counts["checksum_failures"] else 0
 

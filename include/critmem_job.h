@@ -14,14 +14,20 @@
  * The agent checks the sender's cgroup when it reads each message, so a process should not
  * exit the instant after its last report (that report may be refused).
  *
- * Nothing here blocks or aborts: a message that cannot be sent (no agent, agent restarting)
- * is counted in `unsent`, and the next send reconnects (at most every 200 ms).
+ * Nothing here blocks or aborts (but critmem_job_flush, which waits as long as it is told).
+ * A message the socket cannot take at once (the agent busy, or the kernel short of socket
+ * memory: EAGAIN, ENOBUFS) waits in an outbox of CRITMEM_JOB_OUTBOX_BYTES and goes out, in
+ * order, on the next send or critmem_job_drop_requested. A message that cannot be sent at all
+ * (no agent, agent restarting, outbox full) is counted in `unsent`, and the next send
+ * reconnects (at most every 200 ms). Every message ends up in exactly one of `sent`, `unsent`
+ * and critmem_job_pending().
  *
  *   struct critmem_job_client c;
  *   critmem_job_init(&c, "/run/critmem/jobs.sock");
  *   critmem_job_release(&c, job, critmem_job_now_ns() + 20000000ULL);
  *   ... work; if (critmem_job_drop_requested(&c, job)) abandon ...
  *   critmem_job_complete(&c, job);
+ *   critmem_job_flush(&c, 200);   (at exit: a moment for what is pending)
  *   critmem_job_close(&c);
  */
 #ifndef CRITMEM_JOB_H
@@ -43,6 +49,8 @@
 #define CRITMEM_JOB_PROTOCOL_VERSION 1
 #define CRITMEM_JOB_MAX_LINE_BYTES 512
 #define CRITMEM_JOB_RETRY_NS 200000000ULL
+/* What a client holds for an agent that is not reading (as the Rust and Python clients). */
+#define CRITMEM_JOB_OUTBOX_BYTES 16384
 
 struct critmem_job_client {
     char path[108];          /* sizeof(sockaddr_un.sun_path) */
@@ -51,6 +59,8 @@ struct critmem_job_client {
     uint64_t sent, unsent, connects;
     char inbox[CRITMEM_JOB_MAX_LINE_BYTES];
     size_t inbox_len;
+    char outbox[CRITMEM_JOB_OUTBOX_BYTES]; /* whole lines; only the first may be partly written */
+    size_t outbox_len;
 };
 
 static inline uint64_t critmem_job_now_ns(void) {
@@ -71,10 +81,53 @@ static inline int critmem_job_init(struct critmem_job_client *c, const char *soc
     return 0;
 }
 
+static inline uint64_t critmem_job__lines(const char *bytes, size_t len) {
+    uint64_t lines = 0;
+    for (size_t i = 0; i < len; i++) lines += bytes[i] == '\n';
+    return lines;
+}
+
+/* Messages in the outbox, not yet written whole. */
+static inline uint64_t critmem_job_pending(const struct critmem_job_client *c) {
+    return critmem_job__lines(c->outbox, c->outbox_len);
+}
+
+/* Closes the connection; what is still pending counts as unsent (a partial line must not
+ * start a new connection). Does not wait: call critmem_job_flush first for that. */
 static inline void critmem_job_close(struct critmem_job_client *c) {
     if (c->fd >= 0) close(c->fd);
     c->fd = -1;
     c->inbox_len = 0;
+    c->unsent += critmem_job_pending(c);
+    c->outbox_len = 0;
+}
+
+/* Writes what the socket takes now. */
+static inline void critmem_job__write(struct critmem_job_client *c) {
+    while (c->outbox_len > 0 && c->fd >= 0) {
+        ssize_t n = send(c->fd, c->outbox, c->outbox_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)) return;
+        if (n <= 0) {
+            critmem_job_close(c);
+            return;
+        }
+        c->sent += critmem_job__lines(c->outbox, (size_t)n);
+        memmove(c->outbox, c->outbox + n, c->outbox_len - (size_t)n);
+        c->outbox_len -= (size_t)n;
+    }
+}
+
+/* Waits up to `timeout_ms` for the agent to take what is pending; 0 when nothing is. */
+static inline int critmem_job_flush(struct critmem_job_client *c, unsigned timeout_ms) {
+    uint64_t end_ns = critmem_job_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
+    critmem_job__write(c);
+    while (c->outbox_len > 0 && c->fd >= 0 && critmem_job_now_ns() < end_ns) {
+        struct timespec pause = {0, 1000000L};
+        nanosleep(&pause, NULL);
+        critmem_job__write(c);
+    }
+    return c->outbox_len == 0 ? 0 : -1;
 }
 
 static inline int critmem_job__connect(struct critmem_job_client *c) {
@@ -97,18 +150,17 @@ static inline int critmem_job__connect(struct critmem_job_client *c) {
     return 0;
 }
 
-/* Sends one formatted line; 0 when it went out whole, -1 otherwise (counted in unsent). */
+/* Sends one formatted line; 0 when it went out or waits in the outbox, -1 when it is lost
+ * (counted in unsent). */
 static inline int critmem_job__send(struct critmem_job_client *c, const char *line, size_t len) {
-    if (critmem_job__connect(c) == 0) {
-        ssize_t n = send(c->fd, line, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n == (ssize_t)len) {
-            c->sent++;
-            return 0;
-        }
-        critmem_job_close(c);
+    if (critmem_job__connect(c) != 0 || c->outbox_len + len > sizeof c->outbox) {
+        c->unsent++;
+        return -1;
     }
-    c->unsent++;
-    return -1;
+    memcpy(c->outbox + c->outbox_len, line, len);
+    c->outbox_len += len;
+    critmem_job__write(c);
+    return 0;
 }
 
 /* Job `job` was released at `at_ns` (0: now) with absolute deadline `deadline_ns`. */
@@ -141,11 +193,12 @@ static inline int critmem_job_drop(struct critmem_job_client *c, uint64_t job) {
 }
 
 /* Reads what the agent sent without blocking; returns 1 if it asked to drop `job`. Requests
- * for other jobs are discarded (they are stale once their job is over). */
+ * for other jobs are discarded (they are stale once their job is over). Also writes what is
+ * pending. */
 static inline int critmem_job_drop_requested(struct critmem_job_client *c, uint64_t job) {
     int requested = 0;
-    if (c->fd < 0) return 0;
-    for (;;) {
+    critmem_job__write(c);
+    while (c->fd >= 0) {
         if (c->inbox_len == sizeof c->inbox) c->inbox_len = 0; /* an overlong line: discard */
         ssize_t n = recv(c->fd, c->inbox + c->inbox_len, sizeof c->inbox - c->inbox_len, MSG_DONTWAIT);
         if (n < 0 && errno == EINTR) continue;

@@ -5,19 +5,25 @@ to drop a job (a controller's DropJob). Lines are JSON objects, one per line, on
 stream socket; the agent identifies the sender by SO_PEERCRED, so a process can report only
 for the cgroup it is in. Times are CLOCK_MONOTONIC nanoseconds (`time.monotonic_ns()`).
 
-The client never blocks and never raises on a lost agent: a message that cannot be sent is
-counted in `unsent` and the client reconnects (at most every `retry_s`) on the next send, so a
-workload keeps running while the agent restarts.
+The client never blocks and never raises on a lost agent. A message the socket cannot take at
+once (the agent busy, or the kernel short of socket memory: EAGAIN, ENOBUFS) waits in an outbox
+of `OUTBOX_BYTES` and goes out, in order, on the next send or `drop_requests()`. A message that
+cannot be sent at all (no agent, agent restarting, outbox full) is counted in `unsent`, and the
+client reconnects (at most every `retry_s`) on the next send, so a workload keeps running while
+the agent restarts. Every message ends up in exactly one of `sent`, `unsent` and `pending`;
+`close()` gives what is pending a moment (`linger_s`) to go out.
 
     >>> from critmem.jobclient import JobClient
     >>> client = JobClient("/run/critmem/jobs.sock")
     >>> client.release(job=0, deadline_ns=time.monotonic_ns() + 20_000_000)
     >>> if 0 in client.drop_requests(): ...   # abandon the job
     >>> client.complete(job=0)
+    >>> client.close()
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -30,6 +36,8 @@ MAX_LINE_BYTES = 512
 # Set by `critmem run --platform linux` for a task's command (with CRITMEM_GROUP,
 # CRITMEM_TASK, CRITMEM_PERIOD_NS, CRITMEM_DEADLINE_NS, CRITMEM_WCET_NS and CRITMEM_SEED).
 SOCKET_ENV = "CRITMEM_JOB_SOCKET"
+# What a client holds for an agent that is not reading (as the Rust and C clients).
+OUTBOX_BYTES = 16 * 1024
 
 
 def format_message(op: str, job: int, *, deadline_ns: int | None = None, at_ns: int | None = None, group: str | None = None) -> bytes:
@@ -77,6 +85,8 @@ class JobClient:
         self._sock: socket.socket | None = None
         self._last_attempt: float | None = None
         self._inbox = b""
+        # Whole lines not yet written; only the first may be partly written.
+        self._outbox = bytearray()
 
     @classmethod
     def from_env(cls, *, retry_s: float = 0.2) -> JobClient:
@@ -105,26 +115,49 @@ class JobClient:
         return sock
 
     def _disconnect(self) -> None:
+        """The connection is gone: what was pending for it is lost (a partial line must not
+        start a new connection)."""
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+        self.unsent += self._outbox.count(b"\n")
+        self._outbox.clear()
+
+    def _flush(self) -> None:
+        """Writes what the socket takes now."""
+        while self._outbox and self._sock is not None:
+            try:
+                n = self._sock.send(self._outbox)
+            except InterruptedError:
+                continue
+            except BlockingIOError:
+                return
+            except OSError as e:
+                if e.errno == errno.ENOBUFS:
+                    return
+                self._disconnect()
+                return
+            if n == 0:
+                self._disconnect()
+                return
+            self.sent += self._outbox.count(b"\n", 0, n)
+            del self._outbox[:n]
+
+    @property
+    def pending(self) -> int:
+        """Messages in the outbox, not yet written whole."""
+        return self._outbox.count(b"\n")
 
     def send(self, line: bytes) -> bool:
-        """Sends one formatted line; returns whether it went out whole."""
+        """Sends one formatted line; returns False when it is lost (counted in `unsent`), True
+        when it went out or waits in the outbox."""
         sock = self._connect()
-        ok = False
-        if sock is not None:
-            try:
-                ok = sock.send(line) == len(line)
-            except OSError:
-                ok = False
-            if not ok:
-                self._disconnect()
-        if ok:
-            self.sent += 1
-        else:
+        if sock is None or len(self._outbox) + len(line) > OUTBOX_BYTES:
             self.unsent += 1
-        return ok
+            return False
+        self._outbox += line
+        self._flush()
+        return True
 
     def release(self, job: int, deadline_ns: int, at_ns: int | None = None) -> bool:
         """Job `job` was released; its absolute deadline is `deadline_ns` (CLOCK_MONOTONIC)."""
@@ -138,11 +171,10 @@ class JobClient:
         return self.send(format_message("drop", job, at_ns=_now(at_ns)))
 
     def drop_requests(self) -> list[int]:
-        """Jobs the agent asked to drop since the last call; never blocks."""
-        sock = self._sock
-        if sock is None:
-            return []
-        while True:
+        """Jobs the agent asked to drop since the last call; never blocks. Also writes what is
+        pending."""
+        self._flush()
+        while (sock := self._sock) is not None:
             try:
                 chunk = sock.recv(4096)
             except BlockingIOError:
@@ -164,7 +196,14 @@ class JobClient:
                 jobs.append(job)
         return jobs
 
-    def close(self) -> None:
+    def close(self, linger_s: float = 0.2) -> None:
+        """Waits up to `linger_s` for the agent to take what is pending, then closes; what is
+        still pending then counts as unsent."""
+        end = time.monotonic() + linger_s
+        self._flush()
+        while self._outbox and self._sock is not None and time.monotonic() < end:
+            time.sleep(0.001)
+            self._flush()
         self._disconnect()
 
     def __enter__(self) -> Self:

@@ -5,6 +5,7 @@
 pub mod control;
 pub mod engine;
 pub mod event;
+pub mod hires;
 pub mod mem;
 pub mod memsim;
 pub mod opcost;

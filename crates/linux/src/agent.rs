@@ -426,6 +426,7 @@ pub fn run_in(session: SessionBuilder, config: &AgentConfig, options: &RunOption
     let mut publisher = sink.map(|sink| Publisher::new(sink, METRICS_PERIOD_NS, clock.clone()));
     let mut running = Running { config: config.clone(), controller_name, interval_ns };
     let mut stopped_by = String::from("duration");
+    let mut journal_fs = crate::durable::FsWatch::new(&config.journal);
     let started_ns = clock.now_ns();
     let result = loop {
         let mut hangup = false;
@@ -446,8 +447,18 @@ pub fn run_in(session: SessionBuilder, config: &AgentConfig, options: &RunOption
                     p.maybe_publish(platform, stats);
                 }
                 notifier.after_tick(clock.now_ns(), || running.status(stats));
+                if let Some(state) = journal_fs.check(clock.now_ns()) {
+                    say_journal_fs(&running.config.journal, state);
+                }
             },
         );
+        if let Err(Error::GroupVanished { .. }) = &result {
+            match let_go_of_vanished(&mut session, &mut running) {
+                Ok(true) => continue,
+                Ok(false) => break result,
+                Err(e) => break Err(e),
+            }
+        }
         if result.is_err() || !hangup {
             break result;
         }
@@ -523,6 +534,21 @@ pub fn run_in(session: SessionBuilder, config: &AgentConfig, options: &RunOption
     })
 }
 
+/// One line when the journal's filesystem turns read-only, full or failing, or recovers.
+fn say_journal_fs(journal: &Path, state: crate::durable::FsState) {
+    use crate::durable::FsState;
+    let journal = journal.display();
+    let what = match state {
+        FsState::Writable => return tracing::info!("journal {journal}: its filesystem is writable again"),
+        FsState::ReadOnly => "read-only".to_owned(),
+        FsState::Full => "full".to_owned(),
+        FsState::Failing(error) => format!("failing ({error})"),
+    };
+    tracing::warn!(
+        "journal {journal}: its filesystem is {what}; limits already journaled are still controlled, and a change that needs a new entry stops the agent (restoring everything)"
+    );
+}
+
 /// Applies a reload's group changes to `session` (groups let go of, then groups taken on):
 /// `Ok(false)` when the new groups cannot be taken on (said in one line; nothing changed),
 /// an error when changing them failed part-way (the agent then stops and restores).
@@ -537,6 +563,33 @@ fn change_groups(session: &mut crate::session::Session, running: &AgentConfig, r
         return Ok(false);
     }
     session.change_groups(&changes.removed, added)?;
+    Ok(true)
+}
+
+/// Lets go of the managed groups whose cgroup something else removed (one warning each), with
+/// a fresh controller for the groups left, as a reload dropping them would: `Ok(true)` when the
+/// agent runs on, `Ok(false)` when no group is gone or none would be left.
+fn let_go_of_vanished(session: &mut crate::session::Session, running: &mut Running) -> Result<bool> {
+    let gone: Vec<(String, String)> = session
+        .platform()
+        .group_specs()
+        .filter(|g| session.platform().backend().group_dirs(&g.path).iter().any(|dir| !dir.exists()))
+        .map(|g| (g.name.clone(), g.path.to_string()))
+        .collect();
+    if gone.is_empty() || gone.len() == running.config.groups.len() {
+        return Ok(false);
+    }
+    let names: Vec<String> = gone.iter().map(|(name, _)| name.clone()).collect();
+    session.change_groups(&names, Vec::new())?;
+    running.config.groups.retain(|g| !names.contains(&g.name));
+    let (controller, interval_ns) = build_controller(&running.config)?;
+    session.replace_controller(controller, interval_ns);
+    for (name, path) in &gone {
+        tracing::warn!(
+            "group {name}: cgroup {path} was removed by something else; let go of it, managing {} group(s) on",
+            running.config.groups.len()
+        );
+    }
     Ok(true)
 }
 

@@ -7,6 +7,67 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+/// What a filesystem the agent appends to can take.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FsState {
+    Writable,
+    ReadOnly,
+    Full,
+    /// fsync fails otherwise (an I/O error, a shut-down filesystem).
+    Failing(String),
+}
+
+/// Watches a file the agent must be able to append to (its journal), so that its filesystem
+/// turning read-only, full or failing is said when it happens, not at the next change that
+/// needs a new entry.
+pub struct FsWatch {
+    path: PathBuf,
+    state: FsState,
+    next_check_ns: u64,
+}
+
+impl FsWatch {
+    const PERIOD_NS: u64 = 1_000_000_000;
+
+    pub fn new(path: &Path) -> Self {
+        FsWatch { path: path.to_owned(), state: FsState::Writable, next_check_ns: 0 }
+    }
+
+    /// At most once a second: the filesystem's state when it changed since the last call.
+    /// `None` too while the file cannot be opened (then the next append names the error).
+    pub fn check(&mut self, now_ns: u64) -> Option<FsState> {
+        if now_ns < self.next_check_ns {
+            return None;
+        }
+        self.next_check_ns = now_ns.saturating_add(Self::PERIOD_NS);
+        let state = Self::state_of(&self.path)?;
+        (state != self.state).then(|| {
+            self.state = state.clone();
+            state
+        })
+    }
+
+    fn state_of(path: &Path) -> Option<FsState> {
+        // An aborted ext4 (errors=remount-ro) still shows a read-write mount; fsync, which
+        // costs nothing on a file with nothing unwritten, says what it is.
+        let file = File::open(path).ok()?;
+        if let Err(e) = file.sync_all() {
+            return Some(match e.raw_os_error() {
+                Some(nix::libc::EROFS) => FsState::ReadOnly,
+                _ => FsState::Failing(e.to_string()),
+            });
+        }
+        let stat = nix::sys::statvfs::fstatvfs(&file).ok()?;
+        Some(if stat.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY) {
+            FsState::ReadOnly
+        } else if stat.blocks_free() == 0 {
+            FsState::Full
+        } else {
+            FsState::Writable
+        })
+    }
+}
+
 /// The directory holding `path` (`.` for a bare file name).
 pub(crate) fn parent_dir(path: &Path) -> &Path {
     path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))

@@ -77,6 +77,10 @@ pub enum Error {
     #[error("append to journal {path}: {source}")]
     JournalWrite { path: PathBuf, source: io::Error },
 
+    /// Every change was undone, but the journal could not be removed.
+    #[error("every change was restored, but the journal {path} could not be removed ({source}); the next start replays it, putting the same original values back")]
+    JournalLeft { path: PathBuf, source: io::Error },
+
     #[error("could not restore everything (kept in the journal {} for the next start): {failures}", journal.display())]
     RestoreIncomplete { journal: PathBuf, failures: String },
 

@@ -266,7 +266,7 @@ impl Journal {
         file.rewind().and_then(|()| file.read_to_string(&mut text)).map_err(|e| Error::io("read journal", &self.path, e))?;
         let (report, kept) = restore_entries(&text, &self.path);
         if report.failures.is_empty() {
-            std::fs::remove_file(&self.path).map_err(|e| Error::io("remove journal", &self.path, e))?;
+            std::fs::remove_file(&self.path).map_err(|source| Error::JournalLeft { path: self.path.clone(), source })?;
             sync_parent(&self.path)?;
             crate::durable::remove_empty_dirs(&self.made_dirs);
         } else {

@@ -1,16 +1,12 @@
 //! Building blocks of the shipped workloads (`critmem-srt-worker`, `critmem-nrt-worker`):
 //! a working set whose every page holds a known pattern and is verified when touched, a job
-//! socket client, and signal-aware waiting.
+//! and signal-aware waiting (the job socket client is [`crate::client`]).
 
-use crate::protocol::{format_message, JobMessage, JobOp};
 use critmem_core::{Nanos, TaskStats};
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::signalfd::SignalFd;
 use serde::{Deserialize, Serialize};
-use std::io::{ErrorKind, Read, Write};
 use std::os::fd::AsFd;
-use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 pub const PAGE_BYTES: usize = 4096;
@@ -125,87 +121,6 @@ pub fn wait_signal(signals: &SignalFd, timeout: Duration) -> bool {
 /// Whether SIGINT/SIGTERM is pending, without waiting.
 pub fn signalled(signals: &SignalFd) -> bool {
     signals.read_signal().is_ok_and(|s| s.is_some())
-}
-
-/// The workload's end of the job socket: never blocks, reconnects when the agent restarts.
-pub struct JobClient {
-    path: PathBuf,
-    stream: Option<UnixStream>,
-    last_attempt: Option<Instant>,
-    inbox: Vec<u8>,
-    pub sent: u64,
-    pub unsent: u64,
-    pub connects: u64,
-}
-
-impl JobClient {
-    pub fn new(path: PathBuf) -> Self {
-        JobClient { path, stream: None, last_attempt: None, inbox: Vec::new(), sent: 0, unsent: 0, connects: 0 }
-    }
-
-    fn ensure_connected(&mut self) {
-        if self.stream.is_some() || self.last_attempt.is_some_and(|t| t.elapsed() < Duration::from_millis(200)) {
-            return;
-        }
-        self.last_attempt = Some(Instant::now());
-        if let Ok(stream) = UnixStream::connect(&self.path) {
-            if stream.set_nonblocking(true).is_ok() {
-                self.stream = Some(stream);
-                self.connects += 1;
-            }
-        }
-    }
-
-    /// Sends one message; lost (and counted) when the agent is not there.
-    pub fn send(&mut self, op: JobOp, job: u64, at_ns: u64) {
-        self.ensure_connected();
-        let line = format_message(&JobMessage { op, job, at_ns: Some(at_ns), group: None });
-        let ok = match self.stream.as_mut() {
-            Some(s) => matches!(s.write(line.as_bytes()), Ok(n) if n == line.len()),
-            None => false,
-        };
-        if ok {
-            self.sent += 1;
-        } else {
-            self.unsent += 1;
-            if self.stream.is_some() {
-                self.stream = None;
-            }
-        }
-    }
-
-    /// Jobs the agent asked to drop since the last call (`{"v":1,"op":"drop","job":N}`).
-    pub fn drop_requests(&mut self) -> Vec<u64> {
-        let Some(stream) = self.stream.as_mut() else { return Vec::new() };
-        let mut chunk = [0u8; 1024];
-        loop {
-            match stream.read(&mut chunk) {
-                Ok(0) => {
-                    self.stream = None;
-                    break;
-                }
-                Ok(n) => self.inbox.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(_) => {
-                    self.stream = None;
-                    break;
-                }
-            }
-        }
-        let mut jobs = Vec::new();
-        while let Some(end) = self.inbox.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = self.inbox.drain(..=end).collect();
-            if let Ok(value) = serde_json::from_slice::<serde_json::Value>(&line) {
-                if value["v"] == 1 && value["op"] == "drop" {
-                    if let Some(job) = value["job"].as_u64() {
-                        jobs.push(job);
-                    }
-                }
-            }
-        }
-        jobs
-    }
 }
 
 /// What `critmem-srt-worker` prints at exit (one JSON line), and `critmem-linux-run` reads.

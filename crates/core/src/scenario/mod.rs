@@ -14,7 +14,7 @@ mod error;
 mod groups;
 mod machine;
 mod memory;
-mod raw;
+pub(crate) mod raw;
 mod resources;
 mod run;
 mod server_policies;

@@ -767,7 +767,7 @@ pub(super) fn parse_json(text: &str, source_name: &str) -> Result<RawScenario, S
 }
 
 /// serde names the Rust type it expected (`expected struct RawTask`); a user wrote a table.
-fn without_type_names(reason: &str) -> String {
+pub(crate) fn without_type_names(reason: &str) -> String {
     let mut out = String::with_capacity(reason.len());
     let mut rest = reason;
     while let Some(at) = rest.find("struct Raw") {

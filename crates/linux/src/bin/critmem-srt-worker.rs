@@ -6,9 +6,10 @@
 
 use clap::Parser;
 use critmem_linux::agent::shutdown_signals;
+use critmem_linux::client::JobClient;
 use critmem_linux::clock::monotonic_ns;
 use critmem_linux::protocol::JobOp;
-use critmem_linux::workload::{busy_ns, signalled, wait_signal, JobClient, Pattern, Region, SrtWorkerSummary, Walker, PAGE_BYTES};
+use critmem_linux::workload::{busy_ns, signalled, wait_signal, Pattern, Region, SrtWorkerSummary, Walker, PAGE_BYTES};
 use std::time::Duration;
 
 #[derive(Parser, Debug)]
@@ -212,7 +213,9 @@ fn main() {
             summary.cold_pages_verified += 1;
         }
     }
-    if let Some(c) = &client {
+    if let Some(c) = client.as_mut() {
+        // Reports still in the outbox get a moment to reach the agent.
+        c.close(Duration::from_millis(200));
         (summary.reports_sent, summary.reports_unsent, summary.connects) = (c.sent, c.unsent, c.connects);
     }
     println!("{}", serde_json::to_string(&summary).expect("summary serialises"));

@@ -422,7 +422,7 @@ impl Record {
         self.values.insert(key.to_owned(), value.into());
     }
 
-    fn agent(&mut self, summary: &serde_json::Value) {
+    pub fn agent(&mut self, summary: &serde_json::Value) {
         for key in ["ticks", "tick_lateness_p99_ns", "tick_lateness_max_ns", "tick_cost_p99_ns", "overruns", "writes_failed"] {
             self.set(key, summary[key].clone());
         }
@@ -432,7 +432,7 @@ impl Record {
         }
     }
 
-    fn workers(&mut self, workers: &WorkerExits) {
+    pub fn workers(&mut self, workers: &WorkerExits) {
         for key in ["released", "completed", "dropped", "completed_late", "reports_sent", "reports_unsent", "connects"] {
             self.set(&format!("worker_srt_{key}"), workers.srt[key].clone());
         }

@@ -154,6 +154,7 @@ int main(int argc, char **argv) {
         nanosleep(&pause, NULL);
     }
     critmem_job_drop(&c, 2);
+    critmem_job_flush(&c, 1000);
     /* The agent checks the sender's cgroup as it reads each message: stay until it has. */
     struct timespec linger = {0, 300000000L};
     nanosleep(&linger, NULL);
@@ -239,4 +240,76 @@ fn the_c_and_python_job_clients_report_to_the_real_agent_socket() {
     assert!(compile.status.success(), "include/critmem_job.h does not compile cleanly: {}", String::from_utf8_lossy(&compile.stderr));
     let seen = exercise_client(&machine, &exe.to_string_lossy(), &[]);
     assert_client_conversation(&seen);
+}
+
+/// Reports until the socket is full and some wait in the outbox, says so, then (after a line on
+/// stdin) flushes them and says how it went.
+const C_OUTBOX: &str = r#"
+#include "critmem_job.h"
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    struct critmem_job_client c;
+    if (argc != 2 || critmem_job_init(&c, argv[1]) != 0) return 2;
+    uint64_t job = 0;
+    while (critmem_job_pending(&c) == 0 && job < 1000000) critmem_job_complete(&c, job++);
+    printf("jobs %llu sent %llu unsent %llu pending %llu\n", (unsigned long long)job, (unsigned long long)c.sent,
+           (unsigned long long)c.unsent, (unsigned long long)critmem_job_pending(&c));
+    fflush(stdout);
+    char go[8];
+    if (fgets(go, sizeof go, stdin) == NULL) return 2;
+    int flushed = critmem_job_flush(&c, 5000);
+    printf("flushed %d sent %llu unsent %llu\n", flushed, (unsigned long long)c.sent, (unsigned long long)c.unsent);
+    critmem_job_close(&c);
+    return 0;
+}
+"#;
+
+/// The C client's outbox: reports the socket could not take yet reach the agent later, whole
+/// and in order (the Rust and Python clients have the same tests of their own). Needs no root.
+#[test]
+fn the_c_client_holds_reports_the_socket_cannot_take_yet_and_sends_them_in_order() {
+    let test = "the_c_client_holds_reports_the_socket_cannot_take_yet_and_sends_them_in_order";
+    if Command::new("cc").arg("--version").output().is_err() {
+        skip(test, "no C compiler (cc) on this machine: the C header was not tested");
+        return;
+    }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("outbox.c");
+    std::fs::write(&source, C_OUTBOX).unwrap();
+    let exe = dir.path().join("outbox");
+    let compile = Command::new("cc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I"])
+        .arg(repo.join("include"))
+        .arg(&source)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(compile.status.success(), "{}", String::from_utf8_lossy(&compile.stderr));
+    let socket = dir.path().join("jobs.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let mut child = Command::new(&exe).arg(&socket).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let (mut peer, _) = listener.accept().unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let numbers = |line: &str| -> Vec<u64> { line.split_whitespace().filter_map(|w| w.parse().ok()).collect() };
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let [jobs, sent, unsent, pending] = numbers(&line)[..] else { panic!("the client said {line:?}") };
+    assert!(pending > 0 && unsent == 0 && sent + pending == jobs, "{line}");
+    // Read everything while the client flushes.
+    let reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut peer, &mut bytes).unwrap();
+        bytes
+    });
+    writeln!(child.stdin.as_mut().unwrap(), "go").unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert!(child.wait().unwrap().success());
+    let bytes = reader.join().unwrap();
+    assert_eq!(numbers(&line), vec![0, jobs, 0], "flushed, all sent, none lost: {line}");
+    let seen: Vec<u64> =
+        bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()).map(|l| critmem_linux::protocol::parse_message(l).unwrap().job).collect();
+    assert_eq!(seen, (0..jobs).collect::<Vec<_>>(), "every report arrived once, whole and in order");
 }
