@@ -4,8 +4,10 @@ from collections.abc import Callable
 from typing import Any, Final, final
 
 __all__ = [
+    "CPU_PARTS",
     "MAX_TRACE_RECORDS",
     "OUTCOMES",
+    "ReservationTree",
     "ScenarioError",
     "SimOutput",
     "__version__",
@@ -26,10 +28,39 @@ __all__ = [
 ]
 
 __version__: Final[str]
+CPU_PARTS: Final[int]
+"""A reservation tree's CPU amounts are parts of one CPU: this many make a CPU."""
 MAX_TRACE_RECORDS: Final[int]
 """Most job records and most segments one run keeps."""
 OUTCOMES: Final[list[str]]
 """Job outcomes in the order of their codes in `SimOutput.jobs["outcome"]`."""
+
+@final
+class ReservationTree:
+    """HiRes's tree of subsystems and the hard and soft reservations between them."""
+
+    def __new__(cls, cpus: int, memory_bytes: int, io_bytes_per_s: int = 0) -> ReservationTree: ...
+    @staticmethod
+    def load(text: str) -> ReservationTree: ...
+    def add_subsystem(self, name: str, parent: str = "root") -> None: ...
+    def subsystems(self) -> list[tuple[str, str | None]]: ...
+    def set_overhead(self, subsystem: str, family: str, amount: int) -> None: ...
+    def create(self, holder: str, kind: str, family: str) -> int: ...
+    def bind(
+        self,
+        res: int,
+        *,
+        budget_ns: int | None = None,
+        period_ns: int | None = None,
+        bytes: int | None = None,
+        bytes_per_s: int | None = None,
+    ) -> None: ...
+    def revoke(self, res: int, keep: int) -> None: ...
+    def delete(self, res: int) -> None: ...
+    def wait(self, res: int) -> str | dict[str, Any] | None: ...
+    def bound(self, res: int) -> dict[str, Any] | None: ...
+    def holding(self, subsystem: str, family: str) -> dict[str, int]: ...
+    def check(self) -> None: ...
 
 class ScenarioError(ValueError):
     """A scenario that could not be loaded. The message is one line: `file: key: reason`."""

@@ -905,6 +905,26 @@ def _cmd_agent_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_hires(args: argparse.Namespace) -> int:
+    from critmem import linux
+
+    duration_s = None if args.duration is None else linux.parse_duration_s(args.duration)
+    argv = linux.hires_argv(
+        args.action,
+        args.tree,
+        name=args.name,
+        duration_s=duration_s,
+        in_subsystem=args.in_subsystem,
+        as_json=args.json,
+        command=args.command_after,
+    )
+    linux.require_root(f"critmem hires {args.action}")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # exec: SIGINT/SIGTERM reach it, and it removes the tree before it exits.
+    os.execv(argv[0], argv)
+
+
 def _cmd_swap(args: argparse.Namespace) -> int:
     from critmem import linux
 
@@ -1612,6 +1632,32 @@ def build_parser() -> argparse.ArgumentParser:
     swap.add_argument("--state-file", metavar="FILE", help="where critmem records its swapfile (default /var/lib/critmem/swap.json)")
     swap.set_defaults(handler=_cmd_swap)
 
+    hires = commands.add_parser(
+        "hires",
+        help="apply a HiRes reservation tree as nested cgroups and run commands in it (root)",
+        description="apply: create TREE's subsystems as nested cgroups with their reservations as limits (CPU\n"
+        "bandwidth, memory), start each subsystem's command inside it (and CMD in --in), report each\n"
+        "subsystem's CPU share by the kernel's accounting against its reservation, and remove it all\n"
+        "when the commands are done, after --duration, or on Ctrl-C. A tree that does not admit (a\n"
+        "child over-reserved, a budget above its period, a cycle) is refused in one line.\n"
+        "teardown: remove the cgroups an apply killed with -9 left (its processes died with it).",
+        epilog="examples:\n  sudo critmem hires apply tree.toml --duration 10s\n  sudo critmem hires apply tree.toml --in web -- ./server --port 8080\n"
+        "  sudo critmem hires teardown",
+        usage="critmem hires {apply,teardown} [TREE] [options] [-- CMD ...]",
+        formatter_class=fmt,
+    )
+    hires.add_argument("action", choices=["apply", "teardown"], metavar="ACTION", help="apply or teardown")
+    hires.add_argument("tree", metavar="TREE", nargs="?", help="apply: the reservation tree (TOML)")
+    # `-- CMD ...` is split off before parsing (main), as argparse would take CMD's options.
+    hires.set_defaults(command_after=[])
+    hires.add_argument(
+        "--in", dest="in_subsystem", metavar="NAME", help="apply: the subsystem CMD runs in (needed when the tree has several)"
+    )
+    hires.add_argument("--duration", metavar="D", help="apply: stop after D, e.g. 30s (default: when the commands are done)")
+    hires.add_argument("--json", action="store_true", help="apply: print the summary as JSON")
+    hires.add_argument("--name", metavar="NAME", help="the tree's top cgroup directory (default critmem-hires)")
+    hires.set_defaults(handler=_cmd_hires)
+
     schema = commands.add_parser(
         "schema",
         help="print the JSON Schema of scenario files",
@@ -1693,7 +1739,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     error, 70 internal error)."""
     try:
         parser = build_parser()
+        argv = list(sys.argv[1:] if argv is None else argv)
+        after: list[str] = []
+        if argv[:1] == ["hires"] and "--" in argv:
+            argv, after = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
         args, unknown = parser.parse_known_args(argv)
+        if after:
+            args.command_after = after
         if unknown:
             # parse_args would blame the top-level parser and point to 'critmem --help'.
             raise CliError(f"unrecognized arguments: {' '.join(unknown)} (see '{parser.prog} {args.command} --help')")

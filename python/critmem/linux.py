@@ -273,6 +273,47 @@ def _state(state_file: str | None) -> list[str]:
     return [] if state_file is None else [f"--state-file={state_file}"]
 
 
+def hires_argv(
+    action: str,
+    tree: str | None,
+    *,
+    name: str | None = None,
+    duration_s: float | None = None,
+    in_subsystem: str | None = None,
+    as_json: bool = False,
+    command: Sequence[str] = (),
+) -> list[str]:
+    """The command line of `critmem-hires` for `critmem hires ACTION` (the CLI execs it, so
+    SIGINT and SIGTERM reach it and it undoes the tree before it exits)."""
+    argv = [binary("critmem-hires")]
+    if name is not None:
+        argv.append(f"--name={name}")
+    if action == "teardown":
+        extra = [
+            flag
+            for flag, given in (("TREE", tree), ("--duration", duration_s), ("--in", in_subsystem), ("--json", as_json), ("CMD", command))
+            if given
+        ]
+        if extra:
+            raise LinuxError(f"hires teardown takes no {', '.join(extra)}: it undoes the tree a killed apply left")
+        return [*argv, "teardown"]
+    if tree is None:
+        raise LinuxError("hires apply needs TREE, a reservation tree file")
+    if not Path(tree).is_file():
+        raise LinuxError(f"{tree!r}: no such tree file")
+    argv += ["apply", tree]
+    if duration_s is not None:
+        _check_duration(duration_s)
+        argv.append(f"--duration-s={duration_s!r}")
+    if in_subsystem is not None:
+        argv.append(f"--in={in_subsystem}")
+    if as_json:
+        argv.append("--json")
+    if command:
+        argv += ["--", *command]
+    return argv
+
+
 def agent_argv(config: str, dry_run: bool, duration_s: float | None, log_level: str | None) -> list[str]:
     """The command line that runs the agent daemon (the CLI execs it, so signals reach it)."""
     if not os.path.exists(config):

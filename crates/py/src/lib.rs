@@ -6,6 +6,7 @@
 
 use std::time::Instant;
 
+mod hires;
 mod writers;
 
 use critmem_core::opcost::{self, OpCostError};
@@ -765,6 +766,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("OUTCOMES", OUTCOMES.map(Outcome::as_str).to_vec())?;
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
     m.add_class::<SimOutput>()?;
+    m.add_class::<hires::ReservationTree>()?;
+    m.add("CPU_PARTS", critmem_core::hires::CPU_PARTS)?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(write_csv, m)?)?;
     m.add_function(wrap_pyfunction!(write_trace_events, m)?)?;

@@ -130,6 +130,33 @@ fn push_csv_field(s: &str, out: &mut String) {
     }
 }
 
+/// Of two candidates as short as `digits` and as close to `v` (exactly halfway between them),
+/// the one with the even last digit, as Python picks; Rust's `{:e}` picks the upper one.
+fn ties_to_even(v: f64, exp: i32, digits: String) -> String {
+    let n = digits.len();
+    let last = digits.as_bytes()[n - 1];
+    if (last - b'0').is_multiple_of(2) {
+        return digits;
+    }
+    // v's exact decimal expansion (a double has at most 767 significant digits).
+    let exact = format!("{v:.800e}");
+    let Some((mantissa, exact_exp)) = exact.split_once('e') else { return digits };
+    let exact_digits: Vec<u8> = mantissa.bytes().filter(|&b| b != b'.').collect();
+    let mut lower = digits.clone().into_bytes();
+    lower[n - 1] -= 1;
+    let halfway = exact_exp.parse() == Ok(exp)
+        && exact_digits[..n] == lower[..]
+        && exact_digits[n] == b'5'
+        && exact_digits[n + 1..].iter().all(|&b| b == b'0');
+    let lower = String::from_utf8(lower).expect("ASCII digits");
+    let reads_back = format!("{}.{}0e{exp}", &lower[..1], &lower[1..]).parse::<f64>() == Ok(v);
+    if halfway && reads_back {
+        lower
+    } else {
+        digits
+    }
+}
+
 /// `v` as Python's `repr(float)` writes it: the shortest digits that read back as `v`, in
 /// positional notation for exponents from -4 to 15 (with at least one decimal, `27.0`), else
 /// as `1.5e-05` / `1e+16`.
@@ -161,7 +188,7 @@ pub fn push_py_float(v: f64, out: &mut String) {
         Some(m) => (true, m),
         None => (false, mantissa),
     };
-    let digits: String = mantissa.chars().filter(|&c| c != '.').collect();
+    let digits = ties_to_even(v.abs(), exp, mantissa.chars().filter(|&c| c != '.').collect());
     if negative {
         out.push('-');
     }
@@ -426,6 +453,9 @@ mod tests {
             (-2.5e22, "-2.5e+22"),
             (0.30000000000000004, "0.30000000000000004"),
             (1e100, "1e+100"),
+            // Exactly halfway between ...12 and ...13: Python takes the even one.
+            (70368744177664.0 + 0.125, "70368744177664.12"),
+            (0.125, "0.125"),
         ];
         for (v, want) in cases {
             assert_eq!(repr(v), want, "{v:e}");

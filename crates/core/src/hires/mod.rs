@@ -81,9 +81,16 @@ impl Kind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Spec {
     /// `budget_ns` of CPU time every `period_ns`.
-    Cpu { budget_ns: u64, period_ns: u64 },
-    Memory { bytes: u64 },
-    Io { bytes_per_s: u64 },
+    Cpu {
+        budget_ns: u64,
+        period_ns: u64,
+    },
+    Memory {
+        bytes: u64,
+    },
+    Io {
+        bytes_per_s: u64,
+    },
 }
 
 impl Spec {
@@ -313,17 +320,32 @@ impl ReservationTree {
         let at_parent = self.holding(parent, family);
         let (basis, capacity, others) = match r.kind {
             Kind::Hard => ("hard holding minus overhead and hard reservations given", at_parent.hard_capacity(), at_parent.hard_out - old),
-            Kind::Soft => ("holding minus overhead and reservations given", at_parent.capacity(), at_parent.hard_out + at_parent.soft_out - old),
+            Kind::Soft => {
+                ("holding minus overhead and reservations given", at_parent.capacity(), at_parent.hard_out + at_parent.soft_out - old)
+            }
         };
         let available = capacity.saturating_sub(others);
         if asked > available {
-            return Err(Refusal::DoesNotFit { parent: self.name(parent).to_owned(), family, kind: r.kind, asked, available, capacity, basis });
+            return Err(Refusal::DoesNotFit {
+                parent: self.name(parent).to_owned(),
+                family,
+                kind: r.kind,
+                asked,
+                available,
+                capacity,
+                basis,
+            });
         }
         // Shrinking: the holder's hard reservations must still fit.
         let at_holder = self.holding(r.holder, family);
         let hard_in_after = if r.kind == Kind::Hard { at_holder.hard_in - old + asked } else { at_holder.hard_in };
         if at_holder.hard_out > hard_in_after.saturating_sub(at_holder.overhead) {
-            return Err(Refusal::ChildHoldsMore { child: self.name(r.holder).to_owned(), family, given: at_holder.hard_out, asked: hard_in_after });
+            return Err(Refusal::ChildHoldsMore {
+                child: self.name(r.holder).to_owned(),
+                family,
+                given: at_holder.hard_out,
+                asked: hard_in_after,
+            });
         }
         self.reservations[res.0].bound = Some(spec);
         // A hard reservation may need the room of the parent's soft ones.
@@ -412,7 +434,13 @@ impl ReservationTree {
             for family in Family::ALL {
                 let h = self.holding(id, family);
                 if h.hard_out > h.hard_capacity() {
-                    return Err(format!("{} gives out {} hard of {} {}: {h:?}", self.name(id), h.hard_out, h.hard_capacity(), family.as_str()));
+                    return Err(format!(
+                        "{} gives out {} hard of {} {}: {h:?}",
+                        self.name(id),
+                        h.hard_out,
+                        h.hard_capacity(),
+                        family.as_str()
+                    ));
                 }
                 if h.hard_out + h.soft_out > h.capacity() {
                     return Err(format!("{} gives out more {} than it holds: {h:?}", self.name(id), family.as_str()));

@@ -246,6 +246,8 @@ reserve = [{ family = "cpu", kind = "hard", budget_ms = 1, period_ms = 4 }]
 [[subsystem]]
 name = "rt25"
 reserve = [{ family = "cpu", kind = "hard", budget_ms = 4, period_ms = 25 }]
+command = ["burn"]
+processes = 2
 "#;
 
 #[test]
@@ -260,6 +262,8 @@ fn a_tree_file_makes_its_reservations_parents_first() {
     assert_eq!(tree.parent(cgi), Some(web));
     assert_eq!(loaded.subsystems.len(), 3);
     assert_eq!(loaded.subsystems[0].0, cgi, "in file order");
+    assert_eq!(loaded.commands[2], Some((vec!["burn".to_owned()], 2)));
+    assert_eq!(loaded.commands[0], None);
     let at_web = tree.holding(web, Family::Cpu);
     assert_eq!((at_web.hard_in, at_web.overhead, at_web.hard_out), (CPU_PARTS / 2, CPU_PARTS / 100, CPU_PARTS / 4));
     assert_eq!(tree.holding(web, Family::Memory).soft_in, 256 * MIB);
@@ -270,16 +274,31 @@ fn a_tree_file_makes_its_reservations_parents_first() {
 #[test]
 fn bad_tree_files_are_one_line_naming_what_is_wrong() {
     let cases = [
-        (FIG6_TREE.replace("budget_ms = 1, period_ms = 4", "budget_ms = 3, period_ms = 4"), "subsystem[1] (cgi).reserve[0]: cpu hard reservation of 0.7500 CPU does not fit in web"),
-        (FIG6_TREE.replace("budget_ms = 4, period_ms = 25", "budget_ms = 26, period_ms = 25"), "subsystem[2] (rt25).reserve[0].budget_ms: must not exceed period_ms (got 26 > 25)"),
+        (
+            FIG6_TREE.replace("budget_ms = 1, period_ms = 4", "budget_ms = 3, period_ms = 4"),
+            "subsystem[1] (cgi).reserve[0]: cpu hard reservation of 0.7500 CPU does not fit in web",
+        ),
+        (
+            FIG6_TREE.replace("budget_ms = 4, period_ms = 25", "budget_ms = 26, period_ms = 25"),
+            "subsystem[2] (rt25).reserve[0].budget_ms: must not exceed period_ms (got 26 > 25)",
+        ),
         (FIG6_TREE.replace("name = \"web\"", "name = \"web\"\nparent = \"cgi\""), "subsystem[0].parent: a cycle: web → cgi → web"),
-        (FIG6_TREE.replace("family = \"memory\"", "family = \"disk\""), "subsystem[0].reserve[1].family: unknown variant `disk`, expected one of `cpu`, `memory`, `io`"),
+        (
+            FIG6_TREE.replace("family = \"memory\"", "family = \"disk\""),
+            "subsystem[0].reserve[1].family: unknown variant `disk`, expected one of `cpu`, `memory`, `io`",
+        ),
         (FIG6_TREE.replace("parent = \"web\"", "parent = \"nginx\""), "subsystem[1].parent: no subsystem named \"nginx\""),
         (FIG6_TREE.replace("name = \"rt25\"", "name = \"web\""), "subsystem[2].name: \"web\" is listed twice"),
-        (FIG6_TREE.replace("mib = 256", "mib = 256, pages = 3"), "subsystem[0].reserve[1]: unknown field `pages`, expected `kind` or `mib`"),
+        (
+            FIG6_TREE.replace("mib = 256", "mib = 256, pages = 3"),
+            "subsystem[0].reserve[1]: unknown field `pages`, expected `kind` or `mib`",
+        ),
         (FIG6_TREE.replace("cpus = 1", "cpus = 0"), "root.cpus: must be at least 1"),
         (FIG6_TREE.replace("mib = 256", "mib = -1"), "subsystem[0] (web).reserve[1].mib: must be a number of at least 0 (got -1)"),
         (FIG6_TREE.replace("[root]", "[rot]"), "rot: unknown field `rot`, expected `root` or `subsystem`"),
+        (FIG6_TREE.replace("name = \"cgi\"", "name = \"cgi\"\nprocesses = 2"), "subsystem[1].processes: needs a command"),
+        (FIG6_TREE.replace("name = \"cgi\"", "name = \"cgi\"\ncommand = []"), "subsystem[1].command: must name a program"),
+        (FIG6_TREE.replace("name = \"cgi\"", "name = \".own\""), "subsystem[1].name: must not contain '/'"),
         ("[root\n".to_owned(), "tree, line 1, column 6: unclosed table, expected `]`"),
     ];
     for (text, expected) in cases {

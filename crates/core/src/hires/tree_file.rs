@@ -14,12 +14,14 @@
 //!   { family = "cpu", kind = "hard", budget_ms = 4, period_ms = 8 },
 //!   { family = "memory", kind = "soft", mib = 256 },
 //! ]
+//! command = ["./server", "--port", "8080"]   # optional: on Linux, run inside it
+//! processes = 1                               # optional: copies of the command
 //! ```
 //!
 //! Subsystems may come in any order; each one's reservations are made from its parent, parents
 //! first, in file order, through the same admission control as [`ReservationTree::bind`].
 
-use super::{Family, Kind, Refusal, ReservationTree, ResId, Spec, SubsystemId, CPU_PARTS};
+use super::{Family, Kind, Refusal, ResId, ReservationTree, Spec, SubsystemId, CPU_PARTS};
 use crate::scenario::raw::without_type_names;
 use serde::Deserialize;
 
@@ -62,6 +64,10 @@ struct RawSubsystem {
     overhead: RawOverhead,
     #[serde(default)]
     reserve: Vec<RawReserve>,
+    #[serde(default)]
+    command: Option<Vec<String>>,
+    #[serde(default)]
+    processes: Option<u32>,
 }
 
 #[derive(Default, Deserialize)]
@@ -112,6 +118,8 @@ pub struct TreeFile {
     pub tree: ReservationTree,
     /// In file order: the subsystem and its reservations, in the order listed.
     pub subsystems: Vec<(SubsystemId, Vec<ResId>)>,
+    /// In file order: the command each subsystem runs (on Linux), and how many copies.
+    pub commands: Vec<Option<(Vec<String>, u32)>>,
 }
 
 /// Reads `text` as a reservation tree; every reservation is made and admitted, or the first
@@ -159,6 +167,20 @@ pub fn load_tree_str(text: &str) -> Result<TreeFile, TreeError> {
         }
         if let Some(parent) = s.parent.as_deref().filter(|p| *p != "root" && !names.contains(p)) {
             return Err(err(format!("{at}.parent"), format!("no subsystem named {parent:?}")));
+        }
+        if s.name.contains(['/', '\0']) || s.name.starts_with('.') {
+            return Err(err(
+                format!("{at}.name"),
+                format!("must not contain '/' or start with '.' (got {:?}): it names a directory", s.name),
+            ));
+        }
+        match (&s.command, s.processes) {
+            (Some(command), _) if command.first().is_none_or(String::is_empty) => {
+                return Err(err(format!("{at}.command"), "must name a program"));
+            }
+            (None, Some(_)) => return Err(err(format!("{at}.processes"), "needs a command")),
+            (_, Some(0)) => return Err(err(format!("{at}.processes"), "must be at least 1")),
+            _ => {}
         }
     }
     let order = parents_first(&raw.subsystem)?;
@@ -210,7 +232,11 @@ pub fn load_tree_str(text: &str) -> Result<TreeFile, TreeError> {
         }
         made[i] = Some((id, reservations));
     }
-    Ok(TreeFile { tree, subsystems: made.into_iter().map(|m| m.expect("every subsystem made")).collect() })
+    Ok(TreeFile {
+        tree,
+        subsystems: made.into_iter().map(|m| m.expect("every subsystem made")).collect(),
+        commands: raw.subsystem.into_iter().map(|s| s.command.map(|c| (c, s.processes.unwrap_or(1)))).collect(),
+    })
 }
 
 fn family_of(r: &RawReserve) -> Family {

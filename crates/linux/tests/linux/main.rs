@@ -27,6 +27,7 @@ use support::*;
 
 mod cgroups;
 mod control;
+mod hires;
 mod jobs;
 mod oom;
 mod psi;

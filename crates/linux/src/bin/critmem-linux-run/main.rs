@@ -31,14 +31,11 @@ use critmem_linux::run_summary::{GroupSample, TimelineSample};
 use critmem_linux::session::{JobSocket, Session, SessionBuilder, SessionPlan};
 use critmem_linux::workload::signalled;
 use critmem_policy::{Controller, ControllerConfig, GroupRole, Platform, StallInputs, StallTotals, TickRequest};
-use nix::sys::signal::Signal;
 use plan::{plan, Launch, TaskPlan};
 use recovery::{recover_crashed_runs, StateDir, JOURNAL_DIR};
 use serde_json::{json, Value};
 use std::io::Write;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 use summary::{summarize, Measured};
 use tasks::{kill_leftovers, start_tasks, stop_tasks, TaskEnd};
@@ -72,13 +69,12 @@ struct Args {
     workers_dir: Option<PathBuf>,
 }
 
-/// The hidden first argument with which this program starts each task's process.
-pub(crate) const EXEC_AFTER_GO: &str = "--exec-after-go";
+use critmem_linux::launch::EXEC_AFTER_GO;
 
 fn main() {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if argv.get(1).is_some_and(|a| a == EXEC_AFTER_GO) {
-        exec_after_go(&argv[2..]);
+        critmem_linux::launch::exec_after_go(&argv[2..], "critmem-linux-run");
     }
     let args: Args = critmem_linux::parse_args();
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -87,28 +83,6 @@ fn main() {
     if let Err(message) = run(&args, &signals) {
         fail(&message);
     }
-}
-
-/// How every task process starts: it waits for one line on stdin, sent once its pid is in its
-/// group's cgroup (v1 does not move charges with a process, so it must not allocate before),
-/// unblocks the signals this program blocks for its signalfd (a mask survives exec, and a
-/// command with SIGTERM blocked could never be asked to stop), and execs the program under the
-/// same pid.
-fn exec_after_go(argv: &[std::ffi::OsString]) -> ! {
-    let Some(program) = argv.first() else { fail(&format!("{EXEC_AFTER_GO} needs a program")) };
-    // A run killed with SIGKILL cannot stop its tasks: they die with it (the signal survives
-    // exec), and the next run removes its cgroups.
-    let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
-    let mut go = String::new();
-    let _ = std::io::stdin().read_line(&mut go);
-    if go.trim_end() != "go" {
-        // The run ended before it placed this process (or before the line above took effect).
-        std::process::exit(1);
-    }
-    let _ = nix::sys::signal::sigprocmask(nix::sys::signal::SigmaskHow::SIG_SETMASK, Some(&nix::sys::signal::SigSet::empty()), None);
-    let error = Command::new(program).args(&argv[1..]).exec();
-    eprintln!("critmem-linux-run: cannot run {}: {error}", Path::new(program).display());
-    std::process::exit(127);
 }
 
 fn fail(e: &dyn std::fmt::Display) -> ! {

@@ -1,7 +1,6 @@
 //! The tasks' processes: how they end at the end of a run, and what they leave behind.
 
 use crate::plan::{Launch, TaskPlan};
-use crate::EXEC_AFTER_GO;
 use critmem_linux::clock::Clock;
 use critmem_linux::platform::LinuxPlatform;
 use critmem_linux::session::Session;
@@ -12,7 +11,7 @@ use std::io::Write;
 use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 /// A task's running process and what became of it.
@@ -42,8 +41,7 @@ pub(crate) fn start_tasks(platform: &LinuxPlatform, tasks: &[TaskPlan], workers_
     let this_exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
     let mut processes = Processes(Vec::new());
     for (i, t) in tasks.iter().enumerate() {
-        let mut command = Command::new(&this_exe);
-        command.arg(EXEC_AFTER_GO);
+        let mut command = critmem_linux::launch::command_after_go(&this_exe, &[] as &[&str]);
         match &t.launch {
             Launch::Worker { exe, args } => {
                 command.arg(workers_dir.join(exe)).args(args).stdout(Stdio::piped());
