@@ -221,23 +221,7 @@ fn the_c_and_python_job_clients_report_to_the_real_agent_socket() {
     let seen = exercise_client(&machine, python, &[&script.to_string_lossy(), &module.to_string_lossy()]);
     assert_client_conversation(&seen);
 
-    let Ok(cc) = Command::new("cc").arg("--version").output() else {
-        skip(test, "no C compiler (cc) on this machine: the C header was not tested");
-        return;
-    };
-    assert!(cc.status.success());
-    let source = dir.path().join("client.c");
-    std::fs::write(&source, C_CLIENT).unwrap();
-    let exe = dir.path().join("client");
-    let compile = Command::new("cc")
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I"])
-        .arg(repo.join("include"))
-        .arg(&source)
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .unwrap();
-    assert!(compile.status.success(), "include/critmem_job.h does not compile cleanly: {}", String::from_utf8_lossy(&compile.stderr));
+    let Some(exe) = compile_c(test, C_CLIENT, dir.path()) else { return };
     let seen = exercise_client(&machine, &exe.to_string_lossy(), &[]);
     assert_client_conversation(&seen);
 }
@@ -269,24 +253,8 @@ int main(int argc, char **argv) {
 #[test]
 fn the_c_client_holds_reports_the_socket_cannot_take_yet_and_sends_them_in_order() {
     let test = "the_c_client_holds_reports_the_socket_cannot_take_yet_and_sends_them_in_order";
-    if Command::new("cc").arg("--version").output().is_err() {
-        skip(test, "no C compiler (cc) on this machine: the C header was not tested");
-        return;
-    }
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = tempfile::tempdir().unwrap();
-    let source = dir.path().join("outbox.c");
-    std::fs::write(&source, C_OUTBOX).unwrap();
-    let exe = dir.path().join("outbox");
-    let compile = Command::new("cc")
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I"])
-        .arg(repo.join("include"))
-        .arg(&source)
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .unwrap();
-    assert!(compile.status.success(), "{}", String::from_utf8_lossy(&compile.stderr));
+    let Some(exe) = compile_c(test, C_OUTBOX, dir.path()) else { return };
     let socket = dir.path().join("jobs.sock");
     let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
     let mut child = Command::new(&exe).arg(&socket).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
@@ -312,4 +280,27 @@ fn the_c_client_holds_reports_the_socket_cannot_take_yet_and_sends_them_in_order
     let seen: Vec<u64> =
         bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()).map(|l| critmem_linux::protocol::parse_message(l).unwrap().job).collect();
     assert_eq!(seen, (0..jobs).collect::<Vec<_>>(), "every report arrived once, whole and in order");
+}
+
+/// `source` built against `include/critmem_job.h` with every warning an error, into `dir`;
+/// `None` (the test skipped, saying why) without a C compiler.
+fn compile_c(test: &str, source: &str, dir: &Path) -> Option<PathBuf> {
+    if Command::new("cc").arg("--version").output().is_err() {
+        skip(test, "no C compiler (cc) on this machine: the C header was not tested");
+        return None;
+    }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let path = dir.join("client.c");
+    std::fs::write(&path, source).unwrap();
+    let exe = dir.join("client");
+    let compile = Command::new("cc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I"])
+        .arg(repo.join("include"))
+        .arg(&path)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(compile.status.success(), "include/critmem_job.h does not compile cleanly: {}", String::from_utf8_lossy(&compile.stderr));
+    Some(exe)
 }
