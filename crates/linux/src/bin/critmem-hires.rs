@@ -203,6 +203,17 @@ impl Run<'_> {
             let read = |paths: &[(SubsystemId, PathBuf)]| -> Result<Vec<u64>, String> {
                 paths.iter().map(|(_, rel)| tree.cgroups.cpu_usage_ns(rel).map_err(|e| e.to_string())).collect()
             };
+            let until = match self.duration {
+                Some(d) => format!("for {:.1} s", d.as_secs_f64()),
+                None if started.is_empty() => "until Ctrl-C".to_owned(),
+                None => "until its commands exit".to_owned(),
+            };
+            eprintln!(
+                "critmem-hires: {} subsystem(s) applied under {}/, {} process(es) started; running {until}",
+                self.file.subsystems.len(),
+                self.top,
+                started.len()
+            );
             let start = Instant::now();
             let mut samples: Vec<(f64, Vec<u64>)> = vec![(0.0, read(&measured)?)];
             let stopped_by = loop {
