@@ -92,7 +92,7 @@ fn main() {
             let run =
                 Run { file: &file, top: &args.name, journal: &journal, duration: duration_s, sample: Duration::from_millis(sample_ms) };
             match run.go(extra) {
-                Ok(summary) => print_summary(&summary, &tree, json),
+                Ok(summary) => print_summary(&summary, &file, &tree, json),
                 Err(e) => fail(&e),
             }
         }
@@ -322,10 +322,7 @@ fn describe(spec: Spec, kind: Kind) -> Value {
     }
 }
 
-fn print_summary(summary: &Summary, tree_path: &Path, as_json: bool) {
-    // Filled in below from the tree file again: `go` owns none of it.
-    let text = std::fs::read_to_string(tree_path).unwrap_or_default();
-    let Ok(file) = load_tree_str(&text) else { fail(&"the tree file changed during the run") };
+fn print_summary(summary: &Summary, file: &TreeFile, tree_path: &Path, as_json: bool) {
     let rows: Vec<Value> = summary
         .cpu_ns
         .iter()
@@ -340,7 +337,7 @@ fn print_summary(summary: &Summary, tree_path: &Path, as_json: bool) {
                 "reservations": reservations,
                 "processes": processes,
                 "cpu_seconds": *ns as f64 / 1e9,
-                "cpu_share_reserved": reserved_cpu_share(&file, *id),
+                "cpu_share_reserved": reserved_cpu_share(file, *id),
                 "cpu_share_measured": if summary.window_s > 0.0 { *ns as f64 / 1e9 / summary.window_s } else { 0.0 },
             })
         })
