@@ -168,53 +168,75 @@ fn the_agent_fails_with_one_line_and_exit_code_2_on_a_missing_group() {
     assert!(stderr.contains("does not exist"), "{stderr}");
 }
 
+/// The agent's configuration over `groups` (name, cgroup), Greedy within 512 MiB.
+fn greedy_config(dir: &Path, groups: &[(&str, &str)]) -> (PathBuf, PathBuf) {
+    let config_path = dir.join("agent.toml");
+    let journal = dir.join("journal.jsonl");
+    let mut text = format!(
+        "controller = \"greedy\"\ntotal_memory_bytes = {}\nsocket = \"{}\"\njournal = \"{}\"\n",
+        512 * MIB,
+        dir.join("run/jobs.sock").display(),
+        journal.display()
+    );
+    for (name, cgroup) in groups {
+        text += &format!("[[group]]\nname = \"{name}\"\ncgroup = \"{cgroup}\"\nrole = \"non-rt\"\nfloor_mb = 16\n");
+    }
+    std::fs::write(&config_path, text).unwrap();
+    (config_path, journal)
+}
+
+fn spawn_agent(config: &Path, log_level: &str) -> std::process::Child {
+    Command::new(AGENT)
+        .arg("--config")
+        .arg(config)
+        .args(["--log-level", log_level])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 #[test]
-fn a_managed_group_vanishing_mid_run_stops_the_agent_with_one_line_and_the_rest_is_restored() {
-    let Some(machine) = machine("a_managed_group_vanishing_mid_run_stops_the_agent_with_one_line_and_the_rest_is_restored") else { return };
+fn a_managed_group_vanishing_mid_run_is_let_go_of_and_the_agent_runs_on_with_the_rest() {
+    let Some(machine) = machine("a_managed_group_vanishing_mid_run_is_let_go_of_and_the_agent_runs_on_with_the_rest") else { return };
     let doomed = GroupGuard::create(&machine);
     let kept = GroupGuard::create(&machine);
     let original = 1024 * MIB;
     machine.backend.set_knob(&kept.group, Knob::Max, Some(original)).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let config_path = dir.path().join("agent.toml");
-    let journal = dir.path().join("journal.jsonl");
-    std::fs::write(
-        &config_path,
-        format!(
-            "controller = \"greedy\"\ntotal_memory_bytes = {}\nsocket = \"{}\"\njournal = \"{}\"\n\
-             [[group]]\nname = \"doomed\"\ncgroup = \"{}\"\nrole = \"non-rt\"\nfloor_mb = {}\n\
-             [[group]]\nname = \"kept\"\ncgroup = \"{}\"\nrole = \"non-rt\"\nfloor_mb = {}\n",
-            512 * MIB,
-            dir.path().join("run/jobs.sock").display(),
-            journal.display(),
-            doomed.group.as_str(),
-            16,
-            kept.group.as_str(),
-            16,
-        ),
-    )
-    .unwrap();
-    let agent = Worker {
-        child: Some(
-            Command::new(AGENT)
-                .arg("--config")
-                .arg(&config_path)
-                .args(["--log-level", "error"])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap(),
-        ),
-    };
+    let (config, journal) = greedy_config(dir.path(), &[("doomed", doomed.group.as_str()), ("kept", kept.group.as_str())]);
+    let mut agent = Worker { child: Some(spawn_agent(&config, "warn")) };
     wait_for_limit(&machine, &kept.group, "the agent to lower the kept group's limit", |l| l.is_some_and(|l| l < original));
     machine.backend.remove(&doomed.group).unwrap();
-    let mut agent = agent;
+    std::thread::sleep(Duration::from_secs(1));
+    let child = agent.child.as_mut().unwrap();
+    assert!(child.try_wait().unwrap().is_none(), "the agent runs on with the kept group");
+    assert!(machine.backend.knob(&kept.group, Knob::Max).unwrap().is_some_and(|l| l < original), "and still controls it");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
     let output = agent.child.take().unwrap().wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    let _ = writeln!(std::io::stderr(), "agent after the group vanished: {:?}: {stderr}", output.status.code());
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let said: Vec<&str> = stderr.lines().filter(|l| l.contains("removed by something else")).collect();
+    assert!(said.len() == 1 && said[0].contains("group doomed"), "one warning naming it: {stderr}");
+    assert_eq!(machine.backend.knob(&kept.group, Knob::Max).unwrap(), Some(original), "the rest is restored");
+    assert!(!journal.exists(), "a complete restore removes the journal");
+}
+
+#[test]
+fn the_last_managed_group_vanishing_stops_the_agent_with_one_line() {
+    let Some(machine) = machine("the_last_managed_group_vanishing_stops_the_agent_with_one_line") else { return };
+    let doomed = GroupGuard::create(&machine);
+    let original = 1024 * MIB;
+    machine.backend.set_knob(&doomed.group, Knob::Max, Some(original)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (config, journal) = greedy_config(dir.path(), &[("doomed", doomed.group.as_str())]);
+    let mut agent = Worker { child: Some(spawn_agent(&config, "error")) };
+    wait_for_limit(&machine, &doomed.group, "the agent to lower the group's limit", |l| l.is_some_and(|l| l < original));
+    machine.backend.remove(&doomed.group).unwrap();
+    let output = agent.child.take().unwrap().wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
     assert!(stderr.contains("vanished mid-run") && stderr.contains(doomed.group.as_str()), "{stderr}");
-    assert_eq!(machine.backend.knob(&kept.group, Knob::Max).unwrap(), Some(original), "the rest is restored");
     assert!(!journal.exists(), "a complete restore removes the journal");
 }
