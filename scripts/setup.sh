@@ -55,4 +55,46 @@ for bin in "${LINUX_BINARIES[@]}"; do
     install -m 0755 "$target_dir/release/$bin" "$venv/bin/.$bin.new"
     mv -f "$venv/bin/.$bin.new" "$venv/bin/$bin"
 done
+
+# The HiRes HTTP measurement (Table III's analogue) needs a real web server and the paper's load
+# generator, ab. Debian's nginx starts a service when installed: a policy-rc.d that refuses
+# every start holds it back while apt runs (one already there is the machine's and is kept).
+install_http_tools() {
+    # nginx is in /usr/sbin, which a user's PATH may lack.
+    have() { command -v "$1" >/dev/null || [ -x "/usr/sbin/$1" ]; }
+    if have nginx && have ab; then
+        return
+    fi
+    if [ "$(id -u)" -ne 0 ]; then
+        say "not root: nginx and ab (apache2-utils) not installed; the HiRes HTTP measurement will be skipped"
+        return
+    fi
+    if ! command -v apt-get >/dev/null; then
+        say "no apt-get: the HiRes HTTP measurement will be skipped until nginx and ab (apache2-utils) are installed"
+        return
+    fi
+    say "installing nginx-light and apache2-utils with apt-get (for the HiRes HTTP measurement)"
+    local policy=/usr/sbin/policy-rc.d ours=""
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\nexit 101\n' >"$policy"
+        chmod 0755 "$policy"
+        ours=$policy
+        trap "rm -f $policy" EXIT
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    quiet apt-get update -q
+    quiet apt-get install -y -q --no-install-recommends nginx-light apache2-utils
+    if [ -n "$ours" ]; then
+        rm -f "$ours"
+        trap - EXIT
+    fi
+    # Should a start have got through all the same, the packaged daemon (its pid file is the
+    # package's /run/nginx.pid) is stopped: the measurement starts its own server.
+    if [ -s /run/nginx.pid ] && kill -0 "$(cat /run/nginx.pid)" 2>/dev/null; then
+        say "stopping the nginx service the package started"
+        nginx -s quit 2>>"$log" || kill "$(cat /run/nginx.pid)"
+    fi
+}
+install_http_tools
+
 say "done: $("$venv/bin/critmem" --version)"

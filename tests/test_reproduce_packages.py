@@ -11,7 +11,7 @@ from pathlib import Path
 import critmem.reproduce
 
 REPRODUCE = Path(critmem.reproduce.__file__).resolve().parent
-PAPER_PACKAGES = ("sara", "shared_pages", "tmem")
+PAPER_PACKAGES = ("hires", "sara", "shared_pages", "tmem")
 
 
 def _modules() -> dict[str, Path]:

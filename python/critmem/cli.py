@@ -1166,6 +1166,9 @@ _FAILING_VERDICTS = ("not_schedulable", "unbounded_tardiness")
 def _print_reproduction(summary: dict[str, Any]) -> None:
     """The headline numbers beside the paper's, for people; the report has everything."""
     console = _console()
+    if summary.get("paper") == "hires":
+        _print_hires_headline(console, summary)
+        return
     mins, paper_mins = summary.get("min_reservation_mb", {}), summary.get("paper_min_reservation_mb", {})
     if mins:
         rows = [[k, _fmt(v), _fmt(paper_mins.get(k))] for k, v in mins.items()]
@@ -1233,6 +1236,37 @@ def _print_sara_headline(console: Console, summary: dict[str, Any]) -> None:
         console.print(_table(["workload", "slope", "intercept ms", "configured BCET ms"], rows, left=1))
 
 
+def _print_hires_headline(console: Console, summary: dict[str, Any]) -> None:
+    """Fig. 6's shares per phase on each platform, and the costs against depth."""
+    shares: dict[tuple[int, str], dict[str, Any]] = {}
+    for platform, rows in summary["fig6"].items():
+        for r in rows:
+            cell = shares.setdefault(
+                (r["phase"], r["name"]), {"reserved": r["budget"] / r["period"], "budget": f"{r['budget']:g}/{r['period']:g}"}
+            )
+            cell[platform] = r["share"]
+    if shares:
+        console.print(_text("CPU share of one CPU per phase (Fig. 6)"))
+        rows = [
+            [str(phase), name, c["budget"], _fmt(c["reserved"]), _fmt(c.get("sim")), _fmt(c.get("linux"))]
+            for (phase, name), c in sorted(shares.items())
+        ]
+        console.print(_table(["phase", "subsystem", "budget/period", "reserved", "simulator", "linux"], rows, left=2))
+    if summary.get("fig5"):
+        console.print(_text("timer-event latency against depth, simulator (Fig. 5)"))
+        console.print(_table(["depth", "mean µs"], [[str(r["depth"]), _fmt(r["mean_us"], 2)] for r in summary["fig5"]]))
+    for key, label in (
+        ("event_latency", "event latency"),
+        ("page_map", "page map"),
+        ("page_unmap", "page unmap"),
+        ("http", "HTTP connections/s"),
+    ):
+        rows = summary.get("depth", {}).get(key)
+        if rows:
+            console.print(_text(f"{label} on Linux against cgroup depth, ratio to depth 0"))
+            console.print(_table(["depth", "ratio"], [[str(r["depth"]), _fmt(r["ratio"])] for r in rows]))
+
+
 def _print_tmem_headline(console: Console, summary: dict[str, Any]) -> None:
     fig6 = summary.get("fig6", [])
     if not fig6:
@@ -1269,6 +1303,17 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             f"{paper.name} runs its simulations one after another (each depends on the last); --scheduler and --workers are for "
             + " and ".join(p.name for p in PAPERS.values() if p.sweeps)
         )
+    platforms: tuple[str, ...] | None = None
+    if args.platform is not None:
+        if args.platform not in paper.platforms:
+            raise CliError(
+                f"{paper.name} runs on the {' and '.join(paper.platforms)} platform only; --platform {args.platform} is for hires"
+            )
+        platforms = (args.platform,)
+    if "linux" in (platforms or paper.platforms) and os.geteuid() != 0:
+        raise CliError(
+            f"not root: the Linux parts of reproduce {paper.name} apply cgroups and need root; run it with sudo, or --platform sim for the simulator's parts alone"
+        )
     out_dir = _prepare_out_dir(args.out if args.out is not None else str(paper.default_out))
     started = time.monotonic()
     # The bar goes to stderr; with --json a script reads the output, so it stays quiet.
@@ -1276,7 +1321,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     try:
         executor = executor_for(args.scheduler, args.workers) if paper.sweeps else None
         with progress:
-            reproduction = paper.run(out_dir, quick=args.quick, progress=progress, executor=executor)
+            reproduction = paper.run(out_dir, quick=args.quick, progress=progress, executor=executor, platforms=platforms)
     except SweepError as e:
         where = f" (from {SCHEDULER_ENV})" if args.scheduler is None and os.environ.get(SCHEDULER_ENV) else ""
         raise CliError(f"{e}{where}") from None
@@ -1408,6 +1453,8 @@ examples:
   critmem reproduce sara --quick
   critmem reproduce sara --scheduler tcp://127.0.0.1:8786 --out results/sara
   critmem reproduce tmem --quick --json
+  critmem reproduce hires --platform sim --quick
+  sudo critmem reproduce hires --json    # the simulator and this machine (nested cgroups)
 
 sara and tmem run their simulations on local worker processes (--workers N, default one per core) or
 on a Dask cluster (--scheduler tcp://HOST:PORT, or CRITMEM_DASK_SCHEDULER), with the same
@@ -1587,6 +1634,10 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument(
         "--workers", metavar="N", type=_int_at_least(1), help="sara, tmem: local worker processes (default: one per core)"
     )
+    reproduce.add_argument(
+        "--platform", choices=["sim", "linux"],
+        help="hires: run only the simulator's parts, or only the real-Linux parts (these need root); default: both",
+    )  # fmt: skip
     reproduce.set_defaults(handler=_cmd_reproduce)
 
     agent = commands.add_parser(

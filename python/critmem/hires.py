@@ -1,4 +1,5 @@
-"""HiRes's hierarchy of resource reservations (the HiRes paper's Sec. III-A, Table I).
+"""HiRes's hierarchy of resource reservations and hierarchical memory (the HiRes paper's
+Sec. III-A and III-E, Tables I and II).
 
 Subsystems form a tree under the root (the machine). A subsystem gets CPU, memory or I/O from
 its parent through reservations: `create` makes an empty one, `bind` asks for an amount
@@ -19,6 +20,21 @@ Amounts are integers: memory in bytes, I/O in bytes per second, CPU in `CPU_PART
     >>> tree.bind(res, budget_ns=4_000_000, period_ns=8_000_000)
     >>> tree.holding("root", "cpu")["hard_out"] / CPU_PARTS
     0.5
+
+Memory reserved is mapped page by page (Table II). The root allocates frames of the machine
+(its memory in pages of `page_bytes`) into its own address space; a parent aliases a page it
+holds into a direct child, at most as many distinct pages as the child's memory reservations
+bind, and `remove` takes an alias back with every alias made from it further down. A revoked
+or deleted reservation takes the newest aliases of what no longer fits. Addresses are byte
+addresses, page-aligned.
+
+    >>> tree.bind(tree.create("web", "hard", "memory"), bytes=2 * tree.page_bytes)
+    >>> tree.allocate(0x1000)
+    0
+    >>> tree.alias("root", 0x1000, "web", 0x8000)
+    0
+    >>> tree.pages("web")
+    {'frames': 1, 'aliases': 1, 'bound_pages': 2}
 
 The same tree as a TOML file is what `critmem hires apply` runs on real Linux
 (`ReservationTree.load(text)` reads one).

@@ -314,6 +314,15 @@ def hires_argv(
     return argv
 
 
+def hires_run(tree: Path, *, name: str, duration_s: float) -> dict[str, Any]:
+    """Applies reservation tree `tree` as nested cgroups under top directory `name`, runs its
+    commands for `duration_s` and undoes it all; the JSON summary of `critmem-hires apply`
+    (each subsystem's reserved and measured CPU share, and the shares over time)."""
+    require_root("critmem hires")
+    _check_duration(duration_s)
+    return _call("critmem-hires", [f"--name={name}", "apply", str(tree), f"--duration-s={duration_s!r}", "--json"])
+
+
 def agent_argv(config: str, dry_run: bool, duration_s: float | None, log_level: str | None) -> list[str]:
     """The command line that runs the agent daemon (the CLI execs it, so signals reach it)."""
     if not os.path.exists(config):

@@ -171,6 +171,8 @@ pub struct SimResult {
     pub resources: Option<crate::resources::ResourceResult>,
     /// Each server of the scheduler hierarchy, in file order (empty without servers).
     pub servers: Vec<ServerSummary>,
+    /// The I/O device's packets and transmissions, when the scenario declares `[io]`.
+    pub io: Option<crate::hires::io::IoResult>,
     /// How much of the job and segment traces the run kept, when it recorded either.
     pub traces: Option<TraceSummary>,
 }
@@ -220,6 +222,10 @@ pub struct ServerSummary {
     pub events_delivered: u64,
     /// CPU time its child-scheduler thread spent delivering them (part of `consumed_ns`).
     pub event_ns: u64,
+    /// Jobs of its tasks an activation (an I/O event thread's packet) made eligible with no
+    /// event to deliver, outranking what ran at every level they share (counted only where
+    /// events are delivered: with `event_cost_us`).
+    pub direct_activations: u64,
     /// What it consumed in each of its periods, the k-th starting at k × period (budgeted
     /// servers; the first [`crate::MAX_TRACE_RECORDS`] periods).
     pub period_consumed_ns: Vec<u64>,
@@ -299,7 +305,58 @@ struct JsonResult<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     tmem: Option<&'a crate::resources::TmemResult>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    io: Option<JsonIo<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     traces: Option<TraceSummary>,
+}
+
+/// The I/O device over the run: packets by port, bytes by subsystem.
+#[derive(Serialize)]
+struct JsonIo<'a> {
+    arrivals: u64,
+    received: u64,
+    dropped_unbound: u64,
+    dropped_ring_full: u64,
+    bytes_received: u64,
+    bytes_sent: u64,
+    ports: Vec<JsonIoPort<'a>>,
+    subsystems: Vec<JsonIoSubsystem<'a>>,
+}
+
+/// One destination port (`null` task: unbound).
+#[derive(Serialize)]
+struct JsonIoPort<'a> {
+    port: u16,
+    task: Option<&'a str>,
+    subsystem: Option<&'a str>,
+    depth: usize,
+    arrivals: u64,
+    received: u64,
+    dropped: u64,
+    bytes_received: u64,
+    mean_latency_us: Option<f64>,
+    max_latency_us: Option<f64>,
+    unfinished: u64,
+}
+
+/// One subsystem: what it received and sent, its bound bandwidth, and its subtree's usage.
+#[derive(Serialize)]
+struct JsonIoSubsystem<'a> {
+    name: &'a str,
+    parent: &'a str,
+    depth: usize,
+    packets_received: u64,
+    bytes_received: u64,
+    direct_activations: u64,
+    bandwidth_bytes_per_s: Option<u64>,
+    messages_sent: u64,
+    bytes_sent: u64,
+    messages_delayed: u64,
+    mean_transmit_delay_us: Option<f64>,
+    max_transmit_delay_us: f64,
+    messages_queued: u64,
+    subtree_bytes_received: u64,
+    subtree_bytes_sent: u64,
 }
 
 /// One `[[component]]` over the run (`null` stacks: one per invocation).
@@ -564,8 +621,59 @@ impl SimResult {
                 })
                 .collect(),
             tmem: self.resources.as_ref().and_then(|r| r.tmem.as_ref()),
+            io: self.io.as_ref().map(json_io),
             traces: self.traces,
         };
         serde_json::to_string(&r).expect("plain data serialises")
+    }
+}
+
+fn json_io(io: &crate::hires::io::IoResult) -> JsonIo<'_> {
+    let us = |ns: f64| ns / 1e3;
+    JsonIo {
+        arrivals: io.arrivals,
+        received: io.received,
+        dropped_unbound: io.dropped_unbound,
+        dropped_ring_full: io.dropped_ring_full,
+        bytes_received: io.bytes_received,
+        bytes_sent: io.bytes_sent,
+        ports: io
+            .ports
+            .iter()
+            .map(|p| JsonIoPort {
+                port: p.port,
+                task: p.task.as_deref(),
+                subsystem: p.subsystem.as_deref(),
+                depth: p.depth,
+                arrivals: p.arrivals,
+                received: p.received,
+                dropped: p.dropped,
+                bytes_received: p.bytes_received,
+                mean_latency_us: p.mean_latency_ns().map(us),
+                max_latency_us: (p.started > 0).then(|| us(p.latency_max_ns as f64)),
+                unfinished: p.unfinished,
+            })
+            .collect(),
+        subsystems: io
+            .subsystems
+            .iter()
+            .map(|s| JsonIoSubsystem {
+                name: &s.name,
+                parent: &s.parent,
+                depth: s.depth,
+                packets_received: s.packets_received,
+                bytes_received: s.bytes_received,
+                direct_activations: s.direct_activations,
+                bandwidth_bytes_per_s: s.bandwidth_bytes_per_s,
+                messages_sent: s.messages_sent,
+                bytes_sent: s.bytes_sent,
+                messages_delayed: s.messages_delayed,
+                mean_transmit_delay_us: (s.messages_sent > 0).then(|| us(s.transmit_delay_total_ns as f64 / s.messages_sent as f64)),
+                max_transmit_delay_us: us(s.transmit_delay_max_ns as f64),
+                messages_queued: s.messages_queued,
+                subtree_bytes_received: s.subtree_bytes_received,
+                subtree_bytes_sent: s.subtree_bytes_sent,
+            })
+            .collect(),
     }
 }

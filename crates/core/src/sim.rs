@@ -1,9 +1,10 @@
 //! A simulation assembled from a scenario: the engine, with the subsystems the scenario asks
 //! for plugged in (the page-level memory model for `[memory]`, the controller loop for
-//! `[control]`, shared resources for tasks with a `program`).
+//! `[control]`, shared resources for tasks with a `program`, the I/O device for `[io]`).
 
 use crate::control::Control;
 use crate::engine::{SimOptions, Simulation, Subsystem};
+use crate::hires::io::IoSubsystem;
 use crate::memsim::MemorySubsystem;
 use crate::resources::ResourceSubsystem;
 use crate::result::SimResult;
@@ -56,7 +57,8 @@ pub fn simulate_with_memory_scheduler(
 
 /// The scenario's subsystems in hook order: memory first, so a job's references are set up
 /// before anything else hears of its release, then the control loop, then shared resources
-/// (tasks with a program have no memory streams, so the two never claim the same job).
+/// (tasks with a program have no memory streams, so the two never claim the same job), then
+/// the I/O device, which claims none.
 fn subsystems(
     scenario: &Scenario,
     opts: SimOptions,
@@ -76,6 +78,9 @@ fn subsystems(
     }
     if let Some(resources) = ResourceSubsystem::with_memory_scheduler(scenario, opts.checks_invariants(), memory_scheduler) {
         out.push(Box::new(if opts.record_jobs { resources.recording_calls() } else { resources }));
+    }
+    if let Some(io) = IoSubsystem::new(scenario) {
+        out.push(Box::new(io));
     }
     out
 }

@@ -8,17 +8,21 @@
 //! | CPU, soft | `cpu.shares` (1024 per CPU) | `cpu.weight` (100 per CPU) |
 //! | memory, hard | `memory.limit_in_bytes` | `memory.max` |
 //! | memory, soft | `memory.soft_limit_in_bytes` | `memory.high` |
+//! | I/O, hard | `blkio.throttle.read_bps_device`, `…write_bps_device` | `io.max` (`rbps`, `wbps`) |
 //!
 //! A hard CPU reservation is a cap (the bandwidth) and a weight proportional to its share (1024
 //! or 100 per CPU, as a soft one): with every sibling busy, the kernel's fair share of each is
 //! then at least its reservation, since the siblings' reservations add up to at most their
-//! parent's. Nested cgroups enforce a parent's CPU bandwidth and memory limit on its whole subtree, as
+//! parent's. The tree's top directory, the root's own, has the kernel's highest weight, so that
+//! processes outside the tree on its CPUs take next to nothing from its reservations. Nested cgroups enforce a parent's CPU bandwidth and memory limit on its whole subtree, as
 //! HiRes's parents do; the tree's admission control has already checked that children fit.
 //! A subsystem with children runs its own processes in a leaf of its own, [`OWN`], holding what
 //! it keeps for itself as one more child would (a weight, and within a hard CPU reservation a
 //! bandwidth at its period), so that its own processes cannot take what its children reserved.
-//! I/O reservations are admitted in the tree but not applied (throttling needs a block device
-//! the tree does not name). Every directory is created through the journal, so a crash is
+//! A hard I/O reservation caps the subsystem's reads and its writes on the tree's `io_device`
+//! each at its bandwidth (direct I/O and, on v2, writeback; v1 cannot charge writeback to a
+//! cgroup). Soft I/O reservations, and hard ones of a tree that names no device, are admitted
+//! but not applied: the summary lists them. Every directory is created through the journal, so a crash is
 //! undone by the next start or by [`teardown`]; nothing outside critmem's directories is
 //! written. A subsystem's CPU time is the kernel's own count (`cpuacct.usage`, or
 //! `usage_usec` of `cpu.stat` on v2).
@@ -41,6 +45,8 @@ pub enum HiresCgroups {
         cpu: PathBuf,
         cpuacct: PathBuf,
         memory: PathBuf,
+        /// Block I/O throttling and accounting, where the machine mounts it.
+        blkio: Option<PathBuf>,
     },
     V2 {
         root: PathBuf,
@@ -56,7 +62,7 @@ impl HiresCgroups {
             mounts.iter().find(|m| m.fs_type == "cgroup" && m.options.iter().any(|o| o == controller)).map(|m| m.mount_point.clone())
         };
         if let (Some(cpu), Some(cpuacct), Some(memory)) = (v1("cpu"), v1("cpuacct"), v1("memory")) {
-            return Ok(HiresCgroups::V1 { cpu, cpuacct, memory });
+            return Ok(HiresCgroups::V1 { cpu, cpuacct, memory, blkio: v1("blkio") });
         }
         let unsupported = |reason: String| Error::Config {
             path: PathBuf::from("/proc/self/mounts"),
@@ -79,9 +85,14 @@ impl HiresCgroups {
     /// The hierarchies' roots, each once.
     pub fn roots(&self) -> Vec<&Path> {
         let mut roots: Vec<&Path> = match self {
-            HiresCgroups::V1 { cpu, cpuacct, memory } => vec![cpu, cpuacct, memory],
+            HiresCgroups::V1 { cpu, cpuacct, memory, blkio } => {
+                let mut roots: Vec<&Path> = vec![cpu, cpuacct, memory];
+                roots.extend(blkio.as_deref());
+                roots
+            }
             HiresCgroups::V2 { root } => vec![root],
         };
+        roots.sort();
         roots.dedup();
         roots
     }
@@ -104,6 +115,15 @@ impl HiresCgroups {
                 (u128::from(share) * 100 / u128::from(CPU_PARTS)).clamp(1, 10_000).to_string(),
                 true,
             ),
+        }
+    }
+
+    /// The kernel's highest CPU weight for the tree's top directory: the tree's hard
+    /// reservations hold against processes outside it on the same CPUs.
+    pub fn top_weight(&self, rel: &Path) -> FileWrite {
+        match self {
+            HiresCgroups::V1 { cpu, .. } => FileWrite::new(cpu.join(rel).join("cpu.shares"), TOP_SHARES_V1.to_string(), true),
+            HiresCgroups::V2 { root } => FileWrite::new(root.join(rel).join("cpu.weight"), TOP_WEIGHT_V2.to_string(), true),
         }
     }
 
@@ -142,6 +162,39 @@ impl HiresCgroups {
         })
     }
 
+    /// The limits a hard I/O reservation of `bytes_per_s` sets on disk `device` (major, minor)
+    /// in the cgroup at `rel`: its read and its write bandwidth each. `None` where the machine
+    /// has no block I/O controller.
+    pub fn io_writes(&self, rel: &Path, bytes_per_s: u64, device: (u64, u64)) -> Option<Vec<FileWrite>> {
+        let (major, minor) = device;
+        match self {
+            HiresCgroups::V1 { blkio: Some(blkio), .. } => Some(
+                ["blkio.throttle.read_bps_device", "blkio.throttle.write_bps_device"]
+                    .iter()
+                    .map(|file| FileWrite::new(blkio.join(rel).join(file), format!("{major}:{minor} {bytes_per_s}"), true))
+                    .collect(),
+            ),
+            HiresCgroups::V1 { blkio: None, .. } => None,
+            HiresCgroups::V2 { root } => Some(vec![FileWrite::new(
+                root.join(rel).join("io.max"),
+                format!("{major}:{minor} rbps={bytes_per_s} wbps={bytes_per_s}"),
+                true,
+            )]),
+        }
+    }
+
+    /// Bytes the cgroup at `rel` and its descendants have read and written on block devices,
+    /// by the kernel's count; `None` without a block I/O controller.
+    pub fn io_bytes(&self, rel: &Path) -> Result<Option<u64>> {
+        let (path, v1) = match self {
+            HiresCgroups::V1 { blkio: Some(blkio), .. } => (blkio.join(rel).join("blkio.throttle.io_service_bytes_recursive"), true),
+            HiresCgroups::V1 { blkio: None, .. } => return Ok(None),
+            HiresCgroups::V2 { root } => (root.join(rel).join("io.stat"), false),
+        };
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::io("read", &path, e))?;
+        Ok(Some(if v1 { v1_io_total(&text) } else { v2_io_total(&text) }))
+    }
+
     /// CPU time the cgroup at `rel` and its descendants have used, in ns, by the kernel's count.
     pub fn cpu_usage_ns(&self, rel: &Path) -> Result<u64> {
         match self {
@@ -162,6 +215,51 @@ impl HiresCgroups {
             }
         }
     }
+}
+
+/// Read and written bytes of every device in blkio's `io_service_bytes_recursive`
+/// (`MAJ:MIN Read N`, `MAJ:MIN Write N`, ...; the `Total` lines would count them twice).
+fn v1_io_total(text: &str) -> u64 {
+    text.lines()
+        .filter_map(|line| match line.split_whitespace().collect::<Vec<_>>()[..] {
+            [_, "Read" | "Write", n] => n.parse::<u64>().ok(),
+            _ => None,
+        })
+        .sum()
+}
+
+/// `rbytes` and `wbytes` of every device in v2's `io.stat`.
+fn v2_io_total(text: &str) -> u64 {
+    text.split_whitespace()
+        .filter_map(|field| field.strip_prefix("rbytes=").or_else(|| field.strip_prefix("wbytes=")))
+        .filter_map(|n| n.parse::<u64>().ok())
+        .sum()
+}
+
+/// The disk (major, minor) of `path`: a block device node's own number, or else the device of
+/// the filesystem holding `path`; a partition is taken as its whole disk, which is what the
+/// kernel throttles.
+pub fn resolve_io_device(path: &Path) -> std::result::Result<(u64, u64), String> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let meta = std::fs::metadata(path).map_err(|e| format!("io_device {}: {e}", path.display()))?;
+    let dev = if meta.file_type().is_block_device() { meta.rdev() } else { meta.dev() };
+    let (major, minor) = (nix::sys::stat::major(dev), nix::sys::stat::minor(dev));
+    let sys = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
+    if !sys.exists() {
+        return Err(format!(
+            "io_device {}: on device {major}:{minor}, which is no block device (a tmpfs, overlay or network filesystem has no disk to throttle)",
+            path.display()
+        ));
+    }
+    if sys.join("partition").exists() {
+        let disk =
+            std::fs::read_to_string(sys.join("../dev")).map_err(|e| format!("io_device {}: the partition's disk: {e}", path.display()))?;
+        let (ma, mi) =
+            disk.trim().split_once(':').ok_or_else(|| format!("io_device {}: unreadable disk number {disk:?}", path.display()))?;
+        let parse = |n: &str| n.parse::<u64>().map_err(|_| format!("io_device {}: unreadable disk number {disk:?}", path.display()));
+        return Ok((parse(ma)?, parse(mi)?));
+    }
+    Ok((major, minor))
 }
 
 /// Each subsystem's cgroup, relative to the hierarchies' roots: `top/parent/.../name`.
@@ -197,10 +295,19 @@ pub struct Applied {
     pub io_not_applied: Vec<String>,
 }
 
+/// `cpu.shares` of a tree's top directory (cgroup v1's maximum).
+const TOP_SHARES_V1: u32 = 262_144;
+/// `cpu.weight` of a tree's top directory (cgroup v2's maximum).
+const TOP_WEIGHT_V2: u32 = 10_000;
+
 /// Creates the tree's cgroups under `top` in every hierarchy and writes their limits, each
 /// directory journaled at `journal` first. Fails, undoing what it did, where the top
 /// directory exists already (it is not critmem's to reuse) or the kernel refuses a limit.
 pub fn apply(file: &TreeFile, cgroups: HiresCgroups, top: &str, journal: &Path) -> Result<Applied> {
+    let device = match file.io_device.as_deref() {
+        Some(path) => Some(resolve_io_device(Path::new(path)).map_err(|reason| Error::Config { path: PathBuf::from(path), reason })?),
+        None => None,
+    };
     let (journal, recovered) = Journal::open(journal)?;
     let tree = &file.tree;
     let paths = cgroup_paths(tree, top);
@@ -230,18 +337,33 @@ pub fn apply(file: &TreeFile, cgroups: HiresCgroups, top: &str, journal: &Path) 
             if let HiresCgroups::V2 { root } = &applied.cgroups {
                 // Children get the controllers (inside critmem's own directory only).
                 if has_children {
-                    write_value(&root.join(rel).join("cgroup.subtree_control"), "+cpu +memory")?;
+                    let controllers = if device.is_some() { "+cpu +memory +io" } else { "+cpu +memory" };
+                    write_value(&root.join(rel).join("cgroup.subtree_control"), controllers)?;
                 }
+            }
+            if *id == ReservationTree::ROOT {
+                applied.journal.perform(&Change::Write(applied.cgroups.top_weight(rel)))?;
             }
             if made.len() == 2 {
                 for write in own_writes(&applied.cgroups, tree, *id, &made[1]) {
                     applied.journal.perform(&Change::Write(write))?;
                 }
             }
-            for (_, kind, family, spec) in tree.reservations_of(*id) {
+            for (_, kind, _, spec) in tree.reservations_of(*id) {
                 let Some(spec) = spec else { continue };
-                if family == Family::Io {
-                    io_not_applied.push(format!("{}: {} {spec}", tree.name(*id), kind.as_str()));
+                if let Spec::Io { bytes_per_s } = spec {
+                    let writes = match (device, kind) {
+                        (Some(device), Kind::Hard) => applied.cgroups.io_writes(rel, bytes_per_s, device),
+                        _ => None,
+                    };
+                    match writes {
+                        Some(writes) => {
+                            for write in writes {
+                                applied.journal.perform(&Change::Write(write))?;
+                            }
+                        }
+                        None => io_not_applied.push(format!("{}: {} {spec}", tree.name(*id), kind.as_str())),
+                    }
                     continue;
                 }
                 let writes = applied
@@ -323,7 +445,12 @@ mod tests {
     use critmem_core::hires::load_tree_str;
 
     fn v1() -> HiresCgroups {
-        HiresCgroups::V1 { cpu: "/cg/cpu".into(), cpuacct: "/cg/cpuacct".into(), memory: "/cg/memory".into() }
+        HiresCgroups::V1 {
+            cpu: "/cg/cpu".into(),
+            cpuacct: "/cg/cpuacct".into(),
+            memory: "/cg/memory".into(),
+            blkio: Some("/cg/blkio".into()),
+        }
     }
 
     #[test]
@@ -352,8 +479,26 @@ mod tests {
             [("/cg/memory/top/web/memory.soft_limit_in_bytes".into(), "1048576".into())]
         );
         assert_eq!(contents(v2.writes(rel, Kind::Hard, memory).unwrap()), [("/cg/top/web/memory.max".into(), "1048576".into())]);
+        assert_eq!(
+            contents(v1().io_writes(rel, 4 << 20, (254, 0)).unwrap()),
+            [
+                ("/cg/blkio/top/web/blkio.throttle.read_bps_device".into(), "254:0 4194304".into()),
+                ("/cg/blkio/top/web/blkio.throttle.write_bps_device".into(), "254:0 4194304".into())
+            ]
+        );
+        assert_eq!(contents(v2.io_writes(rel, 1000, (8, 0)).unwrap()), [("/cg/top/web/io.max".into(), "8:0 rbps=1000 wbps=1000".into())]);
+        let no_blkio = HiresCgroups::V1 { cpu: "/c".into(), cpuacct: "/c".into(), memory: "/m".into(), blkio: None };
+        assert!(no_blkio.io_writes(rel, 1000, (8, 0)).is_none());
         let too_fine = Spec::Cpu { budget_ns: 500_000, period_ns: 8_000_000 };
         assert!(v1().writes(rel, Kind::Hard, too_fine).unwrap_err().contains("at least 1 ms"));
+    }
+
+    #[test]
+    fn io_bytes_count_reads_and_writes_of_every_device_once() {
+        let v1 = "254:0 Read 4096\n254:0 Write 8192\n254:0 Sync 0\n254:0 Async 12288\n254:0 Discard 0\n254:0 Total 12288\n8:0 Read 1\nTotal 12289\n";
+        assert_eq!(v1_io_total(v1), 12289);
+        assert_eq!(v2_io_total("254:0 rbytes=4096 wbytes=8192 rios=1 wios=2 dbytes=0 dios=0\n8:0 rbytes=1 wbytes=0\n"), 12289);
+        assert_eq!(v1_io_total(""), 0);
     }
 
     #[test]
@@ -365,6 +510,8 @@ mod tests {
         let paths = cgroup_paths(&file.tree, "critmem-hires");
         let of = |name: &str| paths.iter().find(|(id, _)| file.tree.name(*id) == name).unwrap().1.clone();
         assert_eq!(of("root"), PathBuf::from("critmem-hires"));
+        let top = v1().top_weight(&of("root"));
+        assert_eq!((top.path.display().to_string(), top.contents), ("/cg/cpu/critmem-hires/cpu.shares".into(), "262144".into()));
         assert_eq!(of("cgi"), PathBuf::from("critmem-hires/web/cgi"));
     }
 
@@ -401,9 +548,18 @@ mod tests {
             HiresCgroups::V1 {
                 cpu: "/sys/fs/cgroup/cpu".into(),
                 cpuacct: "/sys/fs/cgroup/cpuacct".into(),
-                memory: "/sys/fs/cgroup/memory".into()
+                memory: "/sys/fs/cgroup/memory".into(),
+                blkio: None
             }
         );
+        let with_blkio = crate::layout::parse_mounts(
+            "cgroup /sys/fs/cgroup/cpu,cpuacct cgroup rw,cpu,cpuacct 0 0\ncgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0\ncgroup /sys/fs/cgroup/blkio cgroup rw,blkio 0 0\n",
+        )
+        .unwrap();
+        let found = HiresCgroups::detect(&with_blkio, |_| None).unwrap();
+        assert!(matches!(&found, HiresCgroups::V1 { blkio: Some(b), .. } if b == Path::new("/sys/fs/cgroup/blkio")));
+        // cpu and cpuacct in one hierarchy: its directories are made once.
+        assert_eq!(found.roots().len(), 3);
         let v2 = crate::layout::parse_mounts("cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n").unwrap();
         assert_eq!(
             HiresCgroups::detect(&v2, |_| Some("cpuset cpu io memory".into())).unwrap(),

@@ -33,6 +33,7 @@ pub mod control_loop;
 mod durable;
 pub mod error;
 pub mod hires;
+pub mod hires_bench;
 pub mod journal;
 pub mod launch;
 pub mod layout;

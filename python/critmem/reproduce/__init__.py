@@ -58,17 +58,32 @@ class Paper:
     sweeps: bool = False
     """Whether its simulations run on `critmem.sweep` (local processes or a Dask cluster, with
     results cached in the output folder); the others run one after another in this process."""
+    platforms: tuple[str, ...] = ("sim",)
+    """Where its experiments run: the simulator, and for some also this machine's Linux (as
+    root); `--platform` chooses among them, all of them by default."""
 
     @property
     def default_out(self) -> Path:
         return Path("results") / "reproduce" / self.name
 
     def run(
-        self, out_dir: Path, *, quick: bool = False, progress: Progress | None = None, executor: Executor | None = None
+        self,
+        out_dir: Path,
+        *,
+        quick: bool = False,
+        progress: Progress | None = None,
+        executor: Executor | None = None,
+        platforms: tuple[str, ...] | None = None,
     ) -> Reproduction:
         """Runs the reproduction; `executor` (for a paper that `sweeps`) says where its
-        simulations run, by default local processes."""
+        simulations run, by default local processes; `platforms`, some of `self.platforms`
+        (default: all of them)."""
         fn = cast(ReproduceFn, importlib.import_module(self.module).reproduce)
+        if platforms is not None and platforms != self.platforms:
+            wrong = [p for p in platforms if p not in self.platforms]
+            if wrong or not platforms:
+                raise ValueError(f"{self.name} runs on {' and '.join(self.platforms)} only (not {', '.join(wrong) or 'nothing'})")
+            return fn(out_dir, quick=quick, progress=progress or QuietProgress(), platforms=platforms)
         if executor is None:
             return fn(out_dir, quick=quick, progress=progress or QuietProgress())
         if not self.sweeps:
@@ -107,6 +122,16 @@ PAPERS: dict[str, Paper] = {
             "against greedy's, the open system with best-effort threads over time (Fig. 7), and a "
             "request-response service (Table IV)",
             sweeps=True,
+        ),
+        Paper(
+            name="hires",
+            title="HiRes: hierarchical resource management in the Composite OS",
+            source="hires-hierarchical-resource-management.txt",
+            module="critmem.reproduce.hires",
+            summary="CPU shares of a child subsystem and three servers in three phases (Fig. 6) in the simulator and "
+            "as nested cgroups on Linux, timer-event latency against depth (Fig. 5), and event latency, page "
+            "cost and an HTTP server against cgroup depth on Linux (Fig. 4, Table III)",
+            platforms=("sim", "linux"),
         ),
     ]
 }

@@ -7,6 +7,7 @@
 //! events are left in the queue and skipped when they surface, recognised by generation
 //! numbers. Models beyond CPU scheduling plug in as [`Subsystem`]s.
 
+mod activation;
 mod links;
 mod subsystem;
 
@@ -17,8 +18,8 @@ use crate::program::{ComponentId, ProgramState, Step};
 use crate::result::{ExecSegment, JobRecord, Outcome, SimResult, TaskStats, TaskSummary};
 use crate::rng::{sub_rng, SimRng};
 use crate::scenario::Scenario;
-use crate::sched::{self, JobKey, PriorityInputs, ReadyJob, Scheduler};
-use crate::task::{Arrival, OverrunPolicy};
+use crate::sched::{self, JobKey, PriorityInputs, Scheduler};
+use crate::task::Arrival;
 use crate::time::Nanos;
 use rand::Rng;
 use std::collections::VecDeque;
@@ -148,6 +149,9 @@ struct JobExt {
     donor: Option<PriorityInputs>,
     /// The job (key, seq) that runs in this one's place while it waits ([`Context::depend`]).
     link: Option<(JobKey, u64)>,
+    /// Released by [`Context::activate`] and not yet eligible: its scheduler hears of it as an
+    /// activation ([`Scheduler::activate`]) the first time it becomes eligible.
+    activation: bool,
 }
 
 impl Job {
@@ -175,6 +179,7 @@ impl Job {
             abs_deadline: self.abs_deadline,
             demand: self.demand,
             component: self.ext.as_ref().and_then(|e| e.invoked.last().copied()),
+            start: self.start,
         }
     }
 
@@ -207,6 +212,8 @@ impl Job {
 struct TaskState {
     rng: SimRng,
     released: u64,
+    /// A subsystem releases its jobs ([`Context::take_releases`]); its own arrivals are skipped.
+    released_elsewhere: bool,
     /// Unfinished jobs in release order; only the head may be eligible.
     pending: VecDeque<JobKey>,
 }
@@ -260,7 +267,7 @@ impl<'a> Simulation<'a> {
     /// run in this order).
     pub fn new(scenario: &'a Scenario, seed: u64, opts: SimOptions, subsystems: Vec<Box<dyn Subsystem>>) -> Self {
         let tasks = (0..scenario.tasks.len())
-            .map(|i| TaskState { rng: sub_rng(seed, "task", i as u64), released: 0, pending: VecDeque::new() })
+            .map(|i| TaskState { rng: sub_rng(seed, "task", i as u64), released: 0, released_elsewhere: false, pending: VecDeque::new() })
             .collect();
         let mut queue = EventQueue::default();
         for (i, t) in scenario.tasks.iter().enumerate() {
@@ -360,6 +367,8 @@ impl<'a> Simulation<'a> {
                 }
             }
             Command::Depend { job, holder } => self.set_link(job, holder),
+            Command::TakeReleases(task) => self.tasks[task].released_elsewhere = true,
+            Command::Activate(task) => self.activate(task),
             Command::Inherit { job, donor } => {
                 if !self.is_live_key(job) {
                     return;
@@ -411,7 +420,12 @@ impl<'a> Simulation<'a> {
     /// Applies one event; returns false if it was stale.
     fn handle(&mut self, ev: Event) -> bool {
         match ev {
-            Event::Release { task } => self.release(task as usize),
+            Event::Release { task } => {
+                if self.tasks[task as usize].released_elsewhere {
+                    return false;
+                }
+                self.release(task as usize);
+            }
             Event::CpuStop { cpu, gen } => {
                 let c = self.cpus[cpu as usize];
                 if c.gen != gen {
@@ -474,75 +488,11 @@ impl<'a> Simulation<'a> {
         if spec.stop.is_none_or(|stop| now + gap < stop) {
             self.queue.push(now + gap, Event::Release { task: ti as u32 });
         }
-
-        if spec.overrun == OverrunPolicy::Skip && !st.pending.is_empty() {
-            self.stats[ti].skipped += 1;
-            return;
-        }
-        let index = st.released;
-        st.released += 1;
-        self.stats[ti].released += 1;
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        let job = Job {
-            task: ti as u32,
-            index,
-            seq,
-            release: now,
-            abs_deadline: now + spec.deadline,
-            demand,
-            program: ProgramState::default(),
-            ext: None,
-            step_left: Nanos::ZERO,
-            state: JobState::Queued,
-            start: None,
-            cpu: None,
-            last_cpu: None,
-            dispatched_at: now,
-            segment_start: now,
-        };
-        let key = match self.free_keys.pop() {
-            Some(k) => {
-                self.jobs[k as usize] = Some(job);
-                k
-            }
-            None => {
-                self.jobs.push(Some(job));
-                (self.jobs.len() - 1) as JobKey
-            }
-        };
-        if !self.subsystems.is_empty() {
-            let info = self.job(key).info(key);
-            let mut stepper = None;
-            for id in 0..self.subsystems.len() {
-                if self.call(id, |s, cx| s.on_release(cx, &info)) && stepper.is_none() {
-                    stepper = Some(id);
-                }
-            }
-            if stepper.is_some() {
-                self.job_mut(key).ext_mut().stepper = stepper;
-            }
-        }
-        if spec.overrun == OverrunPolicy::Abort {
-            self.queue.push(now + spec.deadline, Event::AbortAt { key, seq });
-        }
-        let st = &mut self.tasks[ti];
-        st.pending.push_back(key);
-        if st.pending.len() == 1 {
-            self.advance(key);
-        }
+        self.new_job(ti, demand, false);
     }
 
     fn make_ready(&mut self, key: JobKey) {
-        let j = self.job(key);
-        let rj = ReadyJob {
-            key,
-            task: j.task as usize,
-            seq: j.seq,
-            release: j.release,
-            abs_deadline: j.abs_deadline,
-            donor: j.ext.as_ref().and_then(|e| e.donor),
-        };
+        let rj = self.ready_job(key);
         self.sched.add_ready(&rj);
     }
 
@@ -556,6 +506,7 @@ impl<'a> Simulation<'a> {
 
     /// Applies a step to a job that is not on a CPU.
     fn apply_off_cpu(&mut self, key: JobKey, step: Step) {
+        let activation = self.jobs[key as usize].as_ref().is_some_and(|j| j.ext.is_some()) && self.take_activation(key);
         let job = self.jobs[key as usize].as_mut().expect("live job");
         match step {
             Step::Compute(_) | Step::Yield => {
@@ -564,6 +515,11 @@ impl<'a> Simulation<'a> {
                     JobState::Ready => {}
                     // Still in the scheduler, at the same place.
                     JobState::Linked => job.state = JobState::Ready,
+                    _ if activation => {
+                        job.state = JobState::Ready;
+                        let rj = self.ready_job(key);
+                        self.sched.activate(self.now, &rj);
+                    }
                     _ => {
                         job.state = JobState::Ready;
                         self.make_ready(key);

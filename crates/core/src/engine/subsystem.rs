@@ -28,6 +28,8 @@ pub struct JobInfo {
     pub demand: Nanos,
     /// The component the job is in, if it invoked one and has not returned.
     pub component: Option<ComponentId>,
+    /// When it first ran, if it has.
+    pub start: Option<Nanos>,
 }
 
 /// A model plugged into the engine. Every hook has a default that does nothing, so a
@@ -76,6 +78,8 @@ pub(crate) enum Command {
     Wake(JobKey),
     Inherit { job: JobKey, donor: Option<JobKey> },
     Depend { job: JobKey, holder: Option<JobKey> },
+    TakeReleases(usize),
+    Activate(usize),
 }
 
 /// A hook's view of the engine: the time, requests to the engine, and the other subsystems.
@@ -129,6 +133,19 @@ impl Context<'_> {
     /// removes the link and lets the job go on.
     pub fn depend(&mut self, job: JobKey, holder: Option<JobKey>) {
         self.commands.push(Command::Depend { job, holder });
+    }
+
+    /// From now on the engine releases no job of task `task` at the task's own arrivals: only
+    /// [`Context::activate`] does (a task driven by a subsystem's events, such as packets).
+    pub fn take_releases(&mut self, task: usize) {
+        self.commands.push(Command::TakeReleases(task));
+    }
+
+    /// Releases a job of task `task` now, as an activation: when the job first becomes
+    /// eligible its scheduler hears of it through [`crate::sched::Scheduler::activate`], not as
+    /// an ordinary release, and every subsystem is told of the release as usual.
+    pub fn activate(&mut self, task: usize) {
+        self.commands.push(Command::Activate(task));
     }
 
     /// A new component owned by this subsystem: jobs that take [`Step::Invoke`] of it get

@@ -17,12 +17,17 @@
 //! parts per 10^12 of one CPU. A CPU reservation's budget/period is rounded up where it is
 //! asked for and a capacity rounded down, so admission never lets more through than exact
 //! arithmetic would.
+//!
+//! [`memory`] maps the memory reserved here page by page: HiRes's `alias` and `remove`.
 
+pub mod io;
+pub mod memory;
 pub mod tree_file;
 
 use std::collections::VecDeque;
 use std::fmt;
 
+pub use memory::{HierMemory, MemoryRefusal, PagesHeld};
 pub use tree_file::{load_tree_str, TreeError, TreeFile};
 
 /// CPU amounts are parts per 10^12 of one CPU.

@@ -5,6 +5,8 @@
 //! cpus = 1
 //! memory_mib = 1024
 //! io_mib_per_s = 100     # optional
+//! io_device = "/dev/vda" # optional: the disk I/O reservations throttle on Linux (a block
+//!                        # device, or any path on a filesystem of that disk)
 //!
 //! [[subsystem]]
 //! name = "web"
@@ -52,6 +54,8 @@ struct RawRoot {
     memory_mib: f64,
     #[serde(default)]
     io_mib_per_s: f64,
+    #[serde(default)]
+    io_device: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -120,6 +124,8 @@ pub struct TreeFile {
     pub subsystems: Vec<(SubsystemId, Vec<ResId>)>,
     /// In file order: the command each subsystem runs (on Linux), and how many copies.
     pub commands: Vec<Option<(Vec<String>, u32)>>,
+    /// The disk whose bandwidth the I/O reservations are (on Linux), as written.
+    pub io_device: Option<String>,
 }
 
 /// Reads `text` as a reservation tree; every reservation is made and admitted, or the first
@@ -154,6 +160,9 @@ pub fn load_tree_str(text: &str) -> Result<TreeFile, TreeError> {
     );
     if raw.root.cpus == 0 {
         return Err(err("root.cpus", "must be at least 1"));
+    }
+    if raw.root.io_device.as_deref().is_some_and(|d| d.trim().is_empty()) {
+        return Err(err("root.io_device", "must name a block device or a path on its filesystem"));
     }
 
     let names: Vec<&str> = raw.subsystem.iter().map(|s| s.name.as_str()).collect();
@@ -236,6 +245,7 @@ pub fn load_tree_str(text: &str) -> Result<TreeFile, TreeError> {
         tree,
         subsystems: made.into_iter().map(|m| m.expect("every subsystem made")).collect(),
         commands: raw.subsystem.into_iter().map(|s| s.command.map(|c| (c, s.processes.unwrap_or(1)))).collect(),
+        io_device: raw.root.io_device,
     })
 }
 

@@ -12,12 +12,14 @@ mod components;
 mod control;
 mod error;
 mod groups;
+mod io;
 mod machine;
 mod memory;
 pub(crate) mod raw;
 mod resources;
 mod run;
 mod server_policies;
+mod server_reservations;
 mod tasks;
 #[cfg(test)]
 mod tests;
@@ -28,6 +30,7 @@ pub use crate::task::TaskCommand;
 pub use error::ScenarioError;
 pub use machine::{CyclicSlot, CyclicTable, PriorityOrder, SchedulerKind, SchedulerSpec};
 pub use raw::json_schema;
+pub use server_reservations::ServerReservation;
 
 use crate::resources::{ComponentSpec, ResourceSpec};
 use crate::sched::Hierarchy;
@@ -60,6 +63,10 @@ pub struct Scenario {
     pub components: Vec<ComponentSpec>,
     /// TMEM's memory scheduler over the components' stacks and cbufs (`[tmem]`).
     pub tmem: Option<crate::resources::TmemSpec>,
+    /// What each server reserves beyond its budget, in file order (empty without servers).
+    pub reservations: Vec<ServerReservation>,
+    /// The I/O device, its packet streams, port bindings and transmissions (`[io]`).
+    pub io: Option<crate::hires::io::IoSpec>,
     /// What the file allows but rarely means, one line each naming the key (shown on stderr).
     pub warnings: Vec<String>,
 }
@@ -78,6 +85,7 @@ impl Scenario {
     /// Whether any job's demand or arrival is random (so the seed matters).
     pub fn is_random(&self) -> bool {
         self.tasks.iter().any(|t| t.exec.is_random() || matches!(t.arrival, Arrival::Sporadic { .. }))
+            || self.io.as_ref().is_some_and(crate::hires::io::IoSpec::is_random)
     }
 }
 
@@ -162,6 +170,10 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
     if let Some(m) = &memory {
         crate::mem::admission::check(m, &tasks).map_err(|e| cx.err(e.key, e.message))?;
     }
+    let memory_bytes = memory.as_ref().map(|m| m.page_bytes * u64::from(m.total_frames));
+    let io_bandwidth = io::bandwidth(&cx, &raw)?;
+    let reservations = server_reservations::validate_reservations(&cx, raw_scheduler, hierarchy.as_ref(), memory_bytes, io_bandwidth)?;
+    let io = io::validate_io(&cx, &raw, &tasks, hierarchy.as_ref(), &reservations, io_bandwidth)?;
     let components = components.specs;
     let task_server = hierarchy.as_ref().map(|h| h.task_server.as_slice());
     let warnings = warnings::collect(source_name, &scheduler, &tasks, task_server, horizon, horizon_defaulted);
@@ -178,6 +190,8 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
         hierarchy,
         components,
         tmem,
+        reservations,
+        io,
         warnings,
     })
 }

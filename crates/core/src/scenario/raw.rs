@@ -38,6 +38,7 @@ pub(super) struct RawScenario {
     pub(super) tmem: Option<RawTmem>,
     #[serde(default)]
     pub(super) component: Vec<RawComponent>,
+    pub(super) io: Option<super::io::RawIo>,
 }
 
 #[derive(Deserialize, JsonSchema, Debug)]
@@ -66,6 +67,9 @@ pub(super) struct RawScheduler {
     pub(super) event_cost_us: Option<f64>,
     /// Whether a child dispatches only once no event is pending for it (servers only).
     pub(super) pending_event_check: Option<bool>,
+    /// Lets servers reserve more than their parent holds (no admission control; budgets are
+    /// still enforced as the run goes).
+    pub(super) overcommit: Option<bool>,
 }
 
 /// `[[scheduler.server]]`: one node of a scheduler hierarchy.
@@ -97,6 +101,11 @@ pub(super) struct RawServer {
     pub(super) major_frame_ms: Option<f64>,
     #[serde(default)]
     pub(super) slot: Vec<RawServerSlot>,
+    /// Share of its own CPU reservation it keeps for itself (its scheduler, its event
+    /// deliveries), in percent: its children's reservations fit in the rest.
+    pub(super) overhead_percent: Option<f64>,
+    /// Memory and I/O bandwidth reserved for it from its parent.
+    pub(super) reserve: Option<super::server_reservations::RawReserve>,
 }
 
 /// `[[scheduler.server.slot]]`: a window of a cyclic server's table, for one of its tasks (a
@@ -508,14 +517,14 @@ fn choice_schema<T: Choice>(_: &mut SchemaGenerator) -> Schema {
 }
 
 /// The schema of an optional one: one of `T::NAMES`, or null (JSON's "left out").
-fn some_choice_schema<T: Choice>(_: &mut SchemaGenerator) -> Schema {
+pub(super) fn some_choice_schema<T: Choice>(_: &mut SchemaGenerator) -> Schema {
     let mut names: Vec<serde_json::Value> = T::NAMES.iter().map(|&n| n.into()).collect();
     names.push(serde_json::Value::Null);
     json_schema!({ "type": ["string", "null"], "enum": names })
 }
 
 /// An optional one (JSON's null counts as left out, as for every optional key).
-fn some_choice<'de, T: Choice, D: Deserializer<'de>>(d: D) -> Result<Option<T>, D::Error> {
+pub(super) fn some_choice<'de, T: Choice, D: Deserializer<'de>>(d: D) -> Result<Option<T>, D::Error> {
     Option::<String>::deserialize(d)?.map(|name| parse_choice(&name)).transpose()
 }
 

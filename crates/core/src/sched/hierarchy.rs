@@ -10,8 +10,10 @@
 //! replenishment.
 //!
 //! With a cost per delivered event (`event_cost_us`), each server also has a child-scheduler
-//! thread through which alone it learns that a job below it became eligible ([`events`]).
+//! thread through which alone it learns that a job below it became eligible ([`events`]),
+//! but for an activated event thread that outranks what runs ([`activation`]).
 
+mod activation;
 mod events;
 mod leaves;
 
@@ -183,6 +185,8 @@ struct Node {
     events_delivered: u64,
     /// CPU time its child-scheduler thread spent delivering.
     event_ns: u64,
+    /// Jobs of its tasks an activation made eligible with no event to deliver.
+    direct_activations: u64,
     /// What it consumed in each of its periods (budgeted servers), up to the trace cap.
     period_consumed_ns: Vec<u64>,
     /// When its budget ran out, up to the trace cap.
@@ -220,6 +224,8 @@ pub struct HierarchyScheduler {
     leaf_of_job: KeyMap<(usize, QueueKey)>,
     /// The leaf whose job each CPU was given at the last `choose`.
     running: Vec<Option<usize>>,
+    /// With event delivery, the job each CPU was given at the last `choose` and its key.
+    assigned: Vec<Option<(JobKey, QueueKey)>>,
     last_choose: Nanos,
     /// Child-scheduler event delivery, when some server has a cost per event; without it a
     /// server sees every job below it become eligible at once.
@@ -263,6 +269,7 @@ impl HierarchyScheduler {
                 cost_ns: s.event_cost.0,
                 events_delivered: 0,
                 event_ns: 0,
+                direct_activations: 0,
                 period_consumed_ns: Vec::new(),
                 exhausted_at: Vec::new(),
                 event_segments: Vec::new(),
@@ -291,6 +298,7 @@ impl HierarchyScheduler {
                 cost_ns: 0,
                 events_delivered: 0,
                 event_ns: 0,
+                direct_activations: 0,
                 period_consumed_ns: Vec::new(),
                 exhausted_at: Vec::new(),
                 event_segments: Vec::new(),
@@ -351,6 +359,7 @@ impl HierarchyScheduler {
             task_leaf: hierarchy.task_server.clone(),
             leaf_of_job: KeyMap::default(),
             running: vec![None; cpus],
+            assigned: vec![None; cpus],
             last_choose: Nanos::ZERO,
             task_policy_servers: (0..n).filter(|&i| hierarchy.servers[i].has_task_policy()).collect(),
             sweep: hierarchy.servers.iter().any(|s| s.has_task_policy() || s.over_servers),
@@ -514,6 +523,7 @@ impl HierarchyScheduler {
                     tasks: (0..self.task_leaf.len()).filter(|&t| self.task_leaf[t] == i).collect(),
                     events_delivered: node.events_delivered,
                     event_ns: node.event_ns,
+                    direct_activations: node.direct_activations,
                     period_consumed_ns,
                     exhausted_at: node.exhausted_at.clone(),
                     event_segments: node.event_segments.clone(),
@@ -554,6 +564,11 @@ impl Scheduler for HierarchyScheduler {
                 d.stopped(key, k.seq, known);
             }
             self.nodes[leaf].jobs.remove(k, key);
+        }
+    }
+    fn activate(&mut self, now: Nanos, job: &ReadyJob) {
+        if !self.activate_at_once(now, job) {
+            self.add_ready(job);
         }
     }
     fn block(&mut self, key: JobKey) {

@@ -63,6 +63,14 @@ pub trait Scheduler {
     fn block(&mut self, key: JobKey) {
         self.remove(key);
     }
+    /// `job` became eligible at `now` for the first time, released by an activation
+    /// ([`crate::Context::activate`], an I/O event thread woken by a packet). A hierarchy with
+    /// child-scheduler events makes it eligible at once, with no event to deliver, where it
+    /// outranks what runs at every level the two share (HiRes Sec. III-D); elsewhere it is
+    /// [`Scheduler::add_ready`].
+    fn activate(&mut self, _now: Nanos, job: &ReadyJob) {
+        self.add_ready(job);
+    }
     /// Writes into `assign[cpu]` the job each CPU should run from `now` on; `current[cpu]`
     /// is what it runs now. A job may appear at most once.
     fn choose(&mut self, now: Nanos, current: &[Option<JobKey>], assign: &mut [Option<JobKey>]);

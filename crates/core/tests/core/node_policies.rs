@@ -628,7 +628,8 @@ proptest! {
         servers in prop::collection::vec((1u64..=4, prop::sample::select(vec![4u64, 5, 8, 10])), 1..=4),
         demand in prop::collection::vec((1u64..=6, prop::sample::select(vec![5u64, 10, 20])), 1..=6),
     ) {
-        let mut s = "[machine]\ncpus = 2\n[run]\nhorizon_ms = 80\n[scheduler]\nkind = \"fp\"\n\
+        // Overcommitted sets too: the budgets hold at run time.
+        let mut s = "[machine]\ncpus = 2\n[run]\nhorizon_ms = 80\n[scheduler]\nkind = \"fp\"\novercommit = true\n\
                      [[scheduler.server]]\nname = \"g\"\nkind = \"level\"\npriority = 0\ncpus = [0, 1]\npolicy = \"gedf\"\n".to_string();
         for (k, &(budget, period)) in servers.iter().enumerate() {
             s += &format!("[[scheduler.server]]\nname = \"s{k}\"\nparent = \"g\"\nkind = \"deferrable\"\nbudget_ms = {}\nperiod_ms = {period}\npolicy = \"edf\"\n", budget.min(period));

@@ -194,10 +194,10 @@ fn a_waiter_in_one_server_runs_its_holder_from_a_sibling_server_and_pays_for_it(
     // choice, so lo runs in its place 1-3 (mid waits), unlocks; hi runs 3-4, mid 4-9.
     // Responses: hi 3, mid 7.5, lo 3. hi's server pays for lo's 2 ms in its place: it
     // consumed 3 ms, lo's 1 ms (0-1), mid's 5. With protocol "none" mid runs first and hi
-    // responds in 8 ms.
+    // responds in 8 ms. The budgets (1.5 CPUs in all) never run out: the tree is overcommitted.
     let text = |protocol: &str, cost_us: u64| {
         let mut s = format!(
-            "[run]\nhorizon_ms = 20\n[scheduler]\nkind = \"fp\"\nevent_cost_us = {cost_us}\n\
+            "[run]\nhorizon_ms = 20\n[scheduler]\nkind = \"fp\"\nevent_cost_us = {cost_us}\novercommit = true\n\
              [[resource]]\nname = \"bus\"\nprotocol = \"{protocol}\"\n"
         );
         for (i, name) in ["hi", "mid", "lo"].iter().enumerate() {

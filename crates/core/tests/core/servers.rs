@@ -142,7 +142,8 @@ fn levels_are_plain_priority_levels_over_their_own_policies() {
 fn nested_servers_charge_every_ancestor() {
     // An outer deferrable 3/10 over two children 2/10 (priority 0) and 2/10 (priority 1), each
     // backlogged: the first child takes 2 ms, the second is cut at 1 ms by the outer budget.
-    let text = "[run]\nhorizon_ms = 100\n[scheduler]\nkind = \"fp\"\n\
+    // Their 4 ms exceed the outer 3: admitted only as an overcommitted tree.
+    let text = "[run]\nhorizon_ms = 100\n[scheduler]\nkind = \"fp\"\novercommit = true\n\
         [[scheduler.server]]\nname = \"outer\"\nkind = \"deferrable\"\nbudget_ms = 3\nperiod_ms = 10\npriority = 0\npolicy = \"fp\"\n\
         [[scheduler.server]]\nname = \"c1\"\nparent = \"outer\"\nkind = \"deferrable\"\nbudget_ms = 2\nperiod_ms = 10\npriority = 0\npolicy = \"rm\"\n\
         [[scheduler.server]]\nname = \"c2\"\nparent = \"outer\"\nkind = \"deferrable\"\nbudget_ms = 2\nperiod_ms = 10\npriority = 1\npolicy = \"rm\"\n\
@@ -351,7 +352,8 @@ proptest! {
         let is_leaf = |i: usize| !servers.iter().any(|s| s.0 == Some(i));
         let leaves: Vec<usize> = (0..servers.len()).filter(|&i| is_leaf(i)).collect();
         let root = if edf { "edf" } else { "fp" };
-        let mut text = format!("[run]\nhorizon_ms = 60\n[scheduler]\nkind = \"{root}\"\nevent_cost_us = {cost_us}\npending_event_check = {check}\n");
+        // Overcommitted trees too: budgets hold at run time whatever admission would say.
+        let mut text = format!("[run]\nhorizon_ms = 60\n[scheduler]\nkind = \"{root}\"\nevent_cost_us = {cost_us}\npending_event_check = {check}\novercommit = true\n");
         for (i, &(parent, polling, b, p)) in servers.iter().enumerate() {
             let kind = if polling { "polling" } else { "deferrable" };
             text += &format!("[[scheduler.server]]\nname = \"s{i}\"\nkind = \"{kind}\"\nbudget_ms = {}\nperiod_ms = {}\npolicy = \"fp\"\n", b as f64 / 10.0, p as f64 / 10.0);

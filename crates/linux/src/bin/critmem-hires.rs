@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 use critmem_core::hires::{load_tree_str, Family, Kind, ReservationTree, Spec, SubsystemId, TreeFile, CPU_PARTS};
 use critmem_linux::agent::shutdown_signals;
 use critmem_linux::hires::{apply, teardown, HiresCgroups};
+use critmem_linux::hires_bench::{event_latency, page_cost};
 use critmem_linux::launch::{command_after_go, exec_after_go, EXEC_AFTER_GO};
 use critmem_linux::workload::wait_signal;
 use nix::sys::signal::{killpg, Signal};
@@ -59,7 +60,30 @@ enum Cmd {
     Teardown,
     /// Use a CPU until stopped: a CPU-bound workload for trees.
     Burn,
+    /// Measure the latency of an event from one thread to another on one CPU (HiRes Fig. 4(a)).
+    EventLatency {
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_SAMPLES))]
+        samples: u64,
+        /// Samples taken first and not recorded.
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=MAX_SAMPLES))]
+        warmup: u64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Measure mapping (with the first write) and unmapping one anonymous page (HiRes Fig. 4(c)).
+    PageCost {
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_SAMPLES))]
+        samples: u64,
+        /// Rounds taken first and not recorded.
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=MAX_SAMPLES))]
+        warmup: u64,
+        #[arg(long)]
+        json: bool,
+    },
 }
+
+/// Most samples a measurement takes (its samples are kept in memory, 8 bytes each).
+const MAX_SAMPLES: u64 = 10_000_000;
 
 fn fail(message: &dyn std::fmt::Display) -> ! {
     eprintln!("critmem-hires: {}", critmem_linux::one_line(&message.to_string()));
@@ -79,6 +103,18 @@ fn main() {
     match args.command {
         Cmd::Burn => loop {
             std::hint::black_box(0u64);
+        },
+        Cmd::EventLatency { samples, warmup, json } => match event_latency(samples as usize, warmup as usize) {
+            Ok(m) if json => println!("{}", m.to_json()),
+            Ok(m) => println!("event latency on CPU {}: {}", m.placement.cpu, m.latency.line()),
+            Err(e) => fail(&e),
+        },
+        Cmd::PageCost { samples, warmup, json } => match page_cost(samples as usize, warmup as usize) {
+            Ok(m) if json => println!("{}", m.to_json()),
+            Ok(m) => {
+                println!("one {}-byte page on CPU {}:\nmap   {}\nunmap {}", m.page_bytes, m.placement.cpu, m.map.line(), m.unmap.line())
+            }
+            Err(e) => fail(&e),
         },
         Cmd::Teardown => match teardown(&journal) {
             Ok(None) => println!("{}", json!({"removed": false})),
@@ -108,6 +144,9 @@ fn extra_command(file: &TreeFile, in_subsystem: Option<&str>, command: Vec<Strin
         };
     }
     let id = match in_subsystem {
+        // The root's own cgroup (the top directory) is a leaf only in a tree of no subsystems.
+        Some("root") if file.subsystems.is_empty() => ReservationTree::ROOT,
+        Some("root") => return Err("--in root: the root runs a command only in a tree with no subsystems; name a subsystem".into()),
         Some(name) => file
             .tree
             .find(name)
@@ -115,6 +154,7 @@ fn extra_command(file: &TreeFile, in_subsystem: Option<&str>, command: Vec<Strin
             .ok_or_else(|| format!("--in: no subsystem named {name:?} in the tree"))?,
         None => match file.subsystems.as_slice() {
             [(only, _)] => *only,
+            [] => return Err("the tree has no subsystems: run the command in its root with --in root".into()),
             _ => return Err("the tree has several subsystems: say which one the command runs in with --in NAME".into()),
         },
     };
@@ -142,6 +182,9 @@ struct Summary {
     seconds: f64,
     /// Per subsystem (file order): CPU time used in the measured window, in ns.
     cpu_ns: Vec<(SubsystemId, u64)>,
+    /// Per subsystem (file order): bytes read and written on block devices in the window
+    /// (`None` without a block I/O controller).
+    io_bytes: Vec<Option<u64>>,
     window_s: f64,
     /// Per sample after the first: seconds since the start and each subsystem's share of one
     /// CPU since the sample before.
@@ -203,6 +246,9 @@ impl Run<'_> {
             let read = |paths: &[(SubsystemId, PathBuf)]| -> Result<Vec<u64>, String> {
                 paths.iter().map(|(_, rel)| tree.cgroups.cpu_usage_ns(rel).map_err(|e| e.to_string())).collect()
             };
+            let read_io = |paths: &[(SubsystemId, PathBuf)]| -> Result<Vec<Option<u64>>, String> {
+                paths.iter().map(|(_, rel)| tree.cgroups.io_bytes(rel).map_err(|e| e.to_string())).collect()
+            };
             let until = match self.duration {
                 Some(d) => format!("for {:.1} s", d.as_secs_f64()),
                 None if started.is_empty() => "until Ctrl-C".to_owned(),
@@ -216,9 +262,11 @@ impl Run<'_> {
             );
             let start = Instant::now();
             let mut samples: Vec<(f64, Vec<u64>)> = vec![(0.0, read(&measured)?)];
+            let mut io_samples = vec![read_io(&measured)?];
             let stopped_by = loop {
                 let signalled = wait_signal(&signals, self.sample);
                 samples.push((start.elapsed().as_secs_f64(), read(&measured)?));
+                io_samples.push(read_io(&measured)?);
                 for s in started.iter_mut().filter(|s| s.exit.is_none()) {
                     s.exit = s.child.try_wait().map_err(|e| format!("wait: {e}"))?;
                 }
@@ -239,6 +287,8 @@ impl Run<'_> {
             let last = samples.len() - 1;
             let window_s = samples[last].0 - samples[first].0;
             let cpu_ns = measured.iter().enumerate().map(|(i, (id, _))| (*id, samples[last].1[i] - samples[first].1[i])).collect();
+            let io_bytes =
+                (0..measured.len()).map(|i| io_samples[last][i].zip(io_samples[first][i]).map(|(b, a)| b.saturating_sub(a))).collect();
             let timeline = samples
                 .windows(2)
                 .map(|w| {
@@ -250,6 +300,7 @@ impl Run<'_> {
                 backend,
                 seconds,
                 cpu_ns,
+                io_bytes,
                 window_s,
                 timeline,
                 exits: Vec::new(),
@@ -326,7 +377,8 @@ fn print_summary(summary: &Summary, file: &TreeFile, tree_path: &Path, as_json: 
     let rows: Vec<Value> = summary
         .cpu_ns
         .iter()
-        .map(|(id, ns)| {
+        .zip(&summary.io_bytes)
+        .map(|((id, ns), io)| {
             let parent = file.tree.parent(*id).map(|p| file.tree.name(p).to_owned());
             let reservations: Vec<Value> =
                 file.tree.reservations_of(*id).filter_map(|(_, kind, _, spec)| spec.map(|s| describe(s, kind))).collect();
@@ -339,6 +391,8 @@ fn print_summary(summary: &Summary, file: &TreeFile, tree_path: &Path, as_json: 
                 "cpu_seconds": *ns as f64 / 1e9,
                 "cpu_share_reserved": reserved_cpu_share(file, *id),
                 "cpu_share_measured": if summary.window_s > 0.0 { *ns as f64 / 1e9 / summary.window_s } else { 0.0 },
+                "io_bytes": io,
+                "io_mib_per_s_measured": io.filter(|_| summary.window_s > 0.0).map(|b| b as f64 / (1u64 << 20) as f64 / summary.window_s),
             })
         })
         .collect();
@@ -376,16 +430,17 @@ fn print_summary(summary: &Summary, file: &TreeFile, tree_path: &Path, as_json: 
         summary.stopped_by,
         summary.window_s
     );
-    println!("{:<16} {:<12} {:>9} {:>9} {:>9}", "subsystem", "parent", "reserved", "measured", "processes");
+    println!("{:<16} {:<12} {:>9} {:>9} {:>9} {:>11}", "subsystem", "parent", "reserved", "measured", "processes", "I/O MiB/s");
     for row in &rows {
         let share = |v: &Value| v.as_f64().map_or("-".to_owned(), |s| format!("{:.1} %", s * 100.0));
         println!(
-            "{:<16} {:<12} {:>9} {:>9} {:>9}",
+            "{:<16} {:<12} {:>9} {:>9} {:>9} {:>11}",
             row["name"].as_str().unwrap_or(""),
             row["parent"].as_str().unwrap_or("-"),
             share(&row["cpu_share_reserved"]),
             share(&row["cpu_share_measured"]),
-            row["processes"]
+            row["processes"],
+            row["io_mib_per_s_measured"].as_f64().map_or("-".to_owned(), |r| format!("{r:.2}"))
         );
     }
     for line in &summary.io_not_applied {

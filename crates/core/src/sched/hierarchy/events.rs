@@ -54,7 +54,7 @@ pub(super) struct Delivery {
     /// Whether that delivery began as the last event its cs could see.
     last_one: Vec<bool>,
     /// Whether each CPU runs a server's cs (the server is then `running[cpu]`).
-    on_cs: Vec<bool>,
+    pub(super) on_cs: Vec<bool>,
 }
 
 impl Delivery {
@@ -248,6 +248,7 @@ impl HierarchyScheduler {
             }
             *slot = job;
             self.running[cpu] = (job.is_some() || on_cs).then_some(at);
+            self.assigned[cpu] = job.and_then(|k| self.leaf_of_job.get(k).map(|(_, q)| (k, q)));
             self.delivery().on_cs[cpu] = on_cs;
         }
     }
