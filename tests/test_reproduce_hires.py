@@ -69,6 +69,14 @@ def test_timer_event_latency_grows_by_one_delivery_per_level(sim_summary: dict[s
         assert r["mean_us"] == pytest.approx(r["depth"] * cost, abs=1e-6)
 
 
+def test_an_event_between_two_threads_and_a_packet_reach_their_thread_at_once_at_every_depth(sim_summary: dict[str, Any]) -> None:
+    # Fig. 4(a) and 4(b) from the model: no child-scheduler event on either path, so no growth
+    # with depth, where the timer path (Fig. 5) grows by one delivery per level.
+    assert [r["mean_us"] for r in sim_summary["fig4a_sim"]] == [0.0] * len(experiment.QUICK.fig5_depths)
+    assert {r["packet_mean_us"] for r in sim_summary["fig4b_sim"]} == {0.0}
+    assert [r["depth"] for r in sim_summary["fig4b_sim"]] == [d for d in experiment.QUICK.fig5_depths if d >= 1]
+
+
 def test_report_figures_and_same_bytes_again(sim_summary: dict[str, Any], tmp_path: Path) -> None:
     out = Path(sim_summary["_out"])
     assert {"report.md", "results.json", "fig6.png", "fig5.png"} <= {p.name for p in out.iterdir()}

@@ -241,6 +241,9 @@ pub struct Simulation<'a> {
     current: Vec<Option<JobKey>>,
     assign: Vec<Option<JobKey>>,
     wake_at: Option<Nanos>,
+    /// A subsystem's wake-up is under way: a job it makes eligible goes to
+    /// [`Scheduler::wake`].
+    waking: bool,
     stats: Vec<TaskStats>,
     records: Capped<JobRecord>,
     segments: Capped<ExecSegment>,
@@ -288,6 +291,7 @@ impl<'a> Simulation<'a> {
             cpus: vec![Cpu::default(); m],
             current: vec![None; m],
             assign: vec![None; m],
+            waking: false,
             wake_at: None,
             stats: vec![TaskStats::default(); scenario.tasks.len()],
             records: Capped::new(),
@@ -363,7 +367,9 @@ impl<'a> Simulation<'a> {
             Command::Wake(key) => {
                 if self.is_live_key(key) && matches!(self.job(key).state, JobState::Blocked | JobState::Linked) {
                     self.clear_link(key);
+                    self.waking = true;
                     self.advance(key);
+                    self.waking = false;
                 }
             }
             Command::Depend { job, holder } => self.set_link(job, holder),
@@ -519,6 +525,11 @@ impl<'a> Simulation<'a> {
                         job.state = JobState::Ready;
                         let rj = self.ready_job(key);
                         self.sched.activate(self.now, &rj);
+                    }
+                    _ if self.waking => {
+                        job.state = JobState::Ready;
+                        let rj = self.ready_job(key);
+                        self.sched.wake(self.now, &rj);
                     }
                     _ => {
                         job.state = JobState::Ready;

@@ -571,6 +571,11 @@ impl Scheduler for HierarchyScheduler {
             self.add_ready(job);
         }
     }
+    fn wake(&mut self, _now: Nanos, job: &ReadyJob) {
+        if !self.wake_in_running_leaf(job) {
+            self.add_ready(job);
+        }
+    }
     fn block(&mut self, key: JobKey) {
         let known = self.leaf_of_job.get(key).filter(|&(leaf, _)| self.nodes[leaf].jobs.iter().any(|j| j == key));
         self.remove(key);

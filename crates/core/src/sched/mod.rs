@@ -71,6 +71,14 @@ pub trait Scheduler {
     fn activate(&mut self, _now: Nanos, job: &ReadyJob) {
         self.add_ready(job);
     }
+    /// `job`, which was blocked, was woken at `now` by a subsystem (a lock or a unit handed to
+    /// it by the job that runs). A hierarchy with child-scheduler events lets it into its leaf
+    /// at once where a job of that same leaf runs on its CPU: the waker invoked the leaf's own
+    /// scheduler, and no parent takes part (HiRes Fig. 4(a)); elsewhere it is
+    /// [`Scheduler::add_ready`].
+    fn wake(&mut self, _now: Nanos, job: &ReadyJob) {
+        self.add_ready(job);
+    }
     /// Writes into `assign[cpu]` the job each CPU should run from `now` on; `current[cpu]`
     /// is what it runs now. A job may appear at most once.
     fn choose(&mut self, now: Nanos, current: &[Option<JobKey>], assign: &mut [Option<JobKey>]);

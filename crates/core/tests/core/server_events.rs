@@ -264,3 +264,49 @@ fn a_job_blocking_in_the_parent_is_an_event_the_child_learns_by_delivery() {
     let r = run(&blocking_chain(2, 0));
     assert_eq!(first_start(&r, 1), Some(Nanos(MS)));
 }
+
+/// `waiter` and `signaller` in the deepest of `depth` level servers: the signaller takes the
+/// event (a unit, no inheritance) at 0 and hands it over at 1 ms; the waiter, released at
+/// 0.5 ms, blocks on it.
+fn handover_chain(depth: usize, cost_us: u64) -> String {
+    let mut s = format!("[run]\nhorizon_ms = 10\n[scheduler]\nkind = \"fp\"\nevent_cost_us = {cost_us}\npending_event_check = true\n");
+    s += "[[resource]]\nname = \"event\"\nunits = 1\nprotocol = \"none\"\n";
+    for d in 0..depth {
+        s += &format!("[[scheduler.server]]\nname = \"s{d}\"\nkind = \"level\"\npriority = 0\npolicy = \"fp\"\n");
+        if d > 0 {
+            s += &format!("parent = \"s{}\"\n", d - 1);
+        }
+    }
+    let leaf = depth - 1;
+    s += &format!(
+        "[[task]]\nname = \"waiter\"\nperiod_ms = 10\noffset_ms = 0.5\npriority = 0\nserver = \"s{leaf}\"\n\
+         program = [{{ lock = \"event\" }}, {{ compute_ms = 0.1 }}, {{ unlock = \"event\" }}]\n"
+    );
+    s + &format!(
+        "[[task]]\nname = \"signaller\"\nperiod_ms = 10\npriority = 1\nserver = \"s{leaf}\"\n\
+         program = [{{ lock = \"event\" }}, {{ compute_ms = 1 }}, {{ unlock = \"event\" }}, {{ compute_ms = 1 }}]\n"
+    )
+}
+
+#[test]
+fn a_thread_woken_by_one_of_its_own_subsystem_runs_with_no_delivery_at_any_depth() {
+    // The signaller's release reaches it after d deliveries and it unlocks 1 ms of work later;
+    // the waiter, woken by it, runs that very instant: its own subsystem's scheduler, which
+    // the signaller invoked, lets it in, and no parent takes part (HiRes Fig. 4(a)).
+    for depth in 1..=4usize {
+        let r = run(&handover_chain(depth, 100));
+        // The unlock: where the signaller's run time reaches its 1 ms of work under the lock.
+        let mut ran = 0;
+        let mut unlock = None;
+        for seg in r.segments.iter().filter(|s| s.task == 1) {
+            let len = seg.end.0 - seg.start.0;
+            if unlock.is_none() && ran + len >= MS {
+                unlock = Some(Nanos(seg.start.0 + (MS - ran)));
+            }
+            ran += len;
+        }
+        let unlock = unlock.expect("the signaller unlocked");
+        let resumed = r.segments.iter().filter(|s| s.task == 0 && s.start >= unlock).map(|s| s.start).min();
+        assert_eq!(resumed, Some(unlock), "depth {depth}: woken at {unlock:?}");
+    }
+}

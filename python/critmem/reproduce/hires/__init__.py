@@ -63,6 +63,7 @@ def reproduce(
         data["fig6"]["sim"] = experiment.fig6_sim(plan, progress.step)
         data["fig6_analysis"] = {str(p): experiment.fig6_analysis(p) for p in PAPER_FIG6_WEB_PERIODS}
         data["fig5"] = experiment.fig5_sim(plan, progress.step)
+        data["fig4a_sim"] = experiment.fig4a_sim(plan, progress.step)
         data["fig4b_sim"] = experiment.fig4b_sim(plan, progress.step)
         progress.step("Fig. 4(c) (model): alias and remove against depth")
         import time
@@ -108,6 +109,7 @@ def _headline(data: dict[str, Any]) -> dict[str, Any]:
     }
     if data.get("fig5"):
         summary["fig5"] = [{"depth": r["depth"], "mean_us": r["mean_us"]} for r in data["fig5"]]
+        summary["fig4a_sim"] = [{"depth": r["depth"], "mean_us": r["mean_us"]} for r in data["fig4a_sim"]]
         summary["fig4b_sim"] = [{"depth": r["depth"], "packet_mean_us": r["packet_mean_us"]} for r in data["fig4b_sim"]]
     for key in ("event_latency", "page_map", "page_unmap", "http"):
         rows = data["depth"].get(key)

@@ -234,6 +234,61 @@ def fig5_sim(plan: Plan, step: Callable[[str], None]) -> list[dict[str, Any]]:
     return rows
 
 
+def _event_chain(depth: int, event_cost_us: float, horizon_ms: int, seed: int) -> dict[str, Any]:
+    """Fig. 4(a)'s two threads in `_chain`'s subsystem `depth` deep: `waiter` blocks on an event
+    (a unit of `event`) that `signaller` holds and hands over when it is done, every 10 ms."""
+    scenario = _chain(depth, event_cost_us, horizon_ms, seed)
+    leaf = scenario["task"][0].get("server")
+    signaller: dict[str, Any] = {
+        "name": "signaller",
+        "period_ms": 10,
+        "priority": 1,
+        "criticality": "D",
+        "program": [{"lock": "event"}, {"compute_ms": 0.5}, {"unlock": "event"}, {"compute_ms": 0.05}],
+    }
+    waiter: dict[str, Any] = {
+        "name": "waiter",
+        "period_ms": 10,
+        "offset_ms": 0.1,
+        "priority": 0,
+        "criticality": "D",
+        "program": [{"lock": "event"}, {"compute_ms": 0.05}, {"unlock": "event"}],
+    }
+    if leaf is not None:
+        signaller["server"] = waiter["server"] = leaf
+    busy = dict(scenario["task"][-1], priority=2)
+    scenario["task"] = [waiter, signaller, busy]
+    scenario["resource"] = [{"name": "event", "units": 1, "protocol": "none"}]
+    return scenario
+
+
+def fig4a_sim(plan: Plan, step: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Fig. 4(a) from the model: from the instant `signaller` hands the event over to the
+    instant `waiter` runs, against the depth of their subsystem."""
+    import critmem
+
+    rows: list[dict[str, Any]] = []
+    for depth in plan.fig5_depths:
+        step(f"Fig. 4(a) (simulator): an event between two threads {depth} deep")
+        result = critmem.run(_event_chain(depth, plan.fig5_event_cost_us, plan.fig5_sim_ms, plan.seed))
+        waits = result.waits[result.waits["task"] == "waiter"]
+        segs = result.segments[result.segments["task"] == "waiter"]
+        latency_us = []
+        for job, woken_ms in zip(waits["job"], waits["end_ms"], strict=True):
+            starts = segs[(segs["job"] == job) & (segs["start_ms"] >= woken_ms - 1e-9)]["start_ms"]
+            if len(starts):
+                latency_us.append(round((float(starts.min()) - float(woken_ms)) * 1000.0, 6))
+        rows.append(
+            {
+                "depth": depth,
+                "events": len(latency_us),
+                "mean_us": sum(latency_us) / len(latency_us) if latency_us else None,
+                "max_us": max(latency_us) if latency_us else None,
+            }
+        )
+    return rows
+
+
 def _io_chain(depth: int, event_cost_us: float, horizon_ms: int, seed: int) -> dict[str, Any]:
     """`_chain`'s subsystems with the probe as the event thread of port 7000, fed a packet every
     10 ms, and a timer-released twin of it beside: the packet path against the timer path."""
@@ -323,7 +378,7 @@ def _median(values: list[int]) -> float:
 
 def sim_counts(plan: Plan) -> int:
     """The progress bar's steps of the simulator part."""
-    return len(PAPER_FIG6_WEB_PERIODS) + len(plan.fig5_depths) + len([d for d in plan.fig5_depths if d >= 1])
+    return len(PAPER_FIG6_WEB_PERIODS) + 2 * len(plan.fig5_depths) + len([d for d in plan.fig5_depths if d >= 1])
 
 
 def shares_by(rows: Sequence[dict[str, Any]], phase: int) -> dict[str, float]:

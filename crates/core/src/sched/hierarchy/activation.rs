@@ -25,6 +25,28 @@ impl HierarchyScheduler {
         true
     }
 
+    /// Lets `job`, woken by the job that runs in its own leaf, into that leaf with no event:
+    /// the leaf's scheduler, which the waker invoked, knows of it; whether it did.
+    pub(super) fn wake_in_running_leaf(&mut self, job: &ReadyJob) -> bool {
+        let leaf = self.task_leaf[job.task];
+        let Some(d) = self.delivery.as_ref() else { return false };
+        if self.nodes[leaf].task_policy.is_some() || d.left_this_instant(job) {
+            return false;
+        }
+        let cpu = self.cpu_of(leaf);
+        let waker_here = match (self.running[cpu], self.assigned[cpu]) {
+            (Some(run), Some((k, q))) => run == leaf && !d.on_cs[cpu] && self.leaf_of_job.get(k) == Some((leaf, q)),
+            _ => false,
+        };
+        if !waker_here {
+            return false;
+        }
+        let key = self.nodes[leaf].order.key(job);
+        self.leaf_of_job.insert(job.key, (leaf, key));
+        self.nodes[leaf].jobs.insert(key, job.key);
+        true
+    }
+
     fn outranks_running(&self, now: Nanos, job: &ReadyJob, leaf: usize) -> bool {
         let cpu = self.cpu_of(leaf);
         let mut at = Some(leaf);

@@ -1,7 +1,9 @@
 //! Child-scheduler event delivery (HiRes Sec. III-C).
 //!
 //! A server learns that a job below it became eligible (released, woken, or its task's next
-//! job let in) only through its child-scheduler thread (cs). The root sees the event at once
+//! job let in) only through its child-scheduler thread (cs). Two activations need no event: a
+//! job woken by the job that runs in its own leaf (the waker invoked the leaf's scheduler, no
+//! parent takes part), and an I/O event thread that outranks what runs ([`super::activation`]). The root sees the event at once
 //! and queues it at the top-level server on the job's path. When that server would be
 //! dispatched, its cs runs instead while events are pending: the CPU runs no job, and each
 //! event takes the server's `event_cost` of CPU time, charged to it and every server above
@@ -82,6 +84,12 @@ impl Delivery {
         }
         self.inbox.push(Event { key: job.key, seq: job.seq, leaf, block: false });
         false
+    }
+
+    /// Whether `job` left the scheduler at this instant (its return is then a new priority,
+    /// which [`Delivery::arrive`] settles).
+    pub(super) fn left_this_instant(&self, job: &ReadyJob) -> bool {
+        self.gone.iter().any(|&(k, seq, _)| k == job.key && seq == job.seq)
     }
 
     /// The job (`key`, `seq`), known to `leaf`, blocked in the parent: an event for the leaf
