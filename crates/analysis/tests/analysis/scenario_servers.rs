@@ -190,7 +190,9 @@ struct Tree {
 
 impl Tree {
     fn text(&self) -> String {
-        let mut s = String::from("[scheduler]\nkind = \"fp\"\n");
+        // Children may reserve more than their parent holds: the analysis must clear only
+        // tasks that never miss there too, so admission is off.
+        let mut s = String::from("[scheduler]\nkind = \"fp\"\novercommit = true\n");
         let mut leaves = Vec::new();
         let policy = |leaf: usize| if self.leaves[leaf].0 { "edf" } else { "fp" };
         for (k, (deferrable, budget, period, kids)) in self.tops.iter().enumerate() {
