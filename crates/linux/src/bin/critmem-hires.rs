@@ -61,29 +61,25 @@ enum Cmd {
     /// Use a CPU until stopped: a CPU-bound workload for trees.
     Burn,
     /// Measure the latency of an event from one thread to another on one CPU (HiRes Fig. 4(a)).
-    EventLatency {
-        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_SAMPLES))]
-        samples: u64,
-        /// Samples taken first and not recorded.
-        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=MAX_SAMPLES))]
-        warmup: u64,
-        #[arg(long)]
-        json: bool,
-    },
+    EventLatency(Sampling),
     /// Measure mapping (with the first write) and unmapping one anonymous page (HiRes Fig. 4(c)).
-    PageCost {
-        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_SAMPLES))]
-        samples: u64,
-        /// Rounds taken first and not recorded.
-        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=MAX_SAMPLES))]
-        warmup: u64,
-        #[arg(long)]
-        json: bool,
-    },
+    PageCost(Sampling),
 }
 
 /// Most samples a measurement takes (its samples are kept in memory, 8 bytes each).
 const MAX_SAMPLES: u64 = 10_000_000;
+
+/// How many samples a measurement takes.
+#[derive(clap::Args, Debug)]
+struct Sampling {
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_SAMPLES))]
+    samples: u64,
+    /// Samples taken first and not recorded.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=MAX_SAMPLES))]
+    warmup: u64,
+    #[arg(long)]
+    json: bool,
+}
 
 fn fail(message: &dyn std::fmt::Display) -> ! {
     eprintln!("critmem-hires: {}", critmem_linux::one_line(&message.to_string()));
@@ -104,12 +100,12 @@ fn main() {
         Cmd::Burn => loop {
             std::hint::black_box(0u64);
         },
-        Cmd::EventLatency { samples, warmup, json } => match event_latency(samples as usize, warmup as usize) {
+        Cmd::EventLatency(Sampling { samples, warmup, json }) => match event_latency(samples as usize, warmup as usize) {
             Ok(m) if json => println!("{}", m.to_json()),
             Ok(m) => println!("event latency on CPU {}: {}", m.placement.cpu, m.latency.line()),
             Err(e) => fail(&e),
         },
-        Cmd::PageCost { samples, warmup, json } => match page_cost(samples as usize, warmup as usize) {
+        Cmd::PageCost(Sampling { samples, warmup, json }) => match page_cost(samples as usize, warmup as usize) {
             Ok(m) if json => println!("{}", m.to_json()),
             Ok(m) => {
                 println!("one {}-byte page on CPU {}:\nmap   {}\nunmap {}", m.page_bytes, m.placement.cpu, m.map.line(), m.unmap.line())
