@@ -30,6 +30,21 @@ class Outcome:
     stderr: str
 
 
+class StopAfter:
+    """Progress that interrupts a sweep (as Ctrl-C would) after `steps` steps."""
+
+    def __init__(self, steps: int) -> None:
+        self.left = steps
+
+    def start(self, total: int) -> None:
+        pass
+
+    def step(self, description: str) -> None:
+        self.left -= 1
+        if self.left == 0:
+            raise KeyboardInterrupt
+
+
 def cli(*argv: str) -> Outcome:
     """Runs `critmem argv...` in-process, capturing its output."""
     out, err = io.StringIO(), io.StringIO()

@@ -56,12 +56,12 @@ def run_reproduction(paper: str) -> dict[str, Any]:
         data: dict[str, Any] = json.loads(_critmem("reproduce", paper, "--quick", "--json", "--out", tmp))
         for field in VOLATILE_FIELDS:
             data.pop(field, None)
-        if paper == "sara":
+        if paper in ("sara", "mc2"):
             data["results_json_sha256"] = _sha256(Path(tmp) / "results.json")
         return data
 
 
-REPRODUCTIONS = ("shared-pages", "sara")
+REPRODUCTIONS = ("shared-pages", "sara", "mc2")
 
 
 def collect() -> dict[str, str]:

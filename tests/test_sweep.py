@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import assert_one_line_error, cli
+from conftest import StopAfter, assert_one_line_error, cli
 from critmem.reproduce.sara import experiment as sara
 from critmem.sweep import (
     DaskCluster,
@@ -135,21 +135,6 @@ class Marked:
 def simulate_and_mark(m: Marked) -> dict[str, Any]:
     Path(m.marks, f"{m.name}.{os.getpid()}.{os.urandom(4).hex()}").touch()
     return simulate(m.item)
-
-
-class StopAfter:
-    """Progress that interrupts the sweep (as Ctrl-C would) after `steps` steps."""
-
-    def __init__(self, steps: int) -> None:
-        self.left = steps
-
-    def start(self, total: int) -> None:
-        pass
-
-    def step(self, description: str) -> None:
-        self.left -= 1
-        if self.left == 0:
-            raise KeyboardInterrupt
 
 
 def _ran(marks: Path) -> list[str]:

@@ -1,11 +1,13 @@
 """Type stubs for the Rust extension `critmem._core` (crates/py). Checked by stubtest in CI."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final, final
 
 __all__ = [
     "CPU_PARTS",
     "MAX_TRACE_RECORDS",
+    "MC2_CATEGORIES",
+    "MC2_SCHEMES",
     "OUTCOMES",
     "ReservationTree",
     "ScenarioError",
@@ -15,6 +17,10 @@ __all__ = [
     "controllers",
     "estimate_bcet_ms",
     "fit_exec_vs_stall",
+    "mc2_dma_inflation",
+    "mc2_ipc_cost_us",
+    "mc2_model_parameters",
+    "mc2_schedulable",
     "measure_memory_ops",
     "pick_offline_limit",
     "pick_tmo_threshold",
@@ -30,6 +36,10 @@ __all__ = [
 __version__: Final[str]
 CPU_PARTS: Final[int]
 """A reservation tree's CPU amounts are parts of one CPU: this many make a CPU."""
+MC2_SCHEMES: Final[list[str]]
+"""MC²'s nine buffer-management schemes, `IPC|I/O`, in the order `mc2_schedulable` counts them."""
+MC2_CATEGORIES: Final[list[tuple[str, list[str]]]]
+"""Table 3's seven categories and their choices, in the paper's order (648 scenarios)."""
 MAX_TRACE_RECORDS: Final[int]
 """Most job records and most segments one run keeps."""
 OUTCOMES: Final[list[str]]
@@ -247,3 +257,18 @@ def sara_job_stalls(
 def controllers() -> list[tuple[str, str]]:
     """The controller registry (`critmem_policy::CONTROLLERS`) as (name, summary) pairs, in the
     order help texts list them."""
+
+def mc2_schedulable(scenario: Sequence[str], system_utilization: float, seed: int, first: int, count: int) -> list[int]:
+    """How many of task systems `first .. first + count` of a point are schedulable under each
+    scheme (`MC2_SCHEMES` order); system `i` comes from `(seed, i)` alone. ValueError names an
+    unknown choice or a utilisation outside (0, 64]."""
+
+def mc2_model_parameters() -> list[dict[str, str]]:
+    """The MC² interference model's parameters: name, value, unit and source of each."""
+
+def mc2_ipc_cost_us(strategy: str, size_bytes: int) -> tuple[float, float]:
+    """A message's worst-case (send, receive) cost in µs under "SBP", "CE" or "CL"."""
+
+def mc2_dma_inflation(level_c_percent: float, bandwidth_mb_s: float, ways: int) -> float:
+    """A non-I/O level-A task's worst-case cost over an idle system's when that share of the
+    I/O buffers is in level-C banks and the rest in its bank."""

@@ -33,7 +33,10 @@ if TYPE_CHECKING:
     from rich.text import Text
 
     from critmem.api import AnalysisResult, RunResult
+    from critmem.progress import Progress
+    from critmem.reproduce import Reproduction
     from critmem.reproduce.checks import Check
+    from critmem.sweep import Executor
 
 # The tables (rich) and the results as data frames (pandas) load only where a command prints or
 # writes them: `run --json` and `analyze --json` need neither, and start several times faster.
@@ -107,14 +110,22 @@ def _scheduler_address(text: str) -> str:
     return text
 
 
-def _positive_ms(text: str) -> float:
+def _positive(text: str, what: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of milliseconds: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
     if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive number of milliseconds (got {text})")
+        raise argparse.ArgumentTypeError(f"must be a positive {what.removeprefix('a ')} (got {text})")
     return value
+
+
+def _positive_number(text: str) -> float:
+    return _positive(text, "a number")
+
+
+def _positive_ms(text: str) -> float:
+    return _positive(text, "a number of milliseconds")
 
 
 # ---------------------------------------------------------------------------------------
@@ -1169,6 +1180,9 @@ def _print_reproduction(summary: dict[str, Any]) -> None:
     if summary.get("paper") == "hires":
         _print_hires_headline(console, summary)
         return
+    if summary.get("paper") == "mc2":
+        _print_mc2_headline(console, summary)
+        return
     mins, paper_mins = summary.get("min_reservation_mb", {}), summary.get("paper_min_reservation_mb", {})
     if mins:
         rows = [[k, _fmt(v), _fmt(paper_mins.get(k))] for k, v in mins.items()]
@@ -1295,8 +1309,6 @@ def _print_tmem_headline(console: Console, summary: dict[str, Any]) -> None:
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
-    from critmem.sweep import SCHEDULER_ENV, SweepError, executor_for
-
     paper = get(args.paper)
     if not paper.sweeps and (args.scheduler is not None or args.workers is not None):
         raise CliError(
@@ -1315,13 +1327,27 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             f"not root: the Linux parts of reproduce {paper.name} apply cgroups and need root; run it with sudo, or --platform sim for the simulator's parts alone"
         )
     out_dir = _prepare_out_dir(args.out if args.out is not None else str(paper.default_out))
+
+    def run(progress: Progress, executor: Executor | None) -> Reproduction:
+        return paper.run(out_dir, quick=args.quick, progress=progress, executor=executor, platforms=platforms)
+
+    return _run_reproduction(args, out_dir, run, sweeps=paper.sweeps)
+
+
+def _run_reproduction(
+    args: argparse.Namespace, out_dir: Path, run: Callable[[Progress, Executor | None], Reproduction], *, sweeps: bool
+) -> int:
+    """Runs a reproduction or study with a progress bar and the executor the arguments name,
+    and prints its headline and checks (or its --json)."""
+    from critmem.sweep import SCHEDULER_ENV, SweepError, executor_for
+
     started = time.monotonic()
     # The bar goes to stderr; with --json a script reads the output, so it stays quiet.
     progress = BarProgress() if sys.stderr.isatty() and not args.json else QuietProgress()
     try:
-        executor = executor_for(args.scheduler, args.workers) if paper.sweeps else None
+        executor = executor_for(args.scheduler, args.workers) if sweeps else None
         with progress:
-            reproduction = paper.run(out_dir, quick=args.quick, progress=progress, executor=executor, platforms=platforms)
+            reproduction = run(progress, executor)
     except SweepError as e:
         where = f" (from {SCHEDULER_ENV})" if args.scheduler is None and os.environ.get(SCHEDULER_ENV) else ""
         raise CliError(f"{e}{where}") from None
@@ -1332,9 +1358,44 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     else:
         _print_reproduction(reproduction.summary)
         _print_checks(reproduction.checks)
-    files = ", ".join(p.name for p in reproduction.files)
+    files = ", ".join(p.relative_to(out_dir).as_posix() if p.is_relative_to(out_dir) else p.name for p in reproduction.files)
     print(f"wrote {files} to {out_dir}/ in {elapsed:.1f} s", file=note)
     return _check_reproduction(reproduction.checks) if args.check else 0
+
+
+def _cmd_study(args: argparse.Namespace) -> int:
+    """`critmem study mc2`: the MC² schedulability study, with its plan's knobs."""
+    from dataclasses import replace
+
+    from critmem.reproduce import mc2
+    from critmem.reproduce.mc2 import study
+
+    plan = study.quick_plan(args.seed) if args.quick else study.Plan(seed=args.seed)
+    try:
+        if args.scenarios:
+            chosen = set(study.select_scenarios(args.scenarios))
+            scenarios = [s for s in plan.scenario_list() if s in chosen]
+            if not scenarios:
+                raise CliError(f"--scenarios {' '.join(args.scenarios)}: no scenario{' of --quick' if args.quick else ''} matches")
+            plan = replace(plan, scenarios=tuple(scenarios))
+        plan = replace(plan, step=args.step if args.step is not None else plan.step)
+        plan.validate()
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    out_dir = _prepare_out_dir(args.out if args.out is not None else str(Path("results") / "study" / "mc2"))
+
+    def run(progress: Progress, executor: Executor | None) -> Reproduction:
+        return mc2.reproduce(out_dir, progress=progress, plan=plan, executor=executor)
+
+    return _run_reproduction(args, out_dir, run, sweeps=True)
+
+
+def _print_mc2_headline(console: Console, summary: dict[str, Any]) -> None:
+    console.print(_text(f"schedulable-utilisation areas over {_plural(summary['scenarios'], 'scenario')}"))
+    console.print(_table(["scheme", "SUA"], [[s, _fmt(v)] for s, v in summary["sua"].items()], left=1))
+    rows = [[k, _fmt(summary["ratios"].get(k)), _fmt(v, 2)] for k, v in summary["paper_ratios"].items()]
+    console.print(_text("SUA ratios"))
+    console.print(_table(["ratio", "model", "paper"], rows, left=1))
 
 
 def _print_checks(checks: Sequence[Check]) -> None:
@@ -1455,8 +1516,9 @@ examples:
   critmem reproduce tmem --quick --json
   critmem reproduce hires --platform sim --quick
   sudo critmem reproduce hires --json    # the simulator and this machine (nested cgroups)
+  critmem reproduce mc2 --quick --json
 
-sara and tmem run their simulations on local worker processes (--workers N, default one per core) or
+sara, tmem and mc2 run their simulations on local worker processes (--workers N, default one per core) or
 on a Dask cluster (--scheduler tcp://HOST:PORT, or CRITMEM_DASK_SCHEDULER), with the same
 results either way; each result is kept in DIR/.critmem-sweep as it arrives, so a run that
 was stopped resumes where it left off.
@@ -1629,16 +1691,58 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reproduce.add_argument(
         "--scheduler", metavar="ADDRESS", type=_scheduler_address,
-        help="sara, tmem: run the simulations on the Dask cluster of this scheduler, e.g. tcp://127.0.0.1:8786 (default: $CRITMEM_DASK_SCHEDULER, else local processes)",
+        help="sara, tmem, mc2: run the simulations on the Dask cluster of this scheduler, e.g. tcp://127.0.0.1:8786 (default: $CRITMEM_DASK_SCHEDULER, else local processes)",
     )  # fmt: skip
     reproduce.add_argument(
-        "--workers", metavar="N", type=_int_at_least(1), help="sara, tmem: local worker processes (default: one per core)"
+        "--workers", metavar="N", type=_int_at_least(1), help="sara, tmem, mc2: local worker processes (default: one per core)"
     )
     reproduce.add_argument(
         "--platform", choices=["sim", "linux"],
         help="hires: run only the simulator's parts, or only the real-Linux parts (these need root); default: both",
     )  # fmt: skip
     reproduce.set_defaults(handler=_cmd_reproduce)
+
+    study = commands.add_parser(
+        "study",
+        help="run a large schedulability study (MC²'s)",
+        description="Run a paper's schedulability study on local worker processes or a Dask cluster,\n"
+        "with each work item's result kept in DIR/.critmem-sweep so a stopped study resumes.",
+        epilog="examples:\n  critmem study mc2 --quick\n  critmem study mc2 --scenarios ipc_size=Large --step 0.5 --json\n"
+        "  critmem study mc2 --scheduler tcp://127.0.0.1:8786 --out results/mc2",
+        formatter_class=fmt,
+    )
+    studies = study.add_subparsers(title="studies", dest="study", metavar="STUDY", required=True)
+    mc2 = studies.add_parser(
+        "mc2",
+        help="MC²'s study: 648 scenarios under nine IPC/I/O buffer schemes (Sec. 6)",
+        description="The schedulability study of MC² (Sec. 6): per scenario (one choice per category of Table 3)\n"
+        "the fraction of task systems schedulable under each of the nine schemes against system\n"
+        "utilisation, drawn until each point is within ±0.05 at 95 % confidence; their schedulable-\n"
+        "utilisation areas and ratios beside the paper's. Writes report.md, points.csv/.parquet,\n"
+        "sua.csv, fig15.png, fig8.png, fig14.png, grid/index.html and results.json (the same bytes\n"
+        "for the same code and seed), and timing.md/timing.json.",
+        epilog="examples:\n  critmem study mc2 --quick\n  critmem study mc2 --scenarios ipc_size=Large,period=Short --step 0.5\n"
+        "  critmem study mc2 --workers 8 --out results/mc2 --check",
+        formatter_class=fmt,
+    )
+    mc2.add_argument("--out", metavar="DIR", type=_out_dir, help="output folder (default: results/study/mc2)")
+    mc2.add_argument("--json", action="store_true", help="print the headline numbers as one JSON object")
+    mc2.add_argument("--quick", action="store_true", help="a dozen scenarios, Fig. 15's three among them (under two minutes on two cores)")
+    mc2.add_argument(
+        "--check", action="store_true", help="exit 1 when one of the report's acceptance checks does not hold (naming it on stderr)"
+    )
+    mc2.add_argument("--seed", type=_seed, default=1, metavar="N", help="the study's seed (default 1)")
+    mc2.add_argument("--step", type=_positive_number, metavar="X", help="the system-utilisation grid's step (default 0.25)")
+    mc2.add_argument(
+        "--scenarios", metavar="CATEGORY=CHOICE,...", action="append",
+        help="only the scenarios with these choices (a category named twice: either), e.g. ipc_size=Large,io_bandwidth=High",
+    )  # fmt: skip
+    mc2.add_argument(
+        "--scheduler", metavar="ADDRESS", type=_scheduler_address,
+        help="run on the Dask cluster of this scheduler, e.g. tcp://127.0.0.1:8786 (default: $CRITMEM_DASK_SCHEDULER, else local processes)",
+    )  # fmt: skip
+    mc2.add_argument("--workers", metavar="N", type=_int_at_least(1), help="local worker processes (default: one per core)")
+    mc2.set_defaults(handler=_cmd_study)
 
     agent = commands.add_parser(
         "agent",

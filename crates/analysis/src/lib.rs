@@ -35,6 +35,7 @@ mod fp;
 mod global;
 mod input;
 mod mc2;
+pub mod mc2_study;
 mod model;
 mod report;
 mod scenario_resources;

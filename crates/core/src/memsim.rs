@@ -3,16 +3,18 @@
 //! they happen, PSI states updated as jobs run, stall and resume.
 
 use crate::engine::{Context, JobInfo, Subsystem};
+use crate::mem::frames::GLOBAL_POOL;
 use crate::mem::{
-    Access, AsId, AutoDecision, DeviceStats, MemConfig, MemError, MemStats, Memory, PsiAccounting, PsiGroupId, PsiTaskId, PsiTotals,
-    RefKind, RegionId, RegionUsage, ResId, ReservationKind, ReservationSpec, ReservationStats, SharePolicy, SpaceStats, TaskPsiState, Vpn,
+    Access, AsId, AutoDecision, DeviceStats, LayoutFrames, Mc2Level, MemConfig, MemError, MemStats, Memory, MemoryLayout, Placement,
+    PsiAccounting, PsiGroupId, PsiTaskId, PsiTotals, RefKind, RegionId, RegionUsage, ResId, ReservationKind, ReservationSpec,
+    ReservationStats, SharePolicy, SpaceStats, TaskPsiState, Vpn,
 };
 use crate::program::Step;
 use crate::result::{Outcome, SimResult};
 use crate::rng::{sub_rng, SimRng};
 use crate::scenario::Scenario;
 use crate::sched::JobKey;
-use crate::task::TaskSpec;
+use crate::task::{Criticality, TaskSpec};
 use crate::time::Nanos;
 use crate::workload::{MemorySpec, StreamCursor, Target, TaskMemory, MIB};
 
@@ -95,6 +97,19 @@ pub struct TaskMemResult {
     /// per ended job, whatever its outcome (their mean is the paper's Avg(S) of Sec. IV-C), and
     /// in the largest.
     pub shared_usage: Vec<(String, RegionUsage)>,
+    /// Under the MC² layout, the frames holding its pages at the end, per DRAM bank (empty
+    /// under the flat layout).
+    pub bank_frames: Vec<u64>,
+}
+
+/// One DRAM bank of the MC² layout at the end of a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BankUse {
+    pub bank: u32,
+    /// The core whose level-A/B tasks own it, `None` for level C.
+    pub core: Option<u32>,
+    pub frames: u64,
+    pub used_frames: u64,
 }
 
 /// What a run with page-level memory adds to its results.
@@ -102,6 +117,9 @@ pub struct TaskMemResult {
 pub struct MemoryResult {
     pub page_bytes: u64,
     pub total_frames: u64,
+    pub layout: MemoryLayout,
+    /// Per DRAM bank under the MC² layout (empty under the flat layout).
+    pub banks: Vec<BankUse>,
     pub swap: String,
     pub tasks: Vec<TaskMemResult>,
     /// PSI totals per group, in order of first appearance.
@@ -117,7 +135,7 @@ pub struct MemoryResult {
 }
 
 pub(crate) struct MemSim {
-    mem: Memory,
+    mem: Memory<LayoutFrames>,
     psi: PsiAccounting,
     groups: Vec<(String, PsiGroupId)>,
     tasks: Vec<TaskMem>,
@@ -136,6 +154,16 @@ pub(crate) struct MemSim {
 fn fmt_mib(mib: f64) -> String {
     let text = format!("{mib:.3}");
     text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// Where task `t`'s faults take frames: under the MC² layout a level-A/B task pinned to a CPU
+/// takes its core's bank, every other task level C.
+fn placement(layout: MemoryLayout, t: &TaskSpec) -> Placement {
+    match (layout, t.criticality, t.cpu) {
+        (MemoryLayout::Mc2, Criticality::A, Some(cpu)) => Placement::Mc2 { core: cpu as u32, level: Mc2Level::A },
+        (MemoryLayout::Mc2, Criticality::B, Some(cpu)) => Placement::Mc2 { core: cpu as u32, level: Mc2Level::B },
+        _ => Placement::Any,
+    }
 }
 
 /// Where a setup error comes from, so the loader can name the key.
@@ -163,7 +191,9 @@ impl MemSim {
             check_every_operation: check_invariants && spec.total_frames <= 1 << 16,
             ..MemConfig::default()
         };
-        let mut mem = Memory::new(cfg, spec.swap.clone()).map_err(at("memory".into()))?;
+        let frames = LayoutFrames::new(spec.layout, spec.total_frames, spec.page_bytes)
+            .map_err(|message| SetupError { key: "memory.layout".into(), message })?;
+        let mut mem = Memory::with_allocator(cfg, spec.swap.clone(), frames).map_err(at("memory".into()))?;
         let mut reservations = Vec::new();
         for (i, r) in spec.reservations.iter().enumerate() {
             let rs = ReservationSpec { name: r.name.clone(), pages: r.pages, kind: r.kind };
@@ -193,7 +223,7 @@ impl MemSim {
                 Some(gi) => Some(limit_groups[gi].0),
                 None => tm.reservation.map(|r| reservations[r]),
             };
-            let space = mem.create_space(&task_names[ti], bound).map_err(at(key("reservation")))?;
+            let space = mem.create_space_at(&task_names[ti], bound, placement(spec.layout, t)).map_err(at(key("reservation")))?;
             let private_base = if tm.private_pages > 0 {
                 mem.map_private(space, "private", tm.private_pages).map_err(at(key("private_mb")))?.1
             } else {
@@ -376,6 +406,12 @@ impl MemSim {
             }
             let access = match self.mem.access(now, space, vpn, kind) {
                 Ok(a) => a,
+                Err(MemError::PlacementExhausted { .. }) => {
+                    // Only level-A/B tasks of its core free frames of its bank, never the
+                    // device: waiting for it would not help.
+                    self.tasks[ti].oom_kills += 1;
+                    return Step::Killed;
+                }
                 Err(MemError::OutOfMemory | MemError::ReservationExhausted(_)) => {
                     // Every reclaimable frame is under I/O: wait in reclaim for the device and
                     // retry, as direct reclaim does. With the device idle nothing will ever free
@@ -500,6 +536,34 @@ impl MemSim {
             .collect()
     }
 
+    /// The frames of `t`'s pages per bank, under the MC² layout.
+    fn task_bank_frames(&self, t: &TaskMem) -> Vec<u64> {
+        let Some(buddy) = self.mem.frame_allocator().mc2() else { return Vec::new() };
+        let p = buddy.platform();
+        let mut per_bank = vec![0; p.banks as usize];
+        for f in self.mem.space_frames(t.space) {
+            per_bank[p.bank_colour(f).0 as usize] += 1;
+        }
+        per_bank
+    }
+
+    /// Every bank's owner and use, under the MC² layout.
+    fn bank_use(&self) -> Vec<BankUse> {
+        let Some(buddy) = self.mem.frame_allocator().mc2() else { return Vec::new() };
+        let p = buddy.platform();
+        let frames = p.total_frames() as u64 / u64::from(p.banks);
+        // Without reservations, every free frame is free in the global pool.
+        let free = buddy.free_frames_by_bank(GLOBAL_POOL);
+        (0..p.banks)
+            .map(|bank| BankUse {
+                bank,
+                core: p.core_ab.iter().position(|c| c.banks >> bank & 1 == 1).map(|c| c as u32),
+                frames,
+                used_frames: frames - free[bank as usize],
+            })
+            .collect()
+    }
+
     pub(crate) fn finish(self, now: Nanos, spec: &MemorySpec, task_specs: &[TaskSpec]) -> MemoryResult {
         let tasks = self
             .tasks
@@ -514,12 +578,15 @@ impl MemSim {
                     fault_wait: t.fault_wait,
                     oom_kills: t.oom_kills,
                     shared_usage: self.task_shared_usage(t, spec),
+                    bank_frames: self.task_bank_frames(t),
                 }
             })
             .collect();
         MemoryResult {
             page_bytes: spec.page_bytes,
             total_frames: u64::from(spec.total_frames),
+            layout: spec.layout,
+            banks: self.bank_use(),
             swap: spec.swap_name.clone(),
             tasks,
             groups: self.groups.iter().map(|(n, g)| (n.clone(), self.psi.totals(*g, now))).collect(),

@@ -411,6 +411,11 @@ struct JsonControlGroup<'a> {
 struct JsonMemory<'a> {
     page_bytes: u64,
     total_frames: u64,
+    /// Left out for the flat layout (so its output is as before).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    layout: Option<&'static str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    banks: Vec<JsonBank>,
     swap: &'a str,
     tasks: Vec<JsonTaskMemory<'a>>,
     groups: Vec<JsonGroup<'a>>,
@@ -435,6 +440,18 @@ struct JsonTaskMemory<'a> {
     oom_kills: u64,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     shared_regions: Vec<JsonSharedUsage<'a>>,
+    /// MC² layout: frames holding its pages, per bank.
+    #[serde(skip_serializing_if = "<[u64]>::is_empty")]
+    bank_frames: &'a [u64],
+}
+
+/// One DRAM bank of the MC² layout: who owns it (`"core 0"`, `"level C"`) and its frames.
+#[derive(Serialize)]
+struct JsonBank {
+    bank: u32,
+    owner: String,
+    frames: u64,
+    used_frames: u64,
 }
 
 /// Distinct pages of a shared region one task touched per ended job (any outcome): the mean
@@ -506,6 +523,17 @@ impl SimResult {
         let memory = self.memory.as_ref().map(|m| JsonMemory {
             page_bytes: m.page_bytes,
             total_frames: m.total_frames,
+            layout: (m.layout != crate::mem::MemoryLayout::Flat).then(|| m.layout.name()),
+            banks: m
+                .banks
+                .iter()
+                .map(|b| JsonBank {
+                    bank: b.bank,
+                    owner: b.core.map_or_else(|| "level C".to_string(), |c| format!("core {c}")),
+                    frames: b.frames,
+                    used_frames: b.used_frames,
+                })
+                .collect(),
             swap: &m.swap,
             tasks: self
                 .tasks
@@ -532,6 +560,7 @@ impl SimResult {
                             largest_job_pages: u.pages_max,
                         })
                         .collect(),
+                    bank_frames: &tm.bank_frames,
                 })
                 .collect(),
             groups: m

@@ -2,7 +2,7 @@
 //! reservations, shared regions, what each job touches) and the generation of each job's
 //! page-reference string from them.
 
-use crate::mem::{DeviceSpec, RefKind, RegionKind, ReservationKind, SharePolicy, Vpn};
+use crate::mem::{DeviceSpec, MemoryLayout, RefKind, RegionKind, ReservationKind, SharePolicy, Vpn};
 use crate::rng::SimRng;
 use crate::time::Nanos;
 use critmem_policy::{ControllerConfig, GroupRole};
@@ -17,6 +17,8 @@ pub const MIB: f64 = 1_048_576.0;
 pub struct MemorySpec {
     pub page_bytes: u64,
     pub total_frames: u32,
+    /// Physical layout: flat, or MC²'s banks with level-A/B pages in their core's bank.
+    pub layout: MemoryLayout,
     /// Swap device preset name and its parameters.
     pub swap_name: String,
     pub swap: DeviceSpec,

@@ -7,6 +7,7 @@
 use std::time::Instant;
 
 mod hires;
+mod mc2;
 mod writers;
 
 use critmem_core::opcost::{self, OpCostError};
@@ -768,6 +769,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SimOutput>()?;
     m.add_class::<hires::ReservationTree>()?;
     m.add("CPU_PARTS", critmem_core::hires::CPU_PARTS)?;
+    mc2::register(m)?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(write_csv, m)?)?;
     m.add_function(wrap_pyfunction!(write_trace_events, m)?)?;

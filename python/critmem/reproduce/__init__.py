@@ -133,6 +133,15 @@ PAPERS: dict[str, Paper] = {
             "cost and an HTTP server against cgroup depth on Linux (Fig. 4, Table III)",
             platforms=("sim", "linux"),
         ),
+        Paper(
+            name="mc2",
+            title="Supporting I/O and IPC via Fine-Grained OS Isolation for Mixed-Criticality Real-Time Tasks (MC²)",
+            source="mc2-io-ipc-isolation.txt",
+            module="critmem.reproduce.mc2",
+            summary="the schedulability study: 648 scenarios' curves under nine IPC/I/O buffer schemes (Fig. 15), "
+            "their schedulable-utilisation areas and ratios (Obs. 7-11), and the model's IPC and DMA costs (Figs. 8, 14)",
+            sweeps=True,
+        ),
     ]
 }
 

@@ -14,6 +14,8 @@ mod examples;
 mod fp;
 mod global;
 mod mc2;
+mod mc2_level_b;
+mod mc2_study;
 mod report;
 mod scenario_resources;
 mod scenario_servers;

@@ -285,6 +285,7 @@ mod tests {
         let spec = MemorySpec {
             page_bytes: 4096,
             total_frames,
+            layout: crate::mem::MemoryLayout::Flat,
             swap_name: "slow-ssd".into(),
             swap: crate::mem::DeviceSpec::slow_ssd(),
             readahead_pages: 8,

@@ -30,6 +30,8 @@ impl<A: FrameAllocator> Memory<A> {
     ///   a hard reservation never borrows, so it never holds more than its size;
     /// * a page mapped by a reservation's address space under a per-reservation policy is
     ///   charged to that reservation; SPEL-locked regions are wholly resident and locked;
+    /// * the pages of level-A/B spaces, and only they, are on the global pool's unevictable
+    ///   list;
     /// * commitments fit in physical memory.
     pub fn check_invariants(&self) -> Result<(), String> {
         self.alloc.check().map_err(|e| format!("frame allocator: {e}"))?;
@@ -112,7 +114,11 @@ impl<A: FrameAllocator> Memory<A> {
                 continue;
             };
             live += 1;
-            ensure!(list == active(en.pool) || list == inactive(en.pool), "entry {e} of pool {} is on list {list}", en.pool);
+            ensure!(
+                list == active(en.pool) || list == inactive(en.pool) || list == unevictable(en.pool),
+                "entry {e} of pool {} is on list {list}",
+                en.pool
+            );
             let fr = &self.frames[en.frame as usize];
             ensure!(
                 self.alloc.free_pool_of(en.frame).is_none() && conserved_by[en.frame as usize] == NIL,
@@ -151,6 +157,33 @@ impl<A: FrameAllocator> Memory<A> {
                     ensure!(pools_seen[1..].iter().all(|&p| p != GLOBAL), "frame {f}: the global pool is a non-owner sharer")
                 }
                 Mode::Locked => return Err(format!("locked-region frame {f} has charges")),
+            }
+        }
+
+        // Unevictable pages: those of level-A/B spaces, held by the global pool, and only those.
+        for p in 1..pools as u32 {
+            ensure!(self.elists.is_empty(unevictable(p)), "pool {p} has unevictable pages; only the global pool may");
+        }
+        for e in self.elists.iter(unevictable(GLOBAL)) {
+            let f = self.entries[e as usize].frame;
+            let fr = &self.frames[f as usize];
+            ensure!(fr.first == e && self.entries[e as usize].next == NIL, "unevictable frame {f} is shared by several charges");
+            let reg = &self.regions[fr.region as usize];
+            ensure!(
+                reg.mappers.iter().all(|&(s, _)| self.spaces[s as usize].placement.pins_pages()),
+                "unevictable frame {f} holds a page of region {}, which a space with evictable pages maps",
+                fr.region
+            );
+        }
+        for (s, sp) in self.spaces.iter().enumerate().filter(|(_, sp)| sp.alive && sp.placement.pins_pages()) {
+            for v in &sp.vmas {
+                for &f in self.regions[v.region as usize].frame.iter().filter(|&&f| f != NIL) {
+                    let e = self.frames[f as usize].first;
+                    ensure!(
+                        self.elists.list_of(e) == Some(unevictable(GLOBAL)),
+                        "space {s} pins its pages but frame {f} is not on the unevictable list"
+                    );
+                }
             }
         }
 

@@ -238,8 +238,15 @@ impl<A: FrameAllocator> Memory<A> {
         let mode = self.regions[r as usize].mode;
         debug_assert_ne!(mode, Mode::Locked, "locked pages are always resident");
         let alloc = if mode == Mode::Global { GLOBAL } else { self.swap_owner(r, i).unwrap_or(pool) };
-        let f = self.take_free(alloc, now, true)?;
-        let first_list = if alloc == GLOBAL { inactive(GLOBAL) } else { active(alloc) };
+        let placement = self.spaces[s].placement;
+        let f = self.take_free(FrameRequest { pool: alloc, placement }, now, true)?;
+        let first_list = if placement.pins_pages() {
+            unevictable(alloc)
+        } else if alloc == GLOBAL {
+            inactive(GLOBAL)
+        } else {
+            active(alloc)
+        };
         self.install(f, r, i, alloc, first_list, now);
         let flags = self.regions[r as usize].pflags[i as usize];
         if flags & BACKED == 0 {
@@ -263,10 +270,11 @@ impl<A: FrameAllocator> Memory<A> {
                 // Each page is charged to its own recorded owner (first-touch).
                 let owner = self.swap_owner(r, j).unwrap_or(alloc);
                 // Readahead never waits for or steals pages under I/O.
-                let Ok(g) = self.take_free(owner, now, false) else {
+                let Ok(g) = self.take_free(FrameRequest { pool: owner, placement }, now, false) else {
                     break;
                 };
-                self.install(g, r, j, owner, inactive(owner), now);
+                let list = if placement.pins_pages() { unevictable(owner) } else { inactive(owner) };
+                self.install(g, r, j, owner, list, now);
                 self.frames[g as usize].pinned = true;
                 self.frames[g as usize].readahead = true;
                 batch.push(g);
@@ -346,7 +354,7 @@ impl<A: FrameAllocator> Memory<A> {
             }
             Mode::Spc => {
                 // SPC: conserve one free page for it in the conserved-page list.
-                let g = self.take_free(pool, now, true)?;
+                let g = self.take_free(FrameRequest::from_pool(pool), now, true)?;
                 self.conserved[pool as usize].push_back(g);
             }
             Mode::Global | Mode::Locked | Mode::FirstTouch => unreachable!(),
@@ -374,10 +382,12 @@ impl<A: FrameAllocator> Memory<A> {
         let src = self.bring_in(now, s, pool, b, i, out)?;
         let was = self.frames[src as usize].pinned;
         self.frames[src as usize].pinned = true;
-        let got = self.take_free(pool, now, true);
+        let placement = self.spaces[s].placement;
+        let got = self.take_free(FrameRequest { pool, placement }, now, true);
         self.frames[src as usize].pinned = was;
         let g = got?;
-        self.install(g, sh, i, pool, active(pool), now);
+        let list = if placement.pins_pages() { unevictable(pool) } else { active(pool) };
+        self.install(g, sh, i, pool, list, now);
         let src_ready = self.frames[src as usize].ready_at.max(now);
         let fr = &mut self.frames[g as usize];
         fr.dirty = true;

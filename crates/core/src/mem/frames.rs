@@ -17,14 +17,24 @@ pub const GLOBAL_POOL: u32 = 0;
 /// Where in physical memory a requested frame may lie.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Placement {
-    /// Any frame free in the pool. The only placement the memory model asks for: bank- or
-    /// colour-aware allocators add their constraints here.
+    /// Any frame free in the pool: bank- or colour-aware allocators add their constraints
+    /// here.
     #[default]
     Any,
     /// MC²'s criticality-aware placement (the paper's extra GFP bit): levels A and B take a
     /// frame only from `core`'s own banks and colours, level C (and D, and the OS) only from
     /// the level-C banks. An allocator without physical layout treats it as `Any`.
     Mc2 { core: u32, level: Mc2Level },
+}
+
+impl Placement {
+    /// Whether pages placed so are never reclaimed: MC² assumes level-A/B tasks fit in memory
+    /// and never page (Sec. 4.1), and their frames may come from their core's banks only, so
+    /// reclaim (which hands the victim's frame to whoever asked) must never take one.
+    #[inline]
+    pub const fn pins_pages(self) -> bool {
+        matches!(self, Placement::Mc2 { level: Mc2Level::A | Mc2Level::B, .. })
+    }
 }
 
 /// The allocation list an MC² request names: its core's level-A/B list or the level-C/OS one.

@@ -12,8 +12,14 @@
 //!   global pool's or a reservation's) of the frame allocator ([`frames::FrameAllocator`],
 //!   by default [`FreeLists`]), a reservation's conserved-page list (SPC), locked (holding a
 //!   SPEL-locked page, charged to nobody), or in use, holding one page and linked into its
-//!   holder's active or inactive list through the holder's *charge entry*. Every frame taken or given back goes through the
-//!   allocator, which chooses which frame serves a request.
+//!   holder's active, inactive or unevictable list through the holder's *charge entry*. Every
+//!   frame taken or given back goes through the allocator, which chooses which frame serves a
+//!   request.
+//! * **Placement** (MC²): an address space may be placed at a criticality level on a core
+//!   ([`Memory::create_space_at`]); its faults ask the allocator for frames of that
+//!   placement. Level-A/B pages are unevictable (the paper assumes those tasks never page),
+//!   so reclaim only ever frees level-C frames, and a level-A/B fault the allocator cannot
+//!   serve fails with [`MemError::PlacementExhausted`] instead of reclaiming.
 //! * **Charge entries** are Linux/RK's `mem_reserve_page`: one per (pool, resident page) that
 //!   the pool accounts. The first entry of a page is its holder (whose frame it occupies); the
 //!   others belong to reservations that share the page, backed by a conserved frame (SPC) or
@@ -59,6 +65,7 @@
 pub mod admission;
 pub mod device;
 pub mod frames;
+pub mod layout;
 mod list;
 pub mod mc2;
 pub mod psi;
@@ -76,6 +83,7 @@ mod spel;
 
 pub use device::{Device, DeviceSpec, DeviceStats, IoOp};
 pub use frames::{FrameAllocator, FrameRequest, FreeLists, Mc2Level, Placement};
+pub use layout::{LayoutFrames, MemoryLayout};
 pub use psi::{Pressure, PsiAccounting, PsiGroupId, PsiTaskId, PsiTotals, TaskPsiState};
 pub use types::*;
 
@@ -87,13 +95,22 @@ use std::collections::{BTreeMap, VecDeque};
 /// Pool index of the global (unreserved) pool.
 const GLOBAL: u32 = frames::GLOBAL_POOL;
 
+/// Charge-entry lists per pool: active, inactive, unevictable.
+const LISTS_PER_POOL: u32 = 3;
+
 #[inline]
 const fn active(pool: u32) -> u32 {
-    2 * pool
+    LISTS_PER_POOL * pool
 }
 #[inline]
 const fn inactive(pool: u32) -> u32 {
-    2 * pool + 1
+    LISTS_PER_POOL * pool + 1
+}
+/// Pages reclaim never looks at (level-A/B pages, [`Placement::pins_pages`]); only the
+/// global pool's is ever used.
+#[inline]
+const fn unevictable(pool: u32) -> u32 {
+    LISTS_PER_POOL * pool + 2
 }
 
 // Page table entry flags.
@@ -221,6 +238,8 @@ struct Vma {
 struct Space {
     name: String,
     pool: u32,
+    /// Where the frames of the pages it faults in lie.
+    placement: Placement,
     ptes: Vec<Pte>,
     vmas: Vec<Vma>,
     stats: SpaceStats,
@@ -242,7 +261,7 @@ pub struct Memory<A = FreeLists> {
     locked_frames: u64,
     entries: Vec<Entry>,
     free_entries: Vec<u32>,
-    /// Lists of charge entries: `active(p)`, `inactive(p)`.
+    /// Lists of charge entries: `active(p)`, `inactive(p)`, `unevictable(p)`.
     elists: IndexLists,
     pools: Vec<Pool>,
     regions: Vec<Region>,
@@ -289,7 +308,7 @@ impl<A: FrameAllocator> Memory<A> {
             locked_frames: 0,
             entries: Vec::new(),
             free_entries: Vec::new(),
-            elists: IndexLists::new(0, 2),
+            elists: IndexLists::new(0, LISTS_PER_POOL as usize),
             pools: vec![global],
             regions: Vec::new(),
             spaces: Vec::new(),

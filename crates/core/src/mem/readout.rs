@@ -27,6 +27,26 @@ impl<A: FrameAllocator> Memory<A> {
         }
     }
 
+    /// Frames holding the resident pages of every region `space` maps (its private memory,
+    /// shared regions, copy-on-write shadows), in mapping order; empty for no such space.
+    pub fn space_frames(&self, space: AsId) -> Vec<u32> {
+        let Some(sp) = self.spaces.get(space.0 as usize) else {
+            return Vec::new();
+        };
+        let regions = sp.vmas.iter().flat_map(|v| [v.region, v.shadow]).filter(|&r| r != NIL);
+        regions.flat_map(|r| self.regions[r as usize].frame.iter().copied().filter(|&f| f != NIL)).collect()
+    }
+
+    /// Where `space`'s faults take frames.
+    pub fn space_placement(&self, space: AsId) -> Option<Placement> {
+        self.spaces.get(space.0 as usize).map(|s| s.placement)
+    }
+
+    /// Resident pages reclaim never takes (those of level-A/B spaces).
+    pub fn unevictable_pages(&self) -> u64 {
+        u64::from(self.elists.len(unevictable(GLOBAL)))
+    }
+
     /// Whether page `i` of `region` is resident.
     pub fn is_resident(&self, region: RegionId, page: u32) -> bool {
         self.regions.get(region.0 as usize).and_then(|r| r.frame.get(page as usize)).is_some_and(|&f| f != NIL)

@@ -31,9 +31,9 @@ impl<A: FrameAllocator> Memory<A> {
         self.pools.push(Pool::new(spec.name, kind, spec.pages, lent));
         self.alloc.add_pool(p);
         self.conserved.push(VecDeque::new());
-        self.elists.grow_lists(inactive(p) as usize + 1);
+        self.elists.grow_lists(unevictable(p) as usize + 1);
         while self.pools[p as usize].lent > 0 {
-            let f = self.take_free(GLOBAL, now, true)?;
+            let f = self.take_free(FrameRequest::from_pool(GLOBAL), now, true)?;
             self.pools[p as usize].lent -= 1;
             self.alloc.give_back(p, f);
         }

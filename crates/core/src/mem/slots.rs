@@ -6,27 +6,36 @@
 use super::*;
 
 impl<A: FrameAllocator> Memory<A> {
-    /// A free frame for `pool`, taken out of every list. For a reservation: its free frames,
-    /// then a frame it lent to the global pool, then (firm) a free global frame to borrow,
-    /// then its own victim. For the global pool: its free frames, then a frame taken back from
-    /// the firm reservation that borrowed most, then the global LRU's victim.
-    pub(super) fn take_free(&mut self, pool: u32, now: Nanos, allow_busy: bool) -> Result<u32, MemError> {
-        if let Some(f) = self.alloc.take(FrameRequest::from_pool(pool)) {
+    /// A free frame for `req.pool`, of `req.placement`, taken out of every list. For a
+    /// reservation: its free frames, then a frame it lent to the global pool, then (firm) a
+    /// free global frame to borrow, then its own victim. For the global pool: its free frames,
+    /// then a frame taken back from the firm reservation that borrowed most, then the global
+    /// LRU's victim. A request for unevictable pages (`pins_pages`) reclaims nothing: every
+    /// page reclaim can take lies in a level-C frame, and levels A/B never take one, so it
+    /// fails with [`MemError::PlacementExhausted`].
+    pub(super) fn take_free(&mut self, req: FrameRequest, now: Nanos, allow_busy: bool) -> Result<u32, MemError> {
+        if let Some(f) = self.alloc.take(req) {
             return Ok(f);
+        }
+        let pool = req.pool;
+        if let Placement::Mc2 { core, .. } = req.placement {
+            if req.placement.pins_pages() {
+                return Err(MemError::PlacementExhausted { core });
+            }
         }
         if pool == GLOBAL {
             return self.global_take(now, allow_busy);
         }
         if self.pools[pool as usize].kind.size_is_cap() {
-            return self.limit_take(pool, now, allow_busy);
+            return self.limit_take(req, now, allow_busy);
         }
         if self.pools[pool as usize].lent > 0 {
-            let f = self.take_free(GLOBAL, now, allow_busy)?;
+            let f = self.take_free(FrameRequest { pool: GLOBAL, ..req }, now, allow_busy)?;
             self.pools[pool as usize].lent -= 1;
             return Ok(f);
         }
         if self.pools[pool as usize].kind.borrows_global_frames() {
-            if let Some(f) = self.alloc.take(FrameRequest::from_pool(GLOBAL)) {
+            if let Some(f) = self.alloc.take(FrameRequest { pool: GLOBAL, ..req }) {
                 self.pools[pool as usize].borrowed += 1;
                 return Ok(f);
             }
@@ -38,7 +47,8 @@ impl<A: FrameAllocator> Memory<A> {
     /// must evict one of its own pages; at or above `high` it tries its own idle pages first
     /// (throttling), then takes from the global pool; below `high` it takes from the global
     /// pool, whose reclaim may take other groups' unprotected pages.
-    fn limit_take(&mut self, pool: u32, now: Nanos, allow_busy: bool) -> Result<u32, MemError> {
+    fn limit_take(&mut self, req: FrameRequest, now: Nanos, allow_busy: bool) -> Result<u32, MemError> {
+        let pool = req.pool;
         let charged = self.charged_pages(pool);
         let p = &self.pools[pool as usize];
         if charged >= p.size {
@@ -49,7 +59,7 @@ impl<A: FrameAllocator> Memory<A> {
                 return Ok(f);
             }
         }
-        if let Some(f) = self.alloc.take(FrameRequest::from_pool(GLOBAL)) {
+        if let Some(f) = self.alloc.take(FrameRequest { pool: GLOBAL, ..req }) {
             return Ok(f);
         }
         self.global_take(now, allow_busy)

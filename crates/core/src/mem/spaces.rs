@@ -7,13 +7,26 @@ use super::*;
 impl<A: FrameAllocator> Memory<A> {
     /// A new, empty address space, bound to `reservation` (or to the global pool).
     pub fn create_space(&mut self, name: &str, reservation: Option<ResId>) -> Result<AsId, MemError> {
+        self.create_space_at(name, reservation, Placement::Any)
+    }
+
+    /// A new, empty address space whose faults take frames of `placement`. A level-A/B space
+    /// ([`Placement::pins_pages`]) is charged to the global pool (a reservation's frames
+    /// are level-C frames), maps no shared region and is never forked: its pages are its own
+    /// and unevictable.
+    pub fn create_space_at(&mut self, name: &str, reservation: Option<ResId>, placement: Placement) -> Result<AsId, MemError> {
         let pool = match reservation {
             Some(r) => self.pool_of(r)?,
             None => GLOBAL,
         };
+        if placement.pins_pages() && pool != GLOBAL {
+            let space = self.spaces.len() as u32;
+            return Err(MemError::PlacementUnsupported { space, what: "a reservation or limit group cannot hold" });
+        }
         self.spaces.push(Space {
             name: name.to_string(),
             pool,
+            placement,
             ptes: Vec::new(),
             vmas: Vec::new(),
             stats: SpaceStats::default(),
@@ -139,6 +152,9 @@ impl<A: FrameAllocator> Memory<A> {
         if self.spaces[s].vmas.iter().any(|v| v.region == r as u32) {
             return Err(MemError::AlreadyMapped { space: space.0, region: region.0 });
         }
+        if self.spaces[s].placement.pins_pages() {
+            return Err(MemError::PlacementUnsupported { space: space.0, what: "shared regions cannot use" });
+        }
         let pool = self.spaces[s].pool;
         if self.regions[r].mode == Mode::Locked && pool != GLOBAL && !self.regions[r].participants.contains(&pool) {
             self.spel_join(now, r as u32, pool)?;
@@ -166,6 +182,9 @@ impl<A: FrameAllocator> Memory<A> {
         cow_policy: SharePolicy,
     ) -> Result<AsId, MemError> {
         let ps = self.space_idx(parent)?;
+        if self.spaces[ps].placement.pins_pages() {
+            return Err(MemError::PlacementUnsupported { space: parent.0, what: "copy-on-write sharing cannot use" });
+        }
         if !matches!(cow_policy, SharePolicy::Private | SharePolicy::FirstTouch | SharePolicy::Spc) {
             return Err(MemError::UnsupportedCowPolicy(cow_policy));
         }

@@ -63,7 +63,7 @@ impl<A: FrameAllocator> Memory<A> {
                 ready = ready.max(self.flush_lock_run(now, r, &mut run));
                 continue;
             }
-            let g = self.take_free(GLOBAL, now, true)?;
+            let g = self.take_free(FrameRequest::from_pool(GLOBAL), now, true)?;
             self.frames[g as usize] =
                 Frame { region: r as u32, page: i, first: NIL, dirty: false, pinned: false, ready_at: now, readahead: false };
             self.locked_frames += 1;

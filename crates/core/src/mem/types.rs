@@ -439,6 +439,13 @@ pub enum MemError {
     ReservationExhausted(u32),
     #[error("out of memory: no free frame and nothing the global pool can reclaim; add frames or shrink reservations")]
     OutOfMemory,
+    #[error(
+        "core {core}'s level-A/B frames are exhausted; levels A and B never page, so their working sets must fit \
+         in their core's banks: shrink them or give the machine more memory"
+    )]
+    PlacementExhausted { core: u32 },
+    #[error("address space {space} takes MC² level-A/B frames, which {what}")]
+    PlacementUnsupported { space: u32, what: &'static str },
     #[error("memory-limited group {0}: shared pages under `spc`, `spel` or `auto` need per-reservation accounting a limit group does not have; use `global`, `private` or `first-touch` regions")]
     UnsupportedForLimit(u32),
     #[error("{0} applies to memory-limited groups (kind = limit) only")]

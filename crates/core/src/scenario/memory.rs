@@ -4,7 +4,9 @@
 
 use super::error::{Ctx, ScenarioError};
 use super::raw::{PatternName, RawScenario, RawTask};
-use crate::mem::{RegionKind, ReservationKind, SharePolicy};
+use crate::mem::mc2::Mc2Platform;
+use crate::mem::{MemoryLayout, RegionKind, ReservationKind, SharePolicy};
+use crate::task::{Criticality, TaskSpec};
 use crate::time::Nanos;
 use crate::workload::{MemorySpec, Pattern, RegionDecl, ReservationDecl, Stream, StreamOrder, Target, TaskMemory, MIB};
 
@@ -111,6 +113,7 @@ pub(super) fn validate_memory(cx: &Ctx, raw: &RawScenario, horizon: Nanos) -> Re
     Ok(Some(MemorySpec {
         page_bytes,
         total_frames: total_frames as u32,
+        layout: m.layout.map_or(MemoryLayout::Flat, MemoryLayout::from),
         swap_name: swap.name().to_string(),
         swap: swap.device(),
         readahead_pages,
@@ -119,6 +122,53 @@ pub(super) fn validate_memory(cx: &Ctx, raw: &RawScenario, horizon: Nanos) -> Re
         regions,
         groups: Vec::new(),
     }))
+}
+
+/// `layout = "mc2"`: the i.MX6's 8 banks and 16 colours scaled to the machine's memory, one
+/// bank (4–7) per CPU for its level-A/B tasks, banks 0–3 for level C. Supported: level-A/B
+/// tasks with a `cpu` and private memory only (their pages are never paged out), any other
+/// task in level C with private memory and shared regions; no reservations, no memory-limited
+/// groups (their pools hand out level-C frames only, and reclaim them).
+pub(super) fn check_layout(cx: &Ctx, raw: &RawScenario, m: &MemorySpec, tasks: &[TaskSpec], cpus: usize) -> Result<(), ScenarioError> {
+    if m.layout == MemoryLayout::Flat {
+        return Ok(());
+    }
+    const MC2: &str = "with memory.layout = \"mc2\"";
+    let dram_bytes = u64::from(m.total_frames) * m.page_bytes;
+    if let Err(e) = Mc2Platform::imx6_scaled(dram_bytes, m.page_bytes) {
+        return Err(cx.err("memory.total_mb", format!("memory.layout = \"mc2\" splits memory by address bits: {e}")));
+    }
+    if cpus > 4 {
+        return Err(cx.err(
+            "memory.layout",
+            format!("\"mc2\" gives each CPU's level-A/B tasks one of DRAM banks 4–7, so at most 4 CPUs (machine.cpus = {cpus})"),
+        ));
+    }
+    if !raw.reservation.is_empty() {
+        return Err(cx.err(
+            "reservation[0]",
+            format!("memory reservations are not supported {MC2}: levels A and B own their core's bank, level C the rest"),
+        ));
+    }
+    if !raw.group.is_empty() {
+        return Err(cx.err("group[0]", format!("memory-limited groups are not supported {MC2}: their pools serve level C only")));
+    }
+    for (i, t) in tasks.iter().enumerate() {
+        if t.criticality > Criticality::B || t.cpu.is_none() {
+            continue;
+        }
+        let Some(tm) = &t.memory else { continue };
+        if let Some(j) = tm.streams.iter().position(|s| matches!(s.target, Target::Region(_))) {
+            return Err(cx.err(
+                format!("task[{i}].access[{j}].region"),
+                format!(
+                    "a level-{} task's pages stay in its core's bank and are never paged {MC2}, so it cannot map a shared region; use private memory",
+                    t.criticality
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Every region has per-page state, and every task maps its private pages and each region it

@@ -157,6 +157,7 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
         memory::check_mapped_pages(&cx, m, tasks.iter().filter_map(|t| t.memory.as_ref()))?;
     }
     if let Some(m) = memory.as_mut() {
+        memory::check_layout(&cx, &raw, m, &tasks, cpus)?;
         m.groups = groups::validate_groups(&cx, &raw, m, &tasks)?;
     } else if !raw.group.is_empty() {
         return Err(cx.err("group", "memory-limited groups need a [memory] section"));

@@ -4,7 +4,7 @@
 
 use super::error::{one_line, ScenarioError};
 use super::machine::{PriorityOrder, SchedulerKind};
-use crate::mem::{DeviceId, DeviceSpec, RegionKind, ReservationKind, SharePolicy};
+use crate::mem::{DeviceId, DeviceSpec, MemoryLayout, RegionKind, ReservationKind, SharePolicy};
 use crate::resources::{Protocol, StackWait};
 use crate::sched::{ServerKind, ServerPolicy};
 use crate::task::{Criticality, OverrunPolicy};
@@ -340,6 +340,13 @@ pub(super) struct RawMemory {
     pub(super) swap: Option<SwapPreset>,
     pub(super) readahead_pages: Option<i64>,
     pub(super) sample_ms: Option<f64>,
+    /// Physical layout: `flat` (default), or `mc2`: the i.MX6's 8 DRAM banks scaled to
+    /// `total_mb` (a power of two), at most 4 CPUs; a level-A/B task with a `cpu` keeps its
+    /// pages in bank 4 + cpu and never pages (outgrowing the bank OOM-kills its job), all
+    /// others use banks 0–3. No reservations, groups, or shared regions for A/B tasks.
+    #[serde(default, deserialize_with = "some_choice")]
+    #[schemars(schema_with = "some_choice_schema::<LayoutName>")]
+    pub(super) layout: Option<LayoutName>,
 }
 
 #[derive(Deserialize, JsonSchema, Debug)]
@@ -692,6 +699,28 @@ impl From<PolicyName> for SharePolicy {
     }
 }
 
+/// `[memory] layout`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum LayoutName {
+    Flat,
+    Mc2,
+}
+
+impl Choice for LayoutName {
+    const NOUN: &'static str = "layout";
+    const NAMES: &'static [&'static str] = &["flat", "mc2"];
+}
+
+impl From<LayoutName> for MemoryLayout {
+    fn from(layout: LayoutName) -> Self {
+        match layout {
+            LayoutName::Flat => MemoryLayout::Flat,
+            LayoutName::Mc2 => MemoryLayout::Mc2,
+        }
+    }
+}
+
 /// `[memory] swap`: one of the device presets.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -836,6 +865,7 @@ mod tests {
         names_are_serdes::<RegionKindName>();
         names_are_serdes::<PolicyName>();
         names_are_serdes::<SwapPreset>();
+        names_are_serdes::<LayoutName>();
         names_are_serdes::<Protocol>();
         names_are_serdes::<ServerKind>();
         names_are_serdes::<ServerPolicy>();
@@ -857,6 +887,9 @@ mod tests {
             let preset = parse_choice::<SwapPreset, serde::de::value::Error>(name).unwrap();
             assert_eq!(preset.name(), *name);
             assert_eq!(Some(preset.device()), DeviceSpec::preset(name));
+        }
+        for name in LayoutName::NAMES {
+            assert_eq!(MemoryLayout::from(parse_choice::<LayoutName, serde::de::value::Error>(name).unwrap()).name(), *name);
         }
         for (name, policy) in SharePolicy::ALL {
             assert_eq!(SharePolicy::from(parse_choice::<PolicyName, serde::de::value::Error>(name).unwrap()), policy);

@@ -11,6 +11,7 @@ mod io;
 mod loading;
 mod mc2;
 mod mc2_alloc;
+mod mc2_layout;
 mod mem;
 mod memsim;
 mod node_policies;

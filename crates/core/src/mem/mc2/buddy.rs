@@ -106,6 +106,20 @@ impl Mc2Buddy {
         out
     }
 
+    /// Free frames of `pool` in each bank (a block never spans banks: it is aligned and at
+    /// most a bank long).
+    pub fn free_frames_by_bank(&self, pool: u32) -> Vec<u64> {
+        let mut out = vec![0; self.platform.banks as usize];
+        for list in 0..self.platform.lists() {
+            for order in 0..=self.platform.max_order {
+                for head in self.free_blocks(pool, list, order) {
+                    out[self.platform.bank_colour(head).0 as usize] += 1 << order;
+                }
+            }
+        }
+        out
+    }
+
     /// A free block of `2^order` frames for `req`, its first frame returned and the block no
     /// longer free: the smallest free block that fits is split, the upper halves staying free.
     /// `None` (nothing changed) when the request's list in its pool has no block that large.

@@ -80,6 +80,30 @@ impl Mc2Platform {
         }
     }
 
+    /// The i.MX6 layout and partition scaled to `dram_bytes` of DRAM in pages of `page_bytes`:
+    /// 8 banks from the top three address bits, 16 page colours from the bits just above the
+    /// page offset, 4 cores each owning bank `4 + i` and 2 LLC ways, level C banks 0–3. The
+    /// DRAM must be a power of two of at least 128 pages (16 colours in each of 8 banks).
+    pub fn imx6_scaled(dram_bytes: u64, page_bytes: u64) -> Result<Mc2Platform, String> {
+        const BANKS: u64 = 8;
+        const COLOURS: u64 = 16;
+        if !dram_bytes.is_power_of_two() || !page_bytes.is_power_of_two() || dram_bytes < BANKS * COLOURS * page_bytes {
+            return Err(format!(
+                "{dram_bytes} bytes of DRAM is not a power of two of at least {} pages of {page_bytes} bytes (16 colours in each of 8 banks)",
+                BANKS * COLOURS
+            ));
+        }
+        let mut p = Mc2Platform::imx6();
+        p.page_bytes = page_bytes;
+        p.dram_bytes = dram_bytes;
+        p.bank_shift = (dram_bytes / BANKS).trailing_zeros();
+        p.colour_shift = page_bytes.trailing_zeros();
+        p.llc_bytes = COLOURS * u64::from(p.llc_ways) * page_bytes;
+        p.max_order = p.max_order.min((p.bank_shift - p.colour_shift) as u8);
+        p.validate()?;
+        Ok(p)
+    }
+
     /// Page colours: one LLC way's bytes over the page size.
     #[inline]
     pub fn colours(&self) -> u32 {
@@ -245,6 +269,20 @@ mod tests {
         assert_eq!(p.list_of_frame(131_072), Some(0));
         assert_eq!(p.list_of_frame(131_071), Some(4));
         assert_eq!(p.list_of_frame(7 * 32_768), Some(3));
+    }
+
+    #[test]
+    fn imx6_scaled_keeps_the_layout() {
+        assert_eq!(Mc2Platform::imx6_scaled(1 << 30, 4096).unwrap(), Mc2Platform::imx6());
+        // 64 MiB: banks of 8 MiB (bits 23–25); the last frame is in bank 7, colour 15.
+        let p = Mc2Platform::imx6_scaled(64 << 20, 4096).unwrap();
+        assert_eq!((p.bank_shift, p.colours(), p.max_order), (23, 16, 10));
+        assert_eq!(p.bank_colour(16383), (7, 15));
+        // 128 pages: 16 per bank, one per colour; the largest block is a whole bank.
+        let p = Mc2Platform::imx6_scaled(128 * 4096, 4096).unwrap();
+        assert_eq!((p.bank_shift, p.max_order), (16, 4));
+        assert!(Mc2Platform::imx6_scaled(96 << 20, 4096).is_err());
+        assert!(Mc2Platform::imx6_scaled(64 * 4096, 4096).is_err());
     }
 
     #[test]
