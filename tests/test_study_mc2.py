@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,8 @@ class InProcess:
 
 def _tiny(scenarios: list[tuple[str, ...]], **kw: Any) -> Plan:
     """A study small enough for a test: a coarse grid, at most 32 systems per point."""
-    return Plan(**({"step": 1.0, "max_systems": 32, "batch": 16, "scenarios": tuple(scenarios)} | kw))
+    options: dict[str, Any] = {"step": 1.0, "max_systems": 32, "batch": 16, "scenarios": tuple(scenarios)} | kw
+    return Plan(**options)
 
 
 def _point(u: float, n: int, **counts: int) -> dict[str, Any]:
@@ -114,7 +115,7 @@ def test_ratios_over_a_subset_count_only_its_scenarios() -> None:
     assert r["C|C+A/B-ALL/C|C (High bandwidth)"] == pytest.approx(0.5)
 
 
-def _checkable(sua: dict[str, float], ratios: dict[str, float | None]) -> dict[str, Any]:
+def _checkable(sua: Mapping[str, float], ratios: Mapping[str, float | None]) -> dict[str, Any]:
     return {
         "sua": sua,
         "paper_ratios": study.paper_ratios(),
