@@ -95,7 +95,9 @@ pub fn partition(tasks: &[StudyTask], miss: &[Vec<f64>], params: &ModelParams, g
     let mut used_a = vec![0.0; cores];
     let mut cpu = vec![None; tasks.len()];
     let worst_fit = |used_b: &[f64]| (0..cores).min_by(|&x, &y| used_b[x].total_cmp(&used_b[y])).unwrap_or(0);
-    let irq = |i: usize, k: usize| if k == 0 { irq_per_job_us(tasks, tasks[i].period_us, params) / tasks[i].period_us } else { 0.0 };
+    // Interrupt utilisation each task would carry on CPU 0, computed once per task.
+    let irq_util_on_cpu0: Vec<f64> = tasks.iter().map(|t| irq_per_job_us(tasks, t.period_us, params) / t.period_us).collect();
+    let irq = |i: usize, k: usize| if k == 0 { irq_util_on_cpu0[i] } else { 0.0 };
     let mut queue: std::collections::VecDeque<Vec<usize>> = items.into_iter().map(|(_, m)| m).collect();
     while let Some(members) = queue.pop_front() {
         let k = worst_fit(&used_b);

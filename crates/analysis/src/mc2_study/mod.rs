@@ -101,7 +101,8 @@ impl System {
     /// as capacity runs out (Sec. 6.1), so that O never loses to SBP for want of room.
     pub fn solve(&self, scheme: Scheme, params: &ModelParams) -> Option<(f64, Ways)> {
         let grouped = self.with_evaluator(scheme, params, |e| e.optimise());
-        if scheme.modes().0 != IpcMode::Optimised {
+        // Without a pair that packing kept together, both packings are the same.
+        if scheme.modes().0 != IpcMode::Optimised || self.packed[0] == self.packed[1] {
             return grouped;
         }
         let single = self.with_packing(0, scheme, params, |e| e.optimise());
