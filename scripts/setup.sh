@@ -97,4 +97,30 @@ install_http_tools() {
 }
 install_http_tools
 
+# The speech app (critmem.apps.speech) decodes real speech, synthesised once with espeak-ng into
+# the venv, where the app looks for it.
+install_speech_tools() {
+    if command -v espeak-ng >/dev/null; then
+        return
+    fi
+    if [ "$(id -u)" -ne 0 ]; then
+        say "not root: espeak-ng not installed; skipped the speech app's recordings"
+        return
+    fi
+    if ! command -v apt-get >/dev/null; then
+        say "no apt-get: skipped the speech app's recordings until espeak-ng is installed"
+        return
+    fi
+    say "installing espeak-ng with apt-get (to synthesise the speech app's recordings)"
+    export DEBIAN_FRONTEND=noninteractive
+    quiet apt-get update -q
+    quiet apt-get install -y -q --no-install-recommends espeak-ng
+}
+install_speech_tools
+speech_dir=$venv/share/critmem/speech
+if command -v espeak-ng >/dev/null && ! "$venv/bin/python" -m critmem.apps.speech_audio --out "$speech_dir" --check; then
+    say "synthesising the speech app's recordings into $speech_dir"
+    quiet "$venv/bin/python" -m critmem.apps.speech_audio --out "$speech_dir"
+fi
+
 say "done: $("$venv/bin/critmem" --version)"

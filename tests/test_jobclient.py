@@ -1,13 +1,17 @@
-"""The Python job client against a socket that stops reading, closes, and comes back."""
+"""The Python job client against a socket that stops reading, closes, and comes back; the
+progress reporter a throughput command writes its work count with."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import socket
+import threading
 import time
 from pathlib import Path
 
-from critmem.jobclient import OUTBOX_BYTES, JobClient
+import pytest
+from critmem.jobclient import OUTBOX_BYTES, PROGRESS_ENV, JobClient, ProgressReporter
 
 
 def listening(tmp_path: Path) -> tuple[socket.socket, JobClient]:
@@ -95,3 +99,66 @@ def test_pending_reports_for_a_closed_agent_count_as_unsent_and_the_next_agent_g
     assert client.connects == 2
     for end in (client, peer, server):
         end.close()
+
+
+def test_a_progress_reporter_outside_critmem_writes_nothing_and_never_fails(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv(PROGRESS_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    with ProgressReporter.from_env() as progress:
+        progress.update(5)
+    assert progress.path is None and progress.work_units == 5 and progress.failures == 0
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_progress_goes_to_the_named_file_at_most_every_interval_and_the_final_count_on_close(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    path = tmp_path / "progress.json"
+    monkeypatch.setenv(PROGRESS_ENV, str(path))
+    progress = ProgressReporter.from_env(min_interval_s=3600)
+    progress.update(1)
+    assert json.loads(path.read_text()) == {"work_units": 1}, "the first count goes out at once"
+    progress.update(2)
+    progress.update(3)
+    assert json.loads(path.read_text()) == {"work_units": 1}, "then no more than once an interval"
+    progress.close()
+    assert json.loads(path.read_text()) == {"work_units": 3}
+    assert [p.name for p in tmp_path.iterdir()] == ["progress.json"], "no temporary file is left"
+
+
+def test_a_reader_never_sees_half_a_count(tmp_path: Path) -> None:
+    path = tmp_path / "progress.json"
+    progress = ProgressReporter(path, min_interval_s=0)
+    progress.update(0)
+    seen: list[int] = []
+    done = threading.Event()
+
+    def read() -> None:
+        while not done.is_set():
+            seen.append(json.loads(path.read_text())["work_units"])
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    for units in range(1, 500):
+        progress.update(units * 1_000_003)
+    done.set()
+    reader.join()
+    assert seen and seen == sorted(seen), "every read was a whole count the writer had written"
+
+
+def test_a_lost_progress_directory_is_counted_not_raised(tmp_path: Path) -> None:
+    directory = tmp_path / "run"
+    directory.mkdir()
+    with ProgressReporter(directory / "progress.json", min_interval_s=0) as progress:
+        progress.update(1)
+        shutil.rmtree(directory)
+        progress.update(2)
+    assert progress.failures == 2 and progress.written == 1, "the update and the close failed; the work went on"
+
+
+@pytest.mark.parametrize("work_units", [-1, 2**64, 1.5, True, "3"])
+def test_a_progress_count_must_be_a_non_negative_integer(tmp_path: Path, work_units: object) -> None:
+    progress = ProgressReporter(tmp_path / "progress.json")
+    with pytest.raises(ValueError, match="work_units must be an integer"):
+        progress.update(work_units)  # type: ignore[arg-type]
+    assert not (tmp_path / "progress.json").exists()

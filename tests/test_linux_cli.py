@@ -30,8 +30,10 @@ LINUX_EXAMPLE = EXAMPLES / "linux-sara.toml"
 BIN = Path(sys.executable).parent
 
 
-def _run(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(CRITMEM), *argv], capture_output=True, text=True, timeout=timeout, check=False)
+def _run(*argv: str, timeout: float = 120, columns: int | None = None) -> subprocess.CompletedProcess[str]:
+    """The critmem command; `columns` wide when given (else 80: narrower tables shorten headers)."""
+    env = None if columns is None else {**os.environ, "COLUMNS": str(columns)}
+    return subprocess.run([str(CRITMEM), *argv], capture_output=True, text=True, timeout=timeout, check=False, env=env)
 
 
 def _one_line_error(p: subprocess.CompletedProcess[str], *needles: str) -> None:
@@ -372,11 +374,14 @@ def test_a_scenario_runs_on_real_processes_and_leaves_nothing_behind(controller:
 
 @needs_machine
 def test_linux_run_prints_the_tables_and_writes_plots(tmp_path: Path) -> None:
-    p = _run("run", str(LINUX_EXAMPLE), "--platform", "linux", "--duration", "2s", "--out", str(tmp_path / "out"))
+    p = _run("run", str(LINUX_EXAMPLE), "--platform", "linux", "--duration", "2s", "--out", str(tmp_path / "out"), columns=200)
     assert p.returncode == 0, p.stderr
     assert "hit ratio" in p.stdout and "control-loop" in p.stdout and "memory some ms" in p.stdout
-    for name in ("summary.json", "timeline.csv", "memory.png"):
+    for name in ("summary.json", "jobs.csv", "timeline.csv", "memory.png"):
         assert (tmp_path / "out" / name).stat().st_size > 0
+    # The shipped soft real-time worker's jobs, one row each.
+    jobs = (tmp_path / "out" / "jobs.csv").read_text().splitlines()
+    assert len(jobs) > 20 and all(line.startswith("control-loop,") for line in jobs[1:]), jobs[:3]
     header = (tmp_path / "out" / "timeline.csv").read_text().splitlines()[0]
     assert header == "t_ms,srt:usage_mb,srt:max_mb,nrt:usage_mb,nrt:max_mb"
 
@@ -438,6 +443,103 @@ def test_commands_run_as_tasks_report_jobs_and_leave_no_process_behind(tmp_path:
     assert summary["control"]["leftover_processes_killed"] >= 1
     assert not _processes_with(marker), _processes_with(marker)
     assert not _leftover_cgroups("critmem-run-"), _leftover_cgroups("critmem-run-")
+
+
+@needs_machine
+def test_a_commands_jobs_are_listed_one_by_one_and_written_to_jobs_csv(tmp_path: Path) -> None:
+    path = _command_scenario(tmp_path, PERIODIC_JOB, None)
+    p = _run("run", str(path), "--platform", "linux", "--duration", "3s", "--json", "--out", str(tmp_path / "out"))
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout)
+    srt = {t["name"]: t for t in summary["tasks"]}["periodic-job"]
+    # The task's own figures come from the reports of its group's only reporter.
+    assert srt["max_response_ms"] > 0 and srt["mean_response_ms"] > 0 and srt["max_tardiness_ms"] is not None, srt
+    rows = [j for j in summary["jobs"] if j["task"] == "periodic-job"]
+    assert rows == summary["jobs"], "only a task whose jobs are counted has rows"
+    assert summary["traces"] == {"limit": 100_000, "jobs": len(rows), "jobs_left_out": 0}
+    outcomes = [r["outcome"] for r in rows]
+    assert len(rows) == srt["jobs"] and outcomes.count("completed") == srt["completed"]
+    assert outcomes.count("pending") == srt["pending"] and outcomes.count("dropped") == srt["dropped"]
+    assert sum(r["missed"] for r in rows) == srt["deadline_misses"]
+    completed = [r for r in rows if r["outcome"] == "completed"]
+    assert max(r["response_ms"] for r in completed) == pytest.approx(srt["max_response_ms"], abs=1e-6)
+    assert sum(r["response_ms"] for r in completed) / len(completed) == pytest.approx(srt["mean_response_ms"], abs=1e-3)
+    for r in completed:
+        # Times since the run's start, as the timeline's; the 100 ms relative deadline.
+        assert -1_000 < r["release_ms"] < r["completion_ms"] < summary["horizon_ms"] + 6_000, r
+        # Absolute deadlines, one period (100 ms) apart; a job released late keeps its own.
+        assert r["deadline_ms"] == pytest.approx(rows[0]["deadline_ms"] + 100 * (r["job"] - rows[0]["job"]), abs=1e-3), r
+        assert r["release_ms"] < r["deadline_ms"] <= r["release_ms"] + 100 + 1e-3, r
+        assert r["response_ms"] == pytest.approx(r["completion_ms"] - r["release_ms"], abs=1e-3)
+        assert r["tardiness_ms"] == pytest.approx(max(0.0, r["completion_ms"] - r["deadline_ms"]), abs=1e-3)
+    assert [r["release_ms"] for r in rows] == sorted(r["release_ms"] for r in rows)
+    lines = (tmp_path / "out" / "jobs.csv").read_text().splitlines()
+    assert lines[0] == "task,job,release_ms,deadline_ms,completion_ms,drop_ms,response_ms,tardiness_ms,missed,outcome"
+    assert len(lines) == 1 + len(rows)
+    first = dict(zip(lines[0].split(","), lines[1].split(","), strict=True))
+    assert first["task"] == "periodic-job" and first["job"] == str(rows[0]["job"]) and first["outcome"] == rows[0]["outcome"]
+    assert float(first["release_ms"]) == pytest.approx(rows[0]["release_ms"], abs=1e-5) and first["missed"] in ("True", "False")
+    assert "jobs.csv" in p.stderr
+
+
+THROUGHPUT = """
+import signal, sys
+from critmem.jobclient import ProgressReporter
+stopping = False
+def stop(*_):
+    global stopping
+    stopping = True
+signal.signal(signal.SIGTERM, stop)
+done = 0
+with ProgressReporter.from_env(min_interval_s=0.05) as progress:
+    print("progress file:", progress.path, file=sys.stderr, flush=True)
+    while not stopping:
+        done += 1
+        progress.update(done)
+print("work units:", done, file=sys.stderr, flush=True)
+"""
+
+
+@needs_machine
+def test_a_throughput_commands_progress_file_gives_its_work_units_per_second(tmp_path: Path) -> None:
+    script = tmp_path / "throughput.py"
+    script.write_text(THROUGHPUT)
+    bad = tmp_path / "bad_progress.py"
+    bad.write_text(
+        "import os, time\nwith open(os.environ['CRITMEM_PROGRESS_FILE'], 'w') as f:\n    f.write('{\"work_units\": -3}')\ntime.sleep(600)\n"
+    )
+    path = _command_scenario(tmp_path, [sys.executable, str(bad)], [sys.executable, str(script)], reports_jobs=False)
+    p = _run("run", str(path), "--platform", "linux", "--duration", "2s", "--json")
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout)
+    tasks = {t["name"]: t for t in summary["tasks"]}
+    nrt, malformed = tasks["analytics"], tasks["periodic-job"]
+    done = int(p.stderr.split("work units: ")[1].split()[0])
+    # The final count the command wrote as it stopped on SIGTERM.
+    assert nrt["work_units"] == done > 0, (nrt, p.stderr[-2000:])
+    assert nrt["work_units_per_s"] == pytest.approx(done / (summary["horizon_ms"] / 1000), rel=1e-6)
+    assert malformed["work_units"] is None and malformed["work_units_per_s"] is None
+    assert "malformed progress file" in p.stderr and "work_units" in p.stderr
+    assert summary["jobs"] == [] and summary["traces"]["jobs"] == 0
+    progress_file = Path(p.stderr.split("progress file: ")[1].split()[0])
+    assert progress_file.is_relative_to(RUN_STATE), progress_file
+    assert not progress_file.parent.exists(), "the run's directory, progress files and all, is gone"
+    assert not _leftover_cgroups("critmem-run-"), _leftover_cgroups("critmem-run-")
+    assert not _run_state_left(), f"{RUN_STATE} left behind: {list(RUN_STATE.iterdir())}"
+
+
+@needs_machine
+def test_the_linux_table_shows_a_commands_work_units_per_second(tmp_path: Path) -> None:
+    script = tmp_path / "throughput.py"
+    script.write_text(THROUGHPUT)
+    path = _command_scenario(tmp_path, PERIODIC_JOB, [sys.executable, str(script)])
+    p = _run("run", str(path), "--platform", "linux", "--duration", "2s", columns=200)
+    assert p.returncode == 0, p.stderr
+    header = next(line for line in p.stdout.splitlines() if line.startswith("task "))
+    assert "work units/s" in header, p.stdout
+    rows = {line.split()[0]: line.split() for line in p.stdout.splitlines() if line.startswith(("analytics ", "periodic-job "))}
+    # The column before the last (checksum fails, "-" for a command).
+    assert float(rows["analytics"][-2]) > 0 and rows["periodic-job"][-2] == "-", rows
 
 
 NEEDS_MEMORY_TO_STOP = """

@@ -54,11 +54,40 @@ def test_json_has_one_row_per_configuration_and_controller(quick: Quick) -> None
     rows = summary["configs"]
     want = {(w.name, pct, ssd, c) for w in WORKLOADS for pct in MEMORY_PCTS for ssd in SSDS for c in CONTROLLERS}
     assert {(r["workload"], r["memory_pct"], r["ssd"], r["controller"]) for r in rows} == want
-    assert len(rows) == len(want) == 56
+    assert len(rows) == len(want) == 64
     for r in rows:
         assert set(r) == {"workload", "memory_pct", "ssd", "controller", "deadline_hit_ratio", "nonrt_throughput"}
         assert 0.0 <= r["deadline_hit_ratio"] <= 1.0
         assert r["nonrt_throughput"] > 0
+
+
+def test_critmem_controller_is_named_and_shown_beside_sara_in_every_configuration(quick: Quick) -> None:
+    _, summary, out = quick
+    name = summary["critmem_controller"]
+    assert name == "tailguard" and name in CONTROLLERS
+    by = {(r["workload"], r["memory_pct"], r["ssd"], r["controller"]): r for r in summary["configs"]}
+    rows = summary["critmem_controller_vs_sara"]
+    assert len(rows) == len(WORKLOADS) * len(MEMORY_PCTS) * len(SSDS)
+    for e in rows:
+        w, pct, ssd = e["config"].split("/")
+        mine, sara = by[(w, int(pct.rstrip("%")), ssd, name)], by[(w, int(pct.rstrip("%")), ssd, "sara")]
+        assert (e["hit_ratio"], e["nonrt_throughput"]) == (mine["deadline_hit_ratio"], mine["nonrt_throughput"])
+        assert (e["sara_hit_ratio"], e["sara_nonrt_throughput"]) == (sara["deadline_hit_ratio"], sara["nonrt_throughput"])
+        assert e["holds"] == (e["hit_ratio"] >= 0.99 and e["nonrt_throughput"] >= e["sara_nonrt_throughput"])
+        assert 0 <= e["peak_job_misses"] <= e["misses"]
+    report = (out / "report.md").read_text()
+    assert f"### critmem's controller: {name}" in report
+    assert f"holds in {sum(e['holds'] for e in rows)} of {len(rows)} configurations" in report
+
+
+def test_tailguard_never_drops_a_job_and_keeps_more_deadlines_than_sara(quick: Quick) -> None:
+    runs = _results(quick)["runs"]
+    mine = [r for r in runs if r["controller"] == "tailguard"]
+    sara = {(r["workload"], r["memory_pct"], r["ssd"]): r for r in runs if r["controller"] == "sara"}
+    assert mine and all(r["dropped"] == 0 for r in mine)
+    assert sum(r["deadline_hit_ratio"] for r in mine) > sum(
+        sara[(r["workload"], r["memory_pct"], r["ssd"])]["deadline_hit_ratio"] for r in mine
+    )
 
 
 def test_fig7_fit_recovers_the_configured_bcet(quick: Quick) -> None:

@@ -823,6 +823,7 @@ def _cmd_run_linux(args: argparse.Namespace) -> int:
             summary_json.write_text(json.dumps(summary, allow_nan=False, indent=1) + "\n", encoding="utf-8")
             written = [
                 summary_json,
+                linux.write_jobs_csv(summary, out_dir / "jobs.csv"),
                 linux.write_timeline_csv(summary, out_dir / "timeline.csv"),
                 linux.plot_timeline(summary, out_dir / "memory.png"),
             ]
@@ -830,7 +831,14 @@ def _cmd_run_linux(args: argparse.Namespace) -> int:
             raise CliError(f"cannot write results to {str(out_dir)!r}: {e.strerror or e}") from None
         _record_out(out_dir, written)
         note = sys.stderr if args.json else sys.stdout
-        print(f"wrote {', '.join(p.name for p in written)} to {out_dir}/", file=note)
+        print(f"wrote {', '.join(p.name for p in written)} to {out_dir}/ ({_plural(len(summary['jobs']), 'job')})", file=note)
+        traces = summary["traces"]
+        if traces["jobs_left_out"] > 0:
+            print(
+                f"note: a run keeps at most {traces['limit']:,} job rows, the first released; left out: "
+                f"{_plural(traces['jobs_left_out'], 'job')} (the per-task totals count every job; summary.json records this)",
+                file=note,
+            )
     return 0
 
 
@@ -845,15 +853,12 @@ def _print_linux_run(summary: dict[str, Any]) -> None:
             f"{control['interval_ms']:g} ms, {control['tick_cost_mean_us']:.0f} us each"
         )
     )
-    _print_tasks(
-        console,
-        summary["tasks"],
-        place="group",
-        extra=[
-            ("MiB/s", lambda t: _fmt(t["verified_mib_per_s"], digits=1)),
-            ("checksum fails", lambda t: _fmt(t["checksum_failures"])),
-        ],
-    )
+    extra: list[_Column] = [("MiB/s", lambda t: _fmt(t["verified_mib_per_s"], digits=1))]
+    # Only when a command wrote its progress file: most runs have no such task.
+    if any(t.get("work_units_per_s") is not None for t in summary["tasks"]):
+        extra.append(("work units/s", lambda t: _fmt(t["work_units_per_s"], digits=1)))
+    extra.append(("checksum fails", lambda t: _fmt(t["checksum_failures"])))
+    _print_tasks(console, summary["tasks"], place="group", extra=extra)
     _print_groups(console, _linux_group_rows(summary), throughput="MiB/s")
     groups = [
         [
@@ -1484,8 +1489,8 @@ ran on a CPU), summary.json (as --json prints it) and gantt.png; for a scenario 
 per task, and reserved physical memory, over time); with [control], also
 control_timeline.csv (one row per controller tick per group: limit, usage and PSI
 totals), and memory.png draws each group's limit beside its usage. With --platform linux, --out DIR
-writes summary.json, timeline.csv and memory.png (usage and limit of every group over
-time)."""
+writes summary.json, jobs.csv (one row per job of each task whose jobs are counted),
+timeline.csv and memory.png (usage and limit of every group over time)."""
 
 _ANALYZE_EPILOG = """\
 examples:
@@ -1547,7 +1552,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object instead of the table")
     run.add_argument(
         "--out", metavar="DIR", type=_out_dir,
-        help="also write jobs.csv, segments.csv, summary.json and gantt.png to DIR (with [memory]: memory_timeline.csv, memory.png; with [control]: control_timeline.csv; on linux: summary.json, timeline.csv, memory.png)",
+        help="also write jobs.csv, segments.csv, summary.json and gantt.png to DIR (with [memory]: memory_timeline.csv, memory.png; with [control]: control_timeline.csv; on linux: summary.json, jobs.csv, timeline.csv, memory.png)",
     )  # fmt: skip
     run.add_argument(
         "--parquet", action="store_true", help="with --out: also write the traces as Parquet (needs pyarrow, the parquet extra)"

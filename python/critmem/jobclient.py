@@ -19,14 +19,25 @@ the agent restarts. Every message ends up in exactly one of `sent`, `unsent` and
     >>> if 0 in client.drop_requests(): ...   # abandon the job
     >>> client.complete(job=0)
     >>> client.close()
+
+A throughput program reports how much work it has done instead: `ProgressReporter` writes the
+cumulative count to the file `critmem run --platform linux` names in `CRITMEM_PROGRESS_FILE`,
+and the run's task row shows the last count as `work_units` and `work_units_per_s`.
+
+    >>> from critmem.jobclient import ProgressReporter
+    >>> with ProgressReporter.from_env() as progress:
+    ...     for done in range(1, 1_000_001):
+    ...         progress.update(done)   # written at most every 0.1 s; the last on close
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import socket
+import threading
 import time
 from typing import Any, Self
 
@@ -38,6 +49,8 @@ MAX_LINE_BYTES = 512
 SOCKET_ENV = "CRITMEM_JOB_SOCKET"
 # What a client holds for an agent that is not reading (as the Rust and C clients).
 OUTBOX_BYTES = 16 * 1024
+# Set by `critmem run --platform linux` for a task's command: the file its progress goes to.
+PROGRESS_ENV = "CRITMEM_PROGRESS_FILE"
 
 
 def format_message(op: str, job: int, *, deadline_ns: int | None = None, at_ns: int | None = None, group: str | None = None) -> bytes:
@@ -215,3 +228,76 @@ class JobClient:
 
 def _now(at_ns: int | None) -> int:
     return time.monotonic_ns() if at_ns is None else at_ns
+
+
+class ProgressReporter:
+    """Writes a command's cumulative work count to its progress file as `{"work_units": N}`.
+
+    Each write goes to a temporary file in the same directory, renamed over the progress file,
+    so critmem never reads half a count. `update()` writes at most every `min_interval_s`;
+    `close()` writes the final count. Without a path (`CRITMEM_PROGRESS_FILE` unset) it only
+    keeps the count. I/O errors (the run's directory removed at its end, a full disk) are
+    counted in `failures`, never raised: the work goes on.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None, *, min_interval_s: float = 0.1) -> None:
+        if not (isinstance(min_interval_s, int | float) and min_interval_s >= 0 and min_interval_s < float("inf")):
+            raise ValueError(f"min_interval_s must be a finite number of seconds >= 0 (got {min_interval_s!r})")
+        self.path = None if path is None else os.fspath(path)
+        self.min_interval_s = float(min_interval_s)
+        self.work_units = 0
+        # The count the file holds, once written.
+        self.written: int | None = None
+        self.failures = 0
+        self._last_write_s: float | None = None
+
+    @classmethod
+    def from_env(cls, *, min_interval_s: float = 0.1) -> ProgressReporter:
+        """The reporter of the file named by `CRITMEM_PROGRESS_FILE`; one that writes nothing
+        when it is unset (the program runs outside critmem)."""
+        return cls(os.environ.get(PROGRESS_ENV) or None, min_interval_s=min_interval_s)
+
+    def update(self, work_units: int) -> None:
+        """`work_units` done so far (cumulative, a non-negative integer)."""
+        if isinstance(work_units, bool) or not isinstance(work_units, int) or not 0 <= work_units < 2**64:
+            raise ValueError(f"work_units must be an integer from 0 to 2**64 - 1 (got {work_units!r})")
+        self.work_units = work_units
+        now_s = time.monotonic()
+        if self._last_write_s is None or now_s - self._last_write_s >= self.min_interval_s:
+            self._write(now_s)
+
+    def close(self) -> None:
+        """Writes the final count, if the file does not hold it yet."""
+        if self.written != self.work_units:
+            self._write(time.monotonic())
+
+    def _write(self, now_s: float) -> None:
+        self._last_write_s = now_s
+        if self.path is None:
+            return
+        units = self.work_units
+        directory, name = os.path.split(self.path)
+        # Unique per process and thread, so concurrent writers never share a temporary file.
+        temporary = os.path.join(directory, f".{name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        data = json.dumps({"work_units": units}).encode()
+        try:
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+            os.replace(temporary, self.path)
+        except OSError:
+            self.failures += 1
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            return
+        self.written = units
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -8,6 +8,8 @@ Every failure is a `LinuxError` whose message is one line; the CLI prints it and
 from __future__ import annotations
 
 import contextlib
+import csv
+import io
 import json
 import math
 import os
@@ -352,6 +354,32 @@ def write_timeline_csv(summary: dict[str, Any], path: Path) -> Path:
             cells.append("" if g["max_bytes"] is None else f"{g['max_bytes'] / MIB:.3f}")
         rows.append(",".join(cells))
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+# The columns of jobs.csv, the simulator's where they mean the same.
+JOB_COLUMNS = ("task", "job", "release_ms", "deadline_ms", "completion_ms", "drop_ms", "response_ms", "tardiness_ms", "missed", "outcome")
+
+
+def write_jobs_csv(summary: dict[str, Any], path: Path) -> Path:
+    """One row per job of every task whose jobs were counted, as the summary's `jobs` has them:
+    times in ms since the run started, empty where unknown; `missed` as True/False."""
+
+    def cell(value: Any) -> str:
+        if value is None:
+            return ""
+        if isinstance(value, bool):
+            return str(value)
+        if isinstance(value, float):
+            return repr(round(value, 6))
+        return str(value)
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(JOB_COLUMNS)
+    for job in summary["jobs"]:
+        writer.writerow([cell(job[c]) for c in JOB_COLUMNS])
+    path.write_text(buffer.getvalue(), encoding="utf-8")
     return path
 
 

@@ -9,7 +9,15 @@
 //! the run is a miss if its deadline had passed, else `pending` and not judged; `hit_ratio` is
 //! the share of judged jobs that met their deadline. On Linux no job is `killed` or `skipped`
 //! (the shipped worker never skips a release, and the job socket reports neither).
+//!
+//! The jobs one by one ([`JobRow`], the simulator's `jobs.csv` columns where they mean the
+//! same) are those of every task whose jobs are counted from its group's job socket reports:
+//! the only task of its group that reports jobs. Their outcome is judged at the end as the
+//! totals are: `completed`; `dropped` (the simulator's `aborted`: a miss); `unfinished`, its
+//! deadline passed (a miss); or `pending`, its deadline still ahead (not judged). A run keeps
+//! at most [`MAX_JOB_ROWS`] rows, the first released; the totals count every job.
 
+use crate::platform::JobTrace;
 use critmem_core::JobFigures;
 use critmem_policy::StallTotals;
 use serde::{Serialize, Serializer};
@@ -31,8 +39,68 @@ pub struct RunSummary {
     /// The cgroup backend (`cgroup v2` or `hybrid (v1 memory + v2 PSI)`).
     pub backend: String,
     pub tasks: Vec<TaskRow>,
+    /// Every counted task's jobs, by release time.
+    pub jobs: Vec<JobRow>,
+    pub traces: TraceSummary,
     pub memory: MemorySummary,
     pub control: ControlSummary,
+}
+
+/// One job, its times in ms since the run started (the control loop's first tick, the zero
+/// of the timeline): a job its process released just before that has a negative release.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct JobRow {
+    pub task: String,
+    /// The job's number as its process reported it.
+    pub job: u64,
+    /// Null for a completion or drop whose release report never arrived.
+    pub release_ms: Option<f64>,
+    /// Absolute.
+    pub deadline_ms: Option<f64>,
+    pub completion_ms: Option<f64>,
+    pub drop_ms: Option<f64>,
+    /// Completion − release.
+    pub response_ms: Option<f64>,
+    /// Completion − deadline, 0 if met; for an unfinished job the end of the run − deadline;
+    /// 0 for a pending one; null for a dropped job or an unknown deadline.
+    pub tardiness_ms: Option<f64>,
+    pub missed: bool,
+    /// `completed`, `dropped`, `unfinished` or `pending`.
+    pub outcome: &'static str,
+}
+
+impl JobRow {
+    /// Row of `trace` for `task`, times relative to `start_ns`, judged at `end_ns`.
+    pub fn new(task: &str, trace: &JobTrace, start_ns: u64, end_ns: u64) -> Self {
+        let since_start_ms = |ns: u64| (i128::from(ns) - i128::from(start_ns)) as f64 / 1e6;
+        let ms = |ns: u64| ns as f64 / 1e6;
+        JobRow {
+            task: task.to_owned(),
+            job: trace.job,
+            release_ms: trace.release_ns.map(since_start_ms),
+            deadline_ms: trace.deadline_ns.map(since_start_ms),
+            completion_ms: trace.completion_ns.map(since_start_ms),
+            drop_ms: trace.drop_ns.map(since_start_ms),
+            response_ms: trace.response_ns().map(ms),
+            tardiness_ms: trace.tardiness_ns(end_ns).map(ms),
+            missed: trace.missed(end_ns),
+            outcome: trace.outcome(end_ns).as_str(),
+        }
+    }
+}
+
+/// Most job rows a run keeps (about 20 MB of summary JSON).
+pub const MAX_JOB_ROWS: usize = 100_000;
+
+/// How many job rows the run kept, named as the simulator's `traces` section.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct TraceSummary {
+    /// Most rows a run keeps.
+    pub limit: usize,
+    /// Rows in [`RunSummary::jobs`].
+    pub jobs: usize,
+    /// Jobs released after the limit was reached: counted in the totals, not kept.
+    pub jobs_left_out: u64,
 }
 
 /// One task.
@@ -53,6 +121,10 @@ pub struct TaskRow {
     /// A throughput worker's MiB read and verified, and per second.
     pub verified_mib: Option<u64>,
     pub verified_mib_per_s: Option<f64>,
+    /// A command's last count in its progress file (`CRITMEM_PROGRESS_FILE`), null when it
+    /// wrote none, and per second of the time it ran.
+    pub work_units: Option<u64>,
+    pub work_units_per_s: Option<f64>,
     /// A shipped worker's pages whose contents had changed under it.
     pub checksum_failures: Option<u64>,
     pub exit_code: Option<i32>,
@@ -180,5 +252,18 @@ mod tests {
         assert_eq!(keys(&counted), keys(&uncounted));
         assert!(uncounted.as_object().unwrap().values().all(Value::is_null), "{uncounted}");
         assert_eq!((counted["jobs"].as_u64(), counted["hit_ratio"].as_f64()), (Some(4), Some(0.75)));
+    }
+
+    /// A job row reads as a row of the simulator's jobs.csv where the two mean the same.
+    #[test]
+    fn job_rows_use_the_simulators_column_names() {
+        let trace =
+            JobTrace { job: 3, release_ns: Some(1_500_000), deadline_ns: Some(3_500_000), completion_ns: Some(4_000_000), drop_ns: None };
+        let row = serde_json::to_value(JobRow::new("video", &trace, 1_000_000, 9_000_000)).unwrap();
+        assert_eq!(
+            row,
+            serde_json::json!({"task": "video", "job": 3, "release_ms": 0.5, "deadline_ms": 2.5, "completion_ms": 3.0, "drop_ms": null,
+                "response_ms": 2.5, "tardiness_ms": 0.5, "missed": true, "outcome": "completed"})
+        );
     }
 }

@@ -6,6 +6,7 @@ use crate::fixed::{FixedLimits, OfflineConfig, StaticConfig};
 use crate::greedy::{Greedy, GreedyConfig};
 use crate::sara::{Sara, SaraConfig, SaraConfigInput};
 use crate::senpai::{Senpai, SenpaiConfig};
+use crate::tailguard::{Tailguard, TailguardConfig};
 use crate::tmo::{Tmo, TmoConfig, TMO_LOW_THRESHOLD_PCT};
 use crate::{Controller, PolicyError};
 
@@ -19,6 +20,7 @@ pub enum ControllerKind {
     TmoHigh,
     Senpai,
     Static,
+    Tailguard,
 }
 
 /// One controller as users name it.
@@ -33,7 +35,7 @@ pub struct ControllerInfo {
 
 /// Every controller [`make_controller`] builds, in the order help texts list them: the one
 /// registry every front end reads.
-pub const CONTROLLERS: [ControllerInfo; 7] = [
+pub const CONTROLLERS: [ControllerInfo; 8] = [
     ControllerInfo {
         name: "sara",
         kind: ControllerKind::Sara,
@@ -61,6 +63,11 @@ pub const CONTROLLERS: [ControllerInfo; 7] = [
         summary: "senpai: probes memory.high down while pressure stays under its target",
     },
     ControllerInfo { name: "static", kind: ControllerKind::Static, summary: "fixed limits given per group in the config" },
+    ControllerInfo {
+        name: "tailguard",
+        kind: ControllerKind::Tailguard,
+        summary: "critmem's own: stall steering with a guard band, a learned job cost and rescue instead of dropping",
+    },
 ];
 
 /// The registry entry named `name`.
@@ -96,6 +103,7 @@ enum Params {
     TmoHigh(TmoConfig),
     Senpai(SenpaiConfig),
     Static(StaticConfig),
+    Tailguard(TailguardConfig),
 }
 
 /// What a control loop was asked to tick at, besides the controller's configuration.
@@ -139,6 +147,7 @@ impl ControllerConfig {
             ControllerKind::TmoHigh => (Params::TmoHigh(de(name, config)?), false),
             ControllerKind::Senpai => (Params::Senpai(de(name, config)?), false),
             ControllerKind::Static => (Params::Static(de(name, config)?), false),
+            ControllerKind::Tailguard => (Params::Tailguard(de(name, config)?), false),
         };
         params.check()?;
         Ok(ControllerConfig { params, interval_given })
@@ -153,6 +162,7 @@ impl ControllerConfig {
             Params::TmoHigh(_) => ControllerKind::TmoHigh,
             Params::Senpai(_) => ControllerKind::Senpai,
             Params::Static(_) => ControllerKind::Static,
+            Params::Tailguard(_) => ControllerKind::Tailguard,
         }
     }
 
@@ -244,6 +254,7 @@ impl ControllerConfig {
             }
             Params::Senpai(c) => Box::new(Senpai::from_valid(c.clone())),
             Params::Static(c) => Box::new(FixedLimits::from_valid(c.clone())),
+            Params::Tailguard(c) => Box::new(Tailguard::from_valid(c.clone())),
         }
     }
 }
@@ -258,6 +269,7 @@ impl Params {
             Params::TmoHigh(c) => c.checked_high_threshold().map(drop),
             Params::Senpai(c) => c.validate(),
             Params::Static(c) => c.validate(),
+            Params::Tailguard(c) => c.validate(),
         }
     }
 }
@@ -399,6 +411,6 @@ mod tests {
     #[test]
     fn an_unknown_name_lists_the_registry() {
         let e = ControllerConfig::parse("sarah", serde_json::json!({})).unwrap_err();
-        assert_eq!(e.to_string(), "unknown controller `sarah`; use one of: sara, greedy, offline, tmo-low, tmo-high, senpai, static");
+        assert_eq!(e.to_string(), "unknown controller `sarah`; use one of: sara, greedy, offline, tmo-low, tmo-high, senpai, static, tailguard");
     }
 }

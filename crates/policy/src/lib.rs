@@ -7,7 +7,8 @@
 //! type: times are integer nanoseconds or microseconds, sizes are bytes.
 //!
 //! Controllers: [`Sara`] (`sara`), [`Greedy`] (`greedy`), [`FixedLimits`] (`offline`, `static`),
-//! [`Tmo`] (`tmo-low`, `tmo-high`) and [`Senpai`] (`senpai`); [`make_controller`] builds one by
+//! [`Tmo`] (`tmo-low`, `tmo-high`), [`Senpai`] (`senpai`) and critmem's own [`Tailguard`]
+//! (`tailguard`); [`make_controller`] builds one by
 //! name from any serde source. In all of them the non-real-time groups get the memory the soft
 //! real-time groups do not hold ([`budget`]). Pure profiling helpers the platform's profiling
 //! runs feed: [`estimate_bcet_ns`], [`fit_exec_vs_stall`], [`pick_offline_limit`],
@@ -24,6 +25,7 @@ pub mod greedy;
 pub mod profile;
 pub mod sara;
 pub mod senpai;
+pub mod tailguard;
 pub mod tmem;
 pub mod tmo;
 
@@ -38,6 +40,7 @@ pub use greedy::{Greedy, GreedyConfig};
 pub use profile::{estimate_bcet_ns, fit_exec_vs_stall, JobProfile, LinearFit};
 pub use sara::{is_long_stall, is_severe_interval, Sara, SaraConfig, SaraInterval, SaraJob, MAX_PENDING_JOBS};
 pub use senpai::{Senpai, SenpaiConfig, SenpaiState};
+pub use tailguard::{Tailguard, TailguardConfig, TailguardJob};
 pub use tmo::{pick_tmo_threshold, tmo_reclaim_bytes, ThresholdSearch, Tmo, TmoConfig, TMO_LOW_THRESHOLD_PCT};
 
 /// Index of a workload group in [`Observation::groups`]; stable for a run.

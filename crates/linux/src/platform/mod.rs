@@ -30,7 +30,7 @@ mod oom;
 
 pub use crate::control_loop::{ControlLoop, CostSummary, LoopStats};
 use files::{read_at_start, OpenFiles, READ_BUF_BYTES};
-pub use jobs::{judge_unfinished, JobCounts};
+pub use jobs::{judge_unfinished, JobCounts, JobOutcome, JobTrace};
 pub use limits::parse_meminfo_kb;
 use limits::{page_align_down, page_align_up};
 use oom::{guard_against_oom_kills, has_child_groups, OomWatch};

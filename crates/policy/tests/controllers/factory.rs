@@ -33,7 +33,7 @@ fn factory_errors_are_one_line_and_actionable() {
         err("sara", json!({"step_bytes": "x"})),
         err("static", json!({"limits_bytes": {"srt": -1}})),
     ];
-    assert_eq!(errors[0], "unknown controller `sarah`; use one of: sara, greedy, offline, tmo-low, tmo-high, senpai, static");
+    assert_eq!(errors[0], "unknown controller `sarah`; use one of: sara, greedy, offline, tmo-low, tmo-high, senpai, static, tailguard");
     assert!(errors[1].starts_with("invalid config for controller `sara`: unknown field `intervl_ns`, expected one of"), "{}", errors[1]);
     assert_eq!(errors[2], "invalid config for controller `offline`: missing field `limit_bytes`");
     assert!(errors[3].contains("set `limits_bytes`"), "{}", errors[3]);

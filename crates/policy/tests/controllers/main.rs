@@ -128,4 +128,5 @@ mod plant;
 mod props;
 mod sara;
 mod senpai;
+mod tailguard;
 mod tmo;

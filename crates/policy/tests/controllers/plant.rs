@@ -8,29 +8,36 @@ use super::*;
 /// BCET + stall (Eq. 1 holds by construction). With x = 1 MiB the loop gain per interval is
 /// x/RAMP = 2.5 %; below about 1.5 % (e.g. RAMP = 100 MiB) SARA settles into a two-period cycle
 /// instead (slow in-job correction, then the 1/n_remain end-of-period term overcorrects).
-struct Plant {
+pub(super) struct Plant {
     fake: Fake,
     running: Option<(u64, u64, f64)>, // (job, release, remaining work ns)
     pending: VecDeque<(u64, u64)>,
     next_job: u64,
     stall_acc_ns: f64,
     /// (job, release, end, dropped)
-    finished: Vec<(u64, u64, u64, bool)>,
+    pub(super) finished: Vec<(u64, u64, u64, bool)>,
+    /// How much slower than BCET the job's CPU work runs (1.0: Eq. 1 holds; above: the task
+    /// also waits for a CPU, which no memory limit changes).
+    cpu_slowdown: f64,
 }
 
-const PLANT_L: u64 = 5 * MS;
-const PLANT_PERIOD: u64 = 1_000 * MS;
-const PLANT_BCET: u64 = 500 * MS;
-const PLANT_NEED: u64 = 100 * MIB;
+pub(super) const PLANT_L: u64 = 5 * MS;
+pub(super) const PLANT_PERIOD: u64 = 1_000 * MS;
+pub(super) const PLANT_BCET: u64 = 500 * MS;
+pub(super) const PLANT_NEED: u64 = 100 * MIB;
 /// Shortage at which the task stalls all the time.
-const PLANT_RAMP: u64 = 40 * MIB;
-const PLANT_TOTAL: u64 = 200 * MIB;
+pub(super) const PLANT_RAMP: u64 = 40 * MIB;
+pub(super) const PLANT_TOTAL: u64 = 200 * MIB;
 
 impl Plant {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         let mut fake = Fake::new(PLANT_TOTAL, vec![srt("rt", PLANT_PERIOD, PLANT_BCET, 10 * MIB), nrt("batch", 10 * MIB)]);
         fake.groups[1].usage_bytes = PLANT_TOTAL;
-        Plant { fake, running: None, pending: VecDeque::new(), next_job: 0, stall_acc_ns: 0.0, finished: Vec::new() }
+        Plant { fake, running: None, pending: VecDeque::new(), next_job: 0, stall_acc_ns: 0.0, finished: Vec::new(), cpu_slowdown: 1.0 }
+    }
+
+    pub(super) fn with_cpu_slowdown(cpu_slowdown: f64) -> Self {
+        Plant { cpu_slowdown, ..Plant::new() }
     }
 
     fn stall_share(&self) -> f64 {
@@ -62,7 +69,7 @@ impl Plant {
                 self.stall_acc_ns += end - cursor;
                 break;
             }
-            let to_finish = work / (1.0 - f);
+            let to_finish = work * self.cpu_slowdown / (1.0 - f);
             if cursor + to_finish <= end {
                 self.stall_acc_ns += f * to_finish;
                 cursor += to_finish;
@@ -73,7 +80,7 @@ impl Plant {
                 self.start_next();
             } else {
                 self.stall_acc_ns += f * (end - cursor);
-                self.running = Some((job, release, work - (end - cursor) * (1.0 - f)));
+                self.running = Some((job, release, work - (end - cursor) * (1.0 - f) / self.cpu_slowdown));
                 break;
             }
         }
@@ -85,7 +92,7 @@ impl Plant {
         self.fake.groups[0].usage_bytes = PLANT_NEED.min(limit);
     }
 
-    fn run(&mut self, c: &mut dyn Controller, periods: u64) -> Vec<u64> {
+    pub(super) fn run(&mut self, c: &mut dyn Controller, periods: u64) -> Vec<u64> {
         let mut srt_limit_trace = Vec::new();
         let mut t = 0;
         while t < periods * PLANT_PERIOD {

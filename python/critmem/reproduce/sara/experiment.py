@@ -43,6 +43,8 @@ WORKLOAD_DIR = Path(__file__).with_name("workloads")
 
 CONTROLLERS = tuple(c.name for c in controllers())
 """Every registered controller, in the registry's order (the figures' and tables' order)."""
+CRITMEM_CONTROLLER = "tailguard"
+"""critmem's own soft real-time controller, shown beside SARA and the baselines."""
 MEMORY_PCTS = (60, 80)
 SSDS = ("slow-ssd", "fast-ssd")
 EVAL_SEED = 1
@@ -186,6 +188,17 @@ def srt_jobs(r: RunResult, w: Workload) -> pd.DataFrame:
     )
 
 
+def peak_jobs(w: Workload, jobs: int) -> list[int]:
+    """Indices of the soft real-time task's transient-peak jobs among its first `jobs`: those
+    an access with `every_jobs` (from `from_job`) adds to."""
+    task = next(t for t in w.base()["task"] if t["name"] == w.srt)
+    out: set[int] = set()
+    for a in task.get("access", []):
+        if "every_jobs" in a:
+            out.update(range(int(a.get("from_job", 0)), jobs, int(a["every_jobs"])))
+    return sorted(out)
+
+
 def measure(spec: Spec) -> dict[str, Any]:
     """Runs `spec` and returns its metrics (plus series when asked)."""
     w = spec.workload
@@ -210,6 +223,7 @@ def measure(spec: Spec) -> dict[str, Any]:
         "jobs": len(judged),
         "misses": int(missed.sum()),
         "cascaded_misses": int((missed & judged["late_start"]).sum()),
+        "peak_job_misses": int((missed & judged.index.isin(peak_jobs(w, len(jobs)))).sum()),
         "dropped": int(jobs["outcome"].eq("aborted").sum()),
         "mean_elapsed_ms": _num(completed["exec_ms"].mean(), 2),
         "mean_response_ms": _num(completed["response_ms"].mean(), 2),
@@ -495,6 +509,7 @@ def headline(data: dict[str, Any]) -> dict[str, Any]:
     step_up = [r for r in data["runs"] if r["controller"] == "sara-step-up"]
     step_up_thr = mean([r["nonrt_throughput"] for r in step_up])
     return {
+        "critmem_controller": CRITMEM_CONTROLLER,
         "configs": configs_out,
         "mean_deadline_hit_ratio": hit,
         "mean_nonrt_throughput": thr,
@@ -509,9 +524,36 @@ def headline(data: dict[str, Any]) -> dict[str, Any]:
             "mean_nonrt_throughput": step_up_thr,
             "throughput_gain": {base: _ratio(step_up_thr, thr.get(base)) for base in ("greedy", "tmo-low")},
         },
+        "critmem_controller_vs_sara": critmem_vs_sara(data),
         "quick": data["quick"],
         "simulation_runs": data["simulation_runs"],
     }
+
+
+def critmem_vs_sara(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per configuration: critmem's controller beside SARA, and whether it kept at least 99 % of
+    deadlines while giving the non-real-time group at least SARA's throughput."""
+    runs: list[dict[str, Any]] = data["runs"]
+    by = {(r["workload"], r["memory_pct"], r["ssd"], r["controller"]): r for r in runs}
+    out = []
+    for w, pct, ssd in configs():
+        c, s = by.get((w.name, pct, ssd, CRITMEM_CONTROLLER)), by.get((w.name, pct, ssd, "sara"))
+        if c is None or s is None:
+            continue
+        hit, thr = c["deadline_hit_ratio"], c["nonrt_throughput"]
+        out.append(
+            {
+                "config": _key(w, pct, ssd),
+                "hit_ratio": hit,
+                "nonrt_throughput": thr,
+                "sara_hit_ratio": s["deadline_hit_ratio"],
+                "sara_nonrt_throughput": s["nonrt_throughput"],
+                "misses": c["misses"],
+                "peak_job_misses": c["peak_job_misses"],
+                "holds": hit is not None and thr is not None and hit >= 0.99 and thr >= (s["nonrt_throughput"] or 0.0),
+            }
+        )
+    return out
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:

@@ -18,8 +18,12 @@
 //! `/` is looked up on `PATH`, a relative path from the current directory) in its group's
 //! cgroup, with its output on stderr and the environment `CRITMEM_JOB_SOCKET`,
 //! `CRITMEM_GROUP`, `CRITMEM_TASK`, `CRITMEM_PERIOD_NS`, `CRITMEM_DEADLINE_NS`,
-//! `CRITMEM_WCET_NS` and `CRITMEM_SEED`. With `reports_jobs = true` it reports its jobs through
-//! a job client and its group's job counts are its own. At the end it gets SIGTERM, then
+//! `CRITMEM_WCET_NS`, `CRITMEM_SEED` and `CRITMEM_PROGRESS_FILE`. With `reports_jobs = true` it
+//! reports its jobs through a job client and its group's job counts, and jobs one by one, are
+//! its own. A throughput program writes its cumulative work to `CRITMEM_PROGRESS_FILE` as
+//! `{"work_units": N}` (a temporary file in the same directory renamed over it); the last count
+//! becomes its `work_units` (the file lives in the run's own directory, removed at the end, or
+//! by the next run after a crash). At the end it gets SIGTERM, then
 //! SIGKILL after a grace period, and whatever it left in its cgroup is killed. The run ends at
 //! `--duration-s` or when every task's process has exited, whichever is first.
 
@@ -27,7 +31,7 @@ use clap::Parser;
 use critmem_core::{load_str, Format, Overrides, Scenario};
 use critmem_linux::agent::shutdown_signals;
 use critmem_linux::journal::SharedJournalDir;
-use critmem_linux::run_summary::{GroupSample, TimelineSample};
+use critmem_linux::run_summary::{GroupSample, TimelineSample, MAX_JOB_ROWS};
 use critmem_linux::session::{JobSocket, Session, SessionBuilder, SessionPlan};
 use critmem_linux::workload::signalled;
 use critmem_policy::{Controller, ControllerConfig, GroupRole, Platform, StallInputs, StallTotals, TickRequest};
@@ -178,7 +182,10 @@ fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String
             triggers: None,
         })
         .map_err(|e| e.to_string())?;
-    let outcome = drive(args, &mut session, &tasks, &workers_dir, &socket, signals);
+    // Jobs one by one for every task counted from its group's reports, within one budget.
+    let counted: Vec<usize> = (0..group_names.len()).filter(|&g| summary::sole_reporter(&tasks, g).is_some()).collect();
+    session.platform_mut().keep_job_rows(&counted, MAX_JOB_ROWS);
+    let outcome = drive(args, &mut session, &tasks, &workers_dir, &socket, &state_dir.path, signals);
     // Before restoring, which would move them to the root cgroup and leave them running.
     let leftovers_killed = kill_leftovers(&session);
     let (end_ns, elapsed_ns) = (session.run_ended_ns(), session.run_elapsed_ns());
@@ -215,9 +222,10 @@ fn drive(
     tasks: &[TaskPlan],
     workers_dir: &Path,
     socket: &Path,
+    state_dir: &Path,
     signals: &nix::sys::signalfd::SignalFd,
 ) -> Result<Outcome, String> {
-    let mut processes = start_tasks(session.platform(), tasks, workers_dir, socket)?;
+    let mut processes = start_tasks(session.platform(), tasks, workers_dir, socket, state_dir)?;
     let run_for_ns = args.duration_s.as_nanos();
     let mut sample_ns = args.sample_ms.max(1) * 1_000_000;
     // Exited tasks are looked for at the sampling period the run started with.

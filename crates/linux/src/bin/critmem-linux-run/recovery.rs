@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 /// Not the agent's /run/critmem: systemd removes that when the agent's unit stops.
 pub(crate) const JOURNAL_DIR: &str = "/run/critmem-linux-run";
 
-/// A run's own directory for its job socket, `critmem-run-<pid>.d` beside its journal, so that
-/// the next run removes it when this one is killed. Locked while the run lives; removed on drop.
+/// A run's own directory for its job socket and its commands' progress files,
+/// `critmem-run-<pid>.d` beside its journal, so that the next run removes it when this one is
+/// killed. Locked while the run lives; removed on drop.
 pub(crate) struct StateDir {
     pub(crate) path: PathBuf,
     _lock: nix::fcntl::Flock<std::fs::File>,

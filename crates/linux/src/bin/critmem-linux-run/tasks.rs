@@ -20,6 +20,8 @@ pub(crate) struct Running {
     pub(crate) child: Child,
     /// Seconds into the run at which it exited by itself, if it did.
     pub(crate) exited_at_s: Option<f64>,
+    /// A command's progress file.
+    pub(crate) progress_file: Option<PathBuf>,
 }
 
 /// Task processes; their process groups are SIGKILLed and reaped on drop unless stopped.
@@ -35,13 +37,21 @@ impl Drop for Processes {
 }
 
 /// Starts every task's process in its group's cgroup: each waits (see `exec_after_go`) until
-/// its pid is placed, then execs its program.
-pub(crate) fn start_tasks(platform: &LinuxPlatform, tasks: &[TaskPlan], workers_dir: &Path, socket: &Path) -> Result<Processes, String> {
+/// its pid is placed, then execs its program. A command's progress file is named in
+/// `state_dir` (the run's own directory, removed with it).
+pub(crate) fn start_tasks(
+    platform: &LinuxPlatform,
+    tasks: &[TaskPlan],
+    workers_dir: &Path,
+    socket: &Path,
+    state_dir: &Path,
+) -> Result<Processes, String> {
     let group_names: Vec<String> = platform.group_specs().map(|g| g.name.clone()).collect();
     let this_exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
     let mut processes = Processes(Vec::new());
     for (i, t) in tasks.iter().enumerate() {
         let mut command = critmem_linux::launch::command_after_go(&this_exe, &[] as &[&str]);
+        let mut progress_file = None;
         match &t.launch {
             Launch::Worker { exe, args } => {
                 command.arg(workers_dir.join(exe)).args(args).stdout(Stdio::piped());
@@ -61,6 +71,9 @@ pub(crate) fn start_tasks(platform: &LinuxPlatform, tasks: &[TaskPlan], workers_
                     .env("CRITMEM_DEADLINE_NS", t.deadline_ns.to_string())
                     .env("CRITMEM_WCET_NS", t.wcet_ns.to_string())
                     .env("CRITMEM_SEED", t.seed.to_string());
+                let file = progress_dir(state_dir, i)?.join(PROGRESS_FILE_NAME);
+                command.env("CRITMEM_PROGRESS_FILE", &file);
+                progress_file = Some(file);
             }
         }
         let mut child = command
@@ -76,7 +89,7 @@ pub(crate) fn start_tasks(platform: &LinuxPlatform, tasks: &[TaskPlan], workers_
             return Err(format!("task[{i}] {}: {e}", t.name));
         }
         let _ = child.stdin.take().map(|mut s| s.write_all(b"go\n"));
-        processes.0.push(Running { task: i, child, exited_at_s: None });
+        processes.0.push(Running { task: i, child, exited_at_s: None, progress_file });
     }
     Ok(processes)
 }
@@ -95,6 +108,54 @@ pub(crate) struct TaskEnd {
     /// For a command still running at the end: the signal that ended it.
     pub(crate) stopped_by: Option<&'static str>,
     pub(crate) report: WorkerReport,
+    /// The last count a command wrote to its progress file.
+    pub(crate) work_units: Option<u64>,
+}
+
+/// The file a command writes its progress to, in a directory of its own (where it makes its
+/// temporary file before renaming it over this one).
+const PROGRESS_FILE_NAME: &str = "progress.json";
+/// Longer progress files are malformed (the JSON is a few dozen bytes).
+const MAX_PROGRESS_BYTES: u64 = 4096;
+
+/// Task `i`'s own directory for its progress file, made in `state_dir`.
+fn progress_dir(state_dir: &Path, i: usize) -> Result<PathBuf, String> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = state_dir.join(format!("task-{i}"));
+    std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(|e| format!("{}: create: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+/// What a command writes to its progress file: its cumulative work units.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Progress {
+    work_units: u64,
+}
+
+/// The count in progress file `path`: none when the command never wrote one, an error saying
+/// what is wrong with it otherwise. A FIFO, device or symlink put there is refused unread.
+pub(crate) fn read_progress(path: &Path) -> Result<Option<u64>, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
+    let file = match std::fs::OpenOptions::new().read(true).custom_flags(flags.bits()).open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(nix::errno::Errno::ELOOP as i32) => return Err("a symlink, not a file".into()),
+        Err(e) => return Err(e.to_string()),
+    };
+    if !file.metadata().map_err(|e| e.to_string())?.is_file() {
+        return Err("not a regular file".into());
+    }
+    let mut text = String::new();
+    file.take(MAX_PROGRESS_BYTES + 1).read_to_string(&mut text).map_err(|e| e.to_string())?;
+    if text.len() as u64 > MAX_PROGRESS_BYTES {
+        return Err(format!("longer than {MAX_PROGRESS_BYTES} bytes"));
+    }
+    serde_json::from_str::<Progress>(&text)
+        .map(|p| Some(p.work_units))
+        .map_err(|e| format!("expected {{\"work_units\": N}} with N a non-negative integer: {e}"))
 }
 
 /// The summary line a shipped worker printed at exit.
@@ -182,6 +243,12 @@ pub(crate) fn stop_tasks(platform: &mut LinuxPlatform, clock: &dyn Clock, tasks:
         match tasks[r.task].launch {
             Launch::Worker { exe, .. } => end.report = WorkerReport::parse(exe, &stdout),
             Launch::Command { .. } => {
+                if let Some(path) = &r.progress_file {
+                    end.work_units = read_progress(path).unwrap_or_else(|error| {
+                        tracing::warn!(task = %tasks[r.task].name, path = %path.display(), %error, "malformed progress file: work_units left null");
+                        None
+                    });
+                }
                 end.stopped_by = match (r.exited_at_s, exited) {
                     (Some(_), _) => None,
                     (None, true) => Some("SIGTERM"),
@@ -237,5 +304,57 @@ pub(crate) fn kill_until_empty(clock: &dyn Clock, mut list: impl FnMut() -> Vec<
             killed.insert(pid);
         }
         clock.sleep_until_ns(clock.now_ns() + 20_000_000);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_progress_file_gives_its_count_or_says_what_is_wrong() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(PROGRESS_FILE_NAME);
+        assert_eq!(read_progress(&path), Ok(None), "a command that never wrote one has none");
+        std::fs::write(&path, r#"{"work_units": 1234}"#).unwrap();
+        assert_eq!(read_progress(&path), Ok(Some(1234)));
+        std::fs::write(&path, format!("{{\"work_units\":{}}}\n", u64::MAX)).unwrap();
+        assert_eq!(read_progress(&path), Ok(Some(u64::MAX)));
+        for bad in [
+            r#"{"work_units": -1}"#,
+            r#"{"work_units": 2.5}"#,
+            r#"{"work_units": "3"}"#,
+            r#"{"units": 3}"#,
+            "{\"work_units\": 3",
+            "",
+            "\u{0}",
+        ] {
+            let error = {
+                std::fs::write(&path, bad).unwrap();
+                read_progress(&path)
+            }
+            .unwrap_err();
+            assert!(error.contains("work_units"), "{bad:?}: {error}");
+        }
+        std::fs::write(&path, format!("{{\"work_units\": 1{}}}", " ".repeat(5000))).unwrap();
+        assert!(read_progress(&path).unwrap_err().contains("longer than"));
+        std::fs::write(&path, [0xff, 0xfe]).unwrap();
+        assert!(read_progress(&path).is_err(), "not UTF-8");
+    }
+
+    #[test]
+    fn a_fifo_or_symlink_in_place_of_a_progress_file_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(PROGRESS_FILE_NAME);
+        nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert_eq!(read_progress(&path), Err("not a regular file".into()));
+        std::fs::remove_file(&path).unwrap();
+        let target = dir.path().join("elsewhere.json");
+        std::fs::write(&target, r#"{"work_units": 5}"#).unwrap();
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        assert_eq!(read_progress(&path), Err("a symlink, not a file".into()));
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        assert!(read_progress(&path).is_err());
     }
 }
