@@ -411,6 +411,9 @@ mod tests {
     #[test]
     fn an_unknown_name_lists_the_registry() {
         let e = ControllerConfig::parse("sarah", serde_json::json!({})).unwrap_err();
-        assert_eq!(e.to_string(), "unknown controller `sarah`; use one of: sara, greedy, offline, tmo-low, tmo-high, senpai, static, tailguard");
+        assert_eq!(
+            e.to_string(),
+            "unknown controller `sarah`; use one of: sara, greedy, offline, tmo-low, tmo-high, senpai, static, tailguard"
+        );
     }
 }

@@ -88,7 +88,11 @@ fn all_controllers() -> Vec<(Box<dyn Controller + Send>, LimitKnob)> {
         ("senpai", json!({"tick_ns": 1, "interval_ticks": 1, "knob": "max", "limit_min_bytes": 8 * MIB}), LimitKnob::Max),
         ("static", json!({"limits_bytes": {"g0": 100 * MIB}, "default_limit_bytes": 50 * MIB}), LimitKnob::Max),
         ("tailguard", json!({}), LimitKnob::Max),
-        ("tailguard", json!({"knob": "high", "guard_pct": 20, "rescue_at_pct": 80, "cost_min_jobs": 1, "cost_window_jobs": 1}), LimitKnob::High),
+        (
+            "tailguard",
+            json!({"knob": "high", "guard_pct": 20, "rescue_at_pct": 80, "cost_min_jobs": 1, "cost_window_jobs": 1}),
+            LimitKnob::High,
+        ),
     ];
     specs.into_iter().map(|(n, cfg, k)| (make_controller(n, cfg).unwrap(), k)).collect()
 }
