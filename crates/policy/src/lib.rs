@@ -22,6 +22,7 @@ mod error;
 pub mod factory;
 pub mod fixed;
 pub mod greedy;
+mod jobs;
 pub mod profile;
 pub mod sara;
 pub mod senpai;
@@ -37,8 +38,9 @@ pub use factory::{
 };
 pub use fixed::{pick_offline_limit, FixedLimits, OfflineConfig, StaticConfig};
 pub use greedy::{Greedy, GreedyConfig};
+pub use jobs::MAX_PENDING_JOBS;
 pub use profile::{estimate_bcet_ns, fit_exec_vs_stall, JobProfile, LinearFit};
-pub use sara::{is_long_stall, is_severe_interval, Sara, SaraConfig, SaraInterval, SaraJob, MAX_PENDING_JOBS};
+pub use sara::{is_long_stall, is_severe_interval, Sara, SaraConfig, SaraInterval, SaraJob};
 pub use senpai::{Senpai, SenpaiConfig, SenpaiState};
 pub use tailguard::{Tailguard, TailguardConfig, TailguardJob};
 pub use tmo::{pick_tmo_threshold, tmo_reclaim_bytes, ThresholdSearch, Tmo, TmoConfig, TMO_LOW_THRESHOLD_PCT};

@@ -36,11 +36,12 @@
 //! (§IV-A: "the non-RT workload uses the remaining memory after allocation for soft RT
 //! workloads"), see [`crate::budget`].
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use crate::budget::{interval_stall_ns, is_soft_rt, plan_nrt, ActionPlan, Budget, LimitKnob, StallKind};
+use crate::jobs::{JobQueue, Released, Steered};
 use crate::{Action, Controller, GroupId, GroupRole, JobEvent, Observation, PolicyError, StallInputs, StallTotals};
 
 /// SARA's parameters; defaults are the paper's (§IV-A).
@@ -317,25 +318,13 @@ pub struct SaraInterval {
     pub long_stall: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Released {
-    job: u64,
-    release_ns: u64,
-    deadline_ns: u64,
-}
-
 #[derive(Clone, Debug)]
 struct GroupState {
     limit_bytes: u64,
     last_stall: Option<StallTotals>,
-    running: Option<SaraJob>,
-    /// Released jobs waiting for the running one, oldest first.
-    pending: VecDeque<Released>,
+    jobs: JobQueue<SaraJob>,
     last_interval: Option<SaraInterval>,
 }
-
-/// Released jobs kept per group behind the running one (the Linux platform keeps as many open).
-pub const MAX_PENDING_JOBS: usize = 1024;
 
 /// The SARA controller.
 #[derive(Clone, Debug)]
@@ -367,12 +356,12 @@ impl Sara {
 
     /// The job SARA is steering in `group`, if any.
     pub fn running_job(&self, group: GroupId) -> Option<&SaraJob> {
-        self.groups.get(&group)?.running.as_ref()
+        self.groups.get(&group)?.jobs.running.as_ref()
     }
 
     /// Released jobs of `group` queued behind the running one.
     pub fn pending_jobs(&self, group: GroupId) -> usize {
-        self.groups.get(&group).map_or(0, |s| s.pending.len())
+        self.groups.get(&group).map_or(0, |s| s.jobs.pending_len())
     }
 
     /// The latest interval computation for `group`.
@@ -385,33 +374,21 @@ impl Sara {
             JobEvent::Release { group, job, at_ns, deadline_ns } => {
                 let Some(bcet_ns) = bcet_of(obs, group) else { return };
                 let Some(st) = self.groups.get_mut(&group) else { return };
-                let known = st.running.is_some_and(|r| r.job == job) || st.pending.iter().any(|p| p.job == job);
-                if known {
-                    return;
-                }
-                let released = Released { job, release_ns: at_ns, deadline_ns };
-                if st.running.is_none() {
-                    st.running = Some(start_job(released, at_ns, bcet_ns));
-                } else {
-                    st.pending.push_back(released);
-                    // A reporter that never completes its jobs must not grow this without bound;
-                    // the oldest waiting job is the one it has most surely abandoned.
-                    if st.pending.len() > MAX_PENDING_JOBS {
-                        st.pending.pop_front();
-                    }
-                }
+                st.jobs.release(Released { job, release_ns: at_ns, deadline_ns }, |r, now_ns| start_job(r, now_ns, bcet_ns));
             }
             JobEvent::Completion { group, job, at_ns } | JobEvent::Drop { group, job, at_ns } => {
                 let Some(bcet_ns) = bcet_of(obs, group) else { return };
                 let Some(st) = self.groups.get_mut(&group) else { return };
-                if st.running.is_some_and(|r| r.job == job) {
-                    // The next job starts now; how late that is past its release is its t_wait.
-                    st.running = st.pending.pop_front().map(|next| start_job(next, at_ns, bcet_ns));
-                } else {
-                    st.pending.retain(|p| p.job != job);
-                }
+                // The next job starts now; how late that is past its release is its t_wait.
+                st.jobs.end(job, at_ns, |next, now_ns| start_job(next, now_ns, bcet_ns));
             }
         }
+    }
+}
+
+impl Steered for SaraJob {
+    fn job(&self) -> u64 {
+        self.job
     }
 }
 
@@ -472,8 +449,7 @@ impl Controller for Sara {
             self.groups.entry(id).or_insert_with(|| GroupState {
                 limit_bytes: initial.max(g.floor_bytes),
                 last_stall: None,
-                running: None,
-                pending: VecDeque::new(),
+                jobs: JobQueue::new(),
                 last_interval: None,
             });
         }
@@ -492,7 +468,7 @@ impl Controller for Sara {
             let mut limit = i128::from(st.limit_bytes);
             let mut drop_job = None;
             let mut record = None;
-            if let (Some(s_intv), Some(prev_ns), Some(job)) = (stall_ns, prev_tick_ns, st.running.as_mut()) {
+            if let (Some(s_intv), Some(prev_ns), Some(job)) = (stall_ns, prev_tick_ns, st.jobs.running.as_mut()) {
                 // A job that starts exactly at this tick has not run in the interval just measured.
                 if job.start_ns < obs.now_ns {
                     let l = i128::from(cfg.interval_ns);

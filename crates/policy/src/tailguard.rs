@@ -35,6 +35,7 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use crate::budget::{interval_stall_ns, is_soft_rt, plan_nrt, ActionPlan, Budget, LimitKnob, StallKind};
+use crate::jobs::{JobQueue, Released, Steered};
 use crate::{Action, Controller, GroupId, GroupRole, JobEvent, Observation, PolicyError, StallInputs, StallTotals};
 
 /// Tailguard's parameters; see the module documentation for what each one does.
@@ -133,19 +134,11 @@ pub struct TailguardJob {
     pub rescued: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Released {
-    job: u64,
-    release_ns: u64,
-    deadline_ns: u64,
-}
-
 #[derive(Clone, Debug)]
 struct GroupState {
     limit_bytes: u64,
     last_stall: Option<StallTotals>,
-    running: Option<TailguardJob>,
-    pending: VecDeque<Released>,
+    jobs: JobQueue<TailguardJob>,
     /// Non-stall time of the latest completed jobs, oldest first.
     costs_ns: VecDeque<u64>,
     /// The latest job that completed without a rescue: how long it ran, and its stall.
@@ -188,7 +181,7 @@ impl Tailguard {
 
     /// The job being steered in `group`, if any.
     pub fn running_job(&self, group: GroupId) -> Option<&TailguardJob> {
-        self.groups.get(&group)?.running.as_ref()
+        self.groups.get(&group)?.jobs.running.as_ref()
     }
 
     /// Jobs of `group` rescued so far.
@@ -205,41 +198,31 @@ impl Tailguard {
         match *event {
             JobEvent::Release { group, job, at_ns, deadline_ns } => {
                 let Some(st) = self.groups.get_mut(&group) else { return };
-                let known = st.running.as_ref().is_some_and(|r| r.job == job) || st.pending.iter().any(|p| p.job == job);
-                if known {
-                    return;
-                }
-                let released = Released { job, release_ns: at_ns, deadline_ns };
-                if st.running.is_none() {
-                    st.running = Some(start_job(released, at_ns, st.limit_bytes));
-                } else {
-                    st.pending.push_back(released);
-                    if st.pending.len() > crate::MAX_PENDING_JOBS {
-                        st.pending.pop_front();
-                    }
-                }
+                let limit_bytes = st.limit_bytes;
+                st.jobs.release(Released { job, release_ns: at_ns, deadline_ns }, |r, now_ns| start_job(r, now_ns, limit_bytes));
             }
             JobEvent::Completion { group, job, at_ns } | JobEvent::Drop { group, job, at_ns } => {
-                let completed = matches!(event, JobEvent::Completion { .. });
                 let Some(st) = self.groups.get_mut(&group) else { return };
-                if st.running.as_ref().is_some_and(|r| r.job == job) {
-                    let ended = st.running.take().expect("checked above");
-                    if completed {
-                        let cost_ns = at_ns.saturating_sub(ended.start_ns).saturating_sub(ended.stall_ns);
-                        st.costs_ns.push_back(cost_ns);
-                        while st.costs_ns.len() > usize::from(self.config.cost_window_jobs) {
-                            st.costs_ns.pop_front();
-                        }
+                let limit_bytes = st.limit_bytes;
+                let Some(ended) = st.jobs.end(job, at_ns, |next, now_ns| start_job(next, now_ns, limit_bytes)) else { return };
+                if matches!(event, JobEvent::Completion { .. }) {
+                    let cost_ns = at_ns.saturating_sub(ended.start_ns).saturating_sub(ended.stall_ns);
+                    st.costs_ns.push_back(cost_ns);
+                    while st.costs_ns.len() > usize::from(self.config.cost_window_jobs) {
+                        st.costs_ns.pop_front();
                     }
-                    if completed && !ended.rescued {
+                    if !ended.rescued {
                         st.reference = Some(Reference { exec_ns: at_ns.saturating_sub(ended.start_ns), stall_ns: ended.stall_ns });
                     }
-                    st.running = st.pending.pop_front().map(|next| start_job(next, at_ns, st.limit_bytes));
-                } else {
-                    st.pending.retain(|p| p.job != job);
                 }
             }
         }
+    }
+}
+
+impl Steered for TailguardJob {
+    fn job(&self) -> u64 {
+        self.job
     }
 }
 
@@ -290,8 +273,7 @@ impl Controller for Tailguard {
             self.groups.entry(id).or_insert_with(|| GroupState {
                 limit_bytes: initial.max(g.floor_bytes),
                 last_stall: None,
-                running: None,
-                pending: VecDeque::new(),
+                jobs: JobQueue::new(),
                 costs_ns: VecDeque::new(),
                 reference: None,
                 rescues: 0,
@@ -312,7 +294,7 @@ impl Controller for Tailguard {
             st.last_stall = Some(g.stall);
             let cost_ns = learned_cost_ns(cfg, st, bcet_ns);
             let mut limit = i128::from(st.limit_bytes);
-            if let (Some(s_intv), Some(prev_ns), Some(job)) = (stall_ns, prev_tick_ns, st.running.as_mut()) {
+            if let (Some(s_intv), Some(prev_ns), Some(job)) = (stall_ns, prev_tick_ns, st.jobs.running.as_mut()) {
                 if job.start_ns < obs.now_ns {
                     let interval_start_ns = prev_ns.max(job.start_ns);
                     let length_ns = obs.now_ns - interval_start_ns;
