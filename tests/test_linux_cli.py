@@ -383,7 +383,9 @@ def test_linux_run_prints_the_tables_and_writes_plots(tmp_path: Path) -> None:
     jobs = (tmp_path / "out" / "jobs.csv").read_text().splitlines()
     assert len(jobs) > 20 and all(line.startswith("control-loop,") for line in jobs[1:]), jobs[:3]
     header = (tmp_path / "out" / "timeline.csv").read_text().splitlines()[0]
-    assert header == "t_ms,srt:usage_mb,srt:max_mb,nrt:usage_mb,nrt:max_mb"
+    assert header == (
+        "t_ms,srt:usage_mb,srt:max_mb,srt:memory_some_us,srt:io_some_us,nrt:usage_mb,nrt:max_mb,nrt:memory_some_us,nrt:io_some_us"
+    )
 
 
 def _command_scenario(tmp_path: Path, srt_command: list[str] | None, nrt_command: list[str] | None, reports_jobs: bool = True) -> Path:
@@ -472,9 +474,16 @@ def test_a_commands_jobs_are_listed_one_by_one_and_written_to_jobs_csv(tmp_path:
         assert r["release_ms"] < r["deadline_ms"] <= r["release_ms"] + 100 + 1e-3, r
         assert r["response_ms"] == pytest.approx(r["completion_ms"] - r["release_ms"], abs=1e-3)
         assert r["tardiness_ms"] == pytest.approx(max(0.0, r["completion_ms"] - r["deadline_ms"]), abs=1e-3)
+        # A job starts at its release, or when the one before it ends; its CPU time is the
+        # program's own over the job, and no part of it is more than the job's length.
+        assert r["release_ms"] - 1e-3 <= r["start_ms"] < r["completion_ms"], r
+        length_ms = r["completion_ms"] - r["start_ms"]
+        assert 0 <= r["stall_ms"] <= length_ms + 20 and 0 < r["cpu_ms"] <= length_ms + 20 and r["cpu_wait_ms"] >= 0, r
     assert [r["release_ms"] for r in rows] == sorted(r["release_ms"] for r in rows)
     lines = (tmp_path / "out" / "jobs.csv").read_text().splitlines()
-    assert lines[0] == "task,job,release_ms,deadline_ms,completion_ms,drop_ms,response_ms,tardiness_ms,missed,outcome"
+    assert lines[0] == (
+        "task,job,release_ms,deadline_ms,start_ms,completion_ms,drop_ms,response_ms,tardiness_ms,missed,outcome,stall_ms,cpu_ms,cpu_wait_ms"
+    )
     assert len(lines) == 1 + len(rows)
     first = dict(zip(lines[0].split(","), lines[1].split(","), strict=True))
     assert first["task"] == "periodic-job" and first["job"] == str(rows[0]["job"]) and first["outcome"] == rows[0]["outcome"]

@@ -225,8 +225,11 @@ def _no_constant(name: str) -> float:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def run_scenario(path: str, duration_s: float, controller: str | None, controller_config: str | None = None) -> dict[str, Any]:
-    """Runs scenario `path` on real processes for `duration_s`; the summary `critmem-linux-run` prints."""
+def run_scenario(
+    path: str, duration_s: float, controller: str | None, controller_config: str | None = None, *, stop_after_jobs: int | None = None
+) -> dict[str, Any]:
+    """Runs scenario `path` on real processes for `duration_s` (or until every job-reporting
+    task has completed `stop_after_jobs` jobs); the summary `critmem-linux-run` prints."""
     if controller is not None and controller not in CONTROLLERS:
         raise LinuxError(f"unknown controller {controller!r} (expected one of: {', '.join(CONTROLLERS)})")
     if controller_config is not None:
@@ -244,6 +247,8 @@ def run_scenario(path: str, duration_s: float, controller: str | None, controlle
         args.append(f"--controller={controller}")
     if controller_config is not None:
         args.append(f"--controller-config={controller_config}")
+    if stop_after_jobs is not None:
+        args.append(f"--stop-after-jobs={stop_after_jobs}")
     args += ["--", path]
     return _call("critmem-linux-run", args, pass_stderr=True)
 
@@ -343,22 +348,40 @@ def agent_argv(config: str, dry_run: bool, duration_s: float | None, log_level: 
 
 
 def write_timeline_csv(summary: dict[str, Any], path: Path) -> Path:
-    """One row per sample: t_ms, then usage and limit (MiB) of every group."""
+    """One row per sample: t_ms, then usage and limit (MiB) and the PSI some totals so far (µs)
+    of every group."""
     names = [g["name"] for g in summary["memory"]["groups"]]
-    header = ["t_ms"] + [f"{n}:{k}" for n in names for k in ("usage_mb", "max_mb")]
+    header = ["t_ms"] + [f"{n}:{k}" for n in names for k in ("usage_mb", "max_mb", "memory_some_us", "io_some_us")]
     rows = [",".join(header)]
     for sample in summary["control"]["timeline"]:
         cells = [f"{sample['t_ms']:.3f}"]
         for g in sample["groups"]:
             cells.append(f"{g['usage_bytes'] / MIB:.3f}")
             cells.append("" if g["max_bytes"] is None else f"{g['max_bytes'] / MIB:.3f}")
+            cells.append(str(g["memory_some_us"]))
+            cells.append(str(g["io_some_us"]))
         rows.append(",".join(cells))
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")
     return path
 
 
 # The columns of jobs.csv, the simulator's where they mean the same.
-JOB_COLUMNS = ("task", "job", "release_ms", "deadline_ms", "completion_ms", "drop_ms", "response_ms", "tardiness_ms", "missed", "outcome")
+JOB_COLUMNS = (
+    "task",
+    "job",
+    "release_ms",
+    "deadline_ms",
+    "start_ms",
+    "completion_ms",
+    "drop_ms",
+    "response_ms",
+    "tardiness_ms",
+    "missed",
+    "outcome",
+    "stall_ms",
+    "cpu_ms",
+    "cpu_wait_ms",
+)
 
 
 def write_jobs_csv(summary: dict[str, Any], path: Path) -> Path:

@@ -5,8 +5,8 @@
 use crate::engine::{Context, JobInfo, Subsystem};
 use crate::mem::frames::GLOBAL_POOL;
 use crate::mem::{
-    Access, AsId, AutoDecision, DeviceStats, LayoutFrames, Mc2Level, MemConfig, MemError, MemStats, Memory, MemoryLayout, Placement,
-    PsiAccounting, PsiGroupId, PsiTaskId, PsiTotals, RefKind, RegionId, RegionUsage, ResId, ReservationKind, ReservationSpec,
+    Access, AsId, AutoDecision, DeviceStats, FaultCosts, LayoutFrames, Mc2Level, MemConfig, MemError, MemStats, Memory, MemoryLayout,
+    Placement, PsiAccounting, PsiGroupId, PsiTaskId, PsiTotals, RefKind, RegionId, RegionUsage, ResId, ReservationKind, ReservationSpec,
     ReservationStats, SharePolicy, SpaceStats, TaskPsiState, Vpn,
 };
 use crate::program::Step;
@@ -187,6 +187,7 @@ impl MemSim {
             page_bytes: spec.page_bytes,
             total_frames: spec.total_frames,
             readahead_pages: spec.readahead_pages,
+            costs: FaultCosts { swap_in_per_page: spec.swap_in_cpu, ..FaultCosts::default() },
             // Checking every frame after every operation is O(frames): only on small machines.
             check_every_operation: check_invariants && spec.total_frames <= 1 << 16,
             ..MemConfig::default()
@@ -441,11 +442,11 @@ impl MemSim {
                     job.owed_memstall = memstall_cpu;
                     job.owed = cpu - memstall_cpu + job.per_ref;
                 }
-                major @ Access::Major { cpu, memstall_cpu, ready_at, .. } => {
+                major @ Access::Major { cpu, memstall_cpu, after_cpu, ready_at, .. } => {
                     job.owed_memstall = memstall_cpu;
                     job.owed = cpu - memstall_cpu;
                     job.wait_until = Some((ready_at, major.stall_state().expect("a major fault stalls")));
-                    job.after_wait = job.per_ref;
+                    job.after_wait = after_cpu + job.per_ref;
                 }
             }
         }

@@ -22,6 +22,8 @@ pub struct MemorySpec {
     /// Swap device preset name and its parameters.
     pub swap_name: String,
     pub swap: DeviceSpec,
+    /// CPU per page swapped in that is not memory stall.
+    pub swap_in_cpu: Nanos,
     pub readahead_pages: u32,
     /// Interval of the memory timeline samples.
     pub sample_interval: Nanos,

@@ -57,6 +57,8 @@ pub struct JobRow {
     pub release_ms: Option<f64>,
     /// Absolute.
     pub deadline_ms: Option<f64>,
+    /// When it could start: its release, or the end of the job before it if later.
+    pub start_ms: Option<f64>,
     pub completion_ms: Option<f64>,
     pub drop_ms: Option<f64>,
     /// Completion − release.
@@ -67,6 +69,14 @@ pub struct JobRow {
     pub missed: bool,
     /// `completed`, `dropped`, `unfinished` or `pending`.
     pub outcome: &'static str,
+    /// `s_period` of SARA's Eq. 2 from the group's PSI: the sum of `max(Δ memory some,
+    /// Δ io some)` over the control intervals the job ran in.
+    pub stall_ms: Option<f64>,
+    /// CPU time the job's group used over those intervals, and time it waited for a CPU
+    /// (`cpu.pressure` some): what Eq. 1 leaves out. Null where the kernel gives no per-group
+    /// `cpu.stat`.
+    pub cpu_ms: Option<f64>,
+    pub cpu_wait_ms: Option<f64>,
 }
 
 impl JobRow {
@@ -79,12 +89,16 @@ impl JobRow {
             job: trace.job,
             release_ms: trace.release_ns.map(since_start_ms),
             deadline_ms: trace.deadline_ns.map(since_start_ms),
+            start_ms: trace.start_ns.map(since_start_ms),
             completion_ms: trace.completion_ns.map(since_start_ms),
             drop_ms: trace.drop_ns.map(since_start_ms),
             response_ms: trace.response_ns().map(ms),
             tardiness_ms: trace.tardiness_ns(end_ns).map(ms),
             missed: trace.missed(end_ns),
             outcome: trace.outcome(end_ns).as_str(),
+            stall_ms: trace.stall_us.map(|us| us as f64 / 1e3),
+            cpu_ms: trace.cpu_us.map(|us| us as f64 / 1e3),
+            cpu_wait_ms: trace.cpu_wait_us.map(|us| us as f64 / 1e3),
         }
     }
 }
@@ -223,6 +237,9 @@ pub struct TimelineSample {
     pub t_ms: f64,
     /// In the order of [`MemorySummary::groups`].
     pub groups: Vec<GroupSample>,
+    /// Per task, in the order of [`RunSummary::tasks`]: the count in a command's progress
+    /// file so far (null before it wrote one, and for every other task).
+    pub work_units: Vec<Option<u64>>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -231,6 +248,9 @@ pub struct GroupSample {
     /// Null: no limit.
     pub max_bytes: Option<u64>,
     pub high_bytes: Option<u64>,
+    /// PSI `some` totals so far, as the simulator's `memory.groups[]` names them.
+    pub memory_some_us: u64,
+    pub io_some_us: u64,
 }
 
 #[cfg(test)]
@@ -257,13 +277,23 @@ mod tests {
     /// A job row reads as a row of the simulator's jobs.csv where the two mean the same.
     #[test]
     fn job_rows_use_the_simulators_column_names() {
-        let trace =
-            JobTrace { job: 3, release_ns: Some(1_500_000), deadline_ns: Some(3_500_000), completion_ns: Some(4_000_000), drop_ns: None };
+        let trace = JobTrace {
+            job: 3,
+            release_ns: Some(1_500_000),
+            deadline_ns: Some(3_500_000),
+            completion_ns: Some(4_000_000),
+            drop_ns: None,
+            start_ns: Some(2_000_000),
+            stall_us: Some(250),
+            cpu_us: Some(900),
+            cpu_wait_us: None,
+        };
         let row = serde_json::to_value(JobRow::new("video", &trace, 1_000_000, 9_000_000)).unwrap();
         assert_eq!(
             row,
-            serde_json::json!({"task": "video", "job": 3, "release_ms": 0.5, "deadline_ms": 2.5, "completion_ms": 3.0, "drop_ms": null,
-                "response_ms": 2.5, "tardiness_ms": 0.5, "missed": true, "outcome": "completed"})
+            serde_json::json!({"task": "video", "job": 3, "release_ms": 0.5, "deadline_ms": 2.5, "start_ms": 1.0, "completion_ms": 3.0,
+                "drop_ms": null, "response_ms": 2.5, "tardiness_ms": 0.5, "missed": true, "outcome": "completed", "stall_ms": 0.25,
+                "cpu_ms": 0.9, "cpu_wait_ms": null})
         );
     }
 }

@@ -288,6 +288,7 @@ mod tests {
             layout: crate::mem::MemoryLayout::Flat,
             swap_name: "slow-ssd".into(),
             swap: crate::mem::DeviceSpec::slow_ssd(),
+            swap_in_cpu: Nanos::ZERO,
             readahead_pages: 8,
             sample_interval: Nanos::from_ms(1),
             reservations,

@@ -11,6 +11,8 @@ struct FaultOut {
     /// The part of `cpu` Linux counts as a memory stall: direct reclaim, and the kernel work
     /// of a refault (swap_read_folio runs inside psi_memstall_enter for workingset pages).
     memstall_cpu: Nanos,
+    /// CPU the job spends once its device read is done (swap-in work after the I/O).
+    after_cpu: Nanos,
     /// Set when the job must wait for a device read.
     ready_at: Option<Nanos>,
     refault: bool,
@@ -170,11 +172,11 @@ impl<A: FrameAllocator> Memory<A> {
         Ok(match out.ready_at {
             Some(ready_at) if ready_at > now => {
                 st.major_faults += 1;
-                Access::Major { cpu: out.cpu, memstall_cpu: out.memstall_cpu, ready_at, refault: out.refault }
+                Access::Major { cpu: out.cpu, memstall_cpu: out.memstall_cpu, after_cpu: out.after_cpu, ready_at, refault: out.refault }
             }
             _ => {
                 st.minor_faults += 1;
-                Access::Minor { cpu: out.cpu, memstall_cpu: out.memstall_cpu }
+                Access::Minor { cpu: out.cpu + out.after_cpu, memstall_cpu: out.memstall_cpu }
             }
         })
     }
@@ -289,6 +291,7 @@ impl<A: FrameAllocator> Memory<A> {
             fr.pinned = false;
         }
         self.spaces[s].stats.pages_swapped_in += batch.len() as u64;
+        out.after_cpu += Nanos(self.cfg.costs.swap_in_per_page.as_ns() * batch.len() as u64);
         self.scratch_frames = batch;
         let anon = !matches!(self.regions[r as usize].kind, RegionKind::SharedFile { .. });
         // A swapped-out anonymous page was necessarily in memory before; a file page is a

@@ -63,6 +63,9 @@ pub enum Access {
         cpu: Nanos,
         /// The part of `cpu` that is a memory stall (reclaim, and a refault's own kernel work).
         memstall_cpu: Nanos,
+        /// CPU spent once the read is done, outside any stall (the job cannot overlap it
+        /// with the wait).
+        after_cpu: Nanos,
         ready_at: Nanos,
         refault: bool,
     },
@@ -85,7 +88,8 @@ impl Access {
     pub fn cpu(self) -> Nanos {
         match self {
             Access::Hit => Nanos::ZERO,
-            Access::Minor { cpu, .. } | Access::Major { cpu, .. } => cpu,
+            Access::Minor { cpu, .. } => cpu,
+            Access::Major { cpu, after_cpu, .. } => cpu + after_cpu,
         }
     }
 }
@@ -211,11 +215,21 @@ pub struct FaultCosts {
     pub major: Nanos,
     /// Per page evicted or unmapped by reclaim during the fault.
     pub reclaim_per_page: Nanos,
+    /// Per page swapped in, kernel work PSI does not count as memory stall (on a fast device
+    /// this can rival the wait itself).
+    pub swap_in_per_page: Nanos,
 }
 
 impl Default for FaultCosts {
     fn default() -> Self {
-        FaultCosts { minor: Nanos(600), zero_fill: Nanos(1_000), cow_copy: Nanos(1_500), major: Nanos(2_000), reclaim_per_page: Nanos(200) }
+        FaultCosts {
+            minor: Nanos(600),
+            zero_fill: Nanos(1_000),
+            cow_copy: Nanos(1_500),
+            major: Nanos(2_000),
+            reclaim_per_page: Nanos(200),
+            swap_in_per_page: Nanos::ZERO,
+        }
     }
 }
 

@@ -3,9 +3,9 @@
 //! this machine's memory.
 
 use super::error::{Ctx, ScenarioError};
-use super::raw::{PatternName, RawScenario, RawTask};
+use super::raw::{PatternName, RawDevice, RawScenario, RawSwap, RawTask, SwapPreset};
 use crate::mem::mc2::Mc2Platform;
-use crate::mem::{MemoryLayout, RegionKind, ReservationKind, SharePolicy};
+use crate::mem::{DeviceSpec, MemoryLayout, RegionKind, ReservationKind, SharePolicy};
 use crate::task::{Criticality, TaskSpec};
 use crate::time::Nanos;
 use crate::workload::{MemorySpec, Pattern, RegionDecl, ReservationDecl, Stream, StreamOrder, Target, TaskMemory, MIB};
@@ -17,6 +17,36 @@ const MAX_MAPPED_PAGES: u64 = 1 << 26;
 const MAX_REFS_PER_JOB: u64 = 1 << 24;
 const MAX_TIMELINE_SAMPLES: u64 = 1 << 20;
 const MAX_TIMELINE_VALUES: u64 = 1 << 24;
+
+/// `[memory] swap` given as a table: its figures checked and converted.
+fn custom_device(cx: &Ctx<'_>, d: &RawDevice) -> Result<(String, DeviceSpec), ScenarioError> {
+    let latency = |key: &str, us: f64| {
+        if us.is_finite() && (0.0..=1e7).contains(&us) {
+            Ok(Nanos((us * 1e3).round() as u64))
+        } else {
+            Err(cx.err(format!("memory.swap.{key}"), format!("must be from 0 to 1e7 µs (got {us})")))
+        }
+    };
+    let bandwidth = |key: &str, mb_per_s: f64| {
+        if mb_per_s.is_finite() && (0.001..=1e6).contains(&mb_per_s) {
+            Ok((mb_per_s * 1e6).round() as u64)
+        } else {
+            Err(cx.err(format!("memory.swap.{key}"), format!("must be from 0.001 to 1e6 MB/s (got {mb_per_s})")))
+        }
+    };
+    let name = d.name.clone().unwrap_or_else(|| "custom".into());
+    if name.is_empty() {
+        return Err(cx.err("memory.swap.name", "must not be empty"));
+    }
+    let spec = DeviceSpec {
+        name: name.clone(),
+        read_latency: latency("read_latency_us", d.read_latency_us)?,
+        write_latency: latency("write_latency_us", d.write_latency_us)?,
+        read_bytes_per_s: bandwidth("read_mb_per_s", d.read_mb_per_s)?,
+        write_bytes_per_s: bandwidth("write_mb_per_s", d.write_mb_per_s)?,
+    };
+    Ok((name, spec))
+}
 
 impl Ctx<'_> {
     /// A size in MiB as whole pages (rounded up), at least `min_pages`.
@@ -68,7 +98,16 @@ pub(super) fn validate_memory(cx: &Ctx, raw: &RawScenario, horizon: Nanos) -> Re
         Some(b) => return Err(cx.err("memory.page_bytes", format!("must be a power of two from 512 to 2^30 (got {b})"))),
     };
     let total_frames = cx.pages("memory.total_mb", m.total_mb.unwrap_or(4096.0), page_bytes, 16)?;
-    let swap = m.swap.unwrap_or_default();
+    let (swap_name, swap) = match &m.swap {
+        None => (SwapPreset::default().name().to_string(), SwapPreset::default().device()),
+        Some(RawSwap::Preset(p)) => (p.name().to_string(), p.device()),
+        Some(RawSwap::Custom(d)) => custom_device(cx, d)?,
+    };
+    let swap_in_cpu = match m.swap_in_cpu_us {
+        None => Nanos::ZERO,
+        Some(us) if us.is_finite() && (0.0..=1e6).contains(&us) => Nanos((us * 1e3).round() as u64),
+        Some(us) => return Err(cx.err("memory.swap_in_cpu_us", format!("must be from 0 to 1e6 µs (got {us})"))),
+    };
     let readahead_pages = match m.readahead_pages {
         None => 8,
         Some(r) if (1..=1024).contains(&r) && (r as u64).is_power_of_two() => r as u32,
@@ -114,8 +153,9 @@ pub(super) fn validate_memory(cx: &Ctx, raw: &RawScenario, horizon: Nanos) -> Re
         page_bytes,
         total_frames: total_frames as u32,
         layout: m.layout.map_or(MemoryLayout::Flat, MemoryLayout::from),
-        swap_name: swap.name().to_string(),
-        swap: swap.device(),
+        swap_name,
+        swap,
+        swap_in_cpu,
         readahead_pages,
         sample_interval,
         reservations,

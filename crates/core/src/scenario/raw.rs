@@ -335,9 +335,13 @@ pub(super) struct RawSuspend {
 pub(super) struct RawMemory {
     pub(super) total_mb: Option<f64>,
     pub(super) page_bytes: Option<i64>,
-    #[serde(default, deserialize_with = "some_choice")]
-    #[schemars(schema_with = "some_choice_schema::<SwapPreset>")]
-    pub(super) swap: Option<SwapPreset>,
+    /// A device preset's name, or a device of its own (`{ read_latency_us, read_mb_per_s, ... }`).
+    #[serde(default, deserialize_with = "some_swap")]
+    #[schemars(schema_with = "swap_schema")]
+    pub(super) swap: Option<RawSwap>,
+    /// CPU time the kernel spends per page swapped in that is not memory stall (fault
+    /// handling outside PSI's accounting), µs; default 0.
+    pub(super) swap_in_cpu_us: Option<f64>,
     pub(super) readahead_pages: Option<i64>,
     pub(super) sample_ms: Option<f64>,
     /// Physical layout: `flat` (default), or `mc2`: the i.MX6's 8 DRAM banks scaled to
@@ -719,6 +723,64 @@ impl From<LayoutName> for MemoryLayout {
             LayoutName::Mc2 => MemoryLayout::Mc2,
         }
     }
+}
+
+/// `[memory] swap`: a preset, or a device described by its own figures.
+#[derive(Debug)]
+pub(super) enum RawSwap {
+    Preset(SwapPreset),
+    Custom(RawDevice),
+}
+
+/// A swap device of a scenario's own: per-request latencies and bandwidths (decimal MB/s, as
+/// vendors quote them), e.g. those `critmem profile` measured on a machine.
+#[derive(Deserialize, JsonSchema, Debug)]
+#[serde(deny_unknown_fields)]
+#[schemars(rename = "SwapDevice")]
+pub(super) struct RawDevice {
+    /// Shown in results (default `custom`).
+    pub(super) name: Option<String>,
+    pub(super) read_latency_us: f64,
+    pub(super) write_latency_us: f64,
+    pub(super) read_mb_per_s: f64,
+    pub(super) write_mb_per_s: f64,
+}
+
+fn some_swap<'de, D: Deserializer<'de>>(d: D) -> Result<Option<RawSwap>, D::Error> {
+    struct SwapVisitor;
+    impl<'de> serde::de::Visitor<'de> for SwapVisitor {
+        type Value = Option<RawSwap>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            write!(
+                f,
+                "a device name ({}) or a table of read_latency_us, write_latency_us, read_mb_per_s, write_mb_per_s",
+                or_list(SwapPreset::NAMES)
+            )
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<Self::Value, D2::Error> {
+            d.deserialize_any(self)
+        }
+        fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Self::Value, E> {
+            parse_choice(name).map(|p| Some(RawSwap::Preset(p)))
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            RawDevice::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(|d| Some(RawSwap::Custom(d)))
+        }
+    }
+    d.deserialize_option(SwapVisitor)
+}
+
+fn swap_schema(generator: &mut SchemaGenerator) -> Schema {
+    let mut names: Vec<serde_json::Value> = SwapPreset::NAMES.iter().map(|&n| n.into()).collect();
+    names.push(serde_json::Value::Null);
+    let device = generator.subschema_for::<RawDevice>();
+    json_schema!({ "anyOf": [{ "type": ["string", "null"], "enum": names }, device] })
 }
 
 /// `[memory] swap`: one of the device presets.

@@ -441,3 +441,72 @@ fn memory_high_keeps_a_group_at_its_mark_by_reclaiming_its_own_pages() {
     assert!(b_psi.memory.some_us > 0, "throttled group stalls: {b_psi:?}");
     assert_eq!(r.tasks[1].stats.killed, 0);
 }
+
+/// One task paging over 8 MiB with 4 MiB of memory.
+fn thrashing(swap: &str, swap_in_cpu_us: f64) -> SimResult {
+    run(&format!(
+        r#"
+[scheduler]
+kind = "rm"
+[run]
+horizon_ms = 2000
+[memory]
+total_mb = 4
+page_bytes = 65536
+readahead_pages = 1
+swap = {swap}
+swap_in_cpu_us = {swap_in_cpu_us}
+[[task]]
+name = "t"
+wcet_ms = 5
+period_ms = 100
+private_mb = 8
+access = [{{ pattern = "sweep", mb = 8, writes = 1.0 }}]
+"#
+    ))
+}
+
+#[test]
+fn a_swap_device_given_by_its_figures_behaves_as_the_preset_with_the_same_figures() {
+    let preset = thrashing("\"slow-ssd\"", 0.0);
+    let own = thrashing("{ name = \"mine\", read_latency_us = 90, write_latency_us = 60, read_mb_per_s = 560, write_mb_per_s = 510 }", 0.0);
+    assert_eq!(preset.tasks[0].stats, own.tasks[0].stats);
+    assert_eq!(own.memory.as_ref().unwrap().swap, "mine");
+    let slower = thrashing("{ read_latency_us = 900, write_latency_us = 600, read_mb_per_s = 56, write_mb_per_s = 51 }", 0.0);
+    assert!(slower.tasks[0].stats.max_response > preset.tasks[0].stats.max_response);
+    let e = load_toml_str("[scheduler]\nkind = \"rm\"\n[memory]\nswap = { read_latency_us = -1, write_latency_us = 1, read_mb_per_s = 1, write_mb_per_s = 1 }\n[[task]]\nname = \"t\"\nwcet_ms = 1\nperiod_ms = 10\n", "d.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("memory.swap.read_latency_us") && e.contains("-1"), "{e}");
+    let e = load_toml_str(
+        "[scheduler]\nkind = \"rm\"\n[memory]\nswap = { read_latency_us = 1 }\n[[task]]\nname = \"t\"\nwcet_ms = 1\nperiod_ms = 10\n",
+        "d.toml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("write_latency_us"), "{e}");
+    let e = load_toml_str(
+        "[scheduler]\nkind = \"rm\"\n[memory]\nswap = \"floppy\"\n[[task]]\nname = \"t\"\nwcet_ms = 1\nperiod_ms = 10\n",
+        "d.toml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("floppy") && e.contains("slow-ssd"), "{e}");
+}
+
+#[test]
+fn swap_in_cpu_lengthens_jobs_without_counting_as_memory_stall() {
+    let plain = thrashing("\"fast-ssd\"", 0.0);
+    let costly = thrashing("\"fast-ssd\"", 200.0);
+    let m = |r: &SimResult| r.memory.as_ref().unwrap().tasks[0].stats.pages_swapped_in;
+    let swapped = m(&costly);
+    assert!(swapped > 100 && swapped.abs_diff(m(&plain)) * 50 < swapped, "{swapped} vs {}", m(&plain));
+    let mean = |r: &SimResult| r.tasks[0].stats.total_response as f64 / r.tasks[0].stats.completed as f64;
+    // 200 µs per page swapped in, spread over the run's jobs.
+    let added_ms = (mean(&costly) - mean(&plain)) / 1e6;
+    let expected_ms = 0.2 * swapped as f64 / costly.tasks[0].stats.completed as f64;
+    assert!((added_ms - expected_ms).abs() < 0.1 * expected_ms, "{added_ms} ms added, {expected_ms} expected");
+    let stall = |r: &SimResult| r.memory.as_ref().unwrap().groups[0].1.memory.some_us;
+    let (a, b) = (stall(&plain) as f64, stall(&costly) as f64);
+    assert!((b - a).abs() < 0.1 * a, "memory stall {a} µs vs {b} µs");
+}

@@ -71,6 +71,39 @@ impl OpenFiles {
     }
 }
 
+/// A group's CPU files (cgroup v2 `cpu.stat`, which every v2 group has, and `cpu.pressure`),
+/// kept open for jobs kept one by one, and their totals at the last read.
+pub(super) struct CpuFiles {
+    stat: std::fs::File,
+    pressure: std::fs::File,
+    last: Option<(u64, u64)>,
+}
+
+impl CpuFiles {
+    pub(super) fn open(backend: &dyn CgroupBackend, group: &GroupPath) -> Option<Self> {
+        let pressure_path = backend.pressure_file(group, PsiResource::Cpu);
+        let stat = std::fs::File::open(pressure_path.with_file_name("cpu.stat")).ok()?;
+        let pressure = std::fs::File::open(&pressure_path).ok()?;
+        Some(CpuFiles { stat, pressure, last: None })
+    }
+
+    /// CPU time used and time waited for a CPU since the last read, in µs; None on the first
+    /// read or a failed one (that interval is then lost, not misattributed).
+    pub(super) fn interval(&mut self, buf: &mut [u8; READ_BUF_BYTES]) -> Option<(u64, u64)> {
+        let usage_us = parse_usage_usec(pread_start(&self.stat, buf)?);
+        let wait_us = pread_start(&self.pressure, buf).and_then(crate::psi::parse_totals).map(|(some, _)| some);
+        let now = usage_us.zip(wait_us);
+        let before = std::mem::replace(&mut self.last, now);
+        let ((u0, w0), (u1, w1)) = (before?, now?);
+        Some((u1.saturating_sub(u0), w1.saturating_sub(w0)))
+    }
+}
+
+/// `usage_usec` of a `cpu.stat` file.
+pub(super) fn parse_usage_usec(bytes: &[u8]) -> Option<u64> {
+    bytes.split(|&b| b == b'\n').find_map(|line| parse_u64(line.strip_prefix(b"usage_usec ")?))
+}
+
 /// Every file a tick reads fits: a pressure file is two lines of under 80 bytes.
 pub(super) const READ_BUF_BYTES: usize = 512;
 

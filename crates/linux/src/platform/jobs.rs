@@ -5,6 +5,15 @@ use critmem_core::{Nanos, TaskStats};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+/// What a group used in one control interval.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IntervalUse {
+    /// `max(Δ memory some, Δ io some)`: SARA's `s_intv` (Eq. 3).
+    pub stall_us: u64,
+    /// CPU time used, and time a task waited for a CPU (`cpu.pressure` some), where known.
+    pub cpu_us: Option<(u64, u64)>,
+}
+
 /// Per-group job accounting from the job socket.
 #[derive(Clone, Debug, Default)]
 pub struct JobCounts {
@@ -41,6 +50,19 @@ pub struct JobTrace {
     pub deadline_ns: Option<u64>,
     pub completion_ns: Option<u64>,
     pub drop_ns: Option<u64>,
+    /// When the job could start: its release, or the end of the job before it if later (a
+    /// group's jobs run one after another). None for a job that never became the running one.
+    pub start_ns: Option<u64>,
+    /// `s_period` of SARA's Eq. 2: the sum over the control ticks while this was the group's
+    /// running job of `max(Δ memory some, Δ io some)` (Eq. 3), in µs; a tick's interval counts
+    /// for the job running when it began. None where `start_ns` is.
+    pub stall_us: Option<u64>,
+    /// CPU time the group used over the same intervals (`cpu.stat` usage), in µs; None where
+    /// the kernel has no per-group `cpu.stat` or the job never ran.
+    pub cpu_us: Option<u64>,
+    /// Time over the same intervals in which a task of the group waited for a CPU
+    /// (`cpu.pressure` some), in µs; None as `cpu_us`.
+    pub cpu_wait_us: Option<u64>,
 }
 
 /// How a job ended, judged at the end of the run as [`JobCounts::task_stats`] judges it.
@@ -116,6 +138,8 @@ struct JobLog {
     budget: Arc<AtomicUsize>,
     /// Jobs released when the budget was spent: counted, not kept.
     left_out: u64,
+    /// The row of the job running now: the oldest open one.
+    running: Option<usize>,
 }
 
 impl JobLog {
@@ -133,6 +157,9 @@ impl JobLog {
                 match self.push(row) {
                     Some(index) => {
                         self.open.insert(job, index);
+                        if self.running.is_none() {
+                            self.start(index, at_ns);
+                        }
                     }
                     None => {
                         self.left_out += 1;
@@ -157,7 +184,32 @@ impl JobLog {
                 } else {
                     row.drop_ns = Some(at_ns);
                 }
+                if self.running == Some(index) {
+                    self.running = None;
+                    // Rows are pushed in release order: the lowest open index is the oldest.
+                    if let Some(&next) = self.open.values().min() {
+                        self.start(next, at_ns);
+                    }
+                }
             }
+        }
+    }
+
+    fn start(&mut self, index: usize, at_ns: u64) {
+        let row = &mut self.rows[index];
+        row.start_ns = Some(row.release_ns.map_or(at_ns, |r| r.max(at_ns)));
+        row.stall_us = Some(0);
+        self.running = Some(index);
+    }
+
+    fn add_interval(&mut self, interval: &IntervalUse) {
+        let Some(row) = self.running.map(|i| &mut self.rows[i]) else { return };
+        if let Some(stall) = row.stall_us.as_mut() {
+            *stall += interval.stall_us;
+        }
+        if let Some((cpu_us, wait_us)) = interval.cpu_us {
+            *row.cpu_us.get_or_insert(0) += cpu_us;
+            *row.cpu_wait_us.get_or_insert(0) += wait_us;
         }
     }
 }
@@ -195,7 +247,20 @@ impl JobCounts {
     /// taken from `budget` (shared with other groups, so a run's rows stay bounded); once it
     /// is spent, further jobs are only counted ([`JobCounts::rows_left_out`]).
     pub fn keep_rows(&mut self, budget: Arc<AtomicUsize>) {
-        self.log = Some(JobLog { rows: Vec::new(), open: BTreeMap::new(), budget, left_out: 0 });
+        self.log = Some(JobLog { rows: Vec::new(), open: BTreeMap::new(), budget, left_out: 0, running: None });
+    }
+
+    /// Whether the jobs are kept one by one (their stall then needs fresh PSI every tick).
+    pub fn keeps_rows(&self) -> bool {
+        self.log.is_some()
+    }
+
+    /// Adds what the group used in one control interval to the kept row of the job running
+    /// since the interval began.
+    pub fn add_interval(&mut self, interval: &IntervalUse) {
+        if let Some(log) = self.log.as_mut() {
+            log.add_interval(interval);
+        }
     }
 
     /// The jobs kept one by one, in the order of their first report (empty unless kept).
@@ -362,6 +427,31 @@ mod tests {
         assert_eq!((rows[1].outcome(100), rows[1].missed(100)), (JobOutcome::Dropped, true));
         let stats = counts.task_stats(100);
         assert_eq!((stats.completed, stats.dropped, stats.deadline_misses), (1, 1, 1));
+    }
+
+    /// Each interval's stall lands on the job running when it began; a job queued behind an
+    /// overrunning one starts when that one ends.
+    #[test]
+    fn kept_rows_carry_each_jobs_start_and_the_stall_of_its_intervals() {
+        let mut counts = JobCounts::default();
+        counts.keep_rows(Arc::new(AtomicUsize::new(100)));
+        let stall = |us| IntervalUse { stall_us: us, cpu_us: Some((10 * us, us / 2)) };
+        counts.add_interval(&stall(7)); // nothing running: idle stall belongs to no job
+        release(&mut counts, 0, 0, 10);
+        counts.add_interval(&stall(3));
+        release(&mut counts, 1, 10, 20); // job 0 overruns its period
+        counts.add_interval(&stall(4));
+        counts.record(0, JobOp::Complete, 12);
+        counts.add_interval(&stall(5));
+        counts.record(1, JobOp::Drop, 15);
+        counts.add_interval(&stall(6));
+        let rows = counts.rows();
+        assert_eq!((rows[0].start_ns, rows[0].stall_us, rows[0].cpu_us, rows[0].cpu_wait_us), (Some(0), Some(7), Some(70), Some(3)));
+        assert_eq!((rows[1].start_ns, rows[1].stall_us, rows[1].cpu_us), (Some(12), Some(5), Some(50)));
+        release(&mut counts, 2, 20, 30);
+        assert_eq!(counts.rows()[2].start_ns, Some(20), "a job released with none running starts at its release");
+        counts.record(9, JobOp::Complete, 25); // its release lost: never running
+        assert_eq!((counts.rows()[3].start_ns, counts.rows()[3].stall_us), (None, None));
     }
 
     #[test]

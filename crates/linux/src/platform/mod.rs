@@ -29,8 +29,8 @@ mod limits;
 mod oom;
 
 pub use crate::control_loop::{ControlLoop, CostSummary, LoopStats};
-use files::{read_at_start, OpenFiles, READ_BUF_BYTES};
-pub use jobs::{judge_unfinished, JobCounts, JobOutcome, JobTrace};
+use files::{read_at_start, CpuFiles, OpenFiles, READ_BUF_BYTES};
+pub use jobs::{judge_unfinished, IntervalUse, JobCounts, JobOutcome, JobTrace};
 pub use limits::parse_meminfo_kb;
 use limits::{page_align_down, page_align_up};
 use oom::{guard_against_oom_kills, has_child_groups, OomWatch};
@@ -160,6 +160,8 @@ struct Managed {
     usage_bytes: u64,
     stall: StallTotals,
     jobs: JobCounts,
+    /// For jobs kept one by one: the group's CPU files, and their totals at the last tick.
+    cpu: Option<CpuFiles>,
 }
 
 /// Options for [`LinuxPlatform::open`].
@@ -323,6 +325,12 @@ impl LinuxPlatform {
     /// Usage and knobs of `group` as last observed.
     pub fn last_seen(&self, group: GroupId) -> (u64, MemoryKnobs) {
         (self.groups[group].usage_bytes, self.groups[group].knobs)
+    }
+
+    /// PSI totals of `group` as last observed (those the controller does not read are at most
+    /// [`KNOB_REFRESH_TICKS`] ticks old).
+    pub fn last_stall(&self, group: GroupId) -> StallTotals {
+        self.groups[group].stall
     }
 
     /// Waits up to `timeout` for every submitted write to land; for tests and shutdown,
@@ -503,6 +511,7 @@ fn open_groups(
             usage_bytes: 0,
             stall: StallTotals::default(),
             jobs: JobCounts::default(),
+            cpu: None,
         });
     }
     let mut stats = PlatformStats::default();
@@ -552,8 +561,10 @@ impl Platform for LinuxPlatform {
                 g.files = OpenFiles::open(self.backend.as_ref(), &g.spec.path);
             }
             let knobs_now = (g.knobs_age_ticks < KNOB_REFRESH_TICKS).then_some(g.knobs);
-            // Everything is fresh on the ticks that re-read the knobs.
-            let fresh = if knobs_now.is_some() { g.stall_inputs } else { StallInputs::ALL };
+            // Everything is fresh on the ticks that re-read the knobs, and for jobs kept one by
+            // one, whose stall counts every interval.
+            let fresh = if knobs_now.is_some() && !g.jobs.keeps_rows() { g.stall_inputs } else { StallInputs::ALL };
+            let stall_before = g.stall;
             // Unread usage can wait for the knobs while the kernel will say if the group
             // starts waiting at its limit (the one thing the platform itself needs it for).
             let usage_now = (knobs_now.is_some() && !g.reads_usage && g.oom.notifier.is_some() && !g.oom.pending).then_some(g.usage_bytes);
@@ -572,6 +583,16 @@ impl Platform for LinuxPlatform {
                     g.knobs_age_ticks = 0;
                     g.usage_fresh = true;
                 }
+            }
+            if g.jobs.keeps_rows() {
+                // Totals that went backwards (the group recreated) count as no stall.
+                let memory_us = g.stall.memory_some_us.saturating_sub(stall_before.memory_some_us);
+                let io_us = g.stall.io_some_us.saturating_sub(stall_before.io_some_us);
+                if g.cpu.is_none() {
+                    g.cpu = CpuFiles::open(self.backend.as_ref(), &g.spec.path);
+                }
+                let cpu_us = g.cpu.as_mut().and_then(|c| c.interval(&mut self.tick_buf));
+                g.jobs.add_interval(&IntervalUse { stall_us: memory_us.max(io_us), cpu_us });
             }
             observed.push(GroupObservation {
                 name: g.spec.name.clone(),

@@ -1,4 +1,4 @@
-use super::files::{parse_knob, parse_u64};
+use super::files::{parse_knob, parse_u64, parse_usage_usec};
 use super::*;
 use crate::cgroup::fake::{populate, v2_root, V2_FILES};
 use crate::cgroup::V2Backend;
@@ -565,11 +565,20 @@ fn knob_files_parse_like_the_backends_read_them() {
     assert_eq!(parse_knob("x", false), None);
 }
 
+#[test]
+fn cpu_stat_gives_its_usage_wherever_the_line_is() {
+    assert_eq!(parse_usage_usec(b"usage_usec 1333969566\nuser_usec 1233427549\nsystem_usec 100542017\n"), Some(1_333_969_566));
+    assert_eq!(parse_usage_usec(b"user_usec 5\nusage_usec 7\n"), Some(7));
+    assert_eq!(parse_usage_usec(b"user_usec 5\n"), None);
+    assert_eq!(parse_usage_usec(b"usage_usec x\n"), None);
+}
+
 proptest! {
     #[test]
     fn number_parsers_never_panic_on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..100), key in ".{0,10}") {
         let text = String::from_utf8_lossy(&bytes);
         let _ = parse_u64(&bytes);
+        let _ = parse_usage_usec(&bytes);
         let _ = parse_knob(&text, false);
         let _ = parse_knob(&text, true);
         let _ = parse_meminfo_kb(&text, &key);

@@ -42,7 +42,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use summary::{summarize, Measured};
-use tasks::{kill_leftovers, start_tasks, stop_tasks, TaskEnd};
+use tasks::{kill_leftovers, read_progress, start_tasks, stop_tasks, TaskEnd};
 
 mod plan;
 mod recovery;
@@ -68,6 +68,10 @@ struct Args {
     /// Timeline sampling period.
     #[arg(long, default_value_t = 100)]
     sample_ms: u64,
+    /// End the run once every task whose jobs are counted has had this many jobs end
+    /// (completed or dropped), before --duration-s if that comes first.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    stop_after_jobs: Option<u64>,
     /// Where the worker binaries are (default: beside this program).
     #[arg(long)]
     workers_dir: Option<PathBuf>,
@@ -185,6 +189,9 @@ fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String
     // Jobs one by one for every task counted from its group's reports, within one budget.
     let counted: Vec<usize> = (0..group_names.len()).filter(|&g| summary::sole_reporter(&tasks, g).is_some()).collect();
     session.platform_mut().keep_job_rows(&counted, MAX_JOB_ROWS);
+    if args.stop_after_jobs.is_some() && counted.is_empty() {
+        return Err("--stop-after-jobs: no task's jobs are counted (no group has exactly one task that reports jobs)".into());
+    }
     let outcome = drive(args, &mut session, &tasks, &workers_dir, &socket, &state_dir.path, signals);
     // Before restoring, which would move them to the root cgroup and leave them running.
     let leftovers_killed = kill_leftovers(&session);
@@ -225,6 +232,8 @@ fn drive(
     state_dir: &Path,
     signals: &nix::sys::signalfd::SignalFd,
 ) -> Result<Outcome, String> {
+    let counted: Vec<usize> =
+        (0..session.platform().group_specs().count()).filter(|&g| summary::sole_reporter(tasks, g).is_some()).collect();
     let mut processes = start_tasks(session.platform(), tasks, workers_dir, socket, state_dir)?;
     let run_for_ns = args.duration_s.as_nanos();
     let mut sample_ns = args.sample_ms.max(1) * 1_000_000;
@@ -234,9 +243,16 @@ fn drive(
     let mut next_exit_check_ns = 0;
     let mut timeline = Vec::new();
     let all_exited = std::cell::Cell::new(false);
+    let enough_jobs = std::cell::Cell::new(false);
     let result = session.run(
-        |elapsed_ns| u128::from(elapsed_ns) >= run_for_ns || all_exited.get() || signalled(signals),
+        |elapsed_ns| u128::from(elapsed_ns) >= run_for_ns || all_exited.get() || enough_jobs.get() || signalled(signals),
         |p, _, _, t_ns| {
+            if let Some(n) = args.stop_after_jobs {
+                enough_jobs.set(counted.iter().all(|&g| {
+                    let c = p.job_counts(g);
+                    c.completed + c.dropped >= n
+                }));
+            }
             if t_ns >= next_sample_ns {
                 next_sample_ns = t_ns + sample_ns;
                 let groups = (0..p.group_specs().count())
@@ -244,10 +260,22 @@ fn drive(
                         // Fresh even where the controller does not read usage every tick.
                         let (seen, knobs) = p.last_seen(g);
                         let usage_bytes = p.usage_now(g).unwrap_or(seen);
-                        GroupSample { usage_bytes, max_bytes: knobs.max_bytes, high_bytes: knobs.high_bytes }
+                        let stall = p.last_stall(g);
+                        GroupSample {
+                            usage_bytes,
+                            max_bytes: knobs.max_bytes,
+                            high_bytes: knobs.high_bytes,
+                            memory_some_us: stall.memory_some_us,
+                            io_some_us: stall.io_some_us,
+                        }
                     })
                     .collect();
-                timeline.push(TimelineSample { t_ms: t_ns as f64 / 1e6, groups });
+                let mut work_units = vec![None; tasks.len()];
+                for r in &processes.0 {
+                    // A malformed file is said once, at the end; here it only has no count.
+                    work_units[r.task] = r.progress_file.as_deref().and_then(|path| read_progress(path).ok().flatten());
+                }
+                timeline.push(TimelineSample { t_ms: t_ns as f64 / 1e6, groups, work_units });
                 if timeline.len() >= MAX_TIMELINE_SAMPLES {
                     // A long run keeps every other sample and samples half as often from now on.
                     critmem_core::control::keep_every_other(&mut timeline);
