@@ -24,6 +24,7 @@ from critmem import __version__, _core, controllers
 from critmem._core import MAX_TRACE_RECORDS, ScenarioError
 from critmem._source import ScenarioSource, read_path
 from critmem.linux import LinuxError
+from critmem.profiling import DEFAULT_MAX_SLOWDOWN
 from critmem.progress import BarProgress, QuietProgress
 from critmem.reproduce import PAPERS, get
 
@@ -941,6 +942,60 @@ def _cmd_hires(args: argparse.Namespace) -> int:
     os.execv(argv[0], argv)
 
 
+def _cmd_profile(args: argparse.Namespace) -> int:
+    from critmem import linux, profiling
+
+    command = tuple(args.command_after)
+    if not command:
+        raise CliError("profile needs the program after --, e.g. critmem profile -- ./my-app --flag")
+    if not 0 < args.ratio < 1:
+        raise CliError(f"--ratio must be between 0 and 1 (got {args.ratio:g})")
+    if not args.max_slowdown > 1 or not math.isfinite(args.max_slowdown):
+        raise CliError(f"--max-slowdown must be a number above 1 (got {args.max_slowdown:g})")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise CliError(f"--out {args.out}: exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not args.force:
+        raise CliError(f"--out {args.out}: folder is not empty (--force writes into it)")
+    name = args.name or next((w for w in reversed(command) if not w.startswith("-")), command[0]).rsplit("/", 1)[-1].rsplit(".", 1)[-1]
+    opt = profiling.Options(
+        command=command,
+        name=name,
+        mode="units" if args.units else "jobs",
+        period_ms=args.period_ms,
+        deadline_ms=args.deadline_ms or args.period_ms,
+        jobs=args.jobs,
+        units_duration_s=linux.parse_duration_s(args.units_duration),
+        steps=args.steps,
+        ratio=args.ratio,
+        max_slowdown=args.max_slowdown,
+        interval_ms=20.0,
+        swap_bytes=linux.parse_size_bytes(args.swap_size),
+    )
+    console = _console()
+    result = profiling.profile(opt, out, progress=lambda line: print(f"critmem profile: {line}", file=sys.stderr, flush=True))
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    f7 = result["fig7"]
+    console.print(
+        _text(
+            f"{name}: BCET {result['bcet_ms']:.1f} ms; memory min/avg/max {result['memory_mb']['min']}/{result['memory_mb']['avg']}/{result['memory_mb']['max']} MiB"
+        )
+    )
+    if f7 is not None:
+        console.print(_text(f"Fig. 7 fit: exec = {f7['slope']:.3f}·stall + {f7['intercept_ms']:.1f} ms (R² {f7['r_squared']:.3f})"))
+    for r in result["limits"]:
+        lim = "none" if r["limit_mb"] is None else f"{r['limit_mb']:.0f} MiB"
+        console.print(
+            _text(
+                f"  limit {lim}: exec {r['exec_ms']:.0f} ms, stall {r['stall_ms']:.0f} ms, simulated {r['simulated_exec_ms']:.0f} ms ({r['sim_error_pct']:+.1f} %)"
+            )
+        )
+    console.print(_text(f"wrote {out}/report.md, fig2.png, fig7.png, profile.json, workload.toml"))
+    return 0
+
+
 def _cmd_swap(args: argparse.Namespace) -> int:
     from critmem import linux
 
@@ -1792,6 +1847,49 @@ def build_parser() -> argparse.ArgumentParser:
     swap.add_argument("--state-file", metavar="FILE", help="where critmem records its swapfile (default /var/lib/critmem/swap.json)")
     swap.set_defaults(handler=_cmd_swap)
 
+    profile = commands.add_parser(
+        "profile",
+        help="measure a program under a ladder of memory limits and write a simulator workload (root)",
+        description="Run CMD alone in a cgroup of its own, with no limit and then under limits shrinking\n"
+        "by --ratio from its measured peak, with critmem's swapfile on (set up for the run and removed\n"
+        "afterwards when there is none). A program that reports jobs through critmem.jobclient is\n"
+        "measured per job; one that writes a progress file (--units) per work unit. Writes to DIR:\n"
+        "report.md (BCET, Table I's memory min/avg/max, execution time against limit as Fig. 2, stall\n"
+        "against execution time with Eq. 1's fit as Fig. 7), fig2.png, fig7.png, profile.json and\n"
+        "workload.toml, a scenario whose task declares memory behaviour fitted to the measured curve,\n"
+        "runnable in the simulator (and, with its command, on Linux).",
+        epilog="examples:\n  sudo critmem profile --out results/speech -- .venv/bin/python -m critmem.apps.speech --buffer-mb 200\n"
+        "  sudo critmem profile --units --out results/graph -- .venv/bin/python -m critmem.apps.graph",
+        usage="critmem profile [options] -- CMD ...",
+        formatter_class=fmt,
+    )
+    profile.set_defaults(command_after=[])
+    profile.add_argument(
+        "--out", metavar="DIR", type=_out_dir, default="results/profile", help="where the report goes (default results/profile)"
+    )
+    profile.add_argument("--name", help="the program's name in the report and workload (default: CMD's last word without options)")
+    profile.add_argument("--units", action="store_true", help="CMD reports work units in a progress file, not jobs (a throughput program)")
+    profile.add_argument("--period-ms", type=_positive_ms, default=2500.0, metavar="X", help="job period given to CMD (default 2500)")
+    profile.add_argument("--deadline-ms", type=_positive_ms, metavar="X", help="relative deadline (default: the period)")
+    profile.add_argument("--jobs", type=_int_at_least(3), default=12, metavar="N", help="jobs per limit, the first a warm-up (default 12)")
+    profile.add_argument("--units-duration", metavar="D", default="40s", help="--units: how long each limit runs (default 40s)")
+    profile.add_argument(
+        "--steps", type=_int_at_least(1), default=8, metavar="N", help="at most this many limits below the peak (default 8)"
+    )
+    profile.add_argument(
+        "--ratio", type=float, default=0.8, metavar="R", help="each limit is R times the one before (0 < R < 1, default 0.8)"
+    )
+    profile.add_argument(
+        "--max-slowdown", type=float, default=DEFAULT_MAX_SLOWDOWN, metavar="X",
+        help=f"stop the ladder once execution takes X times its unlimited time (default {DEFAULT_MAX_SLOWDOWN:g})",
+    )  # fmt: skip
+    profile.add_argument(
+        "--swap-size", metavar="SIZE", default="4G", help="size of the swapfile made when critmem has none on (default 4G)"
+    )
+    profile.add_argument("--json", action="store_true", help="print profile.json instead of the summary")
+    profile.add_argument("--force", action="store_true", help="write into DIR even if it is not empty")
+    profile.set_defaults(handler=_cmd_profile)
+
     hires = commands.add_parser(
         "hires",
         help="apply a HiRes reservation tree as nested cgroups and run commands in it (root)",
@@ -1901,7 +1999,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser()
         argv = list(sys.argv[1:] if argv is None else argv)
         after: list[str] = []
-        if argv[:1] == ["hires"] and "--" in argv:
+        if argv[:1] in (["hires"], ["profile"]) and "--" in argv:
             argv, after = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
         args, unknown = parser.parse_known_args(argv)
         if after:

@@ -1,0 +1,152 @@
+"""`critmem profile`: bad input is one line and exit 2; the simulated workload it writes slows
+down under a limit the way a program does; on a real machine (root) it profiles a program
+that reports jobs and leaves nothing behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from conftest import CRITMEM, EXAMPLES
+from critmem import profiling
+
+MIB = 1 << 20
+
+
+def _run(*argv: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(CRITMEM), *argv], capture_output=True, text=True, timeout=timeout, check=False)
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["profile"], "needs the program after --"),
+        (["profile", "--ratio", "1.5", "--", "true"], "--ratio must be between 0 and 1"),
+        (["profile", "--max-slowdown", "0.5", "--", "true"], "--max-slowdown must be a number above 1"),
+        (["profile", "--jobs", "1", "--", "true"], "must be at least 3"),
+        (["profile", "--units-duration", "soon", "--", "true"], "not a duration"),
+        (["profile", "--swap-size", "big", "--", "true"], "not a size"),
+    ],
+)
+def test_bad_profile_input_is_one_line_and_exit_code_2(argv: list[str], needle: str) -> None:
+    p = _run(*argv)
+    assert p.returncode == 2, p
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("critmem: error: ") and needle in lines[0], p.stderr
+
+
+def test_a_folder_with_other_files_is_refused_without_force(tmp_path: Path) -> None:
+    (tmp_path / "mine.txt").write_text("keep")
+    p = _run("profile", "--out", str(tmp_path), "--", "true")
+    assert p.returncode == 2 and "folder is not empty" in p.stderr, p
+    assert (tmp_path / "mine.txt").read_text() == "keep"
+
+
+def _options() -> profiling.Options:
+    return profiling.Options(
+        command=("prog",),
+        name="prog",
+        mode="jobs",
+        period_ms=500.0,
+        deadline_ms=500.0,
+        jobs=5,
+        units_duration_s=10.0,
+        steps=3,
+        ratio=0.8,
+        max_slowdown=3.0,
+        interval_ms=20.0,
+        swap_bytes=MIB << 10,
+    )
+
+
+def test_the_simulated_workload_slows_down_once_its_working_set_does_not_fit() -> None:
+    opt = _options()
+    device = profiling.Device(read_latency_us=100.0, write_latency_us=80.0, read_mb_per_s=500.0, write_mb_per_s=400.0)
+    task = profiling.sim_task_text(opt, peak_mb=64.0, working_set_mb=32.0, refs=20_000, compute_ms=100.0)
+    roomy = profiling.simulate_exec_ms(opt, 128 * MIB, task, device, 0.0)
+    tight = profiling.simulate_exec_ms(opt, 20 * MIB, task, device, 0.0)
+    with_cpu = profiling.simulate_exec_ms(opt, 20 * MIB, task, device, 50.0)
+    assert roomy is not None and tight is not None and with_cpu is not None
+    # Everything resident: the compute alone.
+    assert roomy == pytest.approx(100.0, rel=0.02)
+    assert tight > 1.5 * roomy
+    # The kernel's CPU per swap-in adds to the time, not to the stall.
+    assert with_cpu > tight
+
+
+def test_the_written_workload_is_a_scenario_for_both_platforms() -> None:
+    opt = _options()
+    device = profiling.Device(100.0, 80.0, 500.0, 400.0)
+    text = profiling.run_scenario_text(
+        opt, 64 * MIB, sim_task=profiling.sim_task_text(opt, 64.0, 32.0, 1000, 100.0), swap_table=device.toml(), swap_in_cpu_us=3.0
+    )
+    doc = tomllib.loads(text)
+    task = doc["task"][0]
+    assert task["command"] == ["prog"] and task["reports_jobs"] is True and task["private_mb"] == 64.0
+    assert doc["memory"]["swap"]["read_latency_us"] == 100.0 and doc["memory"]["swap_in_cpu_us"] == 3.0
+    assert doc["control"] == {"controller": "static", "interval_ms": 20, "config": {"default_limit_bytes": 64 * MIB}}
+
+
+def test_linear_fit_recovers_a_line() -> None:
+    xs = [0.0, 10.0, 20.0, 40.0]
+    slope, intercept = profiling.linear_fit(xs, [2.0 * x + 5.0 for x in xs])
+    assert (slope, intercept) == pytest.approx((2.0, 5.0))
+    assert profiling.linear_fit([3.0, 3.0], [1.0, 2.0]) == (0.0, 1.5)
+
+
+def _machine_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "not root (cgroups and swap need root)"
+    if " cgroup2 " not in Path("/proc/self/mounts").read_text():
+        return "no cgroup2 mount (PSI)"
+    if not (Path(sys.executable).parent / "critmem-linux-run").is_file():
+        return "the Linux binaries are not installed in .venv/bin (run scripts/setup.sh)"
+    return None
+
+
+def _swaps() -> list[str]:
+    return Path("/proc/swaps").read_text().splitlines()[1:]
+
+
+def _cgroups() -> list[str]:
+    found = []
+    for root in (Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup")):
+        if root.is_dir():
+            found += [str(p) for p in root.glob("critmem-run-*")]
+    return found
+
+
+@pytest.mark.skipif(_machine_reason() is not None, reason=f"real Linux: {_machine_reason()}")
+def test_profile_measures_a_program_under_limits_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    swaps_before = _swaps()
+    out = tmp_path / "profile"
+    command = [sys.executable, str(EXAMPLES / "periodic_job.py"), "--wss-mib", "48"]
+    p = _run(
+        "profile", "--out", str(out), "--period-ms", "400", "--jobs", "4", "--steps", "2", "--ratio", "0.5",
+        "--swap-size", "1G", "--json", "--", *command,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    result = json.loads(p.stdout)
+    assert result["command"] == command and result["mode"] == "jobs"
+    # periodic_job.py computes for half its period (the WCET critmem gives it) each job.
+    assert 150 <= result["bcet_ms"] <= 400, result["bcet_ms"]
+    assert result["memory_mb"]["max"] >= 48, result["memory_mb"]
+    rows = result["limits"]
+    assert rows[0]["limit_mb"] is None and len(rows) >= 2
+    assert all(r["failed_checks"] == 0 for r in rows), rows
+    # Under a quarter of its peak the working set no longer fits: stalls and swap-ins.
+    assert rows[-1]["stall_ms"] > rows[0]["stall_ms"] and rows[-1]["swap_ins_per_job"] > 0, rows
+    assert result["fig7"] is not None and len(result["fig7_points"]["exec_ms"]) >= 6
+    for name in ("report.md", "fig2.png", "fig7.png", "profile.json", "workload.toml"):
+        assert (out / name).is_file(), name
+    # The workload it wrote simulates.
+    sim = _run("run", str(out / "workload.toml"), "--json")
+    assert sim.returncode == 0, sim.stderr
+    assert json.loads(sim.stdout)["tasks"][0]["completed"] >= 3
+    assert _swaps() == swaps_before, "profile removes the swapfile it made and leaves any other"
+    assert not _cgroups(), _cgroups()
