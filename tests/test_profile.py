@@ -132,7 +132,7 @@ def test_profile_measures_a_program_under_limits_and_leaves_nothing_behind(tmp_p
     )  # fmt: skip
     assert p.returncode == 0, p.stderr
     result = json.loads(p.stdout)
-    assert result["command"] == command and result["mode"] == "jobs"
+    assert result["command"] == command and result["mode"] == "jobs" and result["name"] == "periodic_job"
     # periodic_job.py computes for half its period (the WCET critmem gives it) each job.
     assert 150 <= result["bcet_ms"] <= 400, result["bcet_ms"]
     assert result["memory_mb"]["max"] >= 48, result["memory_mb"]

@@ -942,6 +942,17 @@ def _cmd_hires(args: argparse.Namespace) -> int:
     os.execv(argv[0], argv)
 
 
+def _program_name(command: Sequence[str]) -> str:
+    """`python -m pkg.app` → app, `python dir/tool.py` → tool, `./server` → server."""
+    if Path(command[0]).name.startswith("python"):
+        if "-m" in command[1:-1]:
+            return command[command.index("-m") + 1].rsplit(".", 1)[-1]
+        script = next((w for w in command[1:] if not w.startswith("-")), None)
+        if script is not None:
+            return Path(script).stem
+    return Path(command[0]).name
+
+
 def _cmd_profile(args: argparse.Namespace) -> int:
     from critmem import linux, profiling
 
@@ -957,7 +968,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
         raise CliError(f"--out {args.out}: exists and is not a folder")
     if out.is_dir() and any(out.iterdir()) and not args.force:
         raise CliError(f"--out {args.out}: folder is not empty (--force writes into it)")
-    name = args.name or next((w for w in reversed(command) if not w.startswith("-")), command[0]).rsplit("/", 1)[-1].rsplit(".", 1)[-1]
+    name = args.name or _program_name(command)
     opt = profiling.Options(
         command=command,
         name=name,
