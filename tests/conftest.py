@@ -1,9 +1,11 @@
-"""Shared helpers: run the CLI in-process or as the installed console script."""
+"""Shared helpers: run the CLI in-process or as the installed console script, and what the
+real-machine tests need to know about this machine."""
 
 from __future__ import annotations
 
 import contextlib
 import io
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -21,6 +23,33 @@ CRITMEM = Path(sys.executable).parent / "critmem"
 
 RM_TEXTBOOK = EXAMPLES / "rm-textbook.toml"
 QUICKSTART = EXAMPLES / "quickstart.toml"
+
+CGROUP_ROOTS = (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup/unified"))
+
+
+def linux_machine_reason() -> str | None:
+    """Why critmem's real-Linux runs cannot happen on this machine, or None."""
+    if os.geteuid() != 0:
+        return "not root (cgroups and swap need root)"
+    if " cgroup2 " not in Path("/proc/self/mounts").read_text():
+        return "no cgroup2 mount (PSI)"
+    if not (CRITMEM.parent / "critmem-linux-run").is_file():
+        return "the Linux binaries are not installed in .venv/bin (run scripts/setup.sh)"
+    return None
+
+
+def cgroups_named(prefix: str, *extra_roots: Path) -> list[str]:
+    """Cgroups (and entries of `extra_roots`) whose names start with `prefix`."""
+    found = []
+    for root in (*CGROUP_ROOTS, *extra_roots):
+        if root.is_dir():
+            found += [str(p) for p in root.glob(f"{prefix}*")]
+    return found
+
+
+def active_swaps() -> list[str]:
+    """The swap areas that are on, one /proc/swaps line each."""
+    return Path("/proc/swaps").read_text().splitlines()[1:]
 
 
 @dataclass(frozen=True)

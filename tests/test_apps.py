@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CRITMEM, EXAMPLES, ROOT
+from conftest import CRITMEM, EXAMPLES, ROOT, cgroups_named, linux_machine_reason
 from critmem.apps import speech_audio
 
 PYTHON = sys.executable
@@ -207,23 +207,11 @@ def test_bad_period_in_the_environment_is_one_line_and_exit_code_2() -> None:
 # --- Under critmem on the real machine ---------------------------------------------------------
 
 
-def _machine_reason() -> str | None:
-    """Why the examples cannot run on this machine, or None."""
-    if os.geteuid() != 0:
-        return "not root (cgroups need root)"
-    if " cgroup2 " not in Path("/proc/self/mounts").read_text():
-        return "no cgroup2 mount (PSI)"
-    if not (Path(PYTHON).parent / "critmem-linux-run").is_file():
-        return "the Linux binaries are not installed in .venv/bin (run scripts/setup.sh)"
-    return None
+_machine_reason = linux_machine_reason
 
 
 def _critmem_cgroups() -> set[str]:
-    found: set[str] = set()
-    for root in (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup/unified")):
-        if root.is_dir():
-            found.update(str(p) for p in root.glob("critmem-*"))
-    return found
+    return set(cgroups_named("critmem-"))
 
 
 @pytest.mark.skipif(_machine_reason() is not None, reason=f"real Linux: {_machine_reason()}")

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import CRITMEM, EXAMPLES, cli
+from conftest import CRITMEM, EXAMPLES, active_swaps, cgroups_named, cli, linux_machine_reason
 from critmem import jobclient
 from critmem.linux import LinuxError, _one_line, agent_argv, parse_duration_s, parse_size_bytes, plot_timeline, run_scenario
 
@@ -44,17 +44,7 @@ def _one_line_error(p: subprocess.CompletedProcess[str], *needles: str) -> None:
         assert needle in lines[0], lines[0]
 
 
-def _machine_reason() -> str | None:
-    """Why the real-machine tests cannot run here, or None."""
-    if os.geteuid() != 0:
-        return "not root (cgroups and swap need root)"
-    mounts = Path("/proc/self/mounts").read_text()
-    if " cgroup2 " not in mounts:
-        return "no cgroup2 mount (PSI)"
-    if not (BIN / "critmem-linux-run").is_file():
-        return "the Linux binaries are not installed in .venv/bin (run scripts/setup.sh)"
-    return None
-
+_machine_reason = linux_machine_reason
 
 # Where runs keep their restore journals and job sockets.
 RUN_STATE = Path("/run/critmem-linux-run")
@@ -64,11 +54,7 @@ needs_machine = pytest.mark.skipif(_machine_reason() is not None, reason=f"real 
 
 def _leftover_cgroups(prefix: str) -> list[str]:
     """Cgroups named `prefix*`, and a run's journal and socket directory (`critmem-run-<pid>.d`)."""
-    found = []
-    for root in (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup/unified"), RUN_STATE):
-        if root.is_dir():
-            found += [str(p) for p in root.glob(f"{prefix}*")]
-    return found
+    return cgroups_named(prefix, RUN_STATE)
 
 
 def _run_state_left() -> bool:
@@ -624,9 +610,7 @@ def test_the_job_client_takes_its_socket_from_the_environment(monkeypatch: pytes
 
 @needs_machine
 def test_swap_setup_and_teardown_manage_only_critmems_own_swapfile(tmp_path: Path) -> None:
-    def swaps() -> list[str]:
-        return Path("/proc/swaps").read_text().splitlines()[1:]
-
+    swaps = active_swaps
     before = swaps()
     state, path = tmp_path / "state.json", tmp_path / "critmem-test.swap"
     common = ["--state-file", str(state)]

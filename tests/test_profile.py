@@ -5,14 +5,13 @@ that reports jobs and leaves nothing behind."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import CRITMEM, EXAMPLES
+from conftest import CRITMEM, EXAMPLES, active_swaps, cgroups_named, linux_machine_reason
 from critmem import profiling
 
 MIB = 1 << 20
@@ -99,31 +98,9 @@ def test_linear_fit_recovers_a_line() -> None:
     assert profiling.linear_fit([3.0, 3.0], [1.0, 2.0]) == (0.0, 1.5)
 
 
-def _machine_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "not root (cgroups and swap need root)"
-    if " cgroup2 " not in Path("/proc/self/mounts").read_text():
-        return "no cgroup2 mount (PSI)"
-    if not (Path(sys.executable).parent / "critmem-linux-run").is_file():
-        return "the Linux binaries are not installed in .venv/bin (run scripts/setup.sh)"
-    return None
-
-
-def _swaps() -> list[str]:
-    return Path("/proc/swaps").read_text().splitlines()[1:]
-
-
-def _cgroups() -> list[str]:
-    found = []
-    for root in (Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup")):
-        if root.is_dir():
-            found += [str(p) for p in root.glob("critmem-run-*")]
-    return found
-
-
-@pytest.mark.skipif(_machine_reason() is not None, reason=f"real Linux: {_machine_reason()}")
+@pytest.mark.skipif(linux_machine_reason() is not None, reason=f"real Linux: {linux_machine_reason()}")
 def test_profile_measures_a_program_under_limits_and_leaves_nothing_behind(tmp_path: Path) -> None:
-    swaps_before = _swaps()
+    swaps_before = active_swaps()
     out = tmp_path / "profile"
     command = [sys.executable, str(EXAMPLES / "periodic_job.py"), "--wss-mib", "48"]
     p = _run(
@@ -148,5 +125,5 @@ def test_profile_measures_a_program_under_limits_and_leaves_nothing_behind(tmp_p
     sim = _run("run", str(out / "workload.toml"), "--json")
     assert sim.returncode == 0, sim.stderr
     assert json.loads(sim.stdout)["tasks"][0]["completed"] >= 3
-    assert _swaps() == swaps_before, "profile removes the swapfile it made and leaves any other"
-    assert not _cgroups(), _cgroups()
+    assert active_swaps() == swaps_before, "profile removes the swapfile it made and leaves any other"
+    assert not cgroups_named("critmem-run-"), cgroups_named("critmem-run-")

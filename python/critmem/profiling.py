@@ -17,6 +17,8 @@ execution time follows the measured curve, and both are shown side by side.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import math
 import os
@@ -103,6 +105,7 @@ def _vmstat() -> dict[str, int]:
     return out
 
 
+@functools.cache
 def _memtotal_bytes() -> int:
     with open("/proc/meminfo", encoding="ascii") as f:
         for line in f:
@@ -271,27 +274,18 @@ def measure_device(directory: str, size_bytes: int = 64 * MIB, samples: int = 40
     except OSError as e:
         raise LinuxError(f"measuring the swap device in {directory}: {e.strerror or e}") from None
     finally:
-        with_suppressed_unlink(name)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name)
         buf.close()
     return Device(read_latency_us, write_latency_us, read_mb_per_s, write_mb_per_s)
 
 
-def with_suppressed_unlink(name: str) -> None:
-    try:
-        os.unlink(name)
-    except FileNotFoundError:
-        pass
-
-
 def linear_fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
     """Least-squares slope and intercept of ys on xs (slope 0 when xs do not vary)."""
-    n = len(xs)
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    sxx = sum((x - mx) ** 2 for x in xs)
-    if n < 2 or sxx == 0:
-        return 0.0, my
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
-    return slope, my - slope * mx
+    if len(set(xs)) < 2:
+        return 0.0, statistics.fmean(ys)
+    line = statistics.linear_regression(xs, ys)
+    return line.slope, line.intercept
 
 
 @dataclass(frozen=True)
@@ -354,8 +348,8 @@ def fit_simulation(
 ) -> SimFit:
     """The working set and accesses per job whose simulated execution times are nearest (least
     squared relative error) to the measured ones at every profiled limit."""
-    measured = [(r.limit_bytes or int(peak_mb * MIB * 2), r.mean("exec_ms")) for r in runs if r.count]
-    targets = [(lim, m) for lim, m in measured if m is not None]
+    # Every run here has jobs: the unlimited run first.
+    targets = [(r.limit_bytes or int(peak_mb * MIB * 2), statistics.fmean(r.exec_ms)) for r in runs]
     unlimited = runs[0]
     compute_ms = max(1.0, (statistics.median(unlimited.exec_ms) - (unlimited.mean("stall_ms") or 0.0)) if unlimited.exec_ms else 1.0)
     smallest_mb = min(lim for lim, _ in targets) / MIB
@@ -431,16 +425,16 @@ def profile(opt: Options, out: Path, progress: Callable[[str], None] = lambda _:
                     break
             progress("measuring the swap device")
             device = measure_device(os.path.dirname(swapfile))
+        measured = [r for r in runs if r.count]
         # Kernel CPU per page swapped in: the CPU time a job gains per swap-in per job.
-        measured = [r for r in runs if r.count and (opt.mode == "jobs")]
         swap_in_cpu_us = 0.0
-        if len(measured) >= 2:
-            xs = [r.swap_ins / max(1, r.count + 1) for r in measured]
+        if len(measured) >= 2 and opt.mode == "jobs":
+            xs = [r.swap_ins / (r.count + 1) for r in measured]
             ys = [r.mean("cpu_ms") or 0.0 for r in measured]
             slope, _ = linear_fit(xs, ys)
             swap_in_cpu_us = max(0.0, slope * 1000)
-        fit = fit_simulation(opt, [r for r in runs if r.count], peak_mb, device, swap_in_cpu_us, progress)
-        result = _result(opt, runs, peak_mb, base_exec, device, fit, stopped, time.monotonic() - wall_started)
+        fit = fit_simulation(opt, measured, peak_mb, device, swap_in_cpu_us, progress)
+        result = _result(opt, measured, peak_mb, base_exec, device, fit, stopped, time.monotonic() - wall_started)
         workload = run_scenario_text(
             opt,
             int(peak_mb * MIB),
@@ -470,6 +464,7 @@ def _critmem_swapfile() -> str | None:
 def _result(
     opt: Options, runs: list[LimitRun], peak_mb: float, base_exec: float, device: Device, fit: SimFit, stopped: str, wall_s: float
 ) -> dict[str, Any]:
+    """profile.json's content; `runs` are the runs with jobs, the unlimited one first."""
     import critmem._core as core
 
     points_stall = [s for r in runs for s in r.stall_ms]
@@ -488,10 +483,9 @@ def _result(
             # CPU time a job gains per ms of stall: the kernel's swap-in work, not in the stall.
             "cpu_per_stall": round(cpu_slope, 4),
         }
-    usage = [u for u in runs[0].usage_mb]
-    targets = [r for r in runs if r.count]
+    usage = runs[0].usage_mb
     rows = []
-    for r, sim, err in zip(targets, fit.simulated_exec_ms, fit.errors_pct):
+    for r, sim, err in zip(runs, fit.simulated_exec_ms, fit.errors_pct):
         rows.append(
             {
                 "limit_mb": None if r.limit_bytes is None else round(r.limit_bytes / MIB, 1),
@@ -500,7 +494,7 @@ def _result(
                 "stall_ms": round(r.mean("stall_ms") or 0.0, 2),
                 "cpu_ms": None if r.mean("cpu_ms") is None else round(r.mean("cpu_ms") or 0.0, 2),
                 "cpu_wait_ms": None if r.mean("cpu_wait_ms") is None else round(r.mean("cpu_wait_ms") or 0.0, 2),
-                "swap_ins_per_job": round(r.swap_ins / max(1, r.count + 1), 1),
+                "swap_ins_per_job": round(r.swap_ins / (r.count + 1), 1),
                 "oom_rescues": r.oom_rescues,
                 "failed_checks": r.failed_checks,
                 "simulated_exec_ms": round(sim, 2),
