@@ -88,13 +88,20 @@ def test_report_figures_and_same_bytes_again(sim_summary: dict[str, Any], tmp_pa
     assert (tmp_path / "fig6.png").read_bytes() == (out / "fig6.png").read_bytes()
 
 
-def test_platform_is_for_hires_only_and_linux_needs_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_platform_is_for_hires_and_sara_only_and_linux_needs_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert_one_line_error(
-        cli("reproduce", "sara", "--platform", "linux", "--out", str(tmp_path / "s")), "sara runs on the sim platform only"
+        cli("reproduce", "tmem", "--platform", "linux", "--out", str(tmp_path / "t")),
+        "tmem runs on the sim platform only",
+        "is for sara and hires",
     )
+    assert_one_line_error(
+        cli("reproduce", "sara", "--periods", "10", "--out", str(tmp_path / "s")), "--periods is for sara --platform linux"
+    )
+    assert_one_line_error(cli("reproduce", "hires", "--platform", "linux", "--periods", "10", "--out", str(tmp_path / "s")), "--periods")
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     assert_one_line_error(cli("reproduce", "hires", "--out", str(tmp_path / "h")), "not root", "--platform sim")
-    assert not (tmp_path / "h").exists()
+    assert_one_line_error(cli("reproduce", "sara", "--platform", "linux", "--out", str(tmp_path / "s")), "not root")
+    assert not (tmp_path / "h").exists() and not (tmp_path / "s").exists()
 
 
 def _left_behind() -> list[Path]:

@@ -24,7 +24,7 @@ from critmem import __version__, _core, controllers
 from critmem._core import MAX_TRACE_RECORDS, ScenarioError
 from critmem._source import ScenarioSource, read_path
 from critmem.linux import LinuxError
-from critmem.profiling import DEFAULT_MAX_SLOWDOWN
+from critmem.profiling import DEFAULT_MAX_SLOWDOWN, DEFAULT_MAX_STEPS
 from critmem.progress import BarProgress, QuietProgress
 from critmem.reproduce import PAPERS, get
 
@@ -1254,6 +1254,9 @@ def _print_reproduction(summary: dict[str, Any]) -> None:
     if summary.get("paper") == "mc2":
         _print_mc2_headline(console, summary)
         return
+    if summary.get("paper") == "sara" and summary.get("platform") == "linux":
+        _print_sara_linux_headline(console, summary)
+        return
     mins, paper_mins = summary.get("min_reservation_mb", {}), summary.get("paper_min_reservation_mb", {})
     if mins:
         rows = [[k, _fmt(v), _fmt(paper_mins.get(k))] for k, v in mins.items()]
@@ -1389,20 +1392,27 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     platforms: tuple[str, ...] | None = None
     if args.platform is not None:
         if args.platform not in paper.platforms:
+            others = " and ".join(p.name for p in PAPERS.values() if args.platform in p.platforms)
             raise CliError(
-                f"{paper.name} runs on the {' and '.join(paper.platforms)} platform only; --platform {args.platform} is for hires"
+                f"{paper.name} runs on the {' and '.join(paper.platforms)} platform only; --platform {args.platform} is for {others}"
             )
         platforms = (args.platform,)
-    if "linux" in (platforms or paper.platforms) and os.geteuid() != 0:
+    options: dict[str, Any] = {}
+    if args.periods is not None:
+        if "periods" not in paper.options or platforms != ("linux",):
+            raise CliError("--periods is for sara --platform linux (the simulator's length is set by --quick)")
+        options["periods"] = args.periods
+    if "linux" in (platforms or paper.defaults) and os.geteuid() != 0:
         raise CliError(
             f"not root: the Linux parts of reproduce {paper.name} apply cgroups and need root; run it with sudo, or --platform sim for the simulator's parts alone"
         )
     out_dir = _prepare_out_dir(args.out if args.out is not None else str(paper.default_out))
 
     def run(progress: Progress, executor: Executor | None) -> Reproduction:
-        return paper.run(out_dir, quick=args.quick, progress=progress, executor=executor, platforms=platforms)
+        return paper.run(out_dir, quick=args.quick, progress=progress, executor=executor, platforms=platforms, **options)
 
-    return _run_reproduction(args, out_dir, run, sweeps=paper.sweeps)
+    # On this machine alone, nothing is simulated on a sweep.
+    return _run_reproduction(args, out_dir, run, sweeps=paper.sweeps and platforms != ("linux",))
 
 
 def _run_reproduction(
@@ -1459,6 +1469,20 @@ def _cmd_study(args: argparse.Namespace) -> int:
         return mc2.reproduce(out_dir, progress=progress, plan=plan, executor=executor)
 
     return _run_reproduction(args, out_dir, run, sweeps=True)
+
+
+def _print_sara_linux_headline(console: Console, summary: dict[str, Any]) -> None:
+    rows = [
+        [
+            c["workload"], f"{c['memory_pct']} %", c["controller"], _fmt(c["hit_ratio"]), _fmt(c["simulated_hit_ratio"]),
+            _fmt(summary["paper_hit_ratio"].get(c["controller"])), _fmt(c["throughput_per_s"]), _fmt(c["simulated_throughput_per_s"]),
+        ]
+        for c in summary["configs"]
+    ]  # fmt: skip
+    console.print(_text("Fig. 11 on this machine (the shipped apps beside graph), with the simulator's prediction"))
+    console.print(
+        _table(["workload", "memory", "controller", "hit ratio", "simulated", "paper", "graph units/s", "simulated"], rows, left=3)
+    )
 
 
 def _print_mc2_headline(console: Console, summary: dict[str, Any]) -> None:
@@ -1587,6 +1611,7 @@ examples:
   critmem reproduce tmem --quick --json
   critmem reproduce hires --platform sim --quick
   sudo critmem reproduce hires --json    # the simulator and this machine (nested cgroups)
+  sudo critmem reproduce sara --platform linux --periods 500   # the shipped apps on this machine
   critmem reproduce mc2 --quick --json
 
 sara, tmem and mc2 run their simulations on local worker processes (--workers N, default one per core) or
@@ -1769,7 +1794,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reproduce.add_argument(
         "--platform", choices=["sim", "linux"],
-        help="hires: run only the simulator's parts, or only the real-Linux parts (these need root); default: both",
+        help="hires: run only the simulator's parts, or only the real-Linux parts (these need root); default: both. "
+        "sara: linux runs Fig. 11 with critmem's shipped apps on this machine (root); default: sim",
+    )  # fmt: skip
+    reproduce.add_argument(
+        "--periods", metavar="N", type=_int_at_least(3),
+        help="sara --platform linux: soft real-time jobs per run (default: about half a minute each; the paper's 500)",
     )  # fmt: skip
     reproduce.set_defaults(handler=_cmd_reproduce)
 
@@ -1885,8 +1915,9 @@ def build_parser() -> argparse.ArgumentParser:
     profile.add_argument("--jobs", type=_int_at_least(3), default=12, metavar="N", help="jobs per limit, the first a warm-up (default 12)")
     profile.add_argument("--units-duration", metavar="D", default="40s", help="--units: how long each limit runs (default 40s)")
     profile.add_argument(
-        "--steps", type=_int_at_least(1), default=8, metavar="N", help="at most this many limits below the peak (default 8)"
-    )
+        "--steps", type=_int_at_least(1), default=DEFAULT_MAX_STEPS, metavar="N",
+        help=f"at most this many limits below the peak (default {DEFAULT_MAX_STEPS}); the ladder ends sooner at --max-slowdown",
+    )  # fmt: skip
     profile.add_argument(
         "--ratio", type=float, default=0.8, metavar="R", help="each limit is R times the one before (0 < R < 1, default 0.8)"
     )

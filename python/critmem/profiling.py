@@ -36,8 +36,10 @@ from critmem.linux import LinuxError
 
 MIB = 1_048_576
 PAGE_BYTES = 4096
-# The ladder stops once a job (or unit) takes this many times its unlimited time.
-DEFAULT_MAX_SLOWDOWN = 3.0
+# The ladder goes down until a job (or unit) takes this many times its unlimited time: past the
+# knee of Fig. 2's curve, however deep that is. DEFAULT_MAX_STEPS only bounds the profile's length.
+DEFAULT_MAX_SLOWDOWN = 2.0
+DEFAULT_MAX_STEPS = 24
 # Fig. 7's acceptance band (slope) and intercept tolerance against the BCET.
 SLOPE_BAND = (0.8, 1.2)
 INTERCEPT_TOLERANCE = 0.15
@@ -293,14 +295,16 @@ class SimFit:
     working_set_mb: float
     refs_per_job: int
     compute_ms: float
+    spread_ms: float
     swap_in_cpu_us: float
     simulated_exec_ms: list[float]
     errors_pct: list[float]
 
 
-def sim_task_text(opt: Options, peak_mb: float, working_set_mb: float, refs: int, compute_ms: float) -> str:
+def sim_task_text(opt: Options, peak_mb: float, working_set_mb: float, refs: int, compute_ms: float, spread_ms: float = 0.0) -> str:
     """The simulated task's memory behaviour: its cold memory swept once in its first job, then
-    `refs` skewed accesses per job over a working set at the top of its memory."""
+    `refs` skewed accesses per job over a working set at the top of its memory. Its compute is
+    `compute_ms` a job, or uniform within `spread_ms` either side of it."""
     # Whole pages, so that offset + span never passes the task's memory by a rounding.
     ws_pages = max(1, round(working_set_mb * MIB / PAGE_BYTES))
     private_pages = max(ws_pages, math.ceil(peak_mb * MIB / PAGE_BYTES))
@@ -319,7 +323,11 @@ def sim_task_text(opt: Options, peak_mb: float, working_set_mb: float, refs: int
     )
     return "\n".join(
         [
-            f"wcet_ms = {compute_ms:.3f}",
+            (
+                f'exec = {{ dist = "uniform", min_ms = {compute_ms - spread_ms:.3f}, max_ms = {compute_ms + spread_ms:.3f} }}'
+                if spread_ms > 0
+                else f"wcet_ms = {compute_ms:.3f}"
+            ),
             f"private_mb = {private_mb}",
             'access_order = "sequence"',
             "access = [",
@@ -352,6 +360,13 @@ def fit_simulation(
     targets = [(r.limit_bytes or int(peak_mb * MIB * 2), statistics.fmean(r.exec_ms)) for r in runs]
     unlimited = runs[0]
     compute_ms = max(1.0, (statistics.median(unlimited.exec_ms) - (unlimited.mean("stall_ms") or 0.0)) if unlimited.exec_ms else 1.0)
+    # The jobs' own variation alone (half the 10th-90th percentile range), as jobs differ in work.
+    spread_ms = 0.0
+    if opt.mode == "jobs" and len(unlimited.exec_ms) >= 4:
+        deciles = statistics.quantiles(unlimited.exec_ms, n=10)
+        spread_ms = min(0.9 * compute_ms, (deciles[-1] - deciles[0]) / 2)
+        if spread_ms < 0.02 * compute_ms:
+            spread_ms = 0.0
     smallest_mb = min(lim for lim, _ in targets) / MIB
     best: tuple[float, float, int, list[float]] | None = None
     ws_grid = sorted({round(peak_mb * f, 1) for f in (0.15, 0.25, 0.35, 0.5, 0.65, 0.8, 1.0)} | {round(smallest_mb * 0.9, 1)})
@@ -359,7 +374,7 @@ def fit_simulation(
     for i, ws in enumerate(ws_grid):
         progress(f"fitting the simulated workload: working set {ws:.0f} MB ({i + 1}/{len(ws_grid)})")
         for refs in ref_grid:
-            task = sim_task_text(opt, peak_mb, ws, refs, compute_ms)
+            task = sim_task_text(opt, peak_mb, ws, refs, compute_ms, spread_ms)
             tried = [simulate_exec_ms(opt, lim, task, device, swap_in_cpu_us) for lim, _ in targets]
             done = [t for t in tried if t is not None]
             if len(done) < len(tried):
@@ -371,7 +386,7 @@ def fit_simulation(
         raise LinuxError("no simulated workload completed its jobs at the profiled limits")
     _, ws, refs, sims = best
     errors = [100 * (s / m - 1) for s, (_, m) in zip(sims, targets)]
-    return SimFit(ws, refs, compute_ms, swap_in_cpu_us, sims, errors)
+    return SimFit(ws, refs, compute_ms, spread_ms, swap_in_cpu_us, sims, errors)
 
 
 def profile(opt: Options, out: Path, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
@@ -381,7 +396,7 @@ def profile(opt: Options, out: Path, progress: Callable[[str], None] = lambda _:
     out.mkdir(parents=True, exist_ok=True)
     wall_started = time.monotonic()
     own_swap = False
-    swapfile = _critmem_swapfile()
+    swapfile = critmem_swapfile()
     if swapfile is None:
         progress(f"setting up critmem's swapfile ({opt.swap_bytes / 2**30:.1f} GiB)")
         swapfile = str(linux.swap_setup(opt.swap_bytes, None, None)["swapfile"])
@@ -438,7 +453,7 @@ def profile(opt: Options, out: Path, progress: Callable[[str], None] = lambda _:
         workload = run_scenario_text(
             opt,
             int(peak_mb * MIB),
-            sim_task=sim_task_text(opt, peak_mb, fit.working_set_mb, fit.refs_per_job, fit.compute_ms),
+            sim_task=sim_task_text(opt, peak_mb, fit.working_set_mb, fit.refs_per_job, fit.compute_ms, fit.spread_ms),
             swap_table=device.toml(),
             swap_in_cpu_us=swap_in_cpu_us,
         )
@@ -452,7 +467,7 @@ def profile(opt: Options, out: Path, progress: Callable[[str], None] = lambda _:
             linux.swap_teardown(None)
 
 
-def _critmem_swapfile() -> str | None:
+def critmem_swapfile() -> str | None:
     """critmem's swapfile, if it is set up and on."""
     status = linux.swap_status(None)
     path = status.get("swapfile")
@@ -522,6 +537,7 @@ def _result(
             "working_set_mb": fit.working_set_mb,
             "refs_per_job": fit.refs_per_job,
             "compute_ms": round(fit.compute_ms, 2),
+            "compute_spread_ms": round(fit.spread_ms, 2),
             "swap_in_cpu_us": round(fit.swap_in_cpu_us, 3),
             "max_error_pct": round(max(abs(e) for e in fit.errors_pct), 2),
             "within_bound": all(abs(e) <= 100 * SIM_BOUND for e in fit.errors_pct),
@@ -608,7 +624,7 @@ def _report(result: dict[str, Any]) -> str:
         "![Fig. 2](fig2.png)",
         "",
         f"The simulated workload (`workload.toml`): {sw['working_set_mb']:.0f} MiB working set, {sw['refs_per_job']} accesses per job, "
-        f"{sw['compute_ms']:.0f} ms of compute, {sw['swap_in_cpu_us']:.1f} µs of kernel CPU per page swapped in, on the device measured here. "
+        f"{sw['compute_ms']:.0f} ms of compute (± {sw['compute_spread_ms']:.0f} ms, uniform), {sw['swap_in_cpu_us']:.1f} µs of kernel CPU per page swapped in, on the device measured here. "
         f"Largest error {sw['max_error_pct']:.1f} %: "
         + (
             "within the 10 % goal."

@@ -60,7 +60,15 @@ class Paper:
     results cached in the output folder); the others run one after another in this process."""
     platforms: tuple[str, ...] = ("sim",)
     """Where its experiments run: the simulator, and for some also this machine's Linux (as
-    root); `--platform` chooses among them, all of them by default."""
+    root); `--platform` chooses among them."""
+    default_platforms: tuple[str, ...] | None = None
+    """What runs without `--platform` (None: every platform)."""
+    options: tuple[str, ...] = ()
+    """The keyword options its `reproduce` takes beyond the common ones (`periods`)."""
+
+    @property
+    def defaults(self) -> tuple[str, ...]:
+        return self.default_platforms or self.platforms
 
     @property
     def default_out(self) -> Path:
@@ -74,21 +82,27 @@ class Paper:
         progress: Progress | None = None,
         executor: Executor | None = None,
         platforms: tuple[str, ...] | None = None,
+        **options: Any,
     ) -> Reproduction:
         """Runs the reproduction; `executor` (for a paper that `sweeps`) says where its
         simulations run, by default local processes; `platforms`, some of `self.platforms`
-        (default: all of them)."""
+        (default: `self.defaults`); `options`, some of `self.options`."""
         fn = cast(ReproduceFn, importlib.import_module(self.module).reproduce)
-        if platforms is not None and platforms != self.platforms:
+        kwargs: dict[str, Any] = {"quick": quick, "progress": progress or QuietProgress()}
+        unknown = [k for k in options if k not in self.options]
+        if unknown:
+            raise ValueError(f"{self.name} takes no {', '.join(unknown)}")
+        kwargs.update((k, v) for k, v in options.items() if v is not None)
+        if platforms is not None and platforms != self.defaults:
             wrong = [p for p in platforms if p not in self.platforms]
             if wrong or not platforms:
                 raise ValueError(f"{self.name} runs on {' and '.join(self.platforms)} only (not {', '.join(wrong) or 'nothing'})")
-            return fn(out_dir, quick=quick, progress=progress or QuietProgress(), platforms=platforms)
-        if executor is None:
-            return fn(out_dir, quick=quick, progress=progress or QuietProgress())
-        if not self.sweeps:
-            raise ValueError(f"{self.name} runs its simulations one after another in this process; it takes no executor")
-        return fn(out_dir, quick=quick, progress=progress or QuietProgress(), executor=executor)
+            kwargs["platforms"] = platforms
+        if executor is not None:
+            if not self.sweeps:
+                raise ValueError(f"{self.name} runs its simulations one after another in this process; it takes no executor")
+            kwargs["executor"] = executor
+        return fn(out_dir, **kwargs)
 
 
 PAPERS: dict[str, Paper] = {
@@ -110,8 +124,12 @@ PAPERS: dict[str, Paper] = {
             module="critmem.reproduce.sara",
             summary="BCET and Fig. 7 profiling, Offline/TMO-High searches, every controller on 8 configurations "
             "(Fig. 11), memory over time (Fig. 12), early job dropping (Fig. 13), and SARA with a separate "
-            "growth step (step_up_bytes, not the paper's rule)",
+            "growth step (step_up_bytes, not the paper's rule); --platform linux: Fig. 11 with critmem's "
+            "shipped apps on this machine",
             sweeps=True,
+            platforms=("sim", "linux"),
+            default_platforms=("sim",),
+            options=("periods",),
         ),
         Paper(
             name="tmem",

@@ -4,7 +4,8 @@ paper's text is ../shared/papers/sara-stall-aware-allocation.txt).
 - `paper`: the paper's own numbers, quoted for comparison;
 - `experiment`: the workloads, every simulation the reproduction makes (on `critmem.sweep`)
   and the numbers they yield (`results.json`, the `--json` summary);
-- `report`: the figures and `report.md`, from those numbers alone.
+- `report`: the figures and `report.md`, from those numbers alone;
+- `machine`: Fig. 11 on this machine with critmem's shipped apps (`--platform linux`).
 
 This module only ties them together (`reproduce`); it imports them when called, so nothing
 imports it back.
@@ -36,10 +37,22 @@ def reproduce(
     progress: Progress | None = None,
     plan: Plan | None = None,
     executor: Executor | None = None,
+    platforms: tuple[str, ...] = ("sim",),
+    periods: int | None = None,
 ) -> Reproduction:
     """Runs everything on `executor` (default: local processes, one per core), writes report.md,
-    results.json and the figures to `out_dir`, and returns the headline numbers."""
+    results.json and the figures to `out_dir`, and returns the headline numbers.
+
+    `platforms=("linux",)` runs Fig. 11 on this machine instead, with critmem's shipped apps
+    (root; `periods` soft real-time jobs per run)."""
     from critmem.progress import QuietProgress
+
+    if tuple(platforms) == ("linux",):
+        return _reproduce_on_machine(out_dir, quick=quick, progress=progress or QuietProgress(), periods=periods)
+    if tuple(platforms) != ("sim",):
+        raise ValueError(f"sara runs on one platform at a time, sim or linux (got {', '.join(platforms) or 'none'})")
+    if periods is not None:
+        raise ValueError("periods is for the Linux platform; the simulator's length comes from the plan")
     from critmem.reproduce import Reproduction
     from critmem.reproduce.sara import (
         experiment,
@@ -69,6 +82,25 @@ def reproduce(
     summary["out_dir"] = str(out_dir)
     summary["files"] = [p.name for p in files]
     return Reproduction(summary=summary, files=files, checks=report.acceptance_checks(data, summary))
+
+
+def _reproduce_on_machine(out_dir: Path, *, quick: bool, progress: Progress, periods: int | None) -> Reproduction:
+    from critmem.reproduce import Reproduction
+    from critmem.reproduce.sara import machine
+
+    plan = machine.plan_for(quick, periods)
+    progress.start(machine.planned_steps(plan) + 1)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data = machine.compute(plan, out_dir, progress)
+    progress.step("writing the report and figure")
+    summary = machine.headline(data)
+    files = [_write_json(out_dir / "results.json", data), machine.plot(data, out_dir / "fig11.png")]
+    report_md = out_dir / "report.md"
+    report_md.write_text(machine.render(data, summary, "fig11.png"), encoding="utf-8")
+    files.insert(0, report_md)
+    summary["out_dir"] = str(out_dir)
+    summary["files"] = [p.name for p in files]
+    return Reproduction(summary=summary, files=files, checks=machine.checks(data))
 
 
 def _write_json(path: Path, data: Any) -> Path:

@@ -1,0 +1,125 @@
+"""`critmem reproduce sara --platform linux`: the pair of profiled apps is one scenario both
+platforms run; the baselines' searches pick from their candidates; the report shows every run
+beside the simulator and says where SARA falls short; on a real machine (root) the quick
+reproduction runs every controller with the shipped apps and leaves nothing behind."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import CRITMEM, active_swaps, cgroups_named, linux_machine_reason
+from critmem.reproduce.sara import machine
+from critmem.reproduce.sara.experiment import CONTROLLERS, CRITMEM_CONTROLLER
+
+
+def _profile(name: str, mode: str, bcet_ms: float, max_mb: float, ws_mb: float) -> machine.Profile:
+    app = machine.APPS[name]
+    task = {
+        "wcet_ms": bcet_ms,
+        "private_mb": max_mb,
+        "access_order": "sequence",
+        "access": [
+            {"pattern": "sweep", "span_mb": max_mb - ws_mb, "mb": max_mb - ws_mb, "from_job": 0, "every_jobs": 1_000_000_000},
+            {
+                "pattern": "hotcold",
+                "offset_mb": max_mb - ws_mb,
+                "span_mb": ws_mb,
+                "refs": 40_000,
+                "hot_fraction": 0.3,
+                "hot_share": 0.8,
+                "writes": 0.3,
+            },
+        ],
+    }
+    swap = {"name": "measured", "read_latency_us": 100.0, "write_latency_us": 100.0, "read_mb_per_s": 500.0, "write_mb_per_s": 250.0}
+    return machine.Profile(app, bcet_ms, 0.9 * max_mb, max_mb, task, swap, 20.0, 60.0, None, 5.0)
+
+
+def _pair() -> machine.Pair:
+    return machine.Pair(_profile("speech", "jobs", 700.0, 96.0, 40.0), _profile("graph", "units", 900.0, 64.0, 32.0))
+
+
+def test_the_pair_simulates_and_a_tight_limit_costs_deadlines() -> None:
+    pair = _pair()
+    roomy = machine.simulate(pair, 80, "static", {"limits_bytes": {"speech": 96 << 20}}, 6)
+    tight = machine.simulate(pair, 80, "static", {"limits_bytes": {"speech": 20 << 20}}, 6)
+    assert roomy["hit_ratio"] == 1.0 and (roomy["throughput_per_s"] or 0) > 0.5
+    assert (tight["mean_response_ms"] or 0) > 1.5 * (roomy["mean_response_ms"] or 0)
+    doc = pair.scenario(60, "sara", {}, 6)
+    assert doc["memory"]["total_mb"] == pytest.approx(0.6 * 160)
+    assert [t["command"][1:3] for t in doc["task"]] == [["-m", "critmem.apps.speech"], ["-m", "critmem.apps.graph"]]
+    assert doc["group"][0] == {"name": "speech", "role": "soft-rt", "bcet_ms": 700.0, "floor_mb": 14}
+
+
+def test_the_baselines_are_configured_from_their_candidates() -> None:
+    pair = _pair()
+    found = machine.search_configs(pair, 60, 6)
+    limit_mb = found["offline"]["limit_bytes"] / (1 << 20)
+    assert pair.srt.min_mb - 1e-6 <= limit_mb <= pair.srt.max_mb + 1e-6
+    assert found["tmo-high"]["psi_threshold_pct"] in machine.TMO_CANDIDATES_PCT
+
+
+def _run(controller: str, hit: float, units: float) -> dict[str, Any]:
+    measured = {
+        "hit_ratio": hit, "jobs": 10, "misses": round(10 * (1 - hit)), "dropped": 0, "throughput_per_s": units,
+        "mean_response_ms": 2400.0, "mean_stall_ms": 100.0, "mean_cpu_wait_ms": 600.0, "oom_rescues": 0,
+        "tick_cost_mean_us": 50.0, "tick_cost_p99_us": 90.0, "failed_checks": 0, "exit_codes": {},
+    }  # fmt: skip
+    return {
+        "workload": "speech", "memory_pct": 80, "total_mb": 500.0, "deadline_ms": 5000.0, "controller": controller, "config": {}, "periods": 10,
+        "machine": measured, "simulator": {"hit_ratio": 1.0, "throughput_per_s": 0.5, "mean_response_ms": 1500.0},
+    }  # fmt: skip
+
+
+def test_the_report_checks_both_controllers_and_explains_sara_falling_short() -> None:
+    data = {
+        "platform": "linux",
+        "swap": "one swapfile",
+        "profiles": {"speech": {"command": [], "bcet_ms": 1600.0, "memory_mb": {"min": 300, "max": 320}, "fig7": None,
+                                "sim_max_error_pct": 4.0, "profile_wall_s": 90.0}},
+        "runs": [_run("greedy", 1.0, 0.4), _run("sara", 0.5, 0.5), _run(CRITMEM_CONTROLLER, 0.95, 0.45)],
+    }  # fmt: skip
+    held = {c.name: c.passed for c in machine.checks(data)}
+    assert held == {
+        "sara keeps speech's deadlines at 80 % (goal)": False,
+        "sara gives graph more than Greedy at 80 % with speech (goal)": True,
+        f"{CRITMEM_CONTROLLER} keeps speech's deadlines at 80 % (hard)": True,
+        f"{CRITMEM_CONTROLLER} gives graph more than Greedy at 80 % with speech (hard)": True,
+        "the apps' self-checks": True,
+    }
+    text = machine.render(data, machine.headline(data), "fig11.png")
+    assert "Where SARA falls short" in text and "600 ms waiting for a CPU" in text
+    assert machine.headline(data)["critmem_controller"] == CRITMEM_CONTROLLER
+
+
+def _apps_reason() -> str | None:
+    missing = [m for m in ("pocketsphinx", "igraph") if importlib.util.find_spec(m) is None]
+    return f"the apps' packages are not installed: {', '.join(missing)} (scripts/setup.sh)" if missing else linux_machine_reason()
+
+
+@pytest.mark.skipif(_apps_reason() is not None, reason=f"real Linux: {_apps_reason()}")
+def test_quick_reproduction_runs_every_controller_on_the_shipped_apps_and_leaves_nothing(tmp_path: Path) -> None:
+    swaps_before = active_swaps()
+    out = tmp_path / "sara-linux"
+    p = subprocess.run(
+        [str(CRITMEM), "reproduce", "sara", "--platform", "linux", "--quick", "--json", "--out", str(out)],
+        capture_output=True, text=True, timeout=1500, check=False,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    summary = json.loads(p.stdout)
+    assert summary["platform"] == "linux" and summary["critmem_controller"] == CRITMEM_CONTROLLER
+    assert {c["controller"] for c in summary["configs"]} == set(CONTROLLERS)
+    for c in summary["configs"]:
+        assert c["hit_ratio"] is not None and c["throughput_per_s"] is not None and c["throughput_per_s"] > 0, c
+        assert c["simulated_hit_ratio"] is not None, c
+    data = json.loads((out / "results.json").read_text())
+    assert all(r["machine"]["failed_checks"] == 0 and r["machine"]["jobs"] >= 3 for r in data["runs"]), data["runs"]
+    for name in ("report.md", "fig11.png", "profiles/speech/report.md", "profiles/graph/workload.toml"):
+        assert (out / name).is_file(), name
+    assert active_swaps() == swaps_before
+    assert not cgroups_named("critmem-run-"), cgroups_named("critmem-run-")
