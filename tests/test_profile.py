@@ -78,6 +78,21 @@ def test_the_simulated_workload_slows_down_once_its_working_set_does_not_fit() -
     assert with_cpu > tight
 
 
+def test_a_throughput_program_is_held_to_its_limit_too() -> None:
+    from dataclasses import replace
+
+    opt = replace(_options(), mode="units", name="batch")
+    device = profiling.Device(100.0, 80.0, 500.0, 400.0)
+    task = profiling.sim_task_text(opt, peak_mb=64.0, working_set_mb=32.0, refs=20_000, compute_ms=100.0)
+    roomy = profiling.simulate_exec_ms(opt, 128 * MIB, task, device, 0.0)
+    tight = profiling.simulate_exec_ms(opt, 20 * MIB, task, device, 0.0)
+    assert roomy is not None and tight is not None
+    assert tight > 1.5 * roomy, (roomy, tight)
+    doc = tomllib.loads(profiling.run_scenario_text(opt, 20 * MIB))
+    # A non-real-time group's limit is the memory its controller divides.
+    assert doc["group"][0]["role"] == "non-rt" and doc["memory"]["total_mb"] == 20
+
+
 def test_the_written_workload_is_a_scenario_for_both_platforms() -> None:
     opt = _options()
     device = profiling.Device(100.0, 80.0, 500.0, 400.0)

@@ -124,7 +124,9 @@ def run_scenario_text(opt: Options, limit_bytes: int, *, sim_task: str = "", swa
     """The scenario of one profiling run (and, with `sim_task`, of the simulated workload)."""
     jobs = opt.mode == "jobs"
     horizon_ms = (opt.jobs + 1) * opt.period_ms if jobs else opt.units_duration_s * 1000
-    memory_mb = math.ceil(max(_memtotal_bytes(), limit_bytes) / MIB)
+    # A non-real-time group gets the memory the controller divides, less the soft real-time
+    # groups' (none here): its limit is that total.
+    memory_mb = math.ceil((max(_memtotal_bytes(), limit_bytes) if jobs else limit_bytes) / MIB)
     lines = [
         f"# critmem profile of {' '.join(opt.command)}",
         "[machine]",
@@ -354,12 +356,14 @@ def simulate_exec_ms(opt: Options, limit_bytes: int, task: str, device: Device, 
 def fit_simulation(
     opt: Options, runs: list[LimitRun], peak_mb: float, device: Device, swap_in_cpu_us: float, progress: Callable[[str], None]
 ) -> SimFit:
-    """The working set and accesses per job whose simulated execution times are nearest (least
-    squared relative error) to the measured ones at every profiled limit."""
+    """The working set and accesses per job whose simulated execution times are nearest to the
+    measured ones at every profiled limit: the smallest largest relative error (then the least
+    squared one), over a coarse grid and then a finer one around its best point."""
     # Every run here has jobs: the unlimited run first.
     targets = [(r.limit_bytes or int(peak_mb * MIB * 2), statistics.fmean(r.exec_ms)) for r in runs]
     unlimited = runs[0]
-    compute_ms = max(1.0, (statistics.median(unlimited.exec_ms) - (unlimited.mean("stall_ms") or 0.0)) if unlimited.exec_ms else 1.0)
+    # The mean, as the simulated means are compared with the measured ones.
+    compute_ms = max(1.0, statistics.fmean(unlimited.exec_ms) - (unlimited.mean("stall_ms") or 0.0))
     # The jobs' own variation alone (half the 10th-90th percentile range), as jobs differ in work.
     spread_ms = 0.0
     if opt.mode == "jobs" and len(unlimited.exec_ms) >= 4:
@@ -368,20 +372,36 @@ def fit_simulation(
         if spread_ms < 0.02 * compute_ms:
             spread_ms = 0.0
     smallest_mb = min(lim for lim, _ in targets) / MIB
-    best: tuple[float, float, int, list[float]] | None = None
+    best: tuple[tuple[float, float], float, int, list[float]] | None = None
+
+    def attempt(ws: float, refs: int) -> None:
+        nonlocal best
+        task = sim_task_text(opt, peak_mb, ws, refs, compute_ms, spread_ms)
+        tried = [simulate_exec_ms(opt, lim, task, device, swap_in_cpu_us) for lim, _ in targets]
+        done = [t for t in tried if t is not None]
+        if len(done) < len(tried):
+            return
+        rel = [t / m - 1 for t, (_, m) in zip(done, targets)]
+        err = (max(abs(e) for e in rel), sum(e * e for e in rel))
+        if best is None or err < best[0]:
+            best = (err, ws, refs, done)
+
     ws_grid = sorted({round(peak_mb * f, 1) for f in (0.15, 0.25, 0.35, 0.5, 0.65, 0.8, 1.0)} | {round(smallest_mb * 0.9, 1)})
-    ref_grid = [2_000, 5_000, 10_000, 20_000, 40_000, 80_000]
+    ref_grid = [2_000, 5_000, 10_000, 20_000, 40_000, 80_000, 160_000]
     for i, ws in enumerate(ws_grid):
         progress(f"fitting the simulated workload: working set {ws:.0f} MB ({i + 1}/{len(ws_grid)})")
         for refs in ref_grid:
-            task = sim_task_text(opt, peak_mb, ws, refs, compute_ms, spread_ms)
-            tried = [simulate_exec_ms(opt, lim, task, device, swap_in_cpu_us) for lim, _ in targets]
-            done = [t for t in tried if t is not None]
-            if len(done) < len(tried):
-                continue
-            err = sum((t / m - 1) ** 2 for t, (_, m) in zip(done, targets))
-            if best is None or err < best[0]:
-                best = (err, ws, refs, done)
+            attempt(ws, refs)
+    if best is not None:
+        progress("fitting the simulated workload: refining")
+        _, ws0, refs0, _ = best
+        for wf in (0.8, 0.9, 1.1, 1.25):
+            for rf in (0.6, 0.8, 1.0, 1.25, 1.6):
+                ws = round(min(peak_mb, ws0 * wf), 1)
+                if ws > 0:
+                    attempt(ws, max(100, round(refs0 * rf)))
+        for rf in (0.6, 0.8, 1.25, 1.6):
+            attempt(ws0, max(100, round(refs0 * rf)))
     if best is None:
         raise LinuxError("no simulated workload completed its jobs at the profiled limits")
     _, ws, refs, sims = best
@@ -432,7 +452,8 @@ def profile(opt: Options, out: Path, progress: Callable[[str], None] = lambda _:
                 if r.oom_rescues:
                     stopped = f"the OOM guard had to raise the limit at {limit / MIB:.0f} MiB"
                     break
-                if mean is None or r.count < max(1, (opt.jobs - 1) // 2):
+                # A throughput program's run has one figure: its time per unit.
+                if mean is None or r.count < (max(1, (opt.jobs - 1) // 2) if opt.mode == "jobs" else 1):
                     stopped = f"fewer than half the jobs finished in time at {limit / MIB:.0f} MiB"
                     break
                 if mean > opt.max_slowdown * base_exec:
