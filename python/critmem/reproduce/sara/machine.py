@@ -124,7 +124,8 @@ def profile_app(app: App, plan: Plan, out: Path) -> Profile:
     command = app.command()
     if done.is_file() and (out / "workload.toml").is_file():
         found = json.loads(done.read_text(encoding="utf-8"))
-        if found.get("command")[1:] == command[1:]:
+        # The interpreter may differ between checkouts; the program and its arguments may not.
+        if (found.get("command") or [])[1:] == command[1:]:
             return _load_profile(app, found, out)
     opt = profiling.Options(
         command=tuple(command),
