@@ -37,7 +37,8 @@ def _profile(name: str, mode: str, bcet_ms: float, max_mb: float, ws_mb: float) 
         ],
     }
     swap = {"name": "measured", "read_latency_us": 100.0, "write_latency_us": 100.0, "read_mb_per_s": 500.0, "write_mb_per_s": 250.0}
-    return machine.Profile(app, bcet_ms, 0.9 * max_mb, max_mb, task, swap, 20.0, 60.0, None, 5.0)
+    curve = [{"limit_mb": None, "exec_ms": bcet_ms}, {"limit_mb": 0.5 * max_mb, "exec_ms": 1.05 * bcet_ms}]
+    return machine.Profile(app, bcet_ms, 0.9 * max_mb, max_mb, task, swap, 20.0, 60.0, None, 5.0, curve)
 
 
 def _pair() -> machine.Pair:
@@ -123,3 +124,20 @@ def test_quick_reproduction_runs_every_controller_on_the_shipped_apps_and_leaves
         assert (out / name).is_file(), name
     assert active_swaps() == swaps_before
     assert not cgroups_named("critmem-run-"), cgroups_named("critmem-run-")
+
+
+def test_the_report_says_why_greedy_gives_graph_the_most_when_it_does() -> None:
+    graph = {"command": [], "bcet_ms": 1400.0, "memory_mb": {"min": 200, "max": 330}, "fig7": None, "sim_max_error_pct": 5.0,
+             "profile_wall_s": 200.0, "curve": [{"limit_mb": None, "exec_ms": 1400.0}, {"limit_mb": 215.0, "exec_ms": 1450.0},
+                                                {"limit_mb": 172.0, "exec_ms": 1970.0}]}  # fmt: skip
+    speech = {"command": [], "bcet_ms": 1600.0, "memory_mb": {"min": 300, "max": 320}, "fig7": None, "sim_max_error_pct": 4.0,
+              "profile_wall_s": 90.0}  # fmt: skip
+    data = {
+        "platform": "linux",
+        "swap": "one swapfile",
+        "profiles": {"speech": speech, "graph": graph},
+        "runs": [_run("greedy", 1.0, 0.8), _run("sara", 1.0, 0.6), _run(CRITMEM_CONTROLLER, 1.0, 0.65)],
+    }
+    text = machine.render(data, machine.headline(data), "fig11.png")
+    assert "Why graph gets the most under Greedy at 80 %" in text
+    assert "Greedy leaves graph about 180 MiB" in text and "down to 215 MiB" in text
