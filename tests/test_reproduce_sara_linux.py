@@ -37,7 +37,7 @@ def _profile(name: str, mode: str, bcet_ms: float, max_mb: float, ws_mb: float) 
         ],
     }
     swap = {"name": "measured", "read_latency_us": 100.0, "write_latency_us": 100.0, "read_mb_per_s": 500.0, "write_mb_per_s": 250.0}
-    curve = [{"limit_mb": None, "exec_ms": bcet_ms}, {"limit_mb": 0.5 * max_mb, "exec_ms": 1.05 * bcet_ms}]
+    curve: list[dict[str, Any]] = [{"limit_mb": None, "exec_ms": bcet_ms}, {"limit_mb": 0.5 * max_mb, "exec_ms": 1.05 * bcet_ms}]
     return machine.Profile(app, bcet_ms, 0.9 * max_mb, max_mb, task, swap, 20.0, 60.0, None, 5.0, curve)
 
 
