@@ -26,7 +26,7 @@ import random
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -415,13 +415,7 @@ def profile(opt: Options, out: Path, progress: Callable[[str], None] = lambda _:
     linux.require_root("critmem profile")
     out.mkdir(parents=True, exist_ok=True)
     wall_started = time.monotonic()
-    own_swap = False
-    swapfile = critmem_swapfile()
-    if swapfile is None:
-        progress(f"setting up critmem's swapfile ({opt.swap_bytes / 2**30:.1f} GiB)")
-        swapfile = str(linux.swap_setup(opt.swap_bytes, None, None)["swapfile"])
-        own_swap = True
-    try:
+    with swapfile_on(opt.swap_bytes, progress) as swapfile:
         with tempfile.TemporaryDirectory(prefix="critmem-profile-") as tmp:
             workdir = Path(tmp)
             progress("run 1: no limit")
@@ -483,9 +477,22 @@ def profile(opt: Options, out: Path, progress: Callable[[str], None] = lambda _:
         _plots(result, out)
         (out / "report.md").write_text(_report(result), encoding="utf-8")
         return result
+
+
+@contextlib.contextmanager
+def swapfile_on(size_bytes: int, progress: Callable[[str], None] = lambda _: None) -> Iterator[str]:
+    """critmem's swapfile on while the block runs: the one already on, else one of `size_bytes`
+    made here and removed afterwards."""
+    path = critmem_swapfile()
+    if path is not None:
+        yield path
+        return
+    progress(f"setting up critmem's swapfile ({size_bytes / 2**30:.1f} GiB)")
+    path = str(linux.swap_setup(size_bytes, None, None)["swapfile"])
+    try:
+        yield path
     finally:
-        if own_swap:
-            linux.swap_teardown(None)
+        linux.swap_teardown(None)
 
 
 def critmem_swapfile() -> str | None:

@@ -26,7 +26,7 @@ from typing import Any
 from critmem import _core, linux, profiling
 from critmem.progress import Progress
 from critmem.reproduce.checks import Check
-from critmem.reproduce.sara.experiment import CONTROLLERS, CRITMEM_CONTROLLER, MEMORY_PCTS, WORKLOADS
+from critmem.reproduce.sara.experiment import CONTROLLERS, CRITMEM_CONTROLLER, MEMORY_PCTS, WORKLOADS, _num
 from critmem.reproduce.sara.paper import PAPER_BASELINE_HIT_RATIO, PAPER_SARA_HIT_RATIO
 
 MIB = 1_048_576
@@ -306,8 +306,7 @@ def compute(plan: Plan, out_dir: Path, progress: Progress) -> dict[str, Any]:
     import tempfile
 
     linux.require_root("critmem reproduce sara --platform linux")
-    own_swap = _ensure_swap()
-    try:
+    with profiling.swapfile_on(4 << 30):
         names = (*plan.workloads, NRT_APP)
         profiles = {}
         for name in names:
@@ -342,9 +341,6 @@ def compute(plan: Plan, out_dir: Path, progress: Progress) -> dict[str, Any]:
                                 "simulator": predicted,
                             }
                         )
-    finally:
-        if own_swap:
-            linux.swap_teardown(None)
     return {
         "platform": "linux",
         "swap": "critmem's swapfile, the one swap device of this machine (the paper compares a slow and a fast SSD)",
@@ -362,21 +358,6 @@ def compute(plan: Plan, out_dir: Path, progress: Progress) -> dict[str, Any]:
         },
         "runs": rows,
     }
-
-
-def _ensure_swap() -> bool:
-    """critmem's swapfile on for the whole reproduction; True when it was made here."""
-    if profiling.critmem_swapfile() is not None:
-        return False
-    linux.swap_setup(4 << 30, None, None)
-    return True
-
-
-def _num(x: Any, digits: int = 3) -> float | None:
-    if x is None:
-        return None
-    v = float(x)
-    return None if math.isnan(v) else round(v, digits)
 
 
 def find(data: dict[str, Any], workload: str, pct: int, controller: str) -> dict[str, Any] | None:
@@ -426,22 +407,18 @@ def headline(data: dict[str, Any]) -> dict[str, Any]:
         return round(statistics.fmean(vals), 4) if vals else None
 
     controllers = list(dict.fromkeys(r["controller"] for r in data["runs"]))
+
+    def per_controller(side: str, metric: str) -> dict[str, float | None]:
+        return {c: mean([r[side][metric] for r in data["runs"] if r["controller"] == c]) for c in controllers}
+
     return {
         "paper": "sara",
         "platform": "linux",
         "critmem_controller": CRITMEM_CONTROLLER,
-        "mean_deadline_hit_ratio": {
-            c: mean([r["machine"]["hit_ratio"] for r in data["runs"] if r["controller"] == c]) for c in controllers
-        },
-        "mean_nonrt_throughput": {
-            c: mean([r["machine"]["throughput_per_s"] for r in data["runs"] if r["controller"] == c]) for c in controllers
-        },
-        "simulated_deadline_hit_ratio": {
-            c: mean([r["simulator"]["hit_ratio"] for r in data["runs"] if r["controller"] == c]) for c in controllers
-        },
-        "simulated_nonrt_throughput": {
-            c: mean([r["simulator"]["throughput_per_s"] for r in data["runs"] if r["controller"] == c]) for c in controllers
-        },
+        "mean_deadline_hit_ratio": per_controller("machine", "hit_ratio"),
+        "mean_nonrt_throughput": per_controller("machine", "throughput_per_s"),
+        "simulated_deadline_hit_ratio": per_controller("simulator", "hit_ratio"),
+        "simulated_nonrt_throughput": per_controller("simulator", "throughput_per_s"),
         "paper_hit_ratio": PAPER_HIT_RATIO,
         "bcet_ms": {name: p["bcet_ms"] for name, p in data["profiles"].items()},
         "configs": [
