@@ -321,6 +321,9 @@ pub struct RunOptions {
     /// Tell the service manager how the agent is doing when `NOTIFY_SOCKET` is set
     /// ([`ServiceNotifier::from_env`]).
     pub notify: bool,
+    /// Run the control loop's thread under SCHED_FIFO at this priority (1–99): no ordinary
+    /// task can then delay a tick. `None` leaves it at the agent's nice value.
+    pub realtime_priority: Option<u8>,
 }
 
 /// What a run did, printed as JSON at exit.
@@ -386,6 +389,28 @@ pub fn run(config: &AgentConfig, options: &RunOptions, signals: &SignalFd) -> Re
     run_in(SessionBuilder::new(), config, options, signals)
 }
 
+/// Puts the calling thread (the control loop's) under SCHED_FIFO at `priority`. Called once
+/// the session has started, so the threads it started (cgroup writes, which may reclaim for
+/// long; metrics) keep the agent's ordinary policy and cannot starve the workloads. Without
+/// the privilege the agent warns and runs on at its nice value.
+fn control_thread_realtime(priority: u8) {
+    use thread_priority::{RealtimeThreadSchedulePolicy, ThreadPriority, ThreadPriorityValue, ThreadSchedulePolicy};
+    let set = ThreadPriorityValue::try_from(priority).map_err(|e| e.to_string()).and_then(|value| {
+        thread_priority::set_thread_priority_and_policy(
+            thread_priority::thread_native_id(),
+            ThreadPriority::Crossplatform(value),
+            ThreadSchedulePolicy::Realtime(RealtimeThreadSchedulePolicy::Fifo),
+        )
+        .map_err(|e| format!("{e:?}"))
+    });
+    match set {
+        Ok(()) => tracing::info!(priority, "control loop runs under SCHED_FIFO"),
+        Err(e) => {
+            tracing::warn!(priority, error = %e, "cannot run the control loop under SCHED_FIFO (needs CAP_SYS_NICE and real-time runtime in the agent's CPU cgroup); it runs at the agent's nice value")
+        }
+    }
+}
+
 /// The controller a configuration asks for, and the interval it ticks at.
 fn build_controller(config: &AgentConfig) -> Result<(Box<dyn critmem_policy::Controller + Send>, u64)> {
     let controller = config
@@ -421,6 +446,9 @@ pub fn run_in(session: SessionBuilder, config: &AgentConfig, options: &RunOption
             .then_some(TriggerSpec { stall_us: config.trigger_stall_us, window_us: config.trigger_window_us }),
     })?;
     tracing::info!(controller = %controller_name, backend = %backend_name, groups = config.groups.len(), dry_run = options.dry_run, interval_ns, "agent started");
+    if let Some(priority) = options.realtime_priority {
+        control_thread_realtime(priority);
+    }
     let mut notifier = if options.notify { ServiceNotifier::from_env() } else { ServiceNotifier::new(false, None) };
     notifier.check_interval(interval_ns);
     let mut publisher = sink.map(|sink| Publisher::new(sink, METRICS_PERIOD_NS, clock.clone()));

@@ -195,6 +195,9 @@ pub struct ProtocolStats {
     pub drops_delivered: u64,
     /// Drop requests that found no connection of the group, or a full socket buffer.
     pub drops_undelivered: u64,
+    /// Polls that spent their time budget before reading every connection (the rest were
+    /// read first at the next poll).
+    pub polls_cut_short: u64,
 }
 
 /// Server settings.
@@ -212,6 +215,9 @@ pub struct JobServerConfig {
     /// Most connections open at once; each group may hold its share of them
     /// ([`JobServer::group_quota`]), each process at most [`MAX_CONNECTIONS_PER_PROCESS`].
     pub max_connections: usize,
+    /// Most time one poll spends accepting and reading, in ns: what a flood costs the control
+    /// tick. What it leaves waits in the socket buffers for the next poll.
+    pub poll_budget_ns: u64,
 }
 
 /// Most connections one process may hold: a client needs one, so processes of one group
@@ -309,6 +315,11 @@ impl JobServer {
         })
     }
 
+    /// Sets [`JobServerConfig::poll_budget_ns`] (the control interval changed).
+    pub fn set_poll_budget_ns(&mut self, budget_ns: u64) {
+        self.config.poll_budget_ns = budget_ns;
+    }
+
     pub fn stats(&self) -> ProtocolStats {
         self.stats
     }
@@ -343,11 +354,19 @@ impl JobServer {
     /// Accepts waiting connections and reads the complete lines available, without blocking
     /// (at most [`MAX_BYTES_PER_POLL`] over all connections, in equal shares).
     pub fn poll(&mut self) -> Vec<ReportedJob> {
-        self.accept_all();
+        // At most an hour: a budget meant as unlimited must not overflow the instant.
+        let until = std::time::Instant::now() + std::time::Duration::from_nanos(self.config.poll_budget_ns.min(3_600_000_000_000));
+        self.accept_all(until);
         let mut jobs = Vec::new();
         let share = (MAX_BYTES_PER_POLL / self.connections.len().max(1)).max(MIN_SHARE_BYTES);
         let mut index = 0;
         while index < self.connections.len() {
+            if std::time::Instant::now() >= until {
+                // The connections not reached are read first next time.
+                self.stats.polls_cut_short += 1;
+                self.connections.rotate_left(index);
+                break;
+            }
             if self.service(index, share, &mut jobs) {
                 index += 1;
             } else {
@@ -380,10 +399,14 @@ impl JobServer {
         delivered
     }
 
-    /// Accepts at most [`MAX_ACCEPTS_PER_POLL`] waiting connections; the rest wait in the
-    /// listen backlog (a client reconnecting without pause must not stretch the tick).
-    fn accept_all(&mut self) {
+    /// Accepts at most [`MAX_ACCEPTS_PER_POLL`] waiting connections, and none after `until`;
+    /// the rest wait in the listen backlog (a client reconnecting without pause must not
+    /// stretch the tick).
+    fn accept_all(&mut self, until: std::time::Instant) {
         for _ in 0..MAX_ACCEPTS_PER_POLL {
+            if std::time::Instant::now() >= until {
+                return;
+            }
             let stream = match self.listener.accept() {
                 Ok((stream, _)) => stream,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
@@ -412,6 +435,13 @@ impl JobServer {
                 continue;
             }
             let (pid, uid) = (credentials.pid() as u32, credentials.uid());
+            // Checked before the pidfd and /proc reads: a flooding process holds its places
+            // already, and turning it away must cost little.
+            let of_process = self.connections.iter().filter(|c| c.pid == pid).count();
+            if of_process >= MAX_CONNECTIONS_PER_PROCESS {
+                self.over_quota(pid, uid, None, of_process);
+                continue;
+            }
             let pidfd = match getsockopt(&stream, PeerPidfd) {
                 Ok(pidfd) => Some(pidfd),
                 Err(Errno::ENOPROTOOPT) => {
@@ -439,16 +469,22 @@ impl JobServer {
                     continue;
                 }
             };
-            let of_group = self.connections.iter().filter(|c| c.group == group).count();
-            let of_process = self.connections.iter().filter(|c| c.pid == pid).count();
-            if of_group >= self.group_quota() || of_process >= MAX_CONNECTIONS_PER_PROCESS {
-                self.stats.over_limit += 1;
-                let (group_name, quota) = (self.config.groups[group].name.clone(), self.group_quota());
-                self.warn_limited(|| tracing::warn!(pid, uid, group = %group_name, of_group, of_process, quota, per_process = MAX_CONNECTIONS_PER_PROCESS, "job socket connection refused: its group or process holds its share of connections"));
+            if self.connections.iter().filter(|c| c.group == group).count() >= self.group_quota() {
+                self.over_quota(pid, uid, Some(group), of_process);
                 continue;
             }
             self.connections.push(Connection { stream, pid, uid, pidfd, group, buffer: Vec::new(), discarding: false, warned: false });
         }
+    }
+
+    /// Counts and (rate-limited) logs a connection turned away because its process, or its
+    /// group if known, holds its share of connections.
+    fn over_quota(&mut self, pid: u32, uid: u32, group: Option<usize>, of_process: usize) {
+        self.stats.over_limit += 1;
+        let group_name = group.map_or_else(|| "(not read)".to_owned(), |g| self.config.groups[g].name.clone());
+        let of_group = group.map(|g| self.connections.iter().filter(|c| c.group == g).count());
+        let quota = self.group_quota();
+        self.warn_limited(|| tracing::warn!(pid, uid, group = %group_name, ?of_group, of_process, quota, per_process = MAX_CONNECTIONS_PER_PROCESS, "job socket connection refused: its group or process holds its share of connections"));
     }
 
     /// Connections one group may hold at once: an equal share of `max_connections`.
@@ -698,6 +734,7 @@ mod tests {
             hierarchy,
             proc,
             max_connections: 4,
+            poll_budget_ns: u64::MAX,
         })
         .unwrap()
     }
@@ -785,6 +822,32 @@ mod tests {
         assert_eq!(jobs.iter().map(|j| j.job).collect::<Vec<_>>(), (0..8000).collect::<Vec<_>>(), "every line arrives, in order");
         assert!(polls >= total / MAX_BYTES_PER_POLL, "{polls} polls for {total} bytes");
         assert_eq!(server.connections(), 1);
+    }
+
+    /// A poll out of time leaves the connections and their lines for the next one: reports
+    /// wait, none is lost.
+    #[test]
+    fn a_poll_out_of_time_leaves_everything_for_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let proc = fake_proc(dir.path(), "4:memory:/critmem/rt\n0::/critmem/rt\n");
+        let mut server = server(dir.path(), proc, groups(), Hierarchy::V1("memory".into()));
+        let mut clients: Vec<UnixStream> = (0..2).map(|_| UnixStream::connect(server.socket_path()).unwrap()).collect();
+        server.set_poll_budget_ns(0);
+        assert!(server.poll().is_empty());
+        assert_eq!(server.connections(), 0, "no time to accept: the connections wait in the backlog");
+        server.set_poll_budget_ns(u64::MAX);
+        assert!(server.poll().is_empty());
+        assert_eq!(server.connections(), 2);
+        for (job, client) in clients.iter_mut().enumerate() {
+            client.write_all(format!("{{\"v\":1,\"op\":\"complete\",\"job\":{job}}}\n").as_bytes()).unwrap();
+        }
+        server.set_poll_budget_ns(0);
+        assert!(server.poll().is_empty());
+        assert_eq!(server.stats().polls_cut_short, 1);
+        server.set_poll_budget_ns(u64::MAX);
+        let mut jobs: Vec<u64> = poll_for(&mut server, 2).iter().map(|j| j.job).collect();
+        jobs.sort_unstable();
+        assert_eq!(jobs, [0, 1]);
     }
 
     #[test]
@@ -946,6 +1009,7 @@ sys.stdin.readline()
             hierarchy: Hierarchy::Unified,
             proc: ProcFs::new("/proc".into()),
             max_connections: 4,
+            poll_budget_ns: u64::MAX,
         };
         assert!(JobServer::bind(config.clone()).is_err());
         std::fs::remove_file(&config.socket_path).unwrap();
@@ -965,6 +1029,7 @@ sys.stdin.readline()
             hierarchy: Hierarchy::Unified,
             proc: ProcFs::new("/proc".into()),
             max_connections: 4,
+            poll_budget_ns: u64::MAX,
         };
         let server = JobServer::bind(config(dir.path().join("a/b/jobs.sock"))).unwrap();
         assert!(dir.path().join("a/b/jobs.sock").exists());

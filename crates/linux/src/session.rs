@@ -27,6 +27,12 @@ use std::time::Duration;
 /// Most job-socket connections a session accepts at once.
 const MAX_JOB_CONNECTIONS: usize = 64;
 
+/// The job socket may take a fifth of each control interval: a flood of clients then delays
+/// reports, never the tick.
+fn job_poll_budget_ns(interval_ns: u64) -> u64 {
+    interval_ns / 5
+}
+
 /// Where a session reads the machine; see the module documentation.
 pub struct SessionBuilder {
     proc_root: PathBuf,
@@ -152,6 +158,7 @@ impl Host {
                 hierarchy: Hierarchy::for_layout(&self.layout),
                 proc: ProcFs::new(self.proc_root.clone()),
                 max_connections: MAX_JOB_CONNECTIONS,
+                poll_budget_ns: job_poll_budget_ns(plan.interval_ns),
             })?),
             _ => None,
         };
@@ -232,6 +239,7 @@ impl Session {
         self.platform.set_usage_inputs(|role| controller.reads_usage(role));
         self.controller = controller;
         self.control.interval_ns = interval_ns.max(1);
+        self.platform.set_job_poll_budget_ns(job_poll_budget_ns(interval_ns));
     }
 
     /// (Re-)arms one PSI trigger per managed group, as the plan asked.

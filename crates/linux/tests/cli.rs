@@ -42,10 +42,11 @@ fn assert_exact_errors(cases: &[(&str, &[&str], &str)]) {
 
 #[test]
 fn missing_arguments_are_named_on_the_one_line() {
-    let cases: [(&str, &[&str], &str); 4] = [
+    let cases: [(&str, &[&str], &str); 5] = [
         ("critmem-linux-run", &[], "critmem-linux-run: the following required arguments were not provided: --duration-s <DURATION_S>, <FILE> (see 'critmem-linux-run --help')"),
         ("critmem-agent", &[], "critmem-agent: the following required arguments were not provided: --config <CONFIG> (see 'critmem-agent --help')"),
         ("critmem-swap", &[], "critmem-swap: a command is required: setup, teardown, status (see 'critmem-swap --help')"),
+        ("critmem-agent", &["--config", "a.toml", "--realtime-priority", "100"], "critmem-agent: invalid value '100' for '--realtime-priority <PRIORITY>': 100 is not in 1..=99 (see 'critmem-agent --help')"),
         ("critmem-swap", &["setup", "--size-bytes", "4G"], "critmem-swap: invalid value '4G' for '--size-bytes <SIZE_BYTES>': invalid digit found in string (see 'critmem-swap setup --help')"),
     ];
     assert_exact_errors(&cases);

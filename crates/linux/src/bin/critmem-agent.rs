@@ -29,6 +29,11 @@ struct Args {
     /// Stop (restoring everything) after this many seconds.
     #[arg(long, value_parser = critmem_linux::parse_seconds)]
     duration_s: Option<Duration>,
+    /// Run the control loop under SCHED_FIFO at this priority (1-99), ahead of every ordinary
+    /// task; the agent's other threads (cgroup writes, metrics) keep its nice value. Needs
+    /// CAP_SYS_NICE: without it the agent warns and runs at its nice value.
+    #[arg(long, value_name = "PRIORITY", value_parser = clap::value_parser!(u8).range(1..=99))]
+    realtime_priority: Option<u8>,
     /// Log level: error, warn, info, debug, trace.
     #[arg(long, default_value = "info")]
     log_level: tracing::Level,
@@ -59,7 +64,13 @@ fn main() {
     for warning in &config.deprecations {
         eprintln!("critmem-agent: warning: {warning}");
     }
-    let options = RunOptions { dry_run: args.dry_run, duration: args.duration_s, config_path: Some(config_path.clone()), notify: true };
+    let options = RunOptions {
+        dry_run: args.dry_run,
+        duration: args.duration_s,
+        config_path: Some(config_path.clone()),
+        notify: true,
+        realtime_priority: args.realtime_priority,
+    };
     match run(&config, &options, &signals) {
         Ok(summary) => println!("{}", serde_json::to_string(&summary).expect("summary serialises")),
         Err(e) => fail(&e),

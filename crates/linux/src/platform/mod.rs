@@ -291,6 +291,13 @@ impl LinuxPlatform {
         self.server.as_ref()
     }
 
+    /// Sets how long each poll of the job socket may take, in ns.
+    pub fn set_job_poll_budget_ns(&mut self, budget_ns: u64) {
+        if let Some(server) = self.server.as_mut() {
+            server.set_poll_budget_ns(budget_ns);
+        }
+    }
+
     /// What opening restored from a crashed previous run.
     pub fn recovered(&self) -> Option<&RestoreReport> {
         self.recovered.as_ref()

@@ -147,6 +147,8 @@ fn a_flood_of_hundreds_of_clients_keeps_the_tick_and_loses_no_legitimate_report(
     deaf.expect("ready");
     let connections: u32 = plan.iter().map(|p| p.1).sum::<u32>() + 1;
     record.set("flood_clients", connections);
+    let interval_ns = 5_000_000;
+    let probe = WakeProbe::start(Duration::from_nanos(interval_ns));
 
     // A legitimate client connecting in the middle of the flood.
     let late_jobs = if long() { 2000 } else { 300 };
@@ -159,6 +161,14 @@ fn a_flood_of_hundreds_of_clients_keeps_the_tick_and_loses_no_legitimate_report(
     let [late_sent, late_retries] = said[..] else { panic!("late client said {line:?}") };
     record.set("late_client_enobufs_retries", late_retries);
     run_for(&mut rig, steady());
+    let machine_wake_p99_ns = probe.stop_p99_ns();
+    // The loop (the main thread) ticks under SCHED_FIFO; the cgroup writers, which may reclaim
+    // for long, do not.
+    let policies = rig.agent.as_ref().unwrap().thread_policies();
+    assert!(policies.contains(&("critmem-agent".to_owned(), 1)), "{policies:?}");
+    let writers: Vec<u32> = policies.iter().filter(|(name, _)| name.starts_with("critmem-writer")).map(|p| p.1).collect();
+    assert!(!writers.is_empty() && writers.iter().all(|&policy| policy == 0), "{policies:?}");
+    record.set("machine_wake_latency_p99_ns", machine_wake_p99_ns);
 
     let mut flood_bytes = 0u64;
     let mut flood_connects = 0u64;
@@ -185,7 +195,6 @@ fn a_flood_of_hundreds_of_clients_keeps_the_tick_and_loses_no_legitimate_report(
     let worker_completed = workers.srt["completed"].as_u64().unwrap();
     let stderr_lines = exit.stderr.lines().count();
     record.set("agent_log_lines", stderr_lines as u64);
-    let interval_ns = 5_000_000;
     let lateness_p99 = summary["tick_lateness_p99_ns"].as_u64().unwrap();
     rig.teardown_swap();
     record.set("agent_srt_jobs", srt_jobs.clone());
@@ -199,7 +208,12 @@ fn a_flood_of_hundreds_of_clients_keeps_the_tick_and_loses_no_legitimate_report(
     record.set("worker_srt_reports_sent", workers.srt["reports_sent"].clone());
     record.set("worker_srt_connects", workers.srt["connects"].clone());
     let _ = writeln!(std::io::stderr(), "flood summary: {summary}");
-    assert!(lateness_p99 < interval_ns, "p99 tick lateness {lateness_p99} ns under the flood (interval {interval_ns} ns)");
+    // The flood may make a tick late by no more than the interval beyond what the machine
+    // makes any thread of the agent's priority late meanwhile.
+    assert!(
+        lateness_p99 < interval_ns + machine_wake_p99_ns,
+        "p99 tick lateness {lateness_p99} ns under the flood (interval {interval_ns} ns; a real-time thread beside it woke up to {machine_wake_p99_ns} ns late at p99)"
+    );
     // No legitimate report was lost: the worker's client sent every report it made (those the
     // socket could not take at once, EAGAIN or ENOBUFS under the flood, waited in its outbox),
     // and the agent counted each one, and the late client's two per job.

@@ -84,6 +84,48 @@ fn run_for(rig: &mut Rig, duration: Duration) {
     }
 }
 
+/// The agent's real-time priority in every case (its systemd unit's).
+const AGENT_REALTIME_PRIORITY: u8 = 10;
+
+/// A thread at the agent's real-time priority that sleeps one interval at a time and records
+/// how late it wakes: the wake-up latency the machine gives any real-time thread under the
+/// same load, which bounds from below how punctual any agent can tick. On a kernel without
+/// full preemption, long kernel sections (reclaim, socket teardown) delay even SCHED_FIFO.
+struct WakeProbe {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<u64>>,
+}
+
+impl WakeProbe {
+    fn start(interval: Duration) -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let halt = stop.clone();
+        let thread = std::thread::spawn(move || {
+            use thread_priority::{RealtimeThreadSchedulePolicy, ThreadPriority, ThreadPriorityValue, ThreadSchedulePolicy};
+            let priority = ThreadPriority::Crossplatform(ThreadPriorityValue::try_from(AGENT_REALTIME_PRIORITY).unwrap());
+            let fifo = ThreadSchedulePolicy::Realtime(RealtimeThreadSchedulePolicy::Fifo);
+            thread_priority::set_thread_priority_and_policy(thread_priority::thread_native_id(), priority, fifo)
+                .expect("a root test can run a thread under SCHED_FIFO");
+            let mut late_ns = Vec::new();
+            while !halt.load(Ordering::Relaxed) {
+                let before = Instant::now();
+                std::thread::sleep(interval);
+                late_ns.push(before.elapsed().saturating_sub(interval).as_nanos() as u64);
+            }
+            late_ns
+        });
+        WakeProbe { stop, thread }
+    }
+
+    /// The 99th percentile of the wake-ups' lateness, in ns.
+    fn stop_p99_ns(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut late_ns = self.thread.join().unwrap();
+        late_ns.sort_unstable();
+        late_ns.get(late_ns.len() * 99 / 100).copied().unwrap_or(0)
+    }
+}
+
 /// A case that needs no more than start, fault, steady state, finish.
 fn simple_case(case: &'static str, inject: impl FnOnce(&mut Rig, &mut Record)) {
     let Some((_lock, machine)) = chaos_machine(case) else { return };

@@ -78,6 +78,24 @@ pub struct Agent {
 }
 
 impl Agent {
+    /// Each of the agent's threads by name, with its scheduling policy (`/proc/PID/task/*/stat`
+    /// field 41: 0 SCHED_OTHER, 1 SCHED_FIFO).
+    pub fn thread_policies(&self) -> Vec<(String, u32)> {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", self.child.id())).unwrap();
+        let mut out: Vec<(String, u32)> = tasks
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("stat")).ok())
+            .filter_map(|stat| {
+                let (head, tail) = stat.rsplit_once(") ")?;
+                let name = head.split_once(" (")?.1.to_owned();
+                // The fields after the name start at field 3.
+                let policy = tail.split_whitespace().nth(41 - 3)?.parse().ok()?;
+                Some((name, policy))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
     pub fn pid(&self) -> i32 {
         self.child.id() as i32
     }
@@ -255,7 +273,8 @@ floor_mb = 16
         self.srt_worker = Some(Worker::start(|pid| machine.backend.move_pid(srt, pid).unwrap(), SRT_WORKER, &srt_args));
     }
 
-    /// Starts the agent as its systemd unit runs it (`Nice=-10`), with `extra` arguments.
+    /// Starts the agent as its systemd unit runs it (`Nice=-10`, the loop under SCHED_FIFO 10),
+    /// with `extra` arguments.
     pub fn spawn_agent(&self, extra: &[&str]) -> Agent {
         static RUN: AtomicUsize = AtomicUsize::new(0);
         let n = RUN.fetch_add(1, Ordering::Relaxed);
@@ -264,7 +283,7 @@ floor_mb = 16
         let child = Command::new("nice")
             .args(["-n", "-10", AGENT, "--config"])
             .arg(&self.config_path)
-            .args(["--log-level", "warn"])
+            .args(["--log-level", "warn", "--realtime-priority", &super::AGENT_REALTIME_PRIORITY.to_string()])
             .args(extra)
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&stdout).unwrap())
