@@ -53,6 +53,12 @@ impl CpuCap {
         } else {
             std::fs::write(cap.dir.join("cpu.cfs_period_us"), period_us.to_string()).unwrap();
             std::fs::write(cap.dir.join("cpu.cfs_quota_us"), quota_us.to_string()).unwrap();
+            // The agent's loop runs under SCHED_FIFO: with real-time group scheduling the
+            // group needs real-time runtime to take it, and the same share caps it.
+            if cap.dir.join("cpu.rt_runtime_us").exists() {
+                std::fs::write(cap.dir.join("cpu.rt_period_us"), period_us.to_string()).unwrap();
+                std::fs::write(cap.dir.join("cpu.rt_runtime_us"), quota_us.to_string()).unwrap();
+            }
         }
         Some(cap)
     }
