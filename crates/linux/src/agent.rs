@@ -394,16 +394,7 @@ pub fn run(config: &AgentConfig, options: &RunOptions, signals: &SignalFd) -> Re
 /// long; metrics) keep the agent's ordinary policy and cannot starve the workloads. Without
 /// the privilege the agent warns and runs on at its nice value.
 fn control_thread_realtime(priority: u8) {
-    use thread_priority::{RealtimeThreadSchedulePolicy, ThreadPriority, ThreadPriorityValue, ThreadSchedulePolicy};
-    let set = ThreadPriorityValue::try_from(priority).map_err(|e| e.to_string()).and_then(|value| {
-        thread_priority::set_thread_priority_and_policy(
-            thread_priority::thread_native_id(),
-            ThreadPriority::Crossplatform(value),
-            ThreadSchedulePolicy::Realtime(RealtimeThreadSchedulePolicy::Fifo),
-        )
-        .map_err(|e| format!("{e:?}"))
-    });
-    match set {
+    match crate::clock::run_current_thread_fifo(priority) {
         Ok(()) => tracing::info!(priority, "control loop runs under SCHED_FIFO"),
         Err(e) => {
             tracing::warn!(priority, error = %e, "cannot run the control loop under SCHED_FIFO (needs CAP_SYS_NICE and real-time runtime in the agent's CPU cgroup); it runs at the agent's nice value")

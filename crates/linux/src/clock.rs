@@ -80,6 +80,20 @@ impl Clock for FakeClock {
     }
 }
 
+/// Runs the calling thread under SCHED_FIFO at `priority` (1–99); threads it starts later
+/// inherit the policy. Fails without CAP_SYS_NICE, or in a CPU cgroup with no real-time
+/// runtime.
+pub fn run_current_thread_fifo(priority: u8) -> std::result::Result<(), String> {
+    use thread_priority::{RealtimeThreadSchedulePolicy, ThreadPriority, ThreadPriorityValue, ThreadSchedulePolicy};
+    let value = ThreadPriorityValue::try_from(priority).map_err(|e| e.to_string())?;
+    thread_priority::set_thread_priority_and_policy(
+        thread_priority::thread_native_id(),
+        ThreadPriority::Crossplatform(value),
+        ThreadSchedulePolicy::Realtime(RealtimeThreadSchedulePolicy::Fifo),
+    )
+    .map_err(|e| format!("{e:?}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

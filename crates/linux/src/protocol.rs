@@ -469,8 +469,9 @@ impl JobServer {
                     continue;
                 }
             };
-            if self.connections.iter().filter(|c| c.group == group).count() >= self.group_quota() {
-                self.over_quota(pid, uid, Some(group), of_process);
+            let of_group = self.connections.iter().filter(|c| c.group == group).count();
+            if of_group >= self.group_quota() {
+                self.over_quota(pid, uid, Some((group, of_group)), of_process);
                 continue;
             }
             self.connections.push(Connection { stream, pid, uid, pidfd, group, buffer: Vec::new(), discarding: false, warned: false });
@@ -478,11 +479,11 @@ impl JobServer {
     }
 
     /// Counts and (rate-limited) logs a connection turned away because its process, or its
-    /// group if known, holds its share of connections.
-    fn over_quota(&mut self, pid: u32, uid: u32, group: Option<usize>, of_process: usize) {
+    /// group if known (with the connections it holds), holds its share of connections.
+    fn over_quota(&mut self, pid: u32, uid: u32, group: Option<(usize, usize)>, of_process: usize) {
         self.stats.over_limit += 1;
-        let group_name = group.map_or_else(|| "(not read)".to_owned(), |g| self.config.groups[g].name.clone());
-        let of_group = group.map(|g| self.connections.iter().filter(|c| c.group == g).count());
+        let group_name = group.map_or_else(|| "(not read)".to_owned(), |(g, _)| self.config.groups[g].name.clone());
+        let of_group = group.map(|(_, held)| held);
         let quota = self.group_quota();
         self.warn_limited(|| tracing::warn!(pid, uid, group = %group_name, ?of_group, of_process, quota, per_process = MAX_CONNECTIONS_PER_PROCESS, "job socket connection refused: its group or process holds its share of connections"));
     }

@@ -101,11 +101,7 @@ impl WakeProbe {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let halt = stop.clone();
         let thread = std::thread::spawn(move || {
-            use thread_priority::{RealtimeThreadSchedulePolicy, ThreadPriority, ThreadPriorityValue, ThreadSchedulePolicy};
-            let priority = ThreadPriority::Crossplatform(ThreadPriorityValue::try_from(AGENT_REALTIME_PRIORITY).unwrap());
-            let fifo = ThreadSchedulePolicy::Realtime(RealtimeThreadSchedulePolicy::Fifo);
-            thread_priority::set_thread_priority_and_policy(thread_priority::thread_native_id(), priority, fifo)
-                .expect("a root test can run a thread under SCHED_FIFO");
+            critmem_linux::clock::run_current_thread_fifo(AGENT_REALTIME_PRIORITY).expect("a root test can run a thread under SCHED_FIFO");
             let mut late_ns = Vec::new();
             while !halt.load(Ordering::Relaxed) {
                 let before = Instant::now();
