@@ -153,8 +153,8 @@ def test_the_linux_summary_prints_the_same_group_rows(capsys: pytest.CaptureFixt
             ],
         },
         "control": {
-            "interval_ms": 100.0, "ticks": 20, "tick_cost_mean_us": 50.0, "writes_ok": 3, "writes_failed": 0,
-            "oom_rescues": 0, "removed_dirs": 2,
+            "interval_ms": 100.0, "ticks": 20, "tick_cost_mean_us": 50.0, "tick_cpu_mean_us": 21.0, "writes_ok": 3,
+            "writes_failed": 0, "write_cpu_ms": 12.5, "oom_rescues": 0, "removed_dirs": 2,
             "timeline": [
                 {"t_ms": 100.0, "groups": [{"usage_bytes": 40 * mib, "max_bytes": None, "high_bytes": None},
                                            {"usage_bytes": 90 * mib, "max_bytes": 200 * mib, "high_bytes": None}]},
@@ -167,7 +167,8 @@ def test_the_linux_summary_prints_the_same_group_rows(capsys: pytest.CaptureFixt
     }  # fmt: skip
     _print_linux_run(summary)
     out = capsys.readouterr().out
-    assert "under sara, 20 ticks of 100 ms" in out.splitlines()[0]
+    assert "under sara, 20 ticks of 100 ms, 50 us each (21 us of CPU)" in out.splitlines()[0]
+    assert "writes' CPU 12.5 ms (the kernel's reclaim to the limits)" in out
     header = next(line for line in out.splitlines() if line.startswith("group ") and "limit MB" in line)
     assert header.split()[-3:] == ["MiB/s", "pending", "dropped"]
     # srt: limit 96 MiB at the end, lowest 64, peak usage 60; no throughput worker; its

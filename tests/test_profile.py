@@ -106,6 +106,51 @@ def test_the_written_workload_is_a_scenario_for_both_platforms() -> None:
     assert doc["control"] == {"controller": "static", "interval_ms": 20, "config": {"default_limit_bytes": 64 * MIB}}
 
 
+def test_one_slow_run_does_not_set_the_compute_time_of_every_simulated_limit() -> None:
+    def run(limit_mb: int | None, exec_ms: float, swap_ins: int, stall_ms: float = 0.0) -> profiling.LimitRun:
+        r = profiling.LimitRun(None if limit_mb is None else limit_mb * MIB, exec_ms=[exec_ms] * 9, stall_ms=[stall_ms] * 9)
+        r.swap_ins = swap_ins
+        return r
+
+    # The unlimited run was slowed by something else on the machine; two more runs swapped nothing in.
+    runs = [run(None, 80.0, 0), run(200, 52.0, 0), run(160, 50.0, 5), run(120, 90.0, 3000, stall_ms=30.0)]
+    assert profiling.compute_ms_without_swap(runs) == pytest.approx(52.0)
+    # With no run free of swap-ins, the unlimited one (less its stall) is all there is.
+    assert profiling.compute_ms_without_swap([run(None, 70.0, 400, stall_ms=5.0), runs[3]]) == pytest.approx(65.0)
+
+
+def test_the_fit_finds_a_skewed_working_set_the_first_skew_cannot_match() -> None:
+    """A program measured as the simulator would run it with a skewed working set (a hot part
+    scanned every job: a gentle rise, then a cliff): the fit matches it within the goal."""
+    opt = _options()
+    device = profiling.Device(100.0, 80.0, 500.0, 400.0)
+    truth = profiling.sim_task_text(opt, peak_mb=64.0, working_set_mb=40.0, refs=30_000, compute_ms=100.0, skew=(0.4, 0.9))
+    limits_mb = [None, 48, 36, 28, 22]
+    runs = []
+    for limit_mb in limits_mb:
+        exec_ms = profiling.simulate_exec_ms(opt, (limit_mb or 128) * MIB, truth, device, 0.0)
+        assert exec_ms is not None
+        run = profiling.LimitRun(None if limit_mb is None else limit_mb * MIB, exec_ms=[exec_ms] * 4, stall_ms=[0.0] * 4)
+        run.swap_ins = 0 if limit_mb is None else 1000
+        runs.append(run)
+    first_skew_only = [abs(e) for e in _fit_with_skews(opt, runs, device, profiling.SKEWS[:1]).errors_pct]
+    fit = profiling.fit_simulation(opt, runs, 64.0, device, 0.0, lambda _: None)
+    assert max(first_skew_only) > 100 * profiling.SIM_GOAL, first_skew_only
+    assert max(abs(e) for e in fit.errors_pct) <= 100 * profiling.SIM_GOAL, (fit.hot_fraction, fit.hot_share, fit.errors_pct)
+    assert (fit.hot_fraction, fit.hot_share) != profiling.SKEWS[0]
+
+
+def _fit_with_skews(
+    opt: profiling.Options, runs: list[profiling.LimitRun], device: profiling.Device, skews: tuple[tuple[float, float], ...]
+) -> profiling.SimFit:
+    saved = profiling.SKEWS
+    profiling.SKEWS = skews
+    try:
+        return profiling.fit_simulation(opt, runs, 64.0, device, 0.0, lambda _: None)
+    finally:
+        profiling.SKEWS = saved
+
+
 def test_linear_fit_recovers_a_line() -> None:
     xs = [0.0, 10.0, 20.0, 40.0]
     slope, intercept = profiling.linear_fit(xs, [2.0 * x + 5.0 for x in xs])

@@ -69,7 +69,8 @@ def _run(controller: str, hit: float, units: float) -> dict[str, Any]:
     measured = {
         "hit_ratio": hit, "jobs": 10, "misses": round(10 * (1 - hit)), "dropped": 0, "throughput_per_s": units,
         "mean_response_ms": 2400.0, "mean_stall_ms": 100.0, "mean_cpu_wait_ms": 600.0, "oom_rescues": 0,
-        "tick_cost_mean_us": 50.0, "tick_cost_p99_us": 90.0, "failed_checks": 0, "exit_codes": {},
+        "tick_cost_mean_us": 50.0, "tick_cost_p99_us": 90.0, "tick_cpu_mean_us": 20.0, "loop_cpu_pct": 0.4,
+        "write_cpu_pct": 3.5 if controller == "sara" else 1.0, "failed_checks": 0, "exit_codes": {},
     }  # fmt: skip
     return {
         "workload": "speech", "memory_pct": 80, "total_mb": 500.0, "deadline_ms": 5000.0, "controller": controller, "config": {}, "periods": 10,
@@ -95,6 +96,8 @@ def test_the_report_checks_both_controllers_and_explains_sara_falling_short() ->
     }
     text = machine.render(data, machine.headline(data), "fig11.png")
     assert "Where SARA falls short" in text and "600 ms waiting for a CPU" in text
+    # The loop's cost per controller: wall and CPU per tick, and the writes' reclaim apart.
+    assert "| sara | 50 | 20 | 0.40 | 3.5 |" in text and "| greedy | 50 | 20 | 0.40 | 1.0 |" in text
     assert machine.headline(data)["critmem_controller"] == CRITMEM_CONTROLLER
 
 
@@ -120,6 +123,10 @@ def test_quick_reproduction_runs_every_controller_on_the_shipped_apps_and_leaves
         assert c["simulated_hit_ratio"] is not None, c
     data = json.loads((out / "results.json").read_text())
     assert all(r["machine"]["failed_checks"] == 0 and r["machine"]["jobs"] >= 3 for r in data["runs"]), data["runs"]
+    # Every tick took some CPU and never more than its wall time.
+    for r in data["runs"]:
+        m = r["machine"]
+        assert 0 < m["tick_cpu_mean_us"] <= m["tick_cost_mean_us"] and m["write_cpu_pct"] >= 0, m
     for name in ("report.md", "fig11.png", "profiles/speech/report.md", "profiles/graph/workload.toml"):
         assert (out / name).is_file(), name
     assert active_swaps() == swaps_before

@@ -851,7 +851,7 @@ def _print_linux_run(summary: dict[str, Any]) -> None:
         _text(
             f"{summary['scenario']}: Linux ({summary['backend']}) on {_plural(summary['cpus'], 'CPU')}, "
             f"{summary['horizon_ms'] / 1000:.1f} s under {summary['controller']}, {control['ticks']} ticks of "
-            f"{control['interval_ms']:g} ms, {control['tick_cost_mean_us']:.0f} us each"
+            f"{control['interval_ms']:g} ms, {control['tick_cost_mean_us']:.0f} us each ({control['tick_cpu_mean_us']:.0f} us of CPU)"
         )
     )
     extra: list[_Column] = [("MiB/s", lambda t: _fmt(t["verified_mib_per_s"], digits=1))]
@@ -882,7 +882,8 @@ def _print_linux_run(summary: dict[str, Any]) -> None:
     )
     console.print(
         _text(
-            f"limit writes {control['writes_ok']} ok, {control['writes_failed']} refused by the kernel; "
+            f"limit writes {control['writes_ok']} ok, {control['writes_failed']} refused by the kernel, writes' CPU "
+            f"{control['write_cpu_ms']:.1f} ms (the kernel's reclaim to the limits); "
             f"OOM rescues {control['oom_rescues']}; everything restored ({control['removed_dirs']} cgroup directories removed)"
         )
     )

@@ -17,10 +17,12 @@ execution time follows the measured curve, and both are shown side by side.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import functools
 import json
 import math
+import multiprocessing
 import os
 import random
 import statistics
@@ -46,10 +48,14 @@ INTERCEPT_TOLERANCE = 0.15
 # Simulator-vs-machine: the bound and the goal on each limit's relative error.
 SIM_BOUND = 0.20
 SIM_GOAL = 0.10
-# The simulated workload's fixed shape: a tenth of the working set takes this share of its
-# accesses; a tenth of the accesses write.
+# The simulated workload's shape: a share of the working set (HOT_FRACTION) takes a share of
+# its accesses (HOT_SHARE); a tenth of the accesses write. The fit starts from the first skew
+# and also tries the others, more skewed: a program whose execution time rises gently and then
+# falls off a cliff (a hot part scanned every job) needs one of them.
 HOT_FRACTION = 0.3
 HOT_SHARE = 0.8
+Skew = tuple[float, float]
+SKEWS: tuple[Skew, ...] = ((HOT_FRACTION, HOT_SHARE), (0.3, 0.95), (0.35, 0.9), (0.4, 0.9), (0.5, 0.95))
 WRITE_SHARE = 0.1
 
 
@@ -120,13 +126,23 @@ def _toml_str(text: str) -> str:
     return json.dumps(text)
 
 
-def run_scenario_text(opt: Options, limit_bytes: int, *, sim_task: str = "", swap_table: str = "", swap_in_cpu_us: float = 0.0) -> str:
-    """The scenario of one profiling run (and, with `sim_task`, of the simulated workload)."""
+def run_scenario_text(
+    opt: Options,
+    limit_bytes: int,
+    *,
+    sim_task: str = "",
+    swap_table: str = "",
+    swap_in_cpu_us: float = 0.0,
+    machine_bytes: int | None = None,
+) -> str:
+    """The scenario of one profiling run (and, with `sim_task`, of the simulated workload). A
+    soft real-time program's limit is its group's; the machine's memory is `machine_bytes`, by
+    default this machine's."""
     jobs = opt.mode == "jobs"
     horizon_ms = (opt.jobs + 1) * opt.period_ms if jobs else opt.units_duration_s * 1000
     # A non-real-time group gets the memory the controller divides, less the soft real-time
     # groups' (none here): its limit is that total.
-    memory_mb = math.ceil((max(_memtotal_bytes(), limit_bytes) if jobs else limit_bytes) / MIB)
+    memory_mb = math.ceil((max(machine_bytes or _memtotal_bytes(), limit_bytes) if jobs else limit_bytes) / MIB)
     lines = [
         f"# critmem profile of {' '.join(opt.command)}",
         "[machine]",
@@ -301,12 +317,23 @@ class SimFit:
     swap_in_cpu_us: float
     simulated_exec_ms: list[float]
     errors_pct: list[float]
+    hot_fraction: float = HOT_FRACTION
+    hot_share: float = HOT_SHARE
 
 
-def sim_task_text(opt: Options, peak_mb: float, working_set_mb: float, refs: int, compute_ms: float, spread_ms: float = 0.0) -> str:
+def sim_task_text(
+    opt: Options,
+    peak_mb: float,
+    working_set_mb: float,
+    refs: int,
+    compute_ms: float,
+    spread_ms: float = 0.0,
+    skew: Skew = (HOT_FRACTION, HOT_SHARE),
+) -> str:
     """The simulated task's memory behaviour: its cold memory swept once in its first job, then
-    `refs` skewed accesses per job over a working set at the top of its memory. Its compute is
-    `compute_ms` a job, or uniform within `spread_ms` either side of it."""
+    `refs` skewed accesses per job over a working set at the top of its memory (`skew`: the share
+    of the working set that takes a share of the accesses). Its compute is `compute_ms` a job,
+    or uniform within `spread_ms` either side of it."""
     # Whole pages, so that offset + span never passes the task's memory by a rounding.
     ws_pages = max(1, round(working_set_mb * MIB / PAGE_BYTES))
     private_pages = max(ws_pages, math.ceil(peak_mb * MIB / PAGE_BYTES))
@@ -321,7 +348,7 @@ def sim_task_text(opt: Options, peak_mb: float, working_set_mb: float, refs: int
         access.append(f'{{ pattern = "sweep", span_mb = {mb(cold_pages)}, mb = {mb(cold_pages)}, from_job = 0, every_jobs = 1000000000 }}')
     access.append(
         f'{{ pattern = "hotcold", offset_mb = {mb(cold_pages)}, span_mb = {mb(ws_pages)}, refs = {refs}, '
-        f"hot_fraction = {HOT_FRACTION}, hot_share = {HOT_SHARE}, writes = {WRITE_SHARE} }}"
+        f"hot_fraction = {skew[0]}, hot_share = {skew[1]}, writes = {WRITE_SHARE} }}"
     )
     return "\n".join(
         [
@@ -343,7 +370,11 @@ def simulate_exec_ms(opt: Options, limit_bytes: int, task: str, device: Device, 
     """Mean simulated execution time of the jobs after the first, under `limit_bytes`."""
     from critmem.api import run
 
-    text = run_scenario_text(opt, limit_bytes, sim_task=task, swap_table=device.toml(), swap_in_cpu_us=swap_in_cpu_us)
+    # Only the group's limit binds: a machine just above it simulates as this one would, and
+    # without the frames of all of this machine's memory to set up.
+    text = run_scenario_text(
+        opt, limit_bytes, sim_task=task, swap_table=device.toml(), swap_in_cpu_us=swap_in_cpu_us, machine_bytes=limit_bytes + 64 * MIB
+    )
     # The simulator ignores `command`; the measured program is not run.
     result = run(text, record_segments=False)
     jobs = result.jobs
@@ -353,17 +384,33 @@ def simulate_exec_ms(opt: Options, limit_bytes: int, task: str, device: Device, 
     return float((done["completion_ms"] - done["start_ms"]).mean())
 
 
+def _simulated_times(job: tuple[Options, str, tuple[int, ...], Device, float]) -> list[float | None]:
+    """One fit point: the simulated task's mean execution time under each limit."""
+    opt, task, limits, device, swap_in_cpu_us = job
+    return [simulate_exec_ms(opt, limit, task, device, swap_in_cpu_us) for limit in limits]
+
+
+def compute_ms_without_swap(runs: Sequence[LimitRun]) -> float:
+    """A job's (or unit's) compute time: over the runs that swapped next to nothing in (at most
+    one page per job on average; the unlimited run first among them), the median of the mean
+    execution time less the mean stall. The mean, as the simulated means are compared with the
+    measured ones; the median over those runs, so that one run slowed by something else on the
+    machine does not set the time of every simulated limit."""
+    quiet = [r for r in runs if r.count and r.swap_ins <= r.count + 1] or [runs[0]]
+    return max(1.0, statistics.median(statistics.fmean(r.exec_ms) - (r.mean("stall_ms") or 0.0) for r in quiet))
+
+
 def fit_simulation(
     opt: Options, runs: list[LimitRun], peak_mb: float, device: Device, swap_in_cpu_us: float, progress: Callable[[str], None]
 ) -> SimFit:
-    """The working set and accesses per job whose simulated execution times are nearest to the
-    measured ones at every profiled limit: the smallest largest relative error (then the least
-    squared one), over a coarse grid and then a finer one around its best point."""
+    """The working set, accesses per job and their skew whose simulated execution times are
+    nearest to the measured ones at every profiled limit: the smallest largest relative error
+    (then the least squared one), over a coarse grid and then finer ones around its best point;
+    when that misses the 10 % goal, the other skews on the same grids too."""
     # Every run here has jobs: the unlimited run first.
     targets = [(r.limit_bytes or int(peak_mb * MIB * 2), statistics.fmean(r.exec_ms)) for r in runs]
     unlimited = runs[0]
-    # The mean, as the simulated means are compared with the measured ones.
-    compute_ms = max(1.0, statistics.fmean(unlimited.exec_ms) - (unlimited.mean("stall_ms") or 0.0))
+    compute_ms = compute_ms_without_swap(runs)
     # The jobs' own variation alone (half the 10th-90th percentile range), as jobs differ in work.
     spread_ms = 0.0
     if opt.mode == "jobs" and len(unlimited.exec_ms) >= 4:
@@ -372,41 +419,59 @@ def fit_simulation(
         if spread_ms < 0.02 * compute_ms:
             spread_ms = 0.0
     smallest_mb = min(lim for lim, _ in targets) / MIB
-    best: tuple[tuple[float, float], float, int, list[float]] | None = None
+    limits = tuple(lim for lim, _ in targets)
+    best: tuple[tuple[float, float], float, int, Skew, list[float]] | None = None
+    # Each point's error (largest relative, then sum of squares), inf where a job never ended.
+    tried_points: dict[tuple[float, int, Skew], tuple[float, float]] = {}
 
-    def attempt(ws: float, refs: int) -> None:
+    def evaluate(pool: concurrent.futures.Executor, points: Sequence[tuple[float, int, Skew]]) -> None:
+        """Simulates the points not tried yet, in parallel, and keeps the best point so far (the
+        first of equals, in the order given: the same whatever the pool's size)."""
         nonlocal best
-        task = sim_task_text(opt, peak_mb, ws, refs, compute_ms, spread_ms)
-        tried = [simulate_exec_ms(opt, lim, task, device, swap_in_cpu_us) for lim, _ in targets]
-        done = [t for t in tried if t is not None]
-        if len(done) < len(tried):
-            return
-        rel = [t / m - 1 for t, (_, m) in zip(done, targets)]
-        err = (max(abs(e) for e in rel), sum(e * e for e in rel))
-        if best is None or err < best[0]:
-            best = (err, ws, refs, done)
+        new = [p for p in dict.fromkeys(points) if p not in tried_points and p[0] > 0]
+        jobs = [
+            (opt, sim_task_text(opt, peak_mb, ws, refs, compute_ms, spread_ms, skew), limits, device, swap_in_cpu_us)
+            for ws, refs, skew in new
+        ]
+        for (ws, refs, skew), tried in zip(new, pool.map(_simulated_times, jobs)):
+            err = (math.inf, math.inf)
+            done = [t for t in tried if t is not None]
+            if len(done) == len(tried):
+                rel = [t / m - 1 for t, (_, m) in zip(done, targets)]
+                err = (max(abs(e) for e in rel), sum(e * e for e in rel))
+                if best is None or err < best[0]:
+                    best = (err, ws, refs, skew, done)
+            tried_points[(ws, refs, skew)] = err
+
+    def around(ws_factors: Sequence[float], refs_factors: Sequence[float]) -> list[tuple[float, int, Skew]]:
+        if best is None:
+            return []
+        _, ws0, refs0, skew, _ = best
+        return [(round(min(peak_mb, ws0 * wf), 1), max(100, round(refs0 * rf)), skew) for wf in ws_factors for rf in refs_factors]
 
     ws_grid = sorted({round(peak_mb * f, 1) for f in (0.15, 0.25, 0.35, 0.5, 0.65, 0.8, 1.0)} | {round(smallest_mb * 0.9, 1)})
     ref_grid = [2_000, 5_000, 10_000, 20_000, 40_000, 80_000, 160_000]
-    for i, ws in enumerate(ws_grid):
-        progress(f"fitting the simulated workload: working set {ws:.0f} MB ({i + 1}/{len(ws_grid)})")
-        for refs in ref_grid:
-            attempt(ws, refs)
-    if best is not None:
+
+    def coarse_then_fine(pool: concurrent.futures.Executor, skews: Sequence[Skew], first: int) -> None:
+        for k, skew in enumerate(skews):
+            progress(f"fitting the simulated workload: skew {first + k}/{len(SKEWS)}, {len(ws_grid) * len(ref_grid)} points")
+            evaluate(pool, [(ws, refs, skew) for ws in ws_grid for refs in ref_grid])
         progress("fitting the simulated workload: refining")
-        _, ws0, refs0, _ = best
-        for wf in (0.8, 0.9, 1.1, 1.25):
-            for rf in (0.6, 0.8, 1.0, 1.25, 1.6):
-                ws = round(min(peak_mb, ws0 * wf), 1)
-                if ws > 0:
-                    attempt(ws, max(100, round(refs0 * rf)))
-        for rf in (0.6, 0.8, 1.25, 1.6):
-            attempt(ws0, max(100, round(refs0 * rf)))
+        evaluate(pool, around((0.8, 0.9, 1.0, 1.1, 1.25), (0.6, 0.8, 1.0, 1.25, 1.6)))
+        evaluate(pool, around((0.95, 1.0, 1.05), (0.85, 0.92, 1.0, 1.08, 1.17)))
+
+    # Simulations run in worker processes, one per core; forkserver, as the caller may have threads.
+    context = multiprocessing.get_context("forkserver")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=os.cpu_count() or 1, mp_context=context) as pool:
+        coarse_then_fine(pool, SKEWS[:1], 1)
+        # Off the goal with the first skew: the others too.
+        if best is not None and best[0][0] > SIM_GOAL:
+            coarse_then_fine(pool, SKEWS[1:], 2)
     if best is None:
         raise LinuxError("no simulated workload completed its jobs at the profiled limits")
-    _, ws, refs, sims = best
+    _, ws, refs, skew, sims = best
     errors = [100 * (s / m - 1) for s, (_, m) in zip(sims, targets)]
-    return SimFit(ws, refs, compute_ms, spread_ms, swap_in_cpu_us, sims, errors)
+    return SimFit(ws, refs, compute_ms, spread_ms, swap_in_cpu_us, sims, errors, hot_fraction=skew[0], hot_share=skew[1])
 
 
 def profile(opt: Options, out: Path, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
@@ -468,7 +533,9 @@ def profile(opt: Options, out: Path, progress: Callable[[str], None] = lambda _:
         workload = run_scenario_text(
             opt,
             int(peak_mb * MIB),
-            sim_task=sim_task_text(opt, peak_mb, fit.working_set_mb, fit.refs_per_job, fit.compute_ms, fit.spread_ms),
+            sim_task=sim_task_text(
+                opt, peak_mb, fit.working_set_mb, fit.refs_per_job, fit.compute_ms, fit.spread_ms, (fit.hot_fraction, fit.hot_share)
+            ),
             swap_table=device.toml(),
             swap_in_cpu_us=swap_in_cpu_us,
         )
@@ -564,6 +631,8 @@ def _result(
         "simulated_workload": {
             "working_set_mb": fit.working_set_mb,
             "refs_per_job": fit.refs_per_job,
+            "hot_fraction": fit.hot_fraction,
+            "hot_share": fit.hot_share,
             "compute_ms": round(fit.compute_ms, 2),
             "compute_spread_ms": round(fit.spread_ms, 2),
             "swap_in_cpu_us": round(fit.swap_in_cpu_us, 3),
@@ -652,6 +721,7 @@ def _report(result: dict[str, Any]) -> str:
         "![Fig. 2](fig2.png)",
         "",
         f"The simulated workload (`workload.toml`): {sw['working_set_mb']:.0f} MiB working set, {sw['refs_per_job']} accesses per job, "
+        f"{sw['hot_share']:.0%} of them to {sw['hot_fraction']:.0%} of the working set, "
         f"{sw['compute_ms']:.0f} ms of compute (± {sw['compute_spread_ms']:.0f} ms, uniform), {sw['swap_in_cpu_us']:.1f} µs of kernel CPU per page swapped in, on the device measured here. "
         f"Largest error {sw['max_error_pct']:.1f} %: "
         + (

@@ -336,6 +336,8 @@ pub struct AgentSummary {
     pub tick_cost_mean_ns: u64,
     pub tick_cost_p99_ns: u64,
     pub tick_cost_max_ns: u64,
+    /// CPU time the loop's thread used per tick (the cost figures above are wall time).
+    pub tick_cpu_mean_ns: u64,
     /// How late ticks started against their schedule (see [`crate::control_loop::LoopStats`]).
     pub tick_lateness_p99_ns: u64,
     pub tick_lateness_max_ns: u64,
@@ -343,6 +345,8 @@ pub struct AgentSummary {
     pub overruns: u64,
     pub writes_ok: u64,
     pub writes_failed: u64,
+    /// CPU time the writer threads used in the limit writes: mostly the kernel's reclaim.
+    pub write_cpu_ns: u64,
     pub jobs_released: u64,
     pub jobs_completed: u64,
     /// Job reports per group, in the configuration's order.
@@ -532,12 +536,14 @@ pub fn run_in(session: SessionBuilder, config: &AgentConfig, options: &RunOption
         tick_cost_mean_ns: cost.mean_ns,
         tick_cost_p99_ns: cost.p99_ns,
         tick_cost_max_ns: cost.max_ns,
+        tick_cpu_mean_ns: cost.cpu_mean_ns,
         tick_lateness_p99_ns: end.loop_stats.lateness_p99_ns(),
         tick_lateness_max_ns: end.loop_stats.lateness_max_ns,
         early_wakes: end.loop_stats.early_wakes,
         overruns: end.loop_stats.overruns,
         writes_ok: end.stats.writes_ok,
         writes_failed: end.stats.writes_failed,
+        write_cpu_ns: end.stats.write_cpu_ns,
         jobs_released: end.job_counts.iter().map(|j| j.released).sum(),
         jobs_completed: end.job_counts.iter().map(|j| j.completed).sum(),
         groups: end

@@ -13,6 +13,9 @@ pub trait Clock: Send + Sync {
     fn now_ns(&self) -> u64;
     /// Returns once [`Clock::now_ns`] is at or past `deadline_ns` (at once if it already is).
     fn sleep_until_ns(&self, deadline_ns: u64);
+    /// CPU time the calling thread has used, in nanoseconds: what work costs the machine, where
+    /// [`Clock::now_ns`] also counts the time the thread waited for a CPU.
+    fn thread_cpu_ns(&self) -> u64;
 }
 
 /// The clock a run shares between its parts.
@@ -21,6 +24,13 @@ pub type SharedClock = Arc<dyn Clock>;
 /// CLOCK_MONOTONIC in nanoseconds: the clock the job protocol's `deadline_ns`/`at_ns` use.
 pub fn monotonic_ns() -> u64 {
     let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC is always available");
+    ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64
+}
+
+/// CLOCK_THREAD_CPUTIME_ID in nanoseconds: the CPU time the calling thread has used, in user
+/// and kernel mode (a cgroup write's reclaim included).
+pub fn thread_cpu_ns() -> u64 {
+    let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID).expect("CLOCK_THREAD_CPUTIME_ID is always available");
     ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64
 }
 
@@ -49,6 +59,10 @@ impl Clock for MonotonicClock {
             std::thread::sleep(Duration::from_nanos(deadline_ns - now_ns));
         }
     }
+
+    fn thread_cpu_ns(&self) -> u64 {
+        thread_cpu_ns()
+    }
 }
 
 /// A clock that moves only when told to or slept on: a sleep returns at once, with the time
@@ -56,17 +70,23 @@ impl Clock for MonotonicClock {
 #[derive(Debug, Default)]
 pub struct FakeClock {
     now_ns: AtomicU64,
+    cpu_ns: AtomicU64,
 }
 
 impl FakeClock {
     /// A clock reading `start_ns`.
     pub fn new(start_ns: u64) -> Arc<Self> {
-        Arc::new(FakeClock { now_ns: AtomicU64::new(start_ns) })
+        Arc::new(FakeClock { now_ns: AtomicU64::new(start_ns), cpu_ns: AtomicU64::new(0) })
     }
 
     /// Moves the time on by `ns`.
     pub fn advance_ns(&self, ns: u64) {
         self.now_ns.fetch_add(ns, Ordering::SeqCst);
+    }
+
+    /// Counts `ns` of CPU time as used (by whichever thread asks next: one counter for all).
+    pub fn advance_cpu_ns(&self, ns: u64) {
+        self.cpu_ns.fetch_add(ns, Ordering::SeqCst);
     }
 }
 
@@ -77,6 +97,10 @@ impl Clock for FakeClock {
 
     fn sleep_until_ns(&self, deadline_ns: u64) {
         self.now_ns.fetch_max(deadline_ns, Ordering::SeqCst);
+    }
+
+    fn thread_cpu_ns(&self) -> u64 {
+        self.cpu_ns.load(Ordering::SeqCst)
     }
 }
 
@@ -117,5 +141,23 @@ mod tests {
         let deadline_ns = clock.now_ns() + 2_000_000;
         clock.sleep_until_ns(deadline_ns);
         assert!(clock.now_ns() >= deadline_ns);
+    }
+
+    #[test]
+    fn thread_cpu_time_counts_work_but_not_sleep() {
+        let clock = MonotonicClock;
+        let before_ns = clock.thread_cpu_ns();
+        std::thread::sleep(Duration::from_millis(30));
+        let slept_ns = clock.thread_cpu_ns() - before_ns;
+        assert!(slept_ns < 10_000_000, "a 30 ms sleep used {slept_ns} ns of CPU");
+        // Work until this thread has used 20 ms of CPU: that takes at least 20 ms, whatever
+        // other threads of the process do meanwhile.
+        let started = std::time::Instant::now();
+        let start_cpu_ns = clock.thread_cpu_ns();
+        let mut x = 0u64;
+        while clock.thread_cpu_ns() - start_cpu_ns < 20_000_000 {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        assert!(started.elapsed() >= Duration::from_millis(20), "20 ms of CPU in {:?}", started.elapsed());
     }
 }

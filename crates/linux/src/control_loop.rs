@@ -20,6 +20,9 @@ pub struct LoopStats {
     cost: Histogram<u64>,
     pub cost_sum_ns: u64,
     pub cost_max_ns: u64,
+    /// CPU time the loop's thread used in its ticks (observe + tick + apply), in ns: the
+    /// part of [`LoopStats::cost_sum_ns`] that was work, not waiting for a CPU.
+    pub cpu_sum_ns: u64,
     /// How long after it was due (one interval after the previous tick's start) each tick
     /// started, in ns; 0 for a tick on time or woken early.
     lateness: Histogram<u64>,
@@ -43,6 +46,7 @@ impl Default for LoopStats {
             cost: histogram(),
             cost_sum_ns: 0,
             cost_max_ns: 0,
+            cpu_sum_ns: 0,
             lateness: histogram(),
             lateness_max_ns: 0,
             actions_applied: 0,
@@ -58,6 +62,8 @@ pub struct CostSummary {
     pub p50_ns: u64,
     pub p99_ns: u64,
     pub max_ns: u64,
+    /// Mean CPU time of the loop's thread per tick.
+    pub cpu_mean_ns: u64,
 }
 
 /// The q-quantile (0..=1) of `histogram` (within its precision), never above `max_ns`; 0 when
@@ -70,8 +76,9 @@ fn quantile(histogram: &Histogram<u64>, q: f64, max_ns: u64) -> u64 {
 }
 
 impl LoopStats {
-    fn record(&mut self, cost_ns: u64) {
+    fn record(&mut self, cost_ns: u64, cpu_ns: u64) {
         self.ticks += 1;
+        self.cpu_sum_ns += cpu_ns;
         self.cost_sum_ns += cost_ns;
         self.cost_max_ns = self.cost_max_ns.max(cost_ns);
         self.cost.saturating_record(cost_ns);
@@ -89,6 +96,7 @@ impl LoopStats {
             p50_ns: quantile(&self.cost, 0.5, self.cost_max_ns),
             p99_ns: quantile(&self.cost, 0.99, self.cost_max_ns),
             max_ns: self.cost_max_ns,
+            cpu_mean_ns: self.cpu_sum_ns.checked_div(self.ticks).unwrap_or(0),
         }
     }
 
@@ -134,8 +142,10 @@ impl ControlLoop {
             }
             self.stats.record_lateness(started_ns.saturating_sub(due_ns));
             due_ns = started_ns.saturating_add(self.interval_ns);
+            let cpu_started_ns = self.clock.thread_cpu_ns();
             let applied = critmem_policy::step(platform, controller)?;
-            self.stats.record(self.clock.now_ns().saturating_sub(started_ns));
+            let cpu_ns = self.clock.thread_cpu_ns().saturating_sub(cpu_started_ns);
+            self.stats.record(self.clock.now_ns().saturating_sub(started_ns), cpu_ns);
             self.stats.actions_applied += applied.len() as u64;
             after_tick(platform, &applied, &self.stats);
             // A tick that took longer than the interval starts the next one now, not a burst.
@@ -186,8 +196,8 @@ mod tests {
     use critmem_policy::{GroupObservation, GroupRole, MemoryKnobs, Observation, StallTotals};
     use std::sync::Arc;
 
-    /// A platform whose every observation takes `observe_ns` of the clock's time and records
-    /// when it started.
+    /// A platform whose every observation takes `observe_ns` of the clock's time, a third of it
+    /// CPU time (the rest waiting for a CPU), and records when it started.
     struct Timed {
         clock: Arc<FakeClock>,
         observe_ns: u64,
@@ -199,6 +209,7 @@ mod tests {
         fn observe(&mut self) -> Result<Observation, Self::Error> {
             self.seen_ns.push(self.clock.now_ns());
             self.clock.advance_ns(self.observe_ns);
+            self.clock.advance_cpu_ns(self.observe_ns / 3);
             let group = GroupObservation {
                 name: "g".into(),
                 role: GroupRole::NonRealTime,
@@ -241,6 +252,8 @@ mod tests {
         assert!(seen_ns.windows(2).all(|w| w[1] - w[0] == 5_000_000), "{seen_ns:?}");
         let cost = stats.summary();
         assert_eq!((cost.ticks, cost.mean_ns, cost.p99_ns, cost.max_ns), (20, 300_000, 300_000, 300_000));
+        // Of each tick's 300 µs, the thread worked for 100 µs.
+        assert_eq!((cost.cpu_mean_ns, stats.cpu_sum_ns), (100_000, 2_000_000));
         assert_eq!((stats.overruns, stats.early_wakes), (0, 0));
         assert_eq!((stats.lateness_p99_ns(), stats.lateness_max_ns), (0, 0));
     }

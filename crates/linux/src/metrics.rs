@@ -34,6 +34,12 @@ pub fn render(platform: &LinuxPlatform, loop_stats: &LoopStats) -> String {
         &single(loop_stats.cost_sum_ns as f64 / 1e9),
     );
     metric("critmem_tick_cost_seconds_max", "gauge", "Longest tick.", &single(loop_stats.cost_max_ns as f64 / 1e9));
+    metric(
+        "critmem_tick_cpu_seconds_sum",
+        "counter",
+        "CPU time the control loop's thread used in observe + tick + apply.",
+        &single(loop_stats.cpu_sum_ns as f64 / 1e9),
+    );
     metric("critmem_early_wakes_total", "counter", "Ticks run early on a PSI trigger.", &single(loop_stats.early_wakes as f64));
     metric("critmem_overruns_total", "counter", "Ticks that started over one interval late.", &single(loop_stats.overruns as f64));
     let s = platform.stats();
@@ -48,6 +54,12 @@ pub fn render(platform: &LinuxPlatform, loop_stats: &LoopStats) -> String {
             ("{outcome=\"dropped\"}".into(), s.writes_dropped as f64),
             ("{outcome=\"dry_run\"}".into(), s.dry_run_writes as f64),
         ],
+    );
+    metric(
+        "critmem_write_cpu_seconds_sum",
+        "counter",
+        "CPU time the writer threads used in cgroup writes: mostly the kernel's reclaim down to lowered limits.",
+        &single(s.write_cpu_ns as f64 / 1e9),
     );
     metric(
         "critmem_clamps_total",

@@ -217,10 +217,16 @@ pub struct ReportedJobs {
 pub struct ControlSummary {
     pub interval_ms: f64,
     pub ticks: u64,
+    /// Wall time from a tick's observation to the end of its apply (waiting for a CPU included).
     pub tick_cost_mean_us: f64,
     pub tick_cost_p99_us: f64,
+    /// CPU time the loop's thread used per tick.
+    pub tick_cpu_mean_us: f64,
     pub writes_ok: u64,
     pub writes_failed: u64,
+    /// CPU time the writer threads used in the limit writes, in ms: mostly the kernel's
+    /// reclaim down to the lowered limits.
+    pub write_cpu_ms: f64,
     pub oom_rescues: u64,
     /// Job drops the controller asked for.
     pub drops_requested: u64,

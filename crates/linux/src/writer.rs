@@ -40,6 +40,9 @@ pub struct WriteOutcome {
     pub queued: Duration,
     /// Time the write itself took (reclaim happens here).
     pub took: Duration,
+    /// CPU time the writing thread used in the write: mostly the kernel's reclaim, which a
+    /// limit below the group's usage makes the writer do before the write returns.
+    pub cpu: Duration,
     pub result: Result<()>,
 }
 
@@ -283,7 +286,9 @@ fn worker(shared: &Shared, outcomes: &Sender<WriteOutcome>) {
                 state = shared.changed.wait(state).unwrap_or_else(|p| p.into_inner());
             }
         };
+        let cpu_started_ns = crate::clock::thread_cpu_ns();
         let result = pending.write.perform_unless(&|| shared.lock().shutdown);
+        let cpu = Duration::from_nanos(crate::clock::thread_cpu_ns().saturating_sub(cpu_started_ns));
         if let Err(e) = &result {
             // The outcome goes to the platform, which warns once per file; a limit the kernel
             // refuses is asked for again every tick.
@@ -295,6 +300,7 @@ fn worker(shared: &Shared, outcomes: &Sender<WriteOutcome>) {
             superseded: pending.superseded,
             queued: started.duration_since(pending.submitted_at),
             took: started.elapsed(),
+            cpu,
             result,
         };
         // Report before clearing in-flight so that `wait_idle` implies the outcome is there.
@@ -372,11 +378,15 @@ mod tests {
         assert_eq!(writer.outstanding(), 1, "one file: in flight with a newer value queued");
 
         // Unblock: the first value lands, then only the newest of the two queued behind it.
+        std::thread::sleep(Duration::from_millis(30));
         assert_eq!(drain_fifo(&blocking, 6), "300100");
         assert!(writer.wait_idle(Duration::from_secs(10)));
         let fifo_outcomes: Vec<_> = writer.completed().into_iter().filter(|o| o.path == blocking).collect();
         assert_eq!(fifo_outcomes.iter().map(|o| (o.contents.as_str(), o.superseded)).collect::<Vec<_>>(), [("300", 0), ("100", 1)]);
         assert!(fifo_outcomes.iter().all(|o| o.result.is_ok()));
+        // The first write waited 30 ms and more for a reader, using next to no CPU meanwhile.
+        let first = &fifo_outcomes[0];
+        assert!(first.took >= Duration::from_millis(30) && first.cpu < first.took / 2, "took {:?}, CPU {:?}", first.took, first.cpu);
         assert!(writer.shutdown(Duration::from_secs(5)).is_empty());
     }
 

@@ -180,6 +180,8 @@ fn main() {
         "tick_cost_p50_us": s.p50_ns as f64 / 1e3,
         "tick_cost_p99_us": s.p99_ns as f64 / 1e3,
         "tick_cost_max_us": s.max_ns as f64 / 1e3,
+        "tick_cpu_mean_us": s.cpu_mean_ns as f64 / 1e3,
+        "write_cpu_ms": platform_stats.write_cpu_ns as f64 / 1e6,
         "group_cost_mean_us": (s.mean_ns / groups) as f64 / 1e3,
         "loop_share_of_one_core_pct": loop_stats.cost_sum_ns as f64 / 1e9 / elapsed_s * 100.0,
         "process_cpu_share_of_one_core_pct": loop_cpu_ns as f64 / 1e9 / elapsed_s * 100.0,

@@ -88,6 +88,9 @@ pub struct PlatformStats {
     pub writes_ok: u64,
     /// Writes the kernel refused (e.g. EBUSY lowering a v1 limit below unreclaimable usage).
     pub writes_failed: u64,
+    /// CPU time the writer threads used in finished writes, in ns: mostly the kernel's reclaim
+    /// down to a lowered limit, which it does in the writer before the write returns.
+    pub write_cpu_ns: u64,
     /// Writes skipped because the queue was full.
     pub writes_dropped: u64,
     /// Limits raised to a group's floor.
@@ -419,6 +422,7 @@ impl LinuxPlatform {
     /// tick decides again from what the files then say).
     fn collect_writes(&mut self) {
         for outcome in self.writer.completed() {
+            self.stats.write_cpu_ns += u64::try_from(outcome.cpu.as_nanos()).unwrap_or(u64::MAX);
             // Whatever happened, the file now says something new: read it next tick.
             if let Some(id) = self.groups.iter().position(|g| g.knob_paths.iter().flatten().any(|p| *p == outcome.path)) {
                 self.groups[id].knobs_age_ticks = u32::MAX;
