@@ -133,22 +133,13 @@ def test_the_fit_finds_a_skewed_working_set_the_first_skew_cannot_match() -> Non
         run = profiling.LimitRun(None if limit_mb is None else limit_mb * MIB, exec_ms=[exec_ms] * 4, stall_ms=[0.0] * 4)
         run.swap_ins = 0 if limit_mb is None else 1000
         runs.append(run)
-    first_skew_only = [abs(e) for e in _fit_with_skews(opt, runs, device, profiling.SKEWS[:1]).errors_pct]
+    first_skew_only = [
+        abs(e) for e in profiling.fit_simulation(opt, runs, 64.0, device, 0.0, lambda _: None, profiling.SKEWS[:1]).errors_pct
+    ]
     fit = profiling.fit_simulation(opt, runs, 64.0, device, 0.0, lambda _: None)
     assert max(first_skew_only) > 100 * profiling.SIM_GOAL, first_skew_only
     assert max(abs(e) for e in fit.errors_pct) <= 100 * profiling.SIM_GOAL, (fit.hot_fraction, fit.hot_share, fit.errors_pct)
     assert (fit.hot_fraction, fit.hot_share) != profiling.SKEWS[0]
-
-
-def _fit_with_skews(
-    opt: profiling.Options, runs: list[profiling.LimitRun], device: profiling.Device, skews: tuple[tuple[float, float], ...]
-) -> profiling.SimFit:
-    saved = profiling.SKEWS
-    profiling.SKEWS = skews
-    try:
-        return profiling.fit_simulation(opt, runs, 64.0, device, 0.0, lambda _: None)
-    finally:
-        profiling.SKEWS = saved
 
 
 def test_linear_fit_recovers_a_line() -> None:

@@ -401,12 +401,18 @@ def compute_ms_without_swap(runs: Sequence[LimitRun]) -> float:
 
 
 def fit_simulation(
-    opt: Options, runs: list[LimitRun], peak_mb: float, device: Device, swap_in_cpu_us: float, progress: Callable[[str], None]
+    opt: Options,
+    runs: list[LimitRun],
+    peak_mb: float,
+    device: Device,
+    swap_in_cpu_us: float,
+    progress: Callable[[str], None],
+    skews: Sequence[Skew] = SKEWS,
 ) -> SimFit:
     """The working set, accesses per job and their skew whose simulated execution times are
     nearest to the measured ones at every profiled limit: the smallest largest relative error
     (then the least squared one), over a coarse grid and then finer ones around its best point;
-    when that misses the 10 % goal, the other skews on the same grids too."""
+    when that misses the 10 % goal with the first of `skews`, the others on the same grids too."""
     # Every run here has jobs: the unlimited run first.
     targets = [(r.limit_bytes or int(peak_mb * MIB * 2), statistics.fmean(r.exec_ms)) for r in runs]
     unlimited = runs[0]
@@ -452,9 +458,9 @@ def fit_simulation(
     ws_grid = sorted({round(peak_mb * f, 1) for f in (0.15, 0.25, 0.35, 0.5, 0.65, 0.8, 1.0)} | {round(smallest_mb * 0.9, 1)})
     ref_grid = [2_000, 5_000, 10_000, 20_000, 40_000, 80_000, 160_000]
 
-    def coarse_then_fine(pool: concurrent.futures.Executor, skews: Sequence[Skew], first: int) -> None:
-        for k, skew in enumerate(skews):
-            progress(f"fitting the simulated workload: skew {first + k}/{len(SKEWS)}, {len(ws_grid) * len(ref_grid)} points")
+    def coarse_then_fine(pool: concurrent.futures.Executor, tried_skews: Sequence[Skew], first: int) -> None:
+        for k, skew in enumerate(tried_skews):
+            progress(f"fitting the simulated workload: skew {first + k}/{len(skews)}, {len(ws_grid) * len(ref_grid)} points")
             evaluate(pool, [(ws, refs, skew) for ws in ws_grid for refs in ref_grid])
         progress("fitting the simulated workload: refining")
         evaluate(pool, around((0.8, 0.9, 1.0, 1.1, 1.25), (0.6, 0.8, 1.0, 1.25, 1.6)))
@@ -463,10 +469,10 @@ def fit_simulation(
     # Simulations run in worker processes, one per core; forkserver, as the caller may have threads.
     context = multiprocessing.get_context("forkserver")
     with concurrent.futures.ProcessPoolExecutor(max_workers=os.cpu_count() or 1, mp_context=context) as pool:
-        coarse_then_fine(pool, SKEWS[:1], 1)
+        coarse_then_fine(pool, skews[:1], 1)
         # Off the goal with the first skew: the others too.
         if best is not None and best[0][0] > SIM_GOAL:
-            coarse_then_fine(pool, SKEWS[1:], 2)
+            coarse_then_fine(pool, skews[1:], 2)
     if best is None:
         raise LinuxError("no simulated workload completed its jobs at the profiled limits")
     _, ws, refs, skew, sims = best

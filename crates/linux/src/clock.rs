@@ -21,17 +21,21 @@ pub trait Clock: Send + Sync {
 /// The clock a run shares between its parts.
 pub type SharedClock = Arc<dyn Clock>;
 
+/// `clock` in nanoseconds; both clocks read here exist on every Linux.
+fn clock_ns(clock: nix::time::ClockId) -> u64 {
+    let ts = nix::time::clock_gettime(clock).unwrap_or_else(|e| panic!("{clock} is always available: {e}"));
+    ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64
+}
+
 /// CLOCK_MONOTONIC in nanoseconds: the clock the job protocol's `deadline_ns`/`at_ns` use.
 pub fn monotonic_ns() -> u64 {
-    let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC is always available");
-    ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64
+    clock_ns(nix::time::ClockId::CLOCK_MONOTONIC)
 }
 
 /// CLOCK_THREAD_CPUTIME_ID in nanoseconds: the CPU time the calling thread has used, in user
 /// and kernel mode (a cgroup write's reclaim included).
 pub fn thread_cpu_ns() -> u64 {
-    let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID).expect("CLOCK_THREAD_CPUTIME_ID is always available");
-    ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64
+    clock_ns(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// The machine's CLOCK_MONOTONIC.

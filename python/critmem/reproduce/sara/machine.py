@@ -299,7 +299,7 @@ def run_on_machine(pair: Pair, pct: int, controller: str, config: dict[str, Any]
         "tick_cpu_mean_us": _num(summary["control"]["tick_cpu_mean_us"], 1),
         # Share of one core: the loop's thread in its ticks, and the writer threads (the
         # kernel's reclaim down to lowered limits, done in the writer).
-        "loop_cpu_pct": _num(summary["control"]["tick_cpu_mean_us"] / (summary["control"]["interval_ms"] * 10), 3),
+        "loop_cpu_pct": _num(100 * summary["control"]["tick_cpu_mean_us"] / (summary["control"]["interval_ms"] * 1000), 3),
         "write_cpu_pct": _num(100 * summary["control"]["write_cpu_ms"] / summary["horizon_ms"], 3) if summary["horizon_ms"] else None,
         "failed_checks": failed_checks,
         "exit_codes": {name: t.get("exit_code") for name, t in tasks.items()},
