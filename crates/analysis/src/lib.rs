@@ -63,9 +63,9 @@ pub use scenario_resources::program_sections;
 pub use servers::{fp_server_analysis, Server, ServerGuarantee, ServerKind};
 pub use supply::{edf_srp_test, edf_supply_test, fp_response_times_on, PeriodicResource, Supply, SupplyTest};
 
+use critmem_core::model::task::{Arrival, OverrunPolicy};
 use critmem_core::scenario::SchedulerKind;
 use critmem_core::sched::{partition, priority_ranks};
-use critmem_core::task::{Arrival, OverrunPolicy};
 use critmem_core::{Nanos, Scenario, TaskSpec};
 use std::cmp::Ordering;
 
@@ -152,8 +152,9 @@ fn components_outside_analysis(scenario: &Scenario) -> Option<String> {
     if let Some(c) = scenario.components.iter().find(|c| c.cbufs.is_some()) {
         return Some(format!("component {:?} has cbufs, and waiting for one is not in the blocking analysis", c.name));
     }
-    let suspends =
-        |p: &critmem_core::resources::TaskProgram| p.actions.iter().any(|a| matches!(a, critmem_core::resources::Action::Suspend(_)));
+    let suspends = |p: &critmem_core::model::program::TaskProgram| {
+        p.actions.iter().any(|a| matches!(a, critmem_core::model::program::Action::Suspend(_)))
+    };
     if let Some(t) = scenario.tasks.iter().find(|t| t.program.as_ref().is_some_and(suspends)) {
         return Some(format!("task {:?}'s program suspends (suspend_ms), which the tests here do not model", t.name));
     }

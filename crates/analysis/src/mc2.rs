@@ -64,8 +64,8 @@ use crate::fp::Rta;
 use crate::input::InvalidInput;
 use crate::model::{nanos, Ratio, TaskParams};
 use crate::supply::fp_response_times_on;
+use critmem_core::model::task::{Arrival, Criticality, OverrunPolicy};
 use critmem_core::scenario::CyclicTable;
-use critmem_core::task::{Arrival, Criticality, OverrunPolicy};
 use critmem_core::Nanos;
 use std::cmp::Ordering;
 

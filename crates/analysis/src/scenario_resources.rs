@@ -24,7 +24,7 @@ use crate::{
     edf_preemption_levels, edf_srp_test, fp_preemption_levels, fp_response_time_ending_at_a_step, fp_response_time_general, ms,
     pip_blocking, srp_blocking, Analysis, CriticalSection, Interferer, ResourceModel, Rta, SupplyTest, TaskParams, Verdict,
 };
-use critmem_core::resources::{Action, Protocol, TaskProgram};
+use critmem_core::model::program::{Action, Protocol, TaskProgram};
 use critmem_core::scenario::SchedulerKind;
 use critmem_core::sched::partition;
 use critmem_core::Nanos;

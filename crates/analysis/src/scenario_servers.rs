@@ -32,10 +32,11 @@ use crate::{
     edf_supply_test, fp_response_times_on, fp_server_analysis, ms, utilization_cmp, Analysis, EdfSrpBlocking, PeriodicResource, Rta,
     Server, ServerKind as AnalysisServerKind, Supply, SupplyTest, TaskParams, Verdict,
 };
-use critmem_core::resources::Action;
+use critmem_core::model::program::Action;
+use critmem_core::model::scheduler::{Hierarchy, ServerKind, ServerPolicy, ServerSpec};
+use critmem_core::model::task::{Arrival, OverrunPolicy};
 use critmem_core::scenario::PriorityOrder;
-use critmem_core::sched::{priority_ranks, Hierarchy, ServerKind, ServerPolicy, ServerSpec};
-use critmem_core::task::{Arrival, OverrunPolicy};
+use critmem_core::sched::priority_ranks;
 use critmem_core::Nanos;
 use std::cmp::Ordering;
 

@@ -5,12 +5,13 @@
 
 use crate::engine::{Context, JobInfo, Subsystem};
 use crate::memsim::{MemSim, MemorySubsystem};
-use crate::result::{Outcome, SimResult};
+use crate::model::memory::{ControlSpec, GroupDecl, MemorySpec};
+use crate::model::task::TaskSpec;
+use crate::result::{JsonFields, Outcome, Section, SimResult};
 use crate::sched::JobKey;
-use crate::task::TaskSpec;
 use crate::time::Nanos;
-use crate::workload::{ControlSpec, GroupDecl, MemorySpec};
 use critmem_policy::{Action, Controller, GroupObservation, GroupRole, JobEvent, MemoryKnobs, Observation, Platform, StallTotals};
+use serde::Serialize;
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 
@@ -250,7 +251,7 @@ impl Subsystem for Control {
     }
 
     fn finish(self: Box<Self>, _horizon: Nanos, result: &mut SimResult) {
-        result.control = Some(self.into_result());
+        result.set_section(self.into_result());
     }
 }
 
@@ -480,4 +481,59 @@ access = [{ pattern = "sweep" }]
         critmem_policy::check_platform(&mut p, |_| {}).unwrap_or_else(|e| panic!("{e}"));
         assert!(drops.is_empty());
     }
+}
+
+/// The controller's place in the summary: after memory.
+impl Section for ControlResult {
+    const ORDER: u32 = 200;
+
+    fn write_json(&self, _run: &SimResult, out: &mut JsonFields) {
+        let mb = |b: u64| b as f64 / 1_048_576.0;
+        let c = self;
+        let control = JsonControl {
+            controller: &c.controller,
+            interval_ms: c.interval.as_ms_f64(),
+            ticks: c.ticks,
+            dropped_jobs: c.dropped_jobs,
+            ignored_actions: c.ignored_actions,
+            groups: c
+                .groups
+                .iter()
+                .zip(&c.extremes)
+                .map(|(name, x)| JsonControlGroup {
+                    name,
+                    final_max_mb: x.final_max_bytes.map(mb),
+                    lowest_max_mb: x.lowest_max_bytes.map(mb),
+                    peak_usage_mb: mb(x.peak_usage_bytes),
+                })
+                .collect(),
+        };
+        out.field("control", &control);
+    }
+}
+
+impl SimResult {
+    /// The controller loop's results, when the scenario declares `[control]`.
+    pub fn control(&self) -> Option<&ControlResult> {
+        self.section()
+    }
+}
+
+#[derive(Serialize)]
+struct JsonControl<'a> {
+    controller: &'a str,
+    interval_ms: f64,
+    ticks: u64,
+    dropped_jobs: u64,
+    ignored_actions: u64,
+    groups: Vec<JsonControlGroup<'a>>,
+}
+
+/// A managed group's limits over the run (`null` max: unlimited).
+#[derive(Serialize)]
+struct JsonControlGroup<'a> {
+    name: &'a str,
+    final_max_mb: Option<f64>,
+    lowest_max_mb: Option<f64>,
+    peak_usage_mb: f64,
 }

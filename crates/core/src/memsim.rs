@@ -9,14 +9,15 @@ use crate::mem::{
     Placement, PsiAccounting, PsiGroupId, PsiTaskId, PsiTotals, RefKind, RegionId, RegionUsage, ResId, ReservationKind, ReservationSpec,
     ReservationStats, SharePolicy, SpaceStats, TaskPsiState, Vpn,
 };
+use crate::model::memory::{MemorySpec, StreamCursor, Target, TaskMemory, MIB};
+use crate::model::task::{Criticality, TaskSpec};
 use crate::program::Step;
-use crate::result::{Outcome, SimResult};
+use crate::result::{JsonFields, Outcome, Section, SimResult};
 use crate::rng::{sub_rng, SimRng};
 use crate::scenario::Scenario;
 use crate::sched::JobKey;
-use crate::task::{Criticality, TaskSpec};
 use crate::time::Nanos;
-use crate::workload::{MemorySpec, StreamCursor, Target, TaskMemory, MIB};
+use serde::Serialize;
 
 /// Hits are applied ahead of time in runs of at most this much compute, so tasks on other
 /// CPUs see a run's references at most this early.
@@ -698,6 +699,192 @@ impl Subsystem for MemorySubsystem {
 
     fn finish(self: Box<Self>, horizon: Nanos, result: &mut SimResult) {
         let MemorySubsystem { model, spec, tasks, .. } = *self;
-        result.memory = Some(model.finish(horizon, &spec, &tasks));
+        result.set_section(model.finish(horizon, &spec, &tasks));
     }
+}
+
+/// The memory section's place in the summary: first.
+impl Section for MemoryResult {
+    const ORDER: u32 = 100;
+
+    fn write_json(&self, run: &SimResult, out: &mut JsonFields) {
+        let m = self;
+        let memory = JsonMemory {
+            page_bytes: m.page_bytes,
+            total_frames: m.total_frames,
+            layout: (m.layout != crate::mem::MemoryLayout::Flat).then(|| m.layout.name()),
+            banks: m
+                .banks
+                .iter()
+                .map(|b| JsonBank {
+                    bank: b.bank,
+                    owner: b.core.map_or_else(|| "level C".to_string(), |c| format!("core {c}")),
+                    frames: b.frames,
+                    used_frames: b.used_frames,
+                })
+                .collect(),
+            swap: &m.swap,
+            tasks: run
+                .tasks
+                .iter()
+                .zip(&m.tasks)
+                .map(|(t, tm)| JsonTaskMemory {
+                    name: &t.name,
+                    group: &tm.group,
+                    reservation: tm.reservation.as_deref(),
+                    minor_faults: tm.stats.minor_faults,
+                    major_faults: tm.stats.major_faults,
+                    pages_swapped_in: tm.stats.pages_swapped_in,
+                    pages_swapped_out: tm.stats.pages_swapped_out,
+                    resident_pages: tm.stats.resident_pages,
+                    fault_wait_ms: tm.fault_wait.as_ms_f64(),
+                    oom_kills: tm.oom_kills,
+                    shared_regions: tm
+                        .shared_usage
+                        .iter()
+                        .map(|(region, u)| JsonSharedUsage {
+                            region,
+                            jobs_ended: u.windows,
+                            mean_job_pages: u.avg_pages(),
+                            largest_job_pages: u.pages_max,
+                        })
+                        .collect(),
+                    bank_frames: &tm.bank_frames,
+                })
+                .collect(),
+            groups: m
+                .groups
+                .iter()
+                .map(|(n, p)| JsonGroup {
+                    name: n,
+                    memory_some_us: p.memory.some_us,
+                    memory_full_us: p.memory.full_us,
+                    io_some_us: p.io.some_us,
+                    io_full_us: p.io.full_us,
+                })
+                .collect(),
+            reservations: m.reservations.iter().map(JsonReservation::new).collect(),
+            limit_groups: m.limit_groups.iter().map(JsonReservation::new).collect(),
+            reserved_physical_mb: m.stats.reserved_physical_frames as f64 * m.page_bytes as f64 / 1_048_576.0,
+            auto_decisions: m
+                .auto_decisions
+                .iter()
+                .map(|(region, d)| JsonAuto {
+                    region,
+                    chosen: d.chosen.name(),
+                    max_pages: d.max_pages,
+                    avg_pages: d.avg_pages,
+                    sharers: d.n,
+                })
+                .collect(),
+        };
+        out.field("memory", &memory);
+    }
+}
+
+impl SimResult {
+    /// Page-level memory results, when the scenario declares `[memory]`.
+    pub fn memory(&self) -> Option<&MemoryResult> {
+        self.section()
+    }
+}
+
+#[derive(Serialize)]
+struct JsonMemory<'a> {
+    page_bytes: u64,
+    total_frames: u64,
+    /// Left out for the flat layout (so its output is as before).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    layout: Option<&'static str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    banks: Vec<JsonBank>,
+    swap: &'a str,
+    tasks: Vec<JsonTaskMemory<'a>>,
+    groups: Vec<JsonGroup<'a>>,
+    reservations: Vec<JsonReservation<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    limit_groups: Vec<JsonReservation<'a>>,
+    reserved_physical_mb: f64,
+    auto_decisions: Vec<JsonAuto<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonTaskMemory<'a> {
+    name: &'a str,
+    group: &'a str,
+    reservation: Option<&'a str>,
+    minor_faults: u64,
+    major_faults: u64,
+    pages_swapped_in: u64,
+    pages_swapped_out: u64,
+    resident_pages: u64,
+    fault_wait_ms: f64,
+    oom_kills: u64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    shared_regions: Vec<JsonSharedUsage<'a>>,
+    /// MC² layout: frames holding its pages, per bank.
+    #[serde(skip_serializing_if = "<[u64]>::is_empty")]
+    bank_frames: &'a [u64],
+}
+
+/// One DRAM bank of the MC² layout: who owns it (`"core 0"`, `"level C"`) and its frames.
+#[derive(Serialize)]
+struct JsonBank {
+    bank: u32,
+    owner: String,
+    frames: u64,
+    used_frames: u64,
+}
+
+/// Distinct pages of a shared region one task touched per ended job (any outcome): the mean
+/// (the paper's Avg(S)) and the largest.
+#[derive(Serialize)]
+struct JsonSharedUsage<'a> {
+    region: &'a str,
+    jobs_ended: u64,
+    mean_job_pages: f64,
+    largest_job_pages: u64,
+}
+
+#[derive(Serialize)]
+struct JsonGroup<'a> {
+    name: &'a str,
+    memory_some_us: u64,
+    memory_full_us: u64,
+    io_some_us: u64,
+    io_full_us: u64,
+}
+
+#[derive(Serialize)]
+struct JsonReservation<'a> {
+    name: &'a str,
+    size_pages: u64,
+    charged_pages: u64,
+    frames_held: u64,
+    evictions: u64,
+    spc_unmaps: u64,
+    writebacks: u64,
+}
+
+impl<'a> JsonReservation<'a> {
+    fn new((name, r): &'a (String, crate::mem::ReservationStats)) -> Self {
+        JsonReservation {
+            name,
+            size_pages: r.size_pages,
+            charged_pages: r.charged_pages,
+            frames_held: r.frames_held,
+            evictions: r.evictions,
+            spc_unmaps: r.spc_unmaps,
+            writebacks: r.writebacks,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct JsonAuto<'a> {
+    region: &'a str,
+    chosen: &'static str,
+    max_pages: u64,
+    avg_pages: f64,
+    sharers: u64,
 }

@@ -5,14 +5,15 @@
 //! simulated instant it ends, so a program can base its next step on the state of the world
 //! at that moment (a page reference that faults, a lock that is taken, a device queue).
 
-use crate::task::TaskSpec;
+use crate::model::task::TaskSpec;
 use crate::time::Nanos;
 
 /// A resource a job can block on (a lock, a pool of units), named by the subsystem that owns it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ResourceId(pub u32);
 
-/// A component jobs invoke; its owner is the subsystem that added it ([`crate::engine::Context::add_component`]).
+/// A component jobs invoke; its owner is the subsystem that added it (the engine's
+/// `Context::add_component`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ComponentId(pub u32);
 
@@ -24,7 +25,7 @@ pub enum Step {
     /// Sleep for this long, off every CPU.
     Suspend(Nanos),
     /// Wait, off every CPU, until the subsystem that owns the resource wakes the job
-    /// ([`crate::engine::Context::wake`]).
+    /// (the engine's `Context::wake`).
     Block(ResourceId),
     /// Go on without taking CPU time, but only once the scheduler has decided at this
     /// instant: the job stays eligible and is asked for its next step right after that

@@ -1,8 +1,10 @@
 //! What a simulation run produces: per-task summaries, per-job records and execution segments.
 
-use crate::task::Criticality;
+use crate::model::task::Criticality;
 use crate::time::Nanos;
 use serde::Serialize;
+use std::any::Any;
+use std::fmt;
 
 /// How a job ended (or had not, at the horizon).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -163,18 +165,151 @@ pub struct SimResult {
     pub segments_left_out: u64,
     /// Events the engine handled (stale, superseded events not counted).
     pub events: u64,
-    /// Page-level memory results, when the scenario declares `[memory]`.
-    pub memory: Option<crate::memsim::MemoryResult>,
-    /// The controller loop's results, when the scenario declares `[control]`.
-    pub control: Option<crate::control::ControlResult>,
-    /// Per shared resource, when some task has a program.
-    pub resources: Option<crate::resources::ResourceResult>,
-    /// Each server of the scheduler hierarchy, in file order (empty without servers).
-    pub servers: Vec<ServerSummary>,
-    /// The I/O device's packets and transmissions, when the scenario declares `[io]`.
-    pub io: Option<crate::hires::io::IoResult>,
     /// How much of the job and segment traces the run kept, when it recorded either.
     pub traces: Option<TraceSummary>,
+    /// What the scheduler and each subsystem add (memory, controller, servers, resources,
+    /// I/O), each present only when the scenario declares what it describes.
+    pub sections: Sections,
+}
+
+/// A part of a run's result that one subsystem (or the scheduler) owns and writes. Its
+/// owner's module defines it, its summary keys and a typed accessor on [`SimResult`]; the
+/// result names no section.
+pub trait Section: Any + Clone + PartialEq + fmt::Debug + Send + Sync {
+    /// Its place in the summary: sections write their keys in ascending order, after the
+    /// tasks and before the traces.
+    const ORDER: u32;
+    /// Writes its keys into the summary of `run` (none leaves it out).
+    fn write_json(&self, run: &SimResult, out: &mut JsonFields);
+}
+
+/// The keys of a summary object being written, as `"key":value` text.
+#[derive(Debug, Default)]
+pub struct JsonFields {
+    text: String,
+}
+
+impl JsonFields {
+    /// Appends `key` with `value` serialised compactly.
+    pub fn field(&mut self, key: &str, value: &impl Serialize) {
+        self.text.push(',');
+        self.text.push_str(&serde_json::to_string(key).expect("a string serialises"));
+        self.text.push(':');
+        self.text.push_str(&serde_json::to_string(value).expect("plain data serialises"));
+    }
+}
+
+/// [`Section`] behind a box: what [`Sections`] holds.
+trait AnySection: Any + fmt::Debug + Send + Sync {
+    fn order(&self) -> u32;
+    fn write_json(&self, run: &SimResult, out: &mut JsonFields);
+    fn clone_box(&self) -> Box<dyn AnySection>;
+    fn equals(&self, other: &dyn AnySection) -> bool;
+    fn as_any(&self) -> &dyn Any;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+impl<T: Section> AnySection for T {
+    fn order(&self) -> u32 {
+        T::ORDER
+    }
+    fn write_json(&self, run: &SimResult, out: &mut JsonFields) {
+        Section::write_json(self, run, out);
+    }
+    fn clone_box(&self) -> Box<dyn AnySection> {
+        Box::new(self.clone())
+    }
+    fn equals(&self, other: &dyn AnySection) -> bool {
+        other.as_any().downcast_ref::<T>().is_some_and(|o| o == self)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// A run's sections, in summary order (one of each type).
+#[derive(Debug, Default)]
+pub struct Sections(Vec<Box<dyn AnySection>>);
+
+impl Clone for Sections {
+    fn clone(&self) -> Self {
+        Sections(self.0.iter().map(|s| s.clone_box()).collect())
+    }
+}
+
+impl PartialEq for Sections {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.len() == other.0.len() && self.0.iter().zip(&other.0).all(|(a, b)| a.equals(b.as_ref()))
+    }
+}
+
+impl SimResult {
+    /// The section of type `T`, if the run has one.
+    pub fn section<T: Section>(&self) -> Option<&T> {
+        self.sections.0.iter().find_map(|s| s.as_any().downcast_ref::<T>())
+    }
+
+    /// The section of type `T` to change, if the run has one.
+    pub fn section_mut<T: Section>(&mut self) -> Option<&mut T> {
+        self.sections.0.iter_mut().find_map(|s| s.as_any_mut().downcast_mut::<T>())
+    }
+
+    /// Adds `section`, or replaces the one of its type.
+    pub fn set_section<T: Section>(&mut self, section: T) {
+        if let Some(old) = self.section_mut::<T>() {
+            *old = section;
+            return;
+        }
+        let at = self.sections.0.partition_point(|s| s.order() <= T::ORDER);
+        self.sections.0.insert(at, Box::new(section));
+    }
+
+    /// The summary as one JSON object (stable key order, so equal runs give equal bytes):
+    /// the run, its tasks, each section in order, then the traces.
+    pub fn to_json(&self) -> String {
+        let tasks: Vec<JsonTask<'_>> = self
+            .tasks
+            .iter()
+            .map(|t| JsonTask {
+                name: &t.name,
+                criticality: t.criticality.as_str(),
+                cpu: t.cpu,
+                jobs: JobFigures::new(&t.stats, self.horizon),
+            })
+            .collect();
+        let head = JsonHead {
+            scenario: &self.source_name,
+            scheduler: self.scheduler,
+            cpus: self.cpus,
+            horizon_ms: self.horizon.as_ms_f64(),
+            seed: self.seed,
+            tasks,
+        };
+        let mut text = serde_json::to_string(&head).expect("plain data serialises");
+        text.pop(); // the closing brace: the sections' keys follow
+        let mut out = JsonFields { text };
+        for s in &self.sections.0 {
+            s.write_json(self, &mut out);
+        }
+        if let Some(traces) = &self.traces {
+            out.field("traces", traces);
+        }
+        out.text.push('}');
+        out.text
+    }
+}
+
+#[derive(Serialize)]
+struct JsonHead<'a> {
+    scenario: &'a str,
+    scheduler: &'static str,
+    cpus: usize,
+    horizon_ms: f64,
+    seed: u64,
+    tasks: Vec<JsonTask<'a>>,
 }
 
 /// The traces' cap and what it left out: the summary's `traces` section.
@@ -193,46 +328,6 @@ pub struct TraceSummary {
     pub waits: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waits_left_out: Option<u64>,
-}
-
-/// What one server of the scheduler hierarchy did over a run.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ServerSummary {
-    pub name: String,
-    /// The parent server's name, or `"root"`.
-    pub parent: String,
-    /// `"deferrable"`, `"polling"` or `"level"`.
-    pub kind: &'static str,
-    /// `None` for a level.
-    pub budget_ms: Option<f64>,
-    pub period_ms: Option<f64>,
-    /// CPU time the jobs below it ran.
-    pub consumed_ns: u64,
-    /// Period boundaries before the horizon (the first is at 0).
-    pub replenishments: u64,
-    /// Times its budget ran out while a job below it ran.
-    pub exhaustions: u64,
-    /// The CPU whose hierarchy it belongs to (the first of `cpus`).
-    pub cpu: usize,
-    /// Every CPU it runs on: one, but for a server with a task policy over several.
-    pub cpus: Vec<usize>,
-    /// The tasks attached to it (a leaf's), by index.
-    pub tasks: Vec<usize>,
-    /// Events its child-scheduler thread delivered (zero without `event_cost_us`).
-    pub events_delivered: u64,
-    /// CPU time its child-scheduler thread spent delivering them (part of `consumed_ns`).
-    pub event_ns: u64,
-    /// Jobs of its tasks an activation (an I/O event thread's packet) made eligible with no
-    /// event to deliver, outranking what ran at every level they share (counted only where
-    /// events are delivered: with `event_cost_us`).
-    pub direct_activations: u64,
-    /// What it consumed in each of its periods, the k-th starting at k × period (budgeted
-    /// servers; the first [`crate::MAX_TRACE_RECORDS`] periods).
-    pub period_consumed_ns: Vec<u64>,
-    /// When its budget ran out (up to the same cap).
-    pub exhausted_at: Vec<Nanos>,
-    /// Stretches its child-scheduler thread ran, `(start, end)` (up to the same cap).
-    pub event_segments: Vec<(Nanos, Nanos)>,
 }
 
 /// A task's job figures as a run summary names them (the per-task fields of `--json` after
@@ -284,425 +379,4 @@ struct JsonTask<'a> {
     cpu: Option<usize>,
     #[serde(flatten)]
     jobs: JobFigures,
-}
-
-#[derive(Serialize)]
-struct JsonResult<'a> {
-    scenario: &'a str,
-    scheduler: &'static str,
-    cpus: usize,
-    horizon_ms: f64,
-    seed: u64,
-    tasks: Vec<JsonTask<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    memory: Option<JsonMemory<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    control: Option<JsonControl<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    servers: Vec<JsonServer<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    components: Vec<JsonComponent<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tmem: Option<&'a crate::resources::TmemResult>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    io: Option<JsonIo<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    traces: Option<TraceSummary>,
-}
-
-/// The I/O device over the run: packets by port, bytes by subsystem.
-#[derive(Serialize)]
-struct JsonIo<'a> {
-    arrivals: u64,
-    received: u64,
-    dropped_unbound: u64,
-    dropped_ring_full: u64,
-    bytes_received: u64,
-    bytes_sent: u64,
-    ports: Vec<JsonIoPort<'a>>,
-    subsystems: Vec<JsonIoSubsystem<'a>>,
-}
-
-/// One destination port (`null` task: unbound).
-#[derive(Serialize)]
-struct JsonIoPort<'a> {
-    port: u16,
-    task: Option<&'a str>,
-    subsystem: Option<&'a str>,
-    depth: usize,
-    arrivals: u64,
-    received: u64,
-    dropped: u64,
-    bytes_received: u64,
-    mean_latency_us: Option<f64>,
-    max_latency_us: Option<f64>,
-    unfinished: u64,
-}
-
-/// One subsystem: what it received and sent, its bound bandwidth, and its subtree's usage.
-#[derive(Serialize)]
-struct JsonIoSubsystem<'a> {
-    name: &'a str,
-    parent: &'a str,
-    depth: usize,
-    packets_received: u64,
-    bytes_received: u64,
-    direct_activations: u64,
-    bandwidth_bytes_per_s: Option<u64>,
-    messages_sent: u64,
-    bytes_sent: u64,
-    messages_delayed: u64,
-    mean_transmit_delay_us: Option<f64>,
-    max_transmit_delay_us: f64,
-    messages_queued: u64,
-    subtree_bytes_received: u64,
-    subtree_bytes_sent: u64,
-}
-
-/// One `[[component]]` over the run (`null` stacks: one per invocation).
-#[derive(Serialize)]
-struct JsonComponent<'a> {
-    name: &'a str,
-    stacks: Option<u32>,
-    stack_wait: &'static str,
-    invocations: u64,
-    peak_concurrent_invocations: u32,
-    stack_waits: u64,
-    longest_stack_wait_ms: f64,
-    total_stack_wait_ms: f64,
-}
-
-#[derive(Serialize)]
-struct JsonServer<'a> {
-    name: &'a str,
-    parent: &'a str,
-    kind: &'static str,
-    /// The CPUs it runs on (one, but for a level with a task policy over several).
-    cpus: &'a [usize],
-    budget_ms: Option<f64>,
-    period_ms: Option<f64>,
-    consumed_ms: f64,
-    replenishments: u64,
-    exhaustions: u64,
-    events_delivered: u64,
-    event_ms: f64,
-}
-
-#[derive(Serialize)]
-struct JsonControl<'a> {
-    controller: &'a str,
-    interval_ms: f64,
-    ticks: u64,
-    dropped_jobs: u64,
-    ignored_actions: u64,
-    groups: Vec<JsonControlGroup<'a>>,
-}
-
-/// A managed group's limits over the run (`null` max: unlimited).
-#[derive(Serialize)]
-struct JsonControlGroup<'a> {
-    name: &'a str,
-    final_max_mb: Option<f64>,
-    lowest_max_mb: Option<f64>,
-    peak_usage_mb: f64,
-}
-
-#[derive(Serialize)]
-struct JsonMemory<'a> {
-    page_bytes: u64,
-    total_frames: u64,
-    /// Left out for the flat layout (so its output is as before).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    layout: Option<&'static str>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    banks: Vec<JsonBank>,
-    swap: &'a str,
-    tasks: Vec<JsonTaskMemory<'a>>,
-    groups: Vec<JsonGroup<'a>>,
-    reservations: Vec<JsonReservation<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    limit_groups: Vec<JsonReservation<'a>>,
-    reserved_physical_mb: f64,
-    auto_decisions: Vec<JsonAuto<'a>>,
-}
-
-#[derive(Serialize)]
-struct JsonTaskMemory<'a> {
-    name: &'a str,
-    group: &'a str,
-    reservation: Option<&'a str>,
-    minor_faults: u64,
-    major_faults: u64,
-    pages_swapped_in: u64,
-    pages_swapped_out: u64,
-    resident_pages: u64,
-    fault_wait_ms: f64,
-    oom_kills: u64,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    shared_regions: Vec<JsonSharedUsage<'a>>,
-    /// MC² layout: frames holding its pages, per bank.
-    #[serde(skip_serializing_if = "<[u64]>::is_empty")]
-    bank_frames: &'a [u64],
-}
-
-/// One DRAM bank of the MC² layout: who owns it (`"core 0"`, `"level C"`) and its frames.
-#[derive(Serialize)]
-struct JsonBank {
-    bank: u32,
-    owner: String,
-    frames: u64,
-    used_frames: u64,
-}
-
-/// Distinct pages of a shared region one task touched per ended job (any outcome): the mean
-/// (the paper's Avg(S)) and the largest.
-#[derive(Serialize)]
-struct JsonSharedUsage<'a> {
-    region: &'a str,
-    jobs_ended: u64,
-    mean_job_pages: f64,
-    largest_job_pages: u64,
-}
-
-#[derive(Serialize)]
-struct JsonGroup<'a> {
-    name: &'a str,
-    memory_some_us: u64,
-    memory_full_us: u64,
-    io_some_us: u64,
-    io_full_us: u64,
-}
-
-#[derive(Serialize)]
-struct JsonReservation<'a> {
-    name: &'a str,
-    size_pages: u64,
-    charged_pages: u64,
-    frames_held: u64,
-    evictions: u64,
-    spc_unmaps: u64,
-    writebacks: u64,
-}
-
-impl<'a> JsonReservation<'a> {
-    fn new((name, r): &'a (String, crate::mem::ReservationStats)) -> Self {
-        JsonReservation {
-            name,
-            size_pages: r.size_pages,
-            charged_pages: r.charged_pages,
-            frames_held: r.frames_held,
-            evictions: r.evictions,
-            spc_unmaps: r.spc_unmaps,
-            writebacks: r.writebacks,
-        }
-    }
-}
-
-#[derive(Serialize)]
-struct JsonAuto<'a> {
-    region: &'a str,
-    chosen: &'static str,
-    max_pages: u64,
-    avg_pages: f64,
-    sharers: u64,
-}
-
-impl SimResult {
-    /// The summary as one JSON object (stable key order, so equal runs give equal bytes).
-    pub fn to_json(&self) -> String {
-        let tasks = self
-            .tasks
-            .iter()
-            .map(|t| JsonTask {
-                name: &t.name,
-                criticality: t.criticality.as_str(),
-                cpu: t.cpu,
-                jobs: JobFigures::new(&t.stats, self.horizon),
-            })
-            .collect();
-        let memory = self.memory.as_ref().map(|m| JsonMemory {
-            page_bytes: m.page_bytes,
-            total_frames: m.total_frames,
-            layout: (m.layout != crate::mem::MemoryLayout::Flat).then(|| m.layout.name()),
-            banks: m
-                .banks
-                .iter()
-                .map(|b| JsonBank {
-                    bank: b.bank,
-                    owner: b.core.map_or_else(|| "level C".to_string(), |c| format!("core {c}")),
-                    frames: b.frames,
-                    used_frames: b.used_frames,
-                })
-                .collect(),
-            swap: &m.swap,
-            tasks: self
-                .tasks
-                .iter()
-                .zip(&m.tasks)
-                .map(|(t, tm)| JsonTaskMemory {
-                    name: &t.name,
-                    group: &tm.group,
-                    reservation: tm.reservation.as_deref(),
-                    minor_faults: tm.stats.minor_faults,
-                    major_faults: tm.stats.major_faults,
-                    pages_swapped_in: tm.stats.pages_swapped_in,
-                    pages_swapped_out: tm.stats.pages_swapped_out,
-                    resident_pages: tm.stats.resident_pages,
-                    fault_wait_ms: tm.fault_wait.as_ms_f64(),
-                    oom_kills: tm.oom_kills,
-                    shared_regions: tm
-                        .shared_usage
-                        .iter()
-                        .map(|(region, u)| JsonSharedUsage {
-                            region,
-                            jobs_ended: u.windows,
-                            mean_job_pages: u.avg_pages(),
-                            largest_job_pages: u.pages_max,
-                        })
-                        .collect(),
-                    bank_frames: &tm.bank_frames,
-                })
-                .collect(),
-            groups: m
-                .groups
-                .iter()
-                .map(|(n, p)| JsonGroup {
-                    name: n,
-                    memory_some_us: p.memory.some_us,
-                    memory_full_us: p.memory.full_us,
-                    io_some_us: p.io.some_us,
-                    io_full_us: p.io.full_us,
-                })
-                .collect(),
-            reservations: m.reservations.iter().map(JsonReservation::new).collect(),
-            limit_groups: m.limit_groups.iter().map(JsonReservation::new).collect(),
-            reserved_physical_mb: m.stats.reserved_physical_frames as f64 * m.page_bytes as f64 / 1_048_576.0,
-            auto_decisions: m
-                .auto_decisions
-                .iter()
-                .map(|(region, d)| JsonAuto {
-                    region,
-                    chosen: d.chosen.name(),
-                    max_pages: d.max_pages,
-                    avg_pages: d.avg_pages,
-                    sharers: d.n,
-                })
-                .collect(),
-        });
-        let mb = |b: u64| b as f64 / 1_048_576.0;
-        let control = self.control.as_ref().map(|c| JsonControl {
-            controller: &c.controller,
-            interval_ms: c.interval.as_ms_f64(),
-            ticks: c.ticks,
-            dropped_jobs: c.dropped_jobs,
-            ignored_actions: c.ignored_actions,
-            groups: c
-                .groups
-                .iter()
-                .zip(&c.extremes)
-                .map(|(name, x)| JsonControlGroup {
-                    name,
-                    final_max_mb: x.final_max_bytes.map(mb),
-                    lowest_max_mb: x.lowest_max_bytes.map(mb),
-                    peak_usage_mb: mb(x.peak_usage_bytes),
-                })
-                .collect(),
-        });
-        let r = JsonResult {
-            scenario: &self.source_name,
-            scheduler: self.scheduler,
-            cpus: self.cpus,
-            horizon_ms: self.horizon.as_ms_f64(),
-            seed: self.seed,
-            tasks,
-            memory,
-            control,
-            servers: self
-                .servers
-                .iter()
-                .map(|s| JsonServer {
-                    name: &s.name,
-                    parent: &s.parent,
-                    kind: s.kind,
-                    cpus: &s.cpus,
-                    budget_ms: s.budget_ms,
-                    period_ms: s.period_ms,
-                    consumed_ms: Nanos(s.consumed_ns).as_ms_f64(),
-                    replenishments: s.replenishments,
-                    exhaustions: s.exhaustions,
-                    events_delivered: s.events_delivered,
-                    event_ms: Nanos(s.event_ns).as_ms_f64(),
-                })
-                .collect(),
-            components: self
-                .resources
-                .iter()
-                .flat_map(|r| &r.components)
-                .map(|c| JsonComponent {
-                    name: &c.name,
-                    stacks: c.stacks,
-                    stack_wait: c.stack_wait,
-                    invocations: c.invocations,
-                    peak_concurrent_invocations: c.peak_concurrent_invocations,
-                    stack_waits: c.stack_waits,
-                    longest_stack_wait_ms: c.longest_stack_wait.as_ms_f64(),
-                    total_stack_wait_ms: c.total_stack_wait.as_ms_f64(),
-                })
-                .collect(),
-            tmem: self.resources.as_ref().and_then(|r| r.tmem.as_ref()),
-            io: self.io.as_ref().map(json_io),
-            traces: self.traces,
-        };
-        serde_json::to_string(&r).expect("plain data serialises")
-    }
-}
-
-fn json_io(io: &crate::hires::io::IoResult) -> JsonIo<'_> {
-    let us = |ns: f64| ns / 1e3;
-    JsonIo {
-        arrivals: io.arrivals,
-        received: io.received,
-        dropped_unbound: io.dropped_unbound,
-        dropped_ring_full: io.dropped_ring_full,
-        bytes_received: io.bytes_received,
-        bytes_sent: io.bytes_sent,
-        ports: io
-            .ports
-            .iter()
-            .map(|p| JsonIoPort {
-                port: p.port,
-                task: p.task.as_deref(),
-                subsystem: p.subsystem.as_deref(),
-                depth: p.depth,
-                arrivals: p.arrivals,
-                received: p.received,
-                dropped: p.dropped,
-                bytes_received: p.bytes_received,
-                mean_latency_us: p.mean_latency_ns().map(us),
-                max_latency_us: (p.started > 0).then(|| us(p.latency_max_ns as f64)),
-                unfinished: p.unfinished,
-            })
-            .collect(),
-        subsystems: io
-            .subsystems
-            .iter()
-            .map(|s| JsonIoSubsystem {
-                name: &s.name,
-                parent: &s.parent,
-                depth: s.depth,
-                packets_received: s.packets_received,
-                bytes_received: s.bytes_received,
-                direct_activations: s.direct_activations,
-                bandwidth_bytes_per_s: s.bandwidth_bytes_per_s,
-                messages_sent: s.messages_sent,
-                bytes_sent: s.bytes_sent,
-                messages_delayed: s.messages_delayed,
-                mean_transmit_delay_us: (s.messages_sent > 0).then(|| us(s.transmit_delay_total_ns as f64 / s.messages_sent as f64)),
-                max_transmit_delay_us: us(s.transmit_delay_max_ns as f64),
-                messages_queued: s.messages_queued,
-                subtree_bytes_received: s.subtree_bytes_received,
-                subtree_bytes_sent: s.subtree_bytes_sent,
-            })
-            .collect(),
-    }
 }

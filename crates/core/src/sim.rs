@@ -4,7 +4,7 @@
 
 use crate::control::Control;
 use crate::engine::{SimOptions, Simulation, Subsystem};
-use crate::hires::io::IoSubsystem;
+use crate::io::IoSubsystem;
 use crate::memsim::MemorySubsystem;
 use crate::resources::ResourceSubsystem;
 use crate::result::SimResult;

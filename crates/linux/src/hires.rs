@@ -31,7 +31,8 @@ use crate::cgroup::{write_value, Change, FileWrite};
 use crate::error::{Error, Result};
 use crate::journal::{Journal, RestoreReport};
 use crate::layout::Mount;
-use critmem_core::hires::{Family, Kind, ReservationTree, Spec, SubsystemId, TreeFile, CPU_PARTS};
+use critmem_core::hires::{Family, Kind, ReservationTree, Spec, SubsystemId, CPU_PARTS};
+use critmem_core::scenario::TreeFile;
 use std::path::{Path, PathBuf};
 
 /// The leaf holding the own processes of a subsystem that has children.
@@ -442,7 +443,7 @@ pub fn teardown(journal: &Path) -> Result<Option<RestoreReport>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use critmem_core::hires::load_tree_str;
+    use critmem_core::scenario::load_tree_str;
 
     fn v1() -> HiresCgroups {
         HiresCgroups::V1 {

@@ -4,9 +4,8 @@
 //! bytes per second, CPU in `CPU_PARTS` per CPU); addresses are byte addresses.
 
 use critmem_core::hires::memory::{check_page_bytes, PagesHeld};
-use critmem_core::hires::{
-    self as core_hires, load_tree_str, Family, HierMemory, Kind, MemoryRefusal, Refusal, ResId, Spec, SubsystemId, Update,
-};
+use critmem_core::hires::{self as core_hires, Family, HierMemory, Kind, MemoryRefusal, Refusal, ResId, Spec, SubsystemId, Update};
+use critmem_core::scenario::load_tree_str;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;

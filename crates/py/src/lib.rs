@@ -158,7 +158,7 @@ fn segment_columns(result: &SimResult) -> Vec<(String, RawColumn)> {
 /// The waits of jobs for resources, stacks and SRP's start check as columns (task, job,
 /// resource, start_ms, end_ms); `None` when the scenario declares no resource and no component.
 fn wait_columns(result: &SimResult) -> Option<WaitColumns> {
-    let r = result.resources.as_ref().filter(|r| !r.resources.is_empty() || !r.components.is_empty())?;
+    let r = result.resources().filter(|r| !r.resources.is_empty() || !r.components.is_empty())?;
     let mut c = WaitColumns::default();
     for w in &r.waits {
         c.task.push(result.tasks[w.task as usize].name.clone());
@@ -222,7 +222,7 @@ impl ServerColumns {
     fn new(result: &SimResult) -> ServerColumns {
         let mut c = ServerColumns { task_server: vec![None; result.tasks.len()], ..ServerColumns::default() };
         let ms = |ns: u64| Nanos(ns).as_ms_f64();
-        for s in &result.servers {
+        for s in result.servers() {
             c.name.push(s.name.clone());
             c.parent.push(s.parent.clone());
             c.kind.push(s.kind);
@@ -294,7 +294,7 @@ impl ServerColumns {
 /// `reservation_pages:<name>` (pages it accounts) and `resident_pages:<task>` per object.
 fn timeline_dict(py: Python<'_>, result: &SimResult) -> PyResult<Py<PyDict>> {
     let d = PyDict::new(py);
-    let Some(m) = &result.memory else { return Ok(d.unbind()) };
+    let Some(m) = &result.memory() else { return Ok(d.unbind()) };
     let mb = |frames: u64| frames as f64 * m.page_bytes as f64 / 1_048_576.0;
     d.set_item("time_ms", m.timeline.iter().map(|s| s.time.as_ms_f64()).collect::<Vec<_>>())?;
     d.set_item("reserved_physical_mb", m.timeline.iter().map(|s| mb(s.reserved_physical_frames)).collect::<Vec<_>>())?;
@@ -338,7 +338,7 @@ impl RawColumn {
 /// `memory_some_us:<g>` and `io_some_us:<g>`. Empty without `[control]`. Built without the
 /// GIL; [`raw_dict`] hands it over.
 fn control_columns(result: &SimResult) -> Vec<(String, RawColumn)> {
-    let Some(c) = &result.control else { return Vec::new() };
+    let Some(c) = &result.control() else { return Vec::new() };
     let mb = |b: u64| b as f64 / 1_048_576.0;
     let mut cols = vec![("time_ms".to_string(), RawColumn::f64s(c.timeline.iter().map(|s| s.time.as_ms_f64())))];
     for (gi, name) in c.groups.iter().enumerate() {
@@ -507,14 +507,14 @@ fn simulate(
         segments_left_out: result.segments_left_out,
         memory_timeline: timeline_dict(py, &result)?,
         control_timeline: raw_dict(py, control)?,
-        control_timeline_every_ticks: result.control.as_ref().map_or(1, |c| c.timeline_every_ticks),
+        control_timeline_every_ticks: result.control().map_or(1, |c| c.timeline_every_ticks),
         servers,
         server_supply,
         server_events,
         server_exhaustions,
         task_servers,
         waits: waits.map(|w| w.into_dict(py)).transpose()?,
-        waits_left_out: result.resources.as_ref().map_or(0, |r| r.waits_left_out),
+        waits_left_out: result.resources().map_or(0, |r| r.waits_left_out),
         warnings: scenario.warnings,
     })
 }
@@ -925,7 +925,7 @@ mod tests {
         assert_eq!(names, ["time_ms", "max_mb:g", "high_mb:g", "usage_mb:g", "memory_some_us:g", "io_some_us:g"]);
         let f64s = |c: &RawColumn| c.bytes.chunks(8).map(|b| f64::from_le_bytes(b.try_into().unwrap())).collect::<Vec<_>>();
         assert_eq!(f64s(&cols[0].1), [10.0, 20.0, 30.0]);
-        let timeline = &r.control.as_ref().unwrap().timeline;
+        let timeline = &r.control().unwrap().timeline;
         let mb = |b: Option<u64>| b.map_or(f64::NAN, |b| b as f64 / 1_048_576.0);
         let max: Vec<f64> = timeline.iter().map(|t| mb(t.groups[0].max_bytes)).collect();
         assert_eq!(f64s(&cols[1].1).iter().map(|v| v.to_bits()).collect::<Vec<_>>(), max.iter().map(|v| v.to_bits()).collect::<Vec<_>>());

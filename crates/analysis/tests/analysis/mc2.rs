@@ -2,8 +2,8 @@
 //! level C on the capacity A and B leave.
 
 use critmem_analysis::{mc2_analysis, Mc2System, Mc2Task, Rta, TaskParams};
+use critmem_core::model::task::Criticality;
 use critmem_core::scenario::{CyclicSlot, CyclicTable};
-use critmem_core::task::Criticality;
 use critmem_core::Nanos;
 
 fn ms(x: u64) -> Nanos {

@@ -6,7 +6,7 @@
 
 use crate::common::{cases, load, run};
 use critmem_analysis::{fp_response_times, mc2_analysis, Mc2System, Mc2Task, Rta, TaskParams};
-use critmem_core::task::Criticality;
+use critmem_core::model::task::Criticality;
 use critmem_core::{Nanos, Outcome, Scenario, SimResult};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;

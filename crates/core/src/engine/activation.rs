@@ -3,9 +3,9 @@
 //! ([`crate::sched::Scheduler::activate`]) when the job first becomes eligible.
 
 use super::{Event, Job, JobState, Simulation};
+use crate::model::task::OverrunPolicy;
 use crate::program::ProgramState;
 use crate::sched::{JobKey, ReadyJob};
-use crate::task::OverrunPolicy;
 use crate::time::Nanos;
 
 impl Simulation<'_> {

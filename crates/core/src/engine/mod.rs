@@ -14,12 +14,12 @@ mod subsystem;
 pub use subsystem::{Context, JobInfo, Subsystem, SubsystemId};
 
 use crate::event::EventQueue;
+use crate::model::task::Arrival;
 use crate::program::{ComponentId, ProgramState, Step};
 use crate::result::{ExecSegment, JobRecord, Outcome, SimResult, TaskStats, TaskSummary};
 use crate::rng::{sub_rng, SimRng};
 use crate::scenario::Scenario;
 use crate::sched::{self, JobKey, PriorityInputs, Scheduler};
-use crate::task::Arrival;
 use crate::time::Nanos;
 use rand::Rng;
 use std::collections::VecDeque;

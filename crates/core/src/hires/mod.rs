@@ -20,15 +20,12 @@
 //!
 //! [`memory`] maps the memory reserved here page by page: HiRes's `alias` and `remove`.
 
-pub mod io;
 pub mod memory;
-pub mod tree_file;
 
 use std::collections::VecDeque;
 use std::fmt;
 
 pub use memory::{HierMemory, MemoryRefusal, PagesHeld};
-pub use tree_file::{load_tree_str, TreeError, TreeFile};
 
 /// CPU amounts are parts per 10^12 of one CPU.
 pub const CPU_PARTS: u64 = 1_000_000_000_000;

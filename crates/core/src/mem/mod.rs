@@ -62,7 +62,6 @@
 //! measures per-task use of shared regions for `auto`), [`Memory::resolve_auto`] when the
 //! measurement is long enough, and [`Memory::exit_space`] when a process ends.
 
-pub mod admission;
 pub mod device;
 pub mod frames;
 pub mod layout;

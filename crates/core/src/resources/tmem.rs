@@ -16,31 +16,14 @@
 //!   unit leaves its cache for the pool, which unmaps it from every component.
 
 use super::stacks::UnitCache;
-use super::StackWait;
+use crate::model::program::StackWait;
+use crate::model::task::Criticality;
+use crate::model::tmem::TmemSpec;
 use crate::scenario::Scenario;
-use crate::task::Criticality;
 use crate::time::Nanos;
 use critmem_policy::tmem::{BlockObs, CacheObs, MemoryScheduler, SetDesired, ThreadObs, TmemObservation, UnitKind};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// A validated `[tmem]` table.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TmemSpec {
-    /// The memory scheduler's name (`critmem_policy::tmem::make_memory_scheduler`).
-    pub policy: String,
-    /// How a request that finds its cache empty waits (components may set their own).
-    pub wait: StackWait,
-    /// Units the pool holds beyond every cache's minimum (`None`: no limit).
-    pub units_above_min: Option<u32>,
-    /// Time between the scheduler's runs.
-    pub period: Nanos,
-    /// The scheduler's first run; until then no cache has a limit but the pool (the original
-    /// system's default allocations while its policy waits for data). Zero: a run at time zero.
-    pub first_run: Nanos,
-    /// CPU time of mapping a passed cbuf into a component it is not yet mapped in.
-    pub cbuf_map_cost: Nanos,
-}
 
 /// One managed cache over a run.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]

@@ -5,7 +5,7 @@
 use super::error::{Ctx, ScenarioError};
 use super::raw::RawScenario;
 use super::resources::{parse_program, ProgramOf};
-use crate::resources::{invocation_worst_cases, Action, ComponentSpec, ResourceSpec, StackWait};
+use crate::model::program::{invocation_worst_cases, Action, ComponentSpec, ResourceSpec, StackWait};
 use crate::time::Nanos;
 
 /// Most stacks one component may have (as many as a resource's units).

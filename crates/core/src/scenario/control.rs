@@ -3,8 +3,8 @@
 
 use super::error::{Ctx, ScenarioError};
 use super::raw::RawScenario;
+use crate::model::memory::{ControlSpec, MemorySpec};
 use crate::time::Nanos;
-use crate::workload::{ControlSpec, MemorySpec};
 use critmem_policy::{ControllerConfig, GroupRole, PolicyError, TickRequest};
 
 /// At most this many controller ticks in one run: a minute or more of simulation beyond it.

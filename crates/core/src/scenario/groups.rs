@@ -2,8 +2,8 @@
 
 use super::error::{Ctx, ScenarioError};
 use super::raw::RawScenario;
-use crate::task::TaskSpec;
-use crate::workload::{GroupDecl, MemorySpec};
+use crate::model::memory::{GroupDecl, MemorySpec};
+use crate::model::task::TaskSpec;
 use critmem_policy::{GroupRole, RoleName};
 
 /// The groups, checked against the memory and the tasks' memory declarations.

@@ -6,9 +6,9 @@
 use super::error::{Ctx, ScenarioError};
 use super::raw::RawScenario;
 use super::server_reservations::ServerReservation;
-use crate::hires::io::{Bucket, IoSpec, PacketArrival, PacketStream, PortBinding, Transmit};
-use crate::sched::Hierarchy;
-use crate::task::{OverrunPolicy, TaskSpec};
+use crate::model::io::{Bucket, IoSpec, PacketArrival, PacketStream, PortBinding, Transmit};
+use crate::model::scheduler::Hierarchy;
+use crate::model::task::{OverrunPolicy, TaskSpec};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::BTreeMap;

@@ -6,9 +6,9 @@ use super::error::{Ctx, ScenarioError};
 use super::raw::{PatternName, RawDevice, RawScenario, RawSwap, RawTask, SwapPreset};
 use crate::mem::mc2::Mc2Platform;
 use crate::mem::{DeviceSpec, MemoryLayout, RegionKind, ReservationKind, SharePolicy};
-use crate::task::{Criticality, TaskSpec};
+use crate::model::memory::{MemorySpec, Pattern, RegionDecl, ReservationDecl, Stream, StreamOrder, Target, TaskMemory, MIB};
+use crate::model::task::{Criticality, TaskSpec};
 use crate::time::Nanos;
-use crate::workload::{MemorySpec, Pattern, RegionDecl, ReservationDecl, Stream, StreamOrder, Target, TaskMemory, MIB};
 
 /// Caps that keep a scenario within this machine's memory: frames and pages cost their
 /// tables, references are made a job at a time, and the timeline keeps every sample.

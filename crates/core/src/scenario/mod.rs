@@ -6,12 +6,14 @@
 //!
 //! The file is read by serde into [`raw`] structures, then each section is checked in its
 //! module; memory admission (what building the memory model would refuse) is decided by
-//! [`crate::mem::admission`] from the declarations, without building it.
+//! [`admission`] from the declarations, without building it.
 
+pub mod admission;
 mod components;
 mod control;
 mod error;
 mod groups;
+mod hires_tree;
 mod io;
 mod machine;
 mod memory;
@@ -26,17 +28,18 @@ mod tests;
 mod tmem;
 mod warnings;
 
-pub use crate::task::TaskCommand;
+pub use crate::model::scheduler::{CyclicSlot, CyclicTable, PriorityOrder, SchedulerKind, SchedulerSpec};
+pub use crate::model::task::TaskCommand;
 pub use error::ScenarioError;
-pub use machine::{CyclicSlot, CyclicTable, PriorityOrder, SchedulerKind, SchedulerSpec};
+pub use hires_tree::{load_tree_str, TreeError, TreeFile};
 pub use raw::json_schema;
 pub use server_reservations::ServerReservation;
 
-use crate::resources::{ComponentSpec, ResourceSpec};
-use crate::sched::Hierarchy;
-use crate::task::{Arrival, TaskSpec};
+use crate::model::memory::{ControlSpec, MemorySpec};
+use crate::model::program::{ComponentSpec, ResourceSpec};
+use crate::model::scheduler::Hierarchy;
+use crate::model::task::{Arrival, TaskSpec};
 use crate::time::{lcm_all, Nanos};
-use crate::workload::{ControlSpec, MemorySpec};
 use error::Ctx;
 use raw::RawScenario;
 
@@ -62,11 +65,11 @@ pub struct Scenario {
     /// Components the programs call, in file order (`[[component]]`).
     pub components: Vec<ComponentSpec>,
     /// TMEM's memory scheduler over the components' stacks and cbufs (`[tmem]`).
-    pub tmem: Option<crate::resources::TmemSpec>,
+    pub tmem: Option<crate::model::tmem::TmemSpec>,
     /// What each server reserves beyond its budget, in file order (empty without servers).
     pub reservations: Vec<ServerReservation>,
     /// The I/O device, its packet streams, port bindings and transmissions (`[io]`).
-    pub io: Option<crate::hires::io::IoSpec>,
+    pub io: Option<crate::model::io::IoSpec>,
     /// What the file allows but rarely means, one line each naming the key (shown on stderr).
     pub warnings: Vec<String>,
 }
@@ -85,7 +88,7 @@ impl Scenario {
     /// Whether any job's demand or arrival is random (so the seed matters).
     pub fn is_random(&self) -> bool {
         self.tasks.iter().any(|t| t.exec.is_random() || matches!(t.arrival, Arrival::Sporadic { .. }))
-            || self.io.as_ref().is_some_and(crate::hires::io::IoSpec::is_random)
+            || self.io.as_ref().is_some_and(crate::model::io::IoSpec::is_random)
     }
 }
 
@@ -169,7 +172,7 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
     }
     // Admission failures are load errors, so a run never fails half-way.
     if let Some(m) = &memory {
-        crate::mem::admission::check(m, &tasks).map_err(|e| cx.err(e.key, e.message))?;
+        admission::check(m, &tasks).map_err(|e| cx.err(e.key, e.message))?;
     }
     let memory_bytes = memory.as_ref().map(|m| m.page_bytes * u64::from(m.total_frames));
     let io_bandwidth = io::bandwidth(&cx, &raw)?;

@@ -3,12 +3,12 @@
 //! enum ([`Choice`]); an unknown value is refused at its key with the accepted ones listed.
 
 use super::error::{one_line, ScenarioError};
-use super::machine::{PriorityOrder, SchedulerKind};
 use crate::mem::{DeviceId, DeviceSpec, MemoryLayout, RegionKind, ReservationKind, SharePolicy};
-use crate::resources::{Protocol, StackWait};
-use crate::sched::{ServerKind, ServerPolicy};
-use crate::task::{Criticality, OverrunPolicy};
-use crate::workload::StreamOrder;
+use crate::model::memory::StreamOrder;
+use crate::model::program::{Protocol, StackWait};
+use crate::model::scheduler::{PriorityOrder, SchedulerKind};
+use crate::model::scheduler::{ServerKind, ServerPolicy};
+use crate::model::task::{Criticality, OverrunPolicy};
 use critmem_policy::RoleName;
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::de::{DeserializeOwned, IntoDeserializer};

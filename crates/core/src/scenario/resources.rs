@@ -4,10 +4,10 @@
 
 use super::components::Components;
 use super::error::{Ctx, ScenarioError};
-use super::machine::SchedulerKind;
 use super::raw::{CbufStep, RawAction, RawResource, RawScenario};
-use crate::resources::{Action, CallChoice, CallProbability, ComponentSpec, Protocol, ResourceSpec, TaskProgram};
-use crate::task::TaskSpec;
+use crate::model::program::{Action, CallChoice, CallProbability, ComponentSpec, Protocol, ResourceSpec, TaskProgram};
+use crate::model::scheduler::SchedulerKind;
+use crate::model::task::TaskSpec;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Most units one resource may have: unit counts are `u32` and sums of them must not overflow.

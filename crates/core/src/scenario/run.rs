@@ -3,7 +3,7 @@
 use super::error::{Ctx, ScenarioError};
 use super::raw::{RawScenario, Seed};
 use super::Overrides;
-use crate::task::TaskSpec;
+use crate::model::task::TaskSpec;
 use crate::time::{lcm_all, Nanos};
 
 /// Default horizon when none is given: one hyperperiod plus the largest offset, if that is

@@ -2,10 +2,11 @@
 //! gfp, pedf, pfp, cyclic): their CPUs, priorities, partition and table.
 
 use super::error::{Ctx, ScenarioError};
-use super::machine::{sorted_table, CyclicSlot, PriorityOrder};
+use super::machine::sorted_table;
 use super::raw::RawServer;
-use crate::sched::{ServerKind, ServerPolicy, ServerSpec};
-use crate::task::TaskSpec;
+use crate::model::scheduler::{CyclicSlot, PriorityOrder};
+use crate::model::scheduler::{ServerKind, ServerPolicy, ServerSpec};
+use crate::model::task::TaskSpec;
 
 /// `cpus` of server `j`: the CPUs a top-level task-policy server runs on, if given.
 pub(super) fn server_cpus(cx: &Ctx, j: usize, s: &RawServer, top_level: bool, cpus: usize) -> Result<Option<Vec<usize>>, ScenarioError> {
@@ -176,7 +177,7 @@ fn cyclic_table(
     servers: &[ServerSpec],
     own: &[usize],
     tasks: &[TaskSpec],
-) -> Result<super::machine::CyclicTable, ScenarioError> {
+) -> Result<crate::model::scheduler::CyclicTable, ScenarioError> {
     let server = &servers[j];
     let k = |f: &str| format!("scheduler.server[{j}].{f}");
     let frame_ms = raw.major_frame_ms.ok_or_else(|| cx.err(k("major_frame_ms"), "missing: a cyclic server needs major_frame_ms"))?;

@@ -15,7 +15,7 @@
 use super::error::{Ctx, ScenarioError};
 use super::raw::{some_choice, some_choice_schema, Choice, RawScheduler};
 use crate::hires::{Family, Kind, Refusal, ReservationTree, Spec, SubsystemId};
-use crate::sched::{Hierarchy, ServerSpec};
+use crate::model::scheduler::{Hierarchy, ServerSpec};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::BTreeMap;

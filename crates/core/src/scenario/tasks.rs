@@ -3,10 +3,10 @@
 
 use super::components::Components;
 use super::error::{Ctx, ScenarioError};
-use super::machine::SchedulerKind;
 use super::raw::{ArrivalKind, RawExec, RawTask};
-use crate::resources::ResourceSpec;
-use crate::task::{Arrival, Criticality, ExecTime, OverrunPolicy, Suspension, TaskCommand, TaskSpec};
+use crate::model::program::ResourceSpec;
+use crate::model::scheduler::SchedulerKind;
+use crate::model::task::{Arrival, Criticality, ExecTime, OverrunPolicy, Suspension, TaskCommand, TaskSpec};
 use std::collections::BTreeMap;
 
 /// What a task's placement is checked against.

@@ -1,7 +1,7 @@
 //! Loader behaviour: defaults, overrides, and one-line errors naming file, key and reason.
 
 use super::*;
-use crate::task::Criticality;
+use crate::model::task::Criticality;
 
 const RM: &str = r#"
 [machine]

@@ -3,7 +3,8 @@
 
 use super::error::{Ctx, ScenarioError};
 use super::raw::RawScenario;
-use crate::resources::{StackWait, TmemSpec};
+use crate::model::program::StackWait;
+use crate::model::tmem::TmemSpec;
 use crate::time::Nanos;
 
 /// Most units the pool may hold beyond the minimums (ids are 32-bit).

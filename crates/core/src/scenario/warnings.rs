@@ -2,8 +2,8 @@
 //! [`super::Scenario::warnings`] for the front end to show (the CLI prints them on stderr).
 
 use super::error::ScenarioError;
-use super::machine::{PriorityOrder, SchedulerSpec};
-use crate::task::TaskSpec;
+use crate::model::scheduler::{PriorityOrder, SchedulerSpec};
+use crate::model::task::TaskSpec;
 use crate::time::Nanos;
 
 /// The warnings of a loaded scenario, in a fixed order (by check, then by task).

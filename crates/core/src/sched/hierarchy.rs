@@ -18,148 +18,26 @@ mod events;
 mod leaves;
 
 use super::{priority_ranks, JobKey, JobOrder, KeyMap, QueueKey, ReadyJob, ReadyQueue, Scheduler};
-use crate::result::{ServerSummary, SimResult};
-use crate::scenario::PriorityOrder;
-use crate::task::TaskSpec;
+use crate::model::scheduler::PriorityOrder;
+use crate::model::scheduler::{Hierarchy, ServerKind, ServerPolicy, ServerSpec};
+use crate::model::task::TaskSpec;
+use crate::result::{JsonFields, Section, SimResult};
 use crate::time::Nanos;
 use crate::MAX_TRACE_RECORDS;
-use serde::Deserialize;
+use serde::Serialize;
 
-/// How a server's budget behaves (`[[scheduler.server]] kind`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ServerKind {
-    /// Full budget at every period boundary, kept while idle within the period.
-    Deferrable,
-    /// Full budget at every period boundary, lost as soon as nothing below it is eligible.
-    Polling,
-    /// No budget: a plain priority level.
-    Level,
-}
-
-impl ServerKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ServerKind::Deferrable => "deferrable",
-            ServerKind::Polling => "polling",
-            ServerKind::Level => "level",
-        }
+/// The order of jobs under a leaf with policy `policy`; fixed ranks are global, so their
+/// order within a leaf is the one the flat scheduler would use.
+fn job_order(policy: ServerPolicy, tasks: &[TaskSpec]) -> JobOrder {
+    let ranks = |order| JobOrder::FixedPriority { ranks: priority_ranks(order, tasks) };
+    match policy {
+        ServerPolicy::Fp => ranks(PriorityOrder::Explicit),
+        ServerPolicy::Rm => ranks(PriorityOrder::RateMonotonic),
+        ServerPolicy::Dm => ranks(PriorityOrder::DeadlineMonotonic),
+        ServerPolicy::Edf | ServerPolicy::Gedf | ServerPolicy::Pedf | ServerPolicy::Cyclic => JobOrder::Edf,
+        // Their ranks come from the server's own `priorities` ([`leaves`]).
+        ServerPolicy::Gfp | ServerPolicy::Pfp => ranks(PriorityOrder::Explicit),
     }
-}
-
-/// How a node orders its children (`[scheduler] kind` for the root, `policy` for a server).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ServerPolicy {
-    /// Explicit priorities: a task's `priority`, a server's `priority` (lower = higher).
-    Fp,
-    /// Shorter period first.
-    Rm,
-    /// Shorter relative deadline first (a server's deadline is its period).
-    Dm,
-    /// Earliest absolute deadline first (a server's is the end of its current period).
-    Edf,
-    /// Global EDF: the earliest-deadline jobs on the server's CPUs its parent leaves it.
-    Gedf,
-    /// Global fixed priority over the server's CPUs.
-    Gfp,
-    /// EDF per CPU, each task on one of the server's CPUs.
-    Pedf,
-    /// Fixed priority per CPU, each task on one of the server's CPUs.
-    Pfp,
-    /// A table of per-task windows within a major frame, on the server's CPUs.
-    Cyclic,
-}
-
-impl ServerPolicy {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ServerPolicy::Fp => "fp",
-            ServerPolicy::Rm => "rm",
-            ServerPolicy::Dm => "dm",
-            ServerPolicy::Edf => "edf",
-            ServerPolicy::Gedf => "gedf",
-            ServerPolicy::Gfp => "gfp",
-            ServerPolicy::Pedf => "pedf",
-            ServerPolicy::Pfp => "pfp",
-            ServerPolicy::Cyclic => "cyclic",
-        }
-    }
-
-    /// Whether it schedules tasks only, over CPUs of its own ([`leaves`]); the others order
-    /// child servers or tasks on their parent's CPU.
-    pub fn is_task_policy(self) -> bool {
-        matches!(self, ServerPolicy::Gedf | ServerPolicy::Gfp | ServerPolicy::Pedf | ServerPolicy::Pfp | ServerPolicy::Cyclic)
-    }
-
-    /// The order of jobs under a leaf with this policy; fixed ranks are global, so their
-    /// order within a leaf is the one the flat scheduler would use.
-    fn job_order(self, tasks: &[TaskSpec]) -> JobOrder {
-        let ranks = |order| JobOrder::FixedPriority { ranks: priority_ranks(order, tasks) };
-        match self {
-            ServerPolicy::Fp => ranks(PriorityOrder::Explicit),
-            ServerPolicy::Rm => ranks(PriorityOrder::RateMonotonic),
-            ServerPolicy::Dm => ranks(PriorityOrder::DeadlineMonotonic),
-            ServerPolicy::Edf | ServerPolicy::Gedf | ServerPolicy::Pedf | ServerPolicy::Cyclic => JobOrder::Edf,
-            // Their ranks come from the server's own `priorities` ([`leaves`]).
-            ServerPolicy::Gfp | ServerPolicy::Pfp => ranks(PriorityOrder::Explicit),
-        }
-    }
-}
-
-/// One server of a validated hierarchy.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ServerSpec {
-    pub name: String,
-    /// The parent server's index; `None` for a child of the root.
-    pub parent: Option<usize>,
-    pub kind: ServerKind,
-    /// Zero for a level.
-    pub budget: Nanos,
-    /// Zero for a level.
-    pub period: Nanos,
-    /// Rank among siblings under an fp parent (lower = higher).
-    pub priority: Option<i64>,
-    /// How it orders its children.
-    pub policy: ServerPolicy,
-    /// The CPU of its hierarchy (its top-level ancestor's).
-    pub cpu: usize,
-    /// CPU time its child-scheduler thread takes to deliver one event; zero delivers at once.
-    pub event_cost: Nanos,
-    /// The CPUs a task policy runs its tasks on (`cpus`, or `[cpu]`); empty for the others.
-    pub cpus: Vec<usize>,
-    /// How gfp and pfp rank their tasks.
-    pub priorities: Option<PriorityOrder>,
-    /// A cyclic server's table: slots on its CPUs naming its tasks, or, with `windows`, its
-    /// child servers (a slot's `task` is then the child's server index).
-    pub table: Option<crate::scenario::CyclicTable>,
-    /// A cyclic server over child servers: its table gives each child time windows.
-    pub windows: bool,
-    /// A gedf or gfp server over child servers: the best of them run on its CPUs, one CPU each.
-    pub over_servers: bool,
-    /// Under pfp and pedf, the CPU each of its tasks runs on (task index, CPU).
-    pub task_cpus: Vec<(usize, usize)>,
-}
-
-impl ServerSpec {
-    /// Whether it schedules tasks with a scheduler of its own ([`leaves`]).
-    pub fn has_task_policy(&self) -> bool {
-        self.policy.is_task_policy() && !self.windows && !self.over_servers
-    }
-}
-
-/// A validated `[[scheduler.server]]` tree: one root per CPU with the scheduler's policy.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Hierarchy {
-    pub root_policy: ServerPolicy,
-    /// In file order; parents may come after their children.
-    pub servers: Vec<ServerSpec>,
-    /// The leaf server each task attaches to.
-    pub task_server: Vec<usize>,
-    /// A child dispatches a job only once no event is pending for it (HiRes's `pevt`); off,
-    /// an event that arrives while its child-scheduler thread delivers the last one it saw
-    /// waits for the next event or replenishment.
-    pub pending_event_check: bool,
 }
 
 struct Node {
@@ -262,7 +140,7 @@ impl HierarchyScheduler {
                 children: Vec::new(),
                 policy: s.policy,
                 jobs: ReadyQueue::default(),
-                order: s.policy.job_order(tasks),
+                order: job_order(s.policy, tasks),
                 consumed_ns: 0,
                 replenishments: 0,
                 exhaustions: 0,
@@ -632,6 +510,101 @@ impl Scheduler for HierarchyScheduler {
     }
     fn finish(&mut self, now: Nanos, result: &mut SimResult) {
         self.account_until(now);
-        result.servers = self.summaries();
+        result.set_section(Servers(self.summaries()));
     }
+}
+
+/// Each server of the hierarchy over a run, in file order: the scheduler's section.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Servers(pub Vec<ServerSummary>);
+
+/// What one server of the scheduler hierarchy did over a run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ServerSummary {
+    pub name: String,
+    /// The parent server's name, or `"root"`.
+    pub parent: String,
+    /// `"deferrable"`, `"polling"` or `"level"`.
+    pub kind: &'static str,
+    /// `None` for a level.
+    pub budget_ms: Option<f64>,
+    pub period_ms: Option<f64>,
+    /// CPU time the jobs below it ran.
+    pub consumed_ns: u64,
+    /// Period boundaries before the horizon (the first is at 0).
+    pub replenishments: u64,
+    /// Times its budget ran out while a job below it ran.
+    pub exhaustions: u64,
+    /// The CPU whose hierarchy it belongs to (the first of `cpus`).
+    pub cpu: usize,
+    /// Every CPU it runs on: one, but for a server with a task policy over several.
+    pub cpus: Vec<usize>,
+    /// The tasks attached to it (a leaf's), by index.
+    pub tasks: Vec<usize>,
+    /// Events its child-scheduler thread delivered (zero without `event_cost_us`).
+    pub events_delivered: u64,
+    /// CPU time its child-scheduler thread spent delivering them (part of `consumed_ns`).
+    pub event_ns: u64,
+    /// Jobs of its tasks an activation (an I/O event thread's packet) made eligible with no
+    /// event to deliver, outranking what ran at every level they share (counted only where
+    /// events are delivered: with `event_cost_us`).
+    pub direct_activations: u64,
+    /// What it consumed in each of its periods, the k-th starting at k × period (budgeted
+    /// servers; the first [`crate::MAX_TRACE_RECORDS`] periods).
+    pub period_consumed_ns: Vec<u64>,
+    /// When its budget ran out (up to the same cap).
+    pub exhausted_at: Vec<Nanos>,
+    /// Stretches its child-scheduler thread ran, `(start, end)` (up to the same cap).
+    pub event_segments: Vec<(Nanos, Nanos)>,
+}
+
+/// The servers' place in the summary: after the controller.
+impl Section for Servers {
+    const ORDER: u32 = 300;
+
+    fn write_json(&self, _run: &SimResult, out: &mut JsonFields) {
+        let servers: Vec<JsonServer<'_>> = self
+            .0
+            .iter()
+            .map(|s| JsonServer {
+                name: &s.name,
+                parent: &s.parent,
+                kind: s.kind,
+                cpus: &s.cpus,
+                budget_ms: s.budget_ms,
+                period_ms: s.period_ms,
+                consumed_ms: Nanos(s.consumed_ns).as_ms_f64(),
+                replenishments: s.replenishments,
+                exhaustions: s.exhaustions,
+                events_delivered: s.events_delivered,
+                event_ms: Nanos(s.event_ns).as_ms_f64(),
+            })
+            .collect();
+        if !servers.is_empty() {
+            out.field("servers", &servers);
+        }
+    }
+}
+
+impl SimResult {
+    /// Each server of the scheduler hierarchy, in file order (empty without servers).
+    pub fn servers(&self) -> &[ServerSummary] {
+        self.section::<Servers>().map_or(&[], |s| &s.0)
+    }
+}
+
+#[derive(Serialize)]
+struct JsonServer<'a> {
+    name: &'a str,
+    parent: &'a str,
+    kind: &'static str,
+    /// The CPUs it runs on (one, but for a level with a task policy over several).
+    cpus: &'a [usize],
+    budget_ms: Option<f64>,
+    period_ms: Option<f64>,
+    consumed_ms: f64,
+    replenishments: u64,
+    exhaustions: u64,
+    events_delivered: u64,
+    event_ms: f64,
 }

@@ -7,8 +7,8 @@
 //! and table boundary, so preemption across levels is immediate.
 
 use super::{CyclicScheduler, GlobalScheduler, JobKey, JobOrder, KeyMap, PartitionNode, ReadyJob, Scheduler};
+use crate::model::task::Criticality;
 use crate::scenario::CyclicTable;
-use crate::task::Criticality;
 use crate::time::Nanos;
 
 pub struct Mc2Node {

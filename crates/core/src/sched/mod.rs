@@ -15,13 +15,14 @@ mod partitioned;
 
 pub use cyclic::CyclicScheduler;
 pub use global::GlobalScheduler;
-pub use hierarchy::{Hierarchy, HierarchyScheduler, ServerKind, ServerPolicy, ServerSpec};
+pub use hierarchy::{HierarchyScheduler, ServerSummary, Servers};
 pub use levels::Mc2Node;
 pub use partitioned::PartitionNode;
 
+use crate::model::scheduler::{CyclicTable, Hierarchy, PriorityOrder};
+use crate::model::task::{Criticality, TaskSpec};
 use crate::result::SimResult;
-use crate::scenario::{CyclicTable, PriorityOrder, Scenario};
-use crate::task::{Criticality, TaskSpec};
+use crate::scenario::Scenario;
 use crate::time::Nanos;
 
 /// Engine-wide handle of a live job (a slot index; reused after the job ends).
@@ -321,7 +322,7 @@ impl<V: Copy> KeyMap<V> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::{Arrival, Criticality, ExecTime, OverrunPolicy};
+    use crate::model::task::{Arrival, Criticality, ExecTime, OverrunPolicy};
 
     fn task(c: u64, t: u64) -> TaskSpec {
         TaskSpec {

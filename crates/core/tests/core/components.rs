@@ -19,7 +19,7 @@ fn err_of(text: &str) -> String {
 }
 
 fn components(r: &SimResult) -> &[ComponentStats] {
-    &r.resources.as_ref().expect("a resources section").components
+    &r.resources().expect("a resources section").components
 }
 
 /// Response time in ms of job `index` of task `task`.
@@ -68,7 +68,7 @@ fn a_fixed_call_tree_takes_its_compute_plus_every_entry_cost() {
     let c = components(&r);
     assert_eq!((c[0].name.as_str(), c[0].invocations, c[0].peak_concurrent_invocations, c[0].stack_waits), ("fs", 1, 1, 0));
     assert_eq!((c[1].name.as_str(), c[1].invocations), ("disk", 1));
-    let calls = &r.resources.as_ref().unwrap().job_calls;
+    let calls = &r.resources().unwrap().job_calls;
     assert_eq!(calls, &vec![JobCalls { task: 1, index: 0, invocations: vec![1, 1] }]);
     // The summary lists the components.
     let json: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
@@ -170,13 +170,13 @@ fn calls_are_made_as_often_as_their_probability_and_the_seed_fixes_the_call_tree
     assert!(within_binomial_bound(c[0].invocations, 10_000, 0.3), "fs {}", c[0].invocations);
     assert!(within_binomial_bound(c[1].invocations, c[0].invocations, 0.5), "disk {} of {}", c[1].invocations, c[0].invocations);
     // The per-job counts add up to the totals.
-    let calls = &r.resources.as_ref().unwrap().job_calls;
+    let calls = &r.resources().unwrap().job_calls;
     assert_eq!(calls.len(), 10_000);
     assert_eq!(calls.iter().map(|j| u64::from(j.invocations[0])).sum::<u64>(), c[0].invocations);
     // Same seed, same call trees; another seed, other ones.
     assert_eq!(r, simulate(&s, OPTS));
     let other = simulate(&load(&FREQUENT.replace("SEED", "2")), OPTS);
-    assert_ne!(calls, &other.resources.as_ref().unwrap().job_calls);
+    assert_ne!(calls, &other.resources().unwrap().job_calls);
 }
 
 #[test]
@@ -386,7 +386,7 @@ proptest! {
     ) {
         let s = load(&scenario_text(scheduler, &comps, &tasks));
         let r = simulate(&s, OPTS);
-        let section = r.resources.as_ref().unwrap();
+        let section = r.resources().unwrap();
         for (stats, spec) in section.components.iter().zip(&s.components) {
             prop_assert!(stats.peak_concurrent_invocations <= spec.stacks.unwrap(), "{} ran {} at once", stats.name, stats.peak_concurrent_invocations);
         }

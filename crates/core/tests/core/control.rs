@@ -94,7 +94,7 @@ fn run_with(text: &str, check_invariants: bool) -> SimResult {
 }
 
 fn control(r: &SimResult) -> &ControlResult {
-    r.control.as_ref().expect("a [control] run has control results")
+    r.control().expect("a [control] run has control results")
 }
 
 /// Limits (None = unlimited) of group `g` per tick.
@@ -224,7 +224,7 @@ fn sara_takes_the_scenarios_interval_as_its_monitoring_interval() {
     let implied = run(&every_10_ms("{ initial_limit_bytes = 6291456 }"));
     let explicit = run(&every_10_ms("{ initial_limit_bytes = 6291456, interval_ns = 10000000 }"));
     // (Compared whole but reported short: the timelines run to thousands of lines.)
-    assert!(implied.control == explicit.control, "the control timelines differ");
+    assert!(implied.control() == explicit.control(), "the control timelines differ");
     assert_eq!(implied.to_json(), explicit.to_json());
     // Saying two different intervals is refused rather than one silently winning.
     let e = load_toml_str(&every_10_ms("{ interval_ns = 5000000 }"), "c.toml").unwrap_err().to_string();
@@ -237,7 +237,7 @@ fn the_same_seed_gives_the_same_bytes() {
     let a = run(&text);
     let b = run(&text);
     assert_eq!(a.to_json(), b.to_json());
-    assert_eq!(a.control, b.control);
+    assert_eq!(a.control(), b.control());
     assert!(a.to_json().contains("\"control\":{\"controller\":\"sara\""));
 }
 
@@ -306,8 +306,8 @@ fn static_groups_without_a_controller_keep_their_limits() {
     let text = scenario("greedy", "{}", 24, 8, 100, "fast-ssd", 1);
     let text = text.replace("[control]\ncontroller = \"greedy\"\ninterval_ms = 5\nconfig = {}\n", "");
     let r = run(&text);
-    assert!(r.control.is_none());
-    let m = r.memory.as_ref().unwrap();
+    assert!(r.control().is_none());
+    let m = r.memory().unwrap();
     let (name, srt) = &m.limit_groups[0];
     assert_eq!(name, "srt");
     assert_eq!(srt.kind, critmem_core::mem::ReservationKind::Limit);

@@ -2,7 +2,7 @@
 //! child-scheduler events, drops, transmit rate limits, per-subsystem usage, and the load
 //! errors of `[io]` and of the server tree's reservations.
 
-use critmem_core::hires::io::IoResult;
+use critmem_core::io::IoResult;
 use critmem_core::{load_toml_str, simulate, Nanos, SimOptions, SimResult};
 use proptest::prelude::*;
 
@@ -15,7 +15,7 @@ fn run(text: &str) -> SimResult {
 }
 
 fn io(r: &SimResult) -> &IoResult {
-    r.io.as_ref().expect("the scenario declares [io]")
+    r.io().expect("the scenario declares [io]")
 }
 
 fn load_err(text: &str) -> String {
@@ -82,7 +82,7 @@ fn packet_latency_is_flat_across_depth_while_a_timer_wake_grows_by_the_event_cos
     for s in &io.subsystems {
         assert_eq!(s.direct_activations, s.packets_received, "{}", s.name);
     }
-    let delivered: u64 = r.servers.iter().map(|s| s.events_delivered).sum();
+    let delivered: u64 = r.servers().iter().map(|s| s.events_delivered).sum();
     assert_eq!(delivered, 20 * (1 + 2 + 3 + 4));
 }
 
@@ -168,7 +168,7 @@ fn an_activated_event_thread_runs_only_within_its_servers_budget() {
     // lo has 1 ms per 10 ms; packets every 0.25 ms with 0.1 ms of work each use it up by 2.5 ms
     // of every period: later packets wait for the replenishment at 10 ms.
     let r = run(&two("wcet_ms = 0.1\noffset_ms = 29", 1, "[[io.stream]]\nport = 80\nbytes = 10\nperiod_ms = 0.25\nstop_ms = 10\n"));
-    let lo = r.servers.iter().find(|s| s.name == "lo").expect("lo");
+    let lo = r.servers().iter().find(|s| s.name == "lo").expect("lo");
     assert_eq!(lo.period_consumed_ns[0], MS);
     let p = &io(&r).ports[0];
     assert_eq!(p.received, 40);
@@ -240,7 +240,7 @@ fn the_same_seed_gives_the_same_run_and_another_seed_another() {
     let a = run(&sender(300_000, 3000, 1500, 11));
     let b = run(&sender(300_000, 3000, 1500, 11));
     assert_eq!(a.to_json(), b.to_json());
-    assert_eq!(a.io, b.io);
+    assert_eq!(a.io(), b.io());
     let c = run(&sender(300_000, 3000, 1500, 12));
     assert_ne!(io(&a).transmissions, io(&c).transmissions);
 }

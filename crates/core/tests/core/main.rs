@@ -7,6 +7,7 @@ mod conformance;
 mod control;
 mod distributions;
 mod engine;
+mod golden;
 mod io;
 mod loading;
 mod mc2;

@@ -64,7 +64,7 @@ fn error(text: &str) -> String {
 /// are all in bank `4 + cpu` and are its resident pages, a level-C task's all in banks 0–3;
 /// each A/B bank's use is its core's tasks' frames. The error names the first violation.
 fn banks_hold(tasks: &[Task], r: &SimResult) -> Result<(), String> {
-    let m = r.memory.as_ref().ok_or("no memory results")?;
+    let m = r.memory().ok_or("no memory results")?;
     if m.banks.len() != 8 {
         return Err(format!("{} banks reported", m.banks.len()));
     }
@@ -107,7 +107,7 @@ fn level_ab_pages_stay_in_their_cores_bank_while_level_c_pages_in_banks_0_to_3()
     let tasks = [ab("A", 0, 2.0), ab("B", 1, 3.0), ab("B", 0, 1.0), c(20.0), c(20.0)];
     let r = run(&scenario("mc2", 2, 64, &tasks));
     banks_hold(&tasks, &r).unwrap();
-    let m = r.memory.as_ref().unwrap();
+    let m = r.memory().unwrap();
     assert!(m.tasks[3].stats.major_faults + m.tasks[4].stats.major_faults > 0, "level C never paged");
     assert_eq!(m.tasks.iter().map(|t| t.oom_kills).sum::<u64>(), 0);
     // 2 + 1 MiB on core 0, 3 MiB on core 1, of 2048 frames each; cores 2 and 3 are absent.
@@ -126,7 +126,7 @@ fn an_ab_task_outgrowing_its_bank_is_oom_killed_without_touching_other_banks() {
     let tasks = [ab("B", 0, 12.0), ab("B", 1, 2.0), c(10.0), c(10.0)];
     let r = run(&scenario("mc2", 2, 64, &tasks));
     banks_hold(&tasks, &r).unwrap();
-    let m = r.memory.as_ref().unwrap();
+    let m = r.memory().unwrap();
     assert!(m.tasks[0].oom_kills > 0 && r.tasks[0].stats.killed > 0);
     assert_eq!(m.tasks[0].bank_frames, [0, 0, 0, 0, 2048, 0, 0, 0]);
     assert_eq!((m.banks[4].used_frames, m.banks[6].used_frames, m.banks[7].used_frames), (2048, 0, 0));
@@ -286,7 +286,7 @@ proptest! {
         tasks.extend(c_tasks.iter().map(|&q| c(f64::from(q))));
         let r = run(&scenario("mc2", cpus, 16, &tasks));
         banks_hold(&tasks, &r).map_err(TestCaseError::fail)?;
-        let m = r.memory.as_ref().unwrap();
+        let m = r.memory().unwrap();
         for (i, t) in tasks.iter().enumerate() {
             if t.level == "C" {
                 prop_assert_eq!(m.tasks[i].oom_kills, 0, "level-C task t{} killed", i);

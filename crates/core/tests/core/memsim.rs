@@ -34,7 +34,7 @@ fn without_shared_page_management_tau2_evictions_make_tau1_miss_in_every_tau2_pe
     // The first τ2 period only fills memory; from then on each τ2 job evicts shared pages.
     assert!(per[2..].iter().all(|&m| m >= 1), "{per:?}");
     assert_eq!(r.tasks[1].stats.deadline_misses, 0, "τ2 itself is schedulable");
-    let m = r.memory.as_ref().unwrap();
+    let m = r.memory().unwrap();
     assert!(m.tasks[0].stats.major_faults > 0 && m.tasks[1].stats.pages_swapped_out > 0);
 }
 
@@ -44,7 +44,7 @@ fn spc_spel_and_running_alone_keep_tau1_free_of_faults_after_warm_up() {
         let text = with_policy(policy).replace("name = \"r2\"\nsize_mb = 2", &format!("name = \"r2\"\nsize_mb = {tau2_mb}"));
         let r = run(&text);
         assert_eq!(r.tasks[0].stats.deadline_misses, 0, "{policy}");
-        assert_eq!(r.memory.as_ref().unwrap().tasks[0].stats.major_faults, 0, "{policy}");
+        assert_eq!(r.memory().unwrap().tasks[0].stats.major_faults, 0, "{policy}");
     }
     // τ1 alone: drop τ2 and its reservation.
     let alone =
@@ -70,7 +70,7 @@ fn a_spel_reservation_too_small_for_the_region_is_refused_by_name_in_mib() {
 #[test]
 fn physical_memory_follows_the_shared_page_policy() {
     let mb = |r: &SimResult| {
-        let m = r.memory.as_ref().unwrap();
+        let m = r.memory().unwrap();
         m.stats.reserved_physical_frames as f64 * m.page_bytes as f64 / 1_048_576.0
     };
     // SPC conserves a page per shared page a non-owner maps: the sum of the reservations.
@@ -83,7 +83,7 @@ fn physical_memory_follows_the_shared_page_policy() {
 #[test]
 fn psi_memory_stall_of_a_single_task_group_equals_its_fault_waits() {
     let r = run(&with_policy("private"));
-    let m = r.memory.as_ref().unwrap();
+    let m = r.memory().unwrap();
     let (name, tau1) = &m.groups[0];
     assert_eq!(name, "r1");
     let wait_us = m.tasks[0].fault_wait.as_us();
@@ -109,7 +109,7 @@ fn psi_memory_stall_of_a_single_task_group_equals_its_fault_waits() {
 #[test]
 fn faults_lengthen_jobs_by_their_cpu_cost_and_waits() {
     let r = run(&with_policy("private"));
-    let m = r.memory.as_ref().unwrap();
+    let m = r.memory().unwrap();
     // τ1's busiest job is longer than its compute by at least the device time it waited.
     let worst = r.tasks[0].stats.max_response.unwrap();
     assert!(worst > Nanos::from_ms(40) + Nanos::from_ms(60), "{worst}");
@@ -124,7 +124,7 @@ fn each_task_reports_the_shared_pages_it_touched_per_job() {
             &format!("{{ pattern = \"sweep\", region = \"shm\", mb = {chunk_mb}, passes = {passes} }}"),
         );
         let r = run(&text);
-        let m = r.memory.as_ref().unwrap();
+        let m = r.memory().unwrap();
         // A sweep of `chunk_mb` touches that many distinct pages whatever the passes.
         let want = [("tau1", 2560.0), ("tau2", chunk_mb * 256.0)];
         for ((t, tm), (name, pages)) in r.tasks.iter().zip(&m.tasks).zip(want) {
@@ -140,7 +140,7 @@ fn each_task_reports_the_shared_pages_it_touched_per_job() {
     // A task that maps no shared region reports none.
     let alone = SHARED_PAGES.replace("{ pattern = \"sweep\", region = \"shm\", mb = 1, passes = 4 },\n", "");
     let r = run(&alone);
-    assert!(r.memory.as_ref().unwrap().tasks[1].shared_usage.is_empty());
+    assert!(r.memory().unwrap().tasks[1].shared_usage.is_empty());
     let json: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
     assert!(json["memory"]["tasks"][1].get("shared_regions").is_none() && json["memory"]["tasks"][0].get("shared_regions").is_some());
 }
@@ -151,7 +151,7 @@ fn same_seed_same_bytes_with_memory() {
     let (a, b) = (run(&text), run(&text));
     assert_eq!(a.to_json(), b.to_json());
     assert_eq!(a.jobs, b.jobs);
-    assert_eq!(a.memory, b.memory);
+    assert_eq!(a.memory(), b.memory());
 }
 
 #[test]
@@ -188,17 +188,17 @@ fn a_discard_frees_its_span_and_the_next_touch_is_a_zero_fill_minor_fault() {
     const PAGES_MB: u64 = 256;
     let keep = run(&grow_and_free(""));
     let free = run(&grow_and_free(", { pattern = \"discard\", offset_mb = 1, span_mb = 1 }"));
-    let (k, f) = (&keep.memory.as_ref().unwrap().tasks[0], &free.memory.as_ref().unwrap().tasks[0]);
+    let (k, f) = (&keep.memory().unwrap().tasks[0], &free.memory().unwrap().tasks[0]);
     assert_eq!(keep.jobs.len(), 10);
     // Without the discard only the first job faults; with it every job refills the freed MiB.
     assert_eq!(k.stats.minor_faults, 2 * PAGES_MB);
     assert_eq!(f.stats.minor_faults, 2 * PAGES_MB + 9 * PAGES_MB);
     assert_eq!((f.stats.major_faults, f.stats.pages_swapped_in, f.stats.pages_swapped_out), (0, 0, 0));
-    assert_eq!(free.memory.as_ref().unwrap().device.bytes_written, 0, "freed dirty pages are not written back");
+    assert_eq!(free.memory().unwrap().device.bytes_written, 0, "freed dirty pages are not written back");
     // Usage drops by the span at each job end: 2 MiB while a job runs, 1 MiB between jobs.
     assert_eq!(k.stats.resident_pages, 2 * PAGES_MB);
     assert_eq!(f.stats.resident_pages, PAGES_MB);
-    let timeline = &free.memory.as_ref().unwrap().timeline;
+    let timeline = &free.memory().unwrap().timeline;
     let between_jobs = timeline.iter().filter(|s| s.time >= Nanos::from_ms(5) && (s.time.0 / 1_000_000) % 10 >= 5);
     assert!(between_jobs.clone().count() >= 40 && between_jobs.clone().all(|s| s.task_resident_pages[0] == PAGES_MB));
     let during_jobs = timeline.iter().filter(|s| s.time > Nanos::from_ms(10) && (s.time.0 / 1_000_000) % 10 < 5);
@@ -233,7 +233,7 @@ fn discard_keys_are_checked() {
     // Phases apply: a discard every other job from job 1.
     let s = load_toml_str(&grow_and_free(", { pattern = \"discard\", span_mb = 1, from_job = 1, every_jobs = 2 }"), "m.toml").unwrap();
     let r = simulate(&s, SimOptions { record_jobs: true, record_segments: false, check_invariants: true });
-    assert_eq!(r.memory.as_ref().unwrap().tasks[0].stats.minor_faults, 512 + 4 * 256, "jobs 2, 4, 6, 8 refill");
+    assert_eq!(r.memory().unwrap().tasks[0].stats.minor_faults, 512 + 4 * 256, "jobs 2, 4, 6, 8 refill");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -308,7 +308,7 @@ proptest! {
             }
         };
         let r = simulate(&s, SimOptions { record_jobs: true, record_segments: true, check_invariants: true });
-        let m = r.memory.as_ref().unwrap();
+        let m = r.memory().unwrap();
         let st = m.stats;
         prop_assert!(st.global_free_frames <= st.total_frames);
         for (_, res) in &m.reservations {
@@ -384,7 +384,7 @@ const MIB_PAGES: u64 = 256;
 #[test]
 fn without_protection_both_groups_thrash() {
     let r = run(&two_groups("", ""));
-    let m = r.memory.as_ref().unwrap();
+    let m = r.memory().unwrap();
     for t in 0..2 {
         assert!(m.tasks[t].stats.major_faults > 100, "{}: {:?}", r.tasks[t].name, m.tasks[t].stats);
         assert!(r.tasks[t].stats.deadline_misses > 0);
@@ -397,7 +397,7 @@ fn memory_min_holds_a_groups_pages_and_the_group_left_without_memory_is_oom_kill
     // Every frame is under memory.min (12 + 4 MiB): nothing can be reclaimed, so `b`'s task,
     // which needs more than its 4 MiB, is killed (as Linux's OOM killer would) and `a` is untouched.
     let r = run(&two_groups("min_mb = 12", "min_mb = 4"));
-    let m = r.memory.as_ref().unwrap();
+    let m = r.memory().unwrap();
     let (ta, tb) = (&r.tasks[0].stats, &r.tasks[1].stats);
     assert_eq!((ta.completed, ta.deadline_misses, m.tasks[0].stats.major_faults), (10, 0, 0));
     assert_eq!(m.tasks[0].stats.resident_pages, 12 * MIB_PAGES);
@@ -412,7 +412,7 @@ fn memory_low_shields_a_group_from_reclaim_while_others_have_memory_to_give() {
     // `a` is protected below 12 MiB; `b` has no protection, so reclaim takes only from `b`, which
     // then thrashes within the 4 MiB left but, unlike under memory.min, is never killed.
     let r = run(&two_groups("low_mb = 12", ""));
-    let m = r.memory.as_ref().unwrap();
+    let m = r.memory().unwrap();
     assert_eq!((r.tasks[0].stats.deadline_misses, m.tasks[0].stats.major_faults), (0, 0));
     assert_eq!(m.tasks[0].stats.resident_pages, 12 * MIB_PAGES);
     assert!(m.tasks[1].stats.major_faults > 100);
@@ -420,7 +420,7 @@ fn memory_low_shields_a_group_from_reclaim_while_others_have_memory_to_give() {
     // memory.low is best effort: when every frame is under it, it is breached rather than
     // anyone being killed.
     let r = run(&two_groups("low_mb = 12", "low_mb = 4"));
-    let m = r.memory.as_ref().unwrap();
+    let m = r.memory().unwrap();
     assert!(m.tasks[0].stats.major_faults > 0, "{:?}", m.tasks[0].stats);
     assert_eq!((r.tasks[0].stats.killed, r.tasks[1].stats.killed), (0, 0));
 }
@@ -430,7 +430,7 @@ fn memory_high_keeps_a_group_at_its_mark_by_reclaiming_its_own_pages() {
     // `b` throttled at 3 MiB: it reclaims its own pages (and stalls doing so) and leaves `a`
     // room for its whole 12 MiB, although memory is not full.
     let r = run(&two_groups("", "high_mb = 3"));
-    let m = r.memory.as_ref().unwrap();
+    let m = r.memory().unwrap();
     assert!(m.timeline.iter().all(|s| s.task_resident_pages[1] <= 3 * MIB_PAGES), "b above its high mark");
     assert!(m.timeline.iter().any(|s| s.task_resident_pages[1] >= 3 * MIB_PAGES - 16), "b never reached its high mark");
     assert_eq!((r.tasks[0].stats.deadline_misses, m.tasks[0].stats.major_faults), (0, 0));
@@ -471,7 +471,7 @@ fn a_swap_device_given_by_its_figures_behaves_as_the_preset_with_the_same_figure
     let preset = thrashing("\"slow-ssd\"", 0.0);
     let own = thrashing("{ name = \"mine\", read_latency_us = 90, write_latency_us = 60, read_mb_per_s = 560, write_mb_per_s = 510 }", 0.0);
     assert_eq!(preset.tasks[0].stats, own.tasks[0].stats);
-    assert_eq!(own.memory.as_ref().unwrap().swap, "mine");
+    assert_eq!(own.memory().unwrap().swap, "mine");
     let slower = thrashing("{ read_latency_us = 900, write_latency_us = 600, read_mb_per_s = 56, write_mb_per_s = 51 }", 0.0);
     assert!(slower.tasks[0].stats.max_response > preset.tasks[0].stats.max_response);
     let e = load_toml_str("[scheduler]\nkind = \"rm\"\n[memory]\nswap = { read_latency_us = -1, write_latency_us = 1, read_mb_per_s = 1, write_mb_per_s = 1 }\n[[task]]\nname = \"t\"\nwcet_ms = 1\nperiod_ms = 10\n", "d.toml")
@@ -498,7 +498,7 @@ fn a_swap_device_given_by_its_figures_behaves_as_the_preset_with_the_same_figure
 fn swap_in_cpu_lengthens_jobs_without_counting_as_memory_stall() {
     let plain = thrashing("\"fast-ssd\"", 0.0);
     let costly = thrashing("\"fast-ssd\"", 200.0);
-    let m = |r: &SimResult| r.memory.as_ref().unwrap().tasks[0].stats.pages_swapped_in;
+    let m = |r: &SimResult| r.memory().unwrap().tasks[0].stats.pages_swapped_in;
     let swapped = m(&costly);
     assert!(swapped > 100 && swapped.abs_diff(m(&plain)) * 50 < swapped, "{swapped} vs {}", m(&plain));
     let mean = |r: &SimResult| r.tasks[0].stats.total_response as f64 / r.tasks[0].stats.completed as f64;
@@ -506,7 +506,7 @@ fn swap_in_cpu_lengthens_jobs_without_counting_as_memory_stall() {
     let added_ms = (mean(&costly) - mean(&plain)) / 1e6;
     let expected_ms = 0.2 * swapped as f64 / costly.tasks[0].stats.completed as f64;
     assert!((added_ms - expected_ms).abs() < 0.1 * expected_ms, "{added_ms} ms added, {expected_ms} expected");
-    let stall = |r: &SimResult| r.memory.as_ref().unwrap().groups[0].1.memory.some_us;
+    let stall = |r: &SimResult| r.memory().unwrap().groups[0].1.memory.some_us;
     let (a, b) = (stall(&plain) as f64, stall(&costly) as f64);
     assert!((b - a).abs() < 0.1 * a, "memory stall {a} µs vs {b} µs");
 }

@@ -79,7 +79,7 @@ fn a_global_edf_level_runs_on_what_a_higher_level_leaves() {
     // CPU 1, [4, 7).
     assert_eq!(first_completions_ms(&r), vec![Some(2), Some(6), Some(4), Some(7)]);
     assert_eq!(segments_ms(&r), vec![(0, 0, 0, 2), (2, 1, 0, 4), (1, 0, 2, 6), (3, 1, 4, 7)]);
-    let g = r.servers.iter().find(|s| s.name == "g").expect("server g");
+    let g = r.servers().iter().find(|s| s.name == "g").expect("server g");
     // Its jobs ran 4 + 4 + 3 ms, on both CPUs.
     assert_eq!(g.consumed_ns, 11 * MS);
 }
@@ -201,7 +201,7 @@ period_ms = 100
 "#;
     let r = run(text);
     // Budget 2 of every 5 ms over 1,000 periods: 2,000 ms.
-    assert_eq!(r.servers[0].consumed_ns, 2000 * MS);
+    assert_eq!(r.servers()[0].consumed_ns, 2000 * MS);
 }
 
 #[test]
@@ -464,7 +464,7 @@ fn a_cyclic_server_gives_its_child_servers_windows() {
         segments_ms(&r),
         vec![(0, 0, 0, 3), (1, 0, 3, 4), (2, 0, 4, 7), (3, 0, 7, 10), (0, 0, 10, 13), (1, 0, 13, 14), (2, 0, 14, 17), (3, 0, 17, 20)]
     );
-    let consumed = |name: &str| r.servers.iter().find(|s| s.name == name).map(|s| s.consumed_ns / MS);
+    let consumed = |name: &str| r.servers().iter().find(|s| s.name == name).map(|s| s.consumed_ns / MS);
     assert_eq!((consumed("frame"), consumed("p1"), consumed("p2"), consumed("bg")), (Some(14), Some(8), Some(6), Some(6)));
 }
 
@@ -574,7 +574,7 @@ fn a_global_edf_level_runs_its_best_child_servers_one_cpu_each() {
     // At every 4 ms boundary all three replenish with the same deadline: s0 and s1 take the
     // two CPUs for their 2 ms, then s2 has [2, 4) on one of them. Each gets 2 of every 4 ms.
     for k in 0..3 {
-        let s = r.servers.iter().find(|x| x.name == format!("s{k}")).expect("server");
+        let s = r.servers().iter().find(|x| x.name == format!("s{k}")).expect("server");
         assert_eq!(s.consumed_ns, 500 * MS, "s{k}");
         assert_eq!(s.exhaustions, 250, "s{k}");
     }
@@ -645,7 +645,7 @@ proptest! {
                     prop_assert!(a.cpu == b.cpu || a.end <= b.start || b.end <= a.start, "s{} at once: {:?} {:?}\n{}", k, a, b, s);
                 }
             }
-            let summary = r.servers.iter().find(|x| x.name == format!("s{k}")).unwrap();
+            let summary = r.servers().iter().find(|x| x.name == format!("s{k}")).unwrap();
             let budget_ns = servers[k].0.min(servers[k].1) * MS;
             prop_assert!(summary.period_consumed_ns.iter().all(|&used| used <= budget_ns), "s{}: {:?}\n{}", k, summary.period_consumed_ns, s);
         }

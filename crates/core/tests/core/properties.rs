@@ -202,7 +202,7 @@ fn load_mutated_or_one_line_error(base: &str, mutations: Vec<Mutation>, horizon_
         Ok(mut s) => {
             s.horizon = s.horizon.min(Nanos::from_ms(horizon_ms));
             let r = simulate(&s, SimOptions { check_invariants: true, ..SimOptions::default() });
-            if let Some(m) = &r.memory {
+            if let Some(m) = &r.memory() {
                 prop_assert!(m.stats.global_free_frames <= m.stats.total_frames);
             }
         }
@@ -396,7 +396,7 @@ fn every_memory_document_is_valid_and_reaches_the_memory_model_before_mutation()
     for doc in MEMORY_DOCUMENTS {
         let s = load_toml_str(doc, "m.toml").unwrap_or_else(|e| panic!("{e}"));
         let r = simulate(&s, SimOptions { check_invariants: true, ..SimOptions::default() });
-        let m = r.memory.as_ref().expect("a [memory] run");
+        let m = r.memory().expect("a [memory] run");
         assert!(m.tasks.iter().all(|t| t.stats.minor_faults > 0), "{:?}", m.tasks);
     }
 }

@@ -86,7 +86,7 @@ fn under_pip_the_holder_runs_in_the_chosen_waiters_place() {
     let lo: Vec<(f64, f64)> = pip.segments.iter().filter(|s| s.task == 2).map(|s| (s.start.as_ms_f64(), s.end.as_ms_f64())).collect();
     // lo runs 0–2, is preempted by hi 2–3, and runs 3–6 for hi.
     assert_eq!(lo, vec![(0.0, 2.0), (3.0, 6.0)]);
-    let stats = &pip.resources.as_ref().expect("resources section").resources[0];
+    let stats = &pip.resources().expect("resources section").resources[0];
     // Two acquisitions, hi's contended: it waited 3 → 6; lo held R 1 → 6, hi 6 → 7.
     assert_eq!((stats.name.as_str(), stats.acquisitions, stats.contended), ("R", 2, 1));
     assert_eq!((stats.longest_wait, stats.longest_hold, stats.peak_units_held), (Nanos::from_ms(3), Nanos::from_ms(5), 1));
@@ -143,7 +143,7 @@ program = [{ lock = "R" }, { compute_ms = 3 }, { unlock = "R" }]
     assert_eq!(completions(&by_donor), vec![4.0, 6.0, 9.0, 3.0]);
     // The taken-back grant is not an acquisition: lo, top, hi and mid each took R once. mid
     // and top waited; hi did not (it took a pending grant), nor mid again (R was free at 6).
-    let stats = &links.resources.as_ref().expect("resources section").resources[0];
+    let stats = &links.resources().expect("resources section").resources[0];
     assert_eq!((stats.acquisitions, stats.contended), (4, 2));
 }
 
@@ -187,7 +187,7 @@ program = [{ lock = "pool", units = 2 }, { compute_ms = 1 }, { unlock = "pool" }
     let idle_cpu1: Vec<(u32, f64, f64)> =
         r.segments.iter().filter(|s| s.cpu == 1).map(|s| (s.task, s.start.as_ms_f64(), s.end.as_ms_f64())).collect();
     assert!(idle_cpu1.iter().all(|&(_, start, end)| end <= 0.5 || start >= 2.0), "{idle_cpu1:?}");
-    let stats = &r.resources.as_ref().unwrap().resources[0];
+    let stats = &r.resources().unwrap().resources[0];
     assert_eq!((stats.acquisitions, stats.contended, stats.peak_units_held), (3, 1, 2));
     // c waited 0.5 → 3.5.
     assert_eq!(stats.longest_wait, Nanos::from_ms(3));
@@ -290,7 +290,7 @@ proptest! {
             protocols.iter().map(|&p| if p == "srp" && scheduler == "gedf" { "pip" } else { p }).collect();
         let s = load(&scenario_text(scheduler, &units, &protocols, &tasks, true));
         let r = simulate(&s, OPTS);
-        for (stats, &u) in r.resources.as_ref().unwrap().resources.iter().zip(&units) {
+        for (stats, &u) in r.resources().unwrap().resources.iter().zip(&units) {
             prop_assert!(stats.peak_units_held <= u, "{} held {} of {u} units", stats.name, stats.peak_units_held);
         }
         for j in r.jobs.iter().filter(|j| j.outcome == Outcome::Completed) {
@@ -309,7 +309,7 @@ proptest! {
     ) {
         let s = load(&scenario_text(scheduler, &units, &["srp"; RESOURCES], &tasks, true));
         let r = simulate(&s, OPTS);
-        let stats = &r.resources.as_ref().unwrap().resources;
+        let stats = &r.resources().unwrap().resources;
         prop_assert!(stats.iter().all(|st| st.contended == 0), "{stats:?}");
     }
 }

@@ -39,7 +39,7 @@ fn a_timer_wake_d_servers_deep_starts_after_d_deliveries() {
         assert_eq!(first_start(&r, 0), Some(Nanos(10 * MS + depth * 100 * US)), "depth {depth}");
         assert_eq!(r.tasks[0].stats.max_response, Some(Nanos(MS + depth * 100 * US)), "depth {depth}");
         // One event per server, each charged to it and every server above it.
-        for (d, s) in r.servers.iter().enumerate() {
+        for (d, s) in r.servers().iter().enumerate() {
             assert_eq!((s.events_delivered, s.event_ns), (1, 100 * US), "depth {depth}, server {d}");
             let below = depth - d as u64;
             assert_eq!(s.consumed_ns, MS + below * 100 * US, "depth {depth}, server {d}");
@@ -49,7 +49,7 @@ fn a_timer_wake_d_servers_deep_starts_after_d_deliveries() {
     // Without a cost nothing is delayed and no event is counted.
     let r = run(&chain(3, 0));
     assert_eq!(first_start(&r, 0), Some(Nanos(10 * MS)));
-    assert!(r.servers.iter().all(|s| s.events_delivered == 0 && s.event_ns == 0));
+    assert!(r.servers().iter().all(|s| s.events_delivered == 0 && s.event_ns == 0));
 }
 
 #[test]
@@ -58,7 +58,7 @@ fn a_server_without_cost_passes_events_on_at_once() {
     let text = chain(3, 100).replace("name = \"s1\"\n", "name = \"s1\"\nevent_cost_us = 0\n");
     let r = run(&text);
     assert_eq!(first_start(&r, 0), Some(Nanos(10 * MS + 200 * US)));
-    let counted: Vec<(u64, u64)> = r.servers.iter().map(|s| (s.events_delivered, s.event_ns)).collect();
+    let counted: Vec<(u64, u64)> = r.servers().iter().map(|s| (s.events_delivered, s.event_ns)).collect();
     assert_eq!(counted, vec![(1, 100 * US), (1, 0), (1, 100 * US)]);
 }
 
@@ -77,7 +77,7 @@ fn a_deferrable_servers_budget_pays_for_its_event_deliveries() {
     // 10 events, 10 × 1.1 = 11 ms consumed, of which 1 ms delivering.
     let r = run(&deferrable("wcet_ms = 1\nperiod_ms = 5\n", 100, 50));
     assert_eq!(r.tasks[0].stats.max_response, Some(Nanos(MS + 100 * US)));
-    let s = &r.servers[0];
+    let s = &r.servers()[0];
     assert_eq!((s.events_delivered, s.event_ns, s.consumed_ns), (10, MS, 11 * MS));
     assert_eq!(s.period_consumed_ns, vec![MS + 100 * US; 10]);
     // Backlogged (one job longer than the run): the one event at 0 takes 0.1 ms of the first
@@ -86,7 +86,7 @@ fn a_deferrable_servers_budget_pays_for_its_event_deliveries() {
     let r = run(&deferrable("wcet_ms = 1000\nperiod_ms = 1000\n", 100, 50));
     let ran: u64 = r.segments.iter().map(|g| (g.end - g.start).0).sum();
     assert_eq!(ran, 19_900 * US);
-    let s = &r.servers[0];
+    let s = &r.servers()[0];
     assert_eq!((s.consumed_ns, s.event_ns, s.exhaustions), (20 * MS, 100 * US, 10));
     assert_eq!(s.exhausted_at, (0..10).map(|k| Nanos((5 * k + 2) * MS)).collect::<Vec<_>>());
     assert_eq!(s.period_consumed_ns, vec![2 * MS; 10]);
@@ -105,8 +105,8 @@ fn a_delivery_preempted_by_a_higher_server_resumes_where_it_stopped() {
     let r = run(text);
     assert_eq!(first_start(&r, 0), Some(Nanos(1_500 * US)));
     assert_eq!(first_start(&r, 1), Some(Nanos(4 * MS)));
-    assert_eq!(r.servers[1].event_segments, vec![(Nanos(0), Nanos(500 * US)), (Nanos(3_500 * US), Nanos(4 * MS))]);
-    assert_eq!(r.servers[1].event_ns, MS);
+    assert_eq!(r.servers()[1].event_segments, vec![(Nanos(0), Nanos(500 * US)), (Nanos(3_500 * US), Nanos(4 * MS))]);
+    assert_eq!(r.servers()[1].event_ns, MS);
 }
 
 /// HiRes's race: c1 (low priority, 8 ms) is released at 0 and its event delivered 0-1 ms
@@ -139,7 +139,7 @@ fn the_pending_event_check_delivers_an_event_that_arrives_during_the_last_delive
     assert_eq!(first_response(&r, 1), Some(Nanos(2_500 * US)));
     assert_eq!(first_response(&r, 0), Some(Nanos(12 * MS)));
     assert_eq!(first_response(&r, 2), Some(Nanos(7_500 * US)));
-    assert_eq!(r.servers[0].events_delivered, 6, "c1, c2 and c3 released in [0, 20) and again in [20, 30)");
+    assert_eq!(r.servers()[0].events_delivered, 6, "c1, c2 and c3 released in [0, 20) and again in [20, 30)");
 }
 
 #[test]
@@ -212,7 +212,7 @@ fn a_waiter_in_one_server_runs_its_holder_from_a_sibling_server_and_pays_for_it(
     let r = run(&text("pip", 0));
     let resp: Vec<Option<Nanos>> = (0..3).map(|t| first_response(&r, t)).collect();
     assert_eq!(resp, vec![Some(Nanos(3 * MS)), Some(Nanos(7_500 * US)), Some(Nanos(3 * MS))]);
-    let consumed: Vec<u64> = r.servers.iter().map(|s| s.consumed_ns).collect();
+    let consumed: Vec<u64> = r.servers().iter().map(|s| s.consumed_ns).collect();
     assert_eq!(consumed, vec![3 * MS, 5 * MS, MS]);
     let r = run(&text("none", 0));
     assert_eq!(first_response(&r, 0), Some(Nanos(8 * MS)));
@@ -222,7 +222,7 @@ fn a_waiter_in_one_server_runs_its_holder_from_a_sibling_server_and_pays_for_it(
     // behind hi); h runs 3.2-4.2: response 3.2 ms. hi pays 0.1 + 2.1 + 1 = 3.2 ms.
     let r = run(&text("pip", 100));
     assert_eq!(first_response(&r, 0), Some(Nanos(3_200 * US)));
-    assert_eq!(r.servers[0].consumed_ns, 3_200 * US);
+    assert_eq!(r.servers()[0].consumed_ns, 3_200 * US);
 }
 
 /// A chain of `depth` level servers with two tasks in the deepest: `io` (priority 0) computes
@@ -258,7 +258,7 @@ fn a_job_blocking_in_the_parent_is_an_event_the_child_learns_by_delivery() {
         let io = r.jobs.iter().find(|j| j.task == 0 && j.index == 0).expect("io's job");
         assert_eq!(io.completion, Some(Nanos(3 * d + 7 * MS)), "depth {depth}");
         // Each server delivered two releases, one block and one wake.
-        assert!(r.servers.iter().all(|s| s.events_delivered == 4), "depth {depth}: {:?}", r.servers);
+        assert!(r.servers().iter().all(|s| s.events_delivered == 4), "depth {depth}: {:?}", r.servers());
     }
     // Without a cost bg starts the instant io suspends.
     let r = run(&blocking_chain(2, 0));

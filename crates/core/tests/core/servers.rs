@@ -40,7 +40,7 @@ fn a_deferrable_server_gives_a_backlogged_task_exactly_its_budget_share() {
     // 2 ms per 5 ms over 1,000 periods (5 s): 1,000 × 2 ms = 2 s, i.e. 40 %.
     let r = run(&backlogged(&[(2, 5, 0)], 5_000));
     assert_eq!(executed_ns(&r), vec![2_000 * MS]);
-    let s = &r.servers[0];
+    let s = &r.servers()[0];
     assert_eq!((s.name.as_str(), s.parent.as_str(), s.kind), ("s0", "root", "deferrable"));
     assert_eq!((s.budget_ms, s.period_ms), (Some(2.0), Some(5.0)));
     assert_eq!(s.consumed_ns, 2_000 * MS);
@@ -67,7 +67,7 @@ fn hires_fig6_servers_each_receive_budget_over_period() {
     // (ceil(12/32) = 1). Shares: 800/32 × 4 = 100, 800/25 × 4 = 128, 800/20 × 3 = 120, 80.
     let r = hires_fig6(32, 800);
     assert_eq!(executed_ns(&r), vec![100 * MS, 128 * MS, 120 * MS, 80 * MS]);
-    let consumed: Vec<u64> = r.servers.iter().map(|s| s.consumed_ns).collect();
+    let consumed: Vec<u64> = r.servers().iter().map(|s| s.consumed_ns).collect();
     assert_eq!(consumed, executed_ns(&r));
 }
 
@@ -103,12 +103,12 @@ fn a_polling_server_loses_its_budget_when_idle_at_replenishment() {
     let r = run(&one_server("polling", task));
     assert_eq!(r.tasks[0].stats.max_response, Some(Nanos::from_ms(4)));
     assert_eq!(r.tasks[0].stats.completed, 9);
-    let s = &r.servers[0];
+    let s = &r.servers()[0];
     assert_eq!((s.kind, s.consumed_ns, s.replenishments, s.exhaustions), ("polling", 9 * MS, 10, 0));
     // A deferrable server keeps the budget: each job runs at once (response 1 ms), all ten.
     let r = run(&one_server("deferrable", task));
     assert_eq!(r.tasks[0].stats.max_response, Some(Nanos::from_ms(1)));
-    assert_eq!((r.servers[0].consumed_ns, r.tasks[0].stats.completed), (10 * MS, 10));
+    assert_eq!((r.servers()[0].consumed_ns, r.tasks[0].stats.completed), (10 * MS, 10));
 }
 
 #[test]
@@ -117,7 +117,7 @@ fn a_polling_server_keeps_its_budget_for_work_present_at_the_boundary() {
     let r = run(&one_server("polling", "wcet_ms = 3\nperiod_ms = 10\n"));
     assert_eq!(r.tasks[0].stats.max_response, Some(Nanos::from_ms(6)));
     // 5 jobs × 3 ms; exhausted at 2, 12, ..., 42.
-    assert_eq!((r.servers[0].consumed_ns, r.servers[0].exhaustions), (15 * MS, 5));
+    assert_eq!((r.servers()[0].consumed_ns, r.servers()[0].exhaustions), (15 * MS, 5));
 }
 
 #[test]
@@ -133,9 +133,9 @@ fn levels_are_plain_priority_levels_over_their_own_policies() {
     let resp: Vec<Option<Nanos>> = r.tasks.iter().map(|t| t.stats.max_response).collect();
     assert_eq!(resp, vec![Some(Nanos::from_ms(2)), Some(Nanos::from_ms(3))]);
     assert!(r.tasks.iter().all(|t| t.stats.deadline_misses == 0));
-    assert_eq!((r.servers[0].budget_ms, r.servers[0].period_ms, r.servers[0].replenishments), (None, None, 0));
+    assert_eq!((r.servers()[0].budget_ms, r.servers()[0].period_ms, r.servers()[0].replenishments), (None, None, 0));
     // a: 3 jobs × 2 ms; b: 10 jobs × 1 ms.
-    assert_eq!((r.servers[0].consumed_ns, r.servers[1].consumed_ns), (6 * MS, 10 * MS));
+    assert_eq!((r.servers()[0].consumed_ns, r.servers()[1].consumed_ns), (6 * MS, 10 * MS));
 }
 
 #[test]
@@ -152,9 +152,9 @@ fn nested_servers_charge_every_ancestor() {
     let r = run(text);
     // 10 periods: a 10 × 2 ms, b 10 × 1 ms, the outer server 10 × 3 ms.
     assert_eq!(executed_ns(&r), vec![20 * MS, 10 * MS]);
-    let consumed: Vec<u64> = r.servers.iter().map(|s| s.consumed_ns).collect();
+    let consumed: Vec<u64> = r.servers().iter().map(|s| s.consumed_ns).collect();
     assert_eq!(consumed, vec![30 * MS, 20 * MS, 10 * MS]);
-    assert_eq!(r.servers[1].parent, "outer");
+    assert_eq!(r.servers()[1].parent, "outer");
 }
 
 #[test]
@@ -166,7 +166,7 @@ fn same_scenario_and_seed_give_the_same_result() {
         [[task]]\nname = \"b\"\nexec = { dist = \"uniform\", min_ms = 0.5, max_ms = 3 }\narrival = \"sporadic\"\nmin_interarrival_ms = 5\nmax_interarrival_ms = 9\nserver = \"d\"\n";
     let (a, b) = (run(text), run(text));
     assert_eq!(format!("{a:?}"), format!("{b:?}"));
-    assert!(a.servers.iter().all(|s| s.consumed_ns > 0));
+    assert!(a.servers().iter().all(|s| s.consumed_ns > 0));
 }
 
 #[test]
@@ -231,7 +231,7 @@ fn each_load_error_is_one_line_naming_file_key_and_reason() {
 #[test]
 fn a_file_without_servers_reports_none() {
     let r = run("[scheduler]\nkind = \"rm\"\n[[task]]\nname = \"a\"\nwcet_ms = 1\nperiod_ms = 4\n");
-    assert!(r.servers.is_empty());
+    assert!(r.servers().is_empty());
 }
 
 /// Fixed-priority response times of periodic tasks `(C, T)` in priority order, `None` if one
@@ -319,7 +319,7 @@ proptest! {
                 let least = (0..=horizon - t).map(|s| cum[(s + t) as usize] - cum[s as usize]).min().unwrap();
                 prop_assert!(least >= sbf(t, period, budget) * MS, "server {} window {} ms: {} < sbf", i, t, least);
             }
-            prop_assert_eq!(r.servers[i].consumed_ns, cum[horizon as usize]);
+            prop_assert_eq!(r.servers()[i].consumed_ns, cum[horizon as usize]);
         }
     }
 }
@@ -376,7 +376,7 @@ proptest! {
             let mut per_period = std::collections::BTreeMap::<u64, u64>::new();
             let mut total = 0;
             let jobs = r.segments.iter().filter(|s| below(task_leaf[s.task as usize])).map(|s| (s.start.0, s.end.0));
-            let events = (0..servers.len()).filter(|&j| below(j)).flat_map(|j| r.servers[j].event_segments.iter().map(|&(a, b)| (a.0, b.0)));
+            let events = (0..servers.len()).filter(|&j| below(j)).flat_map(|j| r.servers()[j].event_segments.iter().map(|&(a, b)| (a.0, b.0)));
             for (start, end) in jobs.chain(events) {
                 total += end - start;
                 // Split the segment at this server's period boundaries.
@@ -391,11 +391,11 @@ proptest! {
             for (k, used) in per_period {
                 prop_assert!(used <= budget, "server s{} used {} ns > budget {} ns in period {}\n{}", i, used, budget, k, text);
             }
-            prop_assert_eq!(r.servers[i].consumed_ns, total);
+            prop_assert_eq!(r.servers()[i].consumed_ns, total);
             // Each delivery takes the cost; one may be under way at the horizon.
-            let (delivered, event_ns, cost_ns) = (r.servers[i].events_delivered, r.servers[i].event_ns, cost_us * 1_000);
+            let (delivered, event_ns, cost_ns) = (r.servers()[i].events_delivered, r.servers()[i].event_ns, cost_us * 1_000);
             prop_assert!(event_ns >= delivered * cost_ns && (cost_ns == 0 || event_ns < (delivered + 1) * cost_ns));
-            let periods: u64 = r.servers[i].period_consumed_ns.iter().sum();
+            let periods: u64 = r.servers()[i].period_consumed_ns.iter().sum();
             prop_assert_eq!(periods, total);
         }
     }

@@ -21,7 +21,7 @@ fn err_of(text: &str) -> String {
 }
 
 fn tmem(r: &SimResult) -> &TmemResult {
-    r.resources.as_ref().and_then(|r| r.tmem.as_ref()).expect("a tmem section")
+    r.resources().and_then(|r| r.tmem.as_ref()).expect("a tmem section")
 }
 
 /// δ of every cache from the run's index and its observation.
@@ -111,7 +111,7 @@ fn with_inheritance_a_high_priority_thread_waits_one_hold_and_without_it_the_inv
     let (p, _) = at_min();
     let r = simulate_with_memory_scheduler(&load(&inversion("inherit", 0)), OPTS, p).unwrap();
     assert_eq!(response_ms(&r, 0, 0), 5.0);
-    let waits = &r.resources.as_ref().unwrap().waits;
+    let waits = &r.resources().unwrap().waits;
     let h_wait: Vec<_> = waits.iter().filter(|w| w.task == 0).collect();
     assert_eq!(h_wait.len(), 1);
     assert_eq!((h_wait[0].end - h_wait[0].start).as_ms_f64(), 4.0);
@@ -121,7 +121,7 @@ fn with_inheritance_a_high_priority_thread_waits_one_hold_and_without_it_the_inv
     let (p, _) = at_min();
     let r = simulate_with_memory_scheduler(&load(&inversion("block", 0)), OPTS, p).unwrap();
     assert_eq!(response_ms(&r, 0, 0), 14.0);
-    let h_wait = r.resources.as_ref().unwrap().waits.iter().find(|w| w.task == 0).unwrap().clone();
+    let h_wait = r.resources().unwrap().waits.iter().find(|w| w.task == 0).unwrap().clone();
     assert_eq!((h_wait.end - h_wait.start).as_ms_f64(), 13.0);
 }
 
@@ -250,7 +250,7 @@ fn a_budgeted_job_computes_exactly_its_budget_through_any_chain_of_shares() {
         let j = &r.jobs[0];
         assert_eq!(j.executed.as_ms_f64(), 10.0, "depth {depth}");
         // Past ten components the budget is spent: the rest are never entered.
-        let calls = &r.resources.as_ref().unwrap().job_calls[0].invocations;
+        let calls = &r.resources().unwrap().job_calls[0].invocations;
         assert_eq!(calls.iter().filter(|&&n| n > 0).count(), depth.min(10), "depth {depth}");
     }
 }
@@ -274,7 +274,7 @@ period_ms = 1
 program = [{ compute_ms = 0.1 }, { call_one_of = ["left", "right"], weights = [3, 1] }]
 "#;
     let r = simulate(&load(text), OPTS);
-    let calls = &r.resources.as_ref().unwrap().job_calls;
+    let calls = &r.resources().unwrap().job_calls;
     assert_eq!(calls.len(), 4000);
     assert!(calls.iter().all(|c| c.invocations.iter().sum::<u32>() == 1));
     let left = calls.iter().filter(|c| c.invocations[0] == 1).count() as f64;
@@ -513,7 +513,7 @@ fn a_request_finding_every_holder_suspended_waits_off_the_cpu_and_is_counted() {
     assert_eq!(seen[1].caches[0].self_suspensions, 1);
     assert_eq!(seen[1].blocks[0].blocked_ns, 5_000_000);
     assert_eq!(seen[2].caches[0].self_suspensions, 0);
-    let waits = &r.resources.as_ref().unwrap().waits;
+    let waits = &r.resources().unwrap().waits;
     let suspends: Vec<(u32, f64, f64)> =
         waits.iter().filter(|w| w.resource == "suspend").map(|w| (w.task, w.start.as_ms_f64(), w.end.as_ms_f64())).collect();
     assert_eq!(suspends, [(2, 1.0, 6.0), (0, 8.0, 13.0)]);

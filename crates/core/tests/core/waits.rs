@@ -13,7 +13,7 @@ use proptest::prelude::*;
 const OPTS: SimOptions = SimOptions { record_jobs: true, record_segments: true, check_invariants: true };
 
 fn waits(r: &SimResult) -> &[WaitRecord] {
-    &r.resources.as_ref().expect("a resources section").waits
+    &r.resources().expect("a resources section").waits
 }
 
 /// (task, job, resource, start ms, end ms) of each recorded wait.
@@ -31,7 +31,7 @@ fn the_inversions_blocking_is_recorded_as_the_high_priority_jobs_wait() {
     // 6 − 3 = 3 ms, the resource's longest_wait.
     let pip = simulate(&inversion("pip"), OPTS);
     assert_eq!(spans(&pip), vec![(0, 0, "R", 3.0, 6.0)]);
-    assert_eq!(pip.resources.as_ref().unwrap().resources[0].longest_wait, Nanos::from_ms(3));
+    assert_eq!(pip.resources().unwrap().resources[0].longest_wait, Nanos::from_ms(3));
     // The donor path blocks hi off the CPU over the same 3–6.
     let s = inversion("pip");
     let donor = ResourceSubsystem::new(&s, true).expect("tasks with programs").with_donor_inheritance().recording_calls();
@@ -46,7 +46,7 @@ fn the_inversions_blocking_is_recorded_as_the_high_priority_jobs_wait() {
 fn waits_are_recorded_only_with_job_records() {
     let s = load(&INVERSION.replace("PROTOCOL", "none"));
     let r = simulate(&s, SimOptions { record_jobs: false, ..OPTS });
-    let section = r.resources.as_ref().unwrap();
+    let section = r.resources().unwrap();
     assert_eq!((section.waits.len(), section.waits_left_out), (0, 0));
 }
 
@@ -80,7 +80,7 @@ program = [{ call = "svc" }]
     // lo enters svc at 0 and runs 0–1; hi, released at 1, finds the one stack taken and
     // blocks; lo runs 1–2 and returns at 2, when hi enters: hi waited 2 − 1 = 1 ms.
     assert_eq!(spans(&r), vec![(0, 0, "stack:svc", 1.0, 2.0)]);
-    assert_eq!(r.resources.as_ref().unwrap().components[0].longest_stack_wait, Nanos::from_ms(1));
+    assert_eq!(r.resources().unwrap().components[0].longest_stack_wait, Nanos::from_ms(1));
 }
 
 proptest! {
@@ -101,7 +101,7 @@ proptest! {
             protocols.iter().map(|&p| if p == "srp" && scheduler == "gedf" { "pip" } else { p }).collect();
         let s = load(&scenario_text(scheduler, &units, &protocols, &tasks, true));
         let r = simulate(&s, OPTS);
-        let section = r.resources.as_ref().unwrap();
+        let section = r.resources().unwrap();
         prop_assert_eq!(section.waits_left_out, 0);
         for w in &section.waits {
             prop_assert!(w.start <= w.end, "{w:?}");
@@ -157,7 +157,7 @@ proptest! {
         let comps: Vec<ComponentGen> = comps;
         let s = load(&components::scenario_text(scheduler, &comps, &tasks));
         let r = simulate(&s, OPTS);
-        let section = r.resources.as_ref().unwrap();
+        let section = r.resources().unwrap();
         prop_assert_eq!(section.waits_left_out, 0);
         for stats in &section.components {
             let mine: Vec<&WaitRecord> = section.waits.iter().filter(|w| w.resource == format!("stack:{}", stats.name)).collect();

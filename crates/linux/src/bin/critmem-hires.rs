@@ -7,7 +7,8 @@
 //! removes the cgroups by the journal. Errors: one line on stderr, exit code 2.
 
 use clap::{Parser, Subcommand};
-use critmem_core::hires::{load_tree_str, Family, Kind, ReservationTree, Spec, SubsystemId, TreeFile, CPU_PARTS};
+use critmem_core::hires::{Family, Kind, ReservationTree, Spec, SubsystemId, CPU_PARTS};
+use critmem_core::scenario::{load_tree_str, TreeFile};
 use critmem_linux::agent::shutdown_signals;
 use critmem_linux::hires::{apply, teardown, HiresCgroups};
 use critmem_linux::hires_bench::{event_latency, page_cost};

@@ -4,11 +4,11 @@
 
 use super::{ResourceSubsystem, CACHES, TMEM_RUN};
 use crate::engine::Context;
+use crate::model::program::{CallProbability, StackWait};
 use crate::program::{ResourceId, Step};
 use crate::resources::components::calls_rng;
 use crate::resources::stacks::StackHolder;
 use crate::resources::waits::WaitOn;
-use crate::resources::{CallProbability, StackWait};
 use crate::sched::JobKey;
 use crate::time::Nanos;
 

@@ -3,9 +3,9 @@
 
 use super::{Holder, ResourceSubsystem, WaitGroup, Waiter};
 use crate::engine::Context;
+use crate::model::program::{Protocol, StackWait};
 use crate::program::{ResourceId, Step};
 use crate::resources::waits::WaitOn;
-use crate::resources::{Protocol, StackWait};
 use crate::sched::{JobKey, QueueKey};
 use crate::time::Nanos;
 

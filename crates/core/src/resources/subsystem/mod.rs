@@ -47,13 +47,14 @@ use super::stacks::UnitCache;
 use super::tmem::{Manager, TmemResult};
 use super::waits::{OpenWait, WaitLog, WaitOn, WaitRecord};
 use crate::engine::{Context, JobInfo, Subsystem};
+use crate::model::program::{Action, ComponentSpec, Protocol, ResourceSpec, StackWait, TaskProgram};
+use crate::model::task::TaskSpec;
 use crate::program::{ComponentId, ResourceId, Step};
-use crate::resources::{Action, ComponentSpec, ComponentStats, JobCalls, Protocol, ResourceSpec, StackWait, TaskProgram};
-use crate::result::{Outcome, SimResult};
+use crate::resources::{ComponentStats, JobCalls};
+use crate::result::{JsonFields, Outcome, Section, SimResult};
 use crate::rng::SimRng;
 use crate::scenario::Scenario;
 use crate::sched::{self, JobKey, JobOrder, QueueKey, ReadyJob};
-use crate::task::TaskSpec;
 use crate::time::Nanos;
 use serde::Serialize;
 
@@ -742,7 +743,7 @@ impl Subsystem for ResourceSubsystem {
             t.waits = Some(self.waits.waits.len() as u64);
             t.waits_left_out = Some(self.waits.left_out);
         }
-        result.resources = Some(ResourceResult {
+        result.set_section(ResourceResult {
             resources: self.stats,
             components: self
                 .components
@@ -767,4 +768,54 @@ impl Subsystem for ResourceSubsystem {
             waits_left_out: self.waits.left_out,
         });
     }
+}
+
+/// The resources' place in the summary: after the servers. Components and TMEM's pool are
+/// theirs; resources themselves appear only in the traces and tables.
+impl Section for ResourceResult {
+    const ORDER: u32 = 400;
+
+    fn write_json(&self, _run: &SimResult, out: &mut JsonFields) {
+        let components: Vec<JsonComponent<'_>> = self
+            .components
+            .iter()
+            .map(|c| JsonComponent {
+                name: &c.name,
+                stacks: c.stacks,
+                stack_wait: c.stack_wait,
+                invocations: c.invocations,
+                peak_concurrent_invocations: c.peak_concurrent_invocations,
+                stack_waits: c.stack_waits,
+                longest_stack_wait_ms: c.longest_stack_wait.as_ms_f64(),
+                total_stack_wait_ms: c.total_stack_wait.as_ms_f64(),
+            })
+            .collect();
+        if !components.is_empty() {
+            out.field("components", &components);
+        }
+        if let Some(tmem) = &self.tmem {
+            out.field("tmem", tmem);
+        }
+    }
+}
+
+impl SimResult {
+    /// Per shared resource and component, when some task has a program or a component is
+    /// declared.
+    pub fn resources(&self) -> Option<&ResourceResult> {
+        self.section()
+    }
+}
+
+/// One `[[component]]` over the run (`null` stacks: one per invocation).
+#[derive(Serialize)]
+struct JsonComponent<'a> {
+    name: &'a str,
+    stacks: Option<u32>,
+    stack_wait: &'static str,
+    invocations: u64,
+    peak_concurrent_invocations: u32,
+    stack_waits: u64,
+    longest_stack_wait_ms: f64,
+    total_stack_wait_ms: f64,
 }

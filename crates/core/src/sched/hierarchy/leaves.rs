@@ -10,8 +10,8 @@
 
 use super::super::{priority_ranks, CyclicScheduler, GlobalScheduler, JobKey, JobOrder, PartitionNode, QueueKey, ReadyJob, Scheduler};
 use super::{HierarchyScheduler, ServerPolicy, ServerSpec};
+use crate::model::task::TaskSpec;
 use crate::scenario::PriorityOrder;
-use crate::task::TaskSpec;
 use crate::time::Nanos;
 
 /// A task-policy server's own scheduler.

@@ -1,7 +1,7 @@
 //! What runs for each task: a shipped worker's arguments from the task's memory behaviour,
 //! or the scenario's command.
 
-use critmem_core::workload::{Pattern as StreamPattern, Target};
+use critmem_core::model::memory::{Pattern as StreamPattern, Target};
 use critmem_core::Scenario;
 use critmem_linux::cgroup::GroupPath;
 use critmem_linux::platform::GroupSpec;

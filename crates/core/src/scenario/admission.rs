@@ -8,9 +8,9 @@
 //! memory and the regions its streams address (first use first), then each `spel` region's
 //! lock. The first refusal is the answer, with the scenario key it comes from.
 
-use super::{DeviceId, MemConfig, MemError, RegionKind, ReservationKind, SharePolicy};
-use crate::task::TaskSpec;
-use crate::workload::{MemorySpec, Target, MIB};
+use crate::mem::{DeviceId, MemConfig, MemError, RegionKind, ReservationKind, SharePolicy};
+use crate::model::memory::{MemorySpec, Target, MIB};
+use crate::model::task::TaskSpec;
 use std::collections::BTreeSet;
 
 /// Why a scenario's memory cannot be set up: the key at fault and the reason.
@@ -171,9 +171,9 @@ pub fn check(spec: &MemorySpec, tasks: &[TaskSpec]) -> Result<(), AdmissionError
 mod tests {
     use super::*;
     use crate::memsim::MemSim;
-    use crate::task::{Arrival, Criticality, ExecTime, OverrunPolicy};
+    use crate::model::memory::{GroupDecl, Pattern, RegionDecl, ReservationDecl, Stream, StreamOrder, TaskMemory};
+    use crate::model::task::{Arrival, Criticality, ExecTime, OverrunPolicy};
     use crate::time::Nanos;
-    use crate::workload::{GroupDecl, Pattern, RegionDecl, ReservationDecl, Stream, StreamOrder, TaskMemory};
     use critmem_policy::GroupRole;
     use proptest::prelude::*;
     use proptest::strategy::ValueTree;

@@ -20,9 +20,11 @@
 //!   subtree: what a parent reads of its children.
 
 use crate::engine::{Context, JobInfo, Subsystem};
-use crate::result::{Outcome, ServerSummary, SimResult};
+use crate::model::io::{Bucket, IoSpec, PacketArrival, Transmit};
+use crate::result::{JsonFields, Outcome, Section, SimResult};
 use crate::rng::{sub_rng, SimRng};
 use crate::scenario::Scenario;
+use crate::sched::{ServerSummary, Servers};
 use crate::time::Nanos;
 use crate::MAX_TRACE_RECORDS;
 use rand_distr::{Distribution, Exp1};
@@ -32,75 +34,6 @@ use std::collections::{BTreeMap, VecDeque};
 /// Token units per byte: a bucket counts bytes × 10^9, so a rate in bytes per second adds an
 /// exact whole number of units per nanosecond.
 const UNITS_PER_BYTE: u128 = 1_000_000_000;
-
-/// The validated `[io]` section.
-#[derive(Clone, Debug, PartialEq)]
-pub struct IoSpec {
-    /// The device's transmit bandwidth, the root's I/O capacity; `None`: unbounded.
-    pub bandwidth_bytes_per_s: Option<u64>,
-    /// Most packets one event thread's ring holds (its unfinished jobs); `None`: no bound.
-    pub ring_packets: Option<u64>,
-    pub streams: Vec<PacketStream>,
-    /// Bound ports, in file order.
-    pub ports: Vec<PortBinding>,
-    pub transmits: Vec<Transmit>,
-    /// Each server's transmit bucket (file order), where its tasks transmit.
-    pub buckets: Vec<Option<Bucket>>,
-    /// The root's bucket (the device's bandwidth), where tasks outside servers transmit.
-    pub root_bucket: Option<Bucket>,
-}
-
-impl IoSpec {
-    /// Whether some stream's arrivals are random.
-    pub fn is_random(&self) -> bool {
-        self.streams.iter().any(|s| matches!(s.arrival, PacketArrival::Poisson { .. }))
-    }
-}
-
-/// Packets of one size to one destination port.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PacketStream {
-    pub port: u16,
-    pub bytes: u64,
-    pub arrival: PacketArrival,
-    /// The first arrival (periodic), or where the first gap starts (Poisson).
-    pub offset: Nanos,
-    /// No arrival at or after this time.
-    pub stop: Option<Nanos>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum PacketArrival {
-    Periodic {
-        period: Nanos,
-    },
-    /// Exponential gaps with mean 1 / `rate_per_s`, drawn from the stream's own generator.
-    Poisson {
-        rate_per_s: f64,
-    },
-}
-
-/// `port` bound to event thread `task`, in the subsystem the task is attached to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PortBinding {
-    pub port: u16,
-    pub task: usize,
-}
-
-/// Each completed job of `task` sends `bytes` from source `port`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Transmit {
-    pub task: usize,
-    pub port: u16,
-    pub bytes: u64,
-}
-
-/// A subsystem's transmit limit: bandwidth bound to it and the bucket's depth.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Bucket {
-    pub rate_bytes_per_s: u64,
-    pub burst_bytes: u64,
-}
 
 /// What one port saw over a run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -518,7 +451,7 @@ impl Subsystem for IoSubsystem {
                 self.subsystems[s].bytes_queued = b.waiting.iter().map(|m| m.bytes).sum();
             }
         }
-        let servers: &[ServerSummary] = &result.servers;
+        let servers: &[ServerSummary] = result.section::<Servers>().map_or(&[], |s| &s.0);
         for (s, summary) in self.subsystems.iter_mut().zip(servers) {
             s.direct_activations = summary.direct_activations;
         }
@@ -540,7 +473,7 @@ impl Subsystem for IoSubsystem {
         let mut out = std::mem::take(&mut self.result);
         out.ports = std::mem::take(&mut self.ports);
         out.subsystems = std::mem::take(&mut self.subsystems);
-        result.io = Some(out);
+        result.set_section(out);
     }
 
     fn name(&self) -> &'static str {
@@ -561,4 +494,119 @@ fn subtree_order(parents: &[Option<usize>]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..parents.len()).collect();
     order.sort_by_key(|&j| (std::cmp::Reverse(depth(j)), j));
     order
+}
+
+/// The I/O device's place in the summary: last of the sections.
+impl Section for IoResult {
+    const ORDER: u32 = 500;
+
+    fn write_json(&self, _run: &SimResult, out: &mut JsonFields) {
+        out.field("io", &json_io(self));
+    }
+}
+
+impl SimResult {
+    /// The I/O device's packets and transmissions, when the scenario declares `[io]`.
+    pub fn io(&self) -> Option<&IoResult> {
+        self.section()
+    }
+}
+
+/// The I/O device over the run: packets by port, bytes by subsystem.
+#[derive(Serialize)]
+struct JsonIo<'a> {
+    arrivals: u64,
+    received: u64,
+    dropped_unbound: u64,
+    dropped_ring_full: u64,
+    bytes_received: u64,
+    bytes_sent: u64,
+    ports: Vec<JsonIoPort<'a>>,
+    subsystems: Vec<JsonIoSubsystem<'a>>,
+}
+
+/// One destination port (`null` task: unbound).
+#[derive(Serialize)]
+struct JsonIoPort<'a> {
+    port: u16,
+    task: Option<&'a str>,
+    subsystem: Option<&'a str>,
+    depth: usize,
+    arrivals: u64,
+    received: u64,
+    dropped: u64,
+    bytes_received: u64,
+    mean_latency_us: Option<f64>,
+    max_latency_us: Option<f64>,
+    unfinished: u64,
+}
+
+/// One subsystem: what it received and sent, its bound bandwidth, and its subtree's usage.
+#[derive(Serialize)]
+struct JsonIoSubsystem<'a> {
+    name: &'a str,
+    parent: &'a str,
+    depth: usize,
+    packets_received: u64,
+    bytes_received: u64,
+    direct_activations: u64,
+    bandwidth_bytes_per_s: Option<u64>,
+    messages_sent: u64,
+    bytes_sent: u64,
+    messages_delayed: u64,
+    mean_transmit_delay_us: Option<f64>,
+    max_transmit_delay_us: f64,
+    messages_queued: u64,
+    subtree_bytes_received: u64,
+    subtree_bytes_sent: u64,
+}
+
+fn json_io(io: &IoResult) -> JsonIo<'_> {
+    let us = |ns: f64| ns / 1e3;
+    JsonIo {
+        arrivals: io.arrivals,
+        received: io.received,
+        dropped_unbound: io.dropped_unbound,
+        dropped_ring_full: io.dropped_ring_full,
+        bytes_received: io.bytes_received,
+        bytes_sent: io.bytes_sent,
+        ports: io
+            .ports
+            .iter()
+            .map(|p| JsonIoPort {
+                port: p.port,
+                task: p.task.as_deref(),
+                subsystem: p.subsystem.as_deref(),
+                depth: p.depth,
+                arrivals: p.arrivals,
+                received: p.received,
+                dropped: p.dropped,
+                bytes_received: p.bytes_received,
+                mean_latency_us: p.mean_latency_ns().map(us),
+                max_latency_us: (p.started > 0).then(|| us(p.latency_max_ns as f64)),
+                unfinished: p.unfinished,
+            })
+            .collect(),
+        subsystems: io
+            .subsystems
+            .iter()
+            .map(|s| JsonIoSubsystem {
+                name: &s.name,
+                parent: &s.parent,
+                depth: s.depth,
+                packets_received: s.packets_received,
+                bytes_received: s.bytes_received,
+                direct_activations: s.direct_activations,
+                bandwidth_bytes_per_s: s.bandwidth_bytes_per_s,
+                messages_sent: s.messages_sent,
+                bytes_sent: s.bytes_sent,
+                messages_delayed: s.messages_delayed,
+                mean_transmit_delay_us: (s.messages_sent > 0).then(|| us(s.transmit_delay_total_ns as f64 / s.messages_sent as f64)),
+                max_transmit_delay_us: us(s.transmit_delay_max_ns as f64),
+                messages_queued: s.messages_queued,
+                subtree_bytes_received: s.subtree_bytes_received,
+                subtree_bytes_sent: s.subtree_bytes_sent,
+            })
+            .collect(),
+    }
 }

@@ -1,9 +1,9 @@
 //! Tasks as the engine sees them, after a scenario has been validated: timing, criticality,
 //! and what each task touches and runs.
 
+use crate::model::memory::TaskMemory;
 use crate::rng::SimRng;
 use crate::time::Nanos;
-use crate::workload::TaskMemory;
 use rand::Rng;
 use rand_distr::{Distribution, Normal};
 use serde::{Deserialize, Serialize};
@@ -161,7 +161,7 @@ pub struct TaskSpec {
     pub command: Option<TaskCommand>,
     /// Compute, lock and unlock actions each job runs in order, when the task has a program
     /// (its `exec` is then fixed at the program's total compute).
-    pub program: Option<crate::resources::TaskProgram>,
+    pub program: Option<crate::model::program::TaskProgram>,
 }
 
 /// An arbitrary program run as a task's workload on the Linux platform.

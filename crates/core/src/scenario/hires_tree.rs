@@ -23,8 +23,8 @@
 //! Subsystems may come in any order; each one's reservations are made from its parent, parents
 //! first, in file order, through the same admission control as [`ReservationTree::bind`].
 
-use super::{Family, Kind, Refusal, ResId, ReservationTree, Spec, SubsystemId, CPU_PARTS};
-use crate::scenario::raw::without_type_names;
+use super::raw::without_type_names;
+use crate::hires::{Family, Kind, Refusal, ResId, ReservationTree, Spec, SubsystemId, CPU_PARTS};
 use serde::Deserialize;
 
 /// What is wrong with a tree file, in one line.
@@ -291,4 +291,106 @@ fn parents_first(subsystems: &[RawSubsystem]) -> Result<Vec<usize>, TreeError> {
 
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const MIB: u64 = 1 << 20;
+
+    const FIG6_TREE: &str = r#"
+[root]
+cpus = 1
+memory_mib = 1024
+
+[[subsystem]]
+name = "web"
+overhead = { memory_kib = 64, cpu_percent = 1 }
+reserve = [
+  { family = "cpu", kind = "hard", budget_ms = 4, period_ms = 8 },
+  { family = "memory", kind = "soft", mib = 256 },
+]
+
+[[subsystem]]
+name = "cgi"
+parent = "web"
+reserve = [{ family = "cpu", kind = "hard", budget_ms = 1, period_ms = 4 }]
+
+[[subsystem]]
+name = "rt25"
+reserve = [{ family = "cpu", kind = "hard", budget_ms = 4, period_ms = 25 }]
+command = ["burn"]
+processes = 2
+"#;
+
+    #[test]
+    fn a_tree_file_makes_its_reservations_parents_first() {
+        // The child listed before its parent.
+        let blocks: Vec<&str> = FIG6_TREE.split("[[subsystem]]").collect();
+        let text = [blocks[0], blocks[2], blocks[1], blocks[3]].join("[[subsystem]]");
+        let loaded = load_tree_str(&text).unwrap();
+        let tree = &loaded.tree;
+        let web = tree.find("web").unwrap();
+        let cgi = tree.find("cgi").unwrap();
+        assert_eq!(tree.parent(cgi), Some(web));
+        assert_eq!(loaded.subsystems.len(), 3);
+        assert_eq!(loaded.subsystems[0].0, cgi, "in file order");
+        assert_eq!(loaded.commands[2], Some((vec!["burn".to_owned()], 2)));
+        assert_eq!(loaded.commands[0], None);
+        let at_web = tree.holding(web, Family::Cpu);
+        assert_eq!((at_web.hard_in, at_web.overhead, at_web.hard_out), (CPU_PARTS / 2, CPU_PARTS / 100, CPU_PARTS / 4));
+        assert_eq!(tree.holding(web, Family::Memory).soft_in, 256 * MIB);
+        assert_eq!(tree.holding(ReservationTree::ROOT, Family::Cpu).hard_out, 66 * CPU_PARTS / 100);
+        tree.check().unwrap();
+    }
+
+    #[test]
+    fn bad_tree_files_are_one_line_naming_what_is_wrong() {
+        let cases = [
+            (
+                FIG6_TREE.replace("budget_ms = 1, period_ms = 4", "budget_ms = 3, period_ms = 4"),
+                "subsystem[1] (cgi).reserve[0]: cpu hard reservation of 0.7500 CPU does not fit in web",
+            ),
+            (
+                FIG6_TREE.replace("budget_ms = 4, period_ms = 25", "budget_ms = 26, period_ms = 25"),
+                "subsystem[2] (rt25).reserve[0].budget_ms: must not exceed period_ms (got 26 > 25)",
+            ),
+            (FIG6_TREE.replace("name = \"web\"", "name = \"web\"\nparent = \"cgi\""), "subsystem[0].parent: a cycle: web → cgi → web"),
+            (
+                FIG6_TREE.replace("family = \"memory\"", "family = \"disk\""),
+                "subsystem[0].reserve[1].family: unknown variant `disk`, expected one of `cpu`, `memory`, `io`",
+            ),
+            (FIG6_TREE.replace("parent = \"web\"", "parent = \"nginx\""), "subsystem[1].parent: no subsystem named \"nginx\""),
+            (FIG6_TREE.replace("name = \"rt25\"", "name = \"web\""), "subsystem[2].name: \"web\" is listed twice"),
+            (
+                FIG6_TREE.replace("mib = 256", "mib = 256, pages = 3"),
+                "subsystem[0].reserve[1]: unknown field `pages`, expected `kind` or `mib`",
+            ),
+            (FIG6_TREE.replace("cpus = 1", "cpus = 0"), "root.cpus: must be at least 1"),
+            (FIG6_TREE.replace("mib = 256", "mib = -1"), "subsystem[0] (web).reserve[1].mib: must be a number of at least 0 (got -1)"),
+            (FIG6_TREE.replace("[root]", "[rot]"), "rot: unknown field `rot`, expected `root` or `subsystem`"),
+            (FIG6_TREE.replace("name = \"cgi\"", "name = \"cgi\"\nprocesses = 2"), "subsystem[1].processes: needs a command"),
+            (FIG6_TREE.replace("name = \"cgi\"", "name = \"cgi\"\ncommand = []"), "subsystem[1].command: must name a program"),
+            (FIG6_TREE.replace("name = \"cgi\"", "name = \".own\""), "subsystem[1].name: must not contain '/'"),
+            ("[root\n".to_owned(), "tree, line 1, column 6: unclosed table, expected `]`"),
+        ];
+        for (text, expected) in cases {
+            let error = load_tree_str(&text).unwrap_err().to_string();
+            assert!(error.starts_with(expected), "expected {expected:?}, got {error:?}");
+            assert!(!error.contains('\n'), "{error:?}");
+        }
+    }
+
+    proptest! {
+        /// Whatever the text, loading it gives a tree or an error; never a panic.
+        #[test]
+        fn any_text_loads_or_is_refused(cut in 0..FIG6_TREE.len(), junk in "[ -~\n]{0,40}") {
+            let mut text = FIG6_TREE.to_owned();
+            let cut = (0..=cut).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+            text.insert_str(cut, &junk);
+            let _ = load_tree_str(&text);
+        }
+    }
 }

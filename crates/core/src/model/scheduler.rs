@@ -1,0 +1,284 @@
+//! The scheduler a scenario declares: its kind with the data each kind needs (priorities, the
+//! table of a cyclic executive), and a tree of servers under the root (`[[scheduler.server]]`).
+
+use crate::time::Nanos;
+use serde::Deserialize;
+
+/// Scheduling policy of the machine, as `[scheduler] kind` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SchedulerKind {
+    /// Uniprocessor fixed priority, explicit priorities.
+    Fp,
+    /// Uniprocessor fixed priority, rate-monotonic.
+    Rm,
+    /// Uniprocessor fixed priority, deadline-monotonic.
+    Dm,
+    /// Uniprocessor EDF.
+    Edf,
+    /// Partitioned fixed priority on `cpus` CPUs.
+    Pfp,
+    /// Partitioned EDF.
+    Pedf,
+    /// Global EDF.
+    Gedf,
+    /// Global fixed priority.
+    Gfp,
+    /// Table-driven cyclic executive.
+    Cyclic,
+    /// MC²'s criticality levels: A from per-core tables, B rate-monotonic per core, C global
+    /// EDF on what A and B leave, D best effort.
+    Mc2,
+}
+
+impl SchedulerKind {
+    /// Each kind's name in files, in declaration order.
+    pub const NAMES: &'static [&'static str] = &["fp", "rm", "dm", "edf", "pfp", "pedf", "gedf", "gfp", "cyclic", "mc2"];
+
+    pub fn as_str(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+    pub fn is_uniprocessor(self) -> bool {
+        matches!(self, SchedulerKind::Fp | SchedulerKind::Rm | SchedulerKind::Dm | SchedulerKind::Edf)
+    }
+    pub fn is_partitioned(self) -> bool {
+        matches!(self, SchedulerKind::Pfp | SchedulerKind::Pedf)
+    }
+    pub fn is_fixed_priority(self) -> bool {
+        matches!(self, SchedulerKind::Fp | SchedulerKind::Rm | SchedulerKind::Dm | SchedulerKind::Pfp | SchedulerKind::Gfp)
+    }
+}
+
+/// How fixed priorities are assigned (`[scheduler] priorities` for pfp and gfp).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+pub enum PriorityOrder {
+    /// From each task's `priority` (lower number = higher priority).
+    #[serde(rename = "explicit")]
+    Explicit,
+    /// Shorter period first.
+    #[serde(rename = "rm")]
+    RateMonotonic,
+    /// Shorter relative deadline first.
+    #[serde(rename = "dm")]
+    DeadlineMonotonic,
+}
+
+/// One window of a cyclic-executive table: within every major frame, `task` may run on
+/// `cpu` during `[start, start + duration)`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CyclicSlot {
+    pub cpu: usize,
+    pub start: Nanos,
+    pub duration: Nanos,
+    pub task: usize,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CyclicTable {
+    pub major_frame: Nanos,
+    /// Sorted by (cpu, start), non-overlapping per CPU.
+    pub slots: Vec<CyclicSlot>,
+}
+
+/// The scheduler of a scenario, each kind with the data it needs and no other.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SchedulerSpec {
+    /// Uniprocessor fixed priority, explicit priorities.
+    Fp,
+    /// Uniprocessor fixed priority, rate-monotonic.
+    Rm,
+    /// Uniprocessor fixed priority, deadline-monotonic.
+    Dm,
+    /// Uniprocessor EDF.
+    Edf,
+    /// Partitioned fixed priority.
+    Pfp { priorities: PriorityOrder },
+    /// Partitioned EDF.
+    Pedf,
+    /// Global EDF.
+    Gedf,
+    /// Global fixed priority.
+    Gfp { priorities: PriorityOrder },
+    /// Table-driven cyclic executive.
+    Cyclic(CyclicTable),
+    /// MC²'s levels; the table holds level A's slots (none, with a zero frame, when the file
+    /// has no level-A task).
+    Mc2(CyclicTable),
+}
+
+impl SchedulerSpec {
+    pub fn kind(&self) -> SchedulerKind {
+        match self {
+            SchedulerSpec::Fp => SchedulerKind::Fp,
+            SchedulerSpec::Rm => SchedulerKind::Rm,
+            SchedulerSpec::Dm => SchedulerKind::Dm,
+            SchedulerSpec::Edf => SchedulerKind::Edf,
+            SchedulerSpec::Pfp { .. } => SchedulerKind::Pfp,
+            SchedulerSpec::Pedf => SchedulerKind::Pedf,
+            SchedulerSpec::Gedf => SchedulerKind::Gedf,
+            SchedulerSpec::Gfp { .. } => SchedulerKind::Gfp,
+            SchedulerSpec::Cyclic(_) => SchedulerKind::Cyclic,
+            SchedulerSpec::Mc2(_) => SchedulerKind::Mc2,
+        }
+    }
+    /// The name the file gives the kind (`"pfp"`).
+    pub fn name(&self) -> &'static str {
+        self.kind().as_str()
+    }
+    /// How priorities are assigned, for the fixed-priority kinds only.
+    pub fn priority_order(&self) -> Option<PriorityOrder> {
+        match self {
+            SchedulerSpec::Fp => Some(PriorityOrder::Explicit),
+            SchedulerSpec::Rm => Some(PriorityOrder::RateMonotonic),
+            SchedulerSpec::Dm => Some(PriorityOrder::DeadlineMonotonic),
+            SchedulerSpec::Pfp { priorities } | SchedulerSpec::Gfp { priorities } => Some(*priorities),
+            SchedulerSpec::Edf | SchedulerSpec::Pedf | SchedulerSpec::Gedf | SchedulerSpec::Cyclic(_) | SchedulerSpec::Mc2(_) => None,
+        }
+    }
+    pub fn is_partitioned(&self) -> bool {
+        self.kind().is_partitioned()
+    }
+    pub fn is_uniprocessor(&self) -> bool {
+        self.kind().is_uniprocessor()
+    }
+    pub fn is_fixed_priority(&self) -> bool {
+        self.kind().is_fixed_priority()
+    }
+    /// The table of a cyclic executive.
+    pub fn cyclic_table(&self) -> Option<&CyclicTable> {
+        match self {
+            SchedulerSpec::Cyclic(table) => Some(table),
+            _ => None,
+        }
+    }
+    /// Level A's table under mc2.
+    pub fn mc2_table(&self) -> Option<&CyclicTable> {
+        match self {
+            SchedulerSpec::Mc2(table) => Some(table),
+            _ => None,
+        }
+    }
+}
+
+/// How a server's budget behaves (`[[scheduler.server]] kind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServerKind {
+    /// Full budget at every period boundary, kept while idle within the period.
+    Deferrable,
+    /// Full budget at every period boundary, lost as soon as nothing below it is eligible.
+    Polling,
+    /// No budget: a plain priority level.
+    Level,
+}
+
+impl ServerKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerKind::Deferrable => "deferrable",
+            ServerKind::Polling => "polling",
+            ServerKind::Level => "level",
+        }
+    }
+}
+
+/// How a node orders its children (`[scheduler] kind` for the root, `policy` for a server).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServerPolicy {
+    /// Explicit priorities: a task's `priority`, a server's `priority` (lower = higher).
+    Fp,
+    /// Shorter period first.
+    Rm,
+    /// Shorter relative deadline first (a server's deadline is its period).
+    Dm,
+    /// Earliest absolute deadline first (a server's is the end of its current period).
+    Edf,
+    /// Global EDF: the earliest-deadline jobs on the server's CPUs its parent leaves it.
+    Gedf,
+    /// Global fixed priority over the server's CPUs.
+    Gfp,
+    /// EDF per CPU, each task on one of the server's CPUs.
+    Pedf,
+    /// Fixed priority per CPU, each task on one of the server's CPUs.
+    Pfp,
+    /// A table of per-task windows within a major frame, on the server's CPUs.
+    Cyclic,
+}
+
+impl ServerPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerPolicy::Fp => "fp",
+            ServerPolicy::Rm => "rm",
+            ServerPolicy::Dm => "dm",
+            ServerPolicy::Edf => "edf",
+            ServerPolicy::Gedf => "gedf",
+            ServerPolicy::Gfp => "gfp",
+            ServerPolicy::Pedf => "pedf",
+            ServerPolicy::Pfp => "pfp",
+            ServerPolicy::Cyclic => "cyclic",
+        }
+    }
+
+    /// Whether it schedules tasks only, over CPUs of its own; the others order
+    /// child servers or tasks on their parent's CPU.
+    pub fn is_task_policy(self) -> bool {
+        matches!(self, ServerPolicy::Gedf | ServerPolicy::Gfp | ServerPolicy::Pedf | ServerPolicy::Pfp | ServerPolicy::Cyclic)
+    }
+}
+
+/// One server of a validated hierarchy.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerSpec {
+    pub name: String,
+    /// The parent server's index; `None` for a child of the root.
+    pub parent: Option<usize>,
+    pub kind: ServerKind,
+    /// Zero for a level.
+    pub budget: Nanos,
+    /// Zero for a level.
+    pub period: Nanos,
+    /// Rank among siblings under an fp parent (lower = higher).
+    pub priority: Option<i64>,
+    /// How it orders its children.
+    pub policy: ServerPolicy,
+    /// The CPU of its hierarchy (its top-level ancestor's).
+    pub cpu: usize,
+    /// CPU time its child-scheduler thread takes to deliver one event; zero delivers at once.
+    pub event_cost: Nanos,
+    /// The CPUs a task policy runs its tasks on (`cpus`, or `[cpu]`); empty for the others.
+    pub cpus: Vec<usize>,
+    /// How gfp and pfp rank their tasks.
+    pub priorities: Option<PriorityOrder>,
+    /// A cyclic server's table: slots on its CPUs naming its tasks, or, with `windows`, its
+    /// child servers (a slot's `task` is then the child's server index).
+    pub table: Option<CyclicTable>,
+    /// A cyclic server over child servers: its table gives each child time windows.
+    pub windows: bool,
+    /// A gedf or gfp server over child servers: the best of them run on its CPUs, one CPU each.
+    pub over_servers: bool,
+    /// Under pfp and pedf, the CPU each of its tasks runs on (task index, CPU).
+    pub task_cpus: Vec<(usize, usize)>,
+}
+
+impl ServerSpec {
+    /// Whether it schedules tasks with a scheduler of its own (a task policy over its own CPUs).
+    pub fn has_task_policy(&self) -> bool {
+        self.policy.is_task_policy() && !self.windows && !self.over_servers
+    }
+}
+
+/// A validated `[[scheduler.server]]` tree: one root per CPU with the scheduler's policy.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hierarchy {
+    pub root_policy: ServerPolicy,
+    /// In file order; parents may come after their children.
+    pub servers: Vec<ServerSpec>,
+    /// The leaf server each task attaches to.
+    pub task_server: Vec<usize>,
+    /// A child dispatches a job only once no event is pending for it (HiRes's `pevt`); off,
+    /// an event that arrives while its child-scheduler thread delivers the last one it saw
+    /// waits for the next event or replenishment.
+    pub pending_event_check: bool,
+}
