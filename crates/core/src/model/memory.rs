@@ -2,7 +2,8 @@
 //! reservations, shared regions, what each job touches) and the generation of each job's
 //! page-reference string from them.
 
-use crate::mem::{DeviceSpec, MemoryLayout, RefKind, RegionKind, ReservationKind, SharePolicy, Vpn};
+use crate::mem::{DeviceSpec, Mc2Level, MemoryLayout, Placement, RefKind, RegionKind, ReservationKind, SharePolicy, Vpn};
+use crate::model::task::{Criticality, TaskSpec};
 use crate::rng::SimRng;
 use crate::time::Nanos;
 use critmem_policy::{ControllerConfig, GroupRole};
@@ -31,6 +32,23 @@ pub struct MemorySpec {
     pub regions: Vec<RegionDecl>,
     /// Memory-limited workload groups (`[[group]]`), the ones a controller manages.
     pub groups: Vec<GroupDecl>,
+}
+
+/// Where task `t`'s pages lie under `layout`: under MC²'s, a level-A/B task pinned to a CPU
+/// takes its core's banks (and its pages are never paged out), every other task the level-C
+/// banks; the flat layout places nothing.
+pub fn task_placement(layout: MemoryLayout, t: &TaskSpec) -> Placement {
+    match (layout, t.criticality, t.cpu) {
+        (MemoryLayout::Mc2, Criticality::A, Some(cpu)) => Placement::Mc2 { core: cpu as u32, level: Mc2Level::A },
+        (MemoryLayout::Mc2, Criticality::B, Some(cpu)) => Placement::Mc2 { core: cpu as u32, level: Mc2Level::B },
+        _ => Placement::Any,
+    }
+}
+
+/// Where reservation `r`'s frames lie: those of the first task bound to it (the loader
+/// requires every task of a reservation to share one placement under a layout).
+pub fn reservation_placement(layout: MemoryLayout, r: usize, tasks: &[TaskSpec]) -> Placement {
+    tasks.iter().find(|t| t.memory.as_ref().is_some_and(|m| m.reservation == Some(r))).map_or(Placement::Any, |t| task_placement(layout, t))
 }
 
 /// A memory-limited group with cgroup v2 semantics (see [`crate::mem::ReservationKind::Limit`]).
