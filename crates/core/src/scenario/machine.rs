@@ -589,13 +589,15 @@ fn validate_mc2_servers(
             None if level == Criticality::B => ServerPolicy::Rm,
             None => ServerPolicy::Edf,
             Some(p @ (ServerPolicy::Fp | ServerPolicy::Rm | ServerPolicy::Dm | ServerPolicy::Edf)) => p,
-            Some(p) => return Err(cx.err(
-                k("policy"),
-                format!(
+            Some(p) => {
+                return Err(cx.err(
+                    k("policy"),
+                    format!(
                     "a server {MC2} runs one job at a time, so its policy orders its tasks: \"fp\", \"rm\", \"dm\" or \"edf\" (got {:?})",
                     p.as_str()
                 ),
-            )),
+                ))
+            }
         };
         if policy == ServerPolicy::Fp {
             if let Some(&i) = members.iter().find(|&&i| tasks[i].priority.is_none()) {
