@@ -1,7 +1,7 @@
 //! Admission of a scenario's memory declarations: what setting up the memory model for them
-//! would refuse (reservation admission control, limit groups, the mappings a limit group may
-//! make, SPEL's lock admission), decided by arithmetic over the declarations, without frames
-//! or page tables.
+//! would refuse (reservation admission control, per bank set under MC²'s layout, limit
+//! groups, the mappings a limit group may make, SPEL's lock admission), decided by arithmetic
+//! over the declarations, without frames or page tables.
 //!
 //! The set-up it answers for is the simulator's, in its order: the machine, each reservation,
 //! each region, each memory-limited group, then each task's address space with its private
