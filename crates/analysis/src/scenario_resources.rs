@@ -59,8 +59,8 @@ pub fn program_sections(program: &TaskProgram) -> Vec<CriticalSection> {
                     }
                 }
             }
-            Action::Compute(c) if !held.is_empty() => group_ns += c.0,
-            Action::Compute(_) => {}
+            Action::Compute(c) | Action::Access { compute: c, .. } if !held.is_empty() => group_ns += c.0,
+            Action::Compute(_) | Action::Access { .. } => {}
             // Not followed: `analyze` leaves scenarios whose tasks both call components and
             // share resources out of the blocking analysis.
             Action::Call { .. } | Action::CallOneOf { .. } | Action::CbufAlloc | Action::CbufFree => {}

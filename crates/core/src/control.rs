@@ -414,7 +414,7 @@ access = [{ pattern = "sweep" }]
     fn the_simulator_platform_clamps_reports_what_it_applied_and_ignores_strays() {
         let s = load_toml_str(SCENARIO, "p.toml").unwrap();
         let spec = s.memory.as_ref().unwrap();
-        let mut ms = MemSim::new(spec, &s.tasks, &["t".to_string()], 1, true).ok().unwrap();
+        let mut ms = MemSim::new(spec, &s.tasks, &["t".to_string()], &[], 1, true).ok().unwrap();
         let config = critmem_policy::ControllerConfig::parse("greedy", serde_json::json!({})).unwrap();
         let cs = ControlSpec { config, interval: Nanos::from_ms(5) };
         let mut c = Control::new(&cs, spec, &s.tasks);
@@ -472,7 +472,7 @@ access = [{ pattern = "sweep" }]
         let s = load_toml_str(text, "conformance.toml").unwrap();
         let spec = s.memory.as_ref().unwrap();
         let names: Vec<String> = s.tasks.iter().map(|t| t.name.clone()).collect();
-        let mut ms = MemSim::new(spec, &s.tasks, &names, 1, true).ok().unwrap();
+        let mut ms = MemSim::new(spec, &s.tasks, &names, &[], 1, true).ok().unwrap();
         let config = critmem_policy::ControllerConfig::parse("greedy", serde_json::json!({})).unwrap();
         let cs = ControlSpec { config, interval: Nanos::from_ms(5) };
         let mut c = Control::new(&cs, spec, &s.tasks);

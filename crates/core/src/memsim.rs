@@ -5,12 +5,13 @@
 use crate::engine::{Context, JobInfo, Subsystem};
 use crate::mem::frames::GLOBAL_POOL;
 use crate::mem::{
-    Access, AsId, AutoDecision, DeviceStats, FaultCosts, LayoutFrames, MemConfig, MemError, MemStats, Memory, MemoryLayout, PsiAccounting,
-    PsiGroupId, PsiTaskId, PsiTotals, RefKind, RegionId, RegionUsage, ResId, ReservationKind, ReservationSpec, ReservationStats,
-    SharePolicy, SpaceStats, TaskPsiState, Vpn,
+    Access, AsId, AutoDecision, DeviceStats, FaultCosts, LayoutFrames, MemConfig, MemError, MemStats, Memory, MemoryLayout, Placement,
+    PsiAccounting, PsiGroupId, PsiTaskId, PsiTotals, RefKind, RegionId, RegionUsage, ResId, ReservationKind, ReservationSpec,
+    ReservationStats, SharePolicy, SpaceStats, TaskPsiState, Vpn,
 };
-use crate::model::memory::{reservation_placement, task_placement, MemorySpec, StreamCursor, Target, TaskMemory, MIB};
-use crate::model::task::TaskSpec;
+use crate::model::memory::{reservation_placement, task_placement, AccessStep, MemorySpec, StreamCursor, Target, TaskMemory, MIB};
+use crate::model::program::Protocol;
+use crate::model::task::{Suspension, TaskSpec};
 use crate::program::Step;
 use crate::result::{JsonFields, Outcome, Section, SimResult};
 use crate::rng::{sub_rng, SimRng};
@@ -44,6 +45,45 @@ pub(crate) struct MemJob {
     wait_until: Option<(Nanos, TaskPsiState)>,
     /// Compute owed once the wait is over (the faulting reference's own work).
     after_wait: Nanos,
+    /// The address space the references are made in (the task's, or a component's).
+    space: AsId,
+    /// Self-suspensions of the job's demand still ahead (a task with both `access` and
+    /// `suspend`); `None` for every other job.
+    clock: Option<Box<DemandClock>>,
+}
+
+/// Where a job with self-suspensions is in its demand: the job's own compute (its references'
+/// shares and the tail, not fault handling) counts towards each suspension's `after`.
+#[derive(Clone, Debug)]
+struct DemandClock {
+    /// The suspensions not yet taken, first last.
+    ahead: Vec<Suspension>,
+    /// Demand run so far.
+    done: Nanos,
+    /// The last part of `owed` that is demand.
+    owed_demand: Nanos,
+}
+
+impl DemandClock {
+    /// The suspension due now, if its point is reached.
+    fn due(&mut self) -> Option<Nanos> {
+        let s = self.ahead.last().filter(|s| s.after <= self.done)?;
+        let d = s.duration;
+        self.ahead.pop();
+        Some(d)
+    }
+
+    /// How much of `owed` to run now: all of it, or up to the next suspension point (the rest
+    /// stays owed).
+    fn cut(&mut self, owed: &mut Nanos) -> Nanos {
+        let fault_part = *owed - self.owed_demand;
+        let room = self.ahead.last().map_or(self.owed_demand, |s| s.after.saturating_sub(self.done).min(self.owed_demand));
+        self.done += room;
+        self.owed_demand -= room;
+        let run = fault_part + room;
+        *owed -= run;
+        run
+    }
 }
 
 /// A job's reference string not made yet: the task's generator and stream cursors as they
@@ -69,6 +109,26 @@ struct TaskMem {
     /// Time its jobs spent suspended waiting for the device.
     fault_wait: Nanos,
     oom_kills: u64,
+    /// The stream cursors of each access step of its program.
+    step_cursors: Vec<Vec<StreamCursor>>,
+}
+
+/// A component's own memory: the address space its invocations' access steps touch.
+struct ComponentMem {
+    name: String,
+    space: AsId,
+    private_base: Vpn,
+    region_base: Vec<Option<Vpn>>,
+    rng: SimRng,
+    step_cursors: Vec<Vec<StreamCursor>>,
+}
+
+/// Where an address space's targets start: its private memory, then each mapped region.
+fn target_base(private_base: Vpn, region_base: &[Option<Vpn>], target: Target) -> Vpn {
+    match target {
+        Target::Private => private_base,
+        Target::Region(r) => region_base[r].expect("mapped at setup"),
+    }
 }
 
 /// One point of the memory timeline.
@@ -83,6 +143,14 @@ pub struct MemSample {
     pub reserved_physical_frames: u64,
     /// Frames in use machine-wide.
     pub used_frames: u64,
+}
+
+/// A component's memory at the end of a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ComponentMemResult {
+    pub name: String,
+    pub reservation: Option<String>,
+    pub stats: SpaceStats,
 }
 
 /// Per-task memory totals at the end of a run.
@@ -133,6 +201,8 @@ pub struct MemoryResult {
     pub timeline: Vec<MemSample>,
     /// Decisions taken for `auto` regions: (region name, decision).
     pub auto_decisions: Vec<(String, AutoDecision)>,
+    /// Each component that declares memory, in file order.
+    pub components: Vec<ComponentMemResult>,
 }
 
 pub(crate) struct MemSim {
@@ -140,10 +210,12 @@ pub(crate) struct MemSim {
     psi: PsiAccounting,
     groups: Vec<(String, PsiGroupId)>,
     tasks: Vec<TaskMem>,
+    /// By component index (`None`: it declares no memory).
+    components: Vec<Option<ComponentMem>>,
     reservations: Vec<ResId>,
     regions: Vec<RegionId>,
-    /// Auto regions not yet decided: (region index, tasks mapping it).
-    auto_pending: Vec<(usize, Vec<usize>)>,
+    /// Auto regions not yet decided: (region index, address spaces mapping it).
+    auto_pending: Vec<(usize, Vec<AsId>)>,
     auto_decisions: Vec<(String, AutoDecision)>,
     timeline: Vec<MemSample>,
     /// The limit group of each `[[group]]`, with its PSI group.
@@ -170,6 +242,7 @@ impl MemSim {
         spec: &MemorySpec,
         task_specs: &[TaskSpec],
         task_names: &[String],
+        component_names: &[String],
         seed: u64,
         check_invariants: bool,
     ) -> Result<MemSim, SetupError> {
@@ -223,23 +296,19 @@ impl MemSim {
                 Vpn(0)
             };
             let mut region_base = vec![None; regions.len()];
-            for s in &tm.streams {
-                if let Target::Region(r) = s.target {
-                    if region_base[r].is_none() {
-                        let mapped = mem.map_shared(Nanos::ZERO, space, regions[r], true).map_err(|e| match e {
-                            // The model names the group by its pool number; the user knows names.
-                            MemError::UnsupportedForLimit(_) => SetupError {
-                                key: key("access"),
-                                message: format!(
-                                    "region {:?} uses policy `{}`, which needs per-reservation accounting that memory-limited group {:?} does not have; use a `global`, `private` or `first-touch` region",
-                                    spec.regions[r].name, spec.regions[r].policy, tm.group
-                                ),
-                            },
-                            e => at(key("access"))(e),
-                        })?;
-                        region_base[r] = Some(mapped);
-                    }
-                }
+            for r in tm.regions() {
+                let mapped = mem.map_shared(Nanos::ZERO, space, regions[r], true).map_err(|e| match e {
+                    // The model names the group by its pool number; the user knows names.
+                    MemError::UnsupportedForLimit(_) => SetupError {
+                        key: key("access"),
+                        message: format!(
+                            "region {:?} uses policy `{}`, which needs per-reservation accounting that memory-limited group {:?} does not have; use a `global`, `private` or `first-touch` region",
+                            spec.regions[r].name, spec.regions[r].policy, tm.group
+                        ),
+                    },
+                    e => at(key("access"))(e),
+                })?;
+                region_base[r] = Some(mapped);
             }
             let group = match groups.iter().find(|(n, _)| *n == tm.group) {
                 Some(&(_, g)) => g,
@@ -259,7 +328,36 @@ impl MemSim {
                 spare_refs: Vec::new(),
                 fault_wait: Nanos::ZERO,
                 oom_kills: 0,
+                step_cursors: tm.steps.iter().map(|st| vec![StreamCursor::default(); st.streams.len()]).collect(),
             });
+        }
+        let mut components = Vec::with_capacity(spec.components.len());
+        for (ci, cm) in spec.components.iter().enumerate() {
+            let Some(cm) = cm else {
+                components.push(None);
+                continue;
+            };
+            let key = |f: &str| format!("component[{ci}].{f}");
+            let name = format!("component {}", component_names[ci]);
+            let bound = cm.reservation.map(|r| reservations[r]);
+            let space = mem.create_space_at(&name, bound, Placement::Any).map_err(at(key("reservation")))?;
+            let private_base = if cm.private_pages > 0 {
+                mem.map_private(space, "private", cm.private_pages).map_err(at(key("private_mb")))?.1
+            } else {
+                Vpn(0)
+            };
+            let mut region_base = vec![None; regions.len()];
+            for r in cm.regions() {
+                region_base[r] = Some(mem.map_shared(Nanos::ZERO, space, regions[r], true).map_err(at(key("program")))?);
+            }
+            components.push(Some(ComponentMem {
+                name: component_names[ci].clone(),
+                space,
+                private_base,
+                region_base,
+                rng: sub_rng(seed, "component-memory", ci as u64),
+                step_cursors: cm.steps.iter().map(|st| vec![StreamCursor::default(); st.streams.len()]).collect(),
+            }));
         }
         let mut auto_pending = Vec::new();
         for (ri, r) in spec.regions.iter().enumerate() {
@@ -283,8 +381,9 @@ impl MemSim {
                     })?;
                 }
                 SharePolicy::Auto => {
-                    let users = (0..tasks.len()).filter(|&t| tasks[t].region_base[ri].is_some()).collect();
-                    auto_pending.push((ri, users));
+                    let tasks_mapping = tasks.iter().filter(|t| t.region_base[ri].is_some()).map(|t| t.space);
+                    let components_mapping = components.iter().flatten().filter(|c| c.region_base[ri].is_some()).map(|c| c.space);
+                    auto_pending.push((ri, tasks_mapping.chain(components_mapping).collect()));
                 }
                 _ => {}
             }
@@ -294,6 +393,7 @@ impl MemSim {
             psi,
             groups,
             tasks,
+            components,
             reservations,
             regions,
             auto_pending,
@@ -307,7 +407,7 @@ impl MemSim {
     /// The reference string of job `job_index` of task `ti`, with `demand` of compute spread
     /// evenly over it. The string itself is made when the job first runs, from the draws it
     /// would have taken now.
-    pub(crate) fn start_job(&mut self, ti: usize, tm: &TaskMemory, job_index: u64, demand: Nanos) -> MemJob {
+    pub(crate) fn start_job(&mut self, ti: usize, tm: &TaskMemory, job_index: u64, demand: Nanos, suspensions: &[Suspension]) -> MemJob {
         let t = &mut self.tasks[ti];
         let deferred = Deferred { job_index, rng: t.rng.clone(), cursors: t.cursors.clone() };
         // Discards are not accesses: the job's compute is spread over the others only.
@@ -325,6 +425,62 @@ impl MemSim {
             owed: Nanos::ZERO,
             wait_until: None,
             after_wait: Nanos::ZERO,
+            space: t.space,
+            clock: (!suspensions.is_empty()).then(|| {
+                Box::new(DemandClock { ahead: suspensions.iter().rev().copied().collect(), done: Nanos::ZERO, owed_demand: Nanos::ZERO })
+            }),
+        }
+    }
+
+    /// A run of access step `step` of task `ti`'s program (`component`: of that component's,
+    /// inside an invocation) for job `job_index`, with `compute` spread evenly over its
+    /// references: its references are made now.
+    pub(crate) fn start_access(
+        &mut self,
+        ti: usize,
+        component: Option<usize>,
+        step: &AccessStep,
+        step_index: usize,
+        job_index: u64,
+        compute: Nanos,
+    ) -> MemJob {
+        let mut refs = self.tasks[ti].spare_refs.pop().unwrap_or_default();
+        let space = match component {
+            None => {
+                let t = &mut self.tasks[ti];
+                let (private_base, region_base) = (t.private_base, &t.region_base);
+                step.refs(job_index, &mut t.step_cursors[step_index], &mut t.rng, |x| target_base(private_base, region_base, x), &mut refs);
+                t.space
+            }
+            Some(c) => {
+                let cm = self.components[c].as_mut().expect("a component with access steps has its memory");
+                let (private_base, region_base) = (cm.private_base, &cm.region_base);
+                step.refs(
+                    job_index,
+                    &mut cm.step_cursors[step_index],
+                    &mut cm.rng,
+                    |x| target_base(private_base, region_base, x),
+                    &mut refs,
+                );
+                cm.space
+            }
+        };
+        // Discards are not accesses: the compute is spread over the others only.
+        let n = refs.iter().filter(|(_, k)| *k != RefKind::Discard).count() as u64;
+        let per_ref = Nanos(compute.0.checked_div(n).unwrap_or(0));
+        let tail = compute - Nanos(per_ref.0 * n);
+        MemJob {
+            refs,
+            deferred: None,
+            cursor: 0,
+            per_ref,
+            tail,
+            owed_memstall: Nanos::ZERO,
+            owed: Nanos::ZERO,
+            wait_until: None,
+            after_wait: Nanos::ZERO,
+            space,
+            clock: None,
         }
     }
 
@@ -334,16 +490,7 @@ impl MemSim {
         let t = &mut self.tasks[ti];
         let mut refs = t.spare_refs.pop().unwrap_or_default();
         let (private_base, region_base) = (t.private_base, &t.region_base);
-        tm.job_refs(
-            job_index,
-            &mut cursors,
-            &mut rng,
-            |target| match target {
-                Target::Private => private_base,
-                Target::Region(r) => region_base[r].expect("mapped at setup"),
-            },
-            &mut refs,
-        );
+        tm.job_refs(job_index, &mut cursors, &mut rng, |target| target_base(private_base, region_base, target), &mut refs);
         refs
     }
 
@@ -362,10 +509,19 @@ impl MemSim {
         if let Some(d) = job.deferred.take() {
             job.refs = self.make_refs(ti, tm, *d);
         }
-        let space = self.tasks[ti].space;
+        let space = job.space;
         // Order within a faulting reference: the kernel's CPU work, the wait for the device,
         // then the reference's own compute.
         loop {
+            if let Some(clock) = job.clock.as_deref_mut() {
+                if job.owed_memstall == Nanos::ZERO && job.wait_until.is_none() {
+                    if let Some(d) = clock.due() {
+                        // A plain self-suspension is sleep, not a stall.
+                        self.set_state(ti, now, TaskPsiState::IDLE);
+                        return Step::Suspend(d);
+                    }
+                }
+            }
             if job.owed_memstall > Nanos::ZERO {
                 // Reclaim (and a refault's kernel work) first: on the CPU, but a memory stall.
                 self.set_state(ti, now, TaskPsiState::RECLAIMING);
@@ -373,10 +529,18 @@ impl MemSim {
             }
             if job.owed > Nanos::ZERO {
                 self.set_state(ti, now, TaskPsiState::RUNNABLE);
-                return Step::Compute(std::mem::take(&mut job.owed));
+                let run = match job.clock.as_deref_mut() {
+                    Some(clock) => clock.cut(&mut job.owed),
+                    None => std::mem::take(&mut job.owed),
+                };
+                return Step::Compute(run);
             }
             if let Some((until, stall)) = job.wait_until.take() {
                 job.owed = std::mem::take(&mut job.after_wait);
+                if let Some(clock) = job.clock.as_deref_mut() {
+                    // After a major fault, the reference's own share; after a wait in reclaim, none.
+                    clock.owed_demand = job.per_ref.min(job.owed);
+                }
                 if until > now {
                     self.set_state(ti, now, stall);
                     self.tasks[ti].fault_wait += until - now;
@@ -387,7 +551,14 @@ impl MemSim {
             let Some(&(vpn, kind)) = job.refs.get(job.cursor) else {
                 if job.tail > Nanos::ZERO {
                     self.set_state(ti, now, TaskPsiState::RUNNABLE);
-                    return Step::Compute(std::mem::take(&mut job.tail));
+                    let Some(clock) = job.clock.as_deref_mut() else { return Step::Compute(std::mem::take(&mut job.tail)) };
+                    job.owed = std::mem::take(&mut job.tail);
+                    clock.owed_demand = job.owed;
+                    continue;
+                }
+                if let Some(d) = job.clock.as_deref_mut().and_then(DemandClock::due) {
+                    self.set_state(ti, now, TaskPsiState::IDLE);
+                    return Step::Suspend(d);
                 }
                 return Step::Done;
             };
@@ -429,14 +600,23 @@ impl MemSim {
                     let more = self.mem.hit_run(space, &job.refs[job.cursor..end]);
                     job.cursor += more;
                     job.owed = Nanos(job.per_ref.0 * (1 + more as u64));
+                    if let Some(clock) = job.clock.as_deref_mut() {
+                        clock.owed_demand = job.owed;
+                    }
                 }
                 Access::Minor { cpu, memstall_cpu } => {
                     job.owed_memstall = memstall_cpu;
                     job.owed = cpu - memstall_cpu + job.per_ref;
+                    if let Some(clock) = job.clock.as_deref_mut() {
+                        clock.owed_demand = job.per_ref;
+                    }
                 }
                 major @ Access::Major { cpu, memstall_cpu, after_cpu, ready_at, .. } => {
                     job.owed_memstall = memstall_cpu;
                     job.owed = cpu - memstall_cpu;
+                    if let Some(clock) = job.clock.as_deref_mut() {
+                        clock.owed_demand = Nanos::ZERO;
+                    }
                     job.wait_until = Some((ready_at, major.stall_state().expect("a major fault stalls")));
                     job.after_wait = after_cpu + job.per_ref;
                 }
@@ -452,8 +632,13 @@ impl MemSim {
     }
 
     /// A job of task `ti` ended at `now`; `idle` if the task has no job left.
-    pub(crate) fn job_ended(&mut self, ti: usize, now: Nanos, idle: bool) {
+    pub(crate) fn job_ended(&mut self, ti: usize, now: Nanos, idle: bool, components: &[u32]) {
         self.mem.end_window(self.tasks[ti].space).expect("space exists");
+        // A component's window is a job that touched its memory, like a task's.
+        for &c in components {
+            let space = self.components[c as usize].as_ref().expect("a component with memory").space;
+            self.mem.end_window(space).expect("space exists");
+        }
         if idle {
             self.set_state(ti, now, TaskPsiState::IDLE);
         }
@@ -462,8 +647,8 @@ impl MemSim {
             let (ri, users) = &self.auto_pending[k];
             let region = self.regions[*ri];
             let usage = self.mem.region_usage(region).expect("region exists");
-            let measured = |t: usize| usage.iter().any(|(s, u)| *s == self.tasks[t].space && u.windows >= AUTO_WINDOWS);
-            if users.iter().all(|&t| measured(t)) {
+            let measured = |space: AsId| usage.iter().any(|(s, u)| *s == space && u.windows >= AUTO_WINDOWS);
+            if users.iter().all(|&space| measured(space)) {
                 let name = self.mem.region_name(region).unwrap_or("?").to_string();
                 if let Ok(d) = self.mem.resolve_auto(now, region) {
                     self.auto_decisions.push((name, d));
@@ -580,6 +765,19 @@ impl MemSim {
                 }
             })
             .collect();
+        let components = self
+            .components
+            .iter()
+            .zip(&spec.components)
+            .filter_map(|(c, cm)| {
+                let (c, cm) = (c.as_ref()?, cm.as_ref()?);
+                Some(ComponentMemResult {
+                    name: c.name.clone(),
+                    reservation: cm.reservation.map(|r| spec.reservations[r].name.clone()),
+                    stats: self.mem.space_stats(c.space).unwrap_or_default(),
+                })
+            })
+            .collect();
         MemoryResult {
             page_bytes: spec.page_bytes,
             total_frames: u64::from(spec.total_frames),
@@ -604,6 +802,7 @@ impl MemSim {
             device: self.mem.device(crate::mem::DeviceId::SWAP).map(|d| d.stats()).unwrap_or_default(),
             timeline: self.timeline,
             auto_decisions: self.auto_decisions,
+            components,
         }
     }
 }
@@ -615,8 +814,14 @@ pub(crate) struct MemorySubsystem {
     model: MemSim,
     spec: MemorySpec,
     tasks: Vec<TaskSpec>,
-    /// The reference string of each live job whose steps come from here, by job key.
+    /// The reference string of each live job whose steps come from here, by job key: a task
+    /// with `access` streams' whole job, or the access step a program runs now.
     jobs: Vec<Option<Box<MemJob>>>,
+    /// Whether this subsystem takes over the jobs of tasks with `access` streams; when not
+    /// (under SRP), the program interpreter does and runs them through [`Self::access_step`].
+    claims_streams: bool,
+    /// The components each live job touched the memory of, by job key.
+    touched: Vec<Vec<u32>>,
 }
 
 /// The one event tag of [`MemorySubsystem`]: a point of the memory timeline.
@@ -627,11 +832,54 @@ impl MemorySubsystem {
     pub(crate) fn new(s: &Scenario, seed: u64, check_invariants: bool) -> Option<MemorySubsystem> {
         let spec = s.memory.as_ref()?;
         let names: Vec<String> = s.tasks.iter().map(|t| t.name.clone()).collect();
-        let model = match MemSim::new(spec, &s.tasks, &names, seed, check_invariants) {
+        let component_names: Vec<String> = s.components.iter().map(|c| c.name.clone()).collect();
+        let model = match MemSim::new(spec, &s.tasks, &names, &component_names, seed, check_invariants) {
             Ok(m) => m,
             Err(e) => panic!("memory setup failed after validation: {}: {}", e.key, e.message),
         };
-        Some(MemorySubsystem { model, spec: spec.clone(), tasks: s.tasks.clone(), jobs: Vec::new() })
+        // SRP holds back every job of its CPUs at their start: the interpreter takes them all.
+        let claims_streams = !s.resources.iter().any(|r| r.protocol == Protocol::Srp);
+        Some(MemorySubsystem { model, spec: spec.clone(), tasks: s.tasks.clone(), jobs: Vec::new(), claims_streams, touched: Vec::new() })
+    }
+
+    /// Starts a run of access step `step` for `job`: of its task's program, or of component
+    /// `component`'s inside an invocation, with `compute` spread over its references. Its
+    /// steps then come from [`Self::access_step`].
+    pub(crate) fn begin_access(&mut self, job: &JobInfo, component: Option<usize>, step: u32, compute: Nanos) {
+        let step = step as usize;
+        let spec = match component {
+            None => &self.tasks[job.task].memory.as_ref().expect("a task with access steps has memory").steps[step],
+            Some(c) => &self.spec.components[c].as_ref().expect("a component with access steps has memory").steps[step],
+        };
+        let mj = self.model.start_access(job.task, component, spec, step, job.index, compute);
+        if let Some(c) = component {
+            let k = job.key as usize;
+            if k >= self.touched.len() {
+                self.touched.resize_with(k + 1, Vec::new);
+            }
+            if !self.touched[k].contains(&(c as u32)) {
+                self.touched[k].push(c as u32);
+            }
+        }
+        let slot = self.job_slot(job.key);
+        if let Some(old) = slot.replace(Box::new(mj)) {
+            self.model.recycle(job.task, *old);
+        }
+    }
+
+    /// The next step of `job`'s memory work at `now`: of the access step it runs, or of its
+    /// whole job for a task with `access` streams this subsystem does not take over.
+    /// [`Step::Done`] once the references are done.
+    pub(crate) fn access_step(&mut self, job: &JobInfo, now: Nanos) -> Step {
+        let tm = self.tasks[job.task].memory.as_ref().expect("a job with memory work has its task's declaration");
+        let mj = self.jobs[job.key as usize].as_deref_mut().expect("a job with memory work");
+        self.model.next_step(job.task, tm, mj, now)
+    }
+
+    /// Tells the stall accounting what task `task`'s job does now: runs (`runnable`) or waits
+    /// for something other than memory.
+    pub(crate) fn task_state(&mut self, task: usize, now: Nanos, runnable: bool) {
+        self.model.set_state(task, now, if runnable { TaskPsiState::RUNNABLE } else { TaskPsiState::IDLE });
     }
 
     pub(crate) fn model_mut(&mut self) -> &mut MemSim {
@@ -657,10 +905,11 @@ impl Subsystem for MemorySubsystem {
     }
 
     fn on_release(&mut self, _cx: &mut Context<'_>, job: &JobInfo) -> bool {
-        let Some(tm) = self.tasks[job.task].memory.as_ref().filter(|tm| !tm.streams.is_empty()) else { return false };
-        let mj = self.model.start_job(job.task, tm, job.index, job.demand);
+        let spec = &self.tasks[job.task];
+        let Some(tm) = spec.memory.as_ref().filter(|tm| !tm.streams.is_empty()) else { return false };
+        let mj = self.model.start_job(job.task, tm, job.index, job.demand, &spec.suspensions);
         *self.job_slot(job.key) = Some(Box::new(mj));
-        true
+        self.claims_streams
     }
 
     #[inline]
@@ -680,7 +929,8 @@ impl Subsystem for MemorySubsystem {
     }
 
     fn on_end(&mut self, cx: &mut Context<'_>, job: &JobInfo, _outcome: Outcome, task_idle: bool) {
-        self.model.job_ended(job.task, cx.now(), task_idle);
+        let touched = self.touched.get_mut(job.key as usize).map(std::mem::take).unwrap_or_default();
+        self.model.job_ended(job.task, cx.now(), task_idle, &touched);
         if let Some(mj) = self.jobs.get_mut(job.key as usize).and_then(Option::take) {
             self.model.recycle(job.task, *mj);
         }
@@ -773,6 +1023,19 @@ impl Section for MemoryResult {
                     sharers: d.n,
                 })
                 .collect(),
+            components: m
+                .components
+                .iter()
+                .map(|c| JsonComponentMemory {
+                    name: &c.name,
+                    reservation: c.reservation.as_deref(),
+                    minor_faults: c.stats.minor_faults,
+                    major_faults: c.stats.major_faults,
+                    pages_swapped_in: c.stats.pages_swapped_in,
+                    pages_swapped_out: c.stats.pages_swapped_out,
+                    resident_pages: c.stats.resident_pages,
+                })
+                .collect(),
         };
         out.field("memory", &memory);
     }
@@ -802,6 +1065,21 @@ struct JsonMemory<'a> {
     limit_groups: Vec<JsonReservation<'a>>,
     reserved_physical_mb: f64,
     auto_decisions: Vec<JsonAuto<'a>>,
+    /// Components with memory of their own (left out when none has any).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    components: Vec<JsonComponentMemory<'a>>,
+}
+
+/// A component's own memory: the faults its invocations took in it, whoever called.
+#[derive(Serialize)]
+struct JsonComponentMemory<'a> {
+    name: &'a str,
+    reservation: Option<&'a str>,
+    minor_faults: u64,
+    major_faults: u64,
+    pages_swapped_in: u64,
+    pages_swapped_out: u64,
+    resident_pages: u64,
 }
 
 #[derive(Serialize)]

@@ -32,6 +32,9 @@ pub struct MemorySpec {
     pub regions: Vec<RegionDecl>,
     /// Memory-limited workload groups (`[[group]]`), the ones a controller manages.
     pub groups: Vec<GroupDecl>,
+    /// Each component's own memory, by component index (`None`: it touches none); empty when
+    /// no component declares memory.
+    pub components: Vec<Option<ComponentMemory>>,
 }
 
 /// Where task `t`'s pages lie under `layout`: under MC²'s, a level-A/B task pinned to a CPU
@@ -100,8 +103,63 @@ pub struct TaskMemory {
     pub group: String,
     /// Private anonymous footprint (code, data, heap).
     pub private_pages: u32,
+    /// The task's `access` streams: each job's references, its whole demand spread over them
+    /// (shorthand for a program of one access step).
     pub order: StreamOrder,
     pub streams: Vec<Stream>,
+    /// The access steps of the task's program, in program order.
+    pub steps: Vec<AccessStep>,
+}
+
+impl TaskMemory {
+    /// The regions any of its streams or program steps address, each once, in first-use order.
+    pub fn regions(&self) -> Vec<usize> {
+        regions_of(self.streams.iter().chain(self.steps.iter().flat_map(|s| &s.streams)))
+    }
+}
+
+/// The regions `streams` address, each once, in first-use order.
+fn regions_of<'s>(streams: impl Iterator<Item = &'s Stream>) -> Vec<usize> {
+    let mut out = Vec::new();
+    for s in streams {
+        if let Target::Region(r) = s.target {
+            if !out.contains(&r) {
+                out.push(r);
+            }
+        }
+    }
+    out
+}
+
+/// One access step of a program: one run's references over its owner's memory.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AccessStep {
+    pub order: StreamOrder,
+    pub streams: Vec<Stream>,
+}
+
+impl AccessStep {
+    /// References one run of the step makes (discards apart).
+    pub fn refs_per_run(&self) -> u64 {
+        self.streams.iter().map(Stream::refs_per_job).fold(0, u64::saturating_add)
+    }
+}
+
+/// A component's own memory: the address space its invocations' access steps touch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ComponentMemory {
+    /// Index into [`MemorySpec::reservations`] charged for its pages.
+    pub reservation: Option<usize>,
+    pub private_pages: u32,
+    /// The access steps of its program, in program order.
+    pub steps: Vec<AccessStep>,
+}
+
+impl ComponentMemory {
+    /// The regions its steps address, each once, in first-use order.
+    pub fn regions(&self) -> Vec<usize> {
+        regions_of(self.steps.iter().flat_map(|s| &s.streams))
+    }
 }
 
 /// How a job's streams combine (`access_order`).
@@ -172,29 +230,58 @@ impl TaskMemory {
         base: impl Fn(Target) -> Vpn,
         out: &mut Vec<(Vpn, RefKind)>,
     ) {
-        let active = |s: &Stream| s.active(job_index);
-        match self.order {
-            // Straight into `out`: the streams follow one another there anyway.
-            StreamOrder::Sequence => {
-                for (s, cur) in self.streams.iter().zip(cursors.iter_mut()) {
-                    if active(s) {
-                        s.generate(cur, rng, base(s.target), out);
-                    }
+        refs_of(self.order, &self.streams, job_index, cursors, rng, base, out);
+    }
+}
+
+impl AccessStep {
+    /// Appends one run's references to `out` for job `job_index` of the owner's task (streams
+    /// active only on some jobs follow it); `base(target)` is where the target starts in the
+    /// owner's address space.
+    pub fn refs(
+        &self,
+        job_index: u64,
+        cursors: &mut [StreamCursor],
+        rng: &mut SimRng,
+        base: impl Fn(Target) -> Vpn,
+        out: &mut Vec<(Vpn, RefKind)>,
+    ) {
+        refs_of(self.order, &self.streams, job_index, cursors, rng, base, out);
+    }
+}
+
+/// The references of `streams` combined in `order`, for job `job_index`.
+fn refs_of(
+    order: StreamOrder,
+    streams: &[Stream],
+    job_index: u64,
+    cursors: &mut [StreamCursor],
+    rng: &mut SimRng,
+    base: impl Fn(Target) -> Vpn,
+    out: &mut Vec<(Vpn, RefKind)>,
+) {
+    let active = |s: &Stream| s.active(job_index);
+    match order {
+        // Straight into `out`: the streams follow one another there anyway.
+        StreamOrder::Sequence => {
+            for (s, cur) in streams.iter().zip(cursors.iter_mut()) {
+                if active(s) {
+                    s.generate(cur, rng, base(s.target), out);
                 }
             }
-            StreamOrder::Interleave => {
-                let mut per_stream: Vec<Vec<(Vpn, RefKind)>> = Vec::with_capacity(self.streams.len());
-                for (s, cur) in self.streams.iter().zip(cursors.iter_mut()) {
-                    let mut refs = Vec::new();
-                    if active(s) {
-                        s.generate(cur, rng, base(s.target), &mut refs);
-                    }
-                    per_stream.push(refs);
+        }
+        StreamOrder::Interleave => {
+            let mut per_stream: Vec<Vec<(Vpn, RefKind)>> = Vec::with_capacity(streams.len());
+            for (s, cur) in streams.iter().zip(cursors.iter_mut()) {
+                let mut refs = Vec::new();
+                if active(s) {
+                    s.generate(cur, rng, base(s.target), &mut refs);
                 }
-                let longest = per_stream.iter().map(Vec::len).max().unwrap_or(0);
-                for i in 0..longest {
-                    out.extend(per_stream.iter().filter_map(|r| r.get(i).copied()));
-                }
+                per_stream.push(refs);
+            }
+            let longest = per_stream.iter().map(Vec::len).max().unwrap_or(0);
+            for i in 0..longest {
+                out.extend(per_stream.iter().filter_map(|r| r.get(i).copied()));
             }
         }
     }
@@ -372,6 +459,7 @@ mod tests {
             private_pages: 10,
             order: StreamOrder::Sequence,
             streams: vec![stream(Pattern::Sweep { pages: 4, offset: 0, span: 10 })],
+            steps: Vec::new(),
         };
         let mut cur = vec![StreamCursor::default()];
         let mut rng = sub_rng(0, "m", 0);
@@ -391,8 +479,14 @@ mod tests {
         a.until_job = Some(1);
         let mut b = stream(Pattern::Trace { pages: vec![7, 8] });
         b.passes = 2;
-        let tm =
-            TaskMemory { reservation: None, group: "g".into(), private_pages: 10, order: StreamOrder::Interleave, streams: vec![a, b] };
+        let tm = TaskMemory {
+            reservation: None,
+            group: "g".into(),
+            private_pages: 10,
+            order: StreamOrder::Interleave,
+            streams: vec![a, b],
+            steps: Vec::new(),
+        };
         let mut cur = vec![StreamCursor::default(), StreamCursor::default()];
         let mut rng = sub_rng(0, "m", 0);
         let mut out = Vec::new();
@@ -408,7 +502,14 @@ mod tests {
         let mut burst = stream(Pattern::Trace { pages: vec![9] });
         burst.from_job = 2;
         burst.every_jobs = 3;
-        let tm = TaskMemory { reservation: None, group: "g".into(), private_pages: 10, order: StreamOrder::Sequence, streams: vec![burst] };
+        let tm = TaskMemory {
+            reservation: None,
+            group: "g".into(),
+            private_pages: 10,
+            order: StreamOrder::Sequence,
+            streams: vec![burst],
+            steps: Vec::new(),
+        };
         let mut cur = vec![StreamCursor::default()];
         let mut rng = sub_rng(0, "m", 0);
         let active: Vec<u64> = (0..10)
@@ -500,6 +601,7 @@ mod tests {
                 private_pages: 100,
                 order,
                 streams: vec![burst.clone(), sweep.clone(), free.clone(), hot.clone(), trace.clone()],
+                steps: Vec::new(),
             };
             let (mut cur_a, mut cur_b) = (vec![StreamCursor::default(); 5], vec![StreamCursor::default(); 5]);
             let seed = 5;

@@ -82,6 +82,24 @@ pub enum Action {
     /// Self-suspend, off every CPU, for this long (never while holding a lock; the loader
     /// checks it). Units of caches the job holds stay held.
     Suspend(Nanos),
+    /// Touch memory: access step `step` of the program's owner (its memory declaration's
+    /// `steps`: the task's, or the component's inside an invocation), with `compute` spread
+    /// evenly over its references. A reference that faults takes the fault's CPU time and
+    /// waits for the swap device like any other; locks the job holds stay held meanwhile.
+    Access {
+        step: u32,
+        compute: Nanos,
+    },
+}
+
+impl Action {
+    /// The CPU time the action itself asks for, faults and calls apart.
+    pub fn own_compute(&self) -> Nanos {
+        match *self {
+            Action::Compute(c) | Action::Access { compute: c, .. } => c,
+            _ => Nanos::ZERO,
+        }
+    }
 }
 
 /// One option of a [`Action::CallOneOf`]: a component and its chance of being the one called.
@@ -123,10 +141,7 @@ impl TaskProgram {
     /// The program's own compute, calls not followed: a task's WCET and every job's demand
     /// when it calls nothing ([`TaskProgram::worst_case_compute`] follows calls).
     pub fn compute_total(&self) -> Nanos {
-        self.actions.iter().fold(Nanos::ZERO, |acc, a| match a {
-            Action::Compute(c) => acc + *c,
-            _ => acc,
-        })
+        self.actions.iter().fold(Nanos::ZERO, |acc, a| acc + a.own_compute())
     }
 
     /// The longest stretch of the program's own compute during which the job holds
@@ -141,7 +156,7 @@ impl TaskProgram {
                 Action::Unlock { resource: r } if r == resource => {
                     longest = longest.max(open.take().unwrap_or(Nanos::ZERO));
                 }
-                Action::Compute(c) => {
+                Action::Compute(c) | Action::Access { compute: c, .. } => {
                     if let Some(o) = open.as_mut() {
                         *o += c;
                     }
@@ -150,6 +165,16 @@ impl TaskProgram {
             }
         }
         longest
+    }
+
+    /// Whether the program touches memory itself (calls not followed).
+    pub fn accesses_memory(&self) -> bool {
+        self.actions.iter().any(|a| matches!(a, Action::Access { .. }))
+    }
+
+    /// Whether the program suspends itself (calls not followed).
+    pub fn suspends(&self) -> bool {
+        self.actions.iter().any(|a| matches!(a, Action::Suspend(_)))
     }
 
     /// The resources this program locks, each once, in first-lock order.
@@ -264,7 +289,7 @@ pub fn invocation_worst_cases(components: &[ComponentSpec]) -> Option<Vec<Nanos>
         let mut total = Some(spec.invocation_cost);
         for a in &spec.program.actions {
             let add = match *a {
-                Action::Compute(t) => Some(t),
+                Action::Compute(t) | Action::Access { compute: t, .. } => Some(t),
                 Action::Call { component, probability } if probability.is_possible() => visit(component, components, memo, depth + 1),
                 Action::CallOneOf { set, .. } => spec
                     .program
@@ -289,7 +314,7 @@ impl TaskProgram {
     pub fn worst_case_compute(&self, invocations: &[Nanos]) -> Option<Nanos> {
         self.actions.iter().try_fold(Nanos::ZERO, |acc, a| {
             let add = match *a {
-                Action::Compute(t) => t,
+                Action::Compute(t) | Action::Access { compute: t, .. } => t,
                 Action::Call { component, probability } if probability.is_possible() => invocations[component],
                 Action::CallOneOf { set, .. } => self.choice_components(set).map(|d| invocations[d]).max().unwrap_or(Nanos::ZERO),
                 _ => Nanos::ZERO,

@@ -10,7 +10,7 @@
 
 use crate::mem::mc2::Mc2Platform;
 use crate::mem::{DeviceId, MemConfig, MemError, MemoryLayout, Placement, RegionKind, ReservationKind, SharePolicy};
-use crate::model::memory::{reservation_placement, MemorySpec, Target, MIB};
+use crate::model::memory::{reservation_placement, MemorySpec, MIB};
 use crate::model::task::TaskSpec;
 use std::collections::BTreeSet;
 
@@ -122,7 +122,7 @@ pub fn check(spec: &MemorySpec, tasks: &[TaskSpec]) -> Result<(), AdmissionError
         }
     }
 
-    // The reservations sharing each region: those of the tasks that map it.
+    // The reservations sharing each region: those of the tasks and components that map it.
     let mut sharers: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); spec.regions.len()];
     for (ti, tm) in tasks.iter().enumerate().filter_map(|(ti, t)| Some((ti, t.memory.as_ref()?))) {
         let key = |f: &str| format!("task[{ti}].{f}");
@@ -133,36 +133,21 @@ pub fn check(spec: &MemorySpec, tasks: &[TaskSpec]) -> Result<(), AdmissionError
             (false, Some(r)) => return Err(at(key("reservation"))(MemError::NoSuchReservation(r as u32))),
             (false, None) => Bound::Global,
         };
-        // Virtual pages are allocated contiguously as regions are mapped.
-        let space_full = || MemError::AddressSpaceFull { space: ti as u32 };
-        let mut mapped_pages = u64::from(tm.private_pages);
-        if mapped_pages >= u64::from(u32::MAX) {
-            return Err(at(key("private_mb"))(space_full()));
-        }
-        let mut mapped = vec![false; spec.regions.len()];
-        for s in &tm.streams {
-            let Target::Region(r) = s.target else { continue };
-            if std::mem::replace(&mut mapped[r], true) {
-                continue;
-            }
-            let region = &spec.regions[r];
-            if bound == Bound::Limit && matches!(region.policy, SharePolicy::Spc | SharePolicy::Spel | SharePolicy::Auto) {
-                return Err(AdmissionError {
-                    key: key("access"),
-                    message: format!(
-                        "region {:?} uses policy `{}`, which needs per-reservation accounting that memory-limited group {:?} does not have; use a `global`, `private` or `first-touch` region",
-                        region.name, region.policy, tm.group
-                    ),
-                });
-            }
-            if mapped_pages + u64::from(region.pages) >= u64::from(u32::MAX) {
-                return Err(at(key("access"))(space_full()));
-            }
-            mapped_pages += u64::from(region.pages);
-            if let Bound::Reservation(res) = bound {
-                sharers[r].insert(res);
-            }
-        }
+        let space = Space { id: ti as u32, key: &key, bound, group: &tm.group, private_pages: tm.private_pages };
+        map_space(spec, &space, &tm.regions(), &mut sharers)?;
+    }
+    // Components' own spaces come after every task's, in file order.
+    for (ci, cm) in spec.components.iter().enumerate().filter_map(|(ci, c)| Some((ci, c.as_ref()?))) {
+        let key = |f: &str| format!("component[{ci}].{f}");
+        let bound = match cm.reservation {
+            Some(r) if spec.reservations.get(r).is_some_and(|d| d.kind == ReservationKind::Limit) => Bound::Limit,
+            Some(r) if r < spec.reservations.len() => Bound::Reservation(r),
+            Some(r) => return Err(at(key("reservation"))(MemError::NoSuchReservation(r as u32))),
+            None => Bound::Global,
+        };
+        let name = spec.reservations.get(cm.reservation.unwrap_or(usize::MAX)).map_or("", |r| r.name.as_str());
+        let space = Space { id: (tasks.len() + ci) as u32, key: &key, bound, group: name, private_pages: cm.private_pages };
+        map_space(spec, &space, &cm.regions(), &mut sharers)?;
     }
 
     // SPEL: each sharing reservation gives up the region's size to a copy held once; each
@@ -213,11 +198,55 @@ pub fn check(spec: &MemorySpec, tasks: &[TaskSpec]) -> Result<(), AdmissionError
     Ok(())
 }
 
+/// An address space being set up: its number, where its keys are, what bounds it.
+struct Space<'a> {
+    id: u32,
+    key: &'a dyn Fn(&str) -> String,
+    bound: Bound,
+    /// Its memory-limited group (or reservation), for messages.
+    group: &'a str,
+    private_pages: u32,
+}
+
+/// Maps `space`'s private pages and then `regions` (first use first), as setting it up
+/// would; notes which reservations share each region.
+fn map_space(spec: &MemorySpec, space: &Space<'_>, regions: &[usize], sharers: &mut [BTreeSet<usize>]) -> Result<(), AdmissionError> {
+    let at = |key: String| move |e: MemError| AdmissionError { key: key.clone(), message: e.to_string() };
+    let key = space.key;
+    // Virtual pages are allocated contiguously as regions are mapped.
+    let space_full = || MemError::AddressSpaceFull { space: space.id };
+    let mut mapped_pages = u64::from(space.private_pages);
+    if mapped_pages >= u64::from(u32::MAX) {
+        return Err(at(key("private_mb"))(space_full()));
+    }
+    let where_ = if key("").starts_with("component") { "program" } else { "access" };
+    for &r in regions {
+        let region = &spec.regions[r];
+        if space.bound == Bound::Limit && matches!(region.policy, SharePolicy::Spc | SharePolicy::Spel | SharePolicy::Auto) {
+            return Err(AdmissionError {
+                key: key(where_),
+                message: format!(
+                    "region {:?} uses policy `{}`, which needs per-reservation accounting that memory-limited group {:?} does not have; use a `global`, `private` or `first-touch` region",
+                    region.name, region.policy, space.group
+                ),
+            });
+        }
+        if mapped_pages + u64::from(region.pages) >= u64::from(u32::MAX) {
+            return Err(at(key(where_))(space_full()));
+        }
+        mapped_pages += u64::from(region.pages);
+        if let Bound::Reservation(res) = space.bound {
+            sharers[r].insert(res);
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::memsim::MemSim;
-    use crate::model::memory::{GroupDecl, Pattern, RegionDecl, ReservationDecl, Stream, StreamOrder, TaskMemory};
+    use crate::model::memory::{GroupDecl, Pattern, RegionDecl, ReservationDecl, Stream, StreamOrder, Target, TaskMemory};
     use crate::model::task::{Arrival, Criticality, ExecTime, OverrunPolicy};
     use crate::time::Nanos;
     use critmem_policy::GroupRole;
@@ -325,7 +354,10 @@ mod tests {
                     .map(|r| stream(if r < regions.len() { Target::Region(r) } else { Target::Private }))
                     .filter(|s| s.target != Target::Private || private_pages > 0)
                     .collect();
-                task(format!("t{ti}"), TaskMemory { reservation, group, private_pages, order: StreamOrder::Sequence, streams })
+                task(
+                    format!("t{ti}"),
+                    TaskMemory { reservation, group, private_pages, order: StreamOrder::Sequence, streams, steps: Vec::new() },
+                )
             })
             .collect();
         let spec = MemorySpec {
@@ -340,6 +372,7 @@ mod tests {
             reservations,
             regions,
             groups,
+            components: Vec::new(),
         };
         (spec, tasks)
     }
@@ -359,7 +392,7 @@ mod tests {
         fn admission_agrees_with_building_the_memory_model(d in declarations(), seed in any::<u64>()) {
             let (spec, tasks) = build(d);
             let names: Vec<String> = tasks.iter().map(|t| t.name.clone()).collect();
-            let built = MemSim::new(&spec, &tasks, &names, seed, true)
+            let built = MemSim::new(&spec, &tasks, &names, &[], seed, true)
                 .map(drop)
                 .map_err(|e| AdmissionError { key: e.key, message: e.message });
             prop_assert_eq!(check(&spec, &tasks), built, "{:?}", spec);
@@ -414,7 +447,7 @@ mod tests {
         fn admission_agrees_with_building_the_memory_model_under_mc2(d in mc2_declarations(), seed in any::<u64>()) {
             let (spec, tasks) = build_mc2(d);
             let names: Vec<String> = tasks.iter().map(|t| t.name.clone()).collect();
-            let built = MemSim::new(&spec, &tasks, &names, seed, true)
+            let built = MemSim::new(&spec, &tasks, &names, &[], seed, true)
                 .map(drop)
                 .map_err(|e| AdmissionError { key: e.key, message: e.message });
             prop_assert_eq!(check(&spec, &tasks), built, "{:?}", spec);
@@ -462,7 +495,7 @@ mod tests {
             let (spec, tasks) = build(d);
             let names: Vec<String> = tasks.iter().map(|t| t.name.clone()).collect();
             let built =
-                MemSim::new(&spec, &tasks, &names, 1, true).map(drop).map_err(|e| AdmissionError { key: e.key, message: e.message });
+                MemSim::new(&spec, &tasks, &names, &[], 1, true).map(drop).map_err(|e| AdmissionError { key: e.key, message: e.message });
             let ours = check(&spec, &tasks);
             refused += usize::from(ours.is_err());
             assert_eq!(ours, built, "{spec:?}");

@@ -1,13 +1,15 @@
-//! `[memory]`, `[[reservation]]`, `[[region]]` and each task's memory keys (`reservation`,
-//! `group`, `private_mb`, `access_order`, `access`), within caps that keep a scenario inside
+//! `[memory]`, `[[reservation]]`, `[[region]]`, each task's memory keys (`reservation`,
+//! `group`, `private_mb`, `access_order`, `access`), the access steps of programs and each
+//! component's own memory, within caps that keep a scenario inside
 //! this machine's memory.
 
 use super::error::{Ctx, ScenarioError};
-use super::raw::{PatternName, RawDevice, RawScenario, RawSwap, RawTask, SwapPreset};
+use super::raw::{PatternName, RawAccess, RawAction, RawComponent, RawDevice, RawScenario, RawSwap, RawTask, SwapPreset};
 use crate::mem::mc2::Mc2Platform;
 use crate::mem::{DeviceSpec, MemoryLayout, Placement, RegionKind, ReservationKind, SharePolicy};
 use crate::model::memory::{
-    task_placement, MemorySpec, Pattern, RegionDecl, ReservationDecl, Stream, StreamOrder, Target, TaskMemory, MIB,
+    task_placement, AccessStep, ComponentMemory, MemorySpec, Pattern, RegionDecl, ReservationDecl, Stream, StreamOrder, Target, TaskMemory,
+    MIB,
 };
 use crate::model::task::TaskSpec;
 use crate::time::Nanos;
@@ -163,6 +165,7 @@ pub(super) fn validate_memory(cx: &Ctx, raw: &RawScenario, horizon: Nanos) -> Re
         reservations,
         regions,
         groups: Vec::new(),
+        components: Vec::new(),
     }))
 }
 
@@ -198,9 +201,9 @@ pub(super) fn check_layout(cx: &Ctx, raw: &RawScenario, m: &MemorySpec, tasks: &
         let placement = task_placement(m.layout, t);
         let pinned = placement.pins_pages();
         if pinned {
-            if let Some(j) = tm.streams.iter().position(|s| matches!(s.target, Target::Region(_))) {
+            if let Some(key) = shared_region_key(&raw.task[i], i) {
                 return Err(cx.err(
-                    format!("task[{i}].access[{j}].region"),
+                    key,
                     format!(
                         "a level-{} task's pages stay in its core's bank and are never paged {MC2}, so it cannot map a shared region; use private memory",
                         t.criticality
@@ -255,6 +258,22 @@ pub(super) fn check_layout(cx: &Ctx, raw: &RawScenario, m: &MemorySpec, tasks: &
             pinned_pages[r] += u64::from(tm.private_pages);
         }
     }
+    // Components are level-C services: their pages lie in banks 0–3.
+    for (c, cm) in m.components.iter().enumerate() {
+        let Some(r) = cm.as_ref().and_then(|cm| cm.reservation) else { continue };
+        if let Some((f, fp)) = first[r].filter(|(_, fp)| fp.pins_pages()) {
+            return Err(cx.err(
+                format!("component[{c}].reservation"),
+                format!(
+                    "reservation {:?} sets its frames aside in {} for level-{} task {:?}, but a component's pages lie in the level-C banks {MC2}; give the component a reservation of its own",
+                    m.reservations[r].name,
+                    fp.banks(),
+                    tasks[f].criticality,
+                    tasks[f].name
+                ),
+            ));
+        }
+    }
     for (r, decl) in m.reservations.iter().enumerate() {
         if pinned_pages[r] > decl.pages {
             return Err(cx.err(
@@ -268,6 +287,19 @@ pub(super) fn check_layout(cx: &Ctx, raw: &RawScenario, m: &MemorySpec, tasks: &
         }
     }
     Ok(())
+}
+
+/// The key of task `i`'s first access, as a stream or a program step, that names a shared
+/// region.
+fn shared_region_key(rt: &RawTask, i: usize) -> Option<String> {
+    let shared = |a: &RawAccess| a.region.as_deref().is_some_and(|r| r != "private");
+    if let Some(j) = rt.access.iter().position(shared) {
+        return Some(format!("task[{i}].access[{j}].region"));
+    }
+    rt.program.iter().flatten().enumerate().find_map(|(j, a)| {
+        let n = a.access.iter().flatten().position(shared)?;
+        Some(format!("task[{i}].program[{j}].access[{n}].region"))
+    })
 }
 
 /// MiB for a message: whole numbers bare, others to three decimals.
@@ -284,15 +316,12 @@ pub(super) fn check_mapped_pages<'t>(
     task_memory: impl Iterator<Item = &'t TaskMemory>,
 ) -> Result<(), ScenarioError> {
     let mut mapped_pages: u64 = m.regions.iter().map(|r| u64::from(r.pages)).sum();
-    for tm in task_memory {
-        let mut touched = vec![false; m.regions.len()];
-        for s in &tm.streams {
-            if let Target::Region(r) = s.target {
-                touched[r] = true;
-            }
-        }
-        let regions: u64 = m.regions.iter().zip(&touched).filter(|(_, &t)| t).map(|(r, _)| u64::from(r.pages)).sum();
-        mapped_pages += u64::from(tm.private_pages) + regions;
+    let spaces = task_memory
+        .map(|tm| (tm.private_pages, tm.regions()))
+        .chain(m.components.iter().flatten().map(|cm| (cm.private_pages, cm.regions())));
+    for (private_pages, regions) in spaces {
+        let regions: u64 = regions.iter().map(|&r| u64::from(m.regions[r].pages)).sum();
+        mapped_pages += u64::from(private_pages) + regions;
     }
     if mapped_pages > MAX_MAPPED_PAGES {
         return Err(cx.err("task", format!("the regions and tasks map {mapped_pages} pages in all (each region once, plus private and shared pages per task); at most 2^26 are allowed")));
@@ -320,14 +349,11 @@ pub(super) fn validate_task_memory(
                 return Err(cx.err(k(field), "needs a [memory] section"));
             }
         }
+        if let Some(j) = rt.program.iter().flatten().position(|a| a.access.is_some()) {
+            return Err(cx.err(format!("task[{i}].program[{j}].access"), "touches memory, which needs a [memory] section"));
+        }
         return Ok(None);
     };
-    if !rt.access.is_empty() && !rt.suspend.is_empty() {
-        return Err(cx.err(
-            k("suspend"),
-            "explicit self-suspensions cannot be combined with memory access streams (faults suspend jobs by themselves)",
-        ));
-    }
     let reservation = match &rt.reservation {
         None => None,
         Some(name) => Some(
@@ -341,20 +367,91 @@ pub(super) fn validate_task_memory(
     let private_pages = cx.pages(&k("private_mb"), rt.private_mb.unwrap_or(0.0), m.page_bytes, 0)? as u32;
     let order = rt.access_order.unwrap_or(StreamOrder::Sequence);
     let mut streams = Vec::with_capacity(rt.access.len());
-    for j in 0..rt.access.len() {
-        streams.push(validate_stream(cx, i, j, rt, m, private_pages)?);
+    for (j, a) in rt.access.iter().enumerate() {
+        streams.push(validate_stream(cx, &format!("task[{i}].access[{j}]"), a, m, private_pages)?);
     }
     let refs_per_job = streams.iter().map(Stream::refs_per_job).fold(0, u64::saturating_add);
     if refs_per_job > MAX_REFS_PER_JOB {
         return Err(cx.err(k("access"), format!("makes {refs_per_job} references per job; at most 2^24 are allowed")));
     }
-    Ok(Some(TaskMemory { reservation, group, private_pages, order, streams }))
+    let steps = access_steps(cx, &k("program"), rt.program.as_deref().unwrap_or_default(), m, private_pages)?;
+    Ok(Some(TaskMemory { reservation, group, private_pages, order, streams, steps }))
 }
 
-/// `access[j]` of task `i`: `pattern` decides which keys apply.
-fn validate_stream(cx: &Ctx, i: usize, j: usize, rt: &RawTask, m: &MemorySpec, private_pages: u32) -> Result<Stream, ScenarioError> {
-    let a = &rt.access[j];
-    let k = |field: &str| format!("task[{i}].access[{j}].{field}");
+/// The access steps of a program at `key` (a task's or a component's), over memory with
+/// `private_pages` of the owner's own.
+fn access_steps(cx: &Ctx, key: &str, program: &[RawAction], m: &MemorySpec, private_pages: u32) -> Result<Vec<AccessStep>, ScenarioError> {
+    let mut steps = Vec::new();
+    for (j, a) in program.iter().enumerate() {
+        let Some(raw) = &a.access else { continue };
+        let mut streams = Vec::with_capacity(raw.len());
+        for (n, stream) in raw.iter().enumerate() {
+            streams.push(validate_stream(cx, &format!("{key}[{j}].access[{n}]"), stream, m, private_pages)?);
+        }
+        let step = AccessStep { order: a.access_order.unwrap_or(StreamOrder::Sequence), streams };
+        if step.refs_per_run() > MAX_REFS_PER_JOB {
+            return Err(
+                cx.err(format!("{key}[{j}].access"), format!("makes {} references per run; at most 2^24 are allowed", step.refs_per_run()))
+            );
+        }
+        steps.push(step);
+    }
+    Ok(steps)
+}
+
+/// Each component's own memory: its `private_mb`, `reservation` and the access steps of its
+/// program, which need `[memory]`. Empty when no component declares any.
+pub(super) fn validate_component_memory(
+    cx: &Ctx,
+    raw: &[RawComponent],
+    memory: Option<&MemorySpec>,
+) -> Result<Vec<Option<ComponentMemory>>, ScenarioError> {
+    let mut out = Vec::with_capacity(raw.len());
+    for (c, rc) in raw.iter().enumerate() {
+        let k = |field: &str| format!("component[{c}].{field}");
+        let has_steps = rc.program.iter().any(|a| a.access.is_some());
+        let Some(m) = memory else {
+            if let Some((_, field)) =
+                [(rc.private_mb.is_some(), "private_mb"), (rc.reservation.is_some(), "reservation"), (has_steps, "program")]
+                    .into_iter()
+                    .find(|(present, _)| *present)
+            {
+                let why = if field == "program" {
+                    "touches memory (an access step), which needs a [memory] section"
+                } else {
+                    "needs a [memory] section"
+                };
+                return Err(cx.err(k(field), why));
+            }
+            out.push(None);
+            continue;
+        };
+        if rc.private_mb.is_none() && rc.reservation.is_none() && !has_steps {
+            out.push(None);
+            continue;
+        }
+        let reservation = match &rc.reservation {
+            None => None,
+            Some(name) => Some(
+                m.reservations
+                    .iter()
+                    .position(|r| &r.name == name)
+                    .ok_or_else(|| cx.err(k("reservation"), format!("no reservation named {name:?}")))?,
+            ),
+        };
+        let private_pages = cx.pages(&k("private_mb"), rc.private_mb.unwrap_or(0.0), m.page_bytes, 0)? as u32;
+        let steps = access_steps(cx, &k("program"), &rc.program, m, private_pages)?;
+        out.push(Some(ComponentMemory { reservation, private_pages, steps }));
+    }
+    if out.iter().all(Option::is_none) {
+        out.clear();
+    }
+    Ok(out)
+}
+
+/// One stream at `key`: `pattern` decides which keys apply.
+fn validate_stream(cx: &Ctx, key: &str, a: &RawAccess, m: &MemorySpec, private_pages: u32) -> Result<Stream, ScenarioError> {
+    let k = |field: &str| format!("{key}.{field}");
     let (target, size) = match a.region.as_deref() {
         None | Some("private") => (Target::Private, private_pages),
         Some(name) => {
@@ -423,7 +520,7 @@ fn validate_stream(cx: &Ctx, i: usize, j: usize, rt: &RawTask, m: &MemorySpec, p
                 .enumerate()
                 .map(|(n, &p)| {
                     if p < 0 || p as u64 >= u64::from(span) {
-                        Err(cx.err(format!("task[{i}].access[{j}].pages[{n}]"), format!("page {p} is outside the span of {span} pages")))
+                        Err(cx.err(format!("{key}.pages[{n}]"), format!("page {p} is outside the span of {span} pages")))
                     } else {
                         Ok(offset + p as u32)
                     }

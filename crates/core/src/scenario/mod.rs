@@ -142,7 +142,6 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
         &components,
     )?;
     resources::check_lock_order(&cx, &tasks, &resources, &components.specs)?;
-    resources::check_protocols(&cx, &raw, &resources, kind)?;
     let scheduler = machine::validate_scheduler(&cx, raw_scheduler, &raw.task, &tasks, cpus)?;
     let hierarchy = machine::validate_hierarchy(&cx, raw_scheduler, &raw.task, &tasks, cpus)?;
     let seed = run::seed(&raw, overrides);
@@ -153,8 +152,16 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
     for (i, (task, rt)) in tasks.iter_mut().zip(&raw.task).enumerate() {
         task.memory = memory::validate_task_memory(&cx, i, rt, memory.as_ref())?;
         if task.program.is_some() && task.memory.as_ref().is_some_and(|m| !m.streams.is_empty()) {
-            return Err(cx.err(format!("task[{i}].access"), "a task with a program cannot also declare access streams"));
+            return Err(cx.err(
+                format!("task[{i}].access"),
+                "a task with a program gives its accesses as program steps ({ access = [...], compute_ms = ... })",
+            ));
         }
+    }
+    if let Some(m) = memory.as_mut() {
+        m.components = memory::validate_component_memory(&cx, &raw.component, Some(m))?;
+    } else {
+        memory::validate_component_memory(&cx, &raw.component, None)?;
     }
     if let Some(m) = memory.as_ref() {
         memory::check_mapped_pages(&cx, m, tasks.iter().filter_map(|t| t.memory.as_ref()))?;
@@ -165,6 +172,7 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
     } else if !raw.group.is_empty() {
         return Err(cx.err("group", "memory-limited groups need a [memory] section"));
     }
+    resources::check_srp(&cx, &tasks, &resources, &components.specs, memory.as_ref())?;
     let control = control::validate_control(&cx, &raw, memory.as_ref(), horizon)?;
     let tmem = tmem::validate_tmem(&cx, &raw, horizon)?;
     for (i, (task, rt)) in tasks.iter_mut().zip(&raw.task).enumerate() {

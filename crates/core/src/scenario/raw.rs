@@ -222,8 +222,9 @@ pub(super) struct RawResource {
 
 /// One entry of `program = [...]`: exactly one of `compute_ms`, `compute_share`,
 /// `compute_rest`, `suspend_ms`, `lock` (with optional `units`), `unlock`, `call` (with optional
-/// `probability` and `pass_cbuf`), `call_one_of` (with optional `weights` and `pass_cbuf`) and
-/// `cbuf` (`"alloc"` or `"free"`).
+/// `probability` and `pass_cbuf`), `call_one_of` (with optional `weights` and `pass_cbuf`),
+/// `cbuf` (`"alloc"` or `"free"`) and `access` (with optional `compute_ms` spread over its
+/// references and `access_order`).
 #[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "Action")]
@@ -243,6 +244,12 @@ pub(super) struct RawAction {
     #[serde(default, deserialize_with = "some_choice")]
     #[schemars(schema_with = "some_choice_schema::<CbufStep>")]
     pub(super) cbuf: Option<CbufStep>,
+    /// Memory the step touches: streams like a task's `access`, over the memory of the
+    /// program's owner (the task's, or the component's).
+    pub(super) access: Option<Vec<RawAccess>>,
+    #[serde(default, deserialize_with = "some_choice")]
+    #[schemars(schema_with = "some_choice_schema::<StreamOrder>")]
+    pub(super) access_order: Option<StreamOrder>,
 }
 
 /// `cbuf = "alloc"` or `"free"`.
@@ -297,6 +304,10 @@ pub(super) struct RawComponent {
     pub(super) invocation_cost_us: Option<f64>,
     #[serde(default)]
     pub(super) program: Vec<RawAction>,
+    /// The component's own private memory, which its program's access steps touch.
+    pub(super) private_mb: Option<f64>,
+    /// The memory reservation charged for the component's pages.
+    pub(super) reservation: Option<String>,
 }
 
 impl Choice for StackWait {

@@ -4,10 +4,13 @@
 
 use super::components::Components;
 use super::error::{Ctx, ScenarioError};
-use super::raw::{CbufStep, RawAction, RawResource, RawScenario};
+use super::raw::{CbufStep, RawAction, RawResource};
+use crate::mem::{MemoryLayout, RegionKind, ReservationKind};
+use crate::model::memory::MemorySpec;
 use crate::model::program::{Action, CallChoice, CallProbability, ComponentSpec, Protocol, ResourceSpec, TaskProgram};
-use crate::model::scheduler::SchedulerKind;
+use crate::model::task::Criticality;
 use crate::model::task::TaskSpec;
+use crate::time::Nanos;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Most units one resource may have: unit counts are `u32` and sums of them must not overflow.
@@ -96,10 +99,14 @@ pub(super) fn parse_program(
     };
     // Whether the invocation holds a cbuf at this point of the program.
     let mut cbuf_held = false;
+    // Access steps so far: the next one's index among the owner's steps.
+    let mut accesses: u32 = 0;
     let mut choices: Vec<Vec<CallChoice>> = Vec::new();
     for (j, a) in raw.iter().enumerate() {
         let k = |field: &str| format!("{key}[{j}].{field}");
-        let given = usize::from(a.compute_ms.is_some())
+        // An access step may carry compute_ms: the CPU time spread over its references.
+        let given = usize::from(a.compute_ms.is_some() && a.access.is_none())
+            + usize::from(a.access.is_some())
             + usize::from(a.compute_share.is_some())
             + usize::from(a.compute_rest.is_some())
             + usize::from(a.lock.is_some())
@@ -110,11 +117,26 @@ pub(super) fn parse_program(
             + usize::from(a.suspend_ms.is_some());
         if given != 1 {
             let which = if components.is_empty() {
-                "compute_ms, compute_share, compute_rest, suspend_ms, lock and unlock"
+                "compute_ms, compute_share, compute_rest, suspend_ms, lock, unlock and access"
             } else {
-                "compute_ms, compute_share, compute_rest, suspend_ms, lock, unlock, call, call_one_of and cbuf"
+                "compute_ms, compute_share, compute_rest, suspend_ms, lock, unlock, call, call_one_of, cbuf and access"
             };
             return Err(cx.err(format!("{key}[{j}]"), format!("give exactly one of {which}")));
+        }
+        if a.access_order.is_some() && a.access.is_none() {
+            return Err(cx.err(k("access_order"), "applies only to an access step"));
+        }
+        if let Some(streams) = &a.access {
+            if streams.is_empty() {
+                return Err(cx.err(k("access"), "must list at least one stream"));
+            }
+            let compute = match a.compute_ms {
+                None => Nanos::ZERO,
+                Some(ms) => cx.time(&k("compute_ms"), ms)?,
+            };
+            actions.push(Action::Access { step: accesses, compute });
+            accesses += 1;
+            continue;
         }
         if a.units.is_some() && a.lock.is_none() {
             return Err(cx.err(k("units"), "applies only to a lock"));
@@ -462,40 +484,94 @@ fn find_cycle(v: usize, succ: &[Vec<usize>], mark: &mut [u8], path: &mut Vec<usi
 }
 
 /// What each protocol needs of the rest of the scenario.
-pub(super) fn check_protocols(cx: &Ctx, raw: &RawScenario, resources: &[ResourceSpec], kind: SchedulerKind) -> Result<(), ScenarioError> {
-    for (i, r) in resources.iter().enumerate() {
-        if r.protocol != Protocol::Srp {
-            continue;
-        }
-        let key = format!("resource[{i}].protocol");
-        if matches!(kind, SchedulerKind::Gedf | SchedulerKind::Gfp | SchedulerKind::Cyclic | SchedulerKind::Mc2) {
-            return Err(cx.err(
-                key,
-                format!(
-                    "srp is defined here for uniprocessor and partitioned priority scheduling, not {:?}; use pip or none",
-                    kind.as_str()
-                ),
-            ));
-        }
-        if raw.scheduler.as_ref().is_some_and(|s| !s.server.is_empty()) {
-            return Err(cx.err(key, "srp is not defined here across a hierarchy of servers ([[scheduler.server]]); use pip or none"));
-        }
-        if raw.memory.is_some() {
-            return Err(cx.err(key, "srp does not combine with [memory] (both would take over the same jobs); use pip or none"));
-        }
-        let program_suspends = |p: &[RawAction]| p.iter().any(|a| a.suspend_ms.is_some());
-        let suspender = raw
-            .task
-            .iter()
-            .position(|t| t.program.as_deref().is_some_and(program_suspends))
-            .map(|t| format!("task[{t}]'s program"))
-            .or_else(|| raw.component.iter().position(|c| program_suspends(&c.program)).map(|c| format!("component[{c}]'s program")));
-        if let Some(who) = suspender {
-            return Err(cx.err(key, format!("srp assumes jobs that do not self-suspend, but {who} has a suspend_ms step; use pip or none")));
-        }
-        if let Some(t) = raw.task.iter().position(|t| !t.suspend.is_empty()) {
-            return Err(cx.err(key, format!("srp assumes jobs that do not self-suspend, but task[{t}] declares suspend; use pip or none")));
+/// SRP's guarantee, that a job once started never waits for a unit, holds only for jobs that
+/// never suspend: a job that locks an SRP resource (itself or in a component it calls) must not
+/// self-suspend, and must not touch memory that may be paged out (a page fault waits for the
+/// swap device). Pages stay resident when they cannot be evicted: a level-A/B task's own pages
+/// on the MC² layout (pinned in its core's bank), or pages charged to a hard reservation that
+/// can hold every page of every space charged to it. Everything else composes with SRP: the
+/// first offending step is refused, naming the task.
+pub(super) fn check_srp(
+    cx: &Ctx,
+    tasks: &[TaskSpec],
+    resources: &[ResourceSpec],
+    components: &[ComponentSpec],
+    memory: Option<&MemorySpec>,
+) -> Result<(), ScenarioError> {
+    let srp: Vec<usize> = (0..resources.len()).filter(|&r| resources[r].protocol == Protocol::Srp).collect();
+    if srp.is_empty() {
+        return Ok(());
+    }
+    for (i, t) in tasks.iter().enumerate() {
+        let Some(program) = &t.program else { continue };
+        let Some(&r) = srp.iter().find(|&&r| program.most_units_reached(r, components) > 0) else { continue };
+        let why = |what: &str| {
+            format!(
+                "task {:?} uses srp resource {:?}, which assumes jobs that never suspend, but {what}; use pip or none for {:?}",
+                t.name, resources[r].name, resources[r].name
+            )
+        };
+        let reached = program.reachable_components(components);
+        // The programs the job can run: its own, then each component it can enter.
+        let programs = std::iter::once((None, program))
+            .chain(components.iter().enumerate().filter(|&(c, _)| reached[c]).map(|(c, spec)| (Some(c), &spec.program)));
+        for (owner, p) in programs {
+            let at = |j: usize, field: &str| match owner {
+                None => format!("task[{i}].program[{j}].{field}"),
+                Some(c) => format!("component[{c}].program[{j}].{field}"),
+            };
+            let whose = match owner {
+                None => "it".to_string(),
+                Some(c) => format!("component {:?}, which it calls,", components[c].name),
+            };
+            if let Some(j) = p.actions.iter().position(|a| matches!(a, Action::Suspend(_))) {
+                return Err(cx.err(at(j, "suspend_ms"), why(&format!("{whose} self-suspends"))));
+            }
+            let Some(j) = p.actions.iter().position(|a| matches!(a, Action::Access { .. })) else { continue };
+            let m = memory.expect("access steps have [memory]");
+            let resident = match owner {
+                None => pinned(m, t) || reservation_holds_all(m, tasks, t.memory.as_ref().and_then(|tm| tm.reservation)),
+                Some(c) => reservation_holds_all(m, tasks, m.components.get(c).and_then(Option::as_ref).and_then(|cm| cm.reservation)),
+            };
+            if !resident {
+                return Err(cx.err(
+                    at(j, "access"),
+                    why(&format!(
+                        "{whose} touches pages that may be paged out and faulted back in (keep them resident: a hard reservation that holds every page charged to it, or level A/B with a cpu on the mc2 layout)"
+                    )),
+                ));
+            }
         }
     }
     Ok(())
+}
+
+/// Whether task `t`'s own pages are pinned: level A/B with a CPU on the MC² layout.
+fn pinned(m: &MemorySpec, t: &TaskSpec) -> bool {
+    m.layout == MemoryLayout::Mc2 && t.criticality <= Criticality::B && t.cpu.is_some()
+}
+
+/// Whether hard reservation `r` can hold every page of every space charged to it (each task's
+/// and component's private pages and the regions it maps), so none of them is ever evicted.
+fn reservation_holds_all(m: &MemorySpec, tasks: &[TaskSpec], r: Option<usize>) -> bool {
+    let Some(r) = r else { return false };
+    if m.reservations[r].kind != ReservationKind::Hard {
+        return false;
+    }
+    let region_pages = |regions: Vec<usize>| -> Option<u64> {
+        // A file page's first touch reads the device.
+        regions.iter().try_fold(0u64, |acc, &g| {
+            (!matches!(m.regions[g].kind, RegionKind::SharedFile { .. })).then(|| acc + u64::from(m.regions[g].pages))
+        })
+    };
+    let mut charged = 0u64;
+    for tm in tasks.iter().filter_map(|t| t.memory.as_ref()).filter(|tm| tm.reservation == Some(r)) {
+        let Some(pages) = region_pages(tm.regions()) else { return false };
+        charged += u64::from(tm.private_pages) + pages;
+    }
+    for cm in m.components.iter().flatten().filter(|cm| cm.reservation == Some(r)) {
+        let Some(pages) = region_pages(cm.regions()) else { return false };
+        charged += u64::from(cm.private_pages) + pages;
+    }
+    charged <= m.reservations[r].pages
 }

@@ -28,7 +28,7 @@ use serde::Serialize;
 
 /// The order of jobs under a leaf with policy `policy`; fixed ranks are global, so their
 /// order within a leaf is the one the flat scheduler would use.
-fn job_order(policy: ServerPolicy, tasks: &[TaskSpec]) -> JobOrder {
+pub(crate) fn leaf_job_order(policy: ServerPolicy, tasks: &[TaskSpec]) -> JobOrder {
     let ranks = |order| JobOrder::FixedPriority { ranks: priority_ranks(order, tasks) };
     match policy {
         ServerPolicy::Fp => ranks(PriorityOrder::Explicit),
@@ -140,7 +140,7 @@ impl HierarchyScheduler {
                 children: Vec::new(),
                 policy: s.policy,
                 jobs: ReadyQueue::default(),
-                order: job_order(s.policy, tasks),
+                order: leaf_job_order(s.policy, tasks),
                 consumed_ns: 0,
                 replenishments: 0,
                 exhaustions: 0,

@@ -181,6 +181,60 @@ pub fn partition(scenario: &Scenario) -> Option<Vec<usize>> {
     scenario.scheduler.is_partitioned().then(|| partition_worst_fit(&scenario.tasks, scenario.cpus))
 }
 
+/// Where SRP's start check applies: each task's scope (the jobs that share one system
+/// ceiling), its preemption level there (smaller is higher), and the order its held-back jobs
+/// start in (`None`: release order).
+#[derive(Clone, Debug)]
+pub struct SrpScopes {
+    pub scope: Vec<usize>,
+    pub level: Vec<u64>,
+    pub order: Vec<Option<JobOrder>>,
+}
+
+/// SRP's scopes under a scenario's scheduler: a CPU under a partitioned scheduler; the whole
+/// machine under a uniprocessor or global one (a lock that finds its units taken by a job on
+/// another CPU waits as under `none`); a leaf server's tasks under servers, by the leaf's
+/// policy; under MC²'s levels each core's level-A/B tasks (A above B, B rate-monotonic), level
+/// C by deadline, level D in release order, and each server's tasks by its policy; under a
+/// cyclic table one scope, every job level.
+pub fn srp_scopes(scenario: &Scenario) -> SrpScopes {
+    let tasks = &scenario.tasks;
+    let n = tasks.len();
+    let levels_of = |order: &Option<JobOrder>, t: usize| match order {
+        Some(JobOrder::FixedPriority { ranks }) => u64::from(ranks[t]),
+        Some(_) => tasks[t].deadline.0,
+        None => 0,
+    };
+    if let Some(h) = &scenario.hierarchy {
+        let order: Vec<Option<JobOrder>> =
+            (0..n).map(|t| Some(hierarchy::leaf_job_order(h.servers[h.task_server[t]].policy, tasks))).collect();
+        let level = (0..n).map(|t| levels_of(&order[t], t)).collect();
+        return SrpScopes { scope: h.task_server.clone(), level, order };
+    }
+    if let Some(levels) = scenario.scheduler.mc2_levels() {
+        let rm = priority_ranks(PriorityOrder::RateMonotonic, tasks);
+        let cpus = scenario.cpus;
+        let ab_ranks: Vec<u32> = (0..n).map(|t| if tasks[t].criticality == Criticality::A { 0 } else { 1 + rm[t] }).collect();
+        let mut out = SrpScopes { scope: Vec::with_capacity(n), level: Vec::with_capacity(n), order: Vec::with_capacity(n) };
+        for (t, spec) in tasks.iter().enumerate() {
+            let (scope, order) = match (levels.task_server[t], spec.criticality, spec.cpu) {
+                // A server's tasks, run one at a time by its policy, share a scope of their own.
+                (Some(s), _, _) => (cpus + 2 + s, Some(server_job_order(levels.servers[s].policy, tasks))),
+                (None, Criticality::A | Criticality::B, Some(cpu)) => (cpu, Some(JobOrder::FixedPriority { ranks: ab_ranks.clone() })),
+                (None, Criticality::C, _) | (None, _, None) => (cpus, Some(JobOrder::Edf)),
+                (None, Criticality::D, _) => (cpus + 1, None),
+            };
+            out.level.push(levels_of(&order, t));
+            out.scope.push(scope);
+            out.order.push(order);
+        }
+        return out;
+    }
+    let order = job_order(scenario);
+    let scope = partition(scenario).unwrap_or_else(|| vec![0; n]);
+    SrpScopes { scope, level: (0..n).map(|t| levels_of(&order, t)).collect(), order: vec![order; n] }
+}
+
 /// A node of the scheduler tree, as a scenario describes it.
 #[derive(Clone, Debug)]
 pub enum NodeSpec {

@@ -262,7 +262,7 @@ fn every_component_load_error_is_one_line_naming_file_key_and_reason() {
         ),
         (
             base.replace(r#"{ compute_ms = 1 }, { call = "fs" }"#, r#"{ compute_ms = 1, call = "fs" }"#),
-            "comp.toml: task[1].program[0]: give exactly one of compute_ms, compute_share, compute_rest, suspend_ms, lock, unlock, call, call_one_of and cbuf",
+            "comp.toml: task[1].program[0]: give exactly one of compute_ms, compute_share, compute_rest, suspend_ms, lock, unlock, call, call_one_of, cbuf and access",
         ),
         (
             base.replace(r#"{ compute_ms = 1 }, { call = "fs" }"#, r#"{ compute_ms = 1, probability = 0.5 }, { call = "fs" }"#),

@@ -388,3 +388,21 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_servers_tasks_share_an_srp_scope_of_their_own() {
+    // hi and lo lock R under SRP inside server s at level C; c outside it never waits on R.
+    let text = "[machine]\ncpus = 2\n[scheduler]\nkind = \"mc2\"\n[run]\nhorizon_ms = 100\n".to_string()
+        + &server("s", "deferrable", 8, 10)
+        + "[[resource]]\nname = \"R\"\nprotocol = \"srp\"\n\
+           [[task]]\nname = \"hi\"\ncriticality = \"C\"\nserver = \"s\"\nperiod_ms = 50\noffset_ms = 2\n\
+           program = [{ compute_ms = 1 }, { lock = \"R\" }, { compute_ms = 1 }, { unlock = \"R\" }]\n\
+           [[task]]\nname = \"lo\"\ncriticality = \"C\"\nserver = \"s\"\nperiod_ms = 60\n\
+           program = [{ compute_ms = 1 }, { lock = \"R\" }, { compute_ms = 4 }, { unlock = \"R\" }]\n"
+        + &tasks(&[("c", "C", None, 3, 20)]);
+    let r = run(&text);
+    let res = r.resources().expect("resources");
+    assert_eq!(res.resources[0].contended, 0, "no lock of R waits under SRP");
+    assert!(res.waits.iter().all(|w| w.task != 2), "c is outside the server's scope");
+    assert!(r.tasks.iter().all(|t| t.stats.completed > 0 && t.stats.deadline_misses == 0));
+}

@@ -310,6 +310,29 @@ fn what_reservations_and_groups_cannot_be_under_mc2_is_refused_in_one_line() {
         let e = error(&text);
         assert!(e.starts_with(start) && !e.contains('\n'), "{e}\n{start}");
     }
+    // A level-B task's program step cannot map a shared region either, and a component (a
+    // level-C service) cannot share a level-A/B reservation.
+    let region = "[[region]]\nname = \"shm\"\nsize_mb = 1\n";
+    let step = on(&[ab("B", 0, 1.0)], region.into()).replace(
+        "access = [{ pattern = \"sweep\", mb = 1, writes = 0.5 }]\n",
+        "program = [{ access = [{ pattern = \"sweep\", mb = 1 }], compute_ms = 1 }, { access = [{ pattern = \"sweep\", region = \"shm\" }], compute_ms = 1 }]\n",
+    );
+    assert!(
+        error(&step).starts_with("test.toml: task[0].program[1].access[0].region: a level-B task's pages stay in its core's bank"),
+        "{}",
+        error(&step)
+    );
+    let component = on(&[ab("B", 0, 1.0).in_reservation("r")], reservation("r", 2.0, "hard"))
+        + "[[component]]\nname = \"db\"\nprivate_mb = 0.5\nreservation = \"r\"\nprogram = [{ compute_ms = 1 }]\n";
+    assert!(
+        error(&component).starts_with("test.toml: component[0].reservation: reservation \"r\" sets its frames aside in core 0's level-A/B banks for level-B task \"t0\", but a component's pages lie in the level-C banks"),
+        "{}",
+        error(&component)
+    );
+    // A component with a reservation of its own, in banks 0–3, runs.
+    let own = on(&[ab("B", 0, 1.0), c(1.0)], reservation("q", 2.0, "hard"))
+        + "[[component]]\nname = \"db\"\nprivate_mb = 0.5\nreservation = \"q\"\nprogram = [{ access = [{ pattern = \"sweep\", mb = 0.5 }], compute_ms = 1 }]\n";
+    run(&own);
     // A reservation on a flat machine of the same size is fine: the banks are what refuse it.
     let flat = on(&[c(1.0).in_reservation("r")], reservation("r", 40.0, "hard")).replace("layout = \"mc2\"", "layout = \"flat\"");
     run(&flat);

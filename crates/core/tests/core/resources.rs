@@ -399,7 +399,7 @@ fn every_load_error_is_one_line_naming_file_key_and_reason() {
         ),
         (
             with_hi(r#"{ compute_ms = 1, lock = "R" }"#),
-            "res.toml: task[0].program[0]: give exactly one of compute_ms, compute_share, compute_rest, suspend_ms, lock and unlock",
+            "res.toml: task[0].program[0]: give exactly one of compute_ms, compute_share, compute_rest, suspend_ms, lock, unlock and access",
         ),
         (
             base.replacen(
@@ -438,22 +438,6 @@ fn every_load_error_is_one_line_naming_file_key_and_reason() {
         .replacen(hi_program, r#"program = [{ lock = "R" }, { lock = "S" }, { compute_ms = 1 }, { unlock = "S" }, { unlock = "R" }]"#, 1)
         .replacen(lo_program, r#"program = [{ lock = "S" }, { lock = "R" }, { compute_ms = 1 }, { unlock = "R" }, { unlock = "S" }]"#, 1);
     assert_eq!(err_of(&cycle), "res.toml: task[2].program: possible deadlock: tasks hi, lo take resources R and S in opposite orders");
-    // SRP needs a uniprocessor or partitioned scheduler.
-    let global =
-        INVERSION.replace("PROTOCOL", "srp").replace("[scheduler]\nkind = \"fp\"", "[machine]\ncpus = 2\n[scheduler]\nkind = \"gfp\"");
-    assert_eq!(
-        err_of(&global),
-        "res.toml: resource[0].protocol: srp is defined here for uniprocessor and partitioned priority scheduling, not \"gfp\"; use pip or none"
-    );
-    // Nor across a hierarchy of servers.
-    let served = INVERSION.replace("PROTOCOL", "srp").replace(
-        "[scheduler]\nkind = \"fp\"",
-        "[scheduler]\nkind = \"fp\"\n[[scheduler.server]]\nname = \"s\"\nkind = \"level\"\npriority = 0",
-    );
-    assert_eq!(
-        err_of(&served),
-        "res.toml: resource[0].protocol: srp is not defined here across a hierarchy of servers ([[scheduler.server]]); use pip or none"
-    );
 }
 
 #[test]

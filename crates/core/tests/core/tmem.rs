@@ -539,11 +539,9 @@ program = [{ lock = "m" }, { suspend_ms = 1 }, { compute_ms = 1 }, { unlock = "m
         "{ suspend_ms = 1 }, { lock = \"m\" }, { compute_ms = 1 }, { unlock = \"m\" }",
     );
     let e = err_of(&srp);
-    assert!(
-        e.starts_with(
-            "tmem.toml: resource[0].protocol: srp assumes jobs that do not self-suspend, but task[0]'s program has a suspend_ms step"
-        ),
-        "{e}"
+    assert_eq!(
+        e,
+        "tmem.toml: task[0].program[0].suspend_ms: task \"t\" uses srp resource \"m\", which assumes jobs that never suspend, but it self-suspends; use pip or none for \"m\""
     );
 }
 

@@ -159,7 +159,7 @@ impl ResourceSubsystem {
 
     /// Whether job `key` can run in a waiter's place (it is not self-suspended).
     pub(super) fn runnable(&self, key: JobKey) -> bool {
-        self.jobs.get(key as usize).and_then(Option::as_ref).is_none_or(|r| r.suspended_until.is_none())
+        self.jobs.get(key as usize).and_then(Option::as_ref).is_none_or(|r| r.suspended_until.is_none() && !r.fault_waiting)
     }
 
     /// The caches of which `key` holds a unit.

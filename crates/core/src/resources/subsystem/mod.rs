@@ -47,6 +47,7 @@ use super::stacks::UnitCache;
 use super::tmem::{Manager, TmemResult};
 use super::waits::{OpenWait, WaitLog, WaitOn, WaitRecord};
 use crate::engine::{Context, JobInfo, Subsystem};
+use crate::memsim::MemorySubsystem;
 use crate::model::program::{Action, ComponentSpec, Protocol, ResourceSpec, StackWait, TaskProgram};
 use crate::model::task::TaskSpec;
 use crate::program::{ComponentId, ResourceId, Step};
@@ -193,6 +194,10 @@ struct JobRun {
     donor: Option<JobKey>,
     /// What the job waits on now, and since when.
     open_wait: Option<OpenWait>,
+    /// In an access step: its steps come from the memory model until it is done.
+    accessing: bool,
+    /// Waiting for the swap device after a page fault (it holds what it held).
+    fault_waiting: bool,
 }
 
 /// The shared-resources subsystem (see the module documentation).
@@ -200,12 +205,22 @@ pub struct ResourceSubsystem {
     specs: Vec<ResourceSpec>,
     tasks: Vec<TaskSpec>,
     order: Option<JobOrder>,
+    /// SRP's scope of each task (a CPU, a leaf server, an MC² level; see
+    /// [`sched::srp_scopes`]): the jobs whose start checks share one system ceiling.
     task_cpu: Vec<usize>,
+    /// The order each task's held-back jobs start in, within its scope.
+    srp_order: Vec<Option<JobOrder>>,
     /// SRP preemption level of each task: smaller is higher.
     levels: Vec<u64>,
     /// Per resource: (most units one lock takes, level) of each task that locks it.
     users: Vec<Vec<(u32, u64)>>,
     has_srp: bool,
+    /// Whether the scenario has page-level memory: jobs' states then go to its stall
+    /// accounting.
+    memory: bool,
+    /// Tasks with `access` streams, whose jobs the memory model runs whole (taken over here
+    /// only to be held back under SRP).
+    stream_tasks: Vec<bool>,
     donor_mode: bool,
     check: bool,
     state: Vec<ResourceState>,
@@ -253,11 +268,8 @@ impl ResourceSubsystem {
             return None;
         }
         let order = sched::job_order(scenario);
-        let task_cpu = sched::partition(scenario).unwrap_or_else(|| vec![0; scenario.tasks.len()]);
-        let levels: Vec<u64> = match &order {
-            Some(JobOrder::FixedPriority { ranks }) => ranks.iter().map(|&r| u64::from(r)).collect(),
-            _ => scenario.tasks.iter().map(|t| t.deadline.0).collect(),
-        };
+        let srp = sched::srp_scopes(scenario);
+        let (task_cpu, levels) = (srp.scope, srp.level);
         let users = (0..scenario.resources.len())
             .map(|r| {
                 scenario
@@ -280,10 +292,13 @@ impl ResourceSubsystem {
             specs: scenario.resources.clone(),
             tasks: scenario.tasks.clone(),
             order,
+            srp_order: srp.order,
             task_cpu,
             levels,
             users,
             has_srp: scenario.resources.iter().any(|r| r.protocol == Protocol::Srp),
+            memory: scenario.memory.is_some(),
+            stream_tasks: scenario.tasks.iter().map(|t| t.memory.as_ref().is_some_and(|m| !m.streams.is_empty())).collect(),
             donor_mode: false,
             check,
             jobs: Vec::new(),
@@ -356,6 +371,16 @@ impl ResourceSubsystem {
                 abs_deadline: job.abs_deadline,
                 donor: None,
             }),
+            None => QueueKey { primary: 0, seq: job.seq },
+        }
+    }
+
+    /// The job's priority among the held-back jobs of its SRP scope.
+    fn srp_prio(&self, job: &JobInfo) -> QueueKey {
+        let ready =
+            ReadyJob { key: job.key, task: job.task, seq: job.seq, release: job.release, abs_deadline: job.abs_deadline, donor: None };
+        match &self.srp_order[job.task] {
+            Some(o) => o.key(&ready),
             None => QueueKey { primary: 0, seq: job.seq },
         }
     }
@@ -462,15 +487,64 @@ impl Subsystem for ResourceSubsystem {
             decided: false,
             donor: None,
             open_wait: None,
+            accessing: false,
+            fault_waiting: false,
         });
         true
     }
 
     fn next_step(&mut self, cx: &mut Context<'_>, job: &JobInfo) -> Step {
+        let step = self.step(cx, job);
+        if self.memory && !self.run(job.key).accessing {
+            // What the job does outside its access steps: running, or waiting on something
+            // other than memory (a lock, a stack, a sleep).
+            let runnable = match step {
+                Step::Compute(_) => Some(true),
+                Step::Suspend(_) | Step::Block(_) => Some(false),
+                _ => None,
+            };
+            let now = cx.now();
+            if let (Some(runnable), Some(memory)) = (runnable, cx.peer_mut::<MemorySubsystem>()) {
+                memory.task_state(job.task, now, runnable);
+            }
+        }
+        step
+    }
+
+    fn on_end(&mut self, cx: &mut Context<'_>, job: &JobInfo, outcome: Outcome, _task_idle: bool) {
+        self.end(cx, job, outcome);
+    }
+
+    fn set_trace_limit(&mut self, limit: usize) {
+        self.waits.limit = limit;
+    }
+
+    fn start(&mut self, cx: &mut Context<'_>) {
+        self.begin(cx);
+    }
+
+    fn on_event(&mut self, cx: &mut Context<'_>, tag: u64) {
+        self.event(cx, tag);
+    }
+
+    fn finish(self: Box<Self>, horizon: Nanos, result: &mut SimResult) {
+        self.finish_run(horizon, result);
+    }
+}
+
+impl ResourceSubsystem {
+    /// The next step of a job this subsystem took over.
+    fn step(&mut self, cx: &mut Context<'_>, job: &JobInfo) -> Step {
         let key = job.key;
+        if std::mem::take(&mut self.run(key).fault_waiting) {
+            // Back from the device: waiters on its units may pick it to run in their place.
+            for id in self.caches_held_by(key) {
+                self.relink_cache(cx, id);
+            }
+        }
         let run = self.run(key);
         if !run.admitted {
-            let (task, prio) = (run.task, run.prio);
+            let (task, prio) = (run.task, self.srp_prio(job));
             if !self.may_start(task, prio) {
                 let cause = self.gate_cause(task);
                 self.begin_wait(key, WaitOn::Gate(cause), cx.now());
@@ -479,8 +553,15 @@ impl Subsystem for ResourceSubsystem {
             }
             self.run(key).admitted = true;
         }
+        let streams = self.stream_tasks[job.task];
         let run = self.run(key);
         if run.plain {
+            if streams {
+                // Its whole job is the memory model's references, held back here only by SRP.
+                run.accessing = true;
+                let now = cx.now();
+                return cx.peer_mut::<MemorySubsystem>().expect("a task with access streams has memory").access_step(job, now);
+            }
             run.pc += 1;
             return if run.pc == 1 && job.demand > Nanos::ZERO { Step::Compute(job.demand) } else { Step::Done };
         }
@@ -489,6 +570,25 @@ impl Subsystem for ResourceSubsystem {
         // preempt it), and again after waking a job that may.
         let mut running = std::mem::take(&mut self.run(key).decided);
         loop {
+            let run = self.run(key);
+            if run.accessing {
+                let now = cx.now();
+                let step = cx.peer_mut::<MemorySubsystem>().expect("access steps need memory").access_step(job, now);
+                match step {
+                    Step::Done => self.run(key).accessing = false,
+                    Step::Suspend(_) => {
+                        // A fault: the job waits for the device holding what it holds, so
+                        // waiters on its units must not pick it to run in their place.
+                        self.run(key).fault_waiting = true;
+                        for id in self.caches_held_by(key) {
+                            self.relink_cache(cx, id);
+                        }
+                        return step;
+                    }
+                    _ => return step,
+                }
+                continue;
+            }
             let run = self.run(key);
             if let Some(c) = run.entering.take() {
                 run.decided = running;
@@ -624,6 +724,16 @@ impl Subsystem for ResourceSubsystem {
                     }
                     return Step::Block(SUSPENDED);
                 }
+                Action::Access { step, compute } => {
+                    self.run(key).pc += 1;
+                    // A budgeted job whose budget is spent unwinds without touching memory.
+                    if !self.spent(key) {
+                        let compute = self.spend(key, compute);
+                        let component = self.run(key).frames.last().map(|&(c, _)| c);
+                        cx.peer_mut::<MemorySubsystem>().expect("access steps need memory").begin_access(job, component, step, compute);
+                        self.run(key).accessing = true;
+                    }
+                }
                 Action::CbufFree => {
                     let run = self.run(key);
                     run.pc += 1;
@@ -642,7 +752,7 @@ impl Subsystem for ResourceSubsystem {
         }
     }
 
-    fn on_end(&mut self, cx: &mut Context<'_>, job: &JobInfo, outcome: Outcome, _task_idle: bool) {
+    fn end(&mut self, cx: &mut Context<'_>, job: &JobInfo, outcome: Outcome) {
         let Some(run) = self.jobs.get_mut(job.key as usize).and_then(Option::take) else { return };
         self.gated.retain(|&(_, k)| k != job.key);
         if let Some(r) = run.waiting {
@@ -698,11 +808,7 @@ impl Subsystem for ResourceSubsystem {
         }
     }
 
-    fn set_trace_limit(&mut self, limit: usize) {
-        self.waits.limit = limit;
-    }
-
-    fn start(&mut self, cx: &mut Context<'_>) {
+    fn begin(&mut self, cx: &mut Context<'_>) {
         self.component_ids = self.components.iter().map(|_| cx.add_component()).collect();
         if let Some(m) = &self.tmem {
             match m.spec.first_run {
@@ -712,7 +818,7 @@ impl Subsystem for ResourceSubsystem {
         }
     }
 
-    fn on_event(&mut self, cx: &mut Context<'_>, tag: u64) {
+    fn event(&mut self, cx: &mut Context<'_>, tag: u64) {
         if tag == TMEM_RUN {
             self.run_memory_scheduler(cx);
             return;
@@ -732,7 +838,7 @@ impl Subsystem for ResourceSubsystem {
         cx.wake(key);
     }
 
-    fn finish(mut self: Box<Self>, horizon: Nanos, result: &mut SimResult) {
+    fn finish_run(mut self: Box<Self>, horizon: Nanos, result: &mut SimResult) {
         // Waits still open at the horizon end there.
         let open: Vec<(usize, u64, OpenWait)> =
             self.jobs.iter().flatten().filter_map(|run| run.open_wait.map(|w| (run.task, run.index, w))).collect();
