@@ -93,6 +93,33 @@ BAD_SCENARIOS: list[tuple[str, str | bytes, list[str], list[str]]] = [
         [],
         ["control.interval_ms", "longer interval"],
     ),
+    # One job program: a step naming what the file does not declare, and SRP with a job that can fault.
+    (
+        "program step on an unknown region",
+        MEM.replace("private_mb = 16\n", "")
+        + 'private_mb = 1\nprogram = [{ access = [{ pattern = "sweep", region = "tiles", mb = 1 }], compute_ms = 1 }]\n',
+        [],
+        ["task[0].program[0].access[0].region", 'no region named "tiles"'],
+    ),
+    (
+        "program step on an unknown resource",
+        GOOD + 'program = [{ lock = "bus" }, { compute_ms = 1 }, { unlock = "bus" }]\n',
+        [],
+        ["task[0].program[0].lock", 'unknown resource "bus"'],
+    ),
+    (
+        "program step calling an unknown component",
+        GOOD + '[[component]]\nname = "fs"\n[[task]]\nname = "b"\nperiod_ms = 4\nprogram = [{ compute_ms = 1 }, { call = "db" }]\n',
+        [],
+        ["task[1].program[1].call", 'unknown component "db"'],
+    ),
+    (
+        "SRP job that can fault",
+        MEM.replace("private_mb = 16\n", "").replace("[memory]", '[[resource]]\nname = "bus"\nprotocol = "srp"\n[memory]')
+        + 'private_mb = 1\nprogram = [{ lock = "bus" }, { access = [{ pattern = "sweep", mb = 1 }], compute_ms = 1 }, { unlock = "bus" }]\n',
+        [],
+        ["task[0].program[1].access", 'srp resource "bus"', "never suspend"],
+    ),
 ]
 
 

@@ -36,6 +36,15 @@ FRAGMENTS = [
     "suspend = [{ after_ms = 0.5, for_ms = 1 }]", "suspend = [{ after_ms = 9, for_ms = 1 }]",
     "[run]", "horizon_ms = 50", "horizon_ms = 0", "horizon_ms = nan", "seed = 3", "seed = -1",
     "[[task]]\nname = \"c\"\nwcet_ms = 1\nperiod_ms = 5", "x = 1", "= =", "[", "]]", '"unterminated',
+    # One job program: memory, locks, calls and suspensions mixed, over declarations that may be missing.
+    "[memory]", "total_mb = 64", "total_mb = 1", 'swap = "hdd"', "private_mb = 1", "private_mb = 0.004",
+    '[[resource]]\nname = "r"\nprotocol = "srp"', '[[resource]]\nname = "r"\nprotocol = "pip"',
+    '[[region]]\nname = "shm"\nsize_mb = 1\nkind = "file"', '[[component]]\nname = "c"\nstacks = 1\nprivate_mb = 0.5',
+    'program = [{ access = [{ pattern = "sweep", mb = 1 }], compute_ms = 1 }]',
+    'program = [{ lock = "r" }, { access = [{ pattern = "random", refs = 5, region = "shm" }] }, { unlock = "r" }]',
+    'program = [{ compute_ms = 1 }, { call = "c" }, { suspend_ms = 1 }]',
+    'program = [{ access = [{ pattern = "trace", pages = [0, 9] }], access_order = "interleave" }]',
+    'program = [{ access = [], compute_ms = -1 }]',
 ]  # fmt: skip
 
 fragment_soup = st.lists(st.sampled_from(FRAGMENTS), max_size=24).map("\n".join)

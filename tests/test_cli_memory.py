@@ -20,14 +20,24 @@ def test_run_prints_per_task_memory_and_per_group_stall_tables() -> None:
     assert o.code == 0, o.stderr
     lines = o.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("task") and "major faults" in line)
-    for column in ("reservation", "minor faults", "major faults", "swapped in", "swapped out", "resident MB", "fault wait ms"):
+    columns = (
+        "reservation",
+        "minor faults",
+        "major faults",
+        "swapped in",
+        "swapped out",
+        "resident MB",
+        "peak resident MB",
+        "fault wait ms",
+    )
+    for column in columns:
         assert column in lines[header], column
     rows = {line.split()[0]: line.split() for line in lines[header + 2 : header + 4]}
     assert sorted(rows) == ["tau1", "tau2"]
     memory = run(SHARED_PAGES).memory
     assert memory is not None
     tau1 = next(t for t in memory["tasks"] if t["name"] == "tau1")
-    # task reservation minor major in out resident wait
+    # task reservation minor major in out resident peak wait
     assert rows["tau1"][1:6] == [
         "r1",
         str(tau1["minor_faults"]),
@@ -35,7 +45,10 @@ def test_run_prints_per_task_memory_and_per_group_stall_tables() -> None:
         str(tau1["pages_swapped_in"]),
         str(tau1["pages_swapped_out"]),
     ]
-    assert float(rows["tau1"][7]) == pytest.approx(tau1["fault_wait_ms"], abs=1e-3)
+    page_mb = memory["page_bytes"] / 1_048_576
+    assert float(rows["tau1"][7]) == pytest.approx(tau1["peak_resident_pages"] * page_mb, abs=1e-3)
+    assert tau1["peak_resident_pages"] >= tau1["resident_pages"]
+    assert float(rows["tau1"][8]) == pytest.approx(tau1["fault_wait_ms"], abs=1e-3)
     groups = next(i for i, line in enumerate(lines) if line.startswith("group"))
     for column in ("memory some ms", "memory full ms", "io some ms", "io full ms"):
         assert column in lines[groups]

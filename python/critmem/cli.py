@@ -205,6 +205,7 @@ _SHORT_HEADERS = {
     "swapped in": "swap in",
     "swapped out": "swap out",
     "resident MB": "res MB",
+    "peak resident MB": "peak MB",
     "consumed ms": "used ms",
     "replenishments": "refills",
     "exhaustions": "empties",
@@ -515,14 +516,30 @@ def _print_memory(console: Console, memory: dict[str, Any]) -> None:
             _fmt(t["pages_swapped_in"]),
             _fmt(t["pages_swapped_out"]),
             _fmt(t["resident_pages"] * page_mb),
+            _fmt(t["peak_resident_pages"] * page_mb),
             _fmt(float(t["fault_wait_ms"])),
         ]
         for t in _worst(memory["tasks"], lambda t: (float(t["fault_wait_ms"]), t["major_faults"]))
     ]
     columns = ["task", "reservation", "minor faults", "major faults", "swapped in", "swapped out",
-               "resident MB", "fault wait ms"]  # fmt: skip
-    console.print(_row_table(console, columns, rows, left=2, optional=["swapped in", "minor faults"]))
+               "resident MB", "peak resident MB", "fault wait ms"]  # fmt: skip
+    console.print(_row_table(console, columns, rows, left=2, optional=["swapped in", "minor faults", "resident MB"]))
     _note_left_out(console, len(memory["tasks"]), len(rows), "the longest fault waits")
+    components = [
+        [
+            c["name"],
+            c["reservation"] or "-",
+            _fmt(c["minor_faults"]),
+            _fmt(c["major_faults"]),
+            _fmt(c["resident_pages"] * page_mb),
+            _fmt(c["peak_resident_pages"] * page_mb),
+        ]
+        for c in memory.get("components", [])
+    ]
+    if components:
+        console.print(_text("components' own memory: the faults their invocations took in it (the callers waited for them)"))
+        columns = ["component", "reservation", "minor faults", "major faults", "resident MB", "peak resident MB"]
+        console.print(_row_table(console, columns, components, left=2))
     shared = [
         [
             u["region"],

@@ -59,10 +59,11 @@ pub use model::{utilization_cmp, TaskParams};
 pub use report::{
     AnalysisReport, ResourceInfo, ResourcesReport, SectionReport, ServerReport, TaskBlocking, TaskReport, TestReport, Verdict,
 };
-pub use scenario_resources::program_sections;
+pub use scenario_resources::{access_fault_bound, program_sections};
 pub use servers::{fp_server_analysis, Server, ServerGuarantee, ServerKind};
 pub use supply::{edf_srp_test, edf_supply_test, fp_response_times_on, PeriodicResource, Supply, SupplyTest};
 
+use critmem_core::model::program::Action;
 use critmem_core::model::task::{Arrival, OverrunPolicy};
 use critmem_core::scenario::SchedulerKind;
 use critmem_core::sched::{partition, priority_ranks};
@@ -174,8 +175,30 @@ fn components_outside_analysis(scenario: &Scenario) -> Option<String> {
 fn not_covered(scenario: &Scenario) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(memory) = &scenario.memory {
+        let sections = scenario.tasks.iter().any(|t| {
+            t.program.as_ref().is_some_and(|p| {
+                let mut held = 0usize;
+                p.actions.iter().any(|a| match a {
+                    Action::Lock { .. } => {
+                        held += 1;
+                        false
+                    }
+                    Action::Unlock { .. } => {
+                        held -= 1;
+                        false
+                    }
+                    Action::Access { .. } => held > 0,
+                    _ => false,
+                })
+            })
+        });
+        let inside = if sections {
+            "; faults inside critical sections are in the blocking terms (each reference a read from the device), but not their waits behind other tasks' I/O"
+        } else {
+            ""
+        };
         out.push(format!(
-            "page-level memory ([memory]): page faults and the waits for swap I/O on {} they cause (a job suspends while its pages are read in) are outside the analysis, whose WCETs are compute alone; `critmem run` shows their effect",
+            "page-level memory ([memory]): page faults and the waits for swap I/O on {} they cause (a job suspends while its pages are read in) are outside the response times, whose WCETs are compute alone{inside}; `critmem run` shows their effect",
             memory.swap_name
         ));
     }

@@ -24,6 +24,7 @@ use crate::{
     edf_preemption_levels, edf_srp_test, fp_preemption_levels, fp_response_time_ending_at_a_step, fp_response_time_general, ms,
     pip_blocking, srp_blocking, Analysis, CriticalSection, Interferer, ResourceModel, Rta, SupplyTest, TaskParams, Verdict,
 };
+use critmem_core::mem::{FaultCosts, IoOp};
 use critmem_core::model::program::{Action, Protocol, TaskProgram};
 use critmem_core::scenario::SchedulerKind;
 use critmem_core::sched::partition;
@@ -33,8 +34,10 @@ use std::cmp::Ordering;
 /// The critical sections of a program: an outermost section lasts for the compute between its
 /// lock and its unlock; a section nested in it is listed with that same duration (its holder
 /// keeps it at most that long) and names the section it is directly nested in. Calls into
-/// components are not followed.
-pub fn program_sections(program: &TaskProgram) -> Vec<CriticalSection> {
+/// components are not followed. A section that touches memory also lasts for the worst case
+/// of its access steps' faults (`fault_bound` of each: see [`access_fault_bound`]), since the
+/// holder keeps its locks while it waits for the device.
+pub fn program_sections(program: &TaskProgram, fault_bound: impl Fn(u32) -> Nanos) -> Vec<CriticalSection> {
     let mut out: Vec<CriticalSection> = Vec::new();
     // Resources held at this point, innermost last.
     let mut held: Vec<usize> = Vec::new();
@@ -59,7 +62,8 @@ pub fn program_sections(program: &TaskProgram) -> Vec<CriticalSection> {
                     }
                 }
             }
-            Action::Compute(c) | Action::Access { compute: c, .. } if !held.is_empty() => group_ns += c.0,
+            Action::Compute(c) if !held.is_empty() => group_ns += c.0,
+            Action::Access { step, compute } if !held.is_empty() => group_ns += compute.0 + fault_bound(step).0,
             Action::Compute(_) | Action::Access { .. } => {}
             // Not followed: `analyze` leaves scenarios whose tasks both call components and
             // share resources out of the blocking analysis.
@@ -71,6 +75,26 @@ pub fn program_sections(program: &TaskProgram) -> Vec<CriticalSection> {
         }
     }
     out
+}
+
+/// The longest one run of task `task`'s access step `step` can wait on and work through its
+/// faults, beyond its own compute: every reference may fault when its pages may be paged out
+/// (each a read of one fault's pages from the swap device, with the fault's kernel work and
+/// the eviction it makes); when they stay resident (pinned, or a hard reservation that holds
+/// them all) only first touches fault, each a zero-filled page in CPU time. Waits behind
+/// other tasks' I/O on the device are not in it (`not_covered` says so).
+pub fn access_fault_bound(scenario: &critmem_core::Scenario, task: usize, step: u32) -> Nanos {
+    let (Some(m), Some(tm)) = (&scenario.memory, scenario.tasks[task].memory.as_ref()) else { return Nanos::ZERO };
+    let Some(access) = tm.steps.get(step as usize) else { return Nanos::ZERO };
+    let refs = access.refs_per_run();
+    let costs = FaultCosts::default();
+    let per_fault = if m.keeps_resident(&scenario.tasks, task, None) {
+        costs.minor + costs.zero_fill
+    } else {
+        let read = m.swap.service_time(IoOp::Read, m.page_bytes * u64::from(m.readahead_pages.max(1)));
+        read + costs.major + costs.reclaim_per_page + Nanos(m.swap_in_cpu.0 * u64::from(m.readahead_pages.max(1)))
+    };
+    Nanos(per_fault.0.saturating_mul(refs))
 }
 
 /// Which blocking rule a scope's resources follow.
@@ -90,7 +114,12 @@ impl Analysis<'_> {
 
     /// The critical sections of every task, from its program (empty without one).
     pub(crate) fn all_sections(scenario: &critmem_core::Scenario) -> Vec<Vec<CriticalSection>> {
-        scenario.tasks.iter().map(|t| t.program.as_ref().map(program_sections).unwrap_or_default()).collect()
+        (0..scenario.tasks.len())
+            .map(|i| match &scenario.tasks[i].program {
+                Some(p) => program_sections(p, |step| access_fault_bound(scenario, i, step)),
+                None => Vec::new(),
+            })
+            .collect()
     }
 
     /// The resources section of the report, with no blocking terms yet.

@@ -983,6 +983,7 @@ impl Section for MemoryResult {
                     pages_swapped_in: tm.stats.pages_swapped_in,
                     pages_swapped_out: tm.stats.pages_swapped_out,
                     resident_pages: tm.stats.resident_pages,
+                    peak_resident_pages: tm.stats.peak_resident_pages,
                     fault_wait_ms: tm.fault_wait.as_ms_f64(),
                     oom_kills: tm.oom_kills,
                     shared_regions: tm
@@ -1034,6 +1035,7 @@ impl Section for MemoryResult {
                     pages_swapped_in: c.stats.pages_swapped_in,
                     pages_swapped_out: c.stats.pages_swapped_out,
                     resident_pages: c.stats.resident_pages,
+                    peak_resident_pages: c.stats.peak_resident_pages,
                 })
                 .collect(),
         };
@@ -1080,6 +1082,7 @@ struct JsonComponentMemory<'a> {
     pages_swapped_in: u64,
     pages_swapped_out: u64,
     resident_pages: u64,
+    peak_resident_pages: u64,
 }
 
 #[derive(Serialize)]
@@ -1092,6 +1095,7 @@ struct JsonTaskMemory<'a> {
     pages_swapped_in: u64,
     pages_swapped_out: u64,
     resident_pages: u64,
+    peak_resident_pages: u64,
     fault_wait_ms: f64,
     oom_kills: u64,
     #[serde(skip_serializing_if = "Vec::is_empty")]

@@ -191,6 +191,7 @@ impl<A: FrameAllocator> Memory<A> {
         let pte = &mut sp.ptes[vpn as usize];
         if pte.flags & PRESENT == 0 {
             sp.stats.resident_pages += 1;
+            sp.stats.peak_resident_pages = sp.stats.peak_resident_pages.max(sp.stats.resident_pages);
         }
         pte.frame = f;
         pte.flags = (pte.flags & (WINDOW | DIRTY))

@@ -320,6 +320,8 @@ pub struct SpaceStats {
     pub cow_copies: u64,
     /// Pages currently mapped present in this space's page table.
     pub resident_pages: u64,
+    /// The most pages it ever had mapped present at once.
+    pub peak_resident_pages: u64,
 }
 
 /// State and counters of one reservation. `frames_held` is the physical memory set aside for

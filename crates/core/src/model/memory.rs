@@ -131,6 +131,56 @@ fn regions_of<'s>(streams: impl Iterator<Item = &'s Stream>) -> Vec<usize> {
     out
 }
 
+impl MemorySpec {
+    /// Whether the pages of task `task`'s own space (`component`: of that component's space)
+    /// stay resident once touched, so touching them never waits for the device: a level-A/B
+    /// task's own pages on the MC² layout (pinned in its core's bank), or pages charged to a
+    /// hard reservation that can hold every page of every space charged to it (private pages
+    /// and the regions each maps, none of them file-backed, whose first touch reads the
+    /// device).
+    pub fn keeps_resident(&self, tasks: &[TaskSpec], task: usize, component: Option<usize>) -> bool {
+        match component {
+            None => {
+                let t = &tasks[task];
+                task_placement(self.layout, t).pins_pages() || self.holds_all(tasks, t.memory.as_ref().and_then(|tm| tm.reservation))
+            }
+            Some(c) => self.holds_all(tasks, self.components.get(c).and_then(Option::as_ref).and_then(|cm| cm.reservation)),
+        }
+    }
+
+    /// Whether hard reservation `r` can hold every page of every space charged to it.
+    fn holds_all(&self, tasks: &[TaskSpec], r: Option<usize>) -> bool {
+        let Some(r) = r else { return false };
+        if self.reservations[r].kind != ReservationKind::Hard {
+            return false;
+        }
+        let space_pages = |private_pages: u32, regions: Vec<usize>| -> Option<u64> {
+            regions.iter().try_fold(u64::from(private_pages), |acc, &g| {
+                let region = &self.regions[g];
+                (!matches!(region.kind, RegionKind::SharedFile { .. })).then(|| acc + u64::from(region.pages))
+            })
+        };
+        let spaces = tasks
+            .iter()
+            .filter_map(|t| t.memory.as_ref())
+            .filter(|tm| tm.reservation == Some(r))
+            .map(|tm| space_pages(tm.private_pages, tm.regions()))
+            .chain(
+                self.components
+                    .iter()
+                    .flatten()
+                    .filter(|cm| cm.reservation == Some(r))
+                    .map(|cm| space_pages(cm.private_pages, cm.regions())),
+            );
+        let mut charged = 0u64;
+        for pages in spaces {
+            let Some(pages) = pages else { return false };
+            charged += pages;
+        }
+        charged <= self.reservations[r].pages
+    }
+}
+
 /// One access step of a program: one run's references over its owner's memory.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AccessStep {

@@ -5,10 +5,8 @@
 use super::components::Components;
 use super::error::{Ctx, ScenarioError};
 use super::raw::{CbufStep, RawAction, RawResource};
-use crate::mem::{MemoryLayout, RegionKind, ReservationKind};
 use crate::model::memory::MemorySpec;
 use crate::model::program::{Action, CallChoice, CallProbability, ComponentSpec, Protocol, ResourceSpec, TaskProgram};
-use crate::model::task::Criticality;
 use crate::model::task::TaskSpec;
 use crate::time::Nanos;
 use std::collections::{BTreeMap, BTreeSet};
@@ -529,11 +527,7 @@ pub(super) fn check_srp(
             }
             let Some(j) = p.actions.iter().position(|a| matches!(a, Action::Access { .. })) else { continue };
             let m = memory.expect("access steps have [memory]");
-            let resident = match owner {
-                None => pinned(m, t) || reservation_holds_all(m, tasks, t.memory.as_ref().and_then(|tm| tm.reservation)),
-                Some(c) => reservation_holds_all(m, tasks, m.components.get(c).and_then(Option::as_ref).and_then(|cm| cm.reservation)),
-            };
-            if !resident {
+            if !m.keeps_resident(tasks, i, owner) {
                 return Err(cx.err(
                     at(j, "access"),
                     why(&format!(
@@ -544,34 +538,4 @@ pub(super) fn check_srp(
         }
     }
     Ok(())
-}
-
-/// Whether task `t`'s own pages are pinned: level A/B with a CPU on the MC² layout.
-fn pinned(m: &MemorySpec, t: &TaskSpec) -> bool {
-    m.layout == MemoryLayout::Mc2 && t.criticality <= Criticality::B && t.cpu.is_some()
-}
-
-/// Whether hard reservation `r` can hold every page of every space charged to it (each task's
-/// and component's private pages and the regions it maps), so none of them is ever evicted.
-fn reservation_holds_all(m: &MemorySpec, tasks: &[TaskSpec], r: Option<usize>) -> bool {
-    let Some(r) = r else { return false };
-    if m.reservations[r].kind != ReservationKind::Hard {
-        return false;
-    }
-    let region_pages = |regions: Vec<usize>| -> Option<u64> {
-        // A file page's first touch reads the device.
-        regions.iter().try_fold(0u64, |acc, &g| {
-            (!matches!(m.regions[g].kind, RegionKind::SharedFile { .. })).then(|| acc + u64::from(m.regions[g].pages))
-        })
-    };
-    let mut charged = 0u64;
-    for tm in tasks.iter().filter_map(|t| t.memory.as_ref()).filter(|tm| tm.reservation == Some(r)) {
-        let Some(pages) = region_pages(tm.regions()) else { return false };
-        charged += u64::from(tm.private_pages) + pages;
-    }
-    for cm in m.components.iter().flatten().filter(|cm| cm.reservation == Some(r)) {
-        let Some(pages) = region_pages(cm.regions()) else { return false };
-        charged += u64::from(cm.private_pages) + pages;
-    }
-    charged <= m.reservations[r].pages
 }
