@@ -54,7 +54,7 @@ pub use fp::{
 };
 pub use global::{gedf_gfb, gedf_tardiness_bounds, gedf_tardiness_is_bounded, gfp_response_bounds};
 pub use input::InvalidInput;
-pub use mc2::{mc2_analysis, LevelC, Mc2Analysis, Mc2System, Mc2Task};
+pub use mc2::{mc2_analysis, mc2_analysis_with_jitter, LevelC, Mc2Analysis, Mc2System, Mc2Task};
 pub use model::{utilization_cmp, TaskParams};
 pub use report::{
     AnalysisReport, ResourceInfo, ResourcesReport, SectionReport, ServerReport, TaskBlocking, TaskReport, TestReport, Verdict,
@@ -201,6 +201,15 @@ fn not_covered(scenario: &Scenario) -> Vec<String> {
             "page-level memory ([memory]): page faults and the waits for swap I/O on {} they cause (a job suspends while its pages are read in) are outside the response times, whose WCETs are compute alone{inside}; `critmem run` shows their effect",
             memory.swap_name
         ));
+    }
+    if let Some(levels) = scenario.scheduler.mc2_levels() {
+        let held: Vec<&str> = levels.servers.iter().filter(|s| s.level == critmem_core::Criticality::C).map(|s| s.name.as_str()).collect();
+        if !held.is_empty() {
+            out.push(format!(
+                "servers under MC²'s level C ({}): what a server's budget gives its tasks under global EDF is outside the analysis, which counts each server at level C as a task of its budget and period; `critmem run` shows its tasks' responses",
+                held.join(", ")
+            ));
+        }
     }
     if let Some(control) = &scenario.control {
         out.push(format!(

@@ -9,6 +9,19 @@
 //! with the free time's supply-bound function. **Level C** is global EDF over the capacity A
 //! and B leave: per core `1 − (A slot time)/frame − U_B`. **Level D** gets no guarantee.
 //!
+//! **Servers** under the levels (`[[scheduler.server]]` with `kind = "mc2"`) enter their level
+//! as tasks of their budget Θ and period Π, after the scenario's tasks; the tasks they hold
+//! are counted through them. At level B a deferrable server can spend one period's budget at
+//! its end and the next one's at once: release jitter Π − Θ towards the lower priorities of
+//! its core ([`mc2_analysis_with_jitter`]). If the server as a task responds within Π, its
+//! tasks see Γ(Π, Θ) (after a wait of up to Θ for a polling server, which may drop a budget
+//! its tasks arrive just too late for) and are checked on it: fixed priorities with
+//! [`crate::fp_response_times_on`], EDF with [`crate::edf_supply_test`]. At level C a polling
+//! server's demand is a task's whose jobs may end early, so level C's bound holds with it; a
+//! deferrable one's budget can resume mid-period after it idled, like a self-suspending job,
+//! which the bound does not cover. What a level-C server's budget gives its tasks is not
+//! analysed (`critmem analyze` names it under `not_covered`); level D has no test.
+//!
 //! Level C's utilisation condition (`bounded`) compares its utilisation with that capacity,
 //! and the per-task figures in [`LevelC::tardiness_estimates`] are an estimate in the style of
 //! [`crate::gedf_tardiness_bounds`] (Devi & Anderson) with the number of CPUs replaced by the
@@ -63,9 +76,12 @@ use crate::cyclic::SlotSupply;
 use crate::fp::Rta;
 use crate::input::InvalidInput;
 use crate::model::{nanos, Ratio, TaskParams};
-use crate::supply::fp_response_times_on;
+use crate::supply::{edf_supply_test, fp_response_times_on, PeriodicResource, Supply, SupplyTest};
+use crate::EdfSrpBlocking;
+use critmem_core::model::scheduler::{Mc2Server, ServerKind, ServerPolicy};
 use critmem_core::model::task::{Arrival, Criticality, OverrunPolicy};
-use critmem_core::scenario::CyclicTable;
+use critmem_core::scenario::{CyclicTable, PriorityOrder};
+use critmem_core::sched::priority_ranks;
 use critmem_core::Nanos;
 use std::cmp::Ordering;
 
@@ -210,7 +226,18 @@ impl Mc2Ref<'_> {
 
 /// Analyses every level; refuses malformed systems (see the module documentation).
 pub fn mc2_analysis(sys: &Mc2System) -> Result<Mc2Analysis, InvalidInput> {
+    mc2_analysis_with_jitter(sys, &vec![Nanos::ZERO; sys.tasks.len()])
+}
+
+/// [`mc2_analysis`] with a release jitter per task: a level-B task with jitter J interferes
+/// with the lower priorities of its core as `⌈(t + J)/T⌉·C` (a deferrable server, J = T − C,
+/// can spend one period's budget at its end and the next one's at once), and level C's bound
+/// counts its jobs released in (t − R − J, t + Δ) as those that can run in [t, t + Δ).
+pub fn mc2_analysis_with_jitter(sys: &Mc2System, jitter: &[Nanos]) -> Result<Mc2Analysis, InvalidInput> {
     validate(sys)?;
+    if jitter.len() != sys.tasks.len() {
+        return Err(InvalidInput::new("jitter", format!("{} entries for {} tasks", jitter.len(), sys.tasks.len())));
+    }
     let r = Mc2Ref(sys);
     let level_a = r.on(Criticality::A, None).into_iter().map(|i| (i, level_a_response(sys, i))).collect();
     let mut level_b = Vec::new();
@@ -228,7 +255,8 @@ pub fn mc2_analysis(sys: &Mc2System) -> Result<Mc2Analysis, InvalidInput> {
             ranks[k] = rank as u32;
         }
         let zeros = vec![Nanos::ZERO; idx.len()];
-        let results = fp_response_times_on(&free, &params, &zeros, &ranks, &zeros)?;
+        let jit: Vec<Nanos> = idx.iter().map(|&i| jitter[i]).collect();
+        let results = fp_response_times_on(&free, &params, &jit, &ranks, &zeros)?;
         let free_share = Ratio::new(u128::from(free.per_frame().0), u128::from(r.frame()));
         let left = crate::model::exact_utilization(&params).and_then(|u| free_share.checked_sub(u));
         let b_ok = results.iter().all(|x| matches!(x, Rta::Meets { .. }));
@@ -238,7 +266,9 @@ pub fn mc2_analysis(sys: &Mc2System) -> Result<Mc2Analysis, InvalidInput> {
         // (never, with no capacity left).
         let gap = (b_ok && left.is_some_and(|l| !l.is_zero()))
             .then(|| {
-                let demand = |t: u128| 1 + params.iter().map(|p| crate::fp::Interferer::from(*p).demand(t)).sum::<u128>();
+                let demand = |t: u128| {
+                    1 + params.iter().zip(&jit).map(|(p, &j)| crate::fp::Interferer { jitter: j, ..(*p).into() }.demand(t)).sum::<u128>()
+                };
                 first_supplied(&free, u128::from(r.frame()), &demand).map(|t| nanos(t - 1))
             })
             .flatten();
@@ -247,7 +277,7 @@ pub fn mc2_analysis(sys: &Mc2System) -> Result<Mc2Analysis, InvalidInput> {
     }
     level_b.sort_by_key(|&(i, _)| i);
     let mut level_c = level_c(sys, &r, capacity, longest_gap);
-    level_c.tardiness_bounds = level_c_bounds(sys, &level_b);
+    level_c.tardiness_bounds = level_c_bounds(sys, &level_b, jitter);
     Ok(Mc2Analysis { level_a, level_b, level_c })
 }
 
@@ -390,7 +420,7 @@ fn largest_sum(mut values: Vec<Ratio>, k: usize) -> Option<Ratio> {
 
 /// Level C's proven tardiness bounds (module documentation, "Level C's bound"), or why the
 /// bound does not apply.
-fn level_c_bounds(sys: &Mc2System, level_b: &[(usize, Rta)]) -> Result<Vec<(usize, Nanos)>, String> {
+fn level_c_bounds(sys: &Mc2System, level_b: &[(usize, Rta)], jitter: &[Nanos]) -> Result<Vec<(usize, Nanos)>, String> {
     let overflow = || "the exact arithmetic overflows".to_string();
     let m = sys.cpus;
     let frame = u128::from(sys.table.major_frame.0);
@@ -410,9 +440,10 @@ fn level_c_bounds(sys: &Mc2System, level_b: &[(usize, Rta)]) -> Result<Vec<(usiz
             };
             let p = sys.tasks[*i].params;
             let u_j = Ratio::new(p.wcet.0.into(), p.period.0.into());
-            // Jobs released in (t − R, t + Δ) are the only ones that run in [t, t + Δ):
-            // at most ⌈(Δ + R)/T⌉ ≤ (Δ + R)/T + 1 of them, C each.
-            let carry = u_j.checked_mul(Ratio::int(response.0.into())).and_then(|x| x.checked_add(Ratio::int(p.wcet.0.into())));
+            // Jobs released in (t − R − J, t + Δ) are the only ones that run in [t, t + Δ):
+            // at most ⌈(Δ + R + J)/T⌉ ≤ (Δ + R + J)/T + 1 of them, C each.
+            let window = u128::from(response.0) + u128::from(jitter[*i].0);
+            let carry = u_j.checked_mul(Ratio::int(window)).and_then(|x| x.checked_add(Ratio::int(p.wcet.0.into())));
             u = u.checked_add(u_j).ok_or_else(overflow)?;
             b = b.checked_add(carry.ok_or_else(overflow)?).ok_or_else(overflow)?;
         }
@@ -488,19 +519,37 @@ impl crate::Analysis<'_> {
     /// level B per core (rate-monotonic response times on the time A's slots leave) and level
     /// C on the machine (the proven tardiness bounds of the module
     /// documentation, "Level C's bound", with the estimates beside it). Level D has no test.
+    ///
+    /// Servers under the levels enter their level as tasks of their budget and period
+    /// (module documentation, "Servers"), after the scenario's tasks; the tasks they hold are
+    /// left out of the levels' tests and checked on their server's supply ([`Self::mc2_servers`]).
     pub(crate) fn mc2(&mut self) {
         use crate::{ms, Verdict};
         let scenario = self.scenario;
-        let table = scenario.scheduler.mc2_table().cloned().expect("mc2 scenarios have a level-A table");
-        let sys = Mc2System {
-            cpus: scenario.cpus,
-            tasks: scenario.tasks.iter().zip(&self.params).map(|(t, p)| Mc2Task { params: *p, level: t.criticality, cpu: t.cpu }).collect(),
-            table,
-        };
+        let levels = scenario.scheduler.mc2_levels().expect("mc2 scenarios have levels");
+        let n = scenario.tasks.len();
+        // A task in a server is counted through its server; level D, which no test counts,
+        // keeps its place in the list.
+        let mut tasks: Vec<Mc2Task> = scenario
+            .tasks
+            .iter()
+            .zip(&self.params)
+            .zip(&levels.task_server)
+            .map(|((t, p), srv)| match srv {
+                None => Mc2Task { params: *p, level: t.criticality, cpu: t.cpu },
+                Some(_) => Mc2Task { params: *p, level: Criticality::D, cpu: None },
+            })
+            .collect();
+        let mut jitter = vec![Nanos::ZERO; n];
+        for srv in &levels.servers {
+            tasks.push(Mc2Task { params: TaskParams::implicit(srv.budget, srv.period), level: srv.level, cpu: srv.cpu });
+            jitter.push(server_jitter(srv));
+        }
+        let sys = Mc2System { cpus: scenario.cpus, tasks, table: levels.table.clone() };
         for (report, spec) in self.tasks.iter_mut().zip(&scenario.tasks) {
             report.cpu = spec.cpu.or(report.cpu);
         }
-        let r = match mc2_analysis(&sys) {
+        let r = match mc2_analysis_with_jitter(&sys, &jitter) {
             Ok(r) => r,
             Err(e) => {
                 self.push("mc2", None, Verdict::Unknown, format!("MC² levels not analysed: {e}."));
@@ -550,7 +599,7 @@ impl crate::Analysis<'_> {
                 );
             }
             let mut open = Vec::new();
-            let on_core: Vec<usize> = r.level_b.iter().filter(|(i, _)| sys.tasks[*i].cpu == Some(cpu)).map(|(i, _)| *i).collect();
+            let on_core: Vec<usize> = r.level_b.iter().filter(|(i, _)| *i < n && sys.tasks[*i].cpu == Some(cpu)).map(|(i, _)| *i).collect();
             for &i in &on_core {
                 let rta = &r.level_b.iter().find(|(j, _)| *j == i).expect("listed above").1;
                 let name = self.spec(i).name.clone();
@@ -585,14 +634,22 @@ impl crate::Analysis<'_> {
                 );
             }
         }
-        let level_c: Vec<usize> = (0..sys.tasks.len()).filter(|&i| sys.tasks[i].level == Criticality::C).collect();
-        if level_c.is_empty() {
-            return;
+        let level_c: Vec<usize> = (0..n).filter(|&i| sys.tasks[i].level == Criticality::C).collect();
+        if !level_c.is_empty() {
+            self.mc2_level_c(&r.level_c, &level_c);
         }
-        let c = &r.level_c;
+        self.mc2_servers(&r);
+    }
+
+    /// Level C's test: its proven tardiness bounds, with the estimates beside them.
+    fn mc2_level_c(&mut self, c: &LevelC, level_c: &[usize]) {
+        use crate::{ms, Verdict};
+        let scenario = self.scenario;
+        let n = scenario.tasks.len();
         let estimates = match &c.tardiness_estimates {
             Some(v) => {
-                let list: Vec<String> = v.iter().map(|&(i, x)| format!("{} {} ms", self.spec(i).name, ms(x))).collect();
+                let list: Vec<String> =
+                    v.iter().filter(|&&(i, _)| i < n).map(|&(i, x)| format!("{} {} ms", self.spec(i).name, ms(x))).collect();
                 format!("tardiness estimates (not proven): {}", list.join(", "))
             }
             None => "no tardiness estimate".to_string(),
@@ -604,15 +661,24 @@ impl crate::Analysis<'_> {
                 || t.program.is_some()
                 || (t.criticality == Criticality::C && (!t.suspensions.is_empty() || t.overrun != OverrunPolicy::Continue))
         });
-        let bounds = match (&c.tardiness_bounds, unproven) {
-            (Ok(_), Some(t)) => Err(format!(
+        // A deferrable server's budget can resume mid-period after it idled: a job of it
+        // self-suspends, which the bound does not cover.
+        let levels = scenario.scheduler.mc2_levels().expect("mc2 scenarios have levels");
+        let deferring = levels.servers.iter().find(|s| s.level == Criticality::C && s.kind == ServerKind::Deferrable);
+        let bounds = match (&c.tardiness_bounds, unproven, deferring) {
+            (Ok(_), Some(t), _) => Err(format!(
                 "task {} touches modelled memory, runs a program, or (at level C) self-suspends or drops jobs, which the bound does not cover",
                 t.name
             )),
-            (b, _) => b.clone(),
+            (Ok(_), None, Some(srv)) => Err(format!(
+                "server {:?} is deferrable: its budget resumes mid-period after it idled, like a self-suspending job, which the bound does not cover",
+                srv.name
+            )),
+            (b, _, _) => b.clone(),
         };
         let (verdict, what) = match bounds {
             Ok(b) => {
+                let b: Vec<(usize, Nanos)> = b.into_iter().filter(|&(i, _)| i < n).collect();
                 let list: Vec<String> = b.iter().map(|&(i, x)| format!("{} {} ms", self.spec(i).name, ms(x))).collect();
                 for &(i, x) in &b {
                     self.tasks[i].tardiness_bound_ms = Some(ms(x));
@@ -621,7 +687,7 @@ impl crate::Analysis<'_> {
             }
             Err(why) => (Verdict::Unknown, format!("no proven bound: {why}; {estimates}")),
         };
-        let caveats = self.caveats(&level_c);
+        let caveats = self.caveats(level_c);
         self.push(
             "mc2-level-c",
             None,
@@ -631,5 +697,127 @@ impl crate::Analysis<'_> {
                 c.utilization, c.capacity
             ),
         );
+    }
+
+    /// One `mc2-server` test per server at level B: the server as a task of its core's level B
+    /// (entry `tasks + j` of the analysed system); if it meets its period, its tasks on the supply it then
+    /// gives them. Servers at levels C and D have no test (`not_covered` names level C's).
+    fn mc2_servers(&mut self, r: &Mc2Analysis) {
+        use crate::{ms, Verdict};
+        let scenario = self.scenario;
+        let n = scenario.tasks.len();
+        let levels = scenario.scheduler.mc2_levels().expect("mc2 scenarios have levels");
+        for (j, srv) in levels.servers.iter().enumerate().filter(|(_, s)| s.level == Criticality::B) {
+            let members: Vec<usize> = (0..n).filter(|&i| levels.task_server[i] == Some(j)).collect();
+            let rta = r.level_b.iter().find(|(i, _)| *i == n + j).map(|x| &x.1).expect("a level-B server is analysed at level B");
+            let head = format!(
+                "Server {:?} ({}, {} ms every {} ms) at level B on core {}",
+                srv.name,
+                srv.kind.as_str(),
+                ms(srv.budget),
+                ms(srv.period),
+                srv.cpu.unwrap_or(0)
+            );
+            let Rta::Meets { response } = rta else {
+                let why = match rta {
+                    Rta::Misses { response_at_least } => format!("its budget as a task reaches at least {} ms", ms(*response_at_least)),
+                    Rta::Unknown { reason } => reason.clone(),
+                    Rta::Meets { .. } => unreachable!(),
+                };
+                self.push(
+                    "mc2-server",
+                    srv.cpu,
+                    Verdict::Unknown,
+                    format!("{head}: not guaranteed its budget every period ({why}), so its tasks are not analysed."),
+                );
+                continue;
+            };
+            let resource = PeriodicResource::new(srv.budget, srv.period).expect("validated: 0 < budget ≤ period");
+            // A polling server drops a budget its tasks arrive just too late for.
+            let delay = if srv.kind == ServerKind::Polling { srv.budget } else { Nanos::ZERO };
+            let supply = DelayedResource { resource, delay };
+            let params: Vec<TaskParams> = members.iter().map(|&i| self.params[i]).collect();
+            let (verdict, what) = match srv.policy {
+                ServerPolicy::Edf if delay > Nanos::ZERO => {
+                    (Verdict::Unknown, "EDF on a polling server's supply is not analysed".to_string())
+                }
+                ServerPolicy::Edf => match edf_supply_test(&resource, &params, &EdfSrpBlocking::none()) {
+                    Ok(SupplyTest::Holds { .. }) => {
+                        for &i in &members {
+                            self.tasks[i].schedulable = Some(true);
+                        }
+                        (Verdict::Schedulable, "its tasks meet their deadlines under EDF on its supply".to_string())
+                    }
+                    Ok(other) => (Verdict::Unknown, format!("EDF on its supply is not shown to hold ({other:?})")),
+                    Err(e) => (Verdict::Unknown, e.to_string()),
+                },
+                policy => {
+                    let order = match policy {
+                        ServerPolicy::Fp => PriorityOrder::Explicit,
+                        ServerPolicy::Dm => PriorityOrder::DeadlineMonotonic,
+                        _ => PriorityOrder::RateMonotonic,
+                    };
+                    let all = priority_ranks(order, &scenario.tasks);
+                    let ranks: Vec<u32> = members.iter().map(|&i| all[i]).collect();
+                    let zeros = vec![Nanos::ZERO; members.len()];
+                    match fp_response_times_on(&supply, &params, &zeros, &ranks, &zeros) {
+                        Ok(results) => {
+                            let mut open = Vec::new();
+                            for (&i, rta) in members.iter().zip(&results) {
+                                let report = &mut self.tasks[i];
+                                report.response_time_ms = rta.response().map(ms);
+                                report.schedulable = matches!(rta, Rta::Meets { .. }).then_some(true);
+                                if !matches!(rta, Rta::Meets { .. }) {
+                                    open.push(scenario.tasks[i].name.clone());
+                                }
+                            }
+                            if open.is_empty() {
+                                (Verdict::Schedulable, format!("its {} task(s) meet their deadlines on its supply", members.len()))
+                            } else {
+                                (
+                                    Verdict::Unknown,
+                                    format!("undecided for {} on its supply (a bound, not a proof of a miss)", open.join(", ")),
+                                )
+                            }
+                        }
+                        Err(e) => (Verdict::Unknown, e.to_string()),
+                    }
+                }
+            };
+            let caveats = self.caveats(&members);
+            self.push(
+                "mc2-server",
+                srv.cpu,
+                verdict,
+                format!(
+                    "{head}: as a task it gets its budget within {} ms of each period's start, so its tasks see {} ms every {} ms{}: {what}{caveats}.",
+                    ms(*response),
+                    ms(srv.budget),
+                    ms(srv.period),
+                    if delay > Nanos::ZERO { " after a wait of up to one budget (polling)" } else { "" }
+                ),
+            );
+        }
+    }
+}
+
+/// Release jitter of a server towards lower priorities: a deferrable server can spend one
+/// period's budget at its end and the next one's at once.
+fn server_jitter(srv: &Mc2Server) -> Nanos {
+    match srv.kind {
+        ServerKind::Deferrable => srv.period - srv.budget,
+        _ => Nanos::ZERO,
+    }
+}
+
+/// Γ(Π, Θ) after `delay`: what a server's tasks are sure to get.
+struct DelayedResource {
+    resource: PeriodicResource,
+    delay: Nanos,
+}
+
+impl Supply for DelayedResource {
+    fn sbf(&self, t: Nanos) -> Nanos {
+        self.resource.sbf(t.saturating_sub(self.delay))
     }
 }

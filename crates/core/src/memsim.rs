@@ -5,13 +5,13 @@
 use crate::engine::{Context, JobInfo, Subsystem};
 use crate::mem::frames::GLOBAL_POOL;
 use crate::mem::{
-    Access, AsId, AutoDecision, DeviceStats, FaultCosts, LayoutFrames, Mc2Level, MemConfig, MemError, MemStats, Memory, MemoryLayout,
-    Placement, PsiAccounting, PsiGroupId, PsiTaskId, PsiTotals, RefKind, RegionId, RegionUsage, ResId, ReservationKind, ReservationSpec,
+    Access, AsId, AutoDecision, DeviceStats, FaultCosts, LayoutFrames, MemConfig, MemError, MemStats, Memory, MemoryLayout, Placement,
+    PsiAccounting, PsiGroupId, PsiTaskId, PsiTotals, RefKind, RegionId, RegionUsage, ResId, ReservationKind, ReservationSpec,
     ReservationStats, SharePolicy, SpaceStats, TaskPsiState, Vpn,
 };
-use crate::model::memory::{AccessStep, MemorySpec, StreamCursor, Target, TaskMemory, MIB};
+use crate::model::memory::{reservation_placement, task_placement, AccessStep, MemorySpec, StreamCursor, Target, TaskMemory, MIB};
 use crate::model::program::Protocol;
-use crate::model::task::{Criticality, Suspension, TaskSpec};
+use crate::model::task::{Suspension, TaskSpec};
 use crate::program::Step;
 use crate::result::{JsonFields, Outcome, Section, SimResult};
 use crate::rng::{sub_rng, SimRng};
@@ -135,7 +135,7 @@ fn target_base(private_base: Vpn, region_base: &[Option<Vpn>], target: Target) -
 #[derive(Clone, Debug, PartialEq)]
 pub struct MemSample {
     pub time: Nanos,
-    /// Pages each reservation accounts (its active and inactive lists).
+    /// Pages each reservation accounts (its active, inactive and unevictable lists).
     pub reservation_pages: Vec<u64>,
     /// Resident pages of each task's address space.
     pub task_resident_pages: Vec<u64>,
@@ -229,16 +229,6 @@ fn fmt_mib(mib: f64) -> String {
     text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
-/// Where task `t`'s faults take frames: under the MC² layout a level-A/B task pinned to a CPU
-/// takes its core's bank, every other task level C.
-fn placement(layout: MemoryLayout, t: &TaskSpec) -> Placement {
-    match (layout, t.criticality, t.cpu) {
-        (MemoryLayout::Mc2, Criticality::A, Some(cpu)) => Placement::Mc2 { core: cpu as u32, level: Mc2Level::A },
-        (MemoryLayout::Mc2, Criticality::B, Some(cpu)) => Placement::Mc2 { core: cpu as u32, level: Mc2Level::B },
-        _ => Placement::Any,
-    }
-}
-
 /// Where a setup error comes from, so the loader can name the key.
 pub(crate) struct SetupError {
     pub key: String,
@@ -272,7 +262,8 @@ impl MemSim {
         let mut reservations = Vec::new();
         for (i, r) in spec.reservations.iter().enumerate() {
             let rs = ReservationSpec { name: r.name.clone(), pages: r.pages, kind: r.kind };
-            reservations.push(mem.create_reservation(Nanos::ZERO, rs).map_err(at(format!("reservation[{i}].size_mb")))?);
+            let placement = reservation_placement(spec.layout, i, task_specs);
+            reservations.push(mem.create_reservation_at(Nanos::ZERO, rs, placement).map_err(at(format!("reservation[{i}].size_mb")))?);
         }
         let mut regions = Vec::new();
         for (i, r) in spec.regions.iter().enumerate() {
@@ -298,7 +289,7 @@ impl MemSim {
                 Some(gi) => Some(limit_groups[gi].0),
                 None => tm.reservation.map(|r| reservations[r]),
             };
-            let space = mem.create_space_at(&task_names[ti], bound, placement(spec.layout, t)).map_err(at(key("reservation")))?;
+            let space = mem.create_space_at(&task_names[ti], bound, task_placement(spec.layout, t)).map_err(at(key("reservation")))?;
             let private_base = if tm.private_pages > 0 {
                 mem.map_private(space, "private", tm.private_pages).map_err(at(key("private_mb")))?.1
             } else {
@@ -739,8 +730,13 @@ impl MemSim {
         let Some(buddy) = self.mem.frame_allocator().mc2() else { return Vec::new() };
         let p = buddy.platform();
         let frames = p.total_frames() as u64 / u64::from(p.banks);
-        // Without reservations, every free frame is free in the global pool.
-        let free = buddy.free_frames_by_bank(GLOBAL_POOL);
+        // Free in any pool: a reservation's free frames hold no page either.
+        let mut free = buddy.free_frames_by_bank(GLOBAL_POOL);
+        for pool in 1..buddy.pools() {
+            for (f, n) in free.iter_mut().zip(buddy.free_frames_by_bank(pool)) {
+                *f += n;
+            }
+        }
         (0..p.banks)
             .map(|bank| BankUse {
                 bank,

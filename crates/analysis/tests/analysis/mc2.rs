@@ -339,3 +339,82 @@ mod from_scenarios {
         assert!(sim.tasks[2].stats.max_tardiness > Nanos::from_ms(6), "{:?}", sim.tasks[2].stats);
     }
 }
+
+// ------------------------------------------------------------------ servers under the levels
+
+#[test]
+fn a_deferrable_servers_jitter_delays_the_level_b_tasks_below_it() {
+    use critmem_analysis::mc2_analysis_with_jitter;
+    use Criticality::*;
+    // One core, no level A. A server as a task (2, 10) above τ1 (3, 20). Without jitter τ1
+    // responds in 2 + 3 = 5; with the deferrable server's jitter 10 − 2 = 8 the server can
+    // take ⌈(7 + 8)/10⌉·2 = 4 ms of τ1's first 7: 7.
+    let sys = Mc2System {
+        cpus: 1,
+        tasks: vec![task(B, Some(0), 2, 10), task(B, Some(0), 3, 20)],
+        table: CyclicTable { major_frame: Nanos::ZERO, slots: vec![] },
+    };
+    let plain = mc2_analysis_with_jitter(&sys, &[Nanos::ZERO, Nanos::ZERO]).unwrap();
+    assert_eq!(plain, mc2_analysis(&sys).unwrap());
+    assert_eq!(plain.level_b[1], (1, Rta::Meets { response: ms(5) }));
+    let deferred = mc2_analysis_with_jitter(&sys, &[ms(8), Nanos::ZERO]).unwrap();
+    assert_eq!(deferred.level_b, vec![(0, Rta::Meets { response: ms(2) }), (1, Rta::Meets { response: ms(7) })]);
+    assert!(mc2_analysis_with_jitter(&sys, &[Nanos::ZERO]).is_err());
+}
+
+/// One core, no level A: b0 (1, 5) and server s (deferrable, 2 ms every 10) holding b1
+/// (1, 20) at level B; c (2, 10) at level C, in server sc when `level_c_server` names its kind.
+fn servers_scenario(level_c_server: Option<&str>) -> String {
+    let mut s = "[scheduler]\nkind = \"mc2\"\n[run]\nhorizon_ms = 400\n\
+                 [[scheduler.server]]\nname = \"s\"\nkind = \"deferrable\"\nbudget_ms = 2\nperiod_ms = 10\n\
+                 [[task]]\nname = \"b0\"\ncriticality = \"B\"\ncpu = 0\nwcet_ms = 1\nperiod_ms = 5\n\
+                 [[task]]\nname = \"b1\"\ncriticality = \"B\"\ncpu = 0\nserver = \"s\"\nwcet_ms = 1\nperiod_ms = 20\n\
+                 [[task]]\nname = \"c\"\ncriticality = \"C\"\nwcet_ms = 2\nperiod_ms = 10\n"
+        .to_string();
+    if let Some(kind) = level_c_server {
+        s += &format!("server = \"sc\"\n[[scheduler.server]]\nname = \"sc\"\nkind = \"{kind}\"\nbudget_ms = 3\nperiod_ms = 10\n");
+    }
+    s
+}
+
+#[test]
+fn a_level_b_server_is_analysed_as_a_task_and_its_tasks_on_its_supply() {
+    use critmem_analysis::{analyze, Verdict};
+    let s = crate::common::load(&servers_scenario(None));
+    let a = analyze(&s);
+    // s as a task under b0: 1 + 2 = 3 ≤ 10, so b1 sees Γ(10, 2): nothing for 2(10 − 2) = 16,
+    // then its 1 ms by 17.
+    let srv = a.tests.iter().find(|t| t.name == "mc2-server").expect("a server test");
+    assert_eq!((srv.cpu, srv.verdict), (Some(0), Verdict::Schedulable), "{}", srv.detail);
+    assert!(srv.detail.contains("within 3 ms of each period's start"), "{}", srv.detail);
+    assert_eq!((a.tasks[0].response_time_ms, a.tasks[1].response_time_ms), (Some(1.0), Some(17.0)));
+    assert_eq!(a.tasks[1].schedulable, Some(true));
+    // Level C counts the server at its utilisation: capacity 1 − 0.2 − 0.2 = 0.6 ≥ 0.2.
+    let c = a.tests.iter().find(|t| t.name == "mc2-level-c").unwrap();
+    assert_eq!(c.verdict, Verdict::BoundedTardiness, "{}", c.detail);
+    assert!(c.detail.contains("capacity 0.6000"), "{}", c.detail);
+    // The simulation stays within the bounds.
+    let sim = crate::common::run(&s, true);
+    let worst = |t: u32| sim.jobs.iter().filter(|j| j.task == t).filter_map(|j| j.response()).max().unwrap();
+    assert!(worst(1) <= ms(17) && worst(0) <= ms(1), "{:?}", (worst(0), worst(1)));
+    assert!(a.not_covered.is_empty(), "{:?}", a.not_covered);
+}
+
+#[test]
+fn a_level_c_server_is_counted_at_level_c_and_its_tasks_named_not_covered() {
+    use critmem_analysis::{analyze, Verdict};
+    let polling = analyze(&crate::common::load(&servers_scenario(Some("polling"))));
+    assert!(polling.not_covered.iter().any(|l| l.starts_with("servers under MC²'s level C (sc)")), "{:?}", polling.not_covered);
+    // c is counted through sc (3 of every 10 ms): utilisation 0.3.
+    let c = polling.tests.iter().find(|t| t.name == "mc2-level-c");
+    assert!(c.is_none(), "no level-C task outside a server, so no level-C test");
+    assert_eq!(polling.tasks[2].schedulable, None);
+    // c outside the server, c2 in it.
+    let text = servers_scenario(Some("deferrable")).replace("server = \"sc\"\n", "")
+        + "[[task]]\nname = \"c2\"\ncriticality = \"C\"\nserver = \"sc\"\nwcet_ms = 1\nperiod_ms = 10\n";
+    let deferrable = crate::common::load(&text);
+    let a = analyze(&deferrable);
+    let c = a.tests.iter().find(|t| t.name == "mc2-level-c").unwrap();
+    assert_eq!(c.verdict, Verdict::Unknown);
+    assert!(c.detail.contains("server \"sc\" is deferrable"), "{}", c.detail);
+}

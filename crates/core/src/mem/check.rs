@@ -30,8 +30,8 @@ impl<A: FrameAllocator> Memory<A> {
     ///   a hard reservation never borrows, so it never holds more than its size;
     /// * a page mapped by a reservation's address space under a per-reservation policy is
     ///   charged to that reservation; SPEL-locked regions are wholly resident and locked;
-    /// * the pages of level-A/B spaces, and only they, are on the global pool's unevictable
-    ///   list;
+    /// * the pages of level-A/B spaces, and only they, are on the unevictable list of their
+    ///   space's pool (the global pool, or a reservation of their core's banks);
     /// * commitments fit in physical memory.
     pub fn check_invariants(&self) -> Result<(), String> {
         self.alloc.check().map_err(|e| format!("frame allocator: {e}"))?;
@@ -160,28 +160,33 @@ impl<A: FrameAllocator> Memory<A> {
             }
         }
 
-        // Unevictable pages: those of level-A/B spaces, held by the global pool, and only those.
-        for p in 1..pools as u32 {
-            ensure!(self.elists.is_empty(unevictable(p)), "pool {p} has unevictable pages; only the global pool may");
-        }
-        for e in self.elists.iter(unevictable(GLOBAL)) {
-            let f = self.entries[e as usize].frame;
-            let fr = &self.frames[f as usize];
-            ensure!(fr.first == e && self.entries[e as usize].next == NIL, "unevictable frame {f} is shared by several charges");
-            let reg = &self.regions[fr.region as usize];
+        // Unevictable pages: those of level-A/B spaces, held by their space's pool (the global
+        // pool, or a reservation of their core's banks), and only those.
+        for p in 0..pools as u32 {
+            let pool = &self.pools[p as usize];
             ensure!(
-                reg.mappers.iter().all(|&(s, _)| self.spaces[s as usize].placement.pins_pages()),
-                "unevictable frame {f} holds a page of region {}, which a space with evictable pages maps",
-                fr.region
+                p == GLOBAL || pool.placement.pins_pages() || self.elists.is_empty(unevictable(p)),
+                "pool {p} has unevictable pages but its frames lie in the level-C banks"
             );
+            for e in self.elists.iter(unevictable(p)) {
+                let f = self.entries[e as usize].frame;
+                let fr = &self.frames[f as usize];
+                ensure!(fr.first == e && self.entries[e as usize].next == NIL, "unevictable frame {f} is shared by several charges");
+                let reg = &self.regions[fr.region as usize];
+                ensure!(
+                    reg.mappers.iter().all(|&(s, _)| self.spaces[s as usize].placement.pins_pages()),
+                    "unevictable frame {f} holds a page of region {}, which a space with evictable pages maps",
+                    fr.region
+                );
+            }
         }
         for (s, sp) in self.spaces.iter().enumerate().filter(|(_, sp)| sp.alive && sp.placement.pins_pages()) {
             for v in &sp.vmas {
                 for &f in self.regions[v.region as usize].frame.iter().filter(|&&f| f != NIL) {
                     let e = self.frames[f as usize].first;
                     ensure!(
-                        self.elists.list_of(e) == Some(unevictable(GLOBAL)),
-                        "space {s} pins its pages but frame {f} is not on the unevictable list"
+                        self.elists.list_of(e) == Some(unevictable(sp.pool)),
+                        "space {s} pins its pages but frame {f} is not on its pool's unevictable list"
                     );
                 }
             }
@@ -192,7 +197,7 @@ impl<A: FrameAllocator> Memory<A> {
         for (p, pool) in self.pools.iter().enumerate() {
             let p = p as u32;
             let (mut holders, mut spc_shared, mut entries) = (0u64, 0u64, 0u64);
-            for e in self.elists.iter(active(p)).chain(self.elists.iter(inactive(p))) {
+            for e in self.elists.iter(active(p)).chain(self.elists.iter(inactive(p))).chain(self.elists.iter(unevictable(p))) {
                 entries += 1;
                 let f = self.entries[e as usize].frame;
                 if self.frames[f as usize].first == e {
@@ -209,6 +214,11 @@ impl<A: FrameAllocator> Memory<A> {
                 continue;
             }
             ensure!(!(pool.lent > 0 && pool.borrowed > 0), "pool {p} both lends and borrows");
+            ensure!(
+                self.alloc.free_frames_for(FrameRequest { pool: p, placement: pool.placement }) == free,
+                "pool {p} keeps free frames outside {}",
+                pool.placement.banks()
+            );
             if !pool.kind.sets_aside_frames() {
                 // A cap, not a reservation: no slots, nothing set aside, never above max.
                 ensure!(

@@ -35,6 +35,24 @@ impl Placement {
     pub const fn pins_pages(self) -> bool {
         matches!(self, Placement::Mc2 { level: Mc2Level::A | Mc2Level::B, .. })
     }
+
+    /// The core whose level-A/B banks serve it, `None` for the level-C banks (or no
+    /// layout): two placements draw on the same frames exactly when these agree.
+    #[inline]
+    pub const fn ab_core(self) -> Option<u32> {
+        match self {
+            Placement::Mc2 { core, level: Mc2Level::A | Mc2Level::B } => Some(core),
+            _ => None,
+        }
+    }
+
+    /// Where its frames lie, for messages.
+    pub fn banks(self) -> String {
+        match self.ab_core() {
+            Some(core) => format!("core {core}'s level-A/B banks"),
+            None => "the level-C banks".to_string(),
+        }
+    }
 }
 
 /// The allocation list an MC² request names: its core's level-A/B list or the level-C/OS one.
@@ -84,6 +102,15 @@ pub trait FrameAllocator {
     fn free_pool_of(&self, f: u32) -> Option<u32>;
     /// The allocator's own structural check; the error names the first violation found.
     fn check(&self) -> Result<(), String>;
+    /// Frames of the machine that requests of `placement` may ever take, or `None` when the
+    /// allocator places nothing (every frame serves every request).
+    fn placement_frames(&self, _placement: Placement) -> Option<u64> {
+        None
+    }
+    /// Free frames of `req.pool` that could serve `req`.
+    fn free_frames_for(&self, req: FrameRequest) -> u64 {
+        self.free_frames(req.pool)
+    }
 }
 
 /// The default allocator: one FIFO list of free frames per pool. A pool serves the frame it

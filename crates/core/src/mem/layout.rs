@@ -2,7 +2,7 @@
 //! type serving either, so the simulator's memory model stays statically dispatched: each
 //! call is one `match`, not a virtual call.
 
-use super::frames::{FrameAllocator, FrameRequest, FreeLists};
+use super::frames::{FrameAllocator, FrameRequest, FreeLists, Placement};
 use super::mc2::{Mc2Buddy, Mc2Platform};
 
 /// How the machine's physical frames are laid out and handed out.
@@ -106,6 +106,20 @@ impl FrameAllocator for LayoutFrames {
         match self {
             LayoutFrames::Flat(a) => a.check(),
             LayoutFrames::Mc2(a) => a.check(),
+        }
+    }
+
+    fn placement_frames(&self, placement: Placement) -> Option<u64> {
+        match self {
+            LayoutFrames::Flat(a) => a.placement_frames(placement),
+            LayoutFrames::Mc2(a) => a.placement_frames(placement),
+        }
+    }
+
+    fn free_frames_for(&self, req: FrameRequest) -> u64 {
+        match self {
+            LayoutFrames::Flat(a) => a.free_frames_for(req),
+            LayoutFrames::Mc2(a) => a.free_frames_for(req),
         }
     }
 }

@@ -4,6 +4,7 @@
 //! is its size a cap, does it honour protection) rather than which kind it is, so the
 //! behaviour of each kind is stated here once.
 
+use super::frames::Placement;
 use super::types::ReservationKind;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,6 +100,9 @@ pub(super) struct Pool {
     pub(super) low: u64,
     /// Smooth weighted round-robin credit for global reclaim (see `global_take`).
     pub(super) reclaim_credit: i64,
+    /// Where its frames lie (MC²: a core's level-A/B banks, or the level-C banks); its
+    /// address spaces take frames of the same placement.
+    pub(super) placement: Placement,
 }
 
 impl Pool {
@@ -119,6 +123,7 @@ impl Pool {
             min: 0,
             low: 0,
             reclaim_credit: 0,
+            placement: Placement::Any,
         }
     }
 }

@@ -42,9 +42,9 @@ impl<A: FrameAllocator> Memory<A> {
         self.spaces.get(space.0 as usize).map(|s| s.placement)
     }
 
-    /// Resident pages reclaim never takes (those of level-A/B spaces).
+    /// Resident pages reclaim never takes (those of level-A/B spaces, in every pool).
     pub fn unevictable_pages(&self) -> u64 {
-        u64::from(self.elists.len(unevictable(GLOBAL)))
+        (0..self.pools.len() as u32).map(|p| u64::from(self.elists.len(unevictable(p)))).sum()
     }
 
     /// Whether page `i` of `region` is resident.

@@ -10,6 +10,14 @@ impl<A: FrameAllocator> Memory<A> {
     /// Admission: the frames committed to reservations (sizes, minus what SPEL locks saved)
     /// plus the new size must fit in `total_frames − unreserved_min_frames`.
     pub fn create_reservation(&mut self, now: Nanos, spec: ReservationSpec) -> Result<ResId, MemError> {
+        self.create_reservation_at(now, spec, Placement::Any)
+    }
+
+    /// [`Memory::create_reservation`] with its frames of `placement`: under MC²'s layout a
+    /// core's level-A/B banks (its spaces then place their pages the same way and never page)
+    /// or the level-C banks. With a layout, admission also holds per bank set
+    /// ([`Memory::admit_placed`]).
+    pub fn create_reservation_at(&mut self, now: Nanos, spec: ReservationSpec, placement: Placement) -> Result<ResId, MemError> {
         if spec.pages < self.cfg.min_reservation_pages.max(1) {
             return Err(MemError::ReservationTooSmall { name: spec.name, pages: spec.pages, min: self.cfg.min_reservation_pages.max(1) });
         }
@@ -24,16 +32,20 @@ impl<A: FrameAllocator> Memory<A> {
                 total: u64::from(self.cfg.total_frames),
             });
         }
+        if kind.counts_toward_admission() {
+            self.admit_placed(&spec.name, placement, spec.pages)?;
+        }
         let p = self.pools.len() as u32;
         // All slots start unbacked and are filled from the global pool right away (a limit
         // group has no slots: its frames come from the global pool on demand).
         let lent = if kind.sets_aside_frames() { spec.pages } else { 0 };
         self.pools.push(Pool::new(spec.name, kind, spec.pages, lent));
+        self.pools[p as usize].placement = placement;
         self.alloc.add_pool(p);
         self.conserved.push(VecDeque::new());
         self.elists.grow_lists(unevictable(p) as usize + 1);
         while self.pools[p as usize].lent > 0 {
-            let f = self.take_free(FrameRequest::from_pool(GLOBAL), now, true)?;
+            let f = self.take_free(FrameRequest { pool: GLOBAL, placement }, now, true)?;
             self.pools[p as usize].lent -= 1;
             self.alloc.give_back(p, f);
         }
@@ -48,6 +60,37 @@ impl<A: FrameAllocator> Memory<A> {
         } else {
             Err(MemError::NoSuchReservation(res.0))
         }
+    }
+
+    /// Admission per bank set, under a layout that places frames: what reservations of the
+    /// same placement promise (and, for the level-C banks, locked regions), plus `pages`, must
+    /// fit in its banks (less `unreserved_min_frames` for the level-C banks, which the OS and
+    /// unreserved pages share). Level-A/B frames are never reclaimed, so for them `pages` must
+    /// also be free now.
+    pub(super) fn admit_placed(&self, name: &str, placement: Placement, pages: u64) -> Result<(), MemError> {
+        let Some(frames) = self.alloc.placement_frames(placement) else { return Ok(()) };
+        let core = placement.ab_core();
+        let capacity = if core.is_some() { frames } else { frames.saturating_sub(u64::from(self.cfg.unreserved_min_frames)) };
+        let placed: u64 = self.pools[1..]
+            .iter()
+            .filter(|p| p.kind.counts_toward_admission() && p.placement.ab_core() == core)
+            .map(|p| p.size - p.locked_charge)
+            .sum();
+        let committed = placed + if core.is_none() { self.locked_frames } else { 0 };
+        let mut available = capacity.saturating_sub(committed);
+        if core.is_some() {
+            available = available.min(self.alloc.free_frames_for(FrameRequest { pool: GLOBAL, placement }));
+        }
+        if pages > available {
+            return Err(MemError::PlacementAdmission {
+                name: name.to_string(),
+                requested: pages,
+                available,
+                frames,
+                banks: placement.banks(),
+            });
+        }
+        Ok(())
     }
 
     /// Frames promised to reservations and locked regions (limit groups promise nothing).
@@ -94,6 +137,7 @@ impl<A: FrameAllocator> Memory<A> {
                     total: u64::from(self.cfg.total_frames),
                 });
             }
+            self.admit_placed(&name, self.pools[pi].placement, pages - size)?;
             let pool = &mut self.pools[pi];
             let mut grow = pages - size;
             // A firm reservation's borrowed frames become its own first.
@@ -107,7 +151,7 @@ impl<A: FrameAllocator> Memory<A> {
             while self.pools[pi].size > pages {
                 if self.pools[pi].lent > 0 {
                     self.pools[pi].lent -= 1;
-                } else if let Some(g) = self.alloc.take(FrameRequest::from_pool(p)) {
+                } else if let Some(g) = self.alloc.take(FrameRequest { pool: p, placement: self.pools[pi].placement }) {
                     self.alloc.give_back(GLOBAL, g);
                 } else if self.pools[pi].kind.borrows_global_frames() {
                     // A firm reservation keeps its pages beyond the new size as borrowed ones,
@@ -161,11 +205,17 @@ impl<A: FrameAllocator> Memory<A> {
         u64::from(self.elists.len(active(p))) + u64::from(self.elists.len(inactive(p)))
     }
 
+    /// Pages of level-A/B spaces pool `p` holds (never evicted, so not on its LRU lists).
+    pub(super) fn pinned_pages(&self, p: u32) -> u64 {
+        u64::from(self.elists.len(unevictable(p)))
+    }
+
     // ---------------------------------------------------------------- read-outs
 
     /// Pages charged to `res` (O(1); `reservation_stats` also walks its lists).
     pub fn reservation_charged_pages(&self, res: ResId) -> Result<u64, MemError> {
-        Ok(self.charged_pages(self.pool_of(res)?))
+        let p = self.pool_of(res)?;
+        Ok(self.charged_pages(p) + self.pinned_pages(p))
     }
 
     pub fn reservation_stats(&self, res: ResId) -> Result<ReservationStats, MemError> {
@@ -177,7 +227,7 @@ impl<A: FrameAllocator> Memory<A> {
             size_pages: pool.size,
             kind: pool.kind.reservation_kind(),
             frames_held: self.frames_held(p),
-            charged_pages: act + inact,
+            charged_pages: act + inact + self.pinned_pages(p),
             active_pages: act,
             inactive_pages: inact,
             free_frames: self.alloc.free_frames(p),
@@ -198,6 +248,7 @@ impl<A: FrameAllocator> Memory<A> {
             .elists
             .iter(active(p))
             .chain(self.elists.iter(inactive(p)))
+            .chain(self.elists.iter(unevictable(p)))
             .filter(|&e| self.frames[self.entries[e as usize].frame as usize].first == e)
             .count() as u64;
         holders + self.alloc.free_frames(p) + self.conserved[p as usize].len() as u64

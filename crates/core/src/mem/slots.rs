@@ -11,17 +11,24 @@ impl<A: FrameAllocator> Memory<A> {
     /// free global frame to borrow, then its own victim. For the global pool: its free frames,
     /// then a frame taken back from the firm reservation that borrowed most, then the global
     /// LRU's victim. A request for unevictable pages (`pins_pages`) reclaims nothing: every
-    /// page reclaim can take lies in a level-C frame, and levels A/B never take one, so it
-    /// fails with [`MemError::PlacementExhausted`].
+    /// page reclaim can take lies in a level-C frame, and levels A/B never take one, so once
+    /// its pool has no free or lent frame of its core it fails with
+    /// [`MemError::PlacementExhausted`].
     pub(super) fn take_free(&mut self, req: FrameRequest, now: Nanos, allow_busy: bool) -> Result<u32, MemError> {
         if let Some(f) = self.alloc.take(req) {
             return Ok(f);
         }
         let pool = req.pool;
-        if let Placement::Mc2 { core, .. } = req.placement {
-            if req.placement.pins_pages() {
-                return Err(MemError::PlacementExhausted { core });
+        if let Some(core) = req.placement.ab_core() {
+            // A reservation takes back a slot it lent from its core's free frames, never by
+            // reclaim: every page reclaim can take lies in a level-C frame.
+            if pool != GLOBAL && self.pools[pool as usize].lent > 0 {
+                if let Some(f) = self.alloc.take(FrameRequest { pool: GLOBAL, ..req }) {
+                    self.pools[pool as usize].lent -= 1;
+                    return Ok(f);
+                }
             }
+            return Err(MemError::PlacementExhausted { core });
         }
         if pool == GLOBAL {
             return self.global_take(now, allow_busy);
@@ -159,7 +166,7 @@ impl<A: FrameAllocator> Memory<A> {
             p.lent -= 1;
             return Ok(());
         }
-        if let Some(g) = self.alloc.take(FrameRequest::from_pool(pool)) {
+        if let Some(g) = self.alloc.take(FrameRequest { pool, placement: self.pools[pool as usize].placement }) {
             self.alloc.give_back(GLOBAL, g);
             return Ok(());
         }
@@ -192,7 +199,7 @@ impl<A: FrameAllocator> Memory<A> {
         for _ in 0..n {
             if self.pools[pool as usize].lent > 0 {
                 self.pools[pool as usize].lent -= 1;
-            } else if let Some(g) = self.alloc.take(FrameRequest::from_pool(pool)) {
+            } else if let Some(g) = self.alloc.take(FrameRequest { pool, placement: self.pools[pool as usize].placement }) {
                 self.alloc.give_back(GLOBAL, g);
             } else {
                 let g = self.reclaim_one(pool, now, true).ok_or(MemError::ReservationExhausted(pool - 1))?;

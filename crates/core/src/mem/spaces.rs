@@ -11,17 +11,30 @@ impl<A: FrameAllocator> Memory<A> {
     }
 
     /// A new, empty address space whose faults take frames of `placement`. A level-A/B space
-    /// ([`Placement::pins_pages`]) is charged to the global pool (a reservation's frames
-    /// are level-C frames), maps no shared region and is never forked: its pages are its own
-    /// and unevictable.
+    /// ([`Placement::pins_pages`]) maps no shared region and is never forked: its pages are
+    /// its own and unevictable. It is charged to the global pool or to a hard or firm
+    /// reservation of its own core's banks ([`Memory::create_reservation_at`]), never to a
+    /// limit group, which would reclaim its pages; any other space to a pool of the level-C
+    /// banks.
     pub fn create_space_at(&mut self, name: &str, reservation: Option<ResId>, placement: Placement) -> Result<AsId, MemError> {
         let pool = match reservation {
             Some(r) => self.pool_of(r)?,
             None => GLOBAL,
         };
-        if placement.pins_pages() && pool != GLOBAL {
-            let space = self.spaces.len() as u32;
-            return Err(MemError::PlacementUnsupported { space, what: "a reservation or limit group cannot hold" });
+        let space = self.spaces.len() as u32;
+        if pool != GLOBAL {
+            let p = &self.pools[pool as usize];
+            if placement.pins_pages() && !p.kind.sets_aside_frames() {
+                return Err(MemError::PlacementUnsupported { space, what: "a memory-limited group cannot hold" });
+            }
+            if p.placement.ab_core() != placement.ab_core() {
+                return Err(MemError::PlacementMismatch {
+                    space,
+                    name: p.name.clone(),
+                    want: placement.banks(),
+                    have: p.placement.banks(),
+                });
+            }
         }
         self.spaces.push(Space {
             name: name.to_string(),

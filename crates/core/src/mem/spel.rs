@@ -40,6 +40,7 @@ impl<A: FrameAllocator> Memory<A> {
                     total: u64::from(self.cfg.total_frames),
                 });
             }
+            self.admit_placed(&self.regions[r].name, Placement::Any, s_pages)?;
         }
         // 1. Resident pages leave every reservation's accounting and become locked frames.
         for i in 0..self.regions[r].pages {

@@ -462,6 +462,13 @@ pub enum MemError {
     PlacementExhausted { core: u32 },
     #[error("address space {space} takes MC² level-A/B frames, which {what}")]
     PlacementUnsupported { space: u32, what: &'static str },
+    #[error("address space {space} places its pages in {want}, but reservation `{name}` holds frames of {have}")]
+    PlacementMismatch { space: u32, name: String, want: String, have: String },
+    #[error(
+        "`{name}` of {requested} pages rejected by admission control: {banks} hold {frames} frames, {available} of them \
+         neither promised nor in use; shrink it, or shrink or remove what else is placed there"
+    )]
+    PlacementAdmission { name: String, requested: u64, available: u64, frames: u64, banks: String },
     #[error("memory-limited group {0}: shared pages under `spc`, `spel` or `auto` need per-reservation accounting a limit group does not have; use `global`, `private` or `first-touch` regions")]
     UnsupportedForLimit(u32),
     #[error("{0} applies to memory-limited groups (kind = limit) only")]

@@ -2,7 +2,7 @@
 //! reservations, shared regions, what each job touches) and the generation of each job's
 //! page-reference string from them.
 
-use crate::mem::{DeviceSpec, MemoryLayout, RefKind, RegionKind, ReservationKind, SharePolicy, Vpn};
+use crate::mem::{DeviceSpec, Mc2Level, MemoryLayout, Placement, RefKind, RegionKind, ReservationKind, SharePolicy, Vpn};
 use crate::model::task::{Criticality, TaskSpec};
 use crate::rng::SimRng;
 use crate::time::Nanos;
@@ -35,6 +35,23 @@ pub struct MemorySpec {
     /// Each component's own memory, by component index (`None`: it touches none); empty when
     /// no component declares memory.
     pub components: Vec<Option<ComponentMemory>>,
+}
+
+/// Where task `t`'s pages lie under `layout`: under MC²'s, a level-A/B task pinned to a CPU
+/// takes its core's banks (and its pages are never paged out), every other task the level-C
+/// banks; the flat layout places nothing.
+pub fn task_placement(layout: MemoryLayout, t: &TaskSpec) -> Placement {
+    match (layout, t.criticality, t.cpu) {
+        (MemoryLayout::Mc2, Criticality::A, Some(cpu)) => Placement::Mc2 { core: cpu as u32, level: Mc2Level::A },
+        (MemoryLayout::Mc2, Criticality::B, Some(cpu)) => Placement::Mc2 { core: cpu as u32, level: Mc2Level::B },
+        _ => Placement::Any,
+    }
+}
+
+/// Where reservation `r`'s frames lie: those of the first task bound to it (the loader
+/// requires every task of a reservation to share one placement under a layout).
+pub fn reservation_placement(layout: MemoryLayout, r: usize, tasks: &[TaskSpec]) -> Placement {
+    tasks.iter().find(|t| t.memory.as_ref().is_some_and(|m| m.reservation == Some(r))).map_or(Placement::Any, |t| task_placement(layout, t))
 }
 
 /// A memory-limited group with cgroup v2 semantics (see [`crate::mem::ReservationKind::Limit`]).
@@ -125,8 +142,7 @@ impl MemorySpec {
         match component {
             None => {
                 let t = &tasks[task];
-                let pinned = self.layout == MemoryLayout::Mc2 && t.criticality <= Criticality::B && t.cpu.is_some();
-                pinned || self.holds_all(tasks, t.memory.as_ref().and_then(|tm| tm.reservation))
+                task_placement(self.layout, t).pins_pages() || self.holds_all(tasks, t.memory.as_ref().and_then(|tm| tm.reservation))
             }
             Some(c) => self.holds_all(tasks, self.components.get(c).and_then(Option::as_ref).and_then(|cm| cm.reservation)),
         }

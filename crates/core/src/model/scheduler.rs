@@ -1,6 +1,7 @@
 //! The scheduler a scenario declares: its kind with the data each kind needs (priorities, the
 //! table of a cyclic executive), and a tree of servers under the root (`[[scheduler.server]]`).
 
+use crate::model::task::Criticality;
 use crate::time::Nanos;
 use serde::Deserialize;
 
@@ -101,9 +102,40 @@ pub enum SchedulerSpec {
     Gfp { priorities: PriorityOrder },
     /// Table-driven cyclic executive.
     Cyclic(CyclicTable),
-    /// MC²'s levels; the table holds level A's slots (none, with a zero frame, when the file
-    /// has no level-A task).
-    Mc2(CyclicTable),
+    /// MC²'s levels: level A's table and the servers under levels B–D.
+    Mc2(Mc2Levels),
+}
+
+/// MC²'s levels as a scenario declares them (`[scheduler] kind = "mc2"`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mc2Levels {
+    /// Level A's slots (none, with a zero frame, when the file has no level-A task).
+    pub table: CyclicTable,
+    /// Budget servers under levels B–D, in file order (`[[scheduler.server]]`).
+    pub servers: Vec<Mc2Server>,
+    /// The server each task runs in; `None` for a task its level schedules directly.
+    pub task_server: Vec<Option<usize>>,
+}
+
+/// A deferrable or polling server under one of MC²'s levels B–D. It runs at the level its
+/// tasks share, one job at a time, as one entry of that level's policy: at level B in its
+/// core's rate-monotonic order by its period (ties to tasks), at level C in global EDF by the
+/// end of its current period, at level D in release order by its job's release. While its
+/// budget lasts it runs its most urgent ready job (by `policy`); levels above preempt it as
+/// they preempt that level's tasks.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mc2Server {
+    pub name: String,
+    /// Deferrable or polling.
+    pub kind: ServerKind,
+    pub budget: Nanos,
+    pub period: Nanos,
+    /// B, C or D: its tasks' criticality.
+    pub level: Criticality,
+    /// Its core at level B (its tasks'); `None` at levels C and D, which are global.
+    pub cpu: Option<usize>,
+    /// How it orders its tasks: fp, rm, dm or edf.
+    pub policy: ServerPolicy,
 }
 
 impl SchedulerSpec {
@@ -153,8 +185,12 @@ impl SchedulerSpec {
     }
     /// Level A's table under mc2.
     pub fn mc2_table(&self) -> Option<&CyclicTable> {
+        self.mc2_levels().map(|l| &l.table)
+    }
+    /// MC²'s levels: the table and the servers under the levels.
+    pub fn mc2_levels(&self) -> Option<&Mc2Levels> {
         match self {
-            SchedulerSpec::Mc2(table) => Some(table),
+            SchedulerSpec::Mc2(levels) => Some(levels),
             _ => None,
         }
     }

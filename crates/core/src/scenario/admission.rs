@@ -1,15 +1,16 @@
 //! Admission of a scenario's memory declarations: what setting up the memory model for them
-//! would refuse (reservation admission control, limit groups, the mappings a limit group may
-//! make, SPEL's lock admission), decided by arithmetic over the declarations, without frames
-//! or page tables.
+//! would refuse (reservation admission control, per bank set under MC²'s layout, limit
+//! groups, the mappings a limit group may make, SPEL's lock admission), decided by arithmetic
+//! over the declarations, without frames or page tables.
 //!
 //! The set-up it answers for is the simulator's, in its order: the machine, each reservation,
 //! each region, each memory-limited group, then each task's address space with its private
 //! memory and the regions its streams address (first use first), then each `spel` region's
 //! lock. The first refusal is the answer, with the scenario key it comes from.
 
-use crate::mem::{DeviceId, MemConfig, MemError, RegionKind, ReservationKind, SharePolicy};
-use crate::model::memory::{MemorySpec, MIB};
+use crate::mem::mc2::Mc2Platform;
+use crate::mem::{DeviceId, MemConfig, MemError, MemoryLayout, Placement, RegionKind, ReservationKind, SharePolicy};
+use crate::model::memory::{reservation_placement, MemorySpec, MIB};
 use crate::model::task::TaskSpec;
 use std::collections::BTreeSet;
 
@@ -53,6 +54,36 @@ pub fn check(spec: &MemorySpec, tasks: &[TaskSpec]) -> Result<(), AdmissionError
     let min_pages = cfg.min_reservation_pages.max(1);
     let too_small = |name: &str, pages: u64| MemError::ReservationTooSmall { name: name.to_string(), pages, min: min_pages };
 
+    // Under MC²'s layout each bank set admits what is placed in it: a core's level-A/B banks
+    // its reservations, the level-C banks theirs and SPEL's locks (less the OS's minimum).
+    let platform = match spec.layout {
+        MemoryLayout::Flat => None,
+        MemoryLayout::Mc2 => Some(
+            Mc2Platform::imx6_scaled(u64::from(spec.total_frames) * spec.page_bytes, spec.page_bytes)
+                .map_err(|m| at("memory.total_mb".into())(MemError::InvalidConfig(m)))?,
+        ),
+    };
+    let mut committed_in = platform.as_ref().map_or_else(Vec::new, |p| vec![0u64; p.lists()]);
+    let admit_placed = |committed_in: &[u64], name: &str, placement: Placement, pages: u64| -> Result<(), MemError> {
+        let Some(p) = &platform else { return Ok(()) };
+        let list = p.list_for(placement).expect("validated: cores of the machine");
+        let frames = p.list_frames(list);
+        let capacity = if placement.ab_core().is_some() { frames } else { frames.saturating_sub(u64::from(cfg.unreserved_min_frames)) };
+        let available = capacity.saturating_sub(committed_in[list]);
+        if pages > available {
+            return Err(MemError::PlacementAdmission {
+                name: name.to_string(),
+                requested: pages,
+                available,
+                frames,
+                banks: placement.banks(),
+            });
+        }
+        Ok(())
+    };
+    let list_of = |placement: Placement| platform.as_ref().and_then(|p| p.list_for(placement));
+    let level_c = list_of(Placement::Any);
+
     // Frames promised to reservations: their sizes; SPEL locks below move part of them.
     let mut committed = 0;
     for (i, r) in spec.reservations.iter().enumerate() {
@@ -64,6 +95,11 @@ pub fn check(spec: &MemorySpec, tasks: &[TaskSpec]) -> Result<(), AdmissionError
                 let available = capacity.saturating_sub(committed);
                 let e = MemError::AdmissionRejected { name: r.name.clone(), requested: r.pages, available, total };
                 return Err(at(format!("reservation[{i}].size_mb"))(e));
+            }
+            let placement = reservation_placement(spec.layout, i, tasks);
+            admit_placed(&committed_in, &r.name, placement, r.pages).map_err(at(format!("reservation[{i}].size_mb")))?;
+            if let Some(list) = list_of(placement) {
+                committed_in[list] += r.pages;
             }
             committed += r.pages;
         }
@@ -138,16 +174,26 @@ pub fn check(spec: &MemorySpec, tasks: &[TaskSpec]) -> Result<(), AdmissionError
             }
         }
         // Nobody gives anything up: the lock takes its frames from what is left uncommitted.
-        if sharers[ri].is_empty() && committed + region_pages > capacity {
-            let available = capacity.saturating_sub(committed);
-            return Err(at(key)(MemError::AdmissionRejected { name: r.name.clone(), requested: region_pages, available, total }));
+        if sharers[ri].is_empty() {
+            if committed + region_pages > capacity {
+                let available = capacity.saturating_sub(committed);
+                return Err(at(key)(MemError::AdmissionRejected { name: r.name.clone(), requested: region_pages, available, total }));
+            }
+            admit_placed(&committed_in, &r.name, Placement::Any, region_pages).map_err(at(key.clone()))?;
         }
-        // The sharers' sizes shrink by the region, which is committed once.
+        // The sharers' sizes shrink by the region, which is committed once (locked pages lie
+        // in the level-C banks, as do the sharers' frames: level-A/B tasks map no region).
         for &res in &sharers[ri] {
             locked_charge[res] += region_pages;
             committed -= region_pages;
+            if let Some(c) = level_c {
+                committed_in[c] -= region_pages;
+            }
         }
         committed += region_pages;
+        if let Some(c) = level_c {
+            committed_in[c] += region_pages;
+        }
     }
     Ok(())
 }
@@ -350,6 +396,80 @@ mod tests {
                 .map(drop)
                 .map_err(|e| AdmissionError { key: e.key, message: e.message });
             prop_assert_eq!(check(&spec, &tasks), built, "{:?}", spec);
+        }
+    }
+
+    /// Declarations under MC²'s layout: `total_frames` a power of two of at least 128,
+    /// reservations with a home (a core's level-A/B banks, or 4 for level C), each task placed
+    /// as its reservation (or drawn) and, at level A/B, mapping no region and joining no group,
+    /// as the loader requires.
+    type Mc2Declarations = (u32, Vec<(u32, u64, bool)>, Vec<(u32, bool, usize)>, Vec<(u32, Option<usize>, u32, Vec<usize>, bool)>);
+
+    fn mc2_declarations() -> impl Strategy<Value = Mc2Declarations> {
+        (
+            7u32..10,
+            prop::collection::vec((0u32..5, 1u64..90, any::<bool>()), 0..5),
+            prop::collection::vec((1u32..60, any::<bool>(), 0..POLICIES.len()), 0..3),
+            prop::collection::vec(
+                (0u32..5, prop::option::of(0usize..5), 0u32..20, prop::collection::vec(0usize..4, 0..3), any::<bool>()),
+                1..5,
+            ),
+        )
+    }
+
+    fn build_mc2((log_frames, reservations, regions, tasks): Mc2Declarations) -> (MemorySpec, Vec<TaskSpec>) {
+        let homes: Vec<u32> = reservations.iter().map(|r| r.0).collect();
+        let reservations = reservations.iter().map(|&(home, pages, firm)| (pages, firm && home == 4)).collect();
+        let flat_tasks =
+            tasks.iter().map(|(_, r, private, streams, _)| (9, r.filter(|&r| r < homes.len()), *private, streams.clone())).collect();
+        let (mut spec, mut specs) = build((1 << log_frames, reservations, regions, vec![Some(64)], flat_tasks));
+        spec.layout = crate::mem::MemoryLayout::Mc2;
+        for (t, (home, pick, _, _, grouped)) in specs.iter_mut().zip(tasks) {
+            let tm = t.memory.as_mut().expect("built with memory");
+            let home = tm.reservation.map_or(home, |r| homes[r]);
+            if home < 4 {
+                t.criticality = Criticality::B;
+                t.cpu = Some(home as usize);
+                tm.streams.retain(|s| s.target == Target::Private);
+            } else if grouped && pick.is_none() {
+                tm.group = "g0".into();
+            }
+        }
+        (spec, specs)
+    }
+
+    proptest! {
+        #![proptest_config(seeded(1024))]
+
+        /// Under MC²'s layout too: each bank set admits what is placed in it, and the
+        /// arithmetic refuses exactly what building the memory model refuses.
+        #[test]
+        fn admission_agrees_with_building_the_memory_model_under_mc2(d in mc2_declarations(), seed in any::<u64>()) {
+            let (spec, tasks) = build_mc2(d);
+            let names: Vec<String> = tasks.iter().map(|t| t.name.clone()).collect();
+            let built = MemSim::new(&spec, &tasks, &names, &[], seed, true)
+                .map(drop)
+                .map_err(|e| AdmissionError { key: e.key, message: e.message });
+            prop_assert_eq!(check(&spec, &tasks), built, "{:?}", spec);
+        }
+    }
+
+    /// The mc2 draws reach a bank set's refusal, for a core and for level C, and acceptance.
+    #[test]
+    fn the_mc2_draws_reach_every_bank_refusal() {
+        let mut runner = proptest::test_runner::TestRunner::new(seeded(1));
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..4000 {
+            let (spec, tasks) = build_mc2(mc2_declarations().new_tree(&mut runner).unwrap().current());
+            match check(&spec, &tasks) {
+                Ok(()) => seen.insert("accepted"),
+                Err(e) if e.message.contains("level-A/B banks hold") => seen.insert("core"),
+                Err(e) if e.message.contains("the level-C banks hold") => seen.insert("level C"),
+                Err(_) => seen.insert("other"),
+            };
+        }
+        for want in ["accepted", "core", "level C"] {
+            assert!(seen.contains(want), "{want} never drawn: {seen:?}");
         }
     }
 

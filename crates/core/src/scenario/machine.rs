@@ -5,7 +5,7 @@ use super::error::{Ctx, ScenarioError};
 use super::raw::{RawScenario, RawScheduler, RawTask};
 use super::server_policies;
 use crate::model::scheduler::{CyclicSlot, CyclicTable, PriorityOrder, SchedulerKind, SchedulerSpec};
-use crate::model::scheduler::{Hierarchy, ServerKind, ServerPolicy, ServerSpec};
+use crate::model::scheduler::{Hierarchy, Mc2Levels, Mc2Server, ServerKind, ServerPolicy, ServerSpec};
 use crate::model::task::{Criticality, TaskSpec};
 use crate::time::Nanos;
 use std::collections::BTreeMap;
@@ -39,8 +39,15 @@ pub(super) fn validate_kind<'r>(cx: &Ctx, raw: &'r RawScenario, cpus: usize) -> 
     Ok((sched, kind))
 }
 
-/// The scheduler with its priorities or table, checked against the tasks.
-pub(super) fn validate_scheduler(cx: &Ctx, raw: &RawScheduler, tasks: &[TaskSpec], cpus: usize) -> Result<SchedulerSpec, ScenarioError> {
+/// The scheduler with its priorities or table (and, under mc2, the servers under its
+/// levels), checked against the tasks.
+pub(super) fn validate_scheduler(
+    cx: &Ctx,
+    raw: &RawScheduler,
+    raw_tasks: &[RawTask],
+    tasks: &[TaskSpec],
+    cpus: usize,
+) -> Result<SchedulerSpec, ScenarioError> {
     let kind = raw.kind;
     // Priorities: fixed by the kind for fp/rm/dm, chosen (or inferred) for pfp/gfp.
     let chosen = match raw.priorities {
@@ -61,7 +68,11 @@ pub(super) fn validate_scheduler(cx: &Ctx, raw: &RawScheduler, tasks: &[TaskSpec
         SchedulerKind::Gedf => SchedulerSpec::Gedf,
         SchedulerKind::Gfp => SchedulerSpec::Gfp { priorities: chosen },
         SchedulerKind::Cyclic => SchedulerSpec::Cyclic(validate_cyclic(cx, raw, tasks, cpus)?),
-        SchedulerKind::Mc2 => SchedulerSpec::Mc2(validate_mc2_table(cx, raw, tasks)?),
+        SchedulerKind::Mc2 => {
+            let table = validate_mc2_table(cx, raw, tasks)?;
+            let (servers, task_server) = validate_mc2_servers(cx, raw, raw_tasks, tasks)?;
+            SchedulerSpec::Mc2(Mc2Levels { table, servers, task_server })
+        }
     };
     // In a hierarchy each leaf server's policy decides whether its tasks need priorities.
     if spec.priority_order() == Some(PriorityOrder::Explicit) && raw.server.is_empty() {
@@ -203,6 +214,10 @@ pub(super) fn validate_hierarchy(
         }
         return Ok(None);
     }
+    // MC²'s servers sit under its levels ([`validate_mc2_servers`]), not in a HiRes tree.
+    if raw.kind == SchedulerKind::Mc2 {
+        return Ok(None);
+    }
     let root_policy = match raw.kind {
         SchedulerKind::Fp => ServerPolicy::Fp,
         SchedulerKind::Rm => ServerPolicy::Rm,
@@ -215,19 +230,7 @@ pub(super) fn validate_hierarchy(
             ))
         }
     };
-    let mut index = BTreeMap::new();
-    for (j, s) in raw.server.iter().enumerate() {
-        let key = format!("scheduler.server[{j}].name");
-        if s.name.trim().is_empty() {
-            return Err(cx.err(key, "must not be empty"));
-        }
-        if s.name == "root" {
-            return Err(cx.err(key, "\"root\" names the root of the hierarchy; give the server another name"));
-        }
-        if let Some(prev) = index.insert(s.name.as_str(), j) {
-            return Err(cx.err(key, format!("duplicate server name {:?} (also scheduler.server[{prev}])", s.name)));
-        }
-    }
+    let index = server_index(cx, raw)?;
     let mut parents = Vec::with_capacity(raw.server.len());
     for (j, s) in raw.server.iter().enumerate() {
         let parent = match s.parent.as_deref() {
@@ -417,6 +420,196 @@ pub(super) fn validate_hierarchy(
     }
     server_policies::finish_task_policies(cx, &raw.server, &mut servers, tasks, &task_server)?;
     Ok(Some(Hierarchy { root_policy, servers, task_server, pending_event_check: raw.pending_event_check.unwrap_or(true) }))
+}
+
+/// Each server's index by name: names non-empty, unique and not "root".
+fn server_index<'r>(cx: &Ctx, raw: &'r RawScheduler) -> Result<BTreeMap<&'r str, usize>, ScenarioError> {
+    let mut index = BTreeMap::new();
+    for (j, s) in raw.server.iter().enumerate() {
+        let key = format!("scheduler.server[{j}].name");
+        if s.name.trim().is_empty() {
+            return Err(cx.err(key, "must not be empty"));
+        }
+        if s.name == "root" {
+            return Err(cx.err(key, "\"root\" names the root of the hierarchy; give the server another name"));
+        }
+        if let Some(prev) = index.insert(s.name.as_str(), j) {
+            return Err(cx.err(key, format!("duplicate server name {:?} (also scheduler.server[{prev}])", s.name)));
+        }
+    }
+    Ok(index)
+}
+
+/// `[[scheduler.server]]` under `kind = "mc2"`: deferrable and polling servers, each at the
+/// level its tasks share (B, C or D; level A runs from its table), directly under that level
+/// ([`Mc2Server`]). Tasks that name no server run under their level directly. What belongs to
+/// HiRes server trees (nesting, levels as servers, event delivery, reservations) is refused
+/// with the reason.
+fn validate_mc2_servers(
+    cx: &Ctx,
+    raw: &RawScheduler,
+    raw_tasks: &[RawTask],
+    tasks: &[TaskSpec],
+) -> Result<(Vec<Mc2Server>, Vec<Option<usize>>), ScenarioError> {
+    if raw.server.is_empty() {
+        // A task naming a server is refused with the hierarchy's rules.
+        return Ok((Vec::new(), vec![None; tasks.len()]));
+    }
+    const MC2: &str = "under kind = \"mc2\"";
+    let hires_only = |key: &str, what: &str| {
+        cx.err(
+            key,
+            format!("{what} belongs to HiRes server trees (kind = \"fp\", \"rm\", \"dm\" or \"edf\"); {MC2} a level dispatches its servers' jobs directly"),
+        )
+    };
+    if raw.event_cost_us.is_some() {
+        return Err(hires_only("scheduler.event_cost_us", "delivering events through child-scheduler threads"));
+    }
+    if raw.pending_event_check.is_some() {
+        return Err(hires_only("scheduler.pending_event_check", "delivering events through child-scheduler threads"));
+    }
+    if raw.overcommit.is_some() {
+        return Err(hires_only("scheduler.overcommit", "admitting servers' reservations from their parents"));
+    }
+    let index = server_index(cx, raw)?;
+    let mut task_server = Vec::with_capacity(tasks.len());
+    for (i, rt) in raw_tasks.iter().enumerate() {
+        let Some(name) = rt.server.as_deref() else {
+            task_server.push(None);
+            continue;
+        };
+        let s = *index.get(name).ok_or_else(|| cx.err(format!("task[{i}].server"), format!("no server named {name:?}")))?;
+        task_server.push(Some(s));
+    }
+    let mut servers = Vec::with_capacity(raw.server.len());
+    for (j, s) in raw.server.iter().enumerate() {
+        let k = |f: &str| format!("scheduler.server[{j}].{f}");
+        if s.kind == ServerKind::Level {
+            return Err(cx.err(
+                k("kind"),
+                format!("{MC2} the criticality levels are the levels: a server under one needs a budget (\"deferrable\" or \"polling\")"),
+            ));
+        }
+        if s.parent.is_some() {
+            return Err(cx.err(k("parent"), format!("{MC2} a server runs directly under the level of its tasks")));
+        }
+        if s.priority.is_some() {
+            return Err(cx.err(
+                k("priority"),
+                format!("{MC2} its level orders a server: by period at level B (rate-monotonic), by the end of its period at level C, by release at level D"),
+            ));
+        }
+        for (present, field, why) in [
+            (s.cpus.is_some(), "cpus", "a server runs one job at a time, on its core at level B or on any CPU at levels C and D"),
+            (s.priorities.is_some(), "priorities", "policy = \"fp\" orders a server's tasks by their priority"),
+            (
+                s.major_frame_ms.is_some() || !s.slot.is_empty(),
+                "major_frame_ms",
+                "level A's table is [[scheduler.slot]]; a server runs on a budget",
+            ),
+        ] {
+            if present {
+                return Err(cx.err(k(field), format!("does not apply {MC2}: {why}")));
+            }
+        }
+        if s.event_cost_us.is_some() {
+            return Err(hires_only(&k("event_cost_us"), "delivering events through child-scheduler threads"));
+        }
+        if s.overhead_percent.is_some() || s.reserve.is_some() {
+            let field = if s.reserve.is_some() { "reserve" } else { "overhead_percent" };
+            return Err(cx.err(
+                k(field),
+                format!(
+                    "reserving CPU, memory and I/O from a parent belongs to HiRes server trees; {MC2} a server's CPU is its budget, and a task's memory is reserved with [[reservation]] in its level's banks"
+                ),
+            ));
+        }
+        let budget = cx.positive(
+            &k("budget_ms"),
+            s.budget_ms.ok_or_else(|| cx.err(k("budget_ms"), "missing: a deferrable or polling server needs budget_ms"))?,
+        )?;
+        let period = cx.positive(
+            &k("period_ms"),
+            s.period_ms.ok_or_else(|| cx.err(k("period_ms"), "missing: a deferrable or polling server needs period_ms"))?,
+        )?;
+        if budget > period {
+            return Err(cx.err(
+                k("budget_ms"),
+                format!("must not exceed period_ms (got {} > {})", s.budget_ms.unwrap_or(0.0), s.period_ms.unwrap_or(0.0)),
+            ));
+        }
+        let members: Vec<usize> = (0..tasks.len()).filter(|&i| task_server[i] == Some(j)).collect();
+        let Some(&first) = members.first() else {
+            return Err(cx.err(k("name"), format!("no task names server {:?}, and {MC2} a server runs at the level of its tasks", s.name)));
+        };
+        let (level, core) = (tasks[first].criticality, tasks[first].cpu);
+        if level == Criticality::A {
+            return Err(cx.err(
+                format!("task[{first}].server"),
+                format!("level-A task {:?} runs only in its table slots ([[scheduler.slot]]), so no server holds it", tasks[first].name),
+            ));
+        }
+        for &i in &members[1..] {
+            let t = &tasks[i];
+            if t.criticality != level {
+                return Err(cx.err(
+                    format!("task[{i}].server"),
+                    format!(
+                        "server {:?} runs at level {level} (task {:?}), but task {:?} is level {}: a server runs at one level, so its tasks share a criticality",
+                        s.name, tasks[first].name, t.name, t.criticality
+                    ),
+                ));
+            }
+            if t.cpu != core {
+                return Err(cx.err(
+                    format!("task[{i}].server"),
+                    format!(
+                        "level-B server {:?} runs on core {} (task {:?}), but task {:?} is pinned to cpu {}: a level-B server runs on one core",
+                        s.name,
+                        core.unwrap_or(0),
+                        tasks[first].name,
+                        t.name,
+                        t.cpu.unwrap_or(0)
+                    ),
+                ));
+            }
+        }
+        match (s.cpu, core) {
+            (Some(c), Some(core)) if c != core as i64 => {
+                return Err(cx.err(k("cpu"), format!("a level-B server runs on its tasks' core {core} (got cpu = {c})")))
+            }
+            (Some(c), None) => {
+                return Err(
+                    cx.err(k("cpu"), format!("level {level} is scheduled globally {MC2}; its servers run on any CPU (got cpu = {c})"))
+                )
+            }
+            _ => {}
+        }
+        let policy = match s.policy {
+            None if level == Criticality::B => ServerPolicy::Rm,
+            None => ServerPolicy::Edf,
+            Some(p @ (ServerPolicy::Fp | ServerPolicy::Rm | ServerPolicy::Dm | ServerPolicy::Edf)) => p,
+            Some(p) => {
+                return Err(cx.err(
+                    k("policy"),
+                    format!(
+                    "a server {MC2} runs one job at a time, so its policy orders its tasks: \"fp\", \"rm\", \"dm\" or \"edf\" (got {:?})",
+                    p.as_str()
+                ),
+                ))
+            }
+        };
+        if policy == ServerPolicy::Fp {
+            if let Some(&i) = members.iter().find(|&&i| tasks[i].priority.is_none()) {
+                return Err(cx.err(
+                    format!("task[{i}].priority"),
+                    format!("missing: server {:?} orders its tasks by fixed priority (policy \"fp\")", s.name),
+                ));
+            }
+        }
+        servers.push(Mc2Server { name: s.name.clone(), kind: s.kind, budget, period, level, cpu: core, policy });
+    }
+    Ok((servers, task_server))
 }
 
 /// A child-scheduler thread's CPU time per delivered event, given in microseconds.

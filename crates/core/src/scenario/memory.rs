@@ -6,11 +6,12 @@
 use super::error::{Ctx, ScenarioError};
 use super::raw::{PatternName, RawAccess, RawAction, RawComponent, RawDevice, RawScenario, RawSwap, RawTask, SwapPreset};
 use crate::mem::mc2::Mc2Platform;
-use crate::mem::{DeviceSpec, MemoryLayout, RegionKind, ReservationKind, SharePolicy};
+use crate::mem::{DeviceSpec, MemoryLayout, Placement, RegionKind, ReservationKind, SharePolicy};
 use crate::model::memory::{
-    AccessStep, ComponentMemory, MemorySpec, Pattern, RegionDecl, ReservationDecl, Stream, StreamOrder, Target, TaskMemory, MIB,
+    task_placement, AccessStep, ComponentMemory, MemorySpec, Pattern, RegionDecl, ReservationDecl, Stream, StreamOrder, Target, TaskMemory,
+    MIB,
 };
-use crate::model::task::{Criticality, TaskSpec};
+use crate::model::task::TaskSpec;
 use crate::time::Nanos;
 
 /// Caps that keep a scenario within this machine's memory: frames and pages cost their
@@ -169,10 +170,13 @@ pub(super) fn validate_memory(cx: &Ctx, raw: &RawScenario, horizon: Nanos) -> Re
 }
 
 /// `layout = "mc2"`: the i.MX6's 8 banks and 16 colours scaled to the machine's memory, one
-/// bank (4–7) per CPU for its level-A/B tasks, banks 0–3 for level C. Supported: level-A/B
-/// tasks with a `cpu` and private memory only (their pages are never paged out), any other
-/// task in level C with private memory and shared regions; no reservations, no memory-limited
-/// groups (their pools hand out level-C frames only, and reclaim them).
+/// bank (4–7) per CPU for its level-A/B tasks, banks 0–3 for level C. A level-A/B task with a
+/// `cpu` keeps its pages in its core's bank and never pages, so it maps private memory only,
+/// joins no memory-limited group (which would reclaim its pages), and its reservation is hard,
+/// set aside in its core's bank, and holds its whole private memory. Every other task is
+/// level C: its reservation's frames and its group's lie in banks 0–3. A reservation's frames
+/// lie in one bank set, so its tasks share one; what each bank set can hold is admission's
+/// (`admission.rs`).
 pub(super) fn check_layout(cx: &Ctx, raw: &RawScenario, m: &MemorySpec, tasks: &[TaskSpec], cpus: usize) -> Result<(), ScenarioError> {
     if m.layout == MemoryLayout::Flat {
         return Ok(());
@@ -188,31 +192,120 @@ pub(super) fn check_layout(cx: &Ctx, raw: &RawScenario, m: &MemorySpec, tasks: &
             format!("\"mc2\" gives each CPU's level-A/B tasks one of DRAM banks 4–7, so at most 4 CPUs (machine.cpus = {cpus})"),
         ));
     }
-    if !raw.reservation.is_empty() {
-        return Err(cx.err(
-            "reservation[0]",
-            format!("memory reservations are not supported {MC2}: levels A and B own their core's bank, level C the rest"),
-        ));
-    }
-    if !raw.group.is_empty() {
-        return Err(cx.err("group[0]", format!("memory-limited groups are not supported {MC2}: their pools serve level C only")));
-    }
+    let mib = |pages: u64| fmt_mib(pages as f64 * m.page_bytes as f64 / MIB);
+    // The first task of each reservation fixes where its frames lie.
+    let mut first: Vec<Option<(usize, Placement)>> = vec![None; m.reservations.len()];
+    let mut pinned_pages = vec![0u64; m.reservations.len()];
     for (i, t) in tasks.iter().enumerate() {
-        if t.criticality > Criticality::B || t.cpu.is_none() {
-            continue;
-        }
         let Some(tm) = &t.memory else { continue };
-        if let Some(j) = tm.streams.iter().position(|s| matches!(s.target, Target::Region(_))) {
+        let placement = task_placement(m.layout, t);
+        let pinned = placement.pins_pages();
+        if pinned {
+            if let Some(key) = shared_region_key(&raw.task[i], i) {
+                return Err(cx.err(
+                    key,
+                    format!(
+                        "a level-{} task's pages stay in its core's bank and are never paged {MC2}, so it cannot map a shared region; use private memory",
+                        t.criticality
+                    ),
+                ));
+            }
+            if raw.group.iter().any(|g| g.name == tm.group) {
+                return Err(cx.err(
+                    format!("task[{i}].group"),
+                    format!(
+                        "a memory-limited group holds its limit by reclaiming its tasks' pages, but level-{} task {:?} keeps its pages in core {}'s bank and never pages {MC2}; groups hold level-C and -D tasks",
+                        t.criticality,
+                        t.name,
+                        placement.ab_core().unwrap_or(0)
+                    ),
+                ));
+            }
+        }
+        let Some(r) = tm.reservation else { continue };
+        let decl = &m.reservations[r];
+        match first[r] {
+            None => first[r] = Some((i, placement)),
+            Some((f, fp)) if fp.ab_core() != placement.ab_core() => {
+                return Err(cx.err(
+                    format!("task[{i}].reservation"),
+                    format!(
+                        "reservation {:?} sets its frames aside in {} for level-{} task {:?}, but level-{} task {:?} keeps its pages in {} {MC2}; a reservation's frames lie in one bank set: give it a reservation of its own",
+                        decl.name,
+                        fp.banks(),
+                        tasks[f].criticality,
+                        tasks[f].name,
+                        t.criticality,
+                        t.name,
+                        placement.banks()
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+        if pinned {
+            if decl.kind != ReservationKind::Hard {
+                return Err(cx.err(
+                    format!("task[{i}].reservation"),
+                    format!(
+                        "reservation {:?} is firm: it borrows frames beyond its size and gives them back under pressure, but level-{} task {:?}'s pages never leave memory {MC2}; make it kind = \"hard\"",
+                        decl.name,
+                        t.criticality,
+                        t.name
+                    ),
+                ));
+            }
+            pinned_pages[r] += u64::from(tm.private_pages);
+        }
+    }
+    // Components are level-C services: their pages lie in banks 0–3.
+    for (c, cm) in m.components.iter().enumerate() {
+        let Some(r) = cm.as_ref().and_then(|cm| cm.reservation) else { continue };
+        if let Some((f, fp)) = first[r].filter(|(_, fp)| fp.pins_pages()) {
             return Err(cx.err(
-                format!("task[{i}].access[{j}].region"),
+                format!("component[{c}].reservation"),
                 format!(
-                    "a level-{} task's pages stay in its core's bank and are never paged {MC2}, so it cannot map a shared region; use private memory",
-                    t.criticality
+                    "reservation {:?} sets its frames aside in {} for level-{} task {:?}, but a component's pages lie in the level-C banks {MC2}; give the component a reservation of its own",
+                    m.reservations[r].name,
+                    fp.banks(),
+                    tasks[f].criticality,
+                    tasks[f].name
+                ),
+            ));
+        }
+    }
+    for (r, decl) in m.reservations.iter().enumerate() {
+        if pinned_pages[r] > decl.pages {
+            return Err(cx.err(
+                format!("reservation[{r}].size_mb"),
+                format!(
+                    "holds level-A/B tasks with {} MiB of private memory, which never pages {MC2}, so it must be at least that large (got {} MiB)",
+                    mib(pinned_pages[r]),
+                    mib(decl.pages)
                 ),
             ));
         }
     }
     Ok(())
+}
+
+/// The key of task `i`'s first access, as a stream or a program step, that names a shared
+/// region.
+fn shared_region_key(rt: &RawTask, i: usize) -> Option<String> {
+    let shared = |a: &RawAccess| a.region.as_deref().is_some_and(|r| r != "private");
+    if let Some(j) = rt.access.iter().position(shared) {
+        return Some(format!("task[{i}].access[{j}].region"));
+    }
+    rt.program.iter().flatten().enumerate().find_map(|(j, a)| {
+        let n = a.access.iter().flatten().position(shared)?;
+        Some(format!("task[{i}].program[{j}].access[{n}].region"))
+    })
+}
+
+/// MiB for a message: whole numbers bare, others to three decimals.
+fn fmt_mib(mib: f64) -> String {
+    let text = format!("{mib:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// Every region has per-page state, and every task maps its private pages and each region it

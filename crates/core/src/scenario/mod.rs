@@ -142,7 +142,7 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
         &components,
     )?;
     resources::check_lock_order(&cx, &tasks, &resources, &components.specs)?;
-    let scheduler = machine::validate_scheduler(&cx, raw_scheduler, &tasks, cpus)?;
+    let scheduler = machine::validate_scheduler(&cx, raw_scheduler, &raw.task, &tasks, cpus)?;
     let hierarchy = machine::validate_hierarchy(&cx, raw_scheduler, &raw.task, &tasks, cpus)?;
     let seed = run::seed(&raw, overrides);
     let horizon = run::horizon(&cx, &raw, overrides, &tasks)?;

@@ -519,7 +519,7 @@ impl Scheduler for HierarchyScheduler {
 pub struct Servers(pub Vec<ServerSummary>);
 
 /// What one server of the scheduler hierarchy did over a run.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct ServerSummary {
     pub name: String,
     /// The parent server's name, or `"root"`.

@@ -16,10 +16,10 @@ mod partitioned;
 pub use cyclic::CyclicScheduler;
 pub use global::GlobalScheduler;
 pub use hierarchy::{HierarchyScheduler, ServerSummary, Servers};
-pub use levels::Mc2Node;
+pub use levels::{Mc2Node, Mc2ServerSet};
 pub use partitioned::PartitionNode;
 
-use crate::model::scheduler::{CyclicTable, Hierarchy, PriorityOrder};
+use crate::model::scheduler::{CyclicTable, Hierarchy, Mc2Server, PriorityOrder, ServerPolicy};
 use crate::model::task::{Criticality, TaskSpec};
 use crate::result::SimResult;
 use crate::scenario::Scenario;
@@ -195,7 +195,8 @@ pub struct SrpScopes {
 /// machine under a uniprocessor or global one (a lock that finds its units taken by a job on
 /// another CPU waits as under `none`); a leaf server's tasks under servers, by the leaf's
 /// policy; under MC²'s levels each core's level-A/B tasks (A above B, B rate-monotonic), level
-/// C by deadline, level D in release order; under a cyclic table one scope, every job level.
+/// C by deadline, level D in release order, and each server's tasks by its policy; under a
+/// cyclic table one scope, every job level.
 pub fn srp_scopes(scenario: &Scenario) -> SrpScopes {
     let tasks = &scenario.tasks;
     let n = tasks.len();
@@ -210,16 +211,18 @@ pub fn srp_scopes(scenario: &Scenario) -> SrpScopes {
         let level = (0..n).map(|t| levels_of(&order[t], t)).collect();
         return SrpScopes { scope: h.task_server.clone(), level, order };
     }
-    if scenario.scheduler.mc2_table().is_some() {
+    if let Some(levels) = scenario.scheduler.mc2_levels() {
         let rm = priority_ranks(PriorityOrder::RateMonotonic, tasks);
         let cpus = scenario.cpus;
         let ab_ranks: Vec<u32> = (0..n).map(|t| if tasks[t].criticality == Criticality::A { 0 } else { 1 + rm[t] }).collect();
         let mut out = SrpScopes { scope: Vec::with_capacity(n), level: Vec::with_capacity(n), order: Vec::with_capacity(n) };
         for (t, spec) in tasks.iter().enumerate() {
-            let (scope, order) = match (spec.criticality, spec.cpu) {
-                (Criticality::A | Criticality::B, Some(cpu)) => (cpu, Some(JobOrder::FixedPriority { ranks: ab_ranks.clone() })),
-                (Criticality::C, _) | (_, None) => (cpus, Some(JobOrder::Edf)),
-                (Criticality::D, _) => (cpus + 1, None),
+            let (scope, order) = match (levels.task_server[t], spec.criticality, spec.cpu) {
+                // A server's tasks, run one at a time by its policy, share a scope of their own.
+                (Some(s), _, _) => (cpus + 2 + s, Some(server_job_order(levels.servers[s].policy, tasks))),
+                (None, Criticality::A | Criticality::B, Some(cpu)) => (cpu, Some(JobOrder::FixedPriority { ranks: ab_ranks.clone() })),
+                (None, Criticality::C, _) | (None, _, None) => (cpus, Some(JobOrder::Edf)),
+                (None, Criticality::D, _) => (cpus + 1, None),
             };
             out.level.push(levels_of(&order, t));
             out.scope.push(scope);
@@ -244,9 +247,17 @@ pub enum NodeSpec {
     Table { table: CyclicTable, cpus: usize, tasks: usize },
     /// Servers under one root per CPU, the tasks attached to leaf servers.
     Hierarchy { name: &'static str, hierarchy: Hierarchy, tasks: Vec<TaskSpec>, cpus: usize },
-    /// MC²'s levels: level A's table, rate-monotonic level B per core (`rm_ranks`), global
-    /// EDF level C and first-released-first level D on what the levels above leave.
-    Levels { table: CyclicTable, task_level: Vec<Criticality>, task_cpu: Vec<Option<usize>>, rm_ranks: Vec<u32>, cpus: usize },
+    /// MC²'s levels: level A's table, rate-monotonic level B per core (`rm_ranks`, the tasks'
+    /// then the servers'), global EDF level C and first-released-first level D on what the
+    /// levels above leave, with the servers under levels B–D.
+    Levels {
+        table: CyclicTable,
+        task_level: Vec<Criticality>,
+        task_cpu: Vec<Option<usize>>,
+        rm_ranks: Vec<u32>,
+        servers: Mc2ServerSet,
+        cpus: usize,
+    },
 }
 
 impl NodeSpec {
@@ -257,12 +268,18 @@ impl NodeSpec {
         if let Some(hierarchy) = &scenario.hierarchy {
             return NodeSpec::Hierarchy { name, hierarchy: hierarchy.clone(), tasks: scenario.tasks.clone(), cpus: scenario.cpus };
         }
-        if let Some(table) = scenario.scheduler.mc2_table() {
+        if let Some(levels) = scenario.scheduler.mc2_levels() {
+            let tasks = &scenario.tasks;
             return NodeSpec::Levels {
-                table: table.clone(),
-                task_level: scenario.tasks.iter().map(|t| t.criticality).collect(),
-                task_cpu: scenario.tasks.iter().map(|t| t.cpu).collect(),
-                rm_ranks: priority_ranks(PriorityOrder::RateMonotonic, &scenario.tasks),
+                table: levels.table.clone(),
+                task_level: tasks.iter().map(|t| t.criticality).collect(),
+                task_cpu: tasks.iter().map(|t| t.cpu).collect(),
+                rm_ranks: mc2_rm_ranks(tasks, &levels.servers),
+                servers: Mc2ServerSet {
+                    servers: levels.servers.clone(),
+                    orders: levels.servers.iter().map(|s| server_job_order(s.policy, tasks)).collect(),
+                    task_server: levels.task_server.clone(),
+                },
                 cpus: scenario.cpus,
             };
         }
@@ -290,10 +307,36 @@ impl NodeSpec {
             }
             NodeSpec::Table { table, cpus, tasks } => Box::new(CyclicScheduler::new(table, cpus, tasks)),
             NodeSpec::Hierarchy { name, hierarchy, tasks, cpus } => Box::new(HierarchyScheduler::new(name, &hierarchy, &tasks, cpus)),
-            NodeSpec::Levels { table, task_level, task_cpu, rm_ranks, cpus } => {
-                Box::new(Mc2Node::new(table, task_level, &task_cpu, rm_ranks, cpus))
+            NodeSpec::Levels { table, task_level, task_cpu, rm_ranks, servers, cpus } => {
+                Box::new(Mc2Node::new(table, task_level, &task_cpu, rm_ranks, servers, cpus))
             }
         }
+    }
+}
+
+/// Rate-monotonic ranks of MC²'s tasks and then its servers (server `s` is entry
+/// `tasks.len() + s`), by period; ties go to tasks, then to the one listed first. Without
+/// servers they are the tasks' rate-monotonic ranks.
+fn mc2_rm_ranks(tasks: &[TaskSpec], servers: &[Mc2Server]) -> Vec<u32> {
+    let periods: Vec<(Nanos, usize)> = tasks.iter().map(|t| t.period).chain(servers.iter().map(|s| s.period)).zip(0..).collect();
+    let mut idx: Vec<usize> = (0..periods.len()).collect();
+    idx.sort_by_key(|&i| periods[i]);
+    let mut ranks = vec![0u32; idx.len()];
+    for (rank, &i) in idx.iter().enumerate() {
+        ranks[i] = rank as u32;
+    }
+    ranks
+}
+
+/// How a server under MC²'s levels orders its tasks' jobs (fixed ranks are global, so their
+/// order within a server is the one the task set would have).
+fn server_job_order(policy: ServerPolicy, tasks: &[TaskSpec]) -> JobOrder {
+    let ranks = |order| JobOrder::FixedPriority { ranks: priority_ranks(order, tasks) };
+    match policy {
+        ServerPolicy::Fp => ranks(PriorityOrder::Explicit),
+        ServerPolicy::Rm => ranks(PriorityOrder::RateMonotonic),
+        ServerPolicy::Dm => ranks(PriorityOrder::DeadlineMonotonic),
+        _ => JobOrder::Edf,
     }
 }
 

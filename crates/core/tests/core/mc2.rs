@@ -222,3 +222,187 @@ proptest! {
         }
     }
 }
+
+// ------------------------------------------------------------------ servers under the levels
+
+/// `[[scheduler.server]]` under mc2.
+fn server(name: &str, kind: &str, budget_ms: u64, period_ms: u64) -> String {
+    format!("[[scheduler.server]]\nname = \"{name}\"\nkind = \"{kind}\"\nbudget_ms = {budget_ms}\nperiod_ms = {period_ms}\n")
+}
+
+/// `(task, start_ms, end_ms)` of every segment.
+fn segments_ms(r: &SimResult) -> Vec<(u32, u64, u64)> {
+    r.segments.iter().map(|s| (s.task, s.start.0 / MS, s.end.0 / MS)).collect()
+}
+
+#[test]
+fn a_level_c_server_gets_its_budget_under_global_edf_and_a_level_a_table_still_preempts_it() {
+    // One core, a 10 ms frame. a (level A) runs in its slot [3, 5); server s (deferrable,
+    // 4 ms every 10 ms) holds c0 (6 ms of work); c1 (2, 20) is level C outside it. s stands in
+    // level C's EDF with its period's end, 10, before c1's 20: c0 [0, 3), a preempts [3, 5),
+    // c0 [5, 6) spends the budget, c1 [6, 8); at 10 s is replenished and c0 ends [10, 12).
+    let s = "[scheduler]\nkind = \"mc2\"\nmajor_frame_ms = 10\n[run]\nhorizon_ms = 20\n".to_string()
+        + &slot("a", 3, 2)
+        + &server("s", "deferrable", 4, 10)
+        + &tasks(&[("a", "A", Some(0), 2, 10)])
+        + "[[task]]\nname = \"c0\"\ncriticality = \"C\"\nserver = \"s\"\nwcet_ms = 6\nperiod_ms = 20\n"
+        + &tasks(&[("c1", "C", None, 2, 20)]);
+    let r = run(&s);
+    assert_eq!(segments_ms(&r), vec![(1, 0, 3), (0, 3, 5), (1, 5, 6), (2, 6, 8), (1, 10, 12), (0, 13, 15)]);
+    let srv = &r.servers()[0];
+    assert_eq!((srv.name.as_str(), srv.parent.as_str(), srv.kind), ("s", "level C", "deferrable"));
+    assert_eq!((srv.consumed_ns, srv.replenishments, srv.exhaustions, srv.tasks.clone()), (6 * MS, 2, 1, vec![1]));
+    assert_eq!(
+        (srv.period_consumed_ns.clone(), srv.exhausted_at.clone(), srv.cpus.clone()),
+        (vec![4 * MS, 2 * MS], vec![Nanos(6 * MS)], vec![0])
+    );
+    assert!(r.to_json().contains(r#""servers":[{"name":"s","parent":"level C","kind":"deferrable","cpus":[0],"budget_ms":4.0,"period_ms":10.0,"consumed_ms":6.0,"replenishments":2,"exhaustions":1"#));
+}
+
+#[test]
+fn a_level_b_server_runs_at_the_rank_of_its_period_on_its_core() {
+    // One core. Rate-monotonic: b0 (2, 5) above server s (1 ms every 10, holding b1 (3, 20))
+    // above b2 (1, 20). b0 [0, 2), s [2, 3), b2 [3, 4), b0 [5, 7), b0 [10, 12), s [12, 13),
+    // b0 [15, 17), b0 [20, 22), s [22, 23): b1 ends at 23, one budget a period.
+    let s = "[scheduler]\nkind = \"mc2\"\n[run]\nhorizon_ms = 25\n".to_string()
+        + &server("s", "deferrable", 1, 10)
+        + &tasks(&[("b0", "B", Some(0), 2, 5)])
+        + "[[task]]\nname = \"b1\"\ncriticality = \"B\"\ncpu = 0\nserver = \"s\"\nwcet_ms = 3\nperiod_ms = 20\n"
+        + &tasks(&[("b2", "B", Some(0), 1, 20)]);
+    let r = run(&s);
+    let b1: Vec<(u64, u64)> = segments_ms(&r).into_iter().filter(|s| s.0 == 1).map(|s| (s.1, s.2)).collect();
+    assert_eq!(b1, vec![(2, 3), (12, 13), (22, 23)]);
+    assert_eq!(first_completions_ms(&r), vec![Some(2), Some(23), Some(4)]);
+    assert_eq!(r.servers()[0].parent, "level B");
+}
+
+#[test]
+fn a_polling_server_gives_up_its_budget_when_idle_and_a_deferrable_one_keeps_it() {
+    // c arrives at 1 ms. The polling server was idle at 0, so its budget is gone until 10;
+    // the deferrable one still has it.
+    let with = |kind: &str| {
+        "[scheduler]\nkind = \"mc2\"\n[run]\nhorizon_ms = 20\n".to_string()
+            + &server("s", kind, 2, 10)
+            + "[[task]]\nname = \"c\"\ncriticality = \"C\"\nserver = \"s\"\nwcet_ms = 1\nperiod_ms = 20\noffset_ms = 1\n"
+    };
+    assert_eq!(segments_ms(&run(&with("polling"))), vec![(0, 10, 11)]);
+    assert_eq!(segments_ms(&run(&with("deferrable"))), vec![(0, 1, 2)]);
+}
+
+#[test]
+fn a_kind_mc2_without_servers_reports_none() {
+    let r = run(&two_core_system(20));
+    assert!(r.servers().is_empty() && !r.to_json().contains("\"servers\""));
+}
+
+#[test]
+fn servers_under_mc2_that_cannot_be_are_refused_in_one_line() {
+    let head = "[machine]\ncpus = 2\n[scheduler]\nkind = \"mc2\"\nmajor_frame_ms = 10\n".to_string();
+    let task = |name: &str, level: &str, cpu: Option<u32>, srv: &str| {
+        tasks(&[(name, level, cpu, 1, 10)]) + &if srv.is_empty() { String::new() } else { format!("server = \"{srv}\"\n") }
+    };
+    let s = server("s", "deferrable", 1, 10);
+    let cases = [
+        (head.clone() + &s + &slot("a", 0, 1) + &task("a", "A", Some(0), "s"), "test.toml: task[0].server: level-A task \"a\" runs only in its table slots ([[scheduler.slot]]), so no server holds it"),
+        (head.clone() + &s + &task("b", "B", Some(0), "s") + &task("c", "C", None, "s"), "test.toml: task[1].server: server \"s\" runs at level B (task \"b\"), but task \"c\" is level C: a server runs at one level, so its tasks share a criticality"),
+        (head.clone() + &s + &task("b", "B", Some(0), "s") + &task("b1", "B", Some(1), "s"), "test.toml: task[1].server: level-B server \"s\" runs on core 0 (task \"b\"), but task \"b1\" is pinned to cpu 1: a level-B server runs on one core"),
+        (head.clone() + &s + "cpu = 1\n" + &task("b", "B", Some(0), "s"), "test.toml: scheduler.server[0].cpu: a level-B server runs on its tasks' core 0 (got cpu = 1)"),
+        (head.clone() + &s + "cpu = 1\n" + &task("c", "C", None, "s"), "test.toml: scheduler.server[0].cpu: level C is scheduled globally under kind = \"mc2\"; its servers run on any CPU (got cpu = 1)"),
+        (head.clone() + &s + &task("c", "C", None, ""), "test.toml: scheduler.server[0].name: no task names server \"s\", and under kind = \"mc2\" a server runs at the level of its tasks"),
+        (head.clone() + &s.replace("deferrable", "level").replace("budget_ms = 1\nperiod_ms = 10\n", "") + &task("c", "C", None, "s"), "test.toml: scheduler.server[0].kind: under kind = \"mc2\" the criticality levels are the levels"),
+        (head.clone() + &s + "parent = \"t\"\n" + &task("c", "C", None, "s"), "test.toml: scheduler.server[0].parent: under kind = \"mc2\" a server runs directly under the level of its tasks"),
+        (head.clone() + &s + "priority = 1\n" + &task("c", "C", None, "s"), "test.toml: scheduler.server[0].priority: under kind = \"mc2\" its level orders a server"),
+        (head.clone() + &s + "policy = \"gedf\"\n" + &task("c", "C", None, "s"), "test.toml: scheduler.server[0].policy: a server under kind = \"mc2\" runs one job at a time"),
+        (head.clone() + &s + "policy = \"fp\"\n" + &task("c", "C", None, "s"), "test.toml: task[0].priority: missing: server \"s\" orders its tasks by fixed priority"),
+        (head.clone() + &s + "reserve = { memory_mib = 4 }\n" + &task("c", "C", None, "s"), "test.toml: scheduler.server[0].reserve: reserving CPU, memory and I/O from a parent belongs to HiRes server trees"),
+        (head.clone() + "event_cost_us = 5\n" + &s + &task("c", "C", None, "s"), "test.toml: scheduler.event_cost_us: delivering events through child-scheduler threads belongs to HiRes server trees"),
+        (head.clone() + &s.replace("budget_ms = 1", "budget_ms = 11") + &task("c", "C", None, "s"), "test.toml: scheduler.server[0].budget_ms: must not exceed period_ms"),
+        (head.clone() + &s + &task("c", "C", None, "nope"), "test.toml: task[0].server: no server named \"nope\""),
+    ];
+    for (text, start) in cases {
+        let e = error(&text);
+        assert!(e.starts_with(start) && !e.contains('\n'), "{e}\n{start}\n{text}");
+    }
+}
+
+/// Random two-core MC² sets as [`random_system`], with up to two servers: one at level B on
+/// a drawn core, one at level C, each holding one or two tasks of its level.
+fn random_system_with_servers() -> impl Strategy<Value = String> {
+    let srv = (any::<bool>(), 1u64..=4, prop::sample::select(vec![5u64, 10, 20]));
+    let members = prop::collection::vec((prop::sample::select(vec![5u64, 10, 20, 40]), 1u64..=6), 1..=2);
+    (random_system(), proptest::option::of((srv.clone(), 0u32..2, members.clone())), proptest::option::of((srv, members))).prop_map(
+        |(mut s, b, c)| {
+            let kind = |deferrable: bool| if deferrable { "deferrable" } else { "polling" };
+            if let Some(((d, q, p), cpu, members)) = b {
+                s += &server("sb", kind(d), q.min(p), p);
+                for (i, (t, w)) in members.into_iter().enumerate() {
+                    s += &format!(
+                        "[[task]]\nname = \"sb{i}\"\ncriticality = \"B\"\ncpu = {cpu}\nserver = \"sb\"\nwcet_ms = {}\nperiod_ms = {t}\n",
+                        w.min(t)
+                    );
+                }
+            }
+            if let Some(((d, q, p), members)) = c {
+                s += &server("sc", kind(d), q.min(p), p);
+                for (i, (t, w)) in members.into_iter().enumerate() {
+                    s += &format!(
+                        "[[task]]\nname = \"sc{i}\"\ncriticality = \"C\"\nserver = \"sc\"\nwcet_ms = {}\nperiod_ms = {t}\n",
+                        w.min(t)
+                    );
+                }
+            }
+            s
+        },
+    )
+}
+
+proptest! {
+    #![proptest_config(seeded_config("servers_under_mc2_spend_at_most_their_budget", 192))]
+    /// With servers under the levels: a level-A job still runs only in its slots, a level-B
+    /// job (in a server or not) only on its core; a server never spends more than its budget
+    /// in a period, what it spent is exactly its tasks' running time, and its tasks run one
+    /// at a time.
+    #[test]
+    fn servers_under_mc2_spend_at_most_their_budget(text in random_system_with_servers()) {
+        let s = load_toml_str(&text, "test.toml").unwrap();
+        let r = run(&text);
+        let levels = s.scheduler.mc2_levels().unwrap();
+        for seg in &r.segments {
+            let spec = &s.tasks[seg.task as usize];
+            if spec.criticality <= critmem_core::Criticality::B {
+                prop_assert_eq!(Some(seg.cpu as usize), spec.cpu, "{}", text);
+            }
+            if spec.criticality == critmem_core::Criticality::A {
+                let pos = seg.start.0 % levels.table.major_frame.0;
+                prop_assert!(levels.table.slots.iter().any(|sl| sl.task == seg.task as usize && sl.start.0 <= pos && pos < sl.start.0 + sl.duration.0));
+            }
+        }
+        for (j, (srv, spec)) in r.servers().iter().zip(&levels.servers).enumerate() {
+            prop_assert!(srv.period_consumed_ns.iter().all(|&c| c <= spec.budget.0), "{:?}\n{}", srv, text);
+            let mine: Vec<_> = r.segments.iter().filter(|g| levels.task_server[g.task as usize] == Some(j)).collect();
+            let ran: u64 = mine.iter().map(|g| g.end.0 - g.start.0).sum();
+            prop_assert_eq!(ran, srv.consumed_ns, "{}", text);
+            for (a, b) in mine.iter().zip(mine.iter().skip(1)) {
+                prop_assert!(a.end <= b.start || b.end <= a.start, "server {} runs two jobs at once\n{}", j, text);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_servers_tasks_share_an_srp_scope_of_their_own() {
+    // hi and lo lock R under SRP inside server s at level C; c outside it never waits on R.
+    let text = "[machine]\ncpus = 2\n[scheduler]\nkind = \"mc2\"\n[run]\nhorizon_ms = 100\n".to_string()
+        + &server("s", "deferrable", 8, 10)
+        + "[[resource]]\nname = \"R\"\nprotocol = \"srp\"\n\
+           [[task]]\nname = \"hi\"\ncriticality = \"C\"\nserver = \"s\"\nperiod_ms = 50\noffset_ms = 2\n\
+           program = [{ compute_ms = 1 }, { lock = \"R\" }, { compute_ms = 1 }, { unlock = \"R\" }]\n\
+           [[task]]\nname = \"lo\"\ncriticality = \"C\"\nserver = \"s\"\nperiod_ms = 60\n\
+           program = [{ compute_ms = 1 }, { lock = \"R\" }, { compute_ms = 4 }, { unlock = \"R\" }]\n"
+        + &tasks(&[("c", "C", None, 3, 20)]);
+    let r = run(&text);
+    let res = r.resources().expect("resources");
+    assert_eq!(res.resources[0].contended, 0, "no lock of R waits under SRP");
+    assert!(res.waits.iter().all(|w| w.task != 2), "c is outside the server's scope");
+    assert!(r.tasks.iter().all(|t| t.stats.completed > 0 && t.stats.deadline_misses == 0));
+}

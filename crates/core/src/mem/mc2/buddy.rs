@@ -15,7 +15,7 @@
 //! of its core's bank that the reservation holds, or nothing.
 
 use super::platform::Mc2Platform;
-use crate::mem::frames::{FrameAllocator, FrameRequest, Mc2Level, Placement};
+use crate::mem::frames::{FrameAllocator, FrameRequest, Placement};
 
 const NONE: u32 = u32::MAX;
 /// `order` of a frame that heads no free block.
@@ -37,6 +37,8 @@ pub struct Mc2Buddy {
     heads: Vec<u32>,
     /// Free frames per pool.
     pool_free: Vec<u64>,
+    /// Frames of each list, by address.
+    list_frames: Vec<u64>,
     withheld: u32,
 }
 
@@ -48,7 +50,12 @@ impl Mc2Buddy {
         let n = platform.total_frames();
         let list_of: Vec<u32> = (0..n).map(|f| platform.list_of_frame(f).map_or(NONE, |l| l as u32)).collect();
         let orders = usize::from(platform.max_order) + 1;
+        let mut list_frames = vec![0; platform.lists()];
+        for &l in list_of.iter().filter(|&&l| l != NONE) {
+            list_frames[l as usize] += 1;
+        }
         let mut b = Mc2Buddy {
+            list_frames,
             heads: vec![NONE; platform.lists() * orders],
             platform,
             order: vec![NOT_HEAD; n as usize],
@@ -87,10 +94,17 @@ impl Mc2Buddy {
 
     /// The list a placement names, `None` for a core the platform lacks.
     pub fn list_for(&self, placement: Placement) -> Option<usize> {
-        match placement {
-            Placement::Any | Placement::Mc2 { level: Mc2Level::C, .. } => Some(self.platform.level_c_list()),
-            Placement::Mc2 { core, level: Mc2Level::A | Mc2Level::B } => (core < self.platform.cores).then_some(core as usize),
-        }
+        self.platform.list_for(placement)
+    }
+
+    /// Pools the allocator keeps lists for (the global pool and every one added).
+    pub fn pools(&self) -> u32 {
+        self.pool_free.len() as u32
+    }
+
+    /// Free frames of `pool` in list `list`.
+    pub fn free_frames_in(&self, pool: u32, list: usize) -> u64 {
+        (0..=self.platform.max_order).map(|o| (self.free_blocks(pool, list, o).len() as u64) << o).sum()
     }
 
     /// Free blocks of `order` in `pool`'s list `list`, heads in list order.
@@ -245,6 +259,17 @@ impl FrameAllocator for Mc2Buddy {
         })
     }
 
+    fn placement_frames(&self, placement: Placement) -> Option<u64> {
+        Some(self.list_for(placement).map_or(0, |l| self.list_frames[l]))
+    }
+
+    fn free_frames_for(&self, req: FrameRequest) -> u64 {
+        match self.list_for(req.placement) {
+            Some(l) if (req.pool as usize) < self.pool_free.len() => self.free_frames_in(req.pool, l),
+            _ => 0,
+        }
+    }
+
     fn check(&self) -> Result<(), String> {
         let n = self.order.len();
         let mut seen = vec![false; n];
@@ -304,6 +329,7 @@ impl FrameAllocator for Mc2Buddy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mem::frames::Mc2Level;
     use crate::mem::mc2::platform::{range_mask, Partition};
 
     /// 32 frames of 4 KiB: 2 cores, 4 banks of 8 frames (bank = bits 15–16), 4 colours
@@ -328,6 +354,9 @@ mod tests {
     #[test]
     fn starts_as_one_max_block_per_bank() {
         let b = Mc2Buddy::new(tiny()).unwrap();
+        // Counted by address, as the platform's arithmetic says.
+        assert_eq!(b.list_frames, (0..3).map(|l| b.platform.list_frames(l)).collect::<Vec<_>>());
+        assert_eq!(b.list_frames, [8, 8, 16]);
         // Bank k is frames 8k..8k+8, one order-3 block each.
         assert_eq!(b.free_blocks(0, 2, 3), vec![0, 8]);
         assert_eq!(b.free_blocks(0, 0, 3), vec![16]);

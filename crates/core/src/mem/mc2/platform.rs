@@ -10,6 +10,8 @@
 //! core `i` ways `2i` and `2i + 1`, level C ways 8–15. The paper does not colour pages, so
 //! every list may use all 16 colours by default.
 
+use crate::mem::frames::Placement;
+
 /// A set of small indices (banks, colours, ways) as a bit mask: bit `i` set means `i` is in.
 pub type IndexMask = u64;
 
@@ -168,6 +170,23 @@ impl Mc2Platform {
         }
     }
 
+    /// The list a placement names: its core's level-A/B list, or level C's for level C,
+    /// `Placement::Any` and the OS; `None` for a core the platform lacks.
+    pub fn list_for(&self, placement: Placement) -> Option<usize> {
+        match placement.ab_core() {
+            None => Some(self.level_c_list()),
+            Some(core) => (core < self.cores).then_some(core as usize),
+        }
+    }
+
+    /// Frames of list `l`: its banks' frames of its colours (colours cycle within a bank,
+    /// each taking an equal share of it).
+    pub fn list_frames(&self, l: usize) -> u64 {
+        let p = self.partition(l);
+        let per_bank = u64::from(self.total_frames()) / u64::from(self.banks);
+        u64::from(p.banks.count_ones()) * per_bank / u64::from(self.colours()) * u64::from(p.colours.count_ones())
+    }
+
     /// The list whose partition holds frame `f`, or `None` when no list may use it (a colour
     /// no list of its bank takes).
     pub fn list_of_frame(&self, f: u32) -> Option<usize> {
@@ -269,6 +288,11 @@ mod tests {
         assert_eq!(p.list_of_frame(131_072), Some(0));
         assert_eq!(p.list_of_frame(131_071), Some(4));
         assert_eq!(p.list_of_frame(7 * 32_768), Some(3));
+        // Each core one bank of 32768 frames, level C four.
+        assert_eq!((0..5).map(|l| p.list_frames(l)).collect::<Vec<_>>(), [32_768, 32_768, 32_768, 32_768, 131_072]);
+        let mut q = p.clone();
+        q.core_ab[2].colours = range_mask(0, 4);
+        assert_eq!(q.list_frames(2), 8192);
     }
 
     #[test]
