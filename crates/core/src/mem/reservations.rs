@@ -50,10 +50,11 @@ impl<A: FrameAllocator> Memory<A> {
         }
     }
 
-    /// Frames promised to reservations and locked regions (limit groups promise nothing).
+    /// Frames promised to reservations, locked regions and hard bounds (limit groups and soft
+    /// bounds promise nothing).
     pub fn committed_frames(&self) -> u64 {
         let sizes: u64 = self.pools[1..].iter().filter(|p| p.kind.counts_toward_admission()).map(|p| p.size - p.locked_charge).sum();
-        sizes + self.locked_frames
+        sizes + self.locked_frames + self.bound_committed_frames()
     }
 
     /// Resizes a reservation at `now`. Growing a hard or firm reservation is subject to

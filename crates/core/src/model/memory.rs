@@ -2,7 +2,7 @@
 //! reservations, shared regions, what each job touches) and the generation of each job's
 //! page-reference string from them.
 
-use crate::mem::{DeviceSpec, MemoryLayout, RefKind, RegionKind, ReservationKind, SharePolicy, Vpn};
+use crate::mem::{BoundKind, DeviceSpec, MemoryLayout, RefKind, RegionKind, ReservationKind, SharePolicy, Vpn};
 use crate::rng::SimRng;
 use crate::time::Nanos;
 use critmem_policy::{ControllerConfig, GroupRole};
@@ -31,6 +31,29 @@ pub struct MemorySpec {
     pub regions: Vec<RegionDecl>,
     /// Memory-limited workload groups (`[[group]]`), the ones a controller manages.
     pub groups: Vec<GroupDecl>,
+    /// One per `[[scheduler.server]]`, parents first, when a server reserves memory
+    /// (`reserve.memory_mib`); empty otherwise.
+    pub server_bounds: Vec<ServerBound>,
+}
+
+/// A scheduler server's memory reservation as a bound on the resident pages of every task
+/// under it (see [`crate::mem::Memory::create_bound`]); the servers under it hold what it
+/// grants, their pages counting in its bound too.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerBound {
+    /// The server's index in file order.
+    pub server: usize,
+    pub name: String,
+    /// What `reserve.memory_mib` reserves, in bytes; `None`: nothing (the bound only counts
+    /// the subtree's pages, for the servers' figures).
+    pub bytes: Option<u64>,
+    /// The reservation in whole pages.
+    pub pages: Option<u64>,
+    pub kind: BoundKind,
+    /// The parent server's bound (an index into [`MemorySpec::server_bounds`]).
+    pub parent: Option<usize>,
+    /// The tasks attached to the server itself.
+    pub tasks: Vec<usize>,
 }
 
 /// A memory-limited group with cgroup v2 semantics (see [`crate::mem::ReservationKind::Limit`]).

@@ -4,13 +4,14 @@
 //! or page tables.
 //!
 //! The set-up it answers for is the simulator's, in its order: the machine, each reservation,
+//! each server's memory bound (a hard one commits its size unless a hard ancestor holds it),
 //! each region, each memory-limited group, then each task's address space with its private
 //! memory and the regions its streams address (first use first), then each `spel` region's
 //! lock. The first refusal is the answer, with the scenario key it comes from.
 
-use crate::mem::{DeviceId, MemConfig, MemError, RegionKind, ReservationKind, SharePolicy};
+use crate::mem::{BoundKind, DeviceId, MemConfig, MemError, MemoryLayout, RegionKind, ReservationKind, SharePolicy};
 use crate::model::memory::{MemorySpec, Target, MIB};
-use crate::model::task::TaskSpec;
+use crate::model::task::{Criticality, TaskSpec};
 use std::collections::BTreeSet;
 
 /// Why a scenario's memory cannot be set up: the key at fault and the reason.
@@ -68,6 +69,27 @@ pub fn check(spec: &MemorySpec, tasks: &[TaskSpec]) -> Result<(), AdmissionError
             committed += r.pages;
         }
     }
+    // Hard server bounds set their size aside, beside the reservations.
+    let held_by_hard = |mut p: Option<usize>| {
+        while let Some(b) = p {
+            if spec.server_bounds[b].kind == BoundKind::Hard {
+                return true;
+            }
+            p = spec.server_bounds[b].parent;
+        }
+        false
+    };
+    for sb in &spec.server_bounds {
+        let Some(pages) = sb.pages else { continue };
+        if sb.kind == BoundKind::Hard && !held_by_hard(sb.parent) {
+            if committed + pages > capacity {
+                let available = capacity.saturating_sub(committed);
+                let e = MemError::AdmissionRejected { name: sb.name.clone(), requested: pages, available, total };
+                return Err(at(format!("scheduler.server[{}].reserve.memory_mib", sb.server))(e));
+            }
+            committed += pages;
+        }
+    }
     for (i, r) in spec.regions.iter().enumerate() {
         if r.pages == 0 {
             return Err(at(format!("region[{i}]"))(MemError::EmptyRegion));
@@ -90,13 +112,32 @@ pub fn check(spec: &MemorySpec, tasks: &[TaskSpec]) -> Result<(), AdmissionError
     let mut sharers: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); spec.regions.len()];
     for (ti, tm) in tasks.iter().enumerate().filter_map(|(ti, t)| Some((ti, t.memory.as_ref()?))) {
         let key = |f: &str| format!("task[{ti}].{f}");
-        let bound = match (spec.groups.iter().any(|g| g.name == tm.group), tm.reservation) {
-            (true, _) => Bound::Limit,
-            (false, Some(r)) if spec.reservations.get(r).is_some_and(|d| d.kind == ReservationKind::Limit) => Bound::Limit,
-            (false, Some(r)) if r < spec.reservations.len() => Bound::Reservation(r),
-            (false, Some(r)) => return Err(at(key("reservation"))(MemError::NoSuchReservation(r as u32))),
-            (false, None) => Bound::Global,
+        // A reservation holds the task's pages; a group of a reserved task is a bound on top.
+        let bound = match (tm.reservation, spec.groups.iter().any(|g| g.name == tm.group)) {
+            (Some(r), _) if spec.reservations.get(r).is_some_and(|d| d.kind == ReservationKind::Limit) => Bound::Limit,
+            (Some(r), _) if r < spec.reservations.len() => Bound::Reservation(r),
+            (Some(r), _) => return Err(at(key("reservation"))(MemError::NoSuchReservation(r as u32))),
+            (None, true) => Bound::Limit,
+            (None, false) => Bound::Global,
         };
+        let t = &tasks[ti];
+        let pinned = spec.layout == MemoryLayout::Mc2 && t.criticality <= Criticality::B && t.cpu.is_some();
+        if pinned {
+            let mut at_bound = spec.server_bounds.iter().position(|sb| sb.tasks.contains(&ti));
+            while let Some(b) = at_bound {
+                let sb = &spec.server_bounds[b];
+                if sb.pages.is_some() {
+                    return Err(AdmissionError {
+                        key: key("server"),
+                        message: format!(
+                            "a level-{} task's pages stay in its core's bank and never page, so server {:?}'s reserve.memory_mib cannot bound them; attach the task under a server that reserves no memory",
+                            t.criticality, sb.name
+                        ),
+                    });
+                }
+                at_bound = sb.parent;
+            }
+        }
         // Virtual pages are allocated contiguously as regions are mapped.
         let space_full = || MemError::AddressSpaceFull { space: ti as u32 };
         let mut mapped_pages = u64::from(tm.private_pages);
@@ -294,6 +335,7 @@ mod tests {
             reservations,
             regions,
             groups,
+            server_bounds: Vec::new(),
         };
         (spec, tasks)
     }

@@ -20,6 +20,7 @@ mod properties;
 mod reservations;
 mod resources;
 mod server_events;
+mod server_memory;
 mod servers;
 mod subsystems;
 mod tmem;
