@@ -138,6 +138,9 @@ pub struct MemoryResult {
     pub auto_decisions: Vec<(String, AutoDecision)>,
     /// Each server's bound at the end, in file order (empty unless a server reserves memory).
     pub server_bounds: Vec<(String, BoundStats)>,
+    /// The bound of each `[[group]]` some of whose tasks hold their pages in a reservation:
+    /// its `memory.max` over all its tasks.
+    pub group_bounds: Vec<(String, BoundStats)>,
 }
 
 pub(crate) struct MemSim {
@@ -658,6 +661,12 @@ impl MemSim {
             server_bounds: self
                 .server_bounds
                 .iter()
+                .map(|&b| (self.mem.bound_name(b).to_string(), self.mem.bound_stats(b).expect("exists")))
+                .collect(),
+            group_bounds: self
+                .group_bounds
+                .iter()
+                .flatten()
                 .map(|&b| (self.mem.bound_name(b).to_string(), self.mem.bound_stats(b).expect("exists")))
                 .collect(),
         }

@@ -8,6 +8,7 @@ mod control;
 mod distributions;
 mod engine;
 mod golden;
+mod groups_with_reservations;
 mod io;
 mod loading;
 mod mc2;

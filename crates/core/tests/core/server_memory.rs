@@ -3,8 +3,11 @@
 //! sibling's; children hold what their parent grants; `--json` servers report the reservation
 //! and the most their subtree held.
 
+use crate::common;
 use critmem_core::mem::BoundKind;
 use critmem_core::{load_toml_str, simulate, SimOptions, SimResult};
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
 
 fn run(text: &str) -> SimResult {
     let s = load_toml_str(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
@@ -232,4 +235,90 @@ fn a_reservation_smaller_than_a_page_is_refused() {
         e,
         "t.toml: scheduler.server[1].reserve.memory_mib: server \"c1\" reserves less than one page (65536 bytes), so its tasks could hold no page"
     );
+}
+
+/// A random tree of servers (some reserving memory, hard or soft) over random tasks sweeping
+/// and touching private memory and a shared region, on a 16 MiB machine of 64 KiB pages.
+fn random_tree(seed: u64) -> (String, Vec<Option<u64>>, Vec<Option<usize>>) {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let n = rng.random_range(1..6);
+    let mut text = String::from(
+        "[scheduler]\nkind = \"fp\"\novercommit = true\n[run]\nhorizon_ms = 150\n\
+         [memory]\ntotal_mb = 16\npage_bytes = 65536\nswap = \"fast-ssd\"\nsample_ms = 1\n\
+         [[region]]\nname = \"shm\"\nsize_mb = 2\npolicy = \"first-touch\"\n",
+    );
+    let (mut caps, mut parents) = (Vec::new(), Vec::new());
+    for i in 0..n {
+        let parent = (i > 0 && rng.random_bool(0.6)).then(|| rng.random_range(0..i));
+        // Hard reservations stay small enough that every top-level one fits the machine.
+        let reserve = rng.random_bool(0.7).then(|| {
+            let hard = rng.random_bool(0.5);
+            let mib = if hard { rng.random_range(1..=2) } else { rng.random_range(1..=8) };
+            (mib, hard)
+        });
+        text += &format!(
+            "[[scheduler.server]]\nname = \"s{i}\"\n{}kind = \"deferrable\"\nbudget_ms = 2\nperiod_ms = 10\npriority = {i}\npolicy = \"fp\"\n{}\n",
+            parent.map_or(String::new(), |p| format!("parent = \"s{p}\"\n")),
+            reserve.map_or(String::new(), |(mib, hard)| format!(
+                "reserve = {{ memory_mib = {mib}, kind = \"{}\" }}\n",
+                if hard { "hard" } else { "soft" }
+            )),
+        );
+        caps.push(reserve.map(|(mib, _)| mib * PAGES_PER_MIB));
+        parents.push(parent);
+    }
+    let leaves: Vec<usize> = (0..n).filter(|&i| !parents.contains(&Some(i))).collect();
+    for t in 0..rng.random_range(1..6) {
+        let leaf = leaves[rng.random_range(0..leaves.len())];
+        let mib = rng.random_range(1..=6);
+        let shared = if rng.random_bool(0.4) { ", { pattern = \"random\", region = \"shm\", refs = 20 }" } else { "" };
+        text += &format!(
+            "[[task]]\nname = \"t{t}\"\nserver = \"s{leaf}\"\npriority = {t}\nwcet_ms = 1\nperiod_ms = {}\nprivate_mb = {mib}\n\
+             access = [{{ pattern = \"sweep\", mb = {mib}, writes = 0.5 }}{shared}]\n",
+            rng.random_range(5..30),
+        );
+    }
+    (text, caps, parents)
+}
+
+fn check_tree_at_every_sample(seed: u64) -> u64 {
+    let (text, caps, parents) = random_tree(seed);
+    let r = run(&text);
+    let m = r.memory().expect("[memory]");
+    let mut at_cap = 0;
+    if caps.iter().all(Option::is_none) {
+        assert!(m.timeline.iter().all(|s| s.server_pages.is_empty()), "seed {seed}");
+        return 0;
+    }
+    for s in &m.timeline {
+        for (j, pages) in s.server_pages.iter().enumerate() {
+            if let Some(cap) = caps[j] {
+                assert!(*pages <= cap, "seed {seed}: at {:?} server s{j} holds {pages} pages, above its {cap}\n{text}", s.time);
+                at_cap += u64::from(*pages == cap);
+            }
+            if let Some(p) = parents[j] {
+                assert!(*pages <= s.server_pages[p], "seed {seed}: at {:?} s{j} holds more than its parent s{p}\n{text}", s.time);
+            }
+        }
+    }
+    for (j, summary) in r.servers().iter().enumerate() {
+        let mem = summary.memory.as_ref().expect("a server reserves memory");
+        assert!(caps[j].is_none_or(|cap| mem.peak_resident_pages <= cap), "seed {seed}: s{j} peaked at {mem:?}");
+    }
+    at_cap
+}
+
+proptest! {
+    #![proptest_config(common::seeded_config("server_memory", 24))]
+
+    #[test]
+    fn no_server_subtree_ever_holds_more_than_its_reservation(seed in any::<u64>()) {
+        check_tree_at_every_sample(seed);
+    }
+}
+
+#[test]
+fn the_random_trees_fill_their_reservations() {
+    let filled: u64 = (0..16).map(check_tree_at_every_sample).sum();
+    assert!(filled > 0, "no sample had a subtree at its bound");
 }
