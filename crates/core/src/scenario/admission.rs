@@ -212,7 +212,7 @@ pub fn check(spec: &MemorySpec, tasks: &[TaskSpec]) -> Result<(), AdmissionError
 mod tests {
     use super::*;
     use crate::memsim::MemSim;
-    use crate::model::memory::{GroupDecl, Pattern, RegionDecl, ReservationDecl, Stream, StreamOrder, TaskMemory};
+    use crate::model::memory::{GroupDecl, Pattern, RegionDecl, ReservationDecl, ServerBound, Stream, StreamOrder, TaskMemory};
     use crate::model::task::{Arrival, Criticality, ExecTime, OverrunPolicy};
     use crate::time::Nanos;
     use critmem_policy::GroupRole;
@@ -340,6 +340,31 @@ mod tests {
         (spec, tasks)
     }
 
+    /// Server bounds as (pages or none, hard, parent pick), parents first; each task is
+    /// attached to the bound its index picks (none beyond the list).
+    type BoundDeclarations = Vec<(Option<u64>, bool, usize)>;
+
+    fn server_bounds() -> impl Strategy<Value = BoundDeclarations> {
+        prop::collection::vec((prop::option::of(1u64..90), any::<bool>(), 0usize..6), 0..4)
+    }
+
+    fn with_bounds(spec: &mut MemorySpec, tasks: usize, bounds: BoundDeclarations) {
+        let n = bounds.len();
+        spec.server_bounds = bounds
+            .into_iter()
+            .enumerate()
+            .map(|(i, (pages, hard, parent))| ServerBound {
+                server: i,
+                name: format!("s{i}"),
+                bytes: pages.map(|p| p * 4096),
+                pages,
+                kind: if hard && pages.is_some() { BoundKind::Hard } else { BoundKind::Soft },
+                parent: (parent < i).then_some(parent),
+                tasks: (0..tasks).filter(|t| t % 4 == i && i < n).collect(),
+            })
+            .collect();
+    }
+
     fn seeded(cases: u32) -> Config {
         let seed = std::env::var("PROPTEST_RNG_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
         eprintln!("admission: proptest seed {seed} (rerun with PROPTEST_RNG_SEED={seed})");
@@ -352,8 +377,9 @@ mod tests {
         /// The arithmetic accepts exactly what setting up the simulator's memory accepts, and
         /// refuses the rest at the same key with the same message.
         #[test]
-        fn admission_agrees_with_building_the_memory_model(d in declarations(), seed in any::<u64>()) {
-            let (spec, tasks) = build(d);
+        fn admission_agrees_with_building_the_memory_model(d in declarations(), b in server_bounds(), seed in any::<u64>()) {
+            let (mut spec, tasks) = build(d);
+            with_bounds(&mut spec, tasks.len(), b);
             let names: Vec<String> = tasks.iter().map(|t| t.name.clone()).collect();
             let built = MemSim::new(&spec, &tasks, &names, seed, true)
                 .map(drop)
@@ -399,13 +425,14 @@ mod tests {
         let mut keys = std::collections::BTreeSet::new();
         for _ in 0..4000 {
             let d = declarations().new_tree(&mut runner).unwrap().current();
-            let (spec, tasks) = build(d);
+            let (mut spec, tasks) = build(d);
+            with_bounds(&mut spec, tasks.len(), server_bounds().new_tree(&mut runner).unwrap().current());
             match check(&spec, &tasks) {
                 Ok(()) => keys.insert("accepted".to_string()),
                 Err(e) => keys.insert(e.key.split(['[', '.']).next().unwrap().to_string() + "/" + e.message.split(' ').next().unwrap()),
             };
         }
-        for want in ["accepted", "reservation/reservation", "task/region", "region/SPEL", "region/reservation"] {
+        for want in ["accepted", "reservation/reservation", "task/region", "region/SPEL", "region/reservation", "scheduler/reservation"] {
             assert!(keys.contains(want), "{want} never drawn: {keys:?}");
         }
     }
