@@ -216,10 +216,12 @@ struct ServerColumns {
     /// server, cpu, time_ms
     exhausted: (Vec<String>, Vec<usize>, Vec<f64>),
     task_server: Vec<Option<String>>,
-    /// memory_reserved_mb, memory_kind, peak_resident_pages: only when a server reserves
-    /// memory in the page-level model.
-    memory: Option<(Vec<Option<f64>>, Vec<Option<&'static str>>, Vec<u64>)>,
+    /// Only when a server reserves memory in the page-level model.
+    memory: Option<ServerMemoryColumns>,
 }
+
+/// memory_reserved_mb, memory_kind, peak_resident_pages of each server.
+type ServerMemoryColumns = (Vec<Option<f64>>, Vec<Option<&'static str>>, Vec<u64>);
 
 impl ServerColumns {
     fn new(result: &SimResult) -> ServerColumns {

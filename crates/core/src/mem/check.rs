@@ -395,7 +395,7 @@ impl<A: FrameAllocator> Memory<A> {
         let mut expected: BTreeMap<(u32, u32), u32> = BTreeMap::new();
         let mut mapped = vec![false; n];
         for (s, sp) in self.spaces.iter().enumerate().filter(|(_, sp)| sp.alive) {
-            ensure!(!(sp.placement.pins_pages() && !sp.bounds.is_empty()), "space {s} pins its pages but is bound");
+            ensure!(!sp.placement.pins_pages() || sp.bounds.is_empty(), "space {s} pins its pages but is bound");
             for &b in &sp.bounds {
                 ensure!((b as usize) < self.bounds.len(), "space {s} is bound to missing bound {b}");
                 let p = self.bounds[b as usize].parent;
