@@ -29,6 +29,40 @@ MEM = GOOD.replace("[[task]]", "[memory]\ntotal_mb = 64\n[[task]]") + "private_m
 # Four more tasks of 64 GiB private memory each: 5 × 2^24 pages mapped.
 MANY_BIG_TASKS = "".join(f'[[task]]\nname = "big{i}"\nwcet_ms = 1\nperiod_ms = 40\nprivate_mb = 65536\n' for i in range(4))
 
+# A server reserving more memory than the server it runs under holds.
+NESTED_MEMORY = """\
+[scheduler]
+kind = "fp"
+[run]
+horizon_ms = 40
+[memory]
+total_mb = 64
+[[scheduler.server]]
+name = "outer"
+kind = "deferrable"
+budget_ms = 4
+period_ms = 10
+priority = 0
+policy = "fp"
+reserve = { memory_mib = 8 }
+[[scheduler.server]]
+name = "inner"
+parent = "outer"
+kind = "deferrable"
+budget_ms = 2
+period_ms = 10
+priority = 0
+policy = "fp"
+reserve = { memory_mib = 9 }
+[[task]]
+name = "a"
+server = "inner"
+priority = 0
+wcet_ms = 1
+period_ms = 10
+private_mb = 1
+"""
+
 SARA = (EXAMPLES / "linux-sara.toml").read_text(encoding="utf-8")
 assert 'group = "nrt"' in SARA and "horizon_ms = 1000" in SARA and "interval_ms = 5" in SARA
 
@@ -79,6 +113,12 @@ BAD_SCENARIOS: list[tuple[str, str | bytes, list[str], list[str]]] = [
         ["task", "regions and tasks map"],
     ),
     ("mapped pages over the cap", MEM.replace("private_mb = 16", "private_mb = 65536") + MANY_BIG_TASKS, [], ["task", "2^26"]),
+    (
+        "server memory over its parent's",
+        NESTED_MEMORY,
+        [],
+        ["scheduler.server[1].reserve.memory_mib", 'server "inner" reserves 9.00 MiB hard', 'more than server "outer" has left'],
+    ),
     ("bad --seed value", GOOD, ["--seed", "twelve"], ["argument --seed", "twelve"]),
     ("negative --seed", GOOD, ["--seed", "-3"], ["argument --seed"]),
     ("bad --horizon-ms", GOOD, ["--horizon-ms", "-5"], ["argument --horizon-ms"]),

@@ -114,3 +114,81 @@ def test_the_gantt_chart_has_a_row_per_server_under_its_cpu(tmp_path: Path) -> N
     assert flat.read_bytes() != a.read_bytes()
     rows_high = matplotlib.image.imread(a).shape[0]
     assert rows_high > matplotlib.image.imread(plot_gantt(run(QUICKSTART), tmp_path / "q.png")).shape[0]
+
+
+# Two servers on a 64 MiB machine: "a" reserves 8 MiB and its task sweeps 16 MiB; "b" reserves
+# 16 MiB, soft, and its task sweeps 4 MiB.
+MEMORY = """
+[scheduler]
+kind = "fp"
+[run]
+horizon_ms = 200
+[memory]
+total_mb = 64
+page_bytes = 65536
+swap = "fast-ssd"
+[[scheduler.server]]
+name = "a"
+kind = "deferrable"
+budget_ms = 5
+period_ms = 10
+priority = 0
+policy = "fp"
+reserve = { memory_mib = 8 }
+[[scheduler.server]]
+name = "b"
+kind = "deferrable"
+budget_ms = 5
+period_ms = 10
+priority = 1
+policy = "fp"
+reserve = { memory_mib = 16, kind = "soft" }
+[[task]]
+name = "big"
+server = "a"
+priority = 0
+wcet_ms = 2
+period_ms = 20
+private_mb = 16
+access = [{ pattern = "sweep", mb = 16, writes = 1.0 }]
+[[task]]
+name = "small"
+server = "b"
+priority = 0
+wcet_ms = 2
+period_ms = 20
+private_mb = 4
+access = [{ pattern = "sweep", mb = 4, writes = 1.0 }]
+"""
+
+
+def test_server_memory_reservations_appear_in_json_servers_csv_and_the_api(tmp_path: Path) -> None:
+    path = tmp_path / "mem.toml"
+    path.write_text(MEMORY)
+    o = cli("run", str(path), "--json")
+    assert o.code == 0, o.stderr
+    summary = json.loads(o.stdout)
+    servers = summary["servers"]
+    assert [(s["memory_reserved_mb"], s["memory_kind"], s["peak_resident_pages"]) for s in servers] == [
+        (8.0, "hard", 128),
+        (16.0, "soft", 64),
+    ]
+    # The bounded task pages against its own reservation; its sibling never waits for the device.
+    big, small = summary["memory"]["tasks"]
+    assert big["major_faults"] > 0 and small["major_faults"] == 0
+    o = cli("run", str(path), "--out", str(tmp_path / "out"))
+    assert o.code == 0, o.stderr
+    rows = _rows(tmp_path / "out" / "servers.csv")
+    assert list(rows[0])[-3:] == ["memory_reserved_mb", "memory_kind", "peak_resident_pages"]
+    assert [(r["memory_reserved_mb"], r["memory_kind"], r["peak_resident_pages"]) for r in rows] == [
+        ("8.0", "hard", "128"),
+        ("16.0", "soft", "64"),
+    ]
+    table = run(MEMORY).servers
+    assert table is not None
+    assert list(table["peak_resident_pages"]) == [128, 64] and list(table["memory_kind"]) == ["hard", "soft"]
+    # The run's table shows each reservation beside the budgets.
+    o = cli("run", str(path))
+    assert o.code == 0 and "8.000 hard" in o.stdout and "16.000 soft" in o.stdout, o.stdout
+    o = cli("analyze", str(path))
+    assert o.code == 0 and "8.000 hard" in o.stdout, o.stdout

@@ -136,7 +136,9 @@ class SimOutput:
     def servers(self) -> dict[str, list[Any]]:
         """One row per server of the scheduler hierarchy (empty lists without servers):
         name, parent, kind, cpu, budget_ms, period_ms (None for a level), consumed_ms,
-        replenishments, exhaustions, events_delivered, event_ms."""
+        replenishments, exhaustions, events_delivered, event_ms; and when a server reserves
+        memory in the page-level model, memory_reserved_mb and memory_kind (None for a server
+        reserving none) and peak_resident_pages."""
     @property
     def server_supply(self) -> dict[str, list[Any]]:
         """Per period of each budgeted server: server, period_start_ms, consumed_ms."""

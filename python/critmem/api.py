@@ -52,6 +52,12 @@ SERVER_DTYPES: dict[str, str | pd.CategoricalDtype] = {
     "events_delivered": "int64",
     "event_ms": "float64",  # its own child-scheduler thread's time delivering events
 }
+# Columns `servers` has beyond SERVER_DTYPES when a server reserves memory in the page-level model.
+SERVER_MEMORY_DTYPES: dict[str, str | pd.CategoricalDtype] = {
+    "memory_reserved_mb": "float64",  # its reserve.memory_mib; NaN for a server reserving none
+    "memory_kind": "str",  # hard | soft; None for a server reserving none
+    "peak_resident_pages": "int64",  # the most pages its subtree's tasks held at once
+}
 SERVER_SUPPLY_DTYPES: dict[str, str | pd.CategoricalDtype] = {"server": "str", "period_start_ms": "float64", "consumed_ms": "float64"}
 SERVER_EVENT_DTYPES: dict[str, str | pd.CategoricalDtype] = {"server": "str", "cpu": "int64", "start_ms": "float64", "end_ms": "float64"}
 SERVER_EXHAUSTION_DTYPES: dict[str, str | pd.CategoricalDtype] = {"server": "str", "cpu": "int64", "time_ms": "float64"}
@@ -81,6 +87,11 @@ _TMEM_CACHE_COLUMNS = (
 
 def _frame(columns: dict[str, list[Any]], dtypes: dict[str, str | pd.CategoricalDtype]) -> pd.DataFrame:
     return pd.DataFrame({name: pd.Series(columns[name], dtype=dtype) for name, dtype in dtypes.items()})
+
+
+def _server_dtypes(columns: dict[str, list[Any]]) -> dict[str, str | pd.CategoricalDtype]:
+    """The server table's columns: the memory ones only when a server reserves memory."""
+    return {**SERVER_DTYPES, **SERVER_MEMORY_DTYPES} if "memory_reserved_mb" in columns else SERVER_DTYPES
 
 
 def _trace_frame(
@@ -223,7 +234,9 @@ class RunResult:
         repr=False,
         metadata=_doc("""One row per server (dtypes: `SERVER_DTYPES`): name, parent, kind, cpu, budget_ms,
         period_ms (ms, NaN for a level), consumed_ms, event_ms (ms), replenishments,
-        exhaustions, events_delivered (counts); None without servers; see `servers`."""),
+        exhaustions, events_delivered (counts); when a server reserves memory in the page-level
+        model also `SERVER_MEMORY_DTYPES`: memory_reserved_mb (MiB, NaN without a reservation),
+        memory_kind, peak_resident_pages; None without servers; see `servers`."""),
     )
     task_servers: tuple[str | None, ...] = field(
         metadata=_doc("Each task's leaf server, in the order of `tasks` (empty without servers)."),
@@ -584,7 +597,7 @@ def _run_source(
         server_supply=_frame(out.server_supply, SERVER_SUPPLY_DTYPES),
         server_events=_frame(out.server_events, SERVER_EVENT_DTYPES),
         server_exhaustions=_frame(out.server_exhaustions, SERVER_EXHAUSTION_DTYPES),
-        server_table=_frame(out.servers, SERVER_DTYPES) if out.servers["name"] else None,
+        server_table=_frame(out.servers, _server_dtypes(out.servers)) if out.servers["name"] else None,
         task_servers=tuple(out.task_servers) if out.servers["name"] else (),
         waits=_frame(out.waits or {name: [] for name in WAIT_DTYPES}, WAIT_DTYPES),
         waits_left_out=out.waits_left_out,

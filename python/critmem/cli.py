@@ -418,7 +418,9 @@ def _linux_group_rows(summary: dict[str, Any]) -> list[_GroupRow]:
 
 def _print_servers(console: Console, servers: Sequence[dict[str, Any]], horizon_ms: float) -> None:
     """One row per server of the scheduler hierarchy: its budget, the CPU share it used (its
-    child-scheduler threads' event delivery included), and the events it delivered."""
+    child-scheduler threads' event delivery included), and the events it delivered; with a
+    server memory reservation, each server's reservation and the most its subtree held."""
+    memory = any("peak_resident_pages" in v for v in servers)
     rows = [
         [
             v["name"],
@@ -433,12 +435,24 @@ def _print_servers(console: Console, servers: Sequence[dict[str, Any]], horizon_
             _fmt(v["exhaustions"]),
             _fmt(v["events_delivered"]),
             _fmt(v["event_ms"]),
+            *(
+                [_memory_reserve(v["memory_reserved_mb"], v["memory_kind"]), _fmt(v["peak_resident_pages"])]
+                if memory
+                else []
+            ),
         ]
         for v in servers
     ]
     columns = ["server", "parent", "kind", "budget ms", "period ms", "consumed ms", "cpu share", "replenishments",
                "exhaustions", "events", "event ms"]  # fmt: skip
+    if memory:
+        columns += ["memory MiB", "peak pages"]
     console.print(_row_table(console, columns, rows, left=3, optional=["event ms", "events", "exhaustions"]))
+
+
+def _memory_reserve(mib: float | None, kind: str | None) -> str:
+    """A server's memory reservation as `8 hard`, or `-` for none."""
+    return "-" if mib is None else f"{_fmt(mib)} {kind}"
 
 
 # A column of the task table beyond the common ones: header, and the cell of a task's row.
@@ -1113,14 +1127,19 @@ def _print_blocking(console: Console, r: dict[str, Any]) -> None:
 
 
 def _print_server_analysis(console: Console, servers: list[dict[str, Any]]) -> None:
-    """Per server: budget and period, what it is guaranteed and the supply its children see."""
+    """Per server: budget and period, what it is guaranteed and the supply its children see;
+    with a server memory reservation, each server's reservation."""
     columns = ["server", "parent", "kind", "cpu", "budget ms", "period ms", "response ms", "guaranteed ms",
                "supply blackout ms", "backlogged share", "whole budget"]  # fmt: skip
     keys = ["cpu", "budget_ms", "period_ms", "response_ms", "guaranteed_budget_ms", "supply_blackout_ms", "backlogged_share"]
+    memory = any("memory_reserved_mb" in s for s in servers)
+    if memory:
+        columns.append("memory MiB")
     rows = []
     for s in servers:
         whole = "-" if s["kind"] == "level" else _fmt(s["verdict"] == "schedulable")
-        rows.append([s["name"], s["parent"], s["kind"], *(_fmt(s[k]) for k in keys), whole])
+        reserve = [_memory_reserve(s.get("memory_reserved_mb"), s.get("memory_kind"))] if memory else []
+        rows.append([s["name"], s["parent"], s["kind"], *(_fmt(s[k]) for k in keys), whole, *reserve])
     console.print(_table(columns, rows, left=3))
     for s in servers:
         if s["detail"]:

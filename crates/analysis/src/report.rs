@@ -167,6 +167,12 @@ pub struct ServerReport {
     /// `schedulable`: its whole budget every period; `unknown`: only `guaranteed_budget_ms`.
     pub verdict: Verdict,
     pub detail: String,
+    /// Its memory reservation (`reserve.memory_mib`, MiB) and its kind (`hard` or `soft`):
+    /// the most its subtree's tasks may hold resident. Absent for a server reserving none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_reserved_mb: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_kind: Option<&'static str>,
 }
 
 impl AnalysisReport {

@@ -218,10 +218,12 @@ impl Analysis<'_> {
             }
             self.resources = Some(report);
         }
+        let reserve = &self.scenario.reservations;
         self.servers = Some(
             h.servers
                 .iter()
-                .map(|s| ServerReport {
+                .enumerate()
+                .map(|(j, s)| ServerReport {
                     name: s.name.clone(),
                     parent: s.parent.map_or_else(|| "root".to_string(), |p| h.servers[p].name.clone()),
                     cpu: s.cpu,
@@ -241,6 +243,8 @@ impl Analysis<'_> {
                     } else {
                         String::new()
                     },
+                    memory_reserved_mb: reserve.get(j).and_then(|r| r.memory_bytes).map(|b| b as f64 / 1_048_576.0),
+                    memory_kind: reserve.get(j).filter(|r| r.memory_bytes.is_some()).and_then(|r| r.kind).map(|k| k.as_str()),
                 })
                 .collect(),
         );

@@ -5,9 +5,9 @@
 use crate::engine::{Context, JobInfo, Subsystem};
 use crate::mem::frames::GLOBAL_POOL;
 use crate::mem::{
-    Access, AsId, AutoDecision, DeviceStats, FaultCosts, LayoutFrames, MemConfig, MemError, MemStats, Memory, MemoryLayout, Placement,
-    PsiAccounting, PsiGroupId, PsiTaskId, PsiTotals, RefKind, RegionId, RegionUsage, ResId, ReservationKind, ReservationSpec,
-    ReservationStats, SharePolicy, SpaceStats, TaskPsiState, Vpn,
+    Access, AsId, AutoDecision, BoundId, BoundKind, BoundSpec, BoundStats, DeviceStats, FaultCosts, LayoutFrames, MemConfig, MemError,
+    MemStats, Memory, MemoryLayout, Placement, PsiAccounting, PsiGroupId, PsiTaskId, PsiTotals, RefKind, RegionId, RegionUsage, ResId,
+    ReservationKind, ReservationSpec, ReservationStats, SharePolicy, SpaceStats, TaskPsiState, Vpn,
 };
 use crate::model::memory::{reservation_placement, task_placement, AccessStep, MemorySpec, StreamCursor, Target, TaskMemory, MIB};
 use crate::model::program::Protocol;
@@ -16,7 +16,7 @@ use crate::program::Step;
 use crate::result::{JsonFields, Outcome, Section, SimResult};
 use crate::rng::{sub_rng, SimRng};
 use crate::scenario::Scenario;
-use crate::sched::JobKey;
+use crate::sched::{JobKey, ServerMemory, Servers};
 use crate::time::Nanos;
 use serde::Serialize;
 
@@ -143,6 +143,9 @@ pub struct MemSample {
     pub reserved_physical_frames: u64,
     /// Frames in use machine-wide.
     pub used_frames: u64,
+    /// Pages each server's subtree holds (its bound's count), in file order; empty unless a
+    /// server reserves memory.
+    pub server_pages: Vec<u64>,
 }
 
 /// A component's memory at the end of a run.
@@ -203,6 +206,11 @@ pub struct MemoryResult {
     pub auto_decisions: Vec<(String, AutoDecision)>,
     /// Each component that declares memory, in file order.
     pub components: Vec<ComponentMemResult>,
+    /// Each server's bound at the end, in file order (empty unless a server reserves memory).
+    pub server_bounds: Vec<(String, BoundStats)>,
+    /// The bound of each `[[group]]` some of whose tasks hold their pages in a reservation:
+    /// its `memory.max` over all its tasks.
+    pub group_bounds: Vec<(String, BoundStats)>,
 }
 
 pub(crate) struct MemSim {
@@ -220,6 +228,11 @@ pub(crate) struct MemSim {
     timeline: Vec<MemSample>,
     /// The limit group of each `[[group]]`, with its PSI group.
     limit_groups: Vec<(ResId, PsiGroupId)>,
+    /// Per `[[group]]`, the bound its `memory.max` also is over all its tasks, when one of
+    /// them holds its pages in a reservation.
+    group_bounds: Vec<Option<BoundId>>,
+    /// Each server's bound, in file order (empty unless a server reserves memory).
+    server_bounds: Vec<BoundId>,
     page_bytes: u64,
 }
 
@@ -265,6 +278,15 @@ impl MemSim {
             let placement = reservation_placement(spec.layout, i, task_specs);
             reservations.push(mem.create_reservation_at(Nanos::ZERO, rs, placement).map_err(at(format!("reservation[{i}].size_mb")))?);
         }
+        let mut bounds_in_order: Vec<BoundId> = Vec::new();
+        for sb in &spec.server_bounds {
+            let bs = BoundSpec { name: sb.name.clone(), pages: sb.pages, kind: sb.kind, parent: sb.parent.map(|p| bounds_in_order[p]) };
+            bounds_in_order.push(mem.create_bound(bs).map_err(at(format!("scheduler.server[{}].reserve.memory_mib", sb.server)))?);
+        }
+        let mut server_bounds = vec![BoundId(0); bounds_in_order.len()];
+        for (sb, &b) in spec.server_bounds.iter().zip(&bounds_in_order) {
+            server_bounds[sb.server] = b;
+        }
         let mut regions = Vec::new();
         for (i, r) in spec.regions.iter().enumerate() {
             regions.push(mem.create_shared(&r.name, r.kind, r.pages, r.policy).map_err(at(format!("region[{i}]")))?);
@@ -281,15 +303,34 @@ impl MemSim {
             groups.push((g.name.clone(), pg));
             limit_groups.push((res, pg));
         }
+        // A group whose tasks' pages a reservation holds caps them through a bound as well.
+        let mut group_bounds = Vec::new();
+        for (i, g) in spec.groups.iter().enumerate() {
+            let reserved = task_specs.iter().filter_map(|t| t.memory.as_ref()).any(|tm| tm.group == g.name && tm.reservation.is_some());
+            let bound = reserved
+                .then(|| mem.create_bound(BoundSpec { name: g.name.clone(), pages: g.max_pages, kind: BoundKind::Soft, parent: None }))
+                .transpose()
+                .map_err(at(format!("group[{i}].max_mb")))?;
+            group_bounds.push(bound);
+        }
         let mut tasks = Vec::new();
         for (ti, t) in task_specs.iter().enumerate() {
             let tm = t.memory.as_ref().expect("every task has a memory declaration when [memory] exists");
             let key = |f: &str| format!("task[{ti}].{f}");
-            let bound = match spec.groups.iter().position(|g| g.name == tm.group) {
-                Some(gi) => Some(limit_groups[gi].0),
-                None => tm.reservation.map(|r| reservations[r]),
+            let group = spec.groups.iter().position(|g| g.name == tm.group);
+            // Its reservation holds its pages; else its memory-limited group; else the global pool.
+            let pool = match (tm.reservation, group) {
+                (Some(r), _) => Some(reservations[r]),
+                (None, Some(gi)) => Some(limit_groups[gi].0),
+                (None, None) => None,
             };
-            let space = mem.create_space_at(&task_names[ti], bound, task_placement(spec.layout, t)).map_err(at(key("reservation")))?;
+            let place = task_placement(spec.layout, t);
+            let space = mem.create_space_at(&task_names[ti], pool, place).map_err(at(key("reservation")))?;
+            // Its server's memory bound and its group's; pinned pages no bound counts.
+            let server_bound = spec.server_bounds.iter().position(|sb| sb.tasks.contains(&ti)).map(|b| bounds_in_order[b]);
+            for b in [server_bound, group.and_then(|gi| group_bounds[gi])].into_iter().flatten().filter(|_| !place.pins_pages()) {
+                mem.bind_space(space, b).map_err(at(key("server")))?;
+            }
             let private_base = if tm.private_pages > 0 {
                 mem.map_private(space, "private", tm.private_pages).map_err(at(key("private_mb")))?.1
             } else {
@@ -400,6 +441,8 @@ impl MemSim {
             auto_decisions: Vec::new(),
             timeline: Vec::new(),
             limit_groups,
+            group_bounds,
+            server_bounds,
             page_bytes: spec.page_bytes,
         })
     }
@@ -576,7 +619,7 @@ impl MemSim {
                     self.tasks[ti].oom_kills += 1;
                     return Step::Killed;
                 }
-                Err(MemError::OutOfMemory | MemError::ReservationExhausted(_)) => {
+                Err(MemError::OutOfMemory | MemError::ReservationExhausted(_) | MemError::BoundExhausted(_)) => {
                     // Every reclaimable frame is under I/O: wait in reclaim for the device and
                     // retry, as direct reclaim does. With the device idle nothing will ever free
                     // up: the task is OOM-killed.
@@ -666,17 +709,23 @@ impl MemSim {
         (st.total_frames - st.committed_frames) * self.page_bytes
     }
 
-    /// Stall totals and charged memory of `[[group]]` `gi` at `now`.
+    /// Stall totals and charged memory of `[[group]]` `gi` at `now`: what its limit group
+    /// holds, or with a bound (some of its tasks hold their pages in reservations) what all
+    /// its tasks hold.
     pub(crate) fn group_state(&self, gi: usize, now: Nanos) -> (PsiTotals, u64) {
         let (res, pg) = self.limit_groups[gi];
-        let charged = self.mem.reservation_charged_pages(res).expect("group exists");
+        let charged = match self.group_bounds[gi] {
+            Some(b) => self.mem.bound_charged_pages(b).expect("bound exists"),
+            None => self.mem.reservation_charged_pages(res).expect("group exists"),
+        };
         (self.psi.totals(pg, now), charged * self.page_bytes)
     }
 
     /// Sets `memory.max` of group `gi` (pages; evicting down to it); false if it could not
     /// (every page of the group is pinned).
     pub(crate) fn set_group_max(&mut self, gi: usize, now: Nanos, pages: u64) -> bool {
-        self.mem.set_reservation_size(now, self.limit_groups[gi].0, pages).is_ok()
+        let capped = self.group_bounds[gi].is_none_or(|b| self.mem.set_bound_size(now, b, Some(pages)).is_ok());
+        capped && self.mem.set_reservation_size(now, self.limit_groups[gi].0, pages).is_ok()
     }
 
     pub(crate) fn set_group_protection(&mut self, gi: usize, high: Option<u64>, min: Option<u64>, low: Option<u64>) {
@@ -699,6 +748,7 @@ impl MemSim {
             task_resident_pages: self.tasks.iter().map(|t| self.mem.space_stats(t.space).map(|s| s.resident_pages).unwrap_or(0)).collect(),
             reserved_physical_frames: stats.reserved_physical_frames,
             used_frames: stats.total_frames - stats.global_free_frames,
+            server_pages: self.server_bounds.iter().map(|&b| self.mem.bound_charged_pages(b).unwrap_or(0)).collect(),
         });
     }
 
@@ -803,6 +853,17 @@ impl MemSim {
             timeline: self.timeline,
             auto_decisions: self.auto_decisions,
             components,
+            server_bounds: self
+                .server_bounds
+                .iter()
+                .map(|&b| (self.mem.bound_name(b).to_string(), self.mem.bound_stats(b).expect("exists")))
+                .collect(),
+            group_bounds: self
+                .group_bounds
+                .iter()
+                .flatten()
+                .map(|&b| (self.mem.bound_name(b).to_string(), self.mem.bound_stats(b).expect("exists")))
+                .collect(),
         }
     }
 }
@@ -945,7 +1006,20 @@ impl Subsystem for MemorySubsystem {
 
     fn finish(self: Box<Self>, horizon: Nanos, result: &mut SimResult) {
         let MemorySubsystem { model, spec, tasks, .. } = *self;
-        result.set_section(model.finish(horizon, &spec, &tasks));
+        let memory = model.finish(horizon, &spec, &tasks);
+        // Each server's memory reservation and the most its subtree held, beside its budget.
+        if let Some(servers) = result.section_mut::<Servers>() {
+            let mut by_server: Vec<_> = spec.server_bounds.iter().collect();
+            by_server.sort_by_key(|sb| sb.server);
+            for ((summary, sb), (_, stats)) in servers.0.iter_mut().zip(by_server).zip(&memory.server_bounds) {
+                summary.memory = Some(ServerMemory {
+                    reserved_bytes: sb.bytes,
+                    kind: sb.bytes.map(|_| sb.kind.as_str()),
+                    peak_resident_pages: stats.peak_pages,
+                });
+            }
+        }
+        result.set_section(memory);
     }
 }
 

@@ -216,7 +216,12 @@ struct ServerColumns {
     /// server, cpu, time_ms
     exhausted: (Vec<String>, Vec<usize>, Vec<f64>),
     task_server: Vec<Option<String>>,
+    /// Only when a server reserves memory in the page-level model.
+    memory: Option<ServerMemoryColumns>,
 }
+
+/// memory_reserved_mb, memory_kind, peak_resident_pages of each server.
+type ServerMemoryColumns = (Vec<Option<f64>>, Vec<Option<&'static str>>, Vec<u64>);
 
 impl ServerColumns {
     fn new(result: &SimResult) -> ServerColumns {
@@ -254,6 +259,12 @@ impl ServerColumns {
             for &t in &s.tasks {
                 c.task_server[t] = Some(s.name.clone());
             }
+            if let Some(m) = &s.memory {
+                let (reserved, kind, peak) = c.memory.get_or_insert_with(Default::default);
+                reserved.push(m.reserved_bytes.map(|b| b as f64 / 1_048_576.0));
+                kind.push(m.kind);
+                peak.push(m.peak_resident_pages);
+            }
         }
         c
     }
@@ -273,6 +284,11 @@ impl ServerColumns {
         d.set_item("exhaustions", self.exhaustions)?;
         d.set_item("events_delivered", self.events_delivered)?;
         d.set_item("event_ms", self.event_ms)?;
+        if let Some((reserved, kind, peak)) = self.memory {
+            d.set_item("memory_reserved_mb", reserved)?;
+            d.set_item("memory_kind", kind)?;
+            d.set_item("peak_resident_pages", peak)?;
+        }
         let supply = PyDict::new(py);
         supply.set_item("server", self.supply.0)?;
         supply.set_item("period_start_ms", self.supply.1)?;

@@ -305,3 +305,21 @@ fn servers_with_task_policies_count_as_work_and_say_what_they_leave_undecided() 
         assert!(test.detail.contains(&format!("{table_task} (a cyclic table inside a level is not analysed)")), "{}", test.detail);
     }
 }
+
+#[test]
+fn the_server_table_shows_each_servers_memory_reservation() {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/servers-hires-fig6.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let plain = analyze(&load(&text));
+    assert!(plain.servers.as_ref().unwrap().iter().all(|s| s.memory_reserved_mb.is_none() && s.memory_kind.is_none()));
+    assert!(!plain.to_json().contains("memory_reserved_mb"), "no reservation, no key");
+    // rt10 reserves 8 MiB hard, rt20 4 MiB soft (no [memory]: admitted against an unbounded machine).
+    let reserved = text
+        .replace("name = \"rt10\"\n", "name = \"rt10\"\nreserve = { memory_mib = 8 }\n")
+        .replace("name = \"rt20\"\n", "name = \"rt20\"\nreserve = { memory_mib = 4, kind = \"soft\" }\n");
+    let r = analyze(&load(&reserved));
+    assert_eq!((server(&r, "rt10").memory_reserved_mb, server(&r, "rt10").memory_kind), (Some(8.0), Some("hard")));
+    assert_eq!((server(&r, "rt20").memory_reserved_mb, server(&r, "rt20").memory_kind), (Some(4.0), Some("soft")));
+    assert_eq!((server(&r, "web").memory_reserved_mb, server(&r, "web").memory_kind), (None, None));
+    assert!(r.to_json().contains("\"memory_reserved_mb\":8.0,\"memory_kind\":\"hard\""));
+}

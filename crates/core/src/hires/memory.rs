@@ -17,6 +17,10 @@
 //! thus leaves no subsystem holding memory it no longer has.
 //!
 //! Addresses are byte addresses, page-aligned, in each subsystem's own address space.
+//!
+//! This is the explicit page map of Table II, for the `critmem hires` API. Simulations enforce
+//! the same nested bounds on the page-level model instead: a server's memory reservation is a
+//! bound on the distinct frames its subtree maps ([`crate::mem::Memory::create_bound`]).
 
 use super::{Family, Refusal, ReservationTree, SubsystemId};
 use crate::mem::frames::GLOBAL_POOL;

@@ -32,7 +32,9 @@ impl<A: FrameAllocator> Memory<A> {
     ///   charged to that reservation; SPEL-locked regions are wholly resident and locked;
     /// * the pages of level-A/B spaces, and only they, are on the unevictable list of their
     ///   space's pool (the global pool, or a reservation of their core's banks);
-    /// * commitments fit in physical memory.
+    /// * commitments (hard bounds included) fit in physical memory;
+    /// * every bound counts exactly what its spaces map, never more than its size, and every
+    ///   page a child bound counts counts in its parent (see `check_bounds`).
     pub fn check_invariants(&self) -> Result<(), String> {
         self.alloc.check().map_err(|e| format!("frame allocator: {e}"))?;
         self.elists.check().map_err(|e| format!("charge lists: {e}"))?;
@@ -268,7 +270,7 @@ impl<A: FrameAllocator> Memory<A> {
             ensure!(pool.locked_charge <= pool.size, "pool {p}: locked charge beyond size");
             committed += pool.size - pool.locked_charge;
         }
-        committed += self.locked_frames;
+        committed += self.locked_frames + self.bound_committed_frames();
         let capacity = u64::from(self.cfg.total_frames - self.cfg.unreserved_min_frames);
         ensure!(committed <= capacity, "committed {committed} frames beyond capacity {capacity}");
 
@@ -368,6 +370,90 @@ impl<A: FrameAllocator> Memory<A> {
                 sp.stats.resident_pages
             );
         }
+        self.check_bounds()
+    }
+
+    /// The bounds' invariants:
+    ///
+    /// * each bound counts exactly the distinct frames its spaces map present (locked pages
+    ///   aside), with one charge per frame whose `refs` is the number of those entries, plus
+    ///   frames one of its spaces brought in that nobody has mapped since (`pending`);
+    /// * no bound counts more than its size, and a child's frames all count in its parent
+    ///   (nested bounds: no subtree exceeds any bound it is under);
+    /// * a space's bounds are closed under parents; pinned spaces have none; parents come
+    ///   before their children (the tree has no cycle).
+    fn check_bounds(&self) -> Result<(), String> {
+        if self.bounds.is_empty() {
+            ensure!(self.bhead.is_empty() && self.bcharges.is_empty(), "bound charges without bounds");
+            return Ok(());
+        }
+        self.blists.check().map_err(|e| format!("bound lists: {e}"))?;
+        let n = self.frames.len();
+        ensure!(self.bhead.len() == n, "{} bound chains for {n} frames", self.bhead.len());
+        for (b, bs) in self.bounds.iter().enumerate() {
+            ensure!(bs.parent == NIL || (bs.parent as usize) < b, "bound {b}'s parent {} does not come before it", bs.parent);
+            ensure!(
+                bs.charged == u64::from(self.blists.len(b as u32)),
+                "bound {b} counts {} pages but lists {}",
+                bs.charged,
+                self.blists.len(b as u32)
+            );
+            ensure!(bs.charged <= bs.size, "bound {b} ({}) counts {} pages, above its size {}", bs.name, bs.charged, bs.size);
+            ensure!(bs.peak >= bs.charged, "bound {b}: peak {} below its count {}", bs.peak, bs.charged);
+        }
+        // Present entries per (bound, frame), and whether anyone maps each frame.
+        let mut expected: BTreeMap<(u32, u32), u32> = BTreeMap::new();
+        let mut mapped = vec![false; n];
+        for (s, sp) in self.spaces.iter().enumerate().filter(|(_, sp)| sp.alive) {
+            ensure!(!sp.placement.pins_pages() || sp.bounds.is_empty(), "space {s} pins its pages but is bound");
+            for &b in &sp.bounds {
+                ensure!((b as usize) < self.bounds.len(), "space {s} is bound to missing bound {b}");
+                let p = self.bounds[b as usize].parent;
+                ensure!(p == NIL || sp.bounds.contains(&p), "space {s} is charged to bound {b} but not to its parent {p}");
+            }
+            for pte in sp.ptes.iter().filter(|p| p.flags & PRESENT != 0) {
+                mapped[pte.frame as usize] = true;
+                if self.regions[self.frames[pte.frame as usize].region as usize].mode == Mode::Locked {
+                    continue;
+                }
+                for &b in &sp.bounds {
+                    *expected.entry((b, pte.frame)).or_default() += 1;
+                }
+            }
+        }
+        let mut live = 0usize;
+        for (f, &head) in self.bhead.iter().enumerate() {
+            let mut seen: Vec<u32> = Vec::new();
+            let mut c = head;
+            while c != NIL {
+                let ch = &self.bcharges[c as usize];
+                live += 1;
+                ensure!(ch.frame == f as u32, "frame {f}'s bound chain holds charge {c} of frame {}", ch.frame);
+                ensure!(!seen.contains(&ch.bound), "frame {f} is counted twice by bound {}", ch.bound);
+                seen.push(ch.bound);
+                ensure!(self.blists.list_of(c) == Some(ch.bound), "charge {c} of bound {} is not on its list", ch.bound);
+                let fr = &self.frames[f];
+                ensure!(fr.region != NIL, "bound {} counts frame {f}, which holds no page", ch.bound);
+                ensure!(
+                    self.regions[fr.region as usize].mode != Mode::Locked,
+                    "bound {} counts frame {f}, which holds a locked page",
+                    ch.bound
+                );
+                let want = expected.remove(&(ch.bound, f as u32)).unwrap_or(0);
+                ensure!(ch.refs == want, "bound {} counts {} mappings of frame {f} but its spaces map it {want} times", ch.bound, ch.refs);
+                ensure!(ch.refs > 0 || ch.pending, "bound {} counts frame {f}, which its spaces neither map nor brought in", ch.bound);
+                ensure!(!(ch.pending && mapped[f]), "frame {f} is mapped but still pending for bound {}", ch.bound);
+                c = ch.next;
+            }
+            for &b in &seen {
+                let p = self.bounds[b as usize].parent;
+                ensure!(p == NIL || seen.contains(&p), "bound {b} counts frame {f} but its parent {p} does not");
+            }
+        }
+        if let Some(((b, f), k)) = expected.into_iter().next() {
+            return Err(format!("bound {b}'s spaces map frame {f} {k} times but the bound does not count it"));
+        }
+        ensure!(live + self.free_bcharges.len() == self.bcharges.len(), "bound charges leaked");
         Ok(())
     }
 }

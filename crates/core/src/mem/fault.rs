@@ -189,7 +189,8 @@ impl<A: FrameAllocator> Memory<A> {
         }
         let sp = &mut self.spaces[s];
         let pte = &mut sp.ptes[vpn as usize];
-        if pte.flags & PRESENT == 0 {
+        let fresh = pte.flags & PRESENT == 0;
+        if fresh {
             sp.stats.resident_pages += 1;
             sp.stats.peak_resident_pages = sp.stats.peak_resident_pages.max(sp.stats.resident_pages);
         }
@@ -200,6 +201,9 @@ impl<A: FrameAllocator> Memory<A> {
             | WINDOW
             | if writable { WRITABLE } else { 0 }
             | if write { DIRTY } else { 0 };
+        if fresh {
+            self.bound_on_map(s, f);
+        }
     }
 
     /// Unmaps one page table entry, folding its dirty bit into the frame. Keeps `WINDOW`.
@@ -214,6 +218,7 @@ impl<A: FrameAllocator> Memory<A> {
         let sp = &mut self.spaces[s];
         sp.ptes[vpn as usize] = Pte { frame: NIL, flags: pte.flags & WINDOW };
         sp.stats.resident_pages -= 1;
+        self.bound_on_unmap(s, pte.frame);
         true
     }
 
@@ -223,7 +228,11 @@ impl<A: FrameAllocator> Memory<A> {
         if f != NIL {
             let was = self.frames[f as usize].pinned;
             self.frames[f as usize].pinned = true;
-            let charged = self.charge_mapper(now, pool, f);
+            let bounded = !self.spaces[s].bounds.is_empty() && self.regions[r as usize].mode != Mode::Locked;
+            let mut charged = if bounded { self.bound_room(now, s, Some(f)) } else { Ok(()) };
+            if charged.is_ok() {
+                charged = self.charge_mapper(now, pool, f);
+            }
             self.frames[f as usize].pinned = was;
             charged?;
             if self.frames[f as usize].readahead {
@@ -242,6 +251,10 @@ impl<A: FrameAllocator> Memory<A> {
         debug_assert_ne!(mode, Mode::Locked, "locked pages are always resident");
         let alloc = if mode == Mode::Global { GLOBAL } else { self.swap_owner(r, i).unwrap_or(pool) };
         let placement = self.spaces[s].placement;
+        let bounded = !self.spaces[s].bounds.is_empty();
+        if bounded {
+            self.bound_room(now, s, None)?;
+        }
         let f = self.take_free(FrameRequest { pool: alloc, placement }, now, true)?;
         let first_list = if placement.pins_pages() {
             unevictable(alloc)
@@ -251,6 +264,9 @@ impl<A: FrameAllocator> Memory<A> {
             active(alloc)
         };
         self.install(f, r, i, alloc, first_list, now);
+        if bounded {
+            self.bound_pending(s, f);
+        }
         let flags = self.regions[r as usize].pflags[i as usize];
         if flags & BACKED == 0 {
             out.cpu += self.cfg.costs.zero_fill;
@@ -270,6 +286,10 @@ impl<A: FrameAllocator> Memory<A> {
                 if j == i || reg.frame[j as usize] != NIL || reg.pflags[j as usize] & BACKED == 0 {
                     continue;
                 }
+                // Readahead takes room its bounds have; it never makes room.
+                if bounded && !self.bound_has_room(s) {
+                    break;
+                }
                 // Each page is charged to its own recorded owner (first-touch).
                 let owner = self.swap_owner(r, j).unwrap_or(alloc);
                 // Readahead never waits for or steals pages under I/O.
@@ -278,6 +298,9 @@ impl<A: FrameAllocator> Memory<A> {
                 };
                 let list = if placement.pins_pages() { unevictable(owner) } else { inactive(owner) };
                 self.install(g, r, j, owner, list, now);
+                if bounded {
+                    self.bound_pending(s, g);
+                }
                 self.frames[g as usize].pinned = true;
                 self.frames[g as usize].readahead = true;
                 batch.push(g);
@@ -387,11 +410,18 @@ impl<A: FrameAllocator> Memory<A> {
         let was = self.frames[src as usize].pinned;
         self.frames[src as usize].pinned = true;
         let placement = self.spaces[s].placement;
-        let got = self.take_free(FrameRequest { pool, placement }, now, true);
+        let bounded = !self.spaces[s].bounds.is_empty();
+        let mut got = if bounded { self.bound_room(now, s, None).map(|()| NIL) } else { Ok(NIL) };
+        if got.is_ok() {
+            got = self.take_free(FrameRequest { pool, placement }, now, true);
+        }
         self.frames[src as usize].pinned = was;
         let g = got?;
         let list = if placement.pins_pages() { unevictable(pool) } else { active(pool) };
         self.install(g, sh, i, pool, list, now);
+        if bounded {
+            self.bound_pending(s, g);
+        }
         let src_ready = self.frames[src as usize].ready_at.max(now);
         let fr = &mut self.frames[g as usize];
         fr.dirty = true;

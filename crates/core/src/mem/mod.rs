@@ -36,6 +36,14 @@
 //!   `min` always. [`Memory::set_reservation_size`] lowers `max` by evicting (dirty pages
 //!   written back) and [`Memory::set_limit_protection`] sets high/min/low. Shared regions
 //!   they map must be `global`, `private` or `first-touch` (no SPC/SPEL conserved frames).
+//! * **Bounds** ([`Memory::create_bound`], `bounds.rs`) cap the resident pages of sets of
+//!   address spaces, nested through parents: HiRes's memory reservations of a server's
+//!   subtree, or a memory-limited group over tasks that also hold a reservation. A bound
+//!   counts the distinct frames its spaces map; a page counts in every bound its space is
+//!   under, and a bound at its size reclaims its own pages only. Pools still decide where a
+//!   page's frame comes from; bounds only decide how many pages a set of spaces may hold. A
+//!   hard bound commits its size and is spared by everyone else's reclaim; a soft one is a
+//!   cap only.
 //! * **Address spaces** get virtual pages allocated contiguously as regions are mapped, so a
 //!   page table is one dense `Vec` indexed by virtual page number and a hit is one array
 //!   lookup and one bit-or. Referenced and dirty bits live in the page table entries, as on
@@ -50,7 +58,8 @@
 //! [`Memory::create_reservation`], one [`Memory::create_space`] per task (bound to its
 //! reservation or to none), [`Memory::map_private`] for code/data,
 //! [`Memory::create_shared`] + [`Memory::map_shared`] for shm and files, [`Memory::fork`],
-//! and [`Memory::lock_region`] for SPEL regions.
+//! [`Memory::lock_region`] for SPEL regions, and [`Memory::create_bound`] +
+//! [`Memory::bind_space`] (before the space touches memory) for bounds.
 //!
 //! Run: for each page a running job references, call [`Memory::access`] at the simulated time
 //! of the reference. [`Access::Hit`] costs nothing extra; [`Access::Minor`] adds `cpu` to the
@@ -70,6 +79,7 @@ pub mod mc2;
 pub mod psi;
 mod types;
 
+mod bounds;
 mod check;
 mod fault;
 mod pool;
@@ -87,6 +97,7 @@ pub use psi::{Pressure, PsiAccounting, PsiGroupId, PsiTaskId, PsiTotals, TaskPsi
 pub use types::*;
 
 use crate::time::Nanos;
+use bounds::{BCharge, BoundState};
 use list::{IndexLists, NIL};
 use pool::{Pool, PoolKind};
 use std::collections::{BTreeMap, VecDeque};
@@ -242,6 +253,8 @@ struct Space {
     ptes: Vec<Pte>,
     vmas: Vec<Vma>,
     stats: SpaceStats,
+    /// Every bound it is charged to: the ones it was bound to, each followed by its ancestors.
+    bounds: Vec<u32>,
     alive: bool,
 }
 
@@ -267,6 +280,15 @@ pub struct Memory<A = FreeLists> {
     spaces: Vec<Space>,
     devices: Vec<Device>,
     global_evictions: u64,
+    /// Bounds on the resident pages of sets of spaces (`bounds.rs`), their charges of frames
+    /// with one list per bound, and each frame's first charge (empty until the first bound).
+    bounds: Vec<BoundState>,
+    bcharges: Vec<BCharge>,
+    free_bcharges: Vec<u32>,
+    blists: IndexLists,
+    bhead: Vec<u32>,
+    /// Some bound is hard, so global reclaim must look for the pages it spares.
+    hard_bounds: bool,
     /// Pages evicted or unmapped by reclaim so far (for the per-page reclaim cost).
     reclaim_work: u64,
     /// Reused buffers (no allocation on the fault path).
@@ -313,6 +335,12 @@ impl<A: FrameAllocator> Memory<A> {
             spaces: Vec::new(),
             devices: vec![Device::new(swap)],
             global_evictions: 0,
+            bounds: Vec::new(),
+            bcharges: Vec::new(),
+            free_bcharges: Vec::new(),
+            blists: IndexLists::new(0, 0),
+            bhead: Vec::new(),
+            hard_bounds: false,
             reclaim_work: 0,
             scratch_frames: Vec::new(),
             scratch_spaces: Vec::new(),

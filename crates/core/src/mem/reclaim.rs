@@ -72,7 +72,18 @@ impl<A: FrameAllocator> Memory<A> {
     /// Picks a victim of `pool` and evicts (or, under SPC, unmaps) it; returns the frame
     /// `pool` gains.
     pub(super) fn reclaim_one(&mut self, pool: u32, now: Nanos, allow_busy: bool) -> Option<u32> {
-        let e = if pool == GLOBAL { self.lru_victim(now, allow_busy)? } else { self.second_chance_victim(pool, now, allow_busy)? };
+        self.reclaim_sparing(pool, now, allow_busy, false)
+    }
+
+    /// [`Memory::reclaim_one`]; with `spare_hard`, pages a hard bound counts are passed over
+    /// (reclaim on behalf of anyone else, which they are set aside from).
+    pub(super) fn reclaim_sparing(&mut self, pool: u32, now: Nanos, allow_busy: bool, spare_hard: bool) -> Option<u32> {
+        let spare = spare_hard && self.hard_bounds;
+        let e = if pool == GLOBAL {
+            self.lru_victim(now, allow_busy, spare)?
+        } else {
+            self.second_chance_victim(pool, now, allow_busy, spare)?
+        };
         Some(self.evict_entry(e, now))
     }
 
@@ -106,7 +117,7 @@ impl<A: FrameAllocator> Memory<A> {
     /// head, unless it was referenced again since, in which case it is reactivated. Pages
     /// under I/O or pinned are passed over (under I/O: chosen only as a last resort when
     /// `allow_busy`).
-    fn second_chance_victim(&mut self, p: u32, now: Nanos, allow_busy: bool) -> Option<u32> {
+    fn second_chance_victim(&mut self, p: u32, now: Nanos, allow_busy: bool, spare_hard: bool) -> Option<u32> {
         let (act, ina) = (active(p), inactive(p));
         let total = self.elists.len(act) + self.elists.len(ina);
         if total == 0 {
@@ -136,7 +147,7 @@ impl<A: FrameAllocator> Memory<A> {
                 }
             }
             budget -= 1;
-            if let Some(e) = self.judge_inactive_head(p, now, allow_busy, &mut fallback) {
+            if let Some(e) = self.judge_inactive_head(p, now, allow_busy, spare_hard, &mut fallback) {
                 return Some(e);
             }
         }
@@ -145,11 +156,24 @@ impl<A: FrameAllocator> Memory<A> {
 
     /// The last step of both replacement policies: the inactive head of `pool` is the victim
     /// unless it is busy (back to the active tail, remembered as a last resort when busy pages
-    /// may be taken) or referenced again (promoted to the active tail).
-    fn judge_inactive_head(&mut self, pool: u32, now: Nanos, allow_busy: bool, fallback: &mut Option<u32>) -> Option<u32> {
+    /// may be taken), spared (`spare_hard` and a hard bound counts it: back to the active
+    /// tail) or referenced again (promoted to the active tail).
+    fn judge_inactive_head(
+        &mut self,
+        pool: u32,
+        now: Nanos,
+        allow_busy: bool,
+        spare_hard: bool,
+        fallback: &mut Option<u32>,
+    ) -> Option<u32> {
         let (act, ina) = (active(pool), inactive(pool));
         let e = self.elists.front(ina).expect("refilled");
-        let fr = self.frames[self.entries[e as usize].frame as usize];
+        let f = self.entries[e as usize].frame;
+        if spare_hard && self.hard_protected(f) {
+            self.elists.move_to_back(act, e);
+            return None;
+        }
+        let fr = self.frames[f as usize];
         if fr.pinned || fr.ready_at > now {
             if allow_busy && !fr.pinned && fallback.is_none() {
                 *fallback = Some(e);
@@ -168,7 +192,7 @@ impl<A: FrameAllocator> Memory<A> {
     /// each pick, while `inactive × ratio < active`, the active head is demoted to the
     /// inactive tail with its referenced bits cleared. The inactive head is evicted unless it
     /// was referenced, in which case it is promoted to the active tail.
-    fn lru_victim(&mut self, now: Nanos, allow_busy: bool) -> Option<u32> {
+    fn lru_victim(&mut self, now: Nanos, allow_busy: bool, spare_hard: bool) -> Option<u32> {
         let (act, ina) = (active(GLOBAL), inactive(GLOBAL));
         let total = self.elists.len(act) + self.elists.len(ina);
         if total == 0 {
@@ -189,7 +213,7 @@ impl<A: FrameAllocator> Memory<A> {
                 self.test_referenced(GLOBAL, self.entries[e as usize].frame);
                 self.elists.move_to_back(ina, e);
             }
-            if let Some(e) = self.judge_inactive_head(GLOBAL, now, allow_busy, &mut fallback) {
+            if let Some(e) = self.judge_inactive_head(GLOBAL, now, allow_busy, spare_hard, &mut fallback) {
                 return Some(e);
             }
         }
@@ -231,6 +255,18 @@ impl<A: FrameAllocator> Memory<A> {
     /// drops every charge on it. The evicting pool gets the frame; every other reservation
     /// that accounted the page keeps the slot, unbacked.
     pub(super) fn full_evict(&mut self, f: u32, evictor: u32, now: Nanos) -> u32 {
+        let g = self.evict_from_memory(f, evictor, now);
+        if evictor == GLOBAL {
+            self.global_evictions += 1;
+        } else {
+            self.pools[evictor as usize].evictions += 1;
+        }
+        g
+    }
+
+    /// [`Memory::full_evict`] without counting the eviction as the evictor's choice (a bound
+    /// chose it).
+    pub(super) fn evict_from_memory(&mut self, f: u32, evictor: u32, now: Nanos) -> u32 {
         let Frame { region: r, page: i, .. } = self.frames[f as usize];
         let mut mapped_by = std::mem::take(&mut self.scratch_spaces);
         mapped_by.clear();
@@ -271,11 +307,7 @@ impl<A: FrameAllocator> Memory<A> {
             self.remove_entry(e);
             e = next;
         }
-        if evictor == GLOBAL {
-            self.global_evictions += 1;
-        } else {
-            self.pools[evictor as usize].evictions += 1;
-        }
+        self.bound_forget_frame(f);
         self.frames[f as usize] = FREE_FRAME;
         f
     }
@@ -351,6 +383,7 @@ impl<A: FrameAllocator> Memory<A> {
             first = false;
             e = next;
         }
+        self.bound_forget_frame(f);
         self.frames[f as usize] = FREE_FRAME;
         self.release_frame(holder_pool, f);
     }

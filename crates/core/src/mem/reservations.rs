@@ -76,7 +76,8 @@ impl<A: FrameAllocator> Memory<A> {
             .filter(|p| p.kind.counts_toward_admission() && p.placement.ab_core() == core)
             .map(|p| p.size - p.locked_charge)
             .sum();
-        let committed = placed + if core.is_none() { self.locked_frames } else { 0 };
+        // Server bounds never hold level-A/B spaces: their hard commitments are level C's.
+        let committed = placed + if core.is_none() { self.locked_frames + self.bound_committed_frames() } else { 0 };
         let mut available = capacity.saturating_sub(committed);
         if core.is_some() {
             available = available.min(self.alloc.free_frames_for(FrameRequest { pool: GLOBAL, placement }));
@@ -93,10 +94,11 @@ impl<A: FrameAllocator> Memory<A> {
         Ok(())
     }
 
-    /// Frames promised to reservations and locked regions (limit groups promise nothing).
+    /// Frames promised to reservations, locked regions and hard bounds (limit groups and soft
+    /// bounds promise nothing).
     pub fn committed_frames(&self) -> u64 {
         let sizes: u64 = self.pools[1..].iter().filter(|p| p.kind.counts_toward_admission()).map(|p| p.size - p.locked_charge).sum();
-        sizes + self.locked_frames
+        sizes + self.locked_frames + self.bound_committed_frames()
     }
 
     /// Resizes a reservation at `now`. Growing a hard or firm reservation is subject to

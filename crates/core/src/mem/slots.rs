@@ -122,7 +122,7 @@ impl<A: FrameAllocator> Memory<A> {
                 cb.cmp(&ca).then(a.1.cmp(&b.1))
             });
             for &(_, q) in &victims {
-                if let Some(f) = self.reclaim_one(q, now, allow_busy) {
+                if let Some(f) = self.reclaim_sparing(q, now, allow_busy, true) {
                     let pl = &mut self.pools[q as usize];
                     pl.reclaim_credit = pl.reclaim_credit.saturating_sub(total as i64);
                     return Ok(f);

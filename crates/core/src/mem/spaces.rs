@@ -43,6 +43,7 @@ impl<A: FrameAllocator> Memory<A> {
             ptes: Vec::new(),
             vmas: Vec::new(),
             stats: SpaceStats::default(),
+            bounds: Vec::new(),
             alive: true,
         });
         Ok(AsId(self.spaces.len() as u32 - 1))
@@ -233,6 +234,8 @@ impl<A: FrameAllocator> Memory<A> {
             }
         }
         let child = self.create_space(name, reservation)?;
+        // A forked process stays where its parent is bounded (as it stays in its cgroup).
+        self.spaces[child.0 as usize].bounds = self.spaces[ps].bounds.clone();
         match self.fork_into(now, ps, child, cow_policy) {
             Ok(()) => {
                 self.debug_check();

@@ -145,6 +145,7 @@ impl<A: FrameAllocator> Memory<A> {
             first = false;
             e = next;
         }
+        self.bound_forget_frame(f);
         self.locked_frames += 1;
     }
 

@@ -17,6 +17,11 @@ pub struct RegionId(pub u32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ResId(pub u32);
 
+/// A bound on the resident pages of a set of address spaces (see
+/// [`crate::mem::Memory::create_bound`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct BoundId(pub u32);
+
 /// A storage device; `DeviceId(0)` is always the swap device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct DeviceId(pub u32);
@@ -182,6 +187,56 @@ pub enum ReservationKind {
     /// live on its own FIFO second-chance lists; its frames come from and go back to the
     /// global pool. See [`crate::mem::Memory::set_limit_protection`] for high/min/low.
     Limit,
+}
+
+/// What a bound promises beside its cap, after HiRes's two kinds of reservation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BoundKind {
+    /// Its pages are set aside for its spaces: admission commits its size as it commits a
+    /// hard reservation's (unless an enclosing hard bound already holds it), and reclaim on
+    /// behalf of anyone else never takes a page it counts; only its own cap, its spaces' own
+    /// pools and resizing evict them.
+    Hard,
+    /// A cap only: nothing is committed, and global memory pressure may take its pages, the
+    /// page-level counterpart of a parent revoking a soft reservation.
+    Soft,
+}
+
+impl BoundKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BoundKind::Hard => "hard",
+            BoundKind::Soft => "soft",
+        }
+    }
+}
+
+/// A bound request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BoundSpec {
+    pub name: String,
+    /// Most pages it counts; `None` counts without a cap (for figures only).
+    pub pages: Option<u64>,
+    pub kind: BoundKind,
+    /// The bound that holds it: every page it counts counts there too.
+    pub parent: Option<BoundId>,
+}
+
+/// State and counters of one bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BoundStats {
+    /// `None`: it only counts.
+    pub size_pages: Option<u64>,
+    pub kind: BoundKind,
+    /// Distinct frames its spaces map, and those one of them brought in that nobody has
+    /// mapped since (readahead).
+    pub charged_pages: u64,
+    /// The most `charged_pages` has been.
+    pub peak_pages: u64,
+    /// Pages it evicted to stay within its size.
+    pub evictions: u64,
+    /// Pages it only unmapped from its spaces to stay within its size (others still map them).
+    pub unmaps: u64,
 }
 
 /// A limit group's throttle and protection thresholds in pages (`None`: none).
@@ -431,6 +486,14 @@ pub enum MemError {
     ReadOnly { space: u32, vpn: u32 },
     #[error("a region must have at least one page")]
     EmptyRegion,
+    #[error("bound {0} does not exist; create it with Memory::create_bound")]
+    NoSuchBound(u32),
+    #[error("bound `{name}`: {why}")]
+    InvalidBound { name: String, why: &'static str },
+    #[error("address space {space} already has resident pages; bind it to its bounds before it touches memory")]
+    SpaceNotEmpty { space: u32 },
+    #[error("bound {0} has no page it can reclaim (all pinned or under I/O); enlarge it")]
+    BoundExhausted(u32),
     #[error("address space {space} would exceed 2^32 − 1 virtual pages; use fewer or smaller regions")]
     AddressSpaceFull { space: u32 },
     #[error("address space {space} already maps region {region}")]

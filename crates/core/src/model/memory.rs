@@ -2,7 +2,7 @@
 //! reservations, shared regions, what each job touches) and the generation of each job's
 //! page-reference string from them.
 
-use crate::mem::{DeviceSpec, Mc2Level, MemoryLayout, Placement, RefKind, RegionKind, ReservationKind, SharePolicy, Vpn};
+use crate::mem::{BoundKind, DeviceSpec, Mc2Level, MemoryLayout, Placement, RefKind, RegionKind, ReservationKind, SharePolicy, Vpn};
 use crate::model::task::{Criticality, TaskSpec};
 use crate::rng::SimRng;
 use crate::time::Nanos;
@@ -35,6 +35,9 @@ pub struct MemorySpec {
     /// Each component's own memory, by component index (`None`: it touches none); empty when
     /// no component declares memory.
     pub components: Vec<Option<ComponentMemory>>,
+    /// One per `[[scheduler.server]]`, parents first, when a server reserves memory
+    /// (`reserve.memory_mib`); empty otherwise.
+    pub server_bounds: Vec<ServerBound>,
 }
 
 /// Where task `t`'s pages lie under `layout`: under MC²'s, a level-A/B task pinned to a CPU
@@ -52,6 +55,26 @@ pub fn task_placement(layout: MemoryLayout, t: &TaskSpec) -> Placement {
 /// requires every task of a reservation to share one placement under a layout).
 pub fn reservation_placement(layout: MemoryLayout, r: usize, tasks: &[TaskSpec]) -> Placement {
     tasks.iter().find(|t| t.memory.as_ref().is_some_and(|m| m.reservation == Some(r))).map_or(Placement::Any, |t| task_placement(layout, t))
+}
+
+/// A scheduler server's memory reservation as a bound on the resident pages of every task
+/// under it (see [`crate::mem::Memory::create_bound`]); the servers under it hold what it
+/// grants, their pages counting in its bound too.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerBound {
+    /// The server's index in file order.
+    pub server: usize,
+    pub name: String,
+    /// What `reserve.memory_mib` reserves, in bytes; `None`: nothing (the bound only counts
+    /// the subtree's pages, for the servers' figures).
+    pub bytes: Option<u64>,
+    /// The reservation in whole pages.
+    pub pages: Option<u64>,
+    pub kind: BoundKind,
+    /// The parent server's bound (an index into [`MemorySpec::server_bounds`]).
+    pub parent: Option<usize>,
+    /// The tasks attached to the server itself.
+    pub tasks: Vec<usize>,
 }
 
 /// A memory-limited group with cgroup v2 semantics (see [`crate::mem::ReservationKind::Limit`]).

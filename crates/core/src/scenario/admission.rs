@@ -4,14 +4,15 @@
 //! over the declarations, without frames or page tables.
 //!
 //! The set-up it answers for is the simulator's, in its order: the machine, each reservation,
+//! each server's memory bound (a hard one commits its size unless a hard ancestor holds it),
 //! each region, each memory-limited group, then each task's address space with its private
 //! memory and the regions its streams address (first use first), then each `spel` region's
 //! lock. The first refusal is the answer, with the scenario key it comes from.
 
 use crate::mem::mc2::Mc2Platform;
-use crate::mem::{DeviceId, MemConfig, MemError, MemoryLayout, Placement, RegionKind, ReservationKind, SharePolicy};
+use crate::mem::{BoundKind, DeviceId, MemConfig, MemError, MemoryLayout, Placement, RegionKind, ReservationKind, SharePolicy};
 use crate::model::memory::{reservation_placement, MemorySpec, MIB};
-use crate::model::task::TaskSpec;
+use crate::model::task::{Criticality, TaskSpec};
 use std::collections::BTreeSet;
 
 /// Why a scenario's memory cannot be set up: the key at fault and the reason.
@@ -104,6 +105,27 @@ pub fn check(spec: &MemorySpec, tasks: &[TaskSpec]) -> Result<(), AdmissionError
             committed += r.pages;
         }
     }
+    // Hard server bounds set their size aside, beside the reservations.
+    let held_by_hard = |mut p: Option<usize>| {
+        while let Some(b) = p {
+            if spec.server_bounds[b].kind == BoundKind::Hard {
+                return true;
+            }
+            p = spec.server_bounds[b].parent;
+        }
+        false
+    };
+    for sb in &spec.server_bounds {
+        let Some(pages) = sb.pages else { continue };
+        if sb.kind == BoundKind::Hard && !held_by_hard(sb.parent) {
+            if committed + pages > capacity {
+                let available = capacity.saturating_sub(committed);
+                let e = MemError::AdmissionRejected { name: sb.name.clone(), requested: pages, available, total };
+                return Err(at(format!("scheduler.server[{}].reserve.memory_mib", sb.server))(e));
+            }
+            committed += pages;
+        }
+    }
     for (i, r) in spec.regions.iter().enumerate() {
         if r.pages == 0 {
             return Err(at(format!("region[{i}]"))(MemError::EmptyRegion));
@@ -126,13 +148,32 @@ pub fn check(spec: &MemorySpec, tasks: &[TaskSpec]) -> Result<(), AdmissionError
     let mut sharers: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); spec.regions.len()];
     for (ti, tm) in tasks.iter().enumerate().filter_map(|(ti, t)| Some((ti, t.memory.as_ref()?))) {
         let key = |f: &str| format!("task[{ti}].{f}");
-        let bound = match (spec.groups.iter().any(|g| g.name == tm.group), tm.reservation) {
-            (true, _) => Bound::Limit,
-            (false, Some(r)) if spec.reservations.get(r).is_some_and(|d| d.kind == ReservationKind::Limit) => Bound::Limit,
-            (false, Some(r)) if r < spec.reservations.len() => Bound::Reservation(r),
-            (false, Some(r)) => return Err(at(key("reservation"))(MemError::NoSuchReservation(r as u32))),
-            (false, None) => Bound::Global,
+        // A reservation holds the task's pages; a group of a reserved task is a bound on top.
+        let bound = match (tm.reservation, spec.groups.iter().any(|g| g.name == tm.group)) {
+            (Some(r), _) if spec.reservations.get(r).is_some_and(|d| d.kind == ReservationKind::Limit) => Bound::Limit,
+            (Some(r), _) if r < spec.reservations.len() => Bound::Reservation(r),
+            (Some(r), _) => return Err(at(key("reservation"))(MemError::NoSuchReservation(r as u32))),
+            (None, true) => Bound::Limit,
+            (None, false) => Bound::Global,
         };
+        let t = &tasks[ti];
+        let pinned = spec.layout == MemoryLayout::Mc2 && t.criticality <= Criticality::B && t.cpu.is_some();
+        if pinned {
+            let mut at_bound = spec.server_bounds.iter().position(|sb| sb.tasks.contains(&ti));
+            while let Some(b) = at_bound {
+                let sb = &spec.server_bounds[b];
+                if sb.pages.is_some() {
+                    return Err(AdmissionError {
+                        key: key("server"),
+                        message: format!(
+                            "a level-{} task's pages stay in its core's bank and never page, so server {:?}'s reserve.memory_mib cannot bound them; attach the task under a server that reserves no memory",
+                            t.criticality, sb.name
+                        ),
+                    });
+                }
+                at_bound = sb.parent;
+            }
+        }
         let space = Space { id: ti as u32, key: &key, bound, group: &tm.group, private_pages: tm.private_pages };
         map_space(spec, &space, &tm.regions(), &mut sharers)?;
     }
@@ -246,7 +287,7 @@ fn map_space(spec: &MemorySpec, space: &Space<'_>, regions: &[usize], sharers: &
 mod tests {
     use super::*;
     use crate::memsim::MemSim;
-    use crate::model::memory::{GroupDecl, Pattern, RegionDecl, ReservationDecl, Stream, StreamOrder, Target, TaskMemory};
+    use crate::model::memory::{GroupDecl, Pattern, RegionDecl, ReservationDecl, ServerBound, Stream, StreamOrder, Target, TaskMemory};
     use crate::model::task::{Arrival, Criticality, ExecTime, OverrunPolicy};
     use crate::time::Nanos;
     use critmem_policy::GroupRole;
@@ -373,8 +414,34 @@ mod tests {
             regions,
             groups,
             components: Vec::new(),
+            server_bounds: Vec::new(),
         };
         (spec, tasks)
+    }
+
+    /// Server bounds as (pages or none, hard, parent pick), parents first; each task is
+    /// attached to the bound its index picks (none beyond the list).
+    type BoundDeclarations = Vec<(Option<u64>, bool, usize)>;
+
+    fn server_bounds() -> impl Strategy<Value = BoundDeclarations> {
+        prop::collection::vec((prop::option::of(1u64..90), any::<bool>(), 0usize..6), 0..4)
+    }
+
+    fn with_bounds(spec: &mut MemorySpec, tasks: usize, bounds: BoundDeclarations) {
+        let n = bounds.len();
+        spec.server_bounds = bounds
+            .into_iter()
+            .enumerate()
+            .map(|(i, (pages, hard, parent))| ServerBound {
+                server: i,
+                name: format!("s{i}"),
+                bytes: pages.map(|p| p * 4096),
+                pages,
+                kind: if hard && pages.is_some() { BoundKind::Hard } else { BoundKind::Soft },
+                parent: (parent < i).then_some(parent),
+                tasks: (0..tasks).filter(|t| t % 4 == i && i < n).collect(),
+            })
+            .collect();
     }
 
     fn seeded(cases: u32) -> Config {
@@ -389,8 +456,9 @@ mod tests {
         /// The arithmetic accepts exactly what setting up the simulator's memory accepts, and
         /// refuses the rest at the same key with the same message.
         #[test]
-        fn admission_agrees_with_building_the_memory_model(d in declarations(), seed in any::<u64>()) {
-            let (spec, tasks) = build(d);
+        fn admission_agrees_with_building_the_memory_model(d in declarations(), b in server_bounds(), seed in any::<u64>()) {
+            let (mut spec, tasks) = build(d);
+            with_bounds(&mut spec, tasks.len(), b);
             let names: Vec<String> = tasks.iter().map(|t| t.name.clone()).collect();
             let built = MemSim::new(&spec, &tasks, &names, &[], seed, true)
                 .map(drop)
@@ -510,13 +578,14 @@ mod tests {
         let mut keys = std::collections::BTreeSet::new();
         for _ in 0..4000 {
             let d = declarations().new_tree(&mut runner).unwrap().current();
-            let (spec, tasks) = build(d);
+            let (mut spec, tasks) = build(d);
+            with_bounds(&mut spec, tasks.len(), server_bounds().new_tree(&mut runner).unwrap().current());
             match check(&spec, &tasks) {
                 Ok(()) => keys.insert("accepted".to_string()),
                 Err(e) => keys.insert(e.key.split(['[', '.']).next().unwrap().to_string() + "/" + e.message.split(' ').next().unwrap()),
             };
         }
-        for want in ["accepted", "reservation/reservation", "task/region", "region/SPEL", "region/reservation"] {
+        for want in ["accepted", "reservation/reservation", "task/region", "region/SPEL", "region/reservation", "scheduler/reservation"] {
             assert!(keys.contains(want), "{want} never drawn: {keys:?}");
         }
     }

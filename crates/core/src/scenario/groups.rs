@@ -16,13 +16,9 @@ pub(super) fn validate_groups(cx: &Ctx, raw: &RawScenario, m: &MemorySpec, tasks
         if g.name.is_empty() || groups.iter().any(|x| x.name == g.name) || m.reservations.iter().any(|r| r.name == g.name) {
             return Err(cx.err(k("name"), format!("must be unique, non-empty and not a reservation's name (got {:?})", g.name)));
         }
+        // A member may also name a reservation: the reservation holds its pages (SPC and SPEL
+        // per reservation) and the group's limit bounds them on top.
         let members: Vec<usize> = (0..tasks.len()).filter(|&t| tasks[t].memory.as_ref().is_some_and(|tm| tm.group == g.name)).collect();
-        if let Some(&t) = members.iter().find(|&&t| tasks[t].memory.as_ref().is_some_and(|tm| tm.reservation.is_some())) {
-            return Err(cx.err(
-                format!("task[{t}].reservation"),
-                format!("task is in memory-limited group {:?}, which is its reservation; remove the key", g.name),
-            ));
-        }
         let role = match g.role.unwrap_or_default() {
             RoleName::NonRealTime => {
                 if g.bcet_ms.is_some() {

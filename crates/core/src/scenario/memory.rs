@@ -121,10 +121,12 @@ pub(super) fn validate_memory(cx: &Ctx, raw: &RawScenario, horizon: Nanos) -> Re
         Some(ms) => cx.positive("memory.sample_ms", ms)?,
         None => Nanos((horizon.0 / 500).max(1_000_000)),
     };
-    // Each sample holds one value per reservation and per task, plus two totals.
-    // The first sample is at time 0.
+    // Each sample holds one value per reservation and per task, plus two totals, and one per
+    // server when a server reserves memory. The first sample is at time 0.
     let samples = horizon.0 / sample_interval.0.max(1) + 1;
-    let values_per_sample = (raw.reservation.len() + raw.task.len() + 2) as u64;
+    let servers = raw.scheduler.as_ref().map_or(&[][..], |s| &s.server[..]);
+    let server_values = if servers.iter().any(|s| s.reserve.as_ref().is_some_and(|r| r.memory_mib.is_some())) { servers.len() } else { 0 };
+    let values_per_sample = (raw.reservation.len() + raw.task.len() + 2 + server_values) as u64;
     if samples > MAX_TIMELINE_SAMPLES || samples.saturating_mul(values_per_sample) > MAX_TIMELINE_VALUES {
         return Err(cx.err(
             "memory.sample_ms",
@@ -166,6 +168,7 @@ pub(super) fn validate_memory(cx: &Ctx, raw: &RawScenario, horizon: Nanos) -> Re
         regions,
         groups: Vec::new(),
         components: Vec::new(),
+        server_bounds: Vec::new(),
     }))
 }
 

@@ -178,13 +178,16 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
     for (i, (task, rt)) in tasks.iter_mut().zip(&raw.task).enumerate() {
         task.command = tasks::validate_command(&cx, i, rt)?;
     }
+    let memory_bytes = memory.as_ref().map(|m| m.page_bytes * u64::from(m.total_frames));
+    let io_bandwidth = io::bandwidth(&cx, &raw)?;
+    let reservations = server_reservations::validate_reservations(&cx, raw_scheduler, hierarchy.as_ref(), memory_bytes, io_bandwidth)?;
+    if let Some(m) = memory.as_mut() {
+        m.server_bounds = server_reservations::memory_bounds(&cx, hierarchy.as_ref(), &reservations, m.page_bytes)?;
+    }
     // Admission failures are load errors, so a run never fails half-way.
     if let Some(m) = &memory {
         admission::check(m, &tasks).map_err(|e| cx.err(e.key, e.message))?;
     }
-    let memory_bytes = memory.as_ref().map(|m| m.page_bytes * u64::from(m.total_frames));
-    let io_bandwidth = io::bandwidth(&cx, &raw)?;
-    let reservations = server_reservations::validate_reservations(&cx, raw_scheduler, hierarchy.as_ref(), memory_bytes, io_bandwidth)?;
     let io = io::validate_io(&cx, &raw, &tasks, hierarchy.as_ref(), &reservations, io_bandwidth)?;
     let components = components.specs;
     let task_server = hierarchy.as_ref().map(|h| h.task_server.as_slice());

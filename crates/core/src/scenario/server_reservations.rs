@@ -15,6 +15,8 @@
 use super::error::{Ctx, ScenarioError};
 use super::raw::{some_choice, some_choice_schema, Choice, RawScheduler};
 use crate::hires::{Family, Kind, Refusal, ReservationTree, Spec, SubsystemId};
+use crate::mem::BoundKind;
+use crate::model::memory::ServerBound;
 use crate::model::scheduler::{Hierarchy, ServerSpec};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -107,6 +109,50 @@ pub(super) fn validate_reservations(
     admit(cx, servers, &order, &out, memory, memory_bytes, "reserve.memory_mib", "[memory]'s total")?;
     let io = |r: &ServerReservation| r.io_bytes_per_s.map(|b| Spec::Io { bytes_per_s: b });
     admit(cx, servers, &order, &out, io, io_bytes_per_s, "reserve.io_bytes_per_s", "[io] bandwidth_bytes_per_s")?;
+    Ok(out)
+}
+
+/// The servers' memory reservations as bounds of the page-level model, parents first: every
+/// server gets one when some server reserves memory (a server reserving none only counts its
+/// subtree's pages, for its figures), none otherwise. A reservation is its whole pages; one
+/// smaller than a page is refused, since its tasks could hold nothing.
+pub(super) fn memory_bounds(
+    cx: &Ctx,
+    hierarchy: Option<&Hierarchy>,
+    res: &[ServerReservation],
+    page_bytes: u64,
+) -> Result<Vec<ServerBound>, ScenarioError> {
+    let Some(h) = hierarchy else { return Ok(Vec::new()) };
+    if res.iter().all(|r| r.memory_bytes.is_none()) {
+        return Ok(Vec::new());
+    }
+    let order = top_down(&h.servers);
+    let mut at = vec![0; h.servers.len()];
+    let mut out = Vec::with_capacity(order.len());
+    for &j in &order {
+        let s = &h.servers[j];
+        let pages = res[j].memory_bytes.map(|b| b / page_bytes);
+        if pages == Some(0) {
+            return Err(cx.err(
+                format!("scheduler.server[{j}].reserve.memory_mib"),
+                format!("server {:?} reserves less than one page ({page_bytes} bytes), so its tasks could hold no page", s.name),
+            ));
+        }
+        let kind = match res[j].kind {
+            Some(Kind::Hard) if pages.is_some() => BoundKind::Hard,
+            _ => BoundKind::Soft,
+        };
+        at[j] = out.len();
+        out.push(ServerBound {
+            server: j,
+            name: s.name.clone(),
+            bytes: res[j].memory_bytes,
+            pages,
+            kind,
+            parent: s.parent.map(|p| at[p]),
+            tasks: (0..h.task_server.len()).filter(|&t| h.task_server[t] == j).collect(),
+        });
+    }
     Ok(out)
 }
 

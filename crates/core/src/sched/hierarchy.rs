@@ -405,6 +405,7 @@ impl HierarchyScheduler {
                     period_consumed_ns,
                     exhausted_at: node.exhausted_at.clone(),
                     event_segments: node.event_segments.clone(),
+                    memory: None,
                 }
             })
             .collect()
@@ -556,6 +557,21 @@ pub struct ServerSummary {
     pub exhausted_at: Vec<Nanos>,
     /// Stretches its child-scheduler thread ran, `(start, end)` (up to the same cap).
     pub event_segments: Vec<(Nanos, Nanos)>,
+    /// Its memory reservation as the page-level model enforced it; `None` unless the scenario
+    /// has `[memory]` and some server reserves memory (the memory model fills it in).
+    pub memory: Option<ServerMemory>,
+}
+
+/// A server's memory reservation over a run: a bound on its subtree's resident pages.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ServerMemory {
+    /// What `reserve.memory_mib` reserves (`None`: nothing; its subtree is bounded by its
+    /// ancestors' reservations only).
+    pub reserved_bytes: Option<u64>,
+    /// `"hard"` or `"soft"`, with a reservation.
+    pub kind: Option<&'static str>,
+    /// The most pages its subtree's tasks held resident at once (distinct frames).
+    pub peak_resident_pages: u64,
 }
 
 /// The servers' place in the summary: after the controller.
@@ -578,6 +594,9 @@ impl Section for Servers {
                 exhaustions: s.exhaustions,
                 events_delivered: s.events_delivered,
                 event_ms: Nanos(s.event_ns).as_ms_f64(),
+                memory_reserved_mb: s.memory.as_ref().map(|m| m.reserved_bytes.map(|b| b as f64 / 1_048_576.0)),
+                memory_kind: s.memory.as_ref().map(|m| m.kind),
+                peak_resident_pages: s.memory.as_ref().map(|m| m.peak_resident_pages),
             })
             .collect();
         if !servers.is_empty() {
@@ -607,4 +626,11 @@ struct JsonServer<'a> {
     exhaustions: u64,
     events_delivered: u64,
     event_ms: f64,
+    /// Only with `[memory]` and a server memory reservation: null for a server reserving none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memory_reserved_mb: Option<Option<f64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memory_kind: Option<Option<&'static str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peak_resident_pages: Option<u64>,
 }

@@ -15,7 +15,7 @@ mod partitioned;
 
 pub use cyclic::CyclicScheduler;
 pub use global::GlobalScheduler;
-pub use hierarchy::{HierarchyScheduler, ServerSummary, Servers};
+pub use hierarchy::{HierarchyScheduler, ServerMemory, ServerSummary, Servers};
 pub use levels::{Mc2Node, Mc2ServerSet};
 pub use partitioned::PartitionNode;
 

@@ -54,6 +54,7 @@ fn two(policy: SharePolicy, size: u64) -> Two {
     Two { m, r, s, shm, vs, vp }
 }
 
+mod bounds;
 mod device;
 mod discard;
 mod frames;
