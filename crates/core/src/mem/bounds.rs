@@ -342,6 +342,22 @@ impl<A: FrameAllocator> Memory<A> {
         }
     }
 
+    /// Space `s` is exiting: a bound no other live space is under counts nothing its
+    /// spaces brought in and nobody mapped (readahead pages its subtree can no longer map).
+    pub(super) fn bound_space_exiting(&mut self, s: usize) {
+        for k in 0..self.spaces[s].bounds.len() {
+            let b = self.spaces[s].bounds[k];
+            let others = self.spaces.iter().enumerate().any(|(i, sp)| i != s && sp.alive && sp.bounds.contains(&b));
+            if others {
+                continue;
+            }
+            let unmapped: Vec<u32> = self.blists.iter(b).filter(|&c| self.bcharges[c as usize].refs == 0).collect();
+            for c in unmapped {
+                self.remove_bcharge(c);
+            }
+        }
+    }
+
     /// Frame `f` left memory or became a locked frame: no bound counts it any more.
     pub(super) fn bound_forget_frame(&mut self, f: u32) {
         if self.bhead.is_empty() {

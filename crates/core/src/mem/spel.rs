@@ -261,6 +261,7 @@ impl<A: FrameAllocator> Memory<A> {
                 }
             }
         }
+        self.bound_space_exiting(s);
         let sp = &mut self.spaces[s];
         sp.ptes = Vec::new();
         sp.alive = false;
