@@ -515,14 +515,21 @@ fn validate_mc2_servers(
         if s.event_cost_us.is_some() {
             return Err(hires_only(&k("event_cost_us"), "delivering events through child-scheduler threads"));
         }
-        if s.overhead_percent.is_some() || s.reserve.is_some() {
-            let field = if s.reserve.is_some() { "reserve" } else { "overhead_percent" };
+        if s.overhead_percent.is_some() {
             return Err(cx.err(
-                k(field),
-                format!(
-                    "reserving CPU, memory and I/O from a parent belongs to HiRes server trees; {MC2} a server's CPU is its budget, and a task's memory is reserved with [[reservation]] in its level's banks"
-                ),
+                k("overhead_percent"),
+                format!("keeps CPU back from child servers, and {MC2} a server has none: its CPU is its budget"),
             ));
+        }
+        if let Some(r) = &s.reserve {
+            if r.io_bytes_per_s.is_some() || r.io_burst_bytes.is_some() {
+                return Err(cx.err(
+                    k("reserve.io_bytes_per_s"),
+                    format!(
+                        "I/O bandwidth is bound to the subsystems of a HiRes server tree; {MC2} a server reserves memory only (memory_mib)"
+                    ),
+                ));
+            }
         }
         let budget = cx.positive(
             &k("budget_ms"),

@@ -182,7 +182,13 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
     let io_bandwidth = io::bandwidth(&cx, &raw)?;
     let reservations = server_reservations::validate_reservations(&cx, raw_scheduler, hierarchy.as_ref(), memory_bytes, io_bandwidth)?;
     if let Some(m) = memory.as_mut() {
-        m.server_bounds = server_reservations::memory_bounds(&cx, hierarchy.as_ref(), &reservations, m.page_bytes)?;
+        m.server_bounds = match scheduler.mc2_levels() {
+            Some(levels) => {
+                let total = m.page_bytes * u64::from(m.total_frames);
+                server_reservations::mc2_memory_bounds(&cx, raw_scheduler, levels, total, m.page_bytes)?
+            }
+            None => server_reservations::memory_bounds(&cx, hierarchy.as_ref(), &reservations, m.page_bytes)?,
+        };
     }
     // Admission failures are load errors, so a run never fails half-way.
     if let Some(m) = &memory {

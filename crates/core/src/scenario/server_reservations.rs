@@ -112,6 +112,61 @@ pub(super) fn validate_reservations(
     Ok(out)
 }
 
+/// The memory reservations of MC²'s servers as bounds of the page-level model, one per server
+/// when some server reserves memory (a server under a level has no parent to reserve from:
+/// each is admitted against the machine's memory alone, hard ones together by the memory
+/// admission).
+pub(super) fn mc2_memory_bounds(
+    cx: &Ctx,
+    raw: &RawScheduler,
+    levels: &crate::model::scheduler::Mc2Levels,
+    memory_bytes: u64,
+    page_bytes: u64,
+) -> Result<Vec<ServerBound>, ScenarioError> {
+    if raw.server.iter().all(|s| s.reserve.as_ref().is_none_or(|r| r.memory_mib.is_none())) {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::with_capacity(levels.servers.len());
+    for (j, (s, spec)) in raw.server.iter().zip(&levels.servers).enumerate() {
+        let key = format!("scheduler.server[{j}].reserve.memory_mib");
+        let reserve = s.reserve.as_ref();
+        let bytes = reserve.and_then(|r| r.memory_mib).map(|v| amount(cx, &key, v, (1u64 << 20) as f64)).transpose()?;
+        if let Some(b) = bytes.filter(|&b| b > memory_bytes) {
+            return Err(cx.err(
+                &key,
+                format!(
+                    "server {:?} reserves {}, more than [memory]'s total {}",
+                    spec.name,
+                    Family::Memory.describe(b),
+                    Family::Memory.describe(memory_bytes)
+                ),
+            ));
+        }
+        let pages = bytes.map(|b| b / page_bytes);
+        if pages == Some(0) {
+            return Err(cx.err(
+                key,
+                format!("server {:?} reserves less than one page ({page_bytes} bytes), so its tasks could hold no page", spec.name),
+            ));
+        }
+        let kind = match reserve.and_then(|r| r.kind) {
+            Some(Kind::Soft) => BoundKind::Soft,
+            _ if pages.is_some() => BoundKind::Hard,
+            _ => BoundKind::Soft,
+        };
+        out.push(ServerBound {
+            server: j,
+            name: spec.name.clone(),
+            bytes,
+            pages,
+            kind,
+            parent: None,
+            tasks: (0..levels.task_server.len()).filter(|&t| levels.task_server[t] == Some(j)).collect(),
+        });
+    }
+    Ok(out)
+}
+
 /// The servers' memory reservations as bounds of the page-level model, parents first: every
 /// server gets one when some server reserves memory (a server reserving none only counts its
 /// subtree's pages, for its figures), none otherwise. A reservation is its whole pages; one

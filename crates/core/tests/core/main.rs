@@ -3,6 +3,7 @@
 mod alloc;
 mod common;
 mod components;
+mod composition;
 mod conformance;
 mod control;
 mod distributions;

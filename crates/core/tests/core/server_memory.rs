@@ -99,6 +99,25 @@ fn a_server_reserving_8_mib_keeps_at_most_8_mib_resident_at_every_sample_and_onl
 }
 
 #[test]
+fn a_server_under_mc2s_level_c_bounds_its_tasks_pages_as_a_hires_server_does() {
+    let mc2 = siblings("{ memory_mib = 8 }")
+        .replace("[scheduler]\nkind = \"fp\"", "[machine]\ncpus = 2\n[scheduler]\nkind = \"mc2\"")
+        .replace("priority = 0\npolicy = \"fp\"", "policy = \"edf\"")
+        .replace("priority = 1\npolicy = \"fp\"", "policy = \"edf\"")
+        .replace("server = \"a\"\npriority = 0", "server = \"a\"\ncriticality = \"C\"")
+        .replace("server = \"b\"\npriority = 0", "server = \"b\"\ncriticality = \"C\"");
+    let r = run(&mc2);
+    let m = r.memory().expect("[memory]");
+    assert!(m.timeline.iter().all(|s| s.server_pages[0] <= 8 * PAGES_PER_MIB && s.task_resident_pages[0] <= 8 * PAGES_PER_MIB));
+    assert!(m.tasks[0].stats.major_faults > 50 && m.tasks[1].stats.major_faults == 0, "{:?}", m.tasks);
+    let a = r.servers()[0].memory.as_ref().expect("a reserves memory");
+    assert_eq!((a.reserved_bytes, a.kind, a.peak_resident_pages), (Some(8 << 20), Some("hard"), 8 * PAGES_PER_MIB));
+    // A server under a level has no parent: it reserves from the machine, at most all of it.
+    let e = load_toml_str(&mc2.replace("memory_mib = 8", "memory_mib = 65"), "t.toml").unwrap_err().to_string();
+    assert!(e.starts_with("t.toml: scheduler.server[0].reserve.memory_mib: server \"a\" reserves 65.00 MiB, more than [memory]'s total 64.00 MiB"), "{e}");
+}
+
+#[test]
 fn servers_report_their_memory_reservation_and_peak_resident_pages() {
     let r = run(&siblings("{ memory_mib = 8, kind = \"soft\" }"));
     let servers = r.servers();
