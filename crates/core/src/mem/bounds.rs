@@ -269,6 +269,10 @@ impl<A: FrameAllocator> Memory<A> {
 
     fn remove_bcharge(&mut self, c: u32) {
         let BCharge { frame: f, bound: b, next, .. } = self.bcharges[c as usize];
+        if self.bounds[b as usize].kind == BoundKind::Hard {
+            // A page may have lost what spared it: pools known to be all spared are no longer.
+            self.spared.epoch += 1;
+        }
         if self.bhead[f as usize] == c {
             self.bhead[f as usize] = next;
         } else {

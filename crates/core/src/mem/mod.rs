@@ -258,6 +258,53 @@ struct Space {
     alive: bool,
 }
 
+/// Which pools global reclaim may pass over: a pool whose scan found every page spared by a
+/// hard bound (or pinned) stays so until a page enters it (its generation moves) or some page
+/// loses its last hard charge (the epoch moves). Without it every global take would scan such
+/// a pool whole again. A cache of what a scan would find, so not part of the model's state (its
+/// `Debug` shows nothing).
+#[derive(Clone, Default)]
+pub(crate) struct SparedPools {
+    /// Entries made in each pool so far.
+    pub(crate) generation: Vec<u64>,
+    /// Hard charges removed so far.
+    pub(crate) epoch: u64,
+    /// Per pool, the (generation, epoch) at which a scan found only spared pages.
+    pub(crate) all_spared: Vec<Option<(u64, u64)>>,
+}
+
+impl SparedPools {
+    pub(crate) fn entered(&mut self, pool: u32) {
+        let p = pool as usize;
+        if p >= self.generation.len() {
+            self.generation.resize(p + 1, 0);
+            self.all_spared.resize(p + 1, None);
+        }
+        self.generation[p] += 1;
+    }
+
+    /// Whether `pool` is known to hold nothing but spared pages.
+    pub(crate) fn known(&self, pool: u32) -> bool {
+        let p = pool as usize;
+        self.all_spared.get(p).copied().flatten().is_some_and(|at| at == (self.generation[p], self.epoch))
+    }
+
+    pub(crate) fn found(&mut self, pool: u32) {
+        let p = pool as usize;
+        if p >= self.generation.len() {
+            self.generation.resize(p + 1, 0);
+            self.all_spared.resize(p + 1, None);
+        }
+        self.all_spared[p] = Some((self.generation[p], self.epoch));
+    }
+}
+
+impl std::fmt::Debug for SparedPools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SparedPools")
+    }
+}
+
 /// The memory model. See the module documentation. `A` is the physical frame allocator
 /// (static dispatch: the fault path calls it directly).
 #[derive(Clone, Debug)]
@@ -289,6 +336,8 @@ pub struct Memory<A = FreeLists> {
     bhead: Vec<u32>,
     /// Some bound is hard, so global reclaim must look for the pages it spares.
     hard_bounds: bool,
+    /// Pools global reclaim found nothing but spared pages in, until that may change.
+    spared: SparedPools,
     /// Pages evicted or unmapped by reclaim so far (for the per-page reclaim cost).
     reclaim_work: u64,
     /// Reused buffers (no allocation on the fault path).
@@ -341,6 +390,7 @@ impl<A: FrameAllocator> Memory<A> {
             blists: IndexLists::new(0, 0),
             bhead: Vec::new(),
             hard_bounds: false,
+            spared: SparedPools::default(),
             reclaim_work: 0,
             scratch_frames: Vec::new(),
             scratch_spaces: Vec::new(),

@@ -8,6 +8,9 @@ impl<A: FrameAllocator> Memory<A> {
     // ------------------------------------------------------------- charge entries
 
     pub(super) fn new_entry(&mut self, f: u32, pool: u32) -> u32 {
+        if self.hard_bounds {
+            self.spared.entered(pool);
+        }
         let entry = Entry { frame: f, pool, next: NIL };
         let e = match self.free_entries.pop() {
             Some(e) => {
@@ -79,10 +82,20 @@ impl<A: FrameAllocator> Memory<A> {
     /// (reclaim on behalf of anyone else, which they are set aside from).
     pub(super) fn reclaim_sparing(&mut self, pool: u32, now: Nanos, allow_busy: bool, spare_hard: bool) -> Option<u32> {
         let spare = spare_hard && self.hard_bounds;
+        if spare && self.spared.known(pool) {
+            return None;
+        }
+        let mut passed = Passed::default();
         let e = if pool == GLOBAL {
-            self.lru_victim(now, allow_busy, spare)?
+            self.lru_victim(now, allow_busy, spare, &mut passed)
         } else {
-            self.second_chance_victim(pool, now, allow_busy, spare)?
+            self.second_chance_victim(pool, now, allow_busy, spare, &mut passed)
+        };
+        let Some(e) = e else {
+            if spare && passed.other == 0 && passed.spared > 0 {
+                self.spared.found(pool);
+            }
+            return None;
         };
         Some(self.evict_entry(e, now))
     }
@@ -117,7 +130,7 @@ impl<A: FrameAllocator> Memory<A> {
     /// head, unless it was referenced again since, in which case it is reactivated. Pages
     /// under I/O or pinned are passed over (under I/O: chosen only as a last resort when
     /// `allow_busy`).
-    fn second_chance_victim(&mut self, p: u32, now: Nanos, allow_busy: bool, spare_hard: bool) -> Option<u32> {
+    fn second_chance_victim(&mut self, p: u32, now: Nanos, allow_busy: bool, spare_hard: bool, passed: &mut Passed) -> Option<u32> {
         let (act, ina) = (active(p), inactive(p));
         let total = self.elists.len(act) + self.elists.len(ina);
         if total == 0 {
@@ -147,7 +160,7 @@ impl<A: FrameAllocator> Memory<A> {
                 }
             }
             budget -= 1;
-            if let Some(e) = self.judge_inactive_head(p, now, allow_busy, spare_hard, &mut fallback) {
+            if let Some(e) = self.judge_inactive_head(p, now, allow_busy, spare_hard, &mut fallback, passed) {
                 return Some(e);
             }
         }
@@ -165,11 +178,13 @@ impl<A: FrameAllocator> Memory<A> {
         allow_busy: bool,
         spare_hard: bool,
         fallback: &mut Option<u32>,
+        passed: &mut Passed,
     ) -> Option<u32> {
         let (act, ina) = (active(pool), inactive(pool));
         let e = self.elists.front(ina).expect("refilled");
         let f = self.entries[e as usize].frame;
         if spare_hard && self.hard_protected(f) {
+            passed.spared += 1;
             self.elists.move_to_back(act, e);
             return None;
         }
@@ -178,10 +193,12 @@ impl<A: FrameAllocator> Memory<A> {
             if allow_busy && !fr.pinned && fallback.is_none() {
                 *fallback = Some(e);
             }
+            passed.other += u32::from(!fr.pinned);
             self.elists.move_to_back(act, e);
             return None;
         }
         if self.test_referenced(pool, self.entries[e as usize].frame) {
+            passed.other += 1;
             self.elists.move_to_back(act, e);
             return None;
         }
@@ -192,7 +209,7 @@ impl<A: FrameAllocator> Memory<A> {
     /// each pick, while `inactive × ratio < active`, the active head is demoted to the
     /// inactive tail with its referenced bits cleared. The inactive head is evicted unless it
     /// was referenced, in which case it is promoted to the active tail.
-    fn lru_victim(&mut self, now: Nanos, allow_busy: bool, spare_hard: bool) -> Option<u32> {
+    fn lru_victim(&mut self, now: Nanos, allow_busy: bool, spare_hard: bool, passed: &mut Passed) -> Option<u32> {
         let (act, ina) = (active(GLOBAL), inactive(GLOBAL));
         let total = self.elists.len(act) + self.elists.len(ina);
         if total == 0 {
@@ -213,7 +230,7 @@ impl<A: FrameAllocator> Memory<A> {
                 self.test_referenced(GLOBAL, self.entries[e as usize].frame);
                 self.elists.move_to_back(ina, e);
             }
-            if let Some(e) = self.judge_inactive_head(GLOBAL, now, allow_busy, spare_hard, &mut fallback) {
+            if let Some(e) = self.judge_inactive_head(GLOBAL, now, allow_busy, spare_hard, &mut fallback, passed) {
                 return Some(e);
             }
         }
@@ -426,4 +443,12 @@ impl<A: FrameAllocator> Memory<A> {
             }
         }
     }
+}
+
+/// What a victim search passed over: pages a hard bound spares, and pages passed over for a
+/// reason that can change with time (busy with I/O, referenced).
+#[derive(Default)]
+struct Passed {
+    spared: u32,
+    other: u32,
 }

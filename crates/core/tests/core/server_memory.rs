@@ -114,7 +114,12 @@ fn a_server_under_mc2s_level_c_bounds_its_tasks_pages_as_a_hires_server_does() {
     assert_eq!((a.reserved_bytes, a.kind, a.peak_resident_pages), (Some(8 << 20), Some("hard"), 8 * PAGES_PER_MIB));
     // A server under a level has no parent: it reserves from the machine, at most all of it.
     let e = load_toml_str(&mc2.replace("memory_mib = 8", "memory_mib = 65"), "t.toml").unwrap_err().to_string();
-    assert!(e.starts_with("t.toml: scheduler.server[0].reserve.memory_mib: server \"a\" reserves 65.00 MiB, more than [memory]'s total 64.00 MiB"), "{e}");
+    assert!(
+        e.starts_with(
+            "t.toml: scheduler.server[0].reserve.memory_mib: server \"a\" reserves 65.00 MiB, more than [memory]'s total 64.00 MiB"
+        ),
+        "{e}"
+    );
 }
 
 #[test]
