@@ -23,6 +23,8 @@ CRITMEM = Path(sys.executable).parent / "critmem"
 
 RM_TEXTBOOK = EXAMPLES / "rm-textbook.toml"
 QUICKSTART = EXAMPLES / "quickstart.toml"
+# A plain mixed-criticality scenario: global EDF, no memory model, no controller, no servers.
+GEDF_MIXED = EXAMPLES / "gedf-mixed.toml"
 
 CGROUP_ROOTS = (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup/unified"))
 

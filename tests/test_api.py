@@ -11,7 +11,7 @@ from typing import Any
 import critmem
 import pandas as pd
 import pytest
-from conftest import EXAMPLES, QUICKSTART, RM_TEXTBOOK, cli
+from conftest import EXAMPLES, GEDF_MIXED, RM_TEXTBOOK, cli
 from critmem.api import JOB_DTYPES, MAX_TRACE_RECORDS, SEGMENT_DTYPES
 
 TASK_COLUMNS = [
@@ -46,7 +46,7 @@ def test_source_names_say_where_the_scenario_came_from() -> None:
 
 
 def test_jobs_and_segments_are_typed_frames_that_agree_with_the_summary() -> None:
-    r = critmem.run(QUICKSTART)
+    r = critmem.run(GEDF_MIXED)
     assert list(r.jobs.columns) == list(JOB_DTYPES)
     assert list(r.segments.columns) == list(SEGMENT_DTYPES)
     for frame, dtypes in ((r.jobs, JOB_DTYPES), (r.segments, SEGMENT_DTYPES)):
@@ -72,9 +72,9 @@ def test_unfinished_jobs_have_no_completion_or_response() -> None:
 
 
 def test_to_json_is_the_cli_json_byte_for_byte(tmp_path: Path) -> None:
-    r = critmem.run(str(QUICKSTART))
+    r = critmem.run(str(GEDF_MIXED))
     # Traces kept: the summary says how much of them, as `--out`'s summary does.
-    assert r.to_json() + "\n" == cli("run", str(QUICKSTART), "--json", "--out", str(tmp_path)).stdout
+    assert r.to_json() + "\n" == cli("run", str(GEDF_MIXED), "--json", "--out", str(tmp_path)).stdout
     assert r.summary["traces"] == {
         "limit": MAX_TRACE_RECORDS,
         "jobs": len(r.jobs),
@@ -83,9 +83,9 @@ def test_to_json_is_the_cli_json_byte_for_byte(tmp_path: Path) -> None:
         "segments_left_out": 0,
     }
     # No traces, no traces section: the summary alone, as plain `--json` prints it.
-    bare = critmem.run(str(QUICKSTART), record_jobs=False, record_segments=False)
+    bare = critmem.run(str(GEDF_MIXED), record_jobs=False, record_segments=False)
     assert "traces" not in bare.summary
-    assert bare.to_json() + "\n" == cli("run", str(QUICKSTART), "--json").stdout
+    assert bare.to_json() + "\n" == cli("run", str(GEDF_MIXED), "--json").stdout
     # The summary's counts come from the engine's per-task statistics, the jobs frame from its
     # job records: they must tell the same story.
     for t in r.summary["tasks"]:
@@ -96,7 +96,7 @@ def test_to_json_is_the_cli_json_byte_for_byte(tmp_path: Path) -> None:
 
 
 def test_seed_and_horizon_overrides() -> None:
-    r = critmem.run(QUICKSTART, seed=7, horizon_ms=100)
+    r = critmem.run(GEDF_MIXED, seed=7, horizon_ms=100)
     assert (r.seed, r.summary["seed"], r.horizon_ms) == (7, 7, 100.0)
     assert r.segments["end_ms"].max() <= 100.0
 
@@ -115,19 +115,19 @@ def test_horizon_override_runs_a_scenario_whose_hyperperiod_is_too_long() -> Non
 
 
 def test_recording_can_be_turned_off() -> None:
-    r = critmem.run(QUICKSTART, record_jobs=False, record_segments=False)
+    r = critmem.run(GEDF_MIXED, record_jobs=False, record_segments=False)
     assert r.jobs.empty and list(r.jobs.columns) == list(JOB_DTYPES)
     assert r.segments.empty and list(r.segments.columns) == list(SEGMENT_DTYPES)
     # The same run: the summaries differ only in the recorded run's traces section.
-    recorded = critmem.run(QUICKSTART).summary
+    recorded = critmem.run(GEDF_MIXED).summary
     assert "traces" in recorded and "traces" not in r.summary
     del recorded["traces"]
     assert r.summary == recorded
 
 
 def test_a_trace_limit_keeps_the_first_entries_and_the_summary_counts_the_rest() -> None:
-    full = critmem.run(QUICKSTART)
-    capped = critmem.run(QUICKSTART, trace_limit=100)
+    full = critmem.run(GEDF_MIXED)
+    capped = critmem.run(GEDF_MIXED, trace_limit=100)
     assert (len(capped.jobs), len(capped.segments)) == (100, 100)
     assert capped.jobs_left_out == len(full.jobs) - 100
     assert capped.segments_left_out == len(full.segments) - 100
@@ -142,7 +142,7 @@ def test_a_trace_limit_keeps_the_first_entries_and_the_summary_counts_the_rest()
     pd.testing.assert_frame_equal(capped.segments, full.segments.head(100))
     pd.testing.assert_frame_equal(capped.tasks, full.tasks)
     with pytest.raises(ValueError, match="trace_limit"):
-        critmem.run(QUICKSTART, trace_limit=-1)
+        critmem.run(GEDF_MIXED, trace_limit=-1)
 
 
 def test_the_control_timeline_has_a_row_per_tick_with_typed_columns() -> None:
@@ -161,7 +161,7 @@ def test_the_control_timeline_has_a_row_per_tick_with_typed_columns() -> None:
     for g in r.memory["groups"]:
         psi = ct[f"memory_some_us:{g['name']}"]
         assert psi.is_monotonic_increasing and 0 < psi.iloc[-1] <= g["memory_some_us"]
-    assert critmem.run(QUICKSTART).control_timeline.empty
+    assert critmem.run(GEDF_MIXED).control_timeline.empty
 
 
 @pytest.mark.parametrize(
@@ -206,7 +206,7 @@ def test_bad_overrides_are_rejected() -> None:
 def test_runs_in_threads_give_the_same_results() -> None:
     # The simulation releases the GIL; runs must stay independent and deterministic.
     with ThreadPoolExecutor(max_workers=4) as pool:
-        outputs = list(pool.map(lambda seed: critmem.run(QUICKSTART, seed=seed).to_json(), [3, 3, 4, 4]))
+        outputs = list(pool.map(lambda seed: critmem.run(GEDF_MIXED, seed=seed).to_json(), [3, 3, 4, 4]))
     assert outputs[0] == outputs[1] and outputs[2] == outputs[3] and outputs[0] != outputs[2]
 
 
@@ -270,14 +270,14 @@ def test_names_in_the_notebook_view_are_escaped() -> None:
 
 
 def test_criticality_and_outcome_are_categoricals_with_every_value() -> None:
-    r = critmem.run(QUICKSTART)
+    r = critmem.run(GEDF_MIXED)
     assert list(r.tasks["criticality"].cat.categories) == ["A", "B", "C", "D"]
     assert r.tasks["criticality"].cat.ordered
     assert list(r.jobs["outcome"].cat.categories) == ["completed", "aborted", "killed", "unfinished", "pending"]
     # Counting by outcome lists outcomes that did not occur, as zero.
     counts = r.jobs["outcome"].value_counts()
     assert counts["killed"] == 0 and counts.sum() == len(r.jobs)
-    assert list(critmem.analyze(QUICKSTART).tasks["criticality"].cat.categories) == ["A", "B", "C", "D"]
+    assert list(critmem.analyze(GEDF_MIXED).tasks["criticality"].cat.categories) == ["A", "B", "C", "D"]
 
 
 LONG_RUN_MS = 100_000

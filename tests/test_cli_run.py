@@ -43,7 +43,9 @@ def test_run_json_has_the_documented_keys_and_nothing_else_on_stdout() -> None:
     summary = json.loads(o.stdout)
     assert {"tasks", "seed"} <= summary.keys()
     assert summary["seed"] == 42
-    assert len(summary["tasks"]) == 5
+    assert len(summary["tasks"]) == 6
+    # The quickstart declares memory, a controller and a server: their sections are there.
+    assert {"memory", "control", "servers", "components", "tmem"} <= summary.keys()
     for task in summary["tasks"]:
         assert SUMMARY_TASK_KEYS <= task.keys(), task.keys()
 
@@ -77,12 +79,12 @@ def test_out_writes_the_trace_summary_and_a_gantt_png(tmp_path: Path) -> None:
     out = tmp_path / "results" / "quickstart"
     o = cli("run", str(QUICKSTART), "--out", str(out))
     assert o.code == 0, o.stderr
+    # The quickstart has memory, a controller, a server and resources: their files sit beside the traces.
     assert sorted(p.name for p in out.iterdir()) == [
-        ".critmem-out", "csv-metadata.json", "gantt.png", "jobs.csv", "segments.csv", "summary.json", "trace.json"
+        ".critmem-out", "control_timeline.csv", "csv-metadata.json", "gantt.png", "jobs.csv", "memory.png",
+        "memory_timeline.csv", "segments.csv", "server_supply.csv", "servers.csv", "summary.json", "trace.json", "waits.csv",
     ]  # fmt: skip
-    assert (out / ".critmem-out").read_text().splitlines() == [
-        "jobs.csv", "segments.csv", "summary.json", "gantt.png", "trace.json", "csv-metadata.json"
-    ]  # fmt: skip
+    assert sorted((out / ".critmem-out").read_text().splitlines()) == sorted(p.name for p in out.iterdir() if p.name != ".critmem-out")
     assert str(out) in o.stdout.splitlines()[-1]
 
     summary = json.loads((out / "summary.json").read_text())

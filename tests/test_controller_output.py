@@ -11,7 +11,7 @@ from typing import Any
 import critmem
 import numpy as np
 import pytest
-from conftest import EXAMPLES, QUICKSTART, cli
+from conftest import EXAMPLES, GEDF_MIXED, cli
 from critmem.api import CONTROL_TIMELINE_COLUMNS
 from critmem.cli import _print_linux_run
 from critmem.memplot import memory_figure
@@ -233,7 +233,7 @@ def test_a_thinned_control_timeline_counts_its_ticks() -> None:
     assert list(long.columns) == list(CONTROL_TIMELINE_COLUMNS)
     assert long["tick"].tolist() == [k // 2 + 1 for k in range(18)]
     assert str(long["memory_some_us"].dtype) == "int64" and str(long["tick"].dtype) == "int64"
-    assert critmem.run(QUICKSTART, record_jobs=False, record_segments=False).control_timeline_long().empty
+    assert critmem.run(GEDF_MIXED, record_jobs=False, record_segments=False).control_timeline_long().empty
 
 
 def test_memory_png_draws_each_groups_limit_beside_its_usage() -> None:
@@ -289,7 +289,7 @@ def _task_rows(stdout: str, names: list[str]) -> list[str]:
     return rows
 
 
-@pytest.mark.parametrize("scenario", [QUICKSTART, SARA_OPENCV, SERVERS_FIG6], ids=lambda p: p.stem)
+@pytest.mark.parametrize("scenario", [GEDF_MIXED, SARA_OPENCV, SERVERS_FIG6], ids=lambda p: p.stem)
 def test_tables_fit_80_columns_with_one_row_per_task(scenario: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     names = [t["name"] for t in json.loads(cli("run", str(scenario), "--json").stdout)["tasks"]]
     monkeypatch.setenv("COLUMNS", "80")
@@ -320,7 +320,7 @@ def test_long_names_are_cut_rather_than_wrapped_at_80_columns(tmp_path: Path, mo
 
 
 def test_the_default_width_keeps_the_wide_table() -> None:
-    o = cli("run", str(QUICKSTART))
+    o = cli("run", str(GEDF_MIXED))
     header = next(line for line in o.stdout.splitlines() if line.startswith("task "))
     columns = ["task", "crit", "cpu", "released", "completed", "misses", "hit ratio", "max resp ms", "mean resp ms", "max tard ms"]
     assert header.split() == " ".join(columns).split()

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import matplotlib.image
-from conftest import EXAMPLES, QUICKSTART, cli
+from conftest import EXAMPLES, GEDF_MIXED, cli
 from critmem import run
 from critmem.gantt import _server_rows, plot_gantt
 
@@ -82,7 +82,7 @@ def test_out_writes_one_row_per_server_and_one_per_server_period(tmp_path: Path)
 
 
 def test_out_without_servers_writes_no_server_files(tmp_path: Path) -> None:
-    assert cli("run", str(QUICKSTART), "--out", str(tmp_path)).code == 0
+    assert cli("run", str(GEDF_MIXED), "--out", str(tmp_path)).code == 0
     assert not (tmp_path / "servers.csv").exists() and not (tmp_path / "server_supply.csv").exists()
 
 
@@ -99,7 +99,7 @@ def test_the_api_reports_event_delivery_per_server() -> None:
     assert list(r.server_events["server"]) == ["outer"] * 4 + ["s"] * 4
     assert list(r.server_supply["period_start_ms"]) == [0.0, 5.0, 10.0, 15.0]
     assert r.task_servers == ("s",)
-    flat = run(QUICKSTART)
+    flat = run(GEDF_MIXED)
     assert flat.servers is None and flat.server_supply.empty and flat.task_servers == ()
 
 
@@ -113,7 +113,7 @@ def test_the_gantt_chart_has_a_row_per_server_under_its_cpu(tmp_path: Path) -> N
     # Same rows, no hatched delivery: the charts differ.
     assert flat.read_bytes() != a.read_bytes()
     rows_high = matplotlib.image.imread(a).shape[0]
-    assert rows_high > matplotlib.image.imread(plot_gantt(run(QUICKSTART), tmp_path / "q.png")).shape[0]
+    assert rows_high > matplotlib.image.imread(plot_gantt(run(GEDF_MIXED), tmp_path / "q.png")).shape[0]
 
 
 # Two servers on a 64 MiB machine: "a" reserves 8 MiB and its task sweeps 16 MiB; "b" reserves

@@ -7,7 +7,7 @@ from pathlib import Path
 import critmem
 import numpy as np
 import pytest
-from conftest import EXAMPLES, QUICKSTART
+from conftest import EXAMPLES, GEDF_MIXED
 from critmem.api import CONTROL_TIMELINE_COLUMNS, MEMORY_SERIES_KIND, MEMORY_TIMELINE_LONG_DTYPES
 from critmem.memplot import memory_figure, memory_panels, plot_memory
 from matplotlib.axes import Axes
@@ -73,7 +73,7 @@ def test_the_long_memory_timeline_holds_the_wide_frames_values() -> None:
 
 
 def test_long_timelines_are_empty_with_their_columns_without_memory_or_control() -> None:
-    r = _run(QUICKSTART)
+    r = _run(GEDF_MIXED)
     memory = r.memory_timeline_long()
     assert memory.empty and list(memory.columns) == list(MEMORY_TIMELINE_LONG_DTYPES)
     assert str(memory["pages"].dtype) == "Int64" and memory["kind"].dtype == MEMORY_SERIES_KIND
@@ -137,6 +137,6 @@ def test_plot_memory_to_a_path_writes_the_figure_and_refuses_a_run_without_memor
     memory_figure(r).savefig(tmp_path / "direct.png", format="png", bbox_inches="tight", metadata={"Software": None})
     assert out.read_bytes() == (tmp_path / "direct.png").read_bytes()
     with pytest.raises(ValueError, match="no \\[memory\\] section"):
-        plot_memory(_run(QUICKSTART), ax=_axes()[0])
+        plot_memory(_run(GEDF_MIXED), ax=_axes()[0])
     with pytest.raises(ValueError, match="needs a path"):
         plot_memory(r)  # type: ignore[call-overload]

@@ -76,9 +76,11 @@ def _server_rows(result: RunResult) -> tuple[dict[int, int], dict[str, int], lis
     if servers is None:
         return {c: c for c in range(result.cpus)}, {}, [f"CPU {c}" for c in range(result.cpus)]
     names = [str(n) for n in servers["name"]]
+    known = set(names)
     children: dict[str, list[str]] = {}
     for name, parent in zip(names, servers["parent"]):
-        children.setdefault(str(parent), []).append(name)
+        # Under the root, or under one of MC²'s levels ("level C"): a row below its CPU's.
+        children.setdefault(str(parent) if str(parent) in known else "root", []).append(name)
     cpu_of = {name: int(c) for name, c in zip(names, servers["cpu"])}
     cpu_row: dict[int, int] = {}
     server_row: dict[str, int] = {}
