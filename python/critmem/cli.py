@@ -435,11 +435,7 @@ def _print_servers(console: Console, servers: Sequence[dict[str, Any]], horizon_
             _fmt(v["exhaustions"]),
             _fmt(v["events_delivered"]),
             _fmt(v["event_ms"]),
-            *(
-                [_memory_reserve(v["memory_reserved_mb"], v["memory_kind"]), _fmt(v["peak_resident_pages"])]
-                if memory
-                else []
-            ),
+            *([_memory_reserve(v["memory_reserved_mb"], v["memory_kind"]), _fmt(v["peak_resident_pages"])] if memory else []),
         ]
         for v in servers
     ]
