@@ -79,8 +79,8 @@ fn cyclic_example_is_schedulable_and_replays_like_the_simulator() {
 }
 
 #[test]
-fn quickstart_verdict_follows_its_worst_case_utilisation() {
-    let s = example("quickstart.toml");
+fn gedf_mixed_verdict_follows_its_worst_case_utilisation() {
+    let s = example("gedf-mixed.toml");
     let r = analyze(&s);
     let m = s.cpus as f64;
     let demand_ms_per_ms: f64 = s.tasks.iter().map(|t| (t.exec.wcet() + t.suspension_total()).as_ms_f64() / t.period.as_ms_f64()).sum();
