@@ -233,12 +233,30 @@ impl IoSubsystem {
                 let buckets = spec.buckets.iter().map(|b| b.map(BucketState::new)).collect();
                 (h.task_server.clone(), subsystems, h.servers.iter().map(|s| s.parent).collect(), buckets)
             }
-            None => (
-                vec![0; scenario.tasks.len()],
-                vec![SubsystemIo { name: "root".into(), parent: String::new(), ..SubsystemIo::default() }],
-                vec![None],
-                vec![spec.root_bucket.map(BucketState::new)],
-            ),
+            None => match scenario.scheduler.mc2_levels().filter(|l| !l.servers.is_empty()) {
+                // MC²'s servers sit under the root beside its own tasks, which send at the
+                // device's bandwidth: the servers first (file order, as their buckets), the root last.
+                Some(levels) => {
+                    let root = levels.servers.len();
+                    let mut subsystems: Vec<SubsystemIo> = levels
+                        .servers
+                        .iter()
+                        .map(|s| SubsystemIo { name: s.name.clone(), parent: "root".into(), depth: 1, ..SubsystemIo::default() })
+                        .collect();
+                    subsystems.push(SubsystemIo { name: "root".into(), parent: String::new(), ..SubsystemIo::default() });
+                    let mut buckets: Vec<Option<BucketState>> = spec.buckets.iter().map(|b| b.map(BucketState::new)).collect();
+                    buckets.push(spec.root_bucket.map(BucketState::new));
+                    let mut parents = vec![Some(root); root];
+                    parents.push(None);
+                    (levels.task_server.iter().map(|s| s.unwrap_or(root)).collect(), subsystems, parents, buckets)
+                }
+                None => (
+                    vec![0; scenario.tasks.len()],
+                    vec![SubsystemIo { name: "root".into(), parent: String::new(), ..SubsystemIo::default() }],
+                    vec![None],
+                    vec![spec.root_bucket.map(BucketState::new)],
+                ),
+            },
         };
         for (s, b) in subsystems.iter_mut().zip(&mut buckets) {
             if let Some(b) = b {
@@ -256,7 +274,7 @@ impl IoSubsystem {
                 port: b.port,
                 task: Some(scenario.tasks[b.task].name.clone()),
                 subsystem: Some(sub.name.clone()),
-                depth: if scenario.hierarchy.is_some() { sub.depth } else { 0 },
+                depth: sub.depth,
                 ..PortResult::default()
             });
             port_task.push(Some(b.task));

@@ -7,7 +7,7 @@ use super::error::{Ctx, ScenarioError};
 use super::raw::RawScenario;
 use super::server_reservations::ServerReservation;
 use crate::model::io::{Bucket, IoSpec, PacketArrival, PacketStream, PortBinding, Transmit};
-use crate::model::scheduler::Hierarchy;
+use crate::model::scheduler::{Hierarchy, Mc2Levels};
 use crate::model::task::{OverrunPolicy, TaskSpec};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -91,12 +91,31 @@ fn task_named(cx: &Ctx, key: &str, tasks: &[TaskSpec], name: &str) -> Result<usi
     tasks.iter().position(|t| t.name == name).ok_or_else(|| cx.err(key, format!("no task named {name:?}")))
 }
 
+/// The subsystems I/O is bound to: each server (by file index) and the server each task is
+/// in, `None` for a task of the root itself (outside servers, or beside MC²'s servers).
+pub(super) struct IoServers<'a> {
+    pub(super) names: Vec<&'a str>,
+    pub(super) task_server: Vec<Option<usize>>,
+}
+
+impl<'a> IoServers<'a> {
+    /// A HiRes server tree's: every task is in a leaf server.
+    pub(super) fn of_hierarchy(h: &'a Hierarchy) -> Self {
+        IoServers { names: h.servers.iter().map(|s| s.name.as_str()).collect(), task_server: h.task_server.iter().map(|&j| Some(j)).collect() }
+    }
+
+    /// MC²'s servers under its levels: tasks without one are the root's.
+    pub(super) fn of_mc2(levels: &'a Mc2Levels) -> Self {
+        IoServers { names: levels.servers.iter().map(|s| s.name.as_str()).collect(), task_server: levels.task_server.clone() }
+    }
+}
+
 /// The validated `[io]` section, with each transmitting subsystem's bucket.
 pub(super) fn validate_io(
     cx: &Ctx,
     raw: &RawScenario,
     tasks: &[TaskSpec],
-    hierarchy: Option<&Hierarchy>,
+    servers: Option<&IoServers<'_>>,
     reservations: &[ServerReservation],
     bandwidth_bytes_per_s: Option<u64>,
 ) -> Result<Option<IoSpec>, ScenarioError> {
@@ -143,9 +162,9 @@ pub(super) fn validate_io(
         }
         ports.push(PortBinding { port, task });
     }
-    let subsystem_of = |task: usize| hierarchy.map(|h| h.task_server[task]);
-    let subsystem_name = |s: Option<usize>| match (s, hierarchy) {
-        (Some(j), Some(h)) => format!("server {:?}", h.servers[j].name),
+    let subsystem_of = |task: usize| servers.and_then(|v| v.task_server[task]);
+    let subsystem_name = |s: Option<usize>| match (s, servers) {
+        (Some(j), Some(v)) => format!("server {:?}", v.names[j]),
         _ => "the root".to_string(),
     };
     let mut transmits = Vec::with_capacity(io.transmit.len());
@@ -183,8 +202,8 @@ pub(super) fn validate_io(
             None => bandwidth_bytes_per_s.is_some(),
         };
         if !has_bandwidth {
-            let fix = match (mine, hierarchy) {
-                (Some(j), Some(h)) => format!("give scheduler.server[{j}] (\"{}\") reserve.io_bytes_per_s", h.servers[j].name),
+            let fix = match (mine, servers) {
+                (Some(j), Some(v)) => format!("give scheduler.server[{j}] (\"{}\") reserve.io_bytes_per_s", v.names[j]),
                 _ => "give [io] bandwidth_bytes_per_s".to_string(),
             };
             return Err(
@@ -212,16 +231,14 @@ pub(super) fn validate_io(
         Ok(Some(Bucket { rate_bytes_per_s: rate, burst_bytes }))
     };
     let mut buckets = Vec::new();
-    if let Some(h) = hierarchy {
-        for j in 0..h.servers.len() {
+    if let Some(v) = servers {
+        for j in 0..v.names.len() {
             let r = reservations.get(j);
             let rate = r.and_then(|r| r.io_bytes_per_s).unwrap_or(0);
             buckets.push(bucket(rate, r.and_then(|r| r.io_burst_bytes), format!("scheduler.server[{j}].reserve.io_bytes_per_s"), Some(j))?);
         }
     }
-    let root_bucket = match hierarchy {
-        Some(_) => None,
-        None => bucket(bandwidth_bytes_per_s.unwrap_or(0), None, "io.bandwidth_bytes_per_s".into(), None)?,
-    };
+    // The root's own tasks send at the device's bandwidth (none of a HiRes tree's are the root's).
+    let root_bucket = bucket(bandwidth_bytes_per_s.unwrap_or(0), None, "io.bandwidth_bytes_per_s".into(), None)?;
     Ok(Some(IoSpec { bandwidth_bytes_per_s, ring_packets, streams, ports, transmits, buckets, root_bucket }))
 }

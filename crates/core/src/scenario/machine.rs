@@ -521,16 +521,6 @@ fn validate_mc2_servers(
                 format!("keeps CPU back from child servers, and {MC2} a server has none: its CPU is its budget"),
             ));
         }
-        if let Some(r) = &s.reserve {
-            if r.io_bytes_per_s.is_some() || r.io_burst_bytes.is_some() {
-                return Err(cx.err(
-                    k("reserve.io_bytes_per_s"),
-                    format!(
-                        "I/O bandwidth is bound to the subsystems of a HiRes server tree; {MC2} a server reserves memory only (memory_mib)"
-                    ),
-                ));
-            }
-        }
         let budget = cx.positive(
             &k("budget_ms"),
             s.budget_ms.ok_or_else(|| cx.err(k("budget_ms"), "missing: a deferrable or polling server needs budget_ms"))?,

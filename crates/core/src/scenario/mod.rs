@@ -180,13 +180,13 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
     }
     let memory_bytes = memory.as_ref().map(|m| m.page_bytes * u64::from(m.total_frames));
     let io_bandwidth = io::bandwidth(&cx, &raw)?;
-    let reservations = server_reservations::validate_reservations(&cx, raw_scheduler, hierarchy.as_ref(), memory_bytes, io_bandwidth)?;
+    let reservations = match scheduler.mc2_levels() {
+        Some(levels) => server_reservations::validate_mc2_reservations(&cx, raw_scheduler, levels, memory_bytes, io_bandwidth)?,
+        None => server_reservations::validate_reservations(&cx, raw_scheduler, hierarchy.as_ref(), memory_bytes, io_bandwidth)?,
+    };
     if let Some(m) = memory.as_mut() {
         m.server_bounds = match scheduler.mc2_levels() {
-            Some(levels) => {
-                let total = m.page_bytes * u64::from(m.total_frames);
-                server_reservations::mc2_memory_bounds(&cx, raw_scheduler, levels, total, m.page_bytes)?
-            }
+            Some(levels) => server_reservations::mc2_memory_bounds(levels, &reservations, m.page_bytes).map_err(|(k, e)| cx.err(k, e))?,
             None => server_reservations::memory_bounds(&cx, hierarchy.as_ref(), &reservations, m.page_bytes)?,
         };
     }
@@ -194,7 +194,12 @@ fn validate(raw: RawScenario, source_name: &str, overrides: &Overrides) -> Resul
     if let Some(m) = &memory {
         admission::check(m, &tasks).map_err(|e| cx.err(e.key, e.message))?;
     }
-    let io = io::validate_io(&cx, &raw, &tasks, hierarchy.as_ref(), &reservations, io_bandwidth)?;
+    let io_servers = match (&hierarchy, scheduler.mc2_levels()) {
+        (Some(h), _) => Some(io::IoServers::of_hierarchy(h)),
+        (None, Some(levels)) if !levels.servers.is_empty() => Some(io::IoServers::of_mc2(levels)),
+        _ => None,
+    };
+    let io = io::validate_io(&cx, &raw, &tasks, io_servers.as_ref(), &reservations, io_bandwidth)?;
     let components = components.specs;
     let task_server = hierarchy.as_ref().map(|h| h.task_server.as_slice());
     let warnings = warnings::collect(source_name, &scheduler, &tasks, task_server, horizon, horizon_defaulted);

@@ -17,7 +17,7 @@ use super::raw::{some_choice, some_choice_schema, Choice, RawScheduler};
 use crate::hires::{Family, Kind, Refusal, ReservationTree, Spec, SubsystemId};
 use crate::mem::BoundKind;
 use crate::model::memory::ServerBound;
-use crate::model::scheduler::{Hierarchy, ServerSpec};
+use crate::model::scheduler::{Hierarchy, Mc2Levels, ServerSpec};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -112,52 +112,78 @@ pub(super) fn validate_reservations(
     Ok(out)
 }
 
-/// The memory reservations of MC²'s servers as bounds of the page-level model, one per server
-/// when some server reserves memory (a server under a level has no parent to reserve from:
-/// each is admitted against the machine's memory alone, hard ones together by the memory
-/// admission).
-pub(super) fn mc2_memory_bounds(
+/// The reservations of MC²'s servers (memory and I/O bandwidth; a server under a level has no
+/// child servers to keep CPU back from). A server under a level has no parent server: each
+/// family is admitted against the machine's (`[memory]`'s total, `[io]`'s bandwidth), hard ones
+/// before soft ones, as HiRes's root admits its children.
+pub(super) fn validate_mc2_reservations(
     cx: &Ctx,
     raw: &RawScheduler,
-    levels: &crate::model::scheduler::Mc2Levels,
-    memory_bytes: u64,
-    page_bytes: u64,
-) -> Result<Vec<ServerBound>, ScenarioError> {
-    if raw.server.iter().all(|s| s.reserve.as_ref().is_none_or(|r| r.memory_mib.is_none())) {
+    levels: &Mc2Levels,
+    memory_bytes: Option<u64>,
+    io_bytes_per_s: Option<u64>,
+) -> Result<Vec<ServerReservation>, ScenarioError> {
+    let mut out = Vec::with_capacity(levels.servers.len());
+    for (j, s) in raw.server.iter().enumerate().take(levels.servers.len()) {
+        let k = |f: &str| format!("scheduler.server[{j}].{f}");
+        let mut r = ServerReservation::default();
+        if let Some(res) = &s.reserve {
+            r.kind = Some(res.kind.unwrap_or(Kind::Hard));
+            r.memory_bytes = res.memory_mib.map(|v| amount(cx, &k("reserve.memory_mib"), v, (1u64 << 20) as f64)).transpose()?;
+            r.io_bytes_per_s = res.io_bytes_per_s.map(|v| amount(cx, &k("reserve.io_bytes_per_s"), v, 1.0)).transpose()?;
+            r.io_burst_bytes = res.io_burst_bytes.map(|v| amount(cx, &k("reserve.io_burst_bytes"), v, 1.0)).transpose()?;
+            if r.io_burst_bytes.is_some() && r.io_bytes_per_s.is_none() {
+                return Err(cx.err(k("reserve.io_burst_bytes"), "shapes an I/O reservation: give io_bytes_per_s too"));
+            }
+        }
+        out.push(r);
+    }
+    if raw.overcommit.unwrap_or(false) {
+        return Ok(out);
+    }
+    let families: [(fn(&ServerReservation) -> Option<Spec>, Option<u64>, &str, &str); 2] = [
+        (|r| r.memory_bytes.map(|b| Spec::Memory { bytes: b }), memory_bytes, "reserve.memory_mib", "[memory]'s total"),
+        (|r| r.io_bytes_per_s.map(|b| Spec::Io { bytes_per_s: b }), io_bytes_per_s, "reserve.io_bytes_per_s", "[io] bandwidth_bytes_per_s"),
+    ];
+    for (spec_of, capacity, key, machine) in families {
+        let cap = capacity.unwrap_or(u64::MAX);
+        let mut tree = ReservationTree::new(0, cap, cap);
+        let ids: Vec<SubsystemId> =
+            levels.servers.iter().map(|s| tree.add_subsystem(&s.name, ReservationTree::ROOT).expect("server names are unique")).collect();
+        for kind in [Kind::Hard, Kind::Soft] {
+            for (j, r) in out.iter().enumerate().filter(|(_, r)| r.kind == Some(kind)) {
+                let Some(spec) = spec_of(r) else { continue };
+                let parent = format!("the machine ({machine})");
+                bind(cx, &mut tree, ids[j], kind, spec, &format!("scheduler.server[{j}].{key}"), &levels.servers[j].name, &parent)?;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The memory reservations of MC²'s servers as bounds of the page-level model, one per server
+/// when some server reserves memory; no parents.
+pub(super) fn mc2_memory_bounds(levels: &Mc2Levels, res: &[ServerReservation], page_bytes: u64) -> Result<Vec<ServerBound>, (String, String)> {
+    if res.iter().all(|r| r.memory_bytes.is_none()) {
         return Ok(Vec::new());
     }
     let mut out = Vec::with_capacity(levels.servers.len());
-    for (j, (s, spec)) in raw.server.iter().zip(&levels.servers).enumerate() {
-        let key = format!("scheduler.server[{j}].reserve.memory_mib");
-        let reserve = s.reserve.as_ref();
-        let bytes = reserve.and_then(|r| r.memory_mib).map(|v| amount(cx, &key, v, (1u64 << 20) as f64)).transpose()?;
-        if let Some(b) = bytes.filter(|&b| b > memory_bytes) {
-            return Err(cx.err(
-                &key,
-                format!(
-                    "server {:?} reserves {}, more than [memory]'s total {}",
-                    spec.name,
-                    Family::Memory.describe(b),
-                    Family::Memory.describe(memory_bytes)
-                ),
-            ));
-        }
-        let pages = bytes.map(|b| b / page_bytes);
+    for (j, (spec, r)) in levels.servers.iter().zip(res).enumerate() {
+        let pages = r.memory_bytes.map(|b| b / page_bytes);
         if pages == Some(0) {
-            return Err(cx.err(
-                key,
+            return Err((
+                format!("scheduler.server[{j}].reserve.memory_mib"),
                 format!("server {:?} reserves less than one page ({page_bytes} bytes), so its tasks could hold no page", spec.name),
             ));
         }
-        let kind = match reserve.and_then(|r| r.kind) {
-            Some(Kind::Soft) => BoundKind::Soft,
-            _ if pages.is_some() => BoundKind::Hard,
+        let kind = match r.kind {
+            Some(Kind::Hard) if pages.is_some() => BoundKind::Hard,
             _ => BoundKind::Soft,
         };
         out.push(ServerBound {
             server: j,
             name: spec.name.clone(),
-            bytes,
+            bytes: r.memory_bytes,
             pages,
             kind,
             parent: None,

@@ -155,9 +155,8 @@ fn scenario(on: &[M]) -> String {
         crit = "C";
     }
     if servers {
-        // A HiRes server's tasks send within the I/O bandwidth it reserves (MC²'s servers are
-        // CPU budgets: their tasks send through the root's).
-        let reserve = match (has(M::ServerReservation), has(M::HiresIo) && kind != "mc2") {
+        // A server's tasks send within the I/O bandwidth it reserves.
+        let reserve = match (has(M::ServerReservation), has(M::HiresIo)) {
             (true, true) => "reserve = { memory_mib = 8, io_bytes_per_s = 100_000 }\n",
             (true, false) => "reserve = { memory_mib = 8 }\n",
             (false, true) => "reserve = { io_bytes_per_s = 100_000 }\n",

@@ -394,3 +394,72 @@ fn in_its_own_server_an_event_thread_preempts_only_a_lower_priority_job() {
     assert_eq!(io(&run(&text(0))).ports[0].latency_max_ns, 0);
     assert_eq!(io(&run(&text(2))).ports[0].latency_max_ns, 2_200 * US, "after the job (3.1) and its own delivery (3.2)");
 }
+
+/// MC²'s servers are I/O subsystems too: a level-C server's tasks send within the bandwidth it
+/// reserves, the root's own tasks at the device's, and the root's usage includes the server's.
+#[test]
+fn a_server_under_mc2_sends_within_its_reserved_bandwidth_beside_the_roots_own_tasks() {
+    let text = r#"
+[machine]
+cpus = 2
+[scheduler]
+kind = "mc2"
+[run]
+horizon_ms = 100
+[io]
+bandwidth_bytes_per_s = 1_000_000
+[[io.stream]]
+port = 7000
+bytes = 64
+period_ms = 10
+[[io.stream]]
+port = 7001
+bytes = 64
+period_ms = 10
+[[io.port]]
+port = 7000
+task = "served"
+[[io.port]]
+port = 7001
+task = "plain"
+[[io.transmit]]
+task = "served"
+port = 7000
+bytes = 1000
+[[io.transmit]]
+task = "plain"
+port = 7001
+bytes = 1000
+[[scheduler.server]]
+name = "s"
+kind = "deferrable"
+budget_ms = 5
+period_ms = 10
+reserve = { io_bytes_per_s = 50_000 }
+[[task]]
+name = "served"
+criticality = "C"
+server = "s"
+wcet_ms = 0.1
+period_ms = 10
+[[task]]
+name = "plain"
+criticality = "C"
+wcet_ms = 0.1
+period_ms = 10
+"#;
+    let r = run(text);
+    let io = io(&r);
+    let names: Vec<&str> = io.subsystems.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["s", "root"]);
+    let (s, root) = (&io.subsystems[0], &io.subsystems[1]);
+    assert_eq!((s.bandwidth_bytes_per_s, root.bandwidth_bytes_per_s), (Some(50_000), Some(1_000_000)));
+    // 1000 B every 10 ms is 100 kB/s: twice what s reserves, so its messages wait; the root's
+    // device has room for the plain task's.
+    assert!(s.messages_delayed > 0 && s.messages_sent < root.messages_sent, "{s:?} {root:?}");
+    assert_eq!(root.messages_delayed, 0);
+    assert_eq!(root.subtree_bytes_sent, root.bytes_sent + s.bytes_sent);
+    // What servers reserve together must fit the device.
+    let e = load_err(&text.replace("io_bytes_per_s = 50_000", "io_bytes_per_s = 2_000_000"));
+    assert!(e.starts_with("t.toml: scheduler.server[0].reserve.io_bytes_per_s: server \"s\" reserves 2000000 bytes/s hard, more than the machine ([io] bandwidth_bytes_per_s) has left"), "{e}");
+}

@@ -314,7 +314,6 @@ fn servers_under_mc2_that_cannot_be_are_refused_in_one_line() {
         (head.clone() + &s + "priority = 1\n" + &task("c", "C", None, "s"), "test.toml: scheduler.server[0].priority: under kind = \"mc2\" its level orders a server"),
         (head.clone() + &s + "policy = \"gedf\"\n" + &task("c", "C", None, "s"), "test.toml: scheduler.server[0].policy: a server under kind = \"mc2\" runs one job at a time"),
         (head.clone() + &s + "policy = \"fp\"\n" + &task("c", "C", None, "s"), "test.toml: task[0].priority: missing: server \"s\" orders its tasks by fixed priority"),
-        (head.clone() + &s + "reserve = { io_bytes_per_s = 1000 }\n" + &task("c", "C", None, "s"), "test.toml: scheduler.server[0].reserve.io_bytes_per_s: I/O bandwidth is bound to the subsystems of a HiRes server tree"),
         (head.clone() + &s + "overhead_percent = 5\n" + &task("c", "C", None, "s"), "test.toml: scheduler.server[0].overhead_percent: keeps CPU back from child servers"),
         (head.clone() + "event_cost_us = 5\n" + &s + &task("c", "C", None, "s"), "test.toml: scheduler.event_cost_us: delivering events through child-scheduler threads belongs to HiRes server trees"),
         (head.clone() + &s.replace("budget_ms = 1", "budget_ms = 11") + &task("c", "C", None, "s"), "test.toml: scheduler.server[0].budget_ms: must not exceed period_ms"),
