@@ -116,7 +116,7 @@ fn a_server_under_mc2s_level_c_bounds_its_tasks_pages_as_a_hires_server_does() {
     let e = load_toml_str(&mc2.replace("memory_mib = 8", "memory_mib = 65"), "t.toml").unwrap_err().to_string();
     assert!(
         e.starts_with(
-            "t.toml: scheduler.server[0].reserve.memory_mib: server \"a\" reserves 65.00 MiB, more than [memory]'s total 64.00 MiB"
+            "t.toml: scheduler.server[0].reserve.memory_mib: server \"a\" reserves 65.00 MiB hard, more than the machine ([memory]'s total) has left"
         ),
         "{e}"
     );
