@@ -101,7 +101,10 @@ pub(super) struct IoServers<'a> {
 impl<'a> IoServers<'a> {
     /// A HiRes server tree's: every task is in a leaf server.
     pub(super) fn of_hierarchy(h: &'a Hierarchy) -> Self {
-        IoServers { names: h.servers.iter().map(|s| s.name.as_str()).collect(), task_server: h.task_server.iter().map(|&j| Some(j)).collect() }
+        IoServers {
+            names: h.servers.iter().map(|s| s.name.as_str()).collect(),
+            task_server: h.task_server.iter().map(|&j| Some(j)).collect(),
+        }
     }
 
     /// MC²'s servers under its levels: tasks without one are the root's.

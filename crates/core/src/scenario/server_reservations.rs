@@ -141,7 +141,7 @@ pub(super) fn validate_mc2_reservations(
     if raw.overcommit.unwrap_or(false) {
         return Ok(out);
     }
-    let families: [(fn(&ServerReservation) -> Option<Spec>, Option<u64>, &str, &str); 2] = [
+    let families: [(SpecOf, Option<u64>, &str, &str); 2] = [
         (|r| r.memory_bytes.map(|b| Spec::Memory { bytes: b }), memory_bytes, "reserve.memory_mib", "[memory]'s total"),
         (|r| r.io_bytes_per_s.map(|b| Spec::Io { bytes_per_s: b }), io_bytes_per_s, "reserve.io_bytes_per_s", "[io] bandwidth_bytes_per_s"),
     ];
@@ -161,9 +161,16 @@ pub(super) fn validate_mc2_reservations(
     Ok(out)
 }
 
+/// A reservation family's amount in a server's reservation.
+type SpecOf = fn(&ServerReservation) -> Option<Spec>;
+
 /// The memory reservations of MC²'s servers as bounds of the page-level model, one per server
 /// when some server reserves memory; no parents.
-pub(super) fn mc2_memory_bounds(levels: &Mc2Levels, res: &[ServerReservation], page_bytes: u64) -> Result<Vec<ServerBound>, (String, String)> {
+pub(super) fn mc2_memory_bounds(
+    levels: &Mc2Levels,
+    res: &[ServerReservation],
+    page_bytes: u64,
+) -> Result<Vec<ServerBound>, (String, String)> {
     if res.iter().all(|r| r.memory_bytes.is_none()) {
         return Ok(Vec::new());
     }
