@@ -14,7 +14,7 @@ const TOTAL_UNITS: u32 = 320;
 
 fn bench(c: &mut Criterion) {
     let obs = synthetic_observation(COMPONENTS, THREADS, TOTAL_UNITS, 0x7e3e_2011);
-    for name in ["tmem", "tmem-composite"] {
+    for name in ["tmem", "tmem-composite", "watermark"] {
         let actions = make_memory_scheduler(name).expect("known").schedule(&obs);
         let moved = units_moved(&obs, &actions);
         assert!(moved >= 10, "{name} moves only {moved} units; the benchmark needs real work");
@@ -33,6 +33,10 @@ fn bench(c: &mut Criterion) {
             |mut policy| policy.schedule(black_box(&obs)),
             BatchSize::SmallInput,
         )
+    });
+    // Watermark keeps state across runs too: fresh objects, as for the composite.
+    g.bench_function("watermark first run (54 caches, 16 threads, 320 units)", |b| {
+        b.iter_batched(|| Watermark::new(WatermarkOptions::default()), |mut policy| policy.schedule(black_box(&obs)), BatchSize::SmallInput)
     });
     g.finish();
 }
