@@ -20,7 +20,7 @@ mod watermark;
 pub use alg1::Alg1;
 pub use baselines::{Fair, Greedy, Max, Min};
 pub use composite::{CompositeObjective, CompositeOptions, TmemComposite};
-pub use synthetic::{synthetic_observation, units_moved};
+pub use synthetic::{quiet_observation, synthetic_observation, units_moved, warm_up, WARM_UP_RUNS};
 pub use watermark::{Watermark, WatermarkOptions};
 
 /// Index of a cache in [`TmemObservation::caches`]; stable for a run.
