@@ -227,6 +227,77 @@ fn tmem_composite_objectives_pick_different_caches() {
     assert_eq!(units(&avg.schedule(&o)), some(&[1, 2, 1]));
 }
 
+/// c0 (a 1, asked 3; tardy τ0 blocked `b0` there), c1 (a 1, asked 2; τ1 blocked `b1`), c2
+/// (a 2, used none), all minimum 1.
+fn watermark_case(total: Option<u32>, b0: u64, b1: u64, tau0_tardy: bool) -> TmemObservation {
+    let mut idle = stack(1, 2, 0);
+    idle.touched_units = 0;
+    let tau0 = if tau0_tardy { tardy(6 * MS) } else { on_time(MS) };
+    obs(total, vec![stack(1, 1, 3), stack(1, 1, 2), idle], vec![tau0, on_time(MS)], vec![block(0, 0, b0, 1), block(1, 1, b1, 1)])
+}
+
+#[test]
+fn watermark_serves_what_was_asked_for_then_headroom_by_pressure() {
+    // Watermarks 3, 2 and 2 (c2 held 2 with no history: kept). Pressure: c0 4 ms × 2 (τ0 is
+    // tardy) = 8 ms, c1 8 ms. Kept 1 + 1 + 2 = 4. Total 6: 2 spare, asked-for units one at a
+    // time by pressure per unit granted: c0 (8 vs 8, lower index), c1 (8/1 > 8/2): {2, 2, 2}.
+    let fresh = |total| units(&Watermark::new(WatermarkOptions::default()).schedule(&watermark_case(total, 4 * MS, 8 * MS, true)));
+    assert_eq!(fresh(Some(6)), some(&[2, 2, 2]));
+    // Total 8: c0, c1, c0 reach their asks (3, 2); the last spare unit is headroom for c0 (both
+    // blocked, tie to the lower index): {4, 2, 2}. Total 9: c1's headroom too. c2 has none: no
+    // real-time thread blocked there and it used none of its units.
+    assert_eq!(fresh(Some(8)), some(&[4, 2, 2]));
+    assert_eq!(fresh(Some(9)), some(&[4, 3, 2]));
+    assert_eq!(fresh(Some(20)), some(&[4, 3, 2]));
+    assert_eq!(fresh(None), some(&[4, 3, 2]));
+}
+
+#[test]
+fn watermark_weighs_the_block_time_of_tardy_threads_double() {
+    // Total 5: one spare unit. τ0 blocked 3 ms in c0, τ1 5 ms in c1. τ0 tardy: 6 ms > 5 ms, c0
+    // gets it; τ0 on time: 3 ms < 5 ms, c1 does.
+    let plan = |tardy| units(&Watermark::new(WatermarkOptions::default()).schedule(&watermark_case(Some(5), 3 * MS, 5 * MS, tardy)));
+    assert_eq!(plan(true), some(&[2, 1, 2]));
+    assert_eq!(plan(false), some(&[1, 2, 2]));
+}
+
+#[test]
+fn watermark_takes_units_back_only_after_the_cache_stayed_idle_across_windows() {
+    // c0 holds 3 and is asked for 3 once, then for 1 window after window: its watermark stays 3
+    // for 15 windows below it and drops a unit at the 16th, again 16 windows later.
+    let options = WatermarkOptions::default();
+    assert_eq!(options.idle_windows, 16);
+    let mut p = Watermark::new(options);
+    let busy = obs(Some(3), vec![stack(1, 3, 3)], vec![on_time(MS)], vec![]);
+    let quiet = obs(Some(3), vec![stack(1, 3, 1)], vec![on_time(MS)], vec![]);
+    assert_eq!(units(&p.schedule(&busy)), some(&[3]));
+    for window in 1..16 {
+        assert_eq!(units(&p.schedule(&quiet)), some(&[3]), "window {window}");
+    }
+    assert_eq!(units(&p.schedule(&quiet)), some(&[2]));
+    assert_eq!(p.mark_units(0), 2);
+    for _ in 1..16 {
+        assert_eq!(units(&p.schedule(&quiet)), some(&[2]));
+    }
+    assert_eq!(units(&p.schedule(&quiet)), some(&[1]));
+    // A burst raises the watermark at once.
+    p.schedule(&busy);
+    assert_eq!(p.mark_units(0), 3);
+}
+
+#[test]
+fn watermark_remembers_block_time_halved_each_window() {
+    let mut p = Watermark::new(WatermarkOptions::default());
+    p.schedule(&watermark_case(Some(6), 4 * MS, 8 * MS, true));
+    assert_eq!((p.remembered_block_ns(0, 0), p.remembered_block_ns(1, 1)), (4 * MS, 8 * MS));
+    // A window without blocks: halved. Still remembered, so c0 keeps its headroom although
+    // nobody blocked now: c0, c1 hold 3 and 2 and asked for as much; total 8 leaves 1 spare.
+    let calm = obs(Some(8), vec![stack(1, 3, 3), stack(1, 2, 2), stack(1, 2, 0)], vec![on_time(MS), on_time(MS)], vec![]);
+    assert_eq!(units(&p.schedule(&calm)), some(&[4, 2, 2]));
+    assert_eq!((p.remembered_block_ns(0, 0), p.remembered_block_ns(1, 1)), (2 * MS, 4 * MS));
+    assert_eq!(p.remembered_block_ns(0, 1), 0);
+}
+
 #[test]
 fn extreme_times_do_not_overflow() {
     // Every step is one unit, so the unit counts stay moderate; the times are the largest.
@@ -323,6 +394,24 @@ fn planned_sum(actions: &[SetDesired]) -> Option<u64> {
     actions.iter().map(|a| a.units.map(u64::from)).sum()
 }
 
+/// The same caches, total and threads through a sequence, as on a platform; the rest varies.
+fn same_platform(seq: Vec<TmemObservation>) -> Vec<TmemObservation> {
+    let first = seq[0].clone();
+    seq.into_iter()
+        .map(|mut o| {
+            o.caches.resize(first.caches.len(), first.caches[0].clone());
+            for (c, f) in o.caches.iter_mut().zip(&first.caches) {
+                c.min_units = f.min_units;
+                c.allocated_units = f.allocated_units;
+            }
+            o.total_units = first.total_units;
+            o.threads = first.threads.clone();
+            o.blocks.retain(|b| b.cache < first.caches.len() && b.thread < first.threads.len());
+            o
+        })
+        .collect()
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
@@ -332,7 +421,7 @@ proptest! {
             let first = run(name, &o);
             check_shape(name, &o, &first)?;
             prop_assert_eq!(&first, &run(name, &o), "{}: fresh objects agree", name);
-            if let (Some(total), "fair" | "tmem" | "tmem-composite") = (o.total_units, name) {
+            if let (Some(total), "fair" | "tmem" | "tmem-composite" | "watermark") = (o.total_units, name) {
                 let sum = planned_sum(&first);
                 prop_assert!(sum.is_some_and(|s| s <= u64::from(total)), "{}: plans {:?} of {}", name, sum, total);
             }
@@ -365,28 +454,45 @@ proptest! {
 
     #[test]
     fn tmem_composite_keeps_its_invariants_across_runs(seq in prop::collection::vec(observation(), 1..4)) {
-        // The same caches and total through the sequence, as on a platform; the rest varies.
-        let first = seq[0].clone();
-        let steps: Vec<TmemObservation> = seq
-            .into_iter()
-            .map(|mut o| {
-                o.caches.resize(first.caches.len(), first.caches[0].clone());
-                for (c, f) in o.caches.iter_mut().zip(&first.caches) {
-                    c.min_units = f.min_units;
-                    c.allocated_units = f.allocated_units;
-                }
-                o.total_units = first.total_units;
-                o.threads = first.threads.clone();
-                o.blocks.retain(|b| b.cache < first.caches.len() && b.thread < first.threads.len());
-                o
-            })
-            .collect();
+        let steps = same_platform(seq);
         let (mut a, mut b) = (TmemComposite::new(CompositeOptions::default()), TmemComposite::new(CompositeOptions::default()));
         for o in &steps {
             let actions = a.schedule(o);
             check_shape("tmem-composite", o, &actions)?;
             if let Some(total) = o.total_units {
                 prop_assert!(planned_sum(&actions).is_some_and(|s| s <= u64::from(total)));
+            }
+            prop_assert_eq!(actions, b.schedule(o));
+        }
+    }
+
+    #[test]
+    fn watermark_takes_units_only_from_caches_idle_across_windows(seq in prop::collection::vec(observation(), 1..12)) {
+        let steps = same_platform(seq);
+        let options = WatermarkOptions::default();
+        let (mut a, mut b) = (Watermark::new(options), Watermark::new(options));
+        // The most each cache was asked for so far, and the runs since it was asked that much.
+        let n = steps[0].caches.len();
+        let mut peak = vec![0u32; n];
+        let mut runs_below = vec![0u32; n];
+        for o in &steps {
+            let actions = a.schedule(o);
+            check_shape("watermark", o, &actions)?;
+            if let Some(total) = o.total_units {
+                prop_assert!(planned_sum(&actions).is_some_and(|s| s <= u64::from(total)));
+            }
+            for (j, c) in o.caches.iter().enumerate() {
+                let demand = c.estimated_requests.max(c.min_units);
+                if demand >= peak[j] {
+                    (peak[j], runs_below[j]) = (demand, 0);
+                } else {
+                    runs_below[j] += 1;
+                }
+                let units = actions[j].units.expect("watermark plans a number for every cache");
+                // Below the peak for fewer runs than the memory: what it holds up to that peak stays.
+                if runs_below[j] < options.idle_windows {
+                    prop_assert!(units >= c.allocated_units.min(peak[j]), "cache {} cut to {} below its recent need", j, units);
+                }
             }
             prop_assert_eq!(actions, b.schedule(o));
         }

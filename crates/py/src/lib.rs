@@ -686,8 +686,9 @@ fn estimate_bcet_ms(stall_ms: Vec<f64>, exec_ms: Vec<f64>) -> Result<f64, Bindin
 
 /// The wall time of one run of TMEM memory scheduler `policy` on a seeded synthetic
 /// observation of `components` components (two caches each), `threads` threads and
-/// `total_units` units: the median over `runs` runs from a fresh policy each, in µs, and the
-/// units the plan moves. A measurement of this machine, not part of any simulated result.
+/// `total_units` units: the median over `runs` runs from a fresh policy each, warmed by
+/// `warm_up`'s quiet windows (not timed), in µs, and the units the plan moves. A measurement of
+/// this machine, not part of any simulated result.
 #[pyfunction]
 fn tmem_policy_cost(
     policy: &str,
@@ -697,7 +698,7 @@ fn tmem_policy_cost(
     runs: usize,
     seed: u64,
 ) -> Result<(f64, u32), BindingError> {
-    use critmem_policy::tmem::{make_memory_scheduler, synthetic_observation, units_moved};
+    use critmem_policy::tmem::{make_memory_scheduler, synthetic_observation, units_moved, warm_up};
     if components == 0 || threads == 0 || runs == 0 {
         return Err(BindingError::Argument("components, threads and runs must be at least 1".into()));
     }
@@ -706,6 +707,7 @@ fn tmem_policy_cost(
     let mut times_us: Vec<f64> = (0..runs)
         .map(|_| {
             let mut p = make_memory_scheduler(policy)?;
+            warm_up(p.as_mut(), &obs);
             let start = std::time::Instant::now();
             let actions = p.schedule(std::hint::black_box(&obs));
             let elapsed = start.elapsed().as_secs_f64() * 1e6;

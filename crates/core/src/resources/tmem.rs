@@ -79,6 +79,9 @@ pub struct TmemResult {
     pub runs: u64,
     /// Most units in caches at once.
     pub peak_allocated_units: u32,
+    /// Units in caches integrated over the run (unit·µs): divided by the horizon, the units
+    /// held on average, free or in use.
+    pub allocated_unit_us: u64,
     /// Passed cbufs mapped into a component, and mappings removed with their unit.
     pub cbuf_mappings: u64,
     pub cbuf_unmappings: u64,
@@ -138,6 +141,10 @@ pub(super) struct Manager {
     /// Per cache, since when it has been above δ with its excess in use (a shrink under way).
     shrinking_since: Vec<Option<Nanos>>,
     peak_allocated: u32,
+    /// Units in caches now, since when, and their integral up to then (unit·ns).
+    allocated_now: u32,
+    allocated_since: Nanos,
+    allocated_unit_ns: u128,
     timeline: Vec<TmemPoint>,
 }
 
@@ -190,6 +197,9 @@ impl Manager {
             window_start: Nanos::ZERO,
             shrinking_since: vec![None; n_caches],
             peak_allocated: min_total,
+            allocated_now: min_total,
+            allocated_since: Nanos::ZERO,
+            allocated_unit_ns: 0,
             timeline: Vec::new(),
             policy,
             spec,
@@ -218,8 +228,18 @@ impl Manager {
         self.pool.pop()
     }
 
-    /// A unit leaves cache `i` for the pool: unmapped from every component it was mapped in.
-    fn return_to_pool(&mut self, i: usize, unit: u32) {
+    /// The units in caches change by `delta` at `now`: the integral advances to `now`.
+    fn note_held_change(&mut self, now: Nanos, delta: i32) {
+        let span = u128::from(now.0.saturating_sub(self.allocated_since.0));
+        self.allocated_unit_ns += u128::from(self.allocated_now) * span;
+        self.allocated_since = self.allocated_since.max(now);
+        self.allocated_now = self.allocated_now.saturating_add_signed(delta);
+    }
+
+    /// A unit leaves cache `i` for the pool at `now`: unmapped from every component it was
+    /// mapped in.
+    fn return_to_pool(&mut self, i: usize, unit: u32, now: Nanos) {
+        self.note_held_change(now, -1);
         self.stats[i].removed_units += 1;
         if self.kinds[i] == UnitKind::Cbuf {
             let gone: Vec<(u32, usize)> = self.mapped.range((unit, 0)..=(unit, usize::MAX)).copied().collect();
@@ -233,11 +253,12 @@ impl Manager {
 
     /// Grows managed cache `i` by a unit from the pool for a request that found it empty,
     /// if it holds fewer than δ and the pool has one.
-    pub(super) fn grow(&mut self, i: usize, cache: &mut UnitCache) -> bool {
+    pub(super) fn grow(&mut self, i: usize, cache: &mut UnitCache, now: Nanos) -> bool {
         if self.desired(i).is_some_and(|d| cache.allocated() >= d) {
             return false;
         }
         let Some(unit) = self.take_from_pool() else { return false };
+        self.note_held_change(now, 1);
         cache.add_unit(unit);
         self.stats[i].grows += 1;
         self.note_allocation(i, cache.allocated());
@@ -254,7 +275,7 @@ impl Manager {
     pub(super) fn after_put(&mut self, i: usize, cache: &mut UnitCache, unit: u32, now: Nanos) -> bool {
         let Some(d) = self.desired(i).filter(|&d| cache.allocated() > d) else { return false };
         cache.remove_unit(unit);
-        self.return_to_pool(i, unit);
+        self.return_to_pool(i, unit, now);
         if cache.allocated() <= d {
             if let Some(since) = self.shrinking_since[i].take() {
                 let s = &mut self.stats[i];
@@ -373,7 +394,7 @@ impl Manager {
             if let Some(d) = self.desired(i) {
                 while c.allocated() > d {
                     let Some(unit) = c.remove_free_unit() else { break };
-                    self.return_to_pool(i, unit);
+                    self.return_to_pool(i, unit, now);
                 }
             }
             // Units in use above δ leave as they are put (the lag, measured from here).
@@ -431,10 +452,13 @@ impl Manager {
         if !self.unlimited {
             assert!(place.iter().all(|&p| p != Place::Nowhere), "a TMEM unit is lost");
         }
+        let allocated: u32 = self.caches.iter().map(|&r| all[r].allocated()).sum();
+        assert_eq!(allocated, self.allocated_now, "the TMEM integral counts {} units in caches, they hold {allocated}", self.allocated_now);
     }
 
-    /// The run's `tmem` section, from the caches at the end.
-    pub(super) fn finish(mut self, all: &[UnitCache]) -> TmemResult {
+    /// The run's `tmem` section, from the caches at the `horizon`.
+    pub(super) fn finish(mut self, all: &[UnitCache], horizon: Nanos) -> TmemResult {
+        self.note_held_change(horizon, 0);
         for (i, &r) in self.caches.iter().enumerate() {
             let c = &all[r];
             let s = &mut self.stats[i];
@@ -454,6 +478,7 @@ impl Manager {
             min_units: self.min.iter().sum(),
             runs: self.runs,
             peak_allocated_units: self.peak_allocated,
+            allocated_unit_us: u64::try_from(self.allocated_unit_ns / 1000).unwrap_or(u64::MAX),
             cbuf_mappings: self.mappings,
             cbuf_unmappings: self.unmappings,
             caches: self.stats,

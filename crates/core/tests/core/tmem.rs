@@ -6,7 +6,7 @@
 use crate::common::seeded_config;
 use critmem_core::resources::TmemResult;
 use critmem_core::{load_toml_str, simulate, simulate_with_memory_scheduler, Scenario, SimOptions, SimResult};
-use critmem_policy::tmem::{MemoryScheduler, SetDesired, TmemObservation};
+use critmem_policy::tmem::{MemoryScheduler, SetDesired, TmemObservation, MEMORY_SCHEDULERS};
 use proptest::prelude::*;
 use std::sync::{Arc, Mutex};
 
@@ -135,11 +135,14 @@ fn a_cache_grows_from_the_pool_up_to_its_desired_allocation() {
     let t = tmem(&r);
     assert_eq!((t.min_units, t.total_units, t.peak_allocated_units), (1, Some(2), 2));
     assert_eq!((t.caches[0].grows, t.caches[0].waits, t.caches[0].final_allocated_units), (1, 0, 2));
+    // One unit 0–2 ms, two from H's growth to the 20 ms horizon: 2 + 2 · 18 = 38 unit·ms.
+    assert_eq!(t.allocated_unit_us, 38_000);
     // The same pool with δ at the minimum: the unit stays in the pool and H waits as before.
     let (p, _) = at_min();
     let r = simulate_with_memory_scheduler(&load(&inversion("inherit", 1)), OPTS, p).unwrap();
     assert_eq!(response_ms(&r, 0, 0), 5.0);
     assert_eq!(tmem(&r).caches[0].grows, 0);
+    assert_eq!(tmem(&r).allocated_unit_us, 20_000);
 }
 
 /// Three threads of one priority band each hold c's stacks 3 ms per 10 ms period, all
@@ -384,6 +387,35 @@ proptest! {
         for c in &t.caches {
             prop_assert!(c.longest_shrink_lag_ns <= c.longest_hold_ns, "{}: lag {} over hold {}", c.component, c.longest_shrink_lag_ns, c.longest_hold_ns);
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(seeded_config("tmem_named_schedulers_keep_invariants", 24))]
+    /// Every named scheduler, `watermark` among them, with invariant checks on after every
+    /// event: each unit in one place, no cache below its minimum, the shrink lag within the
+    /// longest hold; the units held on average lie between the minimum and the peak.
+    #[test]
+    fn every_named_scheduler_keeps_the_unit_invariants(
+        n in 3usize..8,
+        tasks in prop::collection::vec((5u32..40, 1u32..5, 0usize..8), 1..6),
+        above in prop::option::of(0u32..6),
+        block in any::<bool>(),
+        which in 0usize..MEMORY_SCHEDULERS.len(),
+    ) {
+        let name = MEMORY_SCHEDULERS[which].0;
+        let text = lattice(n, &tasks, above, if block { "block" } else { "inherit" }).replace("policy = \"min\"", &format!("policy = \"{name}\""));
+        let r = simulate(&load(&text), OPTS);
+        let t = tmem(&r);
+        prop_assert_eq!(t.policy.as_str(), name);
+        prop_assert!(t.caches.iter().all(|c| c.final_allocated_units >= c.min_units));
+        for c in &t.caches {
+            prop_assert!(c.longest_shrink_lag_ns <= c.longest_hold_ns, "{}: {}: lag {} over hold {}", name, c.component, c.longest_shrink_lag_ns, c.longest_hold_ns);
+        }
+        // 600 ms run: the integral over it in unit·µs.
+        let horizon_us = 600_000u64;
+        prop_assert!(t.allocated_unit_us >= u64::from(t.min_units) * horizon_us, "{}: {} unit·µs", name, t.allocated_unit_us);
+        prop_assert!(t.allocated_unit_us <= u64::from(t.peak_allocated_units) * horizon_us, "{}: {} unit·µs", name, t.allocated_unit_us);
     }
 }
 

@@ -15,11 +15,13 @@ mod alg1;
 mod baselines;
 mod composite;
 mod synthetic;
+mod watermark;
 
 pub use alg1::Alg1;
 pub use baselines::{Fair, Greedy, Max, Min};
 pub use composite::{CompositeObjective, CompositeOptions, TmemComposite};
-pub use synthetic::{synthetic_observation, units_moved};
+pub use synthetic::{quiet_observation, synthetic_observation, units_moved, warm_up, WARM_UP_RUNS};
+pub use watermark::{Watermark, WatermarkOptions};
 
 /// Index of a cache in [`TmemObservation::caches`]; stable for a run.
 pub type CacheId = usize;
@@ -122,13 +124,14 @@ pub trait MemoryScheduler: Send {
 }
 
 /// Every memory scheduler [`make_memory_scheduler`] builds, with a line for help texts.
-pub const MEMORY_SCHEDULERS: [(&str, &str); 6] = [
+pub const MEMORY_SCHEDULERS: [(&str, &str); 7] = [
     ("min", "every cache keeps only its minimum"),
     ("max", "no limit on any cache (run it with an unlimited pool)"),
     ("fair", "the units above the minimums split equally between the caches"),
     ("greedy", "a cache grows whenever a thread finds it empty, until the pool runs out; nothing is taken back"),
     ("tmem", "TMEM's Algorithm 1: units moved toward the caches that most lower the largest tardiness"),
     ("tmem-composite", "the original system's variant: decaying impact estimate and historical allocation"),
+    ("watermark", "critmem's own: caches keep their recent peak demand, idle ones give units back, headroom where real-time threads block"),
 ];
 
 /// The names of [`MEMORY_SCHEDULERS`], comma separated (for messages).
@@ -145,6 +148,7 @@ pub fn make_memory_scheduler(name: &str) -> Result<Box<dyn MemoryScheduler>, Pol
         "greedy" => Ok(Box::new(Greedy)),
         "tmem" => Ok(Box::new(Alg1)),
         "tmem-composite" => Ok(Box::new(TmemComposite::new(CompositeOptions::default()))),
+        "watermark" => Ok(Box::new(Watermark::new(WatermarkOptions::default()))),
         _ => Err(PolicyError::BadInput {
             what: "memory scheduler",
             message: format!("unknown `{name}`; use one of: {}", memory_scheduler_names()),

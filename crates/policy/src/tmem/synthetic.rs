@@ -71,6 +71,35 @@ pub fn synthetic_observation(components: usize, threads: usize, total_units: u32
     TmemObservation { now_ns: 0, total_units: Some(total_units), free_pool_units: Some(0), caches, threads, blocks }
 }
 
+/// Runs of a quiet window [`warm_up`] gives a scheduler before it is measured: as many as
+/// `watermark` waits before it lowers an idle cache's watermark.
+pub const WARM_UP_RUNS: usize = 16;
+
+/// `obs` as a quiet window: every cache asked for and using only its minimum, nobody blocked,
+/// every thread on time.
+pub fn quiet_observation(obs: &TmemObservation) -> TmemObservation {
+    let mut quiet = obs.clone();
+    for c in &mut quiet.caches {
+        c.estimated_requests = c.min_units;
+        c.touched_units = c.min_units;
+        c.blocked_concurrency_ceil = 0;
+    }
+    for t in &mut quiet.threads {
+        (t.missed_jobs, t.avg_tardiness_ns, t.avg_lateness_ns) = (0, 0, -1_000_000);
+    }
+    quiet.blocks.clear();
+    quiet
+}
+
+/// `WARM_UP_RUNS` quiet windows of `obs` through `policy`, so that a scheduler with memory
+/// across windows is measured in its steady state rather than on its first run.
+pub fn warm_up(policy: &mut dyn super::MemoryScheduler, obs: &TmemObservation) {
+    let quiet = quiet_observation(obs);
+    for _ in 0..WARM_UP_RUNS {
+        policy.schedule(&quiet);
+    }
+}
+
 /// Units a plan gives to caches beyond what they hold in `obs`.
 pub fn units_moved(obs: &TmemObservation, actions: &[super::SetDesired]) -> u32 {
     actions.iter().map(|a| a.units.unwrap_or(u32::MAX).saturating_sub(obs.caches[a.cache].allocated_units)).sum()

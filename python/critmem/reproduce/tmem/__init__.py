@@ -63,6 +63,7 @@ def reproduce(
             data, out_dir / "fig6_misses.png", "misses_per_s", "deadline misses per second", "Fig. 6b (model): deadline misses"
         ),
         report.plot_fig7(data, out_dir / "fig7.png"),
+        report.plot_pool_size(data, out_dir / "pool_size.png"),
     ]
     report_md = out_dir / "report.md"
     report_md.write_text(report.render(data, summary, [p.name for p in files]), encoding="utf-8")

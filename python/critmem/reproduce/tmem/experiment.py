@@ -13,7 +13,11 @@ experiments (Sec. VI-B):
 - Fig. 7: the open system (best-effort threads from 20 s to 40 s) under each scheme, in 1 s
   bins: memory above the minimum, the largest tardiness, misses;
 - Table IV: the request-response service under min, max, static and tmem: the high-QoS
-  thread's mean response time and the transient memory used above the minimum.
+  thread's mean response time and the transient memory used above the minimum;
+- critmem's own scheduler (`CRITMEM_SCHEDULER`) beside them everywhere, and a held-out
+  evaluation: it was designed on the task sets of seeds 1–10 (`DESIGN_SEEDS`) and is measured
+  again, with greedy, tmem and tmem-composite, on task sets it never saw (`Plan.held_out_seeds`),
+  at Fig. 6's memory sizes and at each robustness configuration.
 
 Each simulation is one `Spec` run by `measure` on `critmem.sweep`.
 """
@@ -35,6 +39,8 @@ from critmem.sweep import Sweep
 WINDOW_MS = 1000.0
 """Sec. VI-B: "the average of per-second deadlines missed and maximum tardiness"."""
 
+CRITMEM_SCHEDULER = "watermark"
+"""critmem's own memory scheduler (`critmem_policy::tmem::Watermark`)."""
 SCHEMES: dict[str, tuple[str, str]] = {
     # scheme -> (policy, wait)
     "min": ("min", "inherit"),
@@ -45,15 +51,24 @@ SCHEMES: dict[str, tuple[str, str]] = {
     "tmem": ("tmem", "inherit"),
     "tmem-nopi": ("tmem", "block"),
     "tmem-composite": ("tmem-composite", "inherit"),
+    CRITMEM_SCHEDULER: (CRITMEM_SCHEDULER, "inherit"),
+    f"{CRITMEM_SCHEDULER}-nopi": (CRITMEM_SCHEDULER, "block"),
 }
 """Sec. VI-B's configurations; "-nopi" waits without priority inheritance. `tmem-composite`
-is the original system's policy (tmem_policy.c), beside the paper's Algorithm 1 (`tmem`)."""
-SIZED = ("fair", "greedy", "greedy-nopi", "tmem", "tmem-nopi", "tmem-composite")
+is the original system's policy (tmem_policy.c), beside the paper's Algorithm 1 (`tmem`);
+`watermark` is critmem's own."""
+SIZED = ("fair", "greedy", "greedy-nopi", "tmem", "tmem-nopi", "tmem-composite", CRITMEM_SCHEDULER, f"{CRITMEM_SCHEDULER}-nopi")
 """The schemes run at every memory size (min has only its minimum, max no limit)."""
-NOPI_PAIRS = (("greedy", "greedy-nopi"), ("tmem", "tmem-nopi"))
-ROBUST_SCHEMES = ("greedy", "greedy-nopi", "tmem", "tmem-nopi", "tmem-composite")
+NOPI_PAIRS = (("greedy", "greedy-nopi"), ("tmem", "tmem-nopi"), (CRITMEM_SCHEDULER, f"{CRITMEM_SCHEDULER}-nopi"))
+ROBUST_SCHEMES = ("greedy", "greedy-nopi", "tmem", "tmem-nopi", "tmem-composite", CRITMEM_SCHEDULER, f"{CRITMEM_SCHEDULER}-nopi")
 """The schemes the acceptance compares, run again on other kinds of task sets."""
-TABLE4_ROWS = ("min", "max", "static", "tmem")
+HELD_OUT_SCHEMES = ("greedy", "tmem", "tmem-composite", CRITMEM_SCHEDULER)
+"""The schemes run again on the held-out task sets."""
+FIG7_SCHEMES = tuple(s for s in SCHEMES if s != f"{CRITMEM_SCHEDULER}-nopi")
+TABLE4_ROWS = ("min", "max", "static", "tmem", CRITMEM_SCHEDULER)
+DESIGN_SEEDS = tuple(range(1, 11))
+"""The task sets `watermark` was designed on (Fig. 6's, Σu 0.8, 8 threads): its parameters were
+chosen from runs of these seeds only."""
 
 
 def scheme_config(scheme: str, units_above_min: int | None) -> TmemConfig:
@@ -100,12 +115,31 @@ class Plan:
     robustness_task_sets: int = 2
     robustness_horizon_ms: float = 20_000
     robustness_sizes: int = 3
+    held_out_task_sets: int = 10
+    """Task sets the scheduler never saw, from seed `held_out_first_seed` on."""
+    held_out_first_seed: int = 11
+    robustness_held_out_task_sets: int = 5
     quick: bool = False
 
+    @property
+    def design_seeds(self) -> list[int]:
+        return list(range(1, self.task_sets + 1))
 
-QUICK = Plan(task_sets=3, horizon_ms=20_000, sizes=4, fig7_task_sets=3, table4_horizon_ms=500, robustness_task_sets=1, quick=True)
-"""`--quick`: 3 task sets × 20 s × 4 memory sizes; Fig. 7 keeps its 60 s with best-effort
-threads from 20 s to 40 s, on 3 task sets."""
+    @property
+    def held_out_seeds(self) -> list[int]:
+        return list(range(self.held_out_first_seed, self.held_out_first_seed + self.held_out_task_sets))
+
+    @property
+    def robustness_held_out_seeds(self) -> list[int]:
+        return list(range(self.held_out_first_seed, self.held_out_first_seed + self.robustness_held_out_task_sets))
+
+
+QUICK = Plan(
+    task_sets=3, horizon_ms=20_000, sizes=4, fig7_task_sets=3, table4_horizon_ms=500, robustness_task_sets=1,
+    held_out_task_sets=3, robustness_held_out_task_sets=1, quick=True,
+)  # fmt: skip
+"""`--quick`: 3 task sets (and 3 held-out ones) × 20 s × 4 memory sizes; Fig. 7 keeps its 60 s
+with best-effort threads from 20 s to 40 s, on 3 task sets."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +158,8 @@ class Spec:
     be_start_ms: float = 20_000
     be_stop_ms: float = 40_000
     static_units: int | None = None
+    seed_set: str = "design"
+    """design | held_out: whether the scheduler's design saw this task set."""
 
     def scenario(self) -> dict[str, Any]:
         if self.kind == "table4":
@@ -233,7 +269,9 @@ def slope_ratio(fig6: Sequence[dict[str, Any]], a: str = "tmem", b: str = "greed
     and `a`'s over `b`'s (None when `b`'s is 0 or missing)."""
 
     def slope(scheme: str) -> float | None:
-        rows = sorted((r for r in fig6 if r["scheme"] == scheme), key=lambda r: r["memory_above_min"])
+        rows = sorted(
+            (r for r in fig6 if r["scheme"] == scheme and r.get("seed_set", "design") == "design"), key=lambda r: r["memory_above_min"]
+        )
         return lsq_slope([r["memory_above_min"] for r in rows], [r["max_tardiness_ms"] for r in rows])
 
     sa, sb = slope(a), slope(b)
@@ -278,8 +316,10 @@ def measure_run(spec: Spec, summary: dict[str, Any], tasks: pd.DataFrame, jobs: 
         "units_above_min": spec.units_above_min,
         "utilization": spec.utilization,
         "n_rt": spec.n_rt,
+        "seed_set": spec.seed_set,
         "min_units": int(t["min_units"]),
         "peak_allocated_units": int(t["peak_allocated_units"]),
+        "mean_units_held": _num(int(t["allocated_unit_us"]) / (spec.horizon_ms * 1000.0) - int(t["min_units"])),
         "peak_above_min": int(t["peak_allocated_units"]) - int(t["min_units"]),
         "waits": int(sum(c["waits"] for c in t["caches"])),
     }
@@ -301,7 +341,8 @@ def measure_run(spec: Spec, summary: dict[str, Any], tasks: pd.DataFrame, jobs: 
 
 def _label(s: Spec) -> str:
     size = "" if s.units_above_min is None else f" +{s.units_above_min}"
-    return f"{s.kind} {s.scheme}{size} set {s.set_seed}"
+    held = " (held out)" if s.seed_set == "held_out" else ""
+    return f"{s.kind} {s.scheme}{size} set {s.set_seed}{held}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -321,9 +362,12 @@ def _spec(plan: Plan, kind: str, scheme: str, seed: int, units: int | None) -> S
     )  # fmt: skip
 
 
-def _robust_spec(plan: Plan, config: tuple[float, int], scheme: str, seed: int, units: int | None) -> Spec:
+def _robust_spec(plan: Plan, config: tuple[float, int], scheme: str, seed: int, units: int | None, seed_set: str = "design") -> Spec:
     utilization, n = config
-    return Spec("robust", scheme, seed, units, plan.robustness_horizon_ms, n_rt=n, utilization=utilization, entries=plan.entries)
+    return Spec(
+        "robust", scheme, seed, units, plan.robustness_horizon_ms, n_rt=n, utilization=utilization, entries=plan.entries,
+        seed_set=seed_set,
+    )  # fmt: skip
 
 
 def first_batch(plan: Plan) -> list[Spec]:
@@ -334,10 +378,10 @@ def first_batch(plan: Plan) -> list[Spec]:
     specs += [
         _spec(plan, "fig7", s, seed, None if s == "max" else plan.fig7_units_above_min)
         for seed in range(1, plan.fig7_task_sets + 1)
-        for s in SCHEMES
+        for s in FIG7_SCHEMES
     ]
     for row in TABLE4_ROWS:
-        units = {"min": 0, "max": None, "static": 0, "tmem": plan.table4_units_above_min}[row]
+        units = {"min": 0, "max": None, "static": 0}.get(row, plan.table4_units_above_min)
         spec = _spec(plan, "table4", row, 1, units)
         specs.append(replace(spec, static_units=plan.table4_static_units) if row == "static" else spec)
     specs += [_robust_spec(plan, c, "max", seed, None) for c in plan.robustness for seed in range(1, plan.robustness_task_sets + 1)]
@@ -345,9 +389,16 @@ def first_batch(plan: Plan) -> list[Spec]:
 
 
 def second_batch(plan: Plan, sizes: Sequence[int], robust_sizes: dict[tuple[float, int], list[int]] | None = None) -> list[Spec]:
-    """Every sized scheme at every memory size on every task set, and the robustness schemes at
-    each robustness configuration's sizes."""
-    specs = [_spec(plan, "fig6", s, seed, size) for seed in range(1, plan.task_sets + 1) for s in SIZED for size in sizes]
+    """Every sized scheme at every memory size on every task set, the held-out schemes at the
+    same sizes on the held-out task sets, and the robustness schemes at each robustness
+    configuration's sizes (the held-out schemes on its held-out task sets too)."""
+    specs = [_spec(plan, "fig6", s, seed, size) for seed in plan.design_seeds for s in SIZED for size in sizes]
+    specs += [
+        replace(_spec(plan, "fig6", s, seed, size), seed_set="held_out")
+        for seed in plan.held_out_seeds
+        for s in HELD_OUT_SCHEMES
+        for size in sizes
+    ]
     for config, csizes in (robust_sizes or {}).items():
         specs += [
             _robust_spec(plan, config, s, seed, size)
@@ -355,13 +406,21 @@ def second_batch(plan: Plan, sizes: Sequence[int], robust_sizes: dict[tuple[floa
             for s in ROBUST_SCHEMES
             for size in csizes
         ]
+        specs += [
+            _robust_spec(plan, config, s, seed, size, "held_out")
+            for seed in plan.robustness_held_out_seeds
+            for s in HELD_OUT_SCHEMES
+            for size in csizes
+        ]
     return specs
 
 
 def planned_runs(plan: Plan) -> int:
     """An upper bound of the runs `compute` makes (the sizes are known only after the first batch)."""
-    robust = len(plan.robustness) * plan.robustness_task_sets * len(ROBUST_SCHEMES) * plan.robustness_sizes
-    return len(first_batch(plan)) + plan.task_sets * len(SIZED) * plan.sizes + robust
+    per_config = plan.robustness_task_sets * len(ROBUST_SCHEMES) + plan.robustness_held_out_task_sets * len(HELD_OUT_SCHEMES)
+    robust = len(plan.robustness) * per_config * plan.robustness_sizes
+    fig6 = (plan.task_sets * len(SIZED) + plan.held_out_task_sets * len(HELD_OUT_SCHEMES)) * plan.sizes
+    return len(first_batch(plan)) + fig6 + robust
 
 
 def _mean(xs: Iterable[float | None]) -> float | None:
@@ -369,14 +428,24 @@ def _mean(xs: Iterable[float | None]) -> float | None:
     return round(sum(v) / len(v), 4) if v else None
 
 
+SEED_SETS = ("design", "held_out")
+
+
 def fig6_rows(runs: Sequence[dict[str, Any]], sizes: Sequence[int], kind: str = "fig6") -> list[dict[str, Any]]:
-    """Fig. 6's points from the runs of `kind`: per scheme and memory size, the means over task
-    sets (min at 0, max at its mean peak above the minimum)."""
+    """Fig. 6's points from the runs of `kind`: per seed set, scheme and memory size, the means
+    over task sets (min at 0, max at its mean peak above the minimum); `mean_units_held` is the
+    units above the minimum held on average over each run."""
     rows: list[dict[str, Any]] = []
-    for scheme in SCHEMES:
-        mine = [r for r in runs if r["kind"] == kind and r["scheme"] == scheme]
-        if not mine:
-            continue
+    for seed_set in SEED_SETS:
+        for scheme in SCHEMES:
+            mine = [r for r in runs if r["kind"] == kind and r["scheme"] == scheme and r["seed_set"] == seed_set]
+            rows += _scheme_rows(scheme, seed_set, mine, sizes)
+    return rows
+
+
+def _scheme_rows(scheme: str, seed_set: str, mine: list[dict[str, Any]], sizes: Sequence[int]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    if mine:
         groups: list[tuple[float, list[dict[str, Any]]]]
         if scheme in SIZED:
             groups = [(size, [r for r in mine if r["units_above_min"] == size]) for size in sizes]
@@ -389,11 +458,13 @@ def fig6_rows(runs: Sequence[dict[str, Any]], sizes: Sequence[int], kind: str = 
                 rows.append(
                     {
                         "scheme": scheme,
+                        "seed_set": seed_set,
                         "memory_above_min": x,
                         "max_tardiness_ms": _mean(r["max_tardiness_ms"] for r in rs),
                         "misses_per_s": _mean(r["misses_per_s"] for r in rs),
                         "run_max_tardiness_ms": _mean(r["run_max_tardiness_ms"] for r in rs),
                         "peak_above_min": _mean(r["peak_above_min"] for r in rs),
+                        "mean_units_held": _mean(r["mean_units_held"] for r in rs),
                         "task_sets": len(rs),
                     }
                 )
@@ -453,7 +524,7 @@ def table4_rows(runs: Sequence[dict[str, Any]], baseline_min_units: int) -> list
         r = next((x for x in runs if x["kind"] == "table4" and x["scheme"] == row), None)
         if r is None:
             continue
-        paper_us, paper_units = PAPER_TABLE4[row]
+        paper_us, paper_units = PAPER_TABLE4.get(row, (None, None))
         out.append(
             {
                 "policy": row,
@@ -468,13 +539,15 @@ def table4_rows(runs: Sequence[dict[str, Any]], baseline_min_units: int) -> list
 
 
 def task_set_table(plan: Plan) -> list[dict[str, Any]]:
-    """Every task set's threads: p_i, u_i, e_i and priority."""
+    """Every task set's threads, design and held-out: p_i, u_i, e_i and priority."""
     return [
         {
             "set_seed": seed,
+            "seed_set": seed_set,
             "tasks": [asdict(t) | {"wcet_ms": t.wcet_ms} for t in task_set(seed, n=plan.n_rt, utilization=plan.utilization)],
         }
-        for seed in range(1, plan.task_sets + 1)
+        for seed_set, seeds in (("design", plan.design_seeds), ("held_out", plan.held_out_seeds))
+        for seed in seeds
     ]
 
 
@@ -528,6 +601,8 @@ def summarize(
     return {
         "paper": "tmem-transient-memory-scheduling.txt",
         "quick": plan.quick,
+        "critmem_scheduler": CRITMEM_SCHEDULER,
+        "seed_sets": {"design": plan.design_seeds, "held_out": plan.held_out_seeds, "robustness_held_out": plan.robustness_held_out_seeds},
         "plan": asdict(plan),
         "minimums": mins,
         "task_sets": task_set_table(plan),
@@ -559,15 +634,15 @@ pool of 320 pages)."""
 
 
 def policy_cost(plan: Plan) -> list[dict[str, Any]]:
-    """The wall time of one run of `tmem` and `tmem-composite` on a seeded synthetic observation
-    of each size in `POLICY_COST_SIZES` (median of 21 runs, this machine), the units its plan
+    """The wall time of one run of `tmem`, `tmem-composite` and `watermark` on a seeded synthetic observation
+    of each size in `POLICY_COST_SIZES` after 16 untimed quiet windows (median of 21 runs, this machine), the units its plan
     moves, the bound M|C||T| on its steps, and its share of a 250 ms period. A measurement, so
     it differs from run to run, unlike every simulated number."""
     from critmem import _core
 
     rows = []
     for components, threads, units in POLICY_COST_SIZES:
-        for policy in ("tmem", "tmem-composite"):
+        for policy in ("tmem", "tmem-composite", CRITMEM_SCHEDULER):
             us, moved = _core.tmem_policy_cost(policy, components, threads, units, 21 if not plan.quick else 5, 7)
             rows.append(
                 {
@@ -598,10 +673,25 @@ def compute(plan: Plan, sweep: Sweep) -> dict[str, Any]:
     return summarize(plan, runs, sizes, robust_sizes)
 
 
+HEADLINE_FIG6_KEYS = ("scheme", "seed_set", "memory_above_min", "max_tardiness_ms", "misses_per_s", "mean_units_held")
+
+
 def headline(data: dict[str, Any]) -> dict[str, Any]:
-    """What `--json` prints."""
+    """What `--json` prints: Fig. 6 on the design and held-out task sets, the robustness
+    configurations likewise, Fig. 7, Table IV."""
     return {
-        "fig6": [{k: r[k] for k in ("scheme", "memory_above_min", "max_tardiness_ms", "misses_per_s")} for r in data["fig6"]],
+        "critmem_scheduler": data["critmem_scheduler"],
+        "seed_sets": data["seed_sets"],
+        "fig6": [{k: r[k] for k in HEADLINE_FIG6_KEYS} for r in data["fig6"]],
+        "robustness": [
+            {
+                "utilization": c["utilization"],
+                "n_rt": c["n_rt"],
+                "memory_sizes": c["memory_sizes"],
+                "fig6": [{k: r[k] for k in HEADLINE_FIG6_KEYS} for r in c["fig6"]],
+            }
+            for c in data["robustness"]
+        ],
         "slope_ratio": data["slope"]["ratio"],
         "fig7": data["fig7"],
         "table4": data["table4"],

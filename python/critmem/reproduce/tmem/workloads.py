@@ -304,7 +304,7 @@ class TmemConfig:
     """The `[tmem]` table: a scheme's policy and wait, and the memory above the minimum."""
 
     policy: str = "tmem"
-    """min | max | fair | greedy | tmem | tmem-composite."""
+    """min | max | fair | greedy | tmem | tmem-composite | watermark."""
     wait: str = "inherit"
     """inherit (priority inheritance) | block (the -nopi variants)."""
     units_above_min: int | None = 20

@@ -72,7 +72,7 @@ impl ResourceSubsystem {
         if !self.caches[id].has_free() {
             let (Some(m), cache) = (self.tmem.as_mut(), &mut self.caches[id]) else { return None };
             let i = m.index(id)?;
-            if !m.grow(i, cache) {
+            if !m.grow(i, cache, now) {
                 return None;
             }
             self.note_allocated();
@@ -125,7 +125,7 @@ impl ResourceSubsystem {
                 .min();
             let Some((_, i, id)) = next else { return granted };
             let m = self.tmem.as_mut().expect("checked");
-            m.grow(i, &mut self.caches[id]);
+            m.grow(i, &mut self.caches[id], cx.now());
             self.note_allocated();
             let (w, since) = self.caches[id].grant_next(cx.now()).expect("a waiter and a free unit");
             self.granted(cx, id, w, since);

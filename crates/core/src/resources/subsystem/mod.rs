@@ -867,7 +867,7 @@ impl ResourceSubsystem {
                     total_stack_wait: cache.counters.total_wait,
                 })
                 .collect(),
-            tmem: self.tmem.map(|m| m.finish(&self.caches)),
+            tmem: self.tmem.map(|m| m.finish(&self.caches, horizon)),
             job_calls: self.job_calls,
             job_calls_left_out: self.job_calls_left_out,
             waits: self.waits.waits,
