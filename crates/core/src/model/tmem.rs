@@ -19,4 +19,12 @@ pub struct TmemSpec {
     pub first_run: Nanos,
     /// CPU time of mapping a passed cbuf into a component it is not yet mapped in.
     pub cbuf_map_cost: Nanos,
+    /// Over-quota allocation on self-suspension (the original system's `ss_max`): a request
+    /// that finds its cache empty, may not grow it (it holds δ), and whose every holder is out
+    /// (self-suspended or waiting on a fault, so priority inheritance has nobody to run) takes
+    /// a unit from the pool anyway while the cache holds fewer than δ + `ss_max_units`; past
+    /// that it waits as usual. The same test is made again for a cache's waiters when one of
+    /// its units leaves for the pool (the original's waiters retry when a put wakes them). Over-
+    /// quota units go back to the pool when put, like any unit above δ. 0 (the default): off.
+    pub ss_max_units: u32,
 }

@@ -10,6 +10,9 @@
 //!   lags δ by at most the longest hold of a unit.
 //! - A run of the scheduler first takes free units out of caches above their new δ at once
 //!   (the asynchronous removal), then lets waiting caches grow from the pool.
+//! - With `ss_max_units` (the original system's `ss_max`), a request that would wait on a
+//!   cache whose every holder is self-suspended takes a unit over δ, up to `ss_max_units`
+//!   over (see [`TmemSpec::ss_max_units`]).
 //! - No cache ever holds fewer units than its minimum (the largest single request, so every
 //!   thread can progress without the policy).
 //! - A cbuf passed down a call is mapped into the callee once; the mapping is kept until the
@@ -263,6 +266,27 @@ impl Manager {
         self.stats[i].grows += 1;
         self.note_allocation(i, cache.allocated());
         true
+    }
+
+    /// Grows managed cache `i` by a unit over its δ for a request whose every holder is out
+    /// (a self-suspension), while it holds fewer than δ + `ss_max_units` and the pool has one
+    /// ([`TmemSpec::ss_max_units`]). Counted among the cache's grows.
+    pub(super) fn grow_over_quota(&mut self, i: usize, cache: &mut UnitCache, now: Nanos) -> bool {
+        if !self.may_grow_over_quota(i, cache) {
+            return false;
+        }
+        let Some(unit) = self.take_from_pool() else { return false };
+        self.note_held_change(now, 1);
+        cache.add_unit(unit);
+        self.stats[i].grows += 1;
+        self.note_allocation(i, cache.allocated());
+        true
+    }
+
+    /// Whether over-quota allocation is on and cache `i` holds fewer than δ + `ss_max_units`.
+    pub(super) fn may_grow_over_quota(&self, i: usize, cache: &UnitCache) -> bool {
+        let ss = self.spec.ss_max_units;
+        ss > 0 && self.desired(i).is_some_and(|d| cache.allocated() < d.saturating_add(ss))
     }
 
     fn note_allocation(&mut self, i: usize, allocated: u32) {

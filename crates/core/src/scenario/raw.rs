@@ -280,6 +280,7 @@ pub(super) struct RawTmem {
     pub(super) period_ms: Option<f64>,
     pub(super) first_run_ms: Option<f64>,
     pub(super) cbuf_map_us: Option<f64>,
+    pub(super) ss_max_units: Option<i64>,
 }
 
 /// `[components]`: what every component shares unless it says otherwise.

@@ -1,5 +1,6 @@
 //! `[tmem]`: TMEM's memory scheduler over the components' stacks and cbufs — its policy, how
-//! requests wait, the pool beyond the caches' minimums, and its period.
+//! requests wait, the pool beyond the caches' minimums, its period and over-quota allocation on
+//! self-suspension.
 
 use super::error::{Ctx, ScenarioError};
 use super::raw::RawScenario;
@@ -33,8 +34,21 @@ pub(super) fn validate_tmem(cx: &Ctx, raw: &RawScenario, horizon: Nanos) -> Resu
     }
     let first_run = cx.time("tmem.first_run_ms", t.first_run_ms.unwrap_or(0.0))?;
     let cbuf_map_cost = cx.time("tmem.cbuf_map_us", t.cbuf_map_us.unwrap_or(0.0) / 1000.0)?;
+    let ss_max_units = match t.ss_max_units {
+        None => 0,
+        Some(n) if (0..=MAX_UNITS).contains(&n) => n as u32,
+        Some(n) => return Err(cx.err("tmem.ss_max_units", format!("must be between 0 and {MAX_UNITS} (got {n})"))),
+    };
     if !raw.component.iter().any(|c| c.stacks.is_some() || c.cbufs.is_some()) {
         return Err(cx.err("tmem", "manages components' stacks and cbufs, but no [[component]] gives stacks or cbufs"));
     }
-    Ok(Some(TmemSpec { policy, wait: t.wait.unwrap_or(StackWait::Inherit), units_above_min, period, first_run, cbuf_map_cost }))
+    Ok(Some(TmemSpec {
+        policy,
+        wait: t.wait.unwrap_or(StackWait::Inherit),
+        units_above_min,
+        period,
+        first_run,
+        cbuf_map_cost,
+        ss_max_units,
+    }))
 }

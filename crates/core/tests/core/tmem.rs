@@ -437,6 +437,8 @@ fn every_tmem_load_error_is_one_line_naming_file_key_and_reason() {
         (base.replace("policy = \"min\"", "policy = \"best\""), "tmem.toml: tmem.policy: unknown memory scheduler \"best\""),
         (base.replace("units_above_min = 2", "units_above_min = -1"), "tmem.toml: tmem.units_above_min: must be between 0"),
         (base.replace("period_ms = 20", "period_ms = 0"), "tmem.toml: tmem.period_ms:"),
+        (base.replace("units_above_min = 2", "units_above_min = 2\nss_max_units = -1"), "tmem.toml: tmem.ss_max_units: must be between 0"),
+        (base.replace("units_above_min = 2", "units_above_min = 2\nss_max_units = 1.5"), "tmem.toml: tmem.ss_max_units"),
         (base.replace("cbufs = 1\n", ""), "tmem.toml: component[0].cbufs: missing"),
         (base.replace("{ cbuf = \"free\" }", "{ compute_ms = 1 }"), "tmem.toml: component[0].program: returns with a cbuf still held"),
         (base.replace("{ cbuf = \"alloc\" }, ", ""), "tmem.toml: component[0].program[1].pass_cbuf: no cbuf is held"),
@@ -551,6 +553,56 @@ fn a_request_finding_every_holder_suspended_waits_off_the_cpu_and_is_counted() {
     assert_eq!(suspends, [(2, 1.0, 6.0), (0, 8.0, 13.0)]);
 }
 
+/// SUSPENSION with `ss_max_units` and a second high-priority thread H2 (released at 4 ms, while
+/// L and H are both suspended inside c).
+fn over_quota(ss_max_units: Option<u32>) -> String {
+    let ss = ss_max_units.map_or(String::new(), |n| format!("ss_max_units = {n}\n"));
+    SUSPENSION.replace("period_ms = 10\n", &format!("period_ms = 10\n{ss}")).replace(
+        "[[task]]\nname = \"M\"",
+        "[[task]]\nname = \"H2\"\nperiod_ms = 35\noffset_ms = 4\nprogram = [{ call = \"c\" }]\n[[task]]\nname = \"M\"",
+    )
+}
+
+fn stack_waits(r: &SimResult, task: u32) -> usize {
+    r.resources().unwrap().waits.iter().filter(|w| w.task == task && w.resource == "stack:c").count()
+}
+
+#[test]
+fn with_ss_max_a_request_on_a_self_suspended_holder_takes_a_unit_over_quota_up_to_the_limit() {
+    // δ stays 1 (policy min). Off (the default), as in the test above: H at 2 waits for the
+    // suspended L and responds in 12 ms; H2 (at 4) waits too; c never holds more than 1.
+    let (p, _) = at_min();
+    let r = simulate_with_memory_scheduler(&load(&over_quota(None)), OPTS, p).unwrap();
+    assert_eq!(response_ms(&r, 0, 0), 12.0);
+    assert_eq!((stack_waits(&r, 0), stack_waits(&r, 1)), (1, 1));
+    assert_eq!(tmem(&r).caches[0].peak_allocated_units, 1);
+    // ss_max_units = 1: H takes a second stack at 2 (every holder suspended) and never waits:
+    // in c 2–3, suspended 3–8, 8–9, a response of 7 ms. H2 at 4 finds both holders suspended
+    // but c already one over δ: it waits. L puts at 7 and its unit, above δ, goes to the pool;
+    // H is still suspended, so H2 takes it back over quota at 7.
+    let (p, _) = at_min();
+    let r = simulate_with_memory_scheduler(&load(&over_quota(Some(1))), OPTS, p).unwrap();
+    assert_eq!(response_ms(&r, 0, 0), 7.0);
+    assert_eq!((stack_waits(&r, 0), stack_waits(&r, 1)), (0, 1));
+    let h2_wait = r.resources().unwrap().waits.iter().find(|w| w.task == 1 && w.resource == "stack:c").unwrap().clone();
+    assert_eq!((h2_wait.start.as_ms_f64(), h2_wait.end.as_ms_f64()), (4.0, 7.0));
+    let t = tmem(&r);
+    assert_eq!((t.caches[0].peak_allocated_units, t.caches[0].final_desired_units), (2, Some(1)));
+    assert_eq!(t.caches[0].grows, 2);
+    // ss_max_units = 2: neither H nor H2 waits; c holds 3, two over δ.
+    let (p, _) = at_min();
+    let r = simulate_with_memory_scheduler(&load(&over_quota(Some(2))), OPTS, p).unwrap();
+    assert_eq!((stack_waits(&r, 0), stack_waits(&r, 1)), (0, 0));
+    assert_eq!(response_ms(&r, 0, 0), 7.0);
+    assert_eq!(tmem(&r).caches[0].peak_allocated_units, 3);
+    // A holder that can run is no self-suspension: the inversion case is unchanged by ss_max.
+    let (p, _) = at_min();
+    let text = inversion("inherit", 3).replace("units_above_min = 3\n", "units_above_min = 3\nss_max_units = 5\n");
+    let r = simulate_with_memory_scheduler(&load(&text), OPTS, p).unwrap();
+    assert_eq!(response_ms(&r, 0, 0), 5.0);
+    assert_eq!(tmem(&r).caches[0].peak_allocated_units, 1);
+}
+
 #[test]
 fn suspending_inside_a_critical_section_or_under_srp_is_refused() {
     let lock = r#"
@@ -582,7 +634,7 @@ fn fuzz_value(key: &'static str) -> BoxedStrategy<String> {
     let good: Vec<&'static str> = match key {
         "policy" => vec!["\"min\"", "\"max\"", "\"fair\"", "\"greedy\"", "\"tmem\"", "\"tmem-composite\""],
         "wait" | "stack_wait" => vec!["\"inherit\"", "\"block\""],
-        "units_above_min" => vec!["0", "1", "3", "6"],
+        "units_above_min" | "ss_max_units" => vec!["0", "1", "3", "6"],
         "period_ms" => vec!["1", "5", "20"],
         "first_run_ms" => vec!["0", "7"],
         "cbuf_map_us" | "invocation_cost_us" => vec!["0", "100"],
@@ -632,7 +684,7 @@ proptest! {
     /// simulates with every invariant checked, or is refused in one line naming the file.
     #[test]
     fn fuzzed_tmem_scenarios_load_and_run_or_are_refused_in_one_line(
-        tmem in fuzz_table(vec!["policy", "wait", "units_above_min", "period_ms", "first_run_ms", "cbuf_map_us"], 5),
+        tmem in fuzz_table(vec!["policy", "wait", "units_above_min", "period_ms", "first_run_ms", "cbuf_map_us", "ss_max_units"], 6),
         comp in fuzz_table(vec!["stacks", "cbufs", "stack_wait", "invocation_cost_us"], 4),
         steps_a in prop::collection::vec(fuzz_step(), 0..5),
         steps_b in prop::collection::vec(fuzz_step(), 0..3),

@@ -70,14 +70,43 @@ impl ResourceSubsystem {
     pub(super) fn try_get(&mut self, key: JobKey, id: usize, now: Nanos) -> Option<u32> {
         let holder = self.holder(key);
         if !self.caches[id].has_free() {
+            // The same test as the self-suspension count in `wait_unit`.
+            let self_suspension = self.caches[id].all_holders_out(|k| self.runnable(k));
             let (Some(m), cache) = (self.tmem.as_mut(), &mut self.caches[id]) else { return None };
             let i = m.index(id)?;
-            if !m.grow(i, cache, now) {
+            if !m.grow(i, cache, now) && !(self_suspension && m.grow_over_quota(i, cache, now)) {
                 return None;
             }
             self.note_allocated();
         }
         self.caches[id].get(holder, now)
+    }
+
+    /// Grants waiters of cache `id` units over its δ while every holder is out and
+    /// `ss_max_units` allows (a put sent a unit to the pool: the original's woken waiters
+    /// retry); whether any was granted.
+    fn serve_over_quota(&mut self, cx: &mut Context<'_>, id: usize) -> bool {
+        let mut granted = false;
+        loop {
+            let Some(m) = self.tmem.as_ref() else { return granted };
+            let Some(i) = m.index(id) else { return granted };
+            let cache = &self.caches[id];
+            if !cache.has_waiters() || !m.pool_has_units() || !m.may_grow_over_quota(i, cache) {
+                return granted;
+            }
+            if !cache.all_holders_out(|k| self.runnable(k)) {
+                return granted;
+            }
+            let m = self.tmem.as_mut().expect("checked");
+            if !m.grow_over_quota(i, &mut self.caches[id], cx.now()) {
+                return granted;
+            }
+            self.note_allocated();
+            let (w, since) = self.caches[id].grant_next(cx.now()).expect("a waiter and a free unit");
+            self.granted(cx, id, w, since);
+            self.relink_cache(cx, id);
+            granted = true;
+        }
     }
 
     pub(super) fn note_allocated(&mut self) {
@@ -96,7 +125,7 @@ impl ResourceSubsystem {
             (Some(m), cache) => m.index(id).is_some_and(|i| m.after_put(i, cache, unit, cx.now())),
             _ => false,
         };
-        let mut granted = if to_pool { self.serve_pool(cx) } else { false };
+        let mut granted = if to_pool { self.serve_pool(cx) | self.serve_over_quota(cx, id) } else { false };
         while let Some((w, since)) = self.caches[id].grant_next(cx.now()) {
             self.granted(cx, id, w, since);
             granted = true;
