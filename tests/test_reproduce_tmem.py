@@ -22,7 +22,7 @@ from critmem.progress import QuietProgress
 from critmem.reproduce import PAPERS
 from critmem.reproduce.tmem import experiment, report, workloads
 from critmem.reproduce.tmem.experiment import Plan, Spec
-from critmem.reproduce.tmem.paper import PAPER_TABLE4, PAPER_TABLE4_SHAPE
+from critmem.reproduce.tmem.paper import PAPER_TABLE3_US_I7, PAPER_TABLE4, PAPER_TABLE4_SHAPE
 from critmem.reproduce.tmem.workloads import Edge, TmemConfig
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -216,7 +216,9 @@ def test_http_scenario_threads_and_static_allocation() -> None:
     s = workloads.http_scenario(TmemConfig("tmem", "inherit", 24))
     assert len(s["task"]) == PAPER_TABLE4_SHAPE["threads"]
     qos = s["task"][0]
-    assert (qos["name"], qos["priority"], qos["criticality"], qos["deadline_ms"]) == ("qos", 0, "B", 0.0101)
+    # 10.1 µs of compute and 32 calls of 0.25 µs (Table III's costs, the default).
+    assert (qos["name"], qos["priority"], qos["criticality"], qos["deadline_ms"]) == ("qos", 0, "B", 0.0181)
+    assert workloads.http_scenario(costs=workloads.NO_COSTS)["task"][0]["deadline_ms"] == 0.0101
     assert all(t["criticality"] == "D" and t["priority"] > 0 for t in s["task"][1:])
     assert s["tmem"]["units_above_min"] == 24
     static = workloads.http_scenario(TmemConfig("min", "inherit", 0), static_units=8)
@@ -663,6 +665,45 @@ def test_fig8_scenarios_run_with_the_tmem_section(open_system: bool) -> None:
     assert set(r.jobs["task"]) == {x["name"] for x in s["task"]}
     m = experiment.measure(Spec("fig7" if open_system else "fig6", "tmem", 1, 20, 3000, be_start_ms=1000, be_stop_ms=2000))
     assert m["min_units"] == t["min_units"]
+
+
+def test_generated_scenarios_carry_table_iii_costs() -> None:
+    costs = workloads.TABLE3_COSTS
+    assert costs.invocation_us == PAPER_TABLE3_US_I7["invocation with a cached stack"] == 0.25
+    assert costs.cbuf_map_us == PAPER_TABLE3_US_I7["cbuf2buf"] == 0.08
+    for spec in (Spec("fig6", "greedy", 1, 10, 1000), Spec("fig7", "tmem", 2, 20, 1000), Spec("table4", "min", 1, 0, 100)):
+        s = spec.scenario()
+        assert s["components"] == {"invocation_cost_us": 0.25}, spec
+        assert s["tmem"]["cbuf_map_us"] == 0.08, spec
+    # Without costs the tables are left out (the bundled examples' form).
+    bare = workloads.fig8_scenario(1, costs=workloads.NO_COSTS)
+    assert "components" not in bare and "cbuf_map_us" not in bare["tmem"]
+    assert "components" not in workloads.example_scenario("tmem-fig8")
+
+
+def test_a_requests_response_grows_by_its_calls_and_first_cbuf_maps() -> None:
+    """One handler thread with unlimited memory (no waits): every request's response grows by
+    32 calls × 0.25 µs; the first also by 0.08 µs per passed cbuf mapped where it goes (later
+    requests reuse the same units, already mapped). The deadline counts the calls' costs, so
+    only the first request is late, by its maps."""
+    from critmem.api import run
+
+    def responses(costs: workloads.Costs) -> tuple[list[float], int, float]:
+        s = workloads.http_scenario(TmemConfig("max", "inherit", None), threads=1, horizon_ms=5, costs=costs)
+        r = run(s, record_segments=False)
+        q = r.jobs[r.jobs["task"] == "qos"].sort_values("release_ms")
+        assert sum(c["waits"] for c in r.summary["tmem"]["caches"]) == 0
+        return [float(x) for x in q["response_ms"]], int(r.summary["tmem"]["cbuf_mappings"]), float(s["task"][0]["deadline_ms"])
+
+    base, _, base_deadline = responses(workloads.NO_COSTS)
+    costly, maps, deadline = responses(workloads.TABLE3_COSTS)
+    assert len(base) == len(costly) >= 10
+    assert base == pytest.approx([0.0101] * len(base), abs=1e-9)
+    calls_ms = 32 * 0.25 / 1000
+    assert maps == 6  # conn_mgr→tcp, tcp→ip, ip→nic, http_parse→url_cache, content_mgr→ramfs, http_resp→tcp
+    assert costly[0] - base[0] == pytest.approx(calls_ms + maps * 0.08 / 1000, abs=1e-9)
+    assert [c - b for c, b in zip(costly[1:], base[1:], strict=True)] == pytest.approx([calls_ms] * (len(base) - 1), abs=1e-9)
+    assert deadline - base_deadline == pytest.approx(calls_ms, abs=1e-9)
 
 
 def test_same_seed_gives_the_same_run() -> None:

@@ -49,4 +49,4 @@ PAPER_TABLE3_US_I7: dict[str, float] = {
     "cbuf2buf": 0.08,
     "cbuf_alloc with PI": 2.23,
 }
-"""Table III (i7 column), for the report's note on costs the model leaves out."""
+"""Table III (i7 column); `workloads.TABLE3_COSTS` charges two of them in the generated scenarios."""

@@ -46,9 +46,12 @@ __all__ = [
     "BE_ENTRIES",
     "EXAMPLES",
     "LATTICES",
+    "NO_COSTS",
     "RT_ENTRIES_PAPER",
     "RT_ENTRIES_SOURCE",
     "SINK",
+    "TABLE3_COSTS",
+    "Costs",
     "Edge",
     "HttpService",
     "RtTask",
@@ -94,6 +97,25 @@ LEAN = 0.75
 """Fig. 8: "with a 75 % chance, it will invoke toward the dotted line, and 25 % away"."""
 
 EntryMode = Literal["paper", "source"]
+
+
+@dataclass(frozen=True)
+class Costs:
+    """TMEM's operation costs charged to the simulated CPU (µs)."""
+
+    invocation_us: float = 0.0
+    """Entering a component (`[components] invocation_cost_us`), on every call."""
+    cbuf_map_us: float = 0.0
+    """Mapping a passed cbuf into a component it is not yet mapped in (`[tmem] cbuf_map_us`)."""
+
+
+TABLE3_COSTS = Costs(invocation_us=0.25, cbuf_map_us=0.08)
+"""Table III, Core i7 column: "Invocation w/ cached stack" 0.25 µs (an invocation, call and
+return, with TMEM's stack cache) and "cbuf2buf" 0.08 µs (a passed cbuf made usable in the
+component it is passed to: the simulator's cbuf map). In the Fig. 8 scenarios both come out of
+the job's budget, as in the paper ("passing the remaining time left for execution minus the
+cost of an invocation"); in the HTTP service, whose steps are absolute, they add to a request."""
+NO_COSTS = Costs()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -336,10 +358,12 @@ def fig8_scenario(
     be_start_ms: float = 20_000,
     be_stop_ms: float = 40_000,
     entries: EntryMode = "paper",
+    costs: Costs = TABLE3_COSTS,
 ) -> dict[str, Any]:
     """One Fig. 6 (closed) or Fig. 7 (`open_system`) scenario: task set `seed` (also the run's
     seed, which fixes every job's call draws) on one CPU under explicit fixed priorities, the
-    components its threads can reach, and `[tmem]` (default `TmemConfig()`)."""
+    components its threads can reach, `[tmem]` (default `TmemConfig()`) and TMEM's operation
+    `costs` (default Table III's)."""
     tmem = tmem or TmemConfig()
     tasks = task_set(seed, n=n_rt, utilization=utilization)
     rt_entries = RT_ENTRIES_PAPER if entries == "paper" else RT_ENTRIES_SOURCE
@@ -357,14 +381,30 @@ def fig8_scenario(
     if open_system:
         task_tables += be_tasks(n_be, start_ms=be_start_ms, stop_ms=be_stop_ms, entries=entries)
         used_entries += BE_ENTRIES
-    return {
-        "machine": {"cpus": 1},
-        "scheduler": {"kind": "fp"},
-        "run": {"horizon_ms": float(horizon_ms), "seed": seed},
-        "tmem": tmem.table(),
-        "component": fig8_components(used_entries),
-        "task": task_tables,
-    }
+    return _with_costs(
+        {
+            "machine": {"cpus": 1},
+            "scheduler": {"kind": "fp"},
+            "run": {"horizon_ms": float(horizon_ms), "seed": seed},
+            "tmem": tmem.table(),
+            "component": fig8_components(used_entries),
+            "task": task_tables,
+        },
+        costs,
+    )
+
+
+def _with_costs(scenario: dict[str, Any], costs: Costs) -> dict[str, Any]:
+    """`scenario` with `costs`: `[components] invocation_cost_us` and `[tmem] cbuf_map_us`,
+    each only when not 0 (so a scenario without costs is written as before)."""
+    out: dict[str, Any] = {}
+    for key, section in scenario.items():
+        if key == "component" and costs.invocation_us:
+            out["components"] = {"invocation_cost_us": costs.invocation_us}
+        if key == "tmem" and costs.cbuf_map_us:
+            section = section | {"cbuf_map_us": costs.cbuf_map_us}
+        out[key] = section
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -388,8 +428,10 @@ class HttpService:
     def cbuf_components(self) -> list[str]:
         return [c["name"] for c in self.components if "cbufs" in c]
 
-    def request_compute_us(self) -> float:
-        """CPU time of one request with every stack and cbuf in its cache (µs)."""
+    def request_compute_us(self, costs: Costs = NO_COSTS) -> float:
+        """CPU time of one request with every stack and cbuf in its cache and every passed cbuf
+        already mapped where it goes (µs): its compute and, with `costs`, an invocation's cost
+        per call."""
         by_name = {c["name"]: c for c in self.components}
 
         def total(program: list[dict[str, Any]]) -> float:
@@ -397,7 +439,7 @@ class HttpService:
             for step in program:
                 t += 1000 * float(step.get("compute_ms", 0.0))
                 if "call" in step:
-                    t += total(by_name[step["call"]]["program"])
+                    t += costs.invocation_us + total(by_name[step["call"]].get("program", []))
             return t
 
         return round(total(self.request), 6)
@@ -420,7 +462,8 @@ def http_service() -> HttpService:
     statistics, port namespace — have stacks of their own, as system services in COMPOSITE do,
     so they never contend; those with no program are not on the request path. Compute per
     component is a few tenths of a µs (Table III: an invocation costs about 0.25 µs on the
-    paper's i7), 10.1 µs a request in all, Table IV's response time without contention.
+    paper's i7), 10.1 µs of compute a request in all, Table IV's response time without
+    contention; Table III's costs (`http_scenario`'s default) add 32 invocations' 8 µs to it.
     """
 
     def managed(name: str, program: list[dict[str, Any]], *, cbuf: bool) -> dict[str, Any]:
@@ -475,13 +518,17 @@ def http_scenario(
     max_interarrival_ms: float = 0.3,
     horizon_ms: float = 2_000,
     seed: int = 1,
+    costs: Costs = TABLE3_COSTS,
 ) -> dict[str, Any]:
     """The Table IV scenario: `threads` handler threads, each a sporadic stream of requests on
     its own port; `qos` (the first) has the highest priority and a deadline equal to the
     request's uncontended processing time, so its tardiness is its response time's excess over
     it (Sec. VI-B: "any positive variation from the average processing time"); the others are
     best effort (criticality D). `static_units` gives every managed stack and cbuf cache that
-    many units as its minimum (the `static` row: all memory any request could need)."""
+    many units as its minimum (the `static` row: all memory any request could need). With
+    `costs` (default Table III's) each call and each first mapping of a passed cbuf take CPU
+    time; the deadline counts the calls' costs (the steady state: every cbuf mapped), so a
+    remapping after a unit went through the pool shows as tardiness."""
     tmem = tmem or TmemConfig()
     svc = http_service()
     components = [dict(c) for c in svc.components]
@@ -490,7 +537,7 @@ def http_scenario(
             for key in ("stacks", "cbufs"):
                 if key in c:
                     c[key] = static_units
-    processing_ms = round(svc.request_compute_us() / 1000, 6)
+    processing_ms = round(svc.request_compute_us(costs) / 1000, 6)
     tasks: list[dict[str, Any]] = []
     for i in range(threads):
         t: dict[str, Any] = {"name": "qos" if i == 0 else f"port{i}"}
@@ -507,14 +554,17 @@ def http_scenario(
             "program": list(svc.request),
         }
         tasks.append(t)
-    return {
-        "machine": {"cpus": 1},
-        "scheduler": {"kind": "fp"},
-        "run": {"horizon_ms": float(horizon_ms), "seed": seed},
-        "tmem": tmem.table(),
-        "component": components,
-        "task": tasks,
-    }
+    return _with_costs(
+        {
+            "machine": {"cpus": 1},
+            "scheduler": {"kind": "fp"},
+            "run": {"horizon_ms": float(horizon_ms), "seed": seed},
+            "tmem": tmem.table(),
+            "component": components,
+            "task": tasks,
+        },
+        costs,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -618,10 +668,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
 
 
 def example_scenario(name: str) -> dict[str, Any]:
-    """The scenario of bundled example `name` (seed 1, Σu = 0.8, tmem with 20 units above the minimum)."""
+    """The scenario of bundled example `name` (seed 1, Σu = 0.8, tmem with 20 units above the
+    minimum; no operation costs, the bundled examples' smallest form)."""
     if name not in EXAMPLES:
         raise KeyError(f"no TMEM example {name!r}; known: {', '.join(EXAMPLES)}")
-    return fig8_scenario(1, tmem=TmemConfig("tmem", "inherit", 20), open_system=name == "tmem-open")
+    return fig8_scenario(1, tmem=TmemConfig("tmem", "inherit", 20), open_system=name == "tmem-open", costs=NO_COSTS)
 
 
 def example_toml(name: str) -> str:
