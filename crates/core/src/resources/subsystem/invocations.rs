@@ -74,7 +74,8 @@ impl ResourceSubsystem {
             let self_suspension = self.caches[id].all_holders_out(|k| self.runnable(k));
             let (Some(m), cache) = (self.tmem.as_mut(), &mut self.caches[id]) else { return None };
             let i = m.index(id)?;
-            if !m.grow(i, cache, now) && !(self_suspension && m.grow_over_quota(i, cache, now)) {
+            let grown = m.grow(i, cache, now) || (self_suspension && m.grow_over_quota(i, cache, now));
+            if !grown {
                 return None;
             }
             self.note_allocated();
