@@ -260,6 +260,11 @@ impl Manager {
         if self.desired(i).is_some_and(|d| cache.allocated() >= d) {
             return false;
         }
+        self.grow_from_pool(i, cache, now)
+    }
+
+    /// Moves a unit from the pool into managed cache `i`, if the pool has one.
+    fn grow_from_pool(&mut self, i: usize, cache: &mut UnitCache, now: Nanos) -> bool {
         let Some(unit) = self.take_from_pool() else { return false };
         self.note_held_change(now, 1);
         cache.add_unit(unit);
@@ -272,15 +277,7 @@ impl Manager {
     /// (a self-suspension), while it holds fewer than δ + `ss_max_units` and the pool has one
     /// ([`TmemSpec::ss_max_units`]). Counted among the cache's grows.
     pub(super) fn grow_over_quota(&mut self, i: usize, cache: &mut UnitCache, now: Nanos) -> bool {
-        if !self.may_grow_over_quota(i, cache) {
-            return false;
-        }
-        let Some(unit) = self.take_from_pool() else { return false };
-        self.note_held_change(now, 1);
-        cache.add_unit(unit);
-        self.stats[i].grows += 1;
-        self.note_allocation(i, cache.allocated());
-        true
+        self.may_grow_over_quota(i, cache) && self.grow_from_pool(i, cache, now)
     }
 
     /// Whether over-quota allocation is on and cache `i` holds fewer than δ + `ss_max_units`.
