@@ -90,13 +90,7 @@ pub(super) fn validate_reservations(
             r.overhead_cpu_parts = (own as f64 * pct / 100.0).ceil() as u64;
         }
         if let Some(res) = &s.reserve {
-            r.kind = Some(res.kind.unwrap_or(Kind::Hard));
-            r.memory_bytes = res.memory_mib.map(|v| amount(cx, &k("reserve.memory_mib"), v, (1u64 << 20) as f64)).transpose()?;
-            r.io_bytes_per_s = res.io_bytes_per_s.map(|v| amount(cx, &k("reserve.io_bytes_per_s"), v, 1.0)).transpose()?;
-            r.io_burst_bytes = res.io_burst_bytes.map(|v| amount(cx, &k("reserve.io_burst_bytes"), v, 1.0)).transpose()?;
-            if r.io_burst_bytes.is_some() && r.io_bytes_per_s.is_none() {
-                return Err(cx.err(k("reserve.io_burst_bytes"), "shapes an I/O reservation: give io_bytes_per_s too"));
-            }
+            reserve_amounts(cx, j, res, &mut r)?;
         }
         out.push(r);
     }
@@ -125,16 +119,9 @@ pub(super) fn validate_mc2_reservations(
 ) -> Result<Vec<ServerReservation>, ScenarioError> {
     let mut out = Vec::with_capacity(levels.servers.len());
     for (j, s) in raw.server.iter().enumerate().take(levels.servers.len()) {
-        let k = |f: &str| format!("scheduler.server[{j}].{f}");
         let mut r = ServerReservation::default();
         if let Some(res) = &s.reserve {
-            r.kind = Some(res.kind.unwrap_or(Kind::Hard));
-            r.memory_bytes = res.memory_mib.map(|v| amount(cx, &k("reserve.memory_mib"), v, (1u64 << 20) as f64)).transpose()?;
-            r.io_bytes_per_s = res.io_bytes_per_s.map(|v| amount(cx, &k("reserve.io_bytes_per_s"), v, 1.0)).transpose()?;
-            r.io_burst_bytes = res.io_burst_bytes.map(|v| amount(cx, &k("reserve.io_burst_bytes"), v, 1.0)).transpose()?;
-            if r.io_burst_bytes.is_some() && r.io_bytes_per_s.is_none() {
-                return Err(cx.err(k("reserve.io_burst_bytes"), "shapes an I/O reservation: give io_bytes_per_s too"));
-            }
+            reserve_amounts(cx, j, res, &mut r)?;
         }
         out.push(r);
     }
@@ -245,6 +232,20 @@ pub(super) fn memory_bounds(
 }
 
 /// A non-negative amount given in `unit`s, in whole base units.
+/// Server `j`'s `reserve` table into `r`: its kind (hard unless given) and its memory and I/O
+/// amounts.
+fn reserve_amounts(cx: &Ctx, j: usize, res: &RawReserve, r: &mut ServerReservation) -> Result<(), ScenarioError> {
+    let k = |f: &str| format!("scheduler.server[{j}].reserve.{f}");
+    r.kind = Some(res.kind.unwrap_or(Kind::Hard));
+    r.memory_bytes = res.memory_mib.map(|v| amount(cx, &k("memory_mib"), v, (1u64 << 20) as f64)).transpose()?;
+    r.io_bytes_per_s = res.io_bytes_per_s.map(|v| amount(cx, &k("io_bytes_per_s"), v, 1.0)).transpose()?;
+    r.io_burst_bytes = res.io_burst_bytes.map(|v| amount(cx, &k("io_burst_bytes"), v, 1.0)).transpose()?;
+    if r.io_burst_bytes.is_some() && r.io_bytes_per_s.is_none() {
+        return Err(cx.err(k("io_burst_bytes"), "shapes an I/O reservation: give io_bytes_per_s too"));
+    }
+    Ok(())
+}
+
 fn amount(cx: &Ctx, key: &str, value: f64, unit: f64) -> Result<u64, ScenarioError> {
     if !value.is_finite() {
         return Err(cx.err(key, "must be a finite number"));
