@@ -61,17 +61,25 @@ impl GlobalScheduler {
 }
 
 impl GlobalScheduler {
-    /// `choose` on a few CPUs.
+    /// `choose` on a few CPUs (at most 64): the top jobs are read in place and the ones that
+    /// keep their CPU are marked in a bit mask, so a decision costs a few compares per CPU.
     fn choose_scanning(&mut self, current: &[Option<JobKey>], assign: &mut [Option<JobKey>]) {
-        self.top.clear();
-        self.top.extend(self.ready.iter().take(self.cpus));
-        // Jobs that stay among the m highest keep their CPU, so nothing migrates needlessly.
-        for (cpu, slot) in assign.iter_mut().enumerate() {
-            *slot = current[cpu].filter(|j| self.top.contains(j));
+        let top = self.ready.first_n(self.cpus);
+        assert!(top.len() <= 64, "scanning decides on at most 64 CPUs");
+        // Bit i: top[i] is already running and stays where it is, so nothing migrates needlessly.
+        let mut kept = 0u64;
+        for (slot, cur) in assign.iter_mut().zip(current) {
+            *slot = None;
+            if let Some(j) = *cur {
+                if let Some(i) = top.iter().position(|&(_, t)| t == j) {
+                    kept |= 1 << i;
+                    *slot = Some(j);
+                }
+            }
         }
         let mut next_free = 0;
-        for &j in &self.top {
-            if assign.contains(&Some(j)) {
+        for (i, &(_, j)) in top.iter().enumerate() {
+            if kept & (1 << i) != 0 {
                 continue;
             }
             while assign[next_free].is_some() {

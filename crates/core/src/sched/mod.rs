@@ -375,6 +375,11 @@ impl ReadyQueue {
     pub(crate) fn first(&self) -> Option<JobKey> {
         self.jobs.first().map(|&(_, j)| j)
     }
+    /// The first `n` entries in run order (fewer if fewer are queued).
+    #[inline]
+    pub(crate) fn first_n(&self, n: usize) -> &[(QueueKey, JobKey)] {
+        &self.jobs[..n.min(self.jobs.len())]
+    }
     /// The jobs in run order.
     #[inline]
     pub(crate) fn iter(&self) -> impl Iterator<Item = JobKey> + '_ {
