@@ -275,7 +275,7 @@ def scenario_reference(schema: dict[str, Any]) -> str:
     for defname, path in _def_order(schema):
         node = schema if defname == "Scenario" else schema["$defs"][defname]
         title = "Top level" if defname == "Scenario" else f"`{path}`"
-        out += [f'## {title} {{ #{_anchor(defname)} }}', ""]
+        out += [f"## {title} {{ #{_anchor(defname)} }}", ""]
         if node.get("description"):
             out += [node["description"], ""]
         required = set(node.get("required", []))
@@ -363,7 +363,9 @@ def cli_reference() -> str:
 
 def benchmarks_page() -> str:
     text = (ROOT / "BENCHMARKS.md").read_text(encoding="utf-8")
-    return text.replace("](docs/", "](").replace("(README, \"Studies on a cluster\")", "([Studies on a cluster](python.md#studies-on-a-cluster))")
+    return text.replace("](docs/", "](").replace(
+        '(README, "Studies on a cluster")', "([Studies on a cluster](python.md#studies-on-a-cluster))"
+    )
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
