@@ -123,4 +123,24 @@ if command -v espeak-ng >/dev/null && ! "$venv/bin/python" -m critmem.apps.speec
     quiet "$venv/bin/python" -m critmem.apps.speech_audio --out "$speech_dir"
 fi
 
+# The documentation site's test renders pages in headless Chromium (Debian's package).
+install_chromium() {
+    if [ -x /usr/bin/chromium ]; then
+        return
+    fi
+    if [ "$(id -u)" -ne 0 ]; then
+        say "not root: chromium not installed; the documentation site's browser test will be skipped"
+        return
+    fi
+    if ! command -v apt-get >/dev/null; then
+        say "no apt-get: the documentation site's browser test will be skipped until chromium is installed"
+        return
+    fi
+    say "installing chromium with apt-get (for the documentation site's browser test)"
+    export DEBIAN_FRONTEND=noninteractive
+    quiet apt-get update -q
+    quiet apt-get install -y -q --no-install-recommends chromium
+}
+install_chromium
+
 say "done: $("$venv/bin/critmem" --version)"

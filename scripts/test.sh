@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test: the style checks (rustfmt, clippy, ruff), the Rust workspace (cargo test),
+# Runs every test: the style checks (rustfmt, clippy, ruff), the documentation build (mkdocs
+# build --strict), the Rust workspace (cargo test),
 # pytest against the installed package, then the type checks (mypy --strict, and stubtest of the extension's .pyi stubs).
 # Expects .venv from scripts/setup.sh. Any failing step fails the run; so does pytest's
 # exit code 5 ("no tests collected").
@@ -49,6 +50,11 @@ cargo fmt --check
 cargo clippy --workspace --all-targets --release --locked -- -D warnings
 "$venv/bin/ruff" check python tests scripts
 "$venv/bin/ruff" format --check python tests scripts
+
+step "mkdocs build --strict (the documentation site, into a temporary folder)"
+site=$(mktemp -d)
+trap 'rm -rf "$site"' EXIT
+NO_MKDOCS_2_WARNING=1 "$venv/bin/mkdocs" build --strict --quiet --site-dir "$site"
 
 step "cargo test --workspace --release"
 cargo test --workspace --release --locked

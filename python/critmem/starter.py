@@ -37,7 +37,7 @@ period_ms = 50
 exec = { dist = "uniform", min_ms = 5, max_ms = 15 }
 criticality = "D"
 
-# More to add (see the README's "Scenario files"):
+# More to add (see the documentation's scenario pages, docs/scenarios/, and its scenario reference):
 # [memory] with total_mb, swap and per-task private_mb/access streams: the page-level model;
 # [[group]] and [control] controller = "sara": memory-limited groups under a controller;
 # [[resource]] name/units/protocol = "none" | "pip" | "srp", and a task `program` of

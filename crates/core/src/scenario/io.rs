@@ -22,10 +22,13 @@ pub(in crate::scenario) struct RawIo {
     pub(super) bandwidth_bytes_per_s: Option<f64>,
     /// Most packets one event thread's ring holds; more are dropped.
     pub(super) ring_packets: Option<i64>,
+    /// `[[io.stream]]`: packet streams arriving at the device.
     #[serde(default)]
     pub(super) stream: Vec<RawStream>,
+    /// `[[io.port]]`: ports bound to event threads.
     #[serde(default)]
     pub(super) port: Vec<RawPort>,
+    /// `[[io.transmit]]`: messages tasks send when their jobs complete.
     #[serde(default)]
     pub(super) transmit: Vec<RawTransmit>,
 }
@@ -36,11 +39,17 @@ pub(in crate::scenario) struct RawIo {
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "IoStream")]
 pub(in crate::scenario) struct RawStream {
+    /// Destination port of the packets.
     pub(super) port: i64,
+    /// Size of each packet, bytes.
     pub(super) bytes: i64,
+    /// Time between packets of a periodic stream, ms.
     pub(super) period_ms: Option<f64>,
+    /// Mean packets per second of a Poisson stream, drawn from the run's seed.
     pub(super) rate_per_s: Option<f64>,
+    /// Time of the first packet, ms; default 0.
     pub(super) offset_ms: Option<f64>,
+    /// No packet at or after this time, ms.
     pub(super) stop_ms: Option<f64>,
 }
 
@@ -49,7 +58,9 @@ pub(in crate::scenario) struct RawStream {
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "IoPort")]
 pub(in crate::scenario) struct RawPort {
+    /// The port number.
     pub(super) port: i64,
+    /// The event thread: a task attached to a server, released once per packet.
     pub(super) task: String,
 }
 
@@ -58,8 +69,11 @@ pub(in crate::scenario) struct RawPort {
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "IoTransmit")]
 pub(in crate::scenario) struct RawTransmit {
+    /// The task whose every completed job sends a message.
     pub(super) task: String,
+    /// Source port, bound to the task's own server.
     pub(super) port: i64,
+    /// Size of each message, bytes.
     pub(super) bytes: i64,
 }
 

@@ -19,25 +19,39 @@ use std::fmt;
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "Scenario")]
 pub(super) struct RawScenario {
+    /// `[machine]`: the CPUs the tasks run on.
     pub(super) machine: Option<RawMachine>,
+    /// `[scheduler]`: the CPU scheduler, its table of slots and its tree of servers.
     pub(super) scheduler: Option<RawScheduler>,
+    /// `[[task]]`: the tasks, one table each.
     #[serde(default)]
     pub(super) task: Vec<RawTask>,
+    /// `[run]`: how long to simulate and the seed of every random draw.
     pub(super) run: Option<RawRun>,
+    /// `[memory]`: switches on the page-level memory model (frames, address spaces, swap, PSI).
     pub(super) memory: Option<RawMemory>,
+    /// `[[reservation]]`: memory reservations with page lists of their own.
     #[serde(default)]
     pub(super) reservation: Vec<RawReservation>,
+    /// `[[region]]`: shared memory regions that tasks map and touch.
     #[serde(default)]
     pub(super) region: Vec<RawRegion>,
+    /// `[control]`: the memory controller run on the groups every interval.
     pub(super) control: Option<RawControl>,
+    /// `[[group]]`: memory-limited task groups with cgroup semantics, the controller's unit.
     #[serde(default)]
     pub(super) group: Vec<RawGroup>,
+    /// `[[resource]]`: mutexes and k-unit resources that programs lock.
     #[serde(default)]
     pub(super) resource: Vec<RawResource>,
+    /// `[components]`: what every component shares unless it says otherwise.
     pub(super) components: Option<RawComponents>,
+    /// `[tmem]`: TMEM's memory scheduler over the components' stacks and cbufs.
     pub(super) tmem: Option<RawTmem>,
+    /// `[[component]]`: components that programs call synchronously.
     #[serde(default)]
     pub(super) component: Vec<RawComponent>,
+    /// `[io]`: HiRes's network device: packet streams, ports bound to event threads, transmissions.
     pub(super) io: Option<super::io::RawIo>,
 }
 
@@ -45,6 +59,7 @@ pub(super) struct RawScenario {
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "Machine")]
 pub(super) struct RawMachine {
+    /// Number of CPUs, numbered from 0 (a file without `[machine]` has 1).
     pub(super) cpus: i64,
 }
 
@@ -52,15 +67,23 @@ pub(super) struct RawMachine {
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "Scheduler")]
 pub(super) struct RawScheduler {
+    /// The scheduling policy: uniprocessor `fp`, `rm`, `dm`, `edf`; partitioned `pfp`, `pedf`;
+    /// global `gedf`, `gfp`; the table-driven `cyclic`; MC²'s criticality levels `mc2`. With
+    /// servers it is the root's policy.
     #[serde(deserialize_with = "choice")]
     #[schemars(schema_with = "choice_schema::<SchedulerKind>")]
     pub(super) kind: SchedulerKind,
+    /// How `pfp` and `gfp` order tasks: `explicit` (each task's `priority`), `rm` (by period) or
+    /// `dm` (by deadline); default explicit when every task has a `priority`, else rm.
     #[serde(default, deserialize_with = "some_choice")]
     #[schemars(schema_with = "some_choice_schema::<PriorityOrder>")]
     pub(super) priorities: Option<PriorityOrder>,
+    /// Length of the cyclic table that repeats (`cyclic`, and level A under `mc2`), ms.
     pub(super) major_frame_ms: Option<f64>,
+    /// `[[scheduler.slot]]`: the windows of the cyclic table (level A's table under `mc2`).
     #[serde(default)]
     pub(super) slot: Vec<RawSlot>,
+    /// `[[scheduler.server]]`: the nodes of a tree of servers under each CPU's root scheduler.
     #[serde(default)]
     pub(super) server: Vec<RawServer>,
     /// CPU time a server's child-scheduler thread takes per delivered event (servers only).
@@ -77,17 +100,27 @@ pub(super) struct RawScheduler {
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "Server")]
 pub(super) struct RawServer {
+    /// The server's name, which tasks give as `server` and child servers as `parent`.
     pub(super) name: String,
+    /// The server it runs under; default `root`, the CPU's root scheduler.
     pub(super) parent: Option<String>,
+    /// `deferrable` (budget kept until its period ends), `polling` (budget lost when its subtree is
+    /// idle) or `level` (a plain priority, no budget).
     #[serde(deserialize_with = "choice")]
     #[schemars(schema_with = "choice_schema::<ServerKind>")]
     pub(super) kind: ServerKind,
+    /// CPU time per period (deferrable and polling servers), ms.
     pub(super) budget_ms: Option<f64>,
+    /// Replenishment period of the budget (deferrable and polling servers), ms.
     pub(super) period_ms: Option<f64>,
+    /// Rank among its siblings under a fixed-priority parent (lower number = higher priority).
     pub(super) priority: Option<i64>,
+    /// How the server schedules its children: `fp`, `rm`, `dm`, `edf`, or at the top a task policy
+    /// (`gedf`, `gfp`, `pedf`, `pfp`, `cyclic`); default the root's.
     #[serde(default, deserialize_with = "some_choice")]
     #[schemars(schema_with = "some_choice_schema::<ServerPolicy>")]
     pub(super) policy: Option<ServerPolicy>,
+    /// The CPU a top-level server runs on; default 0.
     pub(super) cpu: Option<i64>,
     /// The CPUs of a top-level server with a task policy (gedf, gfp, pedf, pfp, cyclic).
     pub(super) cpus: Option<Vec<i64>>,
@@ -99,6 +132,7 @@ pub(super) struct RawServer {
     pub(super) priorities: Option<PriorityOrder>,
     /// A cyclic server's table.
     pub(super) major_frame_ms: Option<f64>,
+    /// `[[scheduler.server.slot]]`: the windows of a cyclic server's table.
     #[serde(default)]
     pub(super) slot: Vec<RawServerSlot>,
     /// Share of its own CPU reservation it keeps for itself (its scheduler, its event
@@ -114,10 +148,15 @@ pub(super) struct RawServer {
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "ServerSlot")]
 pub(super) struct RawServerSlot {
+    /// The task that runs in this window (a leaf server's table).
     pub(super) task: Option<String>,
+    /// The child server that runs in this window (a table of partitions).
     pub(super) server: Option<String>,
+    /// Start of the window within the major frame, ms.
     pub(super) start_ms: f64,
+    /// Length of the window, ms.
     pub(super) duration_ms: f64,
+    /// The CPU of the window, one of the server's `cpus`.
     pub(super) cpu: Option<i64>,
 }
 
@@ -125,9 +164,13 @@ pub(super) struct RawServerSlot {
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "Slot")]
 pub(super) struct RawSlot {
+    /// The task that runs in this window (a level-A task under `mc2`).
     pub(super) task: String,
+    /// Start of the window within the major frame, ms.
     pub(super) start_ms: f64,
+    /// Length of the window, ms.
     pub(super) duration_ms: f64,
+    /// The CPU of the window; default 0 (under `mc2` the task's own `cpu`, and not given).
     pub(super) cpu: Option<i64>,
 }
 
@@ -135,7 +178,10 @@ pub(super) struct RawSlot {
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "Run")]
 pub(super) struct RawRun {
+    /// Simulated time, ms; default one hyperperiod plus the largest offset, if that is at most 100
+    /// s.
     pub(super) horizon_ms: Option<f64>,
+    /// Seed of every random draw (execution times, arrivals, accesses, calls); default 0.
     #[schemars(with = "Option<u64>")]
     pub(super) seed: Option<Seed>,
 }
@@ -170,41 +216,70 @@ impl serde::de::Visitor<'_> for SeedVisitor {
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "Task")]
 pub(super) struct RawTask {
+    /// The task's name, unique among tasks.
     pub(super) name: String,
+    /// A fixed execution time per job, ms; with a `program`, the job's budget its steps draw from.
     pub(super) wcet_ms: Option<f64>,
+    /// An execution time drawn per job from a distribution, instead of `wcet_ms`.
     pub(super) exec: Option<RawExec>,
+    /// Time between releases of a periodic task, ms.
     pub(super) period_ms: Option<f64>,
+    /// Shortest gap between releases of a sporadic task, ms.
     pub(super) min_interarrival_ms: Option<f64>,
+    /// Longest gap between releases of a sporadic task, ms; default the minimum.
     pub(super) max_interarrival_ms: Option<f64>,
+    /// Relative deadline, ms; default the period.
     pub(super) deadline_ms: Option<f64>,
+    /// Time of the first release, ms.
     #[serde(default)]
     pub(super) offset_ms: f64,
     /// No release at or after this time.
     pub(super) stop_ms: Option<f64>,
+    /// Fixed priority (lower number = higher priority); needed by `fp` and by explicit orders.
     pub(super) priority: Option<i64>,
+    /// `A` or `B` (hard real-time), `C` (soft real-time) or `D` (best effort); under `mc2` the
+    /// task's level. Default C.
     #[serde(default, deserialize_with = "some_choice")]
     #[schemars(schema_with = "some_choice_schema::<Criticality>")]
     pub(super) criticality: Option<Criticality>,
+    /// The CPU the task is pinned to (partitioned schedulers, and levels A and B under `mc2`).
     pub(super) cpu: Option<i64>,
+    /// `periodic` (default) or `sporadic` (gaps drawn between the inter-arrival bounds).
     #[serde(default, deserialize_with = "some_choice")]
     #[schemars(schema_with = "some_choice_schema::<ArrivalKind>")]
     pub(super) arrival: Option<ArrivalKind>,
+    /// What happens to a job still running at its deadline: `continue` (default), `abort` (at the
+    /// deadline) or `skip` (releases are dropped while the previous job is unfinished).
     #[serde(default, deserialize_with = "some_choice")]
     #[schemars(schema_with = "some_choice_schema::<OverrunPolicy>")]
     pub(super) overrun: Option<OverrunPolicy>,
+    /// Self-suspensions of every job: after `after_ms` of execution the job sleeps `for_ms`.
     #[serde(default)]
     pub(super) suspend: Vec<RawSuspend>,
+    /// The memory reservation charged for the task's pages; default global LRU.
     pub(super) reservation: Option<String>,
+    /// The memory group (PSI and controller) of the task; default its reservation, else the task
+    /// itself.
     pub(super) group: Option<String>,
+    /// Private code and data of the task, MiB.
     pub(super) private_mb: Option<f64>,
+    /// How the `access` streams are spread over a job: `sequence` (one after another, default) or
+    /// `interleave`.
     #[serde(default, deserialize_with = "some_choice")]
     #[schemars(schema_with = "some_choice_schema::<StreamOrder>")]
     pub(super) access_order: Option<StreamOrder>,
+    /// The memory every job touches, as a list of access streams.
     #[serde(default)]
     pub(super) access: Vec<RawAccess>,
+    /// A program to run for the task on Linux (no shell), instead of a shipped worker; the
+    /// simulator ignores it.
     pub(super) command: Option<Vec<String>>,
+    /// On Linux: the `command` reports its jobs over the job socket.
     pub(super) reports_jobs: Option<bool>,
+    /// What each job does, in order: compute, lock and unlock, call components, suspend, touch
+    /// memory.
     pub(super) program: Option<Vec<RawAction>>,
+    /// The leaf server of `[[scheduler.server]]` the task runs under.
     pub(super) server: Option<String>,
 }
 
@@ -213,8 +288,12 @@ pub(super) struct RawTask {
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "Resource")]
 pub(super) struct RawResource {
+    /// The resource's name, unique among resources.
     pub(super) name: String,
+    /// Units of the resource; default 1 (a mutex), more makes a k-unit resource.
     pub(super) units: Option<i64>,
+    /// `none` (default: a waiter blocks), `pip` (priority inheritance through dependency links) or
+    /// `srp` (Baker's stack resource policy).
     #[serde(default, deserialize_with = "some_choice")]
     #[schemars(schema_with = "some_choice_schema::<Protocol>")]
     pub(super) protocol: Option<Protocol>,
@@ -229,24 +308,38 @@ pub(super) struct RawResource {
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "Action")]
 pub(super) struct RawAction {
+    /// Compute for this long, ms; in an `access` step, spread over its references.
     pub(super) compute_ms: Option<f64>,
+    /// Take the named resource.
     pub(super) lock: Option<String>,
+    /// Units a `lock` takes; default 1.
     pub(super) units: Option<i64>,
+    /// Give back the named resource (the innermost one held first).
     pub(super) unlock: Option<String>,
+    /// Call the named component synchronously.
     pub(super) call: Option<String>,
+    /// Chance that a `call` is made, drawn per job; default 1.
     pub(super) probability: Option<f64>,
+    /// Compute this share (0 to 1) of the job's budget.
     pub(super) compute_share: Option<f64>,
+    /// Self-suspend for this long, off every CPU, ms.
     pub(super) suspend_ms: Option<f64>,
+    /// Compute whatever is left of the job's budget.
     pub(super) compute_rest: Option<bool>,
+    /// Call exactly one of the named components, drawn by `weights`.
     pub(super) call_one_of: Option<Vec<String>>,
+    /// Relative weights of `call_one_of`'s components; default equal.
     pub(super) weights: Option<Vec<f64>>,
+    /// Pass the cbuf the caller holds to the called component.
     pub(super) pass_cbuf: Option<bool>,
+    /// `alloc` takes a cbuf from this component's cache; `free` gives it back.
     #[serde(default, deserialize_with = "some_choice")]
     #[schemars(schema_with = "some_choice_schema::<CbufStep>")]
     pub(super) cbuf: Option<CbufStep>,
     /// Memory the step touches: streams like a task's `access`, over the memory of the
     /// program's owner (the task's, or the component's).
     pub(super) access: Option<Vec<RawAccess>>,
+    /// How the step's streams are spread: `sequence` (default) or `interleave`.
     #[serde(default, deserialize_with = "some_choice")]
     #[schemars(schema_with = "some_choice_schema::<StreamOrder>")]
     pub(super) access_order: Option<StreamOrder>,
@@ -272,14 +365,24 @@ impl Choice for CbufStep {
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "Tmem")]
 pub(super) struct RawTmem {
+    /// The memory scheduler: `min`, `max`, `fair`, `greedy`, `tmem` (the paper's Algorithm 1),
+    /// `tmem-composite` or `watermark`.
     pub(super) policy: Option<String>,
+    /// How a request finding its cache empty waits: `inherit` (default: with a dependency link to
+    /// the holder) or `block` (off every CPU).
     #[serde(default, deserialize_with = "some_choice")]
     #[schemars(schema_with = "some_choice_schema::<StackWait>")]
     pub(super) wait: Option<StackWait>,
+    /// Units in the pool beyond every cache's minimum; left out: no limit.
     pub(super) units_above_min: Option<i64>,
+    /// How often the policy runs, ms; default 250.
     pub(super) period_ms: Option<f64>,
+    /// Time of the policy's first run, ms; until then no cache has a limit but the pool. Default 0.
     pub(super) first_run_ms: Option<f64>,
+    /// CPU time of mapping a passed cbuf into a component the first time, µs; default 0.
     pub(super) cbuf_map_us: Option<f64>,
+    /// Units a cache may take over its desired allocation when every holder is self-suspended;
+    /// default 0 (off).
     pub(super) ss_max_units: Option<i64>,
 }
 
@@ -288,6 +391,7 @@ pub(super) struct RawTmem {
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "Components")]
 pub(super) struct RawComponents {
+    /// CPU time of entering a component, µs; default 0.
     pub(super) invocation_cost_us: Option<f64>,
 }
 
@@ -296,13 +400,20 @@ pub(super) struct RawComponents {
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "Component")]
 pub(super) struct RawComponent {
+    /// The component's name, unique among components.
     pub(super) name: String,
+    /// Execution stacks, one per running invocation; left out: as many as there are invocations.
+    /// Under `[tmem]`, the cache's minimum.
     pub(super) stacks: Option<i64>,
+    /// What a caller finding no free stack does: `inherit` (default) or `block`.
     #[serde(default, deserialize_with = "some_choice")]
     #[schemars(schema_with = "some_choice_schema::<StackWait>")]
     pub(super) stack_wait: Option<StackWait>,
+    /// Shared buffers the component starts with (its minimum under `[tmem]`).
     pub(super) cbufs: Option<i64>,
+    /// CPU time of entering this component, µs; overrides `[components]`.
     pub(super) invocation_cost_us: Option<f64>,
+    /// What an invocation does, in order; without one only the entry cost runs.
     #[serde(default)]
     pub(super) program: Vec<RawAction>,
     /// The component's own private memory, which its program's access steps touch.
@@ -323,13 +434,20 @@ impl Choice for StackWait {
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "Exec")]
 pub(super) struct RawExec {
+    /// The distribution: `fixed` (`max_ms`), `uniform` (`min_ms`, `max_ms`), `normal` (`mean_ms`,
+    /// `sd_ms`, `max_ms`, `min_ms`) or `empirical` (`values_ms`).
     #[serde(deserialize_with = "choice")]
     #[schemars(schema_with = "choice_schema::<DistName>")]
     pub(super) dist: DistName,
+    /// Smallest execution time, ms (`normal`: default 0).
     pub(super) min_ms: Option<f64>,
+    /// Largest execution time, ms; analyses take it as the WCET.
     pub(super) max_ms: Option<f64>,
+    /// Mean of a `normal` distribution, ms.
     pub(super) mean_ms: Option<f64>,
+    /// Standard deviation of a `normal` distribution, ms.
     pub(super) sd_ms: Option<f64>,
+    /// Execution times an `empirical` distribution draws from uniformly, ms.
     pub(super) values_ms: Option<Vec<f64>>,
 }
 
@@ -337,7 +455,9 @@ pub(super) struct RawExec {
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "Suspend")]
 pub(super) struct RawSuspend {
+    /// Execution before the suspension, ms; at most the smallest execution time.
     pub(super) after_ms: f64,
+    /// Length of the suspension, ms.
     pub(super) for_ms: f64,
 }
 
@@ -345,7 +465,9 @@ pub(super) struct RawSuspend {
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "Memory")]
 pub(super) struct RawMemory {
+    /// Physical memory, MiB; default 4096.
     pub(super) total_mb: Option<f64>,
+    /// Page size, bytes; default 4096.
     pub(super) page_bytes: Option<i64>,
     /// A device preset's name, or a device of its own (`{ read_latency_us, read_mb_per_s, ... }`).
     #[serde(default, deserialize_with = "some_swap")]
@@ -354,7 +476,9 @@ pub(super) struct RawMemory {
     /// CPU time the kernel spends per page swapped in that is not memory stall (fault
     /// handling outside PSI's accounting), µs; default 0.
     pub(super) swap_in_cpu_us: Option<f64>,
+    /// Swap readahead window, pages, like `vm.page-cluster`; default 8.
     pub(super) readahead_pages: Option<i64>,
+    /// Interval of the memory timeline, ms; default the horizon / 500, at least 1 ms.
     pub(super) sample_ms: Option<f64>,
     /// Physical layout: `flat` (default), or `mc2`: the i.MX6's 8 DRAM banks scaled to
     /// `total_mb` (a power of two), at most 4 CPUs; a level-A/B task with a `cpu` keeps its
@@ -369,8 +493,11 @@ pub(super) struct RawMemory {
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "Reservation")]
 pub(super) struct RawReservation {
+    /// The reservation's name, which tasks give as `reservation`.
     pub(super) name: String,
+    /// Size of the reservation, MiB.
     pub(super) size_mb: f64,
+    /// `hard` (default: never exceeds its size) or `firm` (borrows free pages).
     #[serde(default, deserialize_with = "some_choice")]
     #[schemars(schema_with = "some_choice_schema::<ReservationKindName>")]
     pub(super) kind: Option<ReservationKindName>,
@@ -380,11 +507,16 @@ pub(super) struct RawReservation {
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "Region")]
 pub(super) struct RawRegion {
+    /// The region's name, which access streams give as `region`.
     pub(super) name: String,
+    /// Size of the region, MiB.
     pub(super) size_mb: f64,
+    /// `shm` (default, shared memory) or `file` (file-backed pages).
     #[serde(default, deserialize_with = "some_choice")]
     #[schemars(schema_with = "some_choice_schema::<RegionKindName>")]
     pub(super) kind: Option<RegionKindName>,
+    /// How reservations share its pages: `global` (default), `private` (no shared-page management),
+    /// `first-touch`, `spc`, `spel` or `auto` (the paper's rule picks one).
     #[serde(default, deserialize_with = "some_choice")]
     #[schemars(schema_with = "some_choice_schema::<PolicyName>")]
     pub(super) policy: Option<PolicyName>,
@@ -395,24 +527,35 @@ pub(super) struct RawRegion {
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "Access")]
 pub(super) struct RawAccess {
+    /// The stream's shape: `sweep`, `random`, `hotcold`, `trace` or `discard`.
     #[serde(deserialize_with = "choice")]
     #[schemars(schema_with = "choice_schema::<PatternName>")]
     pub(super) pattern: PatternName,
+    /// The memory the stream addresses: a region's name; default `private`, the task's own memory.
     pub(super) region: Option<String>,
     /// Sweep: MiB per job.
     pub(super) mb: Option<f64>,
     /// Random, hot/cold: references per job.
     pub(super) refs: Option<i64>,
+    /// Start of the part of the target the stream covers, MiB; default 0.
     pub(super) offset_mb: Option<f64>,
+    /// Size of the part of the target the stream covers, MiB; default the rest of it.
     pub(super) span_mb: Option<f64>,
+    /// Hot/cold: share of the pages that are hot; default 0.2.
     pub(super) hot_fraction: Option<f64>,
+    /// Hot/cold: share of the references that go to hot pages; default 0.8.
     pub(super) hot_share: Option<f64>,
     /// Trace: page numbers within the target.
     pub(super) pages: Option<Vec<i64>>,
+    /// Repeats of the job's references; default 1.
     pub(super) passes: Option<i64>,
+    /// Share of the references that write; default 0.
     pub(super) writes: Option<f64>,
+    /// First job the stream applies to, counted from 0; default 0.
     pub(super) from_job: Option<i64>,
+    /// Job the stream stops before (it applies up to and without it); default none.
     pub(super) until_job: Option<i64>,
+    /// The stream applies to every N-th job only (periodic bursts); default 1.
     pub(super) every_jobs: Option<i64>,
 }
 
@@ -420,15 +563,23 @@ pub(super) struct RawAccess {
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "Group")]
 pub(super) struct RawGroup {
+    /// The group's name, which tasks give as `group`.
     pub(super) name: String,
+    /// `soft-rt` (soft real-time: the controller protects its deadlines) or `non-rt` (default).
     #[serde(default, deserialize_with = "some_choice")]
     #[schemars(schema_with = "some_choice_schema::<RoleName>")]
     pub(super) role: Option<RoleName>,
+    /// Best-case execution time of a soft real-time group's jobs, ms.
     pub(super) bcet_ms: Option<f64>,
+    /// Smallest limit the controller ever applies, MiB; default one page.
     pub(super) floor_mb: Option<f64>,
+    /// Hard limit of the group's memory (cgroup `memory.max`), MiB.
     pub(super) max_mb: Option<f64>,
+    /// Throttle-and-reclaim limit (cgroup `memory.high`), MiB.
     pub(super) high_mb: Option<f64>,
+    /// Memory protected from reclaim (cgroup `memory.min`), MiB.
     pub(super) min_mb: Option<f64>,
+    /// Memory protected from reclaim unless nothing else is left (cgroup `memory.low`), MiB.
     pub(super) low_mb: Option<f64>,
 }
 
@@ -438,6 +589,8 @@ pub(super) struct RawGroup {
 pub(super) struct RawControl {
     /// A name of the controller registry, checked by the controller's parser with its config.
     pub(super) controller: String,
+    /// Time between controller ticks, ms; default the controller's own (for SARA also its
+    /// monitoring interval).
     pub(super) interval_ms: Option<f64>,
     /// The controller's own table, checked by the controller's parser.
     #[schemars(with = "Option<serde_json::Value>")]
@@ -752,9 +905,13 @@ pub(super) enum RawSwap {
 pub(super) struct RawDevice {
     /// Shown in results (default `custom`).
     pub(super) name: Option<String>,
+    /// Latency of a read request, µs.
     pub(super) read_latency_us: f64,
+    /// Latency of a write request, µs.
     pub(super) write_latency_us: f64,
+    /// Read bandwidth, decimal MB/s.
     pub(super) read_mb_per_s: f64,
+    /// Write bandwidth, decimal MB/s.
     pub(super) write_mb_per_s: f64,
 }
 

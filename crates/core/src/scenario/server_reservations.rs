@@ -27,11 +27,13 @@ use std::collections::BTreeMap;
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "ServerReserve")]
 pub(in crate::scenario) struct RawReserve {
+    /// Memory reserved for the server, MiB: bounds the resident pages of every task under it.
     pub(super) memory_mib: Option<f64>,
     /// Transmit bandwidth of the I/O device; its tasks' sends are rate-limited to it.
     pub(super) io_bytes_per_s: Option<f64>,
     /// Most bytes its tasks may send at once after a quiet spell (the token bucket's depth).
     pub(super) io_burst_bytes: Option<f64>,
+    /// `hard` (default: set aside) or `soft` (a cap whose pages global pressure may take).
     #[serde(default, deserialize_with = "some_choice")]
     #[schemars(schema_with = "some_choice_schema::<Kind>")]
     pub(super) kind: Option<Kind>,
