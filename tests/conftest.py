@@ -1,9 +1,10 @@
-"""Shared helpers: run the CLI in-process or as the installed console script, and what the
-real-machine tests need to know about this machine."""
+"""Shared helpers: run the CLI in-process or as the installed console script, what the
+real-machine tests need to know about this machine, and checks of outputs against their schemas."""
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import os
 import subprocess
@@ -11,6 +12,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from critmem.cli import main
@@ -118,3 +120,70 @@ def scenario_file(tmp_path: Path) -> WriteScenario:
         return path
 
     return write
+
+
+def assert_matches_output_schema(name: str, data: Any) -> None:
+    """`data` is valid against critmem's output schema `name` (`critmem schema --output NAME`)."""
+    from critmem import output_schema
+    from jsonschema import Draft202012Validator
+
+    errors = sorted(Draft202012Validator(output_schema(name)).iter_errors(data), key=lambda e: list(e.absolute_path))
+    described = [f"at {'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message[:300]}" for e in errors[:10]]
+    assert not errors, f"{len(errors)} violations of the {name} schema:\n" + "\n".join(described)
+
+
+_JUNK: dict[str, list[Any]] = {"__unexpected__": []}
+
+
+def _first_items(data: Any) -> Any:
+    """`data` with every array cut to its first two items (a pair stays whole): each kind of
+    node to mangle, without mangling every row."""
+    if isinstance(data, dict):
+        return {k: _first_items(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_first_items(v) for v in data[:2]]
+    return data
+
+
+def _paths(data: Any, at: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
+    out = [at]
+    if isinstance(data, dict):
+        for k, v in data.items():
+            out += _paths(v, (*at, k))
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            out += _paths(v, (*at, i))
+    return out
+
+
+def _mangled(data: Any, path: tuple[str | int, ...]) -> Any:
+    """`data` with the node at `path` changed the way no schema node should accept: an object
+    gains an unknown key, an array an object item, a scalar becomes an object."""
+    root = copy.deepcopy(data)
+    if not path:
+        root["__unexpected__"] = _JUNK
+        return root
+    parent = root
+    for step in path[:-1]:
+        parent = parent[step]
+    node = parent[path[-1]]
+    if isinstance(node, dict):
+        node["__unexpected__"] = _JUNK
+    elif isinstance(node, list):
+        node.append(_JUNK)
+    else:
+        parent[path[-1]] = _JUNK
+    return root
+
+
+def assert_output_schema_rejects_mangling(name: str, data: Any) -> None:
+    """Every node of the output schema `name` constrains what `data` holds there: changing any
+    one node of `data` (arrays cut to their first two items) makes it invalid."""
+    from critmem import output_schema
+    from jsonschema import Draft202012Validator
+
+    validator = Draft202012Validator(output_schema(name))
+    sample = _first_items(data)
+    assert validator.is_valid(sample), f"{name}: the sample itself is invalid"
+    accepted = [p for p in _paths(sample) if validator.is_valid(_mangled(sample, p))]
+    assert not accepted, f"{name} accepts junk at: {['/'.join(map(str, p)) or '(top)' for p in accepted[:10]]}"

@@ -8,6 +8,7 @@ Wall-clock timings and output paths are left out: they differ from run to run by
 from __future__ import annotations
 
 import argparse
+import copy
 import hashlib
 import json
 import subprocess
@@ -49,11 +50,17 @@ def run_example(name: str) -> tuple[str, dict[str, str]]:
         return stdout, {p.name: _sha256(p) for p in files}
 
 
+# Each reproduction's `--json` as printed, by paper, once `run_reproduction` ran it: for the
+# checks against its schema, which need the volatile fields too.
+PRINTED: dict[str, dict[str, Any]] = {}
+
+
 def run_reproduction(paper: str) -> dict[str, Any]:
     """`critmem reproduce PAPER --quick --json` less its volatile fields, with a hash of the
     results file where it is the same bytes on every run (the reports' prose is not pinned)."""
     with tempfile.TemporaryDirectory(prefix="critmem-golden-") as tmp:
         data: dict[str, Any] = json.loads(_critmem("reproduce", paper, "--quick", "--json", "--out", tmp))
+        PRINTED[paper] = copy.deepcopy(data)
         for field in VOLATILE_FIELDS:
             data.pop(field, None)
         if paper in ("sara", "mc2"):

@@ -9,7 +9,8 @@ from __future__ import annotations
 import difflib
 
 import pytest
-from golden_outputs import GOLDEN, REPRODUCTIONS, collect, example_names
+from conftest import assert_matches_output_schema, assert_output_schema_rejects_mangling
+from golden_outputs import GOLDEN, PRINTED, REPRODUCTIONS, collect, example_names
 
 _REGENERATE = "if the change is meant: .venv/bin/python tests/golden_outputs.py --update"
 
@@ -36,3 +37,10 @@ def test_output_matches_its_golden_file(fresh: dict[str, str], name: str) -> Non
 
 def test_no_stale_golden_files() -> None:
     assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(_expected_names())
+
+
+@pytest.mark.parametrize("paper", REPRODUCTIONS)
+def test_reproduction_json_matches_its_output_schema(fresh: dict[str, str], paper: str) -> None:
+    # `fresh` ran it; its output as printed, volatile fields and all.
+    assert_matches_output_schema(f"reproduce-{paper}", PRINTED[paper])
+    assert_output_schema_rejects_mangling(f"reproduce-{paper}", PRINTED[paper])

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import CRITMEM, EXAMPLES, active_swaps, cgroups_named, cli, linux_machine_reason
+from conftest import CRITMEM, EXAMPLES, active_swaps, assert_matches_output_schema, cgroups_named, cli, linux_machine_reason
 from critmem import jobclient
 from critmem.linux import LinuxError, _one_line, agent_argv, parse_duration_s, parse_size_bytes, plot_timeline, run_scenario
 
@@ -343,6 +343,7 @@ def test_a_scenario_runs_on_real_processes_and_leaves_nothing_behind(controller:
     p = _run(*argv)
     assert p.returncode == 0, p.stderr
     summary = json.loads(p.stdout)
+    assert_matches_output_schema("linux-run", summary)
     assert summary["platform"] == "linux" and summary["controller"] == (controller or "sara")
     tasks = {t["name"]: t for t in summary["tasks"]}
     srt, nrt = tasks["control-loop"], tasks["analytics"]
@@ -416,6 +417,7 @@ def test_commands_run_as_tasks_report_jobs_and_leave_no_process_behind(tmp_path:
     p = _run("run", str(path), "--platform", "linux", "--duration", "4s", "--json")
     assert p.returncode == 0, p.stderr
     summary = json.loads(p.stdout)
+    assert_matches_output_schema("linux-run", summary)
     tasks = {t["name"]: t for t in summary["tasks"]}
     srt, nrt_row = tasks["periodic-job"], tasks["analytics"]
     assert srt["command"] == PERIODIC_JOB and srt["worker"] is None and srt["reports_jobs"] is True
@@ -439,6 +441,7 @@ def test_a_commands_jobs_are_listed_one_by_one_and_written_to_jobs_csv(tmp_path:
     p = _run("run", str(path), "--platform", "linux", "--duration", "3s", "--json", "--out", str(tmp_path / "out"))
     assert p.returncode == 0, p.stderr
     summary = json.loads(p.stdout)
+    assert_matches_output_schema("linux-run", summary)
     srt = {t["name"]: t for t in summary["tasks"]}["periodic-job"]
     # The task's own figures come from the reports of its group's only reporter.
     assert srt["max_response_ms"] > 0 and srt["mean_response_ms"] > 0 and srt["max_tardiness_ms"] is not None, srt
@@ -507,6 +510,7 @@ def test_a_throughput_commands_progress_file_gives_its_work_units_per_second(tmp
     p = _run("run", str(path), "--platform", "linux", "--duration", "2s", "--json")
     assert p.returncode == 0, p.stderr
     summary = json.loads(p.stdout)
+    assert_matches_output_schema("linux-run", summary)
     tasks = {t["name"]: t for t in summary["tasks"]}
     nrt, malformed = tasks["analytics"], tasks["periodic-job"]
     done = int(p.stderr.split("work units: ")[1].split()[0])
@@ -573,6 +577,7 @@ def test_the_run_ends_when_every_command_has_exited_and_says_how(tmp_path: Path)
     p = _run("run", str(path), "--platform", "linux", "--duration", "10m", "--json", timeout=120)
     assert p.returncode == 0, p.stderr
     summary = json.loads(p.stdout)
+    assert_matches_output_schema("linux-run", summary)
     assert summary["horizon_ms"] < 60_000, "the run stops once nothing is left running"
     tasks = {t["name"]: t for t in summary["tasks"]}
     assert tasks["periodic-job"]["exit_code"] == 3 and tasks["periodic-job"]["exited_early_s"] is not None

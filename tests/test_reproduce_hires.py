@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import assert_one_line_error, cli
-from critmem.reproduce.hires import experiment, machine, paper, reproduce
+from conftest import assert_matches_output_schema, assert_one_line_error, assert_output_schema_rejects_mangling, cli
+from critmem.reproduce.hires import _headline, experiment, machine, paper, reproduce
 
 HIRES = Path(sys.executable).parent / "critmem-hires"
 needs_root = pytest.mark.skipif(
@@ -29,6 +29,32 @@ def sim_summary(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     summary: dict[str, Any] = json.loads(o.stdout)
     summary["_out"] = str(out)
     return summary
+
+
+def test_json_matches_its_output_schema(sim_summary: dict[str, Any]) -> None:
+    printed = {k: v for k, v in sim_summary.items() if k != "_out"}
+    assert_matches_output_schema("reproduce-hires", printed)
+    assert_output_schema_rejects_mangling("reproduce-hires", printed)
+
+
+def test_json_with_the_linux_parts_matches_its_output_schema(sim_summary: dict[str, Any]) -> None:
+    # The headline of both platforms, the Linux rows as machine.fig6_linux and _depth make them.
+    linux_rows = [
+        {**r, "budget": float(r["budget"]), "period": float(r["period"]), "share": r["share"] * 0.98} for r in sim_summary["fig6"]["sim"]
+    ]
+    depth_rows = [{"depth": d, "p50_us": 5.0 + d, "p99_us": 9.0, "max_us": 20.0, "ratio": (5.0 + d) / 5.0} for d in (0, 1, 2, 4)]
+    data = {
+        "platforms": ["sim", "linux"],
+        "fig6": {"sim": {"rows": sim_summary["fig6"]["sim"]}, "linux": {"rows": linux_rows}},
+        "fig5": [{"depth": r["depth"], "mean_us": r["mean_us"], "samples": 3} for r in sim_summary["fig5"]],
+        "fig4a_sim": sim_summary["fig4a_sim"],
+        "fig4b_sim": sim_summary["fig4b_sim"],
+        "depth": {"event_latency": depth_rows, "page_map": depth_rows, "page_unmap": depth_rows, "http": depth_rows},
+    }
+    printed = {**_headline(data), "out_dir": "results/reproduce/hires", "files": ["report.md", "results.json", "fig6.png", "depth.png"]}
+    assert set(printed["depth"]) == {"event_latency", "page_map", "page_unmap", "http"}
+    assert_matches_output_schema("reproduce-hires", printed)
+    assert_output_schema_rejects_mangling("reproduce-hires", printed)
 
 
 def _reserved(row: dict[str, Any]) -> float:
@@ -118,6 +144,8 @@ def test_fig6_on_linux_gives_each_cgroup_its_budget_within_5_percent_and_leaves_
         assert abs(r["share"] / _reserved(r) - 1.0) <= 0.10, r
     assert {p["phase"] for p in data["timeline"]} == {0, 1, 2}
     assert _left_behind() == []
+    headline = _headline({"platforms": ["linux"], "fig6": {"linux": data}, "depth": {}})
+    assert_matches_output_schema("reproduce-hires", {**headline, "out_dir": "out", "files": ["report.md"]})
 
 
 def test_the_linux_tree_holds_the_papers_reservations(tmp_path: Path) -> None:

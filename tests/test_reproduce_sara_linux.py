@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CRITMEM, active_swaps, cgroups_named, linux_machine_reason
+from conftest import CRITMEM, active_swaps, assert_matches_output_schema, cgroups_named, linux_machine_reason
 from critmem.reproduce.sara import machine
 from critmem.reproduce.sara.experiment import CONTROLLERS, CRITMEM_CONTROLLER
 
@@ -116,6 +116,7 @@ def test_quick_reproduction_runs_every_controller_on_the_shipped_apps_and_leaves
     )  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]
     summary = json.loads(p.stdout)
+    assert_matches_output_schema("reproduce-sara-linux", summary)
     assert summary["platform"] == "linux" and summary["critmem_controller"] == CRITMEM_CONTROLLER
     assert {c["controller"] for c in summary["configs"]} == set(CONTROLLERS)
     for c in summary["configs"]:

@@ -17,7 +17,7 @@ import matplotlib.image
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import ROOT, cli
+from conftest import ROOT, assert_matches_output_schema, assert_output_schema_rejects_mangling, cli
 from critmem.progress import QuietProgress
 from critmem.reproduce import PAPERS
 from critmem.reproduce.tmem import experiment, report, workloads
@@ -622,6 +622,7 @@ def test_reproduce_writes_the_report_figures_and_results(fake_runs: None, monkey
     }
     assert rep.summary["files"] == [p.name for p in rep.files]
     assert all(c.passed for c in rep.checks)
+    assert_matches_output_schema("reproduce-tmem", rep.summary)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -634,6 +635,15 @@ def test_help_lists_tmem() -> None:
     assert "tmem " in o.stdout and PAPERS["tmem"].summary[:40] in " ".join(o.stdout.split())
     assert "critmem reproduce tmem --quick --json" in o.stdout
     assert PAPERS["tmem"].sweeps
+
+
+def test_quick_json_matches_its_output_schema(tmp_path: Path) -> None:
+    o = cli("reproduce", "tmem", "--quick", "--json", "--out", str(tmp_path))
+    assert o.code == 0, o.stderr
+    summary = json.loads(o.stdout)
+    assert summary["quick"] is True
+    assert_matches_output_schema("reproduce-tmem", summary)
+    assert_output_schema_rejects_mangling("reproduce-tmem", summary)
 
 
 # ---------------------------------------------------------------------------------------------

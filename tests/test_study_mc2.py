@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from conftest import StopAfter, assert_one_line_error, cli
+from conftest import StopAfter, assert_matches_output_schema, assert_one_line_error, cli
 from critmem import _core
 from critmem.reproduce import PAPERS, Reproduction
 from critmem.reproduce.mc2 import SWEEP_CACHE, report, reproduce, study
@@ -385,4 +385,5 @@ def test_study_json_prints_one_object_with_the_paper_keys(tmp_path: Path) -> Non
     assert o.stdout.count("\n") == 1
     assert list(summary)[:4] == ["scenarios", "sua", "paper_ratios", "ratios"]
     assert summary["scenarios"] == 1 and list(summary["sua"]) == SCHEMES
+    assert_matches_output_schema("study-mc2", summary)
     assert "wrote report.md" in o.stderr and "grid/index.html" in o.stderr

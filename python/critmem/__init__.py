@@ -1,7 +1,8 @@
 """critmem: predictable memory management for mixed-criticality real-time systems.
 
 `run` simulates a scenario deterministically; `analyze` runs the schedulability analyses;
-`controllers` lists the memory controllers a scenario's `[control]` can name. A scenario is a
+`controllers` lists the memory controllers a scenario's `[control]` can name;
+`output_schema(name)` gives the JSON Schema of a `--json` output. A scenario is a
 path to a .toml/.json file, TOML text, or a dict with the same structure. Studies of many runs
 map a function over work items with `critmem.sweep` (local processes or a Dask cluster).
 
@@ -27,6 +28,7 @@ from critmem._core import ScenarioError, __version__
 if TYPE_CHECKING:
     from critmem._source import ScenarioInput
     from critmem.api import AnalysisResult, RunResult, ScenarioWarning, analyze, run
+    from critmem.output_schemas import output_schema, output_schema_names
 
 # Loaded on first use, so `critmem.jobclient` in a real-time workload does not pull in pandas.
 _LAZY = {
@@ -36,6 +38,8 @@ _LAZY = {
     "ScenarioWarning": "critmem.api",
     "analyze": "critmem.api",
     "run": "critmem.api",
+    "output_schema": "critmem.output_schemas",
+    "output_schema_names": "critmem.output_schemas",
 }
 
 
@@ -76,5 +80,7 @@ __all__ = [
     "__version__",
     "analyze",
     "controllers",
+    "output_schema",
+    "output_schema_names",
     "run",
 ]

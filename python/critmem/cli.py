@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
-from critmem import __version__, _core, controllers
+from critmem import __version__, _core, controllers, output_schemas
 from critmem._core import MAX_TRACE_RECORDS, ScenarioError
 from critmem._source import ScenarioSource, read_path
 from critmem.linux import LinuxError
@@ -1553,7 +1553,7 @@ def _check_reproduction(checks: Sequence[Check]) -> int:
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
-    sys.stdout.write(_core.scenario_schema())
+    sys.stdout.write(output_schemas.schema_command_output(args.output))
     return 0
 
 
@@ -2000,6 +2000,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(`critmem validate FILE`).",
         epilog="examples:\n  critmem schema > scenario.schema.json",
         formatter_class=fmt,
+    )
+    schema.add_argument(
+        "--output",
+        metavar="KIND",
+        choices=output_schemas.OUTPUT_SCHEMA_NAMES,
+        help=f"print the JSON Schema of an output instead: {', '.join(output_schemas.OUTPUT_SCHEMA_NAMES)}",
     )
     schema.set_defaults(handler=_cmd_schema)
 
