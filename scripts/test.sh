@@ -59,8 +59,13 @@ NO_MKDOCS_2_WARNING=1 "$venv/bin/mkdocs" build --strict --quiet --site-dir "$sit
 step "cargo test --workspace --release"
 cargo test --workspace --release --locked
 
-step "pytest"
-"$venv/bin/pytest" -q
+# Both cores share the simulator's tests; the tests that measure the machine (real processes,
+# cgroups, swap, wall-clock timing: the `serial` mark) then run alone, on a quiet machine.
+step "pytest on both cores"
+"$venv/bin/pytest" -q -n 2 -m "not serial"
+
+step "pytest: the tests that measure the machine, one at a time"
+"$venv/bin/pytest" -q -m serial
 
 step "mypy --strict python/critmem tests"
 "$venv/bin/mypy" --strict python/critmem tests

@@ -30,6 +30,26 @@ GEDF_MIXED = EXAMPLES / "gedf-mixed.toml"
 
 CGROUP_ROOTS = (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup/unified"))
 
+# Modules that run real processes under cgroups, swap or wall-clock timing: they measure the
+# machine, so scripts/test.sh runs them on their own after the rest has run on every core.
+SERIAL_MODULES = frozenset(
+    {
+        "test_apps.py",
+        "test_hires_cli.py",
+        "test_hires_depth.py",
+        "test_linux_cli.py",
+        "test_profile.py",
+        "test_reproduce_hires.py",
+        "test_reproduce_sara_linux.py",
+    }
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name in SERIAL_MODULES:
+            item.add_marker(pytest.mark.serial)
+
 
 def linux_machine_reason() -> str | None:
     """Why critmem's real-Linux runs cannot happen on this machine, or None."""
