@@ -227,6 +227,30 @@ def test_controllers_are_the_registry_every_front_end_lists() -> None:
     assert f"controller in place of the scenario's: {', '.join(names)}" in run_help
 
 
+def test_schedulers_are_the_registry_of_the_loaders_kinds() -> None:
+    registry = critmem.schedulers()
+    names = [s.name for s in registry]
+    assert len(names) == len(set(names)) >= 10
+    assert all(s.summary and "\n" not in s.summary for s in registry)
+    assert {"SchedulerInfo", "schedulers"} <= set(critmem.__all__)
+    # The scenario loader (Rust) names the same kinds, in the same order: in its schema and in
+    # the error for a kind it does not know.
+    schema = json.loads(critmem._core.scenario_schema())
+    assert schema["$defs"]["Scheduler"]["properties"]["kind"]["enum"] == names
+    o = cli("generate", "--tasks", "3", "--utilization", "0.5", "--scheduler", "lottery")
+    assert o.code == 2 and o.stderr.rstrip().endswith(f"expected {', '.join(names[:-1])} or {names[-1]}")
+
+
+@pytest.mark.parametrize("kind", [s.name for s in critmem.schedulers() if s.name not in ("fp", "cyclic", "mc2")])
+def test_generate_writes_task_sets_for_every_kind_it_can(kind: str) -> None:
+    # fp needs each task's priority, a cyclic executive and MC²'s level A a table of windows:
+    # generate writes neither.
+    cpus = "1" if kind in ("fp", "rm", "dm", "edf") else "2"
+    o = cli("generate", "--tasks", "4", "--utilization", "0.6", "--scheduler", kind, "--cpus", cpus)
+    assert o.code == 0, o.stderr
+    assert json.loads(critmem._core.validate(o.stdout, "set.toml", "toml"))["scheduler"] == kind
+
+
 def test_numpy_numbers_and_arrays_are_accepted_wherever_numbers_are() -> None:
     import numpy as np
 

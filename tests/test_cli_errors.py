@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import critmem
-import critmem.cli as cli_module
+import critmem.cli.run as run_command
 import pytest
 from conftest import CRITMEM, EXAMPLES, RM_TEXTBOOK, Outcome, WriteScenario, assert_one_line_error, cli, cli_process
 
@@ -305,7 +305,7 @@ def test_a_broken_pipe_that_is_not_stdout_is_still_a_one_line_error(monkeypatch:
     def handler(_args: object) -> int:
         raise BrokenPipeError(32, "Broken pipe")
 
-    monkeypatch.setattr(cli_module, "_cmd_run", handler)
+    monkeypatch.setattr(run_command, "_cmd_run", handler)
     assert_one_line_error(cli("run", str(RM_TEXTBOOK)), "Broken pipe")
 
 

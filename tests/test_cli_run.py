@@ -16,7 +16,7 @@ import pytest
 from conftest import EXAMPLE_FILES, EXAMPLES, QUICKSTART, RM_TEXTBOOK, WriteScenario, cli, cli_process
 from critmem import run
 from critmem.api import MAX_TRACE_RECORDS
-from critmem.cli import _OUT_NAMES
+from critmem.cli.outdir import _OUT_NAMES
 from critmem.gantt import _window_end_ms, plot_gantt
 
 SUMMARY_TASK_KEYS = {"name", "jobs", "completed", "deadline_misses", "max_response_ms", "mean_response_ms", "max_tardiness_ms"}

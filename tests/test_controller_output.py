@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from conftest import EXAMPLES, GEDF_MIXED, cli
 from critmem.api import CONTROL_TIMELINE_COLUMNS
-from critmem.cli import _print_linux_run
+from critmem.cli.linux import _print_linux_run
 from critmem.memplot import memory_figure
 from matplotlib.colors import to_rgba
 

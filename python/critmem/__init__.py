@@ -1,10 +1,11 @@
 """critmem: predictable memory management for mixed-criticality real-time systems.
 
 `run` simulates a scenario deterministically; `analyze` runs the schedulability analyses;
-`controllers` lists the memory controllers a scenario's `[control]` can name;
-`output_schema(name)` gives the JSON Schema of a `--json` output. A scenario is a
-path to a .toml/.json file, TOML text, or a dict with the same structure. Studies of many runs
-map a function over work items with `critmem.sweep` (local processes or a Dask cluster).
+`controllers` lists the memory controllers a scenario's `[control]` can name, `schedulers` the
+scheduler kinds its `[scheduler]` can name; `output_schema(name)` gives the JSON Schema of a
+`--json` output. A scenario is a path to a .toml/.json file, TOML text, or a dict with the
+same structure. Studies of many runs map a function over work items with `critmem.sweep` (local
+processes or a Dask cluster).
 
     >>> import critmem
     >>> result = critmem.run("examples/rm-textbook.toml")
@@ -59,6 +60,36 @@ def controllers() -> tuple[ControllerInfo, ...]:
     return tuple(ControllerInfo(name, summary) for name, summary in _core.controllers())
 
 
+class SchedulerInfo(NamedTuple):
+    """One scheduler kind as users name it."""
+
+    name: str
+    """The name a scenario's `[scheduler] kind` and `critmem generate --scheduler` use."""
+    summary: str
+    """One line for help texts and listings."""
+
+
+# In the order the scenario loader lists them (a test holds the two lists equal).
+_SCHEDULERS = (
+    SchedulerInfo("fp", "fixed priorities from each task's `priority` (lower number first), one CPU"),
+    SchedulerInfo("rm", "rate-monotonic: the shorter period first, one CPU"),
+    SchedulerInfo("dm", "deadline-monotonic: the shorter relative deadline first, one CPU"),
+    SchedulerInfo("edf", "earliest deadline first, one CPU"),
+    SchedulerInfo("pfp", "partitioned fixed priorities: each task on one CPU (its `cpu`, else worst-fit)"),
+    SchedulerInfo("pedf", "partitioned EDF: each task on one CPU (its `cpu`, else worst-fit)"),
+    SchedulerInfo("gedf", "global EDF over every CPU"),
+    SchedulerInfo("gfp", "global fixed priorities over every CPU"),
+    SchedulerInfo("cyclic", "a cyclic executive: a table of time windows repeated every major frame"),
+    SchedulerInfo("mc2", "MC²'s criticality levels: A from a table, B rate-monotonic per CPU, C global EDF, D in release order"),
+)
+
+
+def schedulers() -> tuple[SchedulerInfo, ...]:
+    """The scheduler registry: every `[scheduler] kind` a scenario can name, in the order help
+    texts list them."""
+    return _SCHEDULERS
+
+
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
@@ -77,10 +108,12 @@ __all__ = [
     "ScenarioError",
     "ScenarioInput",
     "ScenarioWarning",
+    "SchedulerInfo",
     "__version__",
     "analyze",
     "controllers",
     "output_schema",
     "output_schema_names",
     "run",
+    "schedulers",
 ]

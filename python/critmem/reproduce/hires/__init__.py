@@ -6,14 +6,14 @@ is ../shared/papers/hires-hierarchical-resource-management.txt).
 - `machine`: Fig. 6 on real Linux, as nested cgroups with real CPU-bound processes;
 - `depth`: Fig. 4's event latency and page cost and Table III's HTTP server against cgroup depth,
   on real Linux;
-- `report`: the figures and `report.md`, from the collected numbers alone.
+- `report`: the figures and `report.md`, from the collected numbers alone;
+- `headline`: the tables `critmem reproduce` prints from the headline numbers.
 
 The Linux parts need root; `platforms=("sim",)` runs the simulator's alone.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from critmem.progress import Progress
     from critmem.reproduce import Reproduction
     from critmem.reproduce.hires.experiment import Plan
+
+from critmem.reproduce.results import finish, write_json, write_text
 
 __all__ = ["PLATFORMS", "reproduce"]
 
@@ -39,7 +41,6 @@ def reproduce(
     """Runs the parts of `platforms`, writes report.md, results.json and the figures to
     `out_dir`, and returns the headline numbers."""
     from critmem.progress import QuietProgress
-    from critmem.reproduce import Reproduction
     from critmem.reproduce.hires import experiment
     from critmem.reproduce.hires import report as rep  # matplotlib: only when writing
     from critmem.reproduce.hires.paper import PAPER_FIG6_WEB_PERIODS
@@ -77,24 +78,16 @@ def reproduce(
 
     progress.step("writing the report and figures")
     out_dir.mkdir(parents=True, exist_ok=True)
-    files = [_write_json(out_dir / "results.json", data), rep.plot_fig6(data, out_dir / "fig6.png")]
+    files = [write_json(out_dir / "results.json", data), rep.plot_fig6(data, out_dir / "fig6.png")]
     if "sim" in platforms:
         # Wall-clock timings differ from run to run: apart from the report, which stays the same bytes.
-        files.append(_write_json(out_dir / "fig4_model.json", timings))
-        md = out_dir / "fig4_model.md"
-        md.write_text(rep.render_fig4_model(timings), encoding="utf-8")
-        files.append(md)
+        files.append(write_json(out_dir / "fig4_model.json", timings))
+        files.append(write_text(out_dir / "fig4_model.md", rep.render_fig4_model(timings)))
     if data.get("fig5"):
         files.append(rep.plot_fig5(data, out_dir / "fig5.png"))
     if data["depth"]:
         files.append(rep.plot_depth(data, out_dir / "depth.png"))
-    report_md = out_dir / "report.md"
-    report_md.write_text(rep.render(data, [p.name for p in files]), encoding="utf-8")
-    files.insert(0, report_md)
-    summary = _headline(data)
-    summary["out_dir"] = str(out_dir)
-    summary["files"] = [p.name for p in files]
-    return Reproduction(summary=summary, files=files, checks=rep.acceptance_checks(data))
+    return finish(out_dir, rep.render(data, [p.name for p in files]), files, _headline(data), rep.acceptance_checks(data))
 
 
 def _headline(data: dict[str, Any]) -> dict[str, Any]:
@@ -170,8 +163,3 @@ def _depth(plan: Plan, step: Callable[[str], None]) -> dict[str, Any]:
             for r in http
         ],
     }
-
-
-def _write_json(path: Path, data: Any) -> Path:
-    path.write_text(json.dumps(data, indent=1, allow_nan=False) + "\n", encoding="utf-8")
-    return path

@@ -5,18 +5,17 @@ Mixed-Criticality Real-Time Tasks" (Sec. 6; the paper's text is
 - `paper`: the paper's own numbers, quoted for comparison;
 - `study`: the scenarios, each scenario's curve (a work item on `critmem.sweep`, computed by
   the Rust core), the areas and ratios (`results.json`, the `--json` summary);
-- `report`: the figures, the per-scenario grid and `report.md`, from those numbers alone.
-
-This module only ties them together (`reproduce`); it imports them when called, so nothing
-imports it back.
+- `report`: the figures, the per-scenario grid and `report.md`, from those numbers alone;
+- `headline`: the tables `critmem reproduce` prints from the headline numbers.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from critmem.reproduce.results import SWEEP_CACHE, finish, sweep, write_json, write_text
 
 if TYPE_CHECKING:
     from critmem.progress import Progress
@@ -25,10 +24,6 @@ if TYPE_CHECKING:
     from critmem.sweep import Executor
 
 __all__ = ["SWEEP_CACHE", "reproduce"]
-
-SWEEP_CACHE = ".critmem-sweep"
-"""The folder in the output folder where each scenario's curve is kept as it arrives, so an
-interrupted study computes only the scenarios still missing when run again."""
 
 
 def reproduce(
@@ -43,27 +38,20 @@ def reproduce(
     `out_dir`: report.md, results.json, points.csv and points.parquet, sua.csv, fig15.png,
     fig8.png, fig14.png and grid/ (the same bytes for the same code and plan), and timing.md and
     timing.json (this run's wall-clock and CPU time). Returns the headline numbers and checks."""
-    from critmem.progress import QuietProgress
-    from critmem.reproduce import Reproduction
     from critmem.reproduce.mc2 import (
         report,  # matplotlib: only when writing
         study,
     )
-    from critmem.sweep import Sweep
 
     started = time.monotonic()
     plan = plan or (study.quick_plan() if quick else study.Plan())
     plan.validate()
-    progress = progress or QuietProgress()
-    progress.start(study.planned_runs(plan) + 1)
-    with Sweep(executor, cache_dir=out_dir / SWEEP_CACHE, progress=progress) as sweep:
-        data, cpu_s = study.compute(plan, sweep)
-        computed, reused = len(sweep.computed), len(sweep.reused)
-        workers = getattr(sweep.executor, "workers", None) or getattr(sweep.executor, "address", "?")
-    progress.step("writing the report and figures")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    with sweep(out_dir, executor, progress, study.planned_runs(plan)) as running:
+        data, cpu_s = study.compute(plan, running)
+        computed, reused = len(running.computed), len(running.reused)
+        workers = getattr(running.executor, "workers", None) or getattr(running.executor, "address", "?")
     frame = study.points_frame(data["curves"], data["schemes"])
-    files = [_write_json(out_dir / "results.json", data)]
+    files = [write_json(out_dir / "results.json", data)]
     frame.to_csv(out_dir / "points.csv", index=False)
     files.append(out_dir / "points.csv")
     if _has_pyarrow():
@@ -80,10 +68,8 @@ def reproduce(
     ]
     grid = report.write_grid(data, out_dir / "grid")
     files.append(grid[0])
-    report_md = out_dir / "report.md"
     names = [p.relative_to(out_dir).as_posix() for p in files]
-    report_md.write_text(report.render(data, [*names, "timing.md", "timing.json"]), encoding="utf-8")
-    files.insert(0, report_md)
+    report_md = report.render(data, [*names, "timing.md", "timing.json"])
     timing = {
         "scenarios": data["scenarios"],
         "computed": computed,
@@ -93,22 +79,12 @@ def reproduce(
         "cpu_s": round(cpu_s, 3),
         "workers": workers,
     }
-    files.append(_write_json(out_dir / "timing.json", timing))
-    timing_md = out_dir / "timing.md"
-    timing_md.write_text(report.render_timing(timing), encoding="utf-8")
-    files.append(timing_md)
-    summary = study.headline(data)
-    summary["out_dir"] = str(out_dir)
-    summary["files"] = [p.relative_to(out_dir).as_posix() for p in files]
-    return Reproduction(summary=summary, files=files, checks=report.acceptance_checks(data))
+    files.append(write_json(out_dir / "timing.json", timing))
+    files.append(write_text(out_dir / "timing.md", report.render_timing(timing)))
+    return finish(out_dir, report_md, files, study.headline(data), report.acceptance_checks(data))
 
 
 def _has_pyarrow() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("pyarrow") is not None
-
-
-def _write_json(path: Path, data: Any) -> Path:
-    path.write_text(json.dumps(data, indent=1, allow_nan=False) + "\n", encoding="utf-8")
-    return path

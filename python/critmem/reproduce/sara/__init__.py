@@ -5,17 +5,16 @@ paper's text is ../shared/papers/sara-stall-aware-allocation.txt).
 - `experiment`: the workloads, every simulation the reproduction makes (on `critmem.sweep`)
   and the numbers they yield (`results.json`, the `--json` summary);
 - `report`: the figures and `report.md`, from those numbers alone;
+- `headline`: the tables `critmem reproduce` prints from the headline numbers;
 - `machine`: Fig. 11 on this machine with critmem's shipped apps (`--platform linux`).
-
-This module only ties them together (`reproduce`); it imports them when called, so nothing
-imports it back.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from critmem.reproduce.results import SWEEP_CACHE, finish, sweep, write_json
 
 if TYPE_CHECKING:
     from critmem.progress import Progress
@@ -24,10 +23,6 @@ if TYPE_CHECKING:
     from critmem.sweep import Executor
 
 __all__ = ["SWEEP_CACHE", "reproduce"]
-
-SWEEP_CACHE = ".critmem-sweep"
-"""The folder in the output folder where each simulation's result is kept as it arrives, so an
-interrupted reproduction resumes where it stopped."""
 
 
 def reproduce(
@@ -53,39 +48,28 @@ def reproduce(
         raise ValueError(f"sara runs on one platform at a time, sim or linux (got {', '.join(platforms) or 'none'})")
     if periods is not None:
         raise ValueError("periods is for the Linux platform; the simulator's length comes from the plan")
-    from critmem.reproduce import Reproduction
     from critmem.reproduce.sara import (
         experiment,
         report,  # matplotlib: only when writing
     )
-    from critmem.sweep import Sweep
 
     plan = plan or (experiment.QUICK if quick else experiment.Plan())
-    progress = progress or QuietProgress()
-    progress.start(experiment.planned_runs(plan) + 1)
-    with Sweep(executor, cache_dir=out_dir / SWEEP_CACHE, progress=progress) as sweep:
-        data = experiment.compute(plan, sweep)
-    progress.step("writing the report and figures")
+    with sweep(out_dir, executor, progress, experiment.planned_runs(plan)) as running:
+        data = experiment.compute(plan, running)
     summary = experiment.headline(data)
-    out_dir.mkdir(parents=True, exist_ok=True)
     files = [
-        _write_json(out_dir / "results.json", data),
+        write_json(out_dir / "results.json", data),
         report.plot_fig7(data, out_dir / "fig7.png"),
         report.plot_fig11(data, out_dir / "fig11.png"),
         report.plot_fig12(data, out_dir / "fig12.png"),
         report.plot_fig13(data, out_dir / "fig13.png"),
         report.plot_step_up(data, out_dir / "fig_step_up.png"),
     ]
-    report_md = out_dir / "report.md"
-    report_md.write_text(report.render(data, summary, [p.name for p in files]), encoding="utf-8")
-    files.insert(0, report_md)
-    summary["out_dir"] = str(out_dir)
-    summary["files"] = [p.name for p in files]
-    return Reproduction(summary=summary, files=files, checks=report.acceptance_checks(data, summary))
+    report_md = report.render(data, summary, [p.name for p in files])
+    return finish(out_dir, report_md, files, summary, report.acceptance_checks(data, summary))
 
 
 def _reproduce_on_machine(out_dir: Path, *, quick: bool, progress: Progress, periods: int | None) -> Reproduction:
-    from critmem.reproduce import Reproduction
     from critmem.reproduce.sara import machine
 
     plan = machine.plan_for(quick, periods)
@@ -94,15 +78,5 @@ def _reproduce_on_machine(out_dir: Path, *, quick: bool, progress: Progress, per
     data = machine.compute(plan, out_dir, progress)
     progress.step("writing the report and figure")
     summary = machine.headline(data)
-    files = [_write_json(out_dir / "results.json", data), machine.plot(data, out_dir / "fig11.png")]
-    report_md = out_dir / "report.md"
-    report_md.write_text(machine.render(data, summary, "fig11.png"), encoding="utf-8")
-    files.insert(0, report_md)
-    summary["out_dir"] = str(out_dir)
-    summary["files"] = [p.name for p in files]
-    return Reproduction(summary=summary, files=files, checks=machine.checks(data))
-
-
-def _write_json(path: Path, data: Any) -> Path:
-    path.write_text(json.dumps(data, indent=1, allow_nan=False) + "\n", encoding="utf-8")
-    return path
+    files = [write_json(out_dir / "results.json", data), machine.plot(data, out_dir / "fig11.png")]
+    return finish(out_dir, machine.render(data, summary, "fig11.png"), files, summary, machine.checks(data))

@@ -32,6 +32,7 @@ import pandas as pd
 
 from critmem import _core, controllers
 from critmem.api import RunResult, run
+from critmem.reproduce.results import num
 from critmem.reproduce.sara.paper import PAPER_BASELINE_HIT_RATIO, PAPER_MAX_THROUGHPUT_GAIN, PAPER_SARA_HIT_RATIO, PAPER_THROUGHPUT_GAIN
 from critmem.sweep import Sweep
 
@@ -218,43 +219,36 @@ def measure(spec: Spec) -> dict[str, Any]:
         "periods": spec.periods,
         "seed": spec.seed,
         "total_mb": spec.total_mb,
-        "deadline_hit_ratio": _num(tasks.loc[w.srt, "hit_ratio"], 4),
-        "nonrt_throughput": _num(tasks.loc[w.nrt, "throughput_per_s"], 4),
+        "deadline_hit_ratio": num(tasks.loc[w.srt, "hit_ratio"], 4),
+        "nonrt_throughput": num(tasks.loc[w.nrt, "throughput_per_s"], 4),
         "jobs": len(judged),
         "misses": int(missed.sum()),
         "cascaded_misses": int((missed & judged["late_start"]).sum()),
         "peak_job_misses": int((missed & judged.index.isin(peak_jobs(w, len(jobs)))).sum()),
         "dropped": int(jobs["outcome"].eq("aborted").sum()),
-        "mean_elapsed_ms": _num(completed["exec_ms"].mean(), 2),
-        "mean_response_ms": _num(completed["response_ms"].mean(), 2),
-        "mean_stall_ms": _num(judged["stall_ms"].mean(), 2),
+        "mean_elapsed_ms": num(completed["exec_ms"].mean(), 2),
+        "mean_response_ms": num(completed["response_ms"].mean(), 2),
+        "mean_stall_ms": num(judged["stall_ms"].mean(), 2),
         # How late the missed jobs were: SARA aims every job at its deadline.
-        "median_tardiness_ms": _num(judged.loc[missed, "tardiness_ms"].median(), 2) if missed.any() else 0.0,
+        "median_tardiness_ms": num(judged.loc[missed, "tardiness_ms"].median(), 2) if missed.any() else 0.0,
         # Definition 1: the largest share of a job's intervals that were severe (m = 80 %).
-        "max_severe_share": _num(judged["severe_share"].max(), 3),
-        "srt_mean_usage_mb": _num(ct[f"usage_mb:{w.srt}"].mean(), 2),
-        "nrt_mean_usage_mb": _num(ct[f"usage_mb:{w.nrt}"].mean(), 2),
+        "max_severe_share": num(judged["severe_share"].max(), 3),
+        "srt_mean_usage_mb": num(ct[f"usage_mb:{w.srt}"].mean(), 2),
+        "nrt_mean_usage_mb": num(ct[f"usage_mb:{w.nrt}"].mean(), 2),
     }
     if spec.keep_series:
         step = max(1, len(ct) // 1500)  # enough points for a figure
         out["series"] = {
             "time_s": [round(x / 1000.0, 3) for x in ct["time_ms"].to_numpy()[::step]],
             "srt_usage_mb": [round(float(x), 3) for x in ct[f"usage_mb:{w.srt}"].to_numpy()[::step]],
-            "srt_limit_mb": [_num(x, 3) for x in ct[f"max_mb:{w.srt}"].to_numpy()[::step]],
+            "srt_limit_mb": [num(x, 3) for x in ct[f"max_mb:{w.srt}"].to_numpy()[::step]],
             "job_release_s": [round(x / 1000.0, 3) for x in judged["release_ms"]],
-            "job_response_ms": [_num(x, 3) for x in judged["response_ms"]],
-            "job_exec_ms": [_num(x, 3) for x in judged["exec_ms"]],
+            "job_response_ms": [num(x, 3) for x in judged["response_ms"]],
+            "job_exec_ms": [num(x, 3) for x in judged["exec_ms"]],
             "job_stall_ms": [round(float(x), 3) for x in judged["stall_ms"]],
             "job_outcome": list(judged["outcome"]),
         }
     return out
-
-
-def _num(x: Any, digits: int = 3) -> float | None:
-    if x is None:
-        return None
-    v = float(x)
-    return None if math.isnan(v) else round(v, digits)
 
 
 def configs() -> list[tuple[Workload, int, str]]:
@@ -378,7 +372,7 @@ def compute(plan: Plan, sweep: Sweep) -> dict[str, Any]:
         tmo_high[_key(w, pct, ssd)] = {
             "threshold_pct": threshold,
             "note": note,
-            "search": [{"threshold_pct": t, "mean_response_ms": _num(m, 2)} for t, m in evaluated],
+            "search": [{"threshold_pct": t, "mean_response_ms": num(m, 2)} for t, m in evaluated],
         }
 
     # 3. Evaluation: every controller on every configuration, and the SARA variants.

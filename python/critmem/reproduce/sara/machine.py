@@ -26,7 +26,8 @@ from typing import Any
 from critmem import _core, linux, profiling
 from critmem.progress import Progress
 from critmem.reproduce.checks import Check
-from critmem.reproduce.sara.experiment import CONTROLLERS, CRITMEM_CONTROLLER, MEMORY_PCTS, WORKLOADS, _num
+from critmem.reproduce.results import num
+from critmem.reproduce.sara.experiment import CONTROLLERS, CRITMEM_CONTROLLER, MEMORY_PCTS, WORKLOADS
 from critmem.reproduce.sara.paper import PAPER_BASELINE_HIT_RATIO, PAPER_SARA_HIT_RATIO
 
 MIB = 1_048_576
@@ -235,9 +236,9 @@ def simulate(pair: Pair, pct: int, controller: str, config: dict[str, Any], peri
     srt = pair.srt.app.name
     jobs = r.jobs[(r.jobs["task"] == srt) & (r.jobs["outcome"] == "completed")]
     return {
-        "hit_ratio": _num(tasks.loc[srt, "hit_ratio"], 4),
-        "throughput_per_s": _num(tasks.loc[pair.nrt.app.name, "throughput_per_s"], 4),
-        "mean_response_ms": _num(jobs["response_ms"].mean(), 2),
+        "hit_ratio": num(tasks.loc[srt, "hit_ratio"], 4),
+        "throughput_per_s": num(tasks.loc[pair.nrt.app.name, "throughput_per_s"], 4),
+        "mean_response_ms": num(jobs["response_ms"].mean(), 2),
     }
 
 
@@ -283,24 +284,24 @@ def run_on_machine(pair: Pair, pct: int, controller: str, config: dict[str, Any]
     done = [j for j in rows if j["outcome"] == "completed"]
     failed_checks = sum(int(t.get("checksum_failures") or 0) for t in tasks.values())
     return {
-        "hit_ratio": _num(reported["deadline_hits"] / judged, 4) if judged else None,
+        "hit_ratio": num(reported["deadline_hits"] / judged, 4) if judged else None,
         "jobs": judged,
         "misses": reported["deadline_misses"],
         "dropped": reported["jobs_dropped"],
-        "throughput_per_s": _num(tasks[nrt].get("work_units_per_s"), 4),
-        "mean_response_ms": _num(statistics.fmean(j["response_ms"] for j in done), 2) if done else None,
-        "mean_stall_ms": _num(statistics.fmean(j["stall_ms"] or 0.0 for j in done), 2) if done else None,
-        "mean_cpu_wait_ms": _num(statistics.fmean(j["cpu_wait_ms"] or 0.0 for j in done), 2) if done else None,
+        "throughput_per_s": num(tasks[nrt].get("work_units_per_s"), 4),
+        "mean_response_ms": num(statistics.fmean(j["response_ms"] for j in done), 2) if done else None,
+        "mean_stall_ms": num(statistics.fmean(j["stall_ms"] or 0.0 for j in done), 2) if done else None,
+        "mean_cpu_wait_ms": num(statistics.fmean(j["cpu_wait_ms"] or 0.0 for j in done), 2) if done else None,
         "oom_rescues": int(summary["control"]["oom_rescues"]),
         # The controller loop's own cost per tick, with the real apps running: wall time (waiting
         # for a CPU beside the apps included), and the CPU its thread used.
-        "tick_cost_mean_us": _num(summary["control"]["tick_cost_mean_us"], 1),
-        "tick_cost_p99_us": _num(summary["control"]["tick_cost_p99_us"], 1),
-        "tick_cpu_mean_us": _num(summary["control"]["tick_cpu_mean_us"], 1),
+        "tick_cost_mean_us": num(summary["control"]["tick_cost_mean_us"], 1),
+        "tick_cost_p99_us": num(summary["control"]["tick_cost_p99_us"], 1),
+        "tick_cpu_mean_us": num(summary["control"]["tick_cpu_mean_us"], 1),
         # Share of one core: the loop's thread in its ticks, and the writer threads (the
         # kernel's reclaim down to lowered limits, done in the writer).
-        "loop_cpu_pct": _num(100 * summary["control"]["tick_cpu_mean_us"] / (summary["control"]["interval_ms"] * 1000), 3),
-        "write_cpu_pct": _num(100 * summary["control"]["write_cpu_ms"] / summary["horizon_ms"], 3) if summary["horizon_ms"] else None,
+        "loop_cpu_pct": num(100 * summary["control"]["tick_cpu_mean_us"] / (summary["control"]["interval_ms"] * 1000), 3),
+        "write_cpu_pct": num(100 * summary["control"]["write_cpu_ms"] / summary["horizon_ms"], 3) if summary["horizon_ms"] else None,
         "failed_checks": failed_checks,
         "exit_codes": {name: t.get("exit_code") for name, t in tasks.items()},
     }

@@ -5,17 +5,16 @@ is ../shared/papers/shared-page-memory-reservations.txt).
 - `paper`: the paper's own numbers, quoted for comparison;
 - `experiment`: the workload, every simulation (each step's sizes depend on the step before,
   so they run one after another in this process) and the numbers they yield;
-- `report`: the figures, `report.md` and `table2.md`, from those numbers alone.
-
-This module only ties them together (`reproduce`); it imports them when called, so nothing
-imports it back.
+- `report`: the figures, `report.md` and `table2.md`, from those numbers alone;
+- `headline`: the tables `critmem reproduce` prints from the headline numbers.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from critmem.reproduce.results import finish, write_json, write_text
 
 if TYPE_CHECKING:
     from critmem.progress import Progress
@@ -36,7 +35,6 @@ def reproduce(
     and table2.md, table2.json (wall-clock timings) to `out_dir`, and returns the headline
     numbers."""
     from critmem.progress import QuietProgress
-    from critmem.reproduce import Reproduction
     from critmem.reproduce.shared_pages import (
         experiment,
         report,  # matplotlib: only when writing
@@ -52,26 +50,12 @@ def reproduce(
     data = res.to_dict()
     out_dir.mkdir(parents=True, exist_ok=True)
     files = [
-        _write_json(out_dir / "results.json", data),
-        _write_json(out_dir / "table2.json", t2),
-        _write_text(out_dir / "table2.md", report.render_table2(t2)),
+        write_json(out_dir / "results.json", data),
+        write_json(out_dir / "table2.json", t2),
+        write_text(out_dir / "table2.md", report.render_table2(t2)),
         report.plot_fig8(data, out_dir / "fig8.png"),
         report.plot_fig9(data, out_dir / "fig9.png"),
     ]
-    report_md = out_dir / "report.md"
-    report_md.write_text(report.render(data, t2, [p.name for p in files]), encoding="utf-8")
-    files.insert(0, report_md)
+    report_md = report.render(data, t2, [p.name for p in files])
     summary = experiment.headline(data, t2)
-    summary["out_dir"] = str(out_dir)
-    summary["files"] = [p.name for p in files]
-    return Reproduction(summary=summary, files=files, checks=report.acceptance_checks(summary))
-
-
-def _write_text(path: Path, text: str) -> Path:
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-def _write_json(path: Path, data: Any) -> Path:
-    path.write_text(json.dumps(data, indent=1, allow_nan=False) + "\n", encoding="utf-8")
-    return path
+    return finish(out_dir, report_md, files, summary, report.acceptance_checks(summary))

@@ -27,6 +27,7 @@ from critmem import _core
 from critmem._core import ScenarioError
 from critmem.api import RunResult, run
 from critmem.progress import Progress, QuietProgress
+from critmem.reproduce.results import num
 from critmem.reproduce.shared_pages.paper import (
     PAPER_CPU_GHZ,
     PAPER_MIN_RESERVATION_MB,
@@ -180,17 +181,9 @@ def scenario(
 # Reading results
 
 
-def _num(x: Any, digits: int = 3) -> float | None:
-    """A float for JSON: rounded, None for NaN/missing."""
-    if x is None:
-        return None
-    v = float(x)
-    return None if math.isnan(v) else round(v, digits)
-
-
 def _whole_or_num(x: float) -> int | float | None:
     """`x` as an int when it is whole (so it reads like the formulas' other totals)."""
-    return int(x) if float(x).is_integer() else _num(x)
+    return int(x) if float(x).is_integer() else num(x, 3)
 
 
 def _task_jobs(r: RunResult, name: str) -> pd.DataFrame:
@@ -211,11 +204,11 @@ def task_summary(r: RunResult, name: str, warmup_ms: float) -> dict[str, Any]:
         "steady_jobs": len(judged),
         "steady_misses": int(steady["missed"].sum()),
         "steady_unfinished": int((judged["outcome"] != "completed").sum()),
-        "worst_response_ms": _num(judged["response_ms"].max()) if all_done else None,
-        "median_response_ms": _num(judged["response_ms"].median()) if all_done else None,
+        "worst_response_ms": num(judged["response_ms"].max(), 3) if all_done else None,
+        "median_response_ms": num(judged["response_ms"].median(), 3) if all_done else None,
         "major_faults": int(mem["major_faults"]),
         "pages_swapped_in": int(mem["pages_swapped_in"]),
-        "fault_wait_ms": _num(mem["fault_wait_ms"]),
+        "fault_wait_ms": num(mem["fault_wait_ms"], 3),
     }
 
 
@@ -223,8 +216,8 @@ def job_series(r: RunResult, name: str) -> dict[str, list[Any]]:
     """Per job: release, response (None if unfinished), missed — what the figures plot."""
     jobs = _task_jobs(r, name)
     return {
-        "release_ms": [_num(x) for x in jobs["release_ms"]],
-        "response_ms": [_num(x) for x in jobs["response_ms"]],
+        "release_ms": [num(x, 3) for x in jobs["release_ms"]],
+        "response_ms": [num(x, 3) for x in jobs["response_ms"]],
         "missed": [bool(x) for x in jobs["missed"]],
     }
 
@@ -235,7 +228,7 @@ def physical_memory(r: RunResult, warmup_ms: float) -> dict[str, float | None]:
     state: its time average, smallest and largest sample."""
     tl = r.memory_timeline
     st = tl[tl["time_ms"] >= warmup_ms]["reserved_physical_mb"]
-    return {"mean_mb": _num(st.mean()), "min_mb": _num(st.min()), "max_mb": _num(st.max())}
+    return {"mean_mb": num(st.mean(), 3), "min_mb": num(st.min(), 3), "max_mb": num(st.max(), 3)}
 
 
 def shared_use_per_job_mb(r: RunResult) -> dict[str, float | None]:
@@ -481,9 +474,9 @@ def swap_in_cost(ctx: _Ctx, minimum: dict[str, int]) -> list[dict[str, Any]]:
                 "misses_per_tau2_period_min": min(per, default=0),
                 "misses_per_tau2_period_max": max(per, default=0),
                 "tau1_worst_response_ms": t1["worst_response_ms"],
-                "tau1_swap_in_requests_per_tau2_period": _num(t1["major_faults"] / periods, 1),
-                "tau1_pages_swapped_in_per_tau2_period": _num(t1["pages_swapped_in"] / periods, 1),
-                "tau1_fault_wait_ms_per_tau2_period": _num(float(t1["fault_wait_ms"] or 0) / periods, 1),
+                "tau1_swap_in_requests_per_tau2_period": num(t1["major_faults"] / periods, 1),
+                "tau1_pages_swapped_in_per_tau2_period": num(t1["pages_swapped_in"] / periods, 1),
+                "tau1_fault_wait_ms_per_tau2_period": num(float(t1["fault_wait_ms"] or 0) / periods, 1),
             }
         )
     return rows
@@ -541,7 +534,7 @@ def tau2_pair_study(ctx: _Ctx) -> list[dict[str, Any]]:
                     "total_mb": phys["mean_mb"],
                     "total_min_mb": phys["min_mb"],
                     "total_max_mb": phys["max_mb"],
-                    "duplicate_mb": _num(2 * minimum - float(phys["mean_mb"] or 0)),
+                    "duplicate_mb": num(2 * minimum - float(phys["mean_mb"] or 0), 3),
                     "steady_misses": {m.name: task_summary(r, m.name, warm)["steady_misses"] for m in members},
                     "first_miss_release_ms": {m.name: first_miss(r, m.name) for m in members},
                 }
@@ -553,7 +546,7 @@ def first_miss(r: RunResult, name: str) -> float | None:
     """Release time of `name`'s first job that missed its deadline (None: no miss)."""
     jobs = _task_jobs(r, name)
     missed = jobs[jobs["missed"]]
-    return None if missed.empty else _num(missed["release_ms"].iloc[0])
+    return None if missed.empty else num(missed["release_ms"].iloc[0], 3)
 
 
 def table2(iterations: int) -> dict[str, Any]:

@@ -5,17 +5,16 @@ Scheduling" (the paper's text is ../shared/papers/tmem-transient-memory-scheduli
 - `workloads`: the task sets, the Fig. 8 component graph and the Table IV service, as scenarios;
 - `experiment`: every simulation the reproduction makes (on `critmem.sweep`) and the numbers
   they yield (`results.json`, the `--json` summary);
-- `report`: the figures and `report.md`, from those numbers alone.
-
-This module only ties them together (`reproduce`); it imports them when called, so nothing
-imports it back.
+- `report`: the figures and `report.md`, from those numbers alone;
+- `headline`: the tables `critmem reproduce` prints from the headline numbers.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from critmem.reproduce.results import SWEEP_CACHE, finish, sweep, write_json
 
 if TYPE_CHECKING:
     from critmem.progress import Progress
@@ -24,10 +23,6 @@ if TYPE_CHECKING:
     from critmem.sweep import Executor
 
 __all__ = ["SWEEP_CACHE", "reproduce"]
-
-SWEEP_CACHE = ".critmem-sweep"
-"""The folder in the output folder where each simulation's result is kept as it arrives, so an
-interrupted reproduction resumes where it stopped."""
 
 
 def reproduce(
@@ -40,24 +35,17 @@ def reproduce(
 ) -> Reproduction:
     """Runs everything on `executor` (default: local processes, one per core), writes report.md,
     results.json and the figures to `out_dir`, and returns the headline numbers."""
-    from critmem.progress import QuietProgress
-    from critmem.reproduce import Reproduction
     from critmem.reproduce.tmem import (
         experiment,
         report,  # matplotlib: only when writing
     )
-    from critmem.sweep import Sweep
 
     plan = plan or (experiment.QUICK if quick else experiment.Plan())
-    progress = progress or QuietProgress()
-    progress.start(experiment.planned_runs(plan) + 1)
-    with Sweep(executor, cache_dir=out_dir / SWEEP_CACHE, progress=progress) as sweep:
-        data = experiment.compute(plan, sweep)
-    progress.step("writing the report and figures")
+    with sweep(out_dir, executor, progress, experiment.planned_runs(plan)) as running:
+        data = experiment.compute(plan, running)
     summary = experiment.headline(data)
-    out_dir.mkdir(parents=True, exist_ok=True)
     files = [
-        _write_json(out_dir / "results.json", data),
+        write_json(out_dir / "results.json", data),
         report.plot_fig6(data, out_dir / "fig6_tardiness.png", "max_tardiness_ms", "max tardiness (ms)", "Fig. 6a (model): max tardiness"),
         report.plot_fig6(
             data, out_dir / "fig6_misses.png", "misses_per_s", "deadline misses per second", "Fig. 6b (model): deadline misses"
@@ -65,14 +53,4 @@ def reproduce(
         report.plot_fig7(data, out_dir / "fig7.png"),
         report.plot_pool_size(data, out_dir / "pool_size.png"),
     ]
-    report_md = out_dir / "report.md"
-    report_md.write_text(report.render(data, summary, [p.name for p in files]), encoding="utf-8")
-    files.insert(0, report_md)
-    summary["out_dir"] = str(out_dir)
-    summary["files"] = [p.name for p in files]
-    return Reproduction(summary=summary, files=files, checks=report.acceptance_checks(data))
-
-
-def _write_json(path: Path, data: Any) -> Path:
-    path.write_text(json.dumps(data, indent=1, allow_nan=False) + "\n", encoding="utf-8")
-    return path
+    return finish(out_dir, report.render(data, summary, [p.name for p in files]), files, summary, report.acceptance_checks(data))

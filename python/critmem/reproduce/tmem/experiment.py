@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from critmem.reproduce.results import num
 from critmem.reproduce.tmem.paper import PAPER_FIG6_MIN_PAGES, PAPER_FIG7_MIN_PAGES, PAPER_SLOPE_RATIO, PAPER_TABLE4
 from critmem.reproduce.tmem.workloads import TmemConfig, fig8_scenario, http_scenario, http_service, min_units, task_set
 from critmem.sweep import Sweep
@@ -289,13 +290,6 @@ def memory_sizes(peak_above_min: int, n: int) -> list[int]:
 # One run
 
 
-def _num(x: Any, digits: int = 4) -> float | None:
-    if x is None:
-        return None
-    v = float(x)
-    return None if math.isnan(v) else round(v, digits)
-
-
 def measure(spec: Spec) -> dict[str, Any]:
     """Runs `spec` and returns what its figure or table needs."""
     from critmem.api import run
@@ -319,21 +313,21 @@ def measure_run(spec: Spec, summary: dict[str, Any], tasks: pd.DataFrame, jobs: 
         "seed_set": spec.seed_set,
         "min_units": int(t["min_units"]),
         "peak_allocated_units": int(t["peak_allocated_units"]),
-        "mean_units_held": _num(int(t["allocated_unit_us"]) / (spec.horizon_ms * 1000.0) - int(t["min_units"])),
+        "mean_units_held": num(int(t["allocated_unit_us"]) / (spec.horizon_ms * 1000.0) - int(t["min_units"]), 4),
         "peak_above_min": int(t["peak_allocated_units"]) - int(t["min_units"]),
         "waits": int(sum(c["waits"] for c in t["caches"])),
     }
     if spec.kind == "table4":
         q = jobs[(jobs["task"] == "qos") & jobs["response_ms"].notna()]
         out["qos_jobs"] = len(q)
-        out["qos_mean_response_us"] = _num(q["response_ms"].mean() * 1000, 3) if len(q) else None
-        out["qos_max_response_us"] = _num(q["response_ms"].max() * 1000, 3) if len(q) else None
+        out["qos_mean_response_us"] = num(q["response_ms"].mean() * 1000, 3) if len(q) else None
+        out["qos_max_response_us"] = num(q["response_ms"].max() * 1000, 3) if len(q) else None
         return out
-    out |= {k: _num(v) for k, v in tardiness_measures(jobs, rt, spec.horizon_ms).items()}
+    out |= {k: num(v, 4) for k, v in tardiness_measures(jobs, rt, spec.horizon_ms).items()}
     if spec.kind == "fig7":
         out["series"] = {
             "memory_units": window_memory_units(t["timeline"], int(t["min_units"]), spec.horizon_ms),
-            "max_tardiness_ms": [_num(x) for x in window_max_tardiness_ms(jobs, rt, spec.horizon_ms)],
+            "max_tardiness_ms": [num(x, 4) for x in window_max_tardiness_ms(jobs, rt, spec.horizon_ms)],
             "misses": window_misses(jobs, rt, spec.horizon_ms),
         }
     return out
