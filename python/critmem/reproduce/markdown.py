@@ -34,3 +34,12 @@ def save_png(fig: Figure, path: Path) -> Path:
     FigureCanvasAgg(fig)
     fig.savefig(path, format="png", metadata={"Software": None})
     return path
+
+
+def report_start(title: str, quick: bool, quick_note: str) -> list[str]:
+    """A report's first paragraphs: `title` as its heading and, for a `--quick` run,
+    `quick_note` on what it reduced."""
+    out = [f"# {title}\n"]
+    if quick:
+        out.append(f"**Quick run** (`--quick`): {quick_note}\n")
+    return out

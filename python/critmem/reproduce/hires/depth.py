@@ -205,72 +205,57 @@ def _with_ratios(rows: list[dict[str, Any]], keys: Sequence[str]) -> list[dict[s
     return rows
 
 
-def _by_depth(
-    depths: Iterable[int],
-    rounds: int,
-    progress: Progress,
+def _sampled_by_depth(
+    command: str,
     what: str,
-    subcommand: list[str],
-    key: str,
-) -> tuple[list[int], dict[int, list[dict[str, Any]]]]:
+    parts: dict[str, str],
+    depths: Iterable[int],
+    samples: int,
+    rounds: int,
+    warmup: int,
+    progress: Progress,
+) -> list[dict[str, Any]]:
+    """`critmem-hires COMMAND --samples --warmup` (`what`, in progress) at each depth, `rounds`
+    times: one row per depth with the statistics over the rounds of each of `parts` (the figure
+    in the program's JSON, and the prefix of its statistics in the row)."""
+    _check_count("samples", samples, 1)
+    _check_count("warmup", warmup, 0)
     chosen = _check_depths(depths)
     _check_count("rounds", rounds, 1)
+    subcommand = [command, f"--samples={samples}", f"--warmup={warmup}"]
     measured: dict[int, list[dict[str, Any]]] = {d: [] for d in chosen}
     for r, depth in _rounds_order(chosen, rounds):
         if progress is not None:
             progress(f"HiRes on Linux: {what} {depth} deep (round {r + 1} of {rounds})")
-        measured[depth].append(_measure(depth, subcommand, key))
-    return chosen, measured
+        measured[depth].append(_measure(depth, subcommand, next(iter(parts))))
+    rows = []
+    for d in chosen:
+        row: dict[str, Any] = {"depth": d, "rounds": rounds, "samples": samples, "cpu": measured[d][0]["cpu"]}
+        for part, prefix in parts.items():
+            row.update(_summary([m[part] for m in measured[d]], prefix))
+        rows.append(row)
+    return rows
 
 
 def event_latency_by_depth(
-    depths: Iterable[int] = range(9),
-    samples: int = 1500,
-    rounds: int = 3,
-    warmup: int = 100,
-    progress: Progress = None,
+    depths: Iterable[int] = range(9), samples: int = 1500, rounds: int = 3, warmup: int = 100, progress: Progress = None
 ) -> list[dict[str, Any]]:
     """Fig. 4(a)'s analogue: the eventfd wake-up latency between two threads on one CPU, run
     in the deepest subsystem of `chain_tree(depth)` for each depth, `samples` per depth and round. One row per depth: its statistics
     over the rounds (`mean_ns`, `p50_ns`, ...) and their ratios to depth 0 (`mean_ratio`,
     `p50_ratio`, ...)."""
-    _check_count("samples", samples, 1)
-    _check_count("warmup", warmup, 0)
-    subcommand = ["event-latency", f"--samples={samples}", f"--warmup={warmup}"]
-    chosen, measured = _by_depth(depths, rounds, progress, "event latency", subcommand, "latency")
-    rows = [
-        {
-            "depth": d,
-            "rounds": rounds,
-            "samples": samples,
-            "cpu": measured[d][0]["cpu"],
-            **_summary([m["latency"] for m in measured[d]], ""),
-        }
-        for d in chosen
-    ]
+    rows = _sampled_by_depth("event-latency", "event latency", {"latency": ""}, depths, samples, rounds, warmup, progress)
     return _with_ratios(rows, ["mean_ns", "p50_ns", "p95_ns", "p99_ns"])
 
 
 def page_cost_by_depth(
-    depths: Iterable[int] = range(9),
-    samples: int = 10_000,
-    rounds: int = 3,
-    warmup: int = 100,
-    progress: Progress = None,
+    depths: Iterable[int] = range(9), samples: int = 10_000, rounds: int = 3, warmup: int = 100, progress: Progress = None
 ) -> list[dict[str, Any]]:
     """Fig. 4(c)'s analogue: mapping (with the write that faults it in) and unmapping one
     anonymous private page, run in the deepest subsystem of `chain_tree(depth)`. One row per depth: `map_*` and
     `unmap_*` statistics over the rounds and their ratios to depth 0."""
-    _check_count("samples", samples, 1)
-    _check_count("warmup", warmup, 0)
-    subcommand = ["page-cost", f"--samples={samples}", f"--warmup={warmup}"]
-    chosen, measured = _by_depth(depths, rounds, progress, "page map and unmap", subcommand, "map")
-    rows = []
-    for d in chosen:
-        row: dict[str, Any] = {"depth": d, "rounds": rounds, "samples": samples, "cpu": measured[d][0]["cpu"]}
-        for part in ("map", "unmap"):
-            row.update(_summary([m[part] for m in measured[d]], f"{part}_"))
-        rows.append(row)
+    parts = {"map": "map_", "unmap": "unmap_"}
+    rows = _sampled_by_depth("page-cost", "page map and unmap", parts, depths, samples, rounds, warmup, progress)
     return _with_ratios(rows, ["map_mean_ns", "map_p50_ns", "unmap_mean_ns", "unmap_p50_ns"])
 
 

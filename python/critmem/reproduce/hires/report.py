@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from critmem.reproduce.checks import Check
@@ -21,7 +22,7 @@ from critmem.reproduce.hires.paper import (
     PAPER_TABLE3_LOSS_DEPTH1,
 )
 from critmem.reproduce.markdown import fmt as _f
-from critmem.reproduce.markdown import save_png as _save
+from critmem.reproduce.markdown import save_png
 from critmem.reproduce.markdown import table as _table
 
 SIM_TOLERANCE = 0.01
@@ -31,6 +32,17 @@ LINUX_TOLERANCE = 0.05
 gives the worst deviation relative to the budget)."""
 _COLORS = {"web": "#d62728", "rt10": "#1f77b4", "rt20": "#2ca02c", "rt25": "#9467bd"}
 _NAMES = ("web", "rt10", "rt20", "rt25")
+
+
+def _one_panel(width_in: float, height_in: float) -> tuple[Figure, Axes]:
+    fig = Figure(figsize=(width_in, height_in), dpi=100)
+    return fig, fig.add_subplot(1, 1, 1)
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    """`fig` laid out tight and written to `path`."""
+    fig.tight_layout()
+    return save_png(fig, path)
 
 
 def _reserved(row: dict[str, Any]) -> float:
@@ -64,14 +76,12 @@ def plot_fig6(data: dict[str, Any], path: Path) -> Path:
         ax.set_ylabel("share of one CPU")
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.axes[-1].set_xlabel("time (s; phases one after another)")
-    fig.tight_layout()
     return _save(fig, path)
 
 
 def plot_fig5(data: dict[str, Any], path: Path) -> Path:
     rows = data["fig5"]
-    fig = Figure(figsize=(6, 3.8), dpi=100)
-    ax = fig.add_subplot(1, 1, 1)
+    fig, ax = _one_panel(6, 3.8)
     ax.plot([r["depth"] for r in rows], [r["mean_us"] for r in rows], marker="o", label="timer to its thread (Fig. 5), mean")
     ax.plot([r["depth"] for r in rows], [r["max_us"] for r in rows], marker="x", ls="--", label="timer, max")
     packets = data.get("fig4b_sim") or []
@@ -86,15 +96,13 @@ def plot_fig5(data: dict[str, Any], path: Path) -> Path:
     ax.set_xlabel("depth of the subsystem")
     ax.set_ylabel("latency (µs)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
     return _save(fig, path)
 
 
 def plot_depth(data: dict[str, Any], path: Path) -> Path:
     """Fig. 4 and Table III on Linux: each measurement against depth as a ratio to depth 0."""
     depth = data["depth"]
-    fig = Figure(figsize=(7, 4), dpi=100)
-    ax = fig.add_subplot(1, 1, 1)
+    fig, ax = _one_panel(7, 4)
     for key, label in (("event_latency", "event latency (median)"), ("page_map", "map+touch a page"), ("page_unmap", "unmap a page")):
         rows = depth.get(key) or []
         if rows:
@@ -107,7 +115,6 @@ def plot_depth(data: dict[str, Any], path: Path) -> Path:
     ax.set_xlabel("depth of the nested cgroups")
     ax.set_ylabel("ratio to depth 0")
     ax.legend(fontsize=8)
-    fig.tight_layout()
     return _save(fig, path)
 
 

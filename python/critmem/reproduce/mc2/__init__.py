@@ -12,44 +12,51 @@ Mixed-Criticality Real-Time Tasks" (Sec. 6; the paper's text is
 from __future__ import annotations
 
 import time
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Unpack
 
-from critmem.reproduce.results import SWEEP_CACHE, finish, sweep, write_json, write_text
+from critmem.reproduce.results import SWEEP_CACHE, Written, reproduce_on_sweep, write_json, write_text
 
 if TYPE_CHECKING:
-    from critmem.progress import Progress
     from critmem.reproduce import Reproduction
     from critmem.reproduce.mc2.study import Plan
-    from critmem.sweep import Executor
+    from critmem.reproduce.results import SweepOptions
+    from critmem.sweep import Sweep
 
 __all__ = ["SWEEP_CACHE", "reproduce"]
 
 
-def reproduce(
-    out_dir: Path,
-    *,
-    quick: bool = False,
-    progress: Progress | None = None,
-    plan: Plan | None = None,
-    executor: Executor | None = None,
-) -> Reproduction:
+def reproduce(out_dir: Path, **options: Unpack[SweepOptions[Plan]]) -> Reproduction:
     """Runs the study on `executor` (default: local processes, one per core) and writes to
     `out_dir`: report.md, results.json, points.csv and points.parquet, sua.csv, fig15.png,
     fig8.png, fig14.png and grid/ (the same bytes for the same code and plan), and timing.md and
     timing.json (this run's wall-clock and CPU time). Returns the headline numbers and checks."""
+    from critmem.reproduce.mc2 import study
+
+    started_s = time.monotonic()
+    plan = options.get("plan") or (study.quick_plan() if options.get("quick") else study.Plan())
+    plan.validate()
+    return reproduce_on_sweep(out_dir, options, study.planned_runs(plan), partial(_compute, plan), partial(_write, out_dir, started_s))
+
+
+def _compute(plan: Plan, running: Sweep) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The study's results, and how the sweep made them: the CPU time of the curves, how many it
+    computed and reused from the cache, and its workers."""
+    from critmem.reproduce.mc2 import study
+
+    data, cpu_s = study.compute(plan, running)
+    workers = getattr(running.executor, "workers", None) or getattr(running.executor, "address", "?")
+    return data, {"computed": len(running.computed), "reused": len(running.reused), "cpu_s": cpu_s, "workers": workers}
+
+
+def _write(out_dir: Path, started_s: float, computed: tuple[dict[str, Any], dict[str, Any]]) -> Written:
     from critmem.reproduce.mc2 import (
         report,  # matplotlib: only when writing
         study,
     )
 
-    started = time.monotonic()
-    plan = plan or (study.quick_plan() if quick else study.Plan())
-    plan.validate()
-    with sweep(out_dir, executor, progress, study.planned_runs(plan)) as running:
-        data, cpu_s = study.compute(plan, running)
-        computed, reused = len(running.computed), len(running.reused)
-        workers = getattr(running.executor, "workers", None) or getattr(running.executor, "address", "?")
+    data, run = computed
     frame = study.points_frame(data["curves"], data["schemes"])
     files = [write_json(out_dir / "results.json", data)]
     frame.to_csv(out_dir / "points.csv", index=False)
@@ -72,16 +79,16 @@ def reproduce(
     report_md = report.render(data, [*names, "timing.md", "timing.json"])
     timing = {
         "scenarios": data["scenarios"],
-        "computed": computed,
-        "reused": reused,
+        "computed": run["computed"],
+        "reused": run["reused"],
         "systems": data["systems"],
-        "wall_s": round(time.monotonic() - started, 3),
-        "cpu_s": round(cpu_s, 3),
-        "workers": workers,
+        "wall_s": round(time.monotonic() - started_s, 3),
+        "cpu_s": round(run["cpu_s"], 3),
+        "workers": run["workers"],
     }
     files.append(write_json(out_dir / "timing.json", timing))
     files.append(write_text(out_dir / "timing.md", report.render_timing(timing)))
-    return finish(out_dir, report_md, files, study.headline(data), report.acceptance_checks(data))
+    return Written(report_md, files, study.headline(data), report.acceptance_checks(data))
 
 
 def _has_pyarrow() -> bool:

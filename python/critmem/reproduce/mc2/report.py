@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 
 from critmem.reproduce.checks import Check
 from critmem.reproduce.markdown import fmt as _f
+from critmem.reproduce.markdown import report_start
 from critmem.reproduce.markdown import save_png as _save
 from critmem.reproduce.markdown import table as _md_table
 from critmem.reproduce.mc2.paper import (
@@ -321,13 +322,12 @@ def _check_table(rows: Sequence[_Row]) -> str:
 
 def render(data: Mapping[str, Any], files: Sequence[str]) -> str:
     plan = data["plan"]
-    out: list[str] = []
-    out.append("# MC²: I/O and IPC via fine-grained OS isolation — the schedulability study, reproduced\n")
-    if data["quick"]:
-        out.append(
-            f"**Quick run** (`--quick`): {data['scenarios']} of the {PAPER_SCENARIOS} scenarios (Fig. 15's three among "
-            "them), at full precision; the areas are sums over these scenarios only, so the ratios are indicative.\n"
-        )
+    out = report_start(
+        "MC²: I/O and IPC via fine-grained OS isolation — the schedulability study, reproduced",
+        data["quick"],
+        f"{data['scenarios']} of the {PAPER_SCENARIOS} scenarios (Fig. 15's three among them), at full precision; "
+        "the areas are sums over these scenarios only, so the ratios are indicative.",
+    )
     out.append(
         "Every *model* number below was computed by critmem's model of the study (task-system generation, "
         "execution-cost inflation, the optimisation framework and the schedulability tests, in `critmem._core`); "

@@ -11,16 +11,17 @@ paper's text is ../shared/papers/sara-stall-aware-allocation.txt).
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Unpack
 
-from critmem.reproduce.results import SWEEP_CACHE, finish, sweep, write_json
+from critmem.reproduce.results import SWEEP_CACHE, finish, reproduce_on_sweep, with_results_json, write_json
 
 if TYPE_CHECKING:
     from critmem.progress import Progress
     from critmem.reproduce import Reproduction
+    from critmem.reproduce.results import SweepOptions, Written
     from critmem.reproduce.sara.experiment import Plan
-    from critmem.sweep import Executor
 
 __all__ = ["SWEEP_CACHE", "reproduce"]
 
@@ -28,12 +29,9 @@ __all__ = ["SWEEP_CACHE", "reproduce"]
 def reproduce(
     out_dir: Path,
     *,
-    quick: bool = False,
-    progress: Progress | None = None,
-    plan: Plan | None = None,
-    executor: Executor | None = None,
     platforms: tuple[str, ...] = ("sim",),
     periods: int | None = None,
+    **options: Unpack[SweepOptions[Plan]],
 ) -> Reproduction:
     """Runs everything on `executor` (default: local processes, one per core), writes report.md,
     results.json and the figures to `out_dir`, and returns the headline numbers.
@@ -42,31 +40,34 @@ def reproduce(
     (root; `periods` soft real-time jobs per run)."""
     from critmem.progress import QuietProgress
 
+    quick = options.get("quick", False)
     if tuple(platforms) == ("linux",):
-        return _reproduce_on_machine(out_dir, quick=quick, progress=progress or QuietProgress(), periods=periods)
+        return _reproduce_on_machine(out_dir, quick=quick, progress=options.get("progress") or QuietProgress(), periods=periods)
     if tuple(platforms) != ("sim",):
         raise ValueError(f"sara runs on one platform at a time, sim or linux (got {', '.join(platforms) or 'none'})")
     if periods is not None:
         raise ValueError("periods is for the Linux platform; the simulator's length comes from the plan")
+    from critmem.reproduce.sara import experiment
+
+    plan = options.get("plan") or (experiment.QUICK if quick else experiment.Plan())
+    return reproduce_on_sweep(out_dir, options, experiment.planned_runs(plan), partial(experiment.compute, plan), partial(_write, out_dir))
+
+
+def _write(out_dir: Path, data: dict[str, Any]) -> Written:
     from critmem.reproduce.sara import (
         experiment,
         report,  # matplotlib: only when writing
     )
 
-    plan = plan or (experiment.QUICK if quick else experiment.Plan())
-    with sweep(out_dir, executor, progress, experiment.planned_runs(plan)) as running:
-        data = experiment.compute(plan, running)
     summary = experiment.headline(data)
-    files = [
-        write_json(out_dir / "results.json", data),
+    figures = [
         report.plot_fig7(data, out_dir / "fig7.png"),
         report.plot_fig11(data, out_dir / "fig11.png"),
         report.plot_fig12(data, out_dir / "fig12.png"),
         report.plot_fig13(data, out_dir / "fig13.png"),
         report.plot_step_up(data, out_dir / "fig_step_up.png"),
     ]
-    report_md = report.render(data, summary, [p.name for p in files])
-    return finish(out_dir, report_md, files, summary, report.acceptance_checks(data, summary))
+    return with_results_json(out_dir, data, summary, figures, report.render, report.acceptance_checks(data, summary))
 
 
 def _reproduce_on_machine(out_dir: Path, *, quick: bool, progress: Progress, periods: int | None) -> Reproduction:

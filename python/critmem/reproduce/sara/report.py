@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 
 from critmem.reproduce.checks import Check
 from critmem.reproduce.markdown import fmt as _f
+from critmem.reproduce.markdown import report_start
 from critmem.reproduce.markdown import save_png as _save
 from critmem.reproduce.markdown import table as _table
 from critmem.reproduce.sara.experiment import CONTROLLERS, CRITMEM_CONTROLLER, MEMORY_PCTS, MIB, SSDS, STEP_UP_BYTES, early_drop_rows
@@ -201,10 +202,11 @@ def plot_fig13(data: dict[str, Any], path: Path) -> Path:
 
 def render(data: dict[str, Any], summary: dict[str, Any], files: Sequence[str]) -> str:
     plan = data["plan"]
-    out: list[str] = []
-    out.append("# SARA: stall-aware real-time memory allocation — reproduction by simulation\n")
-    if data["quick"]:
-        out.append("**Quick run** (`--quick`): fewer periods and candidates; numbers are indicative only.\n")
+    out = report_start(
+        "SARA: stall-aware real-time memory allocation — reproduction by simulation",
+        data["quick"],
+        "fewer periods and candidates; numbers are indicative only.",
+    )
     out.append(
         "Every *model* number below was computed by critmem's simulator from the bundled workloads "
         "(`python/critmem/reproduce/sara/workloads/sara-*.toml`, also under `examples/`); *paper* numbers are "

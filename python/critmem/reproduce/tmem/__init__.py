@@ -11,41 +11,36 @@ Scheduling" (the paper's text is ../shared/papers/tmem-transient-memory-scheduli
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Unpack
 
-from critmem.reproduce.results import SWEEP_CACHE, finish, sweep, write_json
+from critmem.reproduce.results import SWEEP_CACHE, reproduce_on_sweep, with_results_json
 
 if TYPE_CHECKING:
-    from critmem.progress import Progress
     from critmem.reproduce import Reproduction
+    from critmem.reproduce.results import SweepOptions, Written
     from critmem.reproduce.tmem.experiment import Plan
-    from critmem.sweep import Executor
 
 __all__ = ["SWEEP_CACHE", "reproduce"]
 
 
-def reproduce(
-    out_dir: Path,
-    *,
-    quick: bool = False,
-    progress: Progress | None = None,
-    plan: Plan | None = None,
-    executor: Executor | None = None,
-) -> Reproduction:
+def reproduce(out_dir: Path, **options: Unpack[SweepOptions[Plan]]) -> Reproduction:
     """Runs everything on `executor` (default: local processes, one per core), writes report.md,
     results.json and the figures to `out_dir`, and returns the headline numbers."""
+    from critmem.reproduce.tmem import experiment
+
+    plan = options.get("plan") or (experiment.QUICK if options.get("quick") else experiment.Plan())
+    return reproduce_on_sweep(out_dir, options, experiment.planned_runs(plan), partial(experiment.compute, plan), partial(_write, out_dir))
+
+
+def _write(out_dir: Path, data: dict[str, Any]) -> Written:
     from critmem.reproduce.tmem import (
         experiment,
         report,  # matplotlib: only when writing
     )
 
-    plan = plan or (experiment.QUICK if quick else experiment.Plan())
-    with sweep(out_dir, executor, progress, experiment.planned_runs(plan)) as running:
-        data = experiment.compute(plan, running)
-    summary = experiment.headline(data)
-    files = [
-        write_json(out_dir / "results.json", data),
+    figures = [
         report.plot_fig6(data, out_dir / "fig6_tardiness.png", "max_tardiness_ms", "max tardiness (ms)", "Fig. 6a (model): max tardiness"),
         report.plot_fig6(
             data, out_dir / "fig6_misses.png", "misses_per_s", "deadline misses per second", "Fig. 6b (model): deadline misses"
@@ -53,4 +48,4 @@ def reproduce(
         report.plot_fig7(data, out_dir / "fig7.png"),
         report.plot_pool_size(data, out_dir / "pool_size.png"),
     ]
-    return finish(out_dir, report.render(data, summary, [p.name for p in files]), files, summary, report.acceptance_checks(data))
+    return with_results_json(out_dir, data, experiment.headline(data), figures, report.render, report.acceptance_checks(data))

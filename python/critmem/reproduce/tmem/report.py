@@ -3,7 +3,7 @@ alone."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 
 from critmem.reproduce.checks import Check
 from critmem.reproduce.markdown import fmt as _f
+from critmem.reproduce.markdown import report_start
 from critmem.reproduce.markdown import save_png as _save
 from critmem.reproduce.markdown import table as _table
 from critmem.reproduce.tmem.experiment import (
@@ -130,6 +131,28 @@ def _mean(xs: Sequence[float | None]) -> float | None:
 _Row = tuple[str, str, bool, str]
 
 
+def _at_every_size(
+    ours: dict[float, float | None],
+    greedy: dict[float, float | None],
+    sizes: Sequence[float],
+    holds: Callable[[float, float], bool],
+    gap_ms: Callable[[float, float], float],
+) -> tuple[bool, tuple[float, float, float] | None]:
+    """Whether `holds(ours, greedy)` at every size (not with no size, nor with a value missing),
+    and the size with the largest `gap_ms(ours, greedy)`, with both values."""
+    worst: tuple[float, float, float] | None = None
+    ok = bool(sizes)
+    for x in sizes:
+        a, b = ours[x], greedy[x]
+        if a is None or b is None:
+            ok = False
+            continue
+        ok = ok and holds(a, b)
+        if worst is None or gap_ms(a, b) > gap_ms(worst[1], worst[2]):
+            worst = (x, a, b)
+    return ok, worst
+
+
 def _acceptance_rows(data: dict[str, Any]) -> list[_Row]:
     """The checks `--check` counts: PI against no PI for every scheme, the policies' own cost,
     and critmem's scheduler against greedy on the held-out task sets, at Fig. 6's sizes and at
@@ -195,16 +218,7 @@ def _own_rows(data: dict[str, Any], seed_set: str, where: str, scheme: str = CRI
     own, gr = _by_size(data, scheme, seed_set=seed_set), _by_size(data, "greedy", seed_set=seed_set)
     sizes = sorted(set(own) & set(gr))
     label = f"{scheme} vs greedy, {where}, {seed_set.replace('_', '-')} seeds"
-    worst: tuple[float, float, float] | None = None
-    ok = bool(sizes)
-    for x in sizes:
-        a, b = own[x], gr[x]
-        if a is None or b is None:
-            ok = False
-            continue
-        ok = ok and a <= b + _allowance_ms(b) + 1e-9
-        if worst is None or a - b - _allowance_ms(b) > worst[1] - worst[2] - _allowance_ms(worst[2]):
-            worst = (x, a, b)
+    ok, worst = _at_every_size(own, gr, sizes, lambda a, b: a <= b + _allowance_ms(b) + 1e-9, lambda a, b: a - b - _allowance_ms(b))
     shown = "–" if worst is None else f"closest at +{_f(worst[0], 0)}: {scheme} {_f(worst[1])} ms, greedy {_f(worst[2])} ms"
     mean_own, mean_gr = _mean([own[x] for x in sizes]), _mean([gr[x] for x in sizes])
     held_own = _mean([_by_size(data, scheme, "mean_units_held", seed_set).get(x) for x in sizes])
@@ -245,17 +259,7 @@ def _against_greedy(data: dict[str, Any], scheme: str) -> list[_Row]:
             f"{scheme} {_f(mean_tm)} ms, greedy {_f(mean_gr)} ms",
         )
     ]
-    worst = None
-    ok = bool(sizes)
-    for s in sizes:
-        a, b = tm[s], gr[s]
-        if a is None or b is None:
-            ok = False
-            continue
-        excess = a - b * (1 + AT_EACH_SIZE_PCT / 100)
-        ok = ok and excess <= 1e-9
-        if worst is None or a - b > worst[1] - worst[2]:
-            worst = (s, a, b)
+    ok, worst = _at_every_size(tm, gr, sizes, lambda a, b: a - b * (1 + AT_EACH_SIZE_PCT / 100) <= 1e-9, lambda a, b: a - b)
     shown = "–" if worst is None else f"largest gap at +{_f(worst[0], 0)}: {scheme} {_f(worst[1])} ms, greedy {_f(worst[2])} ms"
     rows.append(
         (
@@ -399,10 +403,11 @@ def _own_section(data: dict[str, Any]) -> str:
 def render(data: dict[str, Any], summary: dict[str, Any], files: Sequence[str]) -> str:
     plan = data["plan"]
     mins = data["minimums"]
-    out: list[str] = []
-    out.append("# TMEM: transient memory scheduling — reproduction by simulation\n")
-    if data["quick"]:
-        out.append("**Quick run** (`--quick`): fewer task sets, shorter runs, fewer memory sizes; numbers are indicative only.\n")
+    out = report_start(
+        "TMEM: transient memory scheduling — reproduction by simulation",
+        data["quick"],
+        "fewer task sets, shorter runs, fewer memory sizes; numbers are indicative only.",
+    )
     out.append(
         "Every *model* number below was computed by critmem's simulator from generated workloads "
         "(`critmem.reproduce.tmem.workloads`); *paper* numbers are quoted from the paper for comparison "
