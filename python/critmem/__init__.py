@@ -69,25 +69,10 @@ class SchedulerInfo(NamedTuple):
     """One line for help texts and listings."""
 
 
-# In the order the scenario loader lists them (a test holds the two lists equal).
-_SCHEDULERS = (
-    SchedulerInfo("fp", "fixed priorities from each task's `priority` (lower number first), one CPU"),
-    SchedulerInfo("rm", "rate-monotonic: the shorter period first, one CPU"),
-    SchedulerInfo("dm", "deadline-monotonic: the shorter relative deadline first, one CPU"),
-    SchedulerInfo("edf", "earliest deadline first, one CPU"),
-    SchedulerInfo("pfp", "partitioned fixed priorities: each task on one CPU (its `cpu`, else worst-fit)"),
-    SchedulerInfo("pedf", "partitioned EDF: each task on one CPU (its `cpu`, else worst-fit)"),
-    SchedulerInfo("gedf", "global EDF over every CPU"),
-    SchedulerInfo("gfp", "global fixed priorities over every CPU"),
-    SchedulerInfo("cyclic", "a cyclic executive: a table of time windows repeated every major frame"),
-    SchedulerInfo("mc2", "MC²'s criticality levels: A from a table, B rate-monotonic per CPU, C global EDF, D in release order"),
-)
-
-
 def schedulers() -> tuple[SchedulerInfo, ...]:
     """The scheduler registry: every `[scheduler] kind` a scenario can name, in the order help
-    texts list them."""
-    return _SCHEDULERS
+    texts list them (the scenario loader's own list, `critmem_core::SchedulerKind`)."""
+    return tuple(SchedulerInfo(name, summary) for name, summary in _core.schedulers())
 
 
 def __getattr__(name: str) -> Any:

@@ -26,6 +26,7 @@ __all__ = [
     "pick_tmo_threshold",
     "sara_job_stalls",
     "scenario_schema",
+    "schedulers",
     "simulate",
     "tmem_policy_cost",
     "validate",
@@ -255,6 +256,10 @@ def sara_job_stalls(
     ticks whose interval overlaps the job) and the share of those intervals that were severe
     (Definition 1; `threshold_pct` is its n, by default SARA's 90). Raises ValueError for lists
     of different lengths, negative or non-finite times, ticks out of order or totals that fall."""
+
+def schedulers() -> list[tuple[str, str]]:
+    """The scheduler kinds a scenario's `[scheduler] kind` can name, as (name, summary) pairs in
+    the order the loader lists them."""
 
 def controllers() -> list[tuple[str, str]]:
     """The controller registry (`critmem_policy::CONTROLLERS`) as (name, summary) pairs, in the

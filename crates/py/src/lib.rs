@@ -778,6 +778,13 @@ fn controllers() -> Vec<(&'static str, &'static str)> {
     CONTROLLERS.iter().map(|c| (c.name, c.summary)).collect()
 }
 
+/// The scheduler kinds a scenario's `[scheduler] kind` can name, as (name, summary) pairs in
+/// the order the loader lists them.
+#[pyfunction]
+fn schedulers() -> Vec<(&'static str, &'static str)> {
+    critmem_core::SchedulerKind::NAMES.iter().copied().zip(critmem_core::SchedulerKind::SUMMARIES.iter().copied()).collect()
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -802,6 +809,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pick_tmo_threshold, m)?)?;
     m.add_function(wrap_pyfunction!(sara_job_stalls, m)?)?;
     m.add_function(wrap_pyfunction!(controllers, m)?)?;
+    m.add_function(wrap_pyfunction!(schedulers, m)?)?;
     Ok(())
 }
 

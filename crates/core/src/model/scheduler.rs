@@ -36,6 +36,20 @@ impl SchedulerKind {
     /// Each kind's name in files, in declaration order.
     pub const NAMES: &'static [&'static str] = &["fp", "rm", "dm", "edf", "pfp", "pedf", "gedf", "gfp", "cyclic", "mc2"];
 
+    /// Each kind's one-line summary for help texts and listings, in the order of [`Self::NAMES`].
+    pub const SUMMARIES: &'static [&'static str] = &[
+        "fixed priorities from each task's `priority` (lower number first), one CPU",
+        "rate-monotonic: the shorter period first, one CPU",
+        "deadline-monotonic: the shorter relative deadline first, one CPU",
+        "earliest deadline first, one CPU",
+        "partitioned fixed priorities: each task on one CPU (its `cpu`, else worst-fit)",
+        "partitioned EDF: each task on one CPU (its `cpu`, else worst-fit)",
+        "global EDF over every CPU",
+        "global fixed priorities over every CPU",
+        "a cyclic executive: a table of time windows repeated every major frame",
+        "MC²'s criticality levels: A from a table, B rate-monotonic per CPU, C global EDF, D in release order",
+    ];
+
     pub fn as_str(self) -> &'static str {
         Self::NAMES[self as usize]
     }
@@ -49,6 +63,9 @@ impl SchedulerKind {
         matches!(self, SchedulerKind::Fp | SchedulerKind::Rm | SchedulerKind::Dm | SchedulerKind::Pfp | SchedulerKind::Gfp)
     }
 }
+
+// Every kind has its summary.
+const _: () = assert!(SchedulerKind::NAMES.len() == SchedulerKind::SUMMARIES.len());
 
 /// How fixed priorities are assigned (`[scheduler] priorities` for pfp and gfp).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]

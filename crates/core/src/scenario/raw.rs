@@ -706,7 +706,7 @@ pub(super) fn some_choice<'de, T: Choice, D: Deserializer<'de>>(d: D) -> Result<
 
 impl Choice for SchedulerKind {
     const NOUN: &'static str = "scheduler";
-    const NAMES: &'static [&'static str] = &["fp", "rm", "dm", "edf", "pfp", "pedf", "gedf", "gfp", "cyclic", "mc2"];
+    const NAMES: &'static [&'static str] = SchedulerKind::NAMES;
 }
 
 impl Choice for ServerKind {
