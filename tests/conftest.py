@@ -17,6 +17,11 @@ from typing import Any
 import pytest
 from critmem.cli import main
 
+# pytest-xdist's workers set COLUMNS (80): the CLI would take it as a width asked for and wrap
+# its lines. Tests see the CLI as a pipe sees it unless they ask for a width themselves.
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.toml"))

@@ -336,19 +336,25 @@ def test_parquet_traces_keep_the_frames_types(tmp_path: Path) -> None:
     assert refused.code == 2 and "--parquet needs --out DIR" in refused.stderr
 
 
+@pytest.mark.serial
 def test_ctrl_c_stops_a_long_simulation(tmp_path: Path) -> None:
     import signal
     import time
 
     from conftest import CRITMEM
 
-    # 400 tasks every 1 ms on 16 CPUs for 100 simulated s: about two minutes to run out.
+    # 400 tasks every 1 ms on 16 CPUs for 1,000 simulated s: minutes to run out.
     tasks = "".join(f'[[task]]\nname = "t{i}"\nperiod_ms = 1\nwcet_ms = 0.03\n' for i in range(400))
     scenario = tmp_path / "long.toml"
-    scenario.write_text(f'[machine]\ncpus = 16\n[scheduler]\nkind = "gedf"\n[run]\nhorizon_ms = 100000\n{tasks}')
+    scenario.write_text(f'[machine]\ncpus = 16\n[scheduler]\nkind = "gedf"\n[run]\nhorizon_ms = 1000000\n{tasks}')
     p = subprocess.Popen([str(CRITMEM), "run", str(scenario), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    # Well after start-up and imports, even on a loaded machine, and long before the end.
-    time.sleep(4)
+    # Ctrl-C is for a running simulation: wait until the extension is loaded (imports done),
+    # then a little longer, however loaded the machine is.
+    maps = Path(f"/proc/{p.pid}/maps")
+    deadline = time.monotonic() + 60
+    while p.poll() is None and "_core" not in maps.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(2)
     p.send_signal(signal.SIGINT)
     stdout, stderr = p.communicate(timeout=30)
     assert p.returncode == 130, stderr
