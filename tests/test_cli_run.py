@@ -347,15 +347,25 @@ def test_ctrl_c_stops_a_long_simulation(tmp_path: Path) -> None:
     tasks = "".join(f'[[task]]\nname = "t{i}"\nperiod_ms = 1\nwcet_ms = 0.03\n' for i in range(400))
     scenario = tmp_path / "long.toml"
     scenario.write_text(f'[machine]\ncpus = 16\n[scheduler]\nkind = "gedf"\n[run]\nhorizon_ms = 1000000\n{tasks}')
-    p = subprocess.Popen([str(CRITMEM), "run", str(scenario), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    # Ctrl-C is for a running simulation: wait until the extension is loaded (imports done),
-    # then a little longer, however loaded the machine is.
-    maps = Path(f"/proc/{p.pid}/maps")
-    deadline = time.monotonic() + 60
-    while p.poll() is None and "_core" not in maps.read_text() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(2)
-    p.send_signal(signal.SIGINT)
-    stdout, stderr = p.communicate(timeout=30)
+    # A shell starts background jobs with SIGINT ignored, and an ignored signal stays ignored
+    # through exec: critmem gets Ctrl-C's usual disposition first, as a terminal's foreground
+    # job has.
+    argv = [str(CRITMEM), "run", str(scenario), "--json"]
+    reset = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])"
+    p = subprocess.Popen([sys.executable, "-c", reset, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # Ctrl-C is for a running simulation: wait until the extension is loaded (imports
+        # done), then a little longer, however loaded the machine is.
+        maps = Path(f"/proc/{p.pid}/maps")
+        deadline = time.monotonic() + 60
+        while p.poll() is None and "_core" not in maps.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(2)
+        p.send_signal(signal.SIGINT)
+        stdout, stderr = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
     assert p.returncode == 130, stderr
     assert stdout == "" and "Traceback" not in stderr
