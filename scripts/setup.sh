@@ -97,24 +97,32 @@ install_http_tools() {
 }
 install_http_tools
 
+# Installs Debian packages a test needs: as root, with apt-get. Elsewhere it says what goes
+# without them. apt_install WITHOUT WHY PACKAGE...
+apt_install() {
+    local without=$1 why=$2
+    shift 2
+    if [ "$(id -u)" -ne 0 ]; then
+        say "not root: $* not installed; $without"
+        return
+    fi
+    if ! command -v apt-get >/dev/null; then
+        say "no apt-get: $without until $* is installed"
+        return
+    fi
+    say "installing $* with apt-get ($why)"
+    export DEBIAN_FRONTEND=noninteractive
+    quiet apt-get update -q
+    quiet apt-get install -y -q --no-install-recommends "$@"
+}
+
 # The speech app (critmem.apps.speech) decodes real speech, synthesised once with espeak-ng into
 # the venv, where the app looks for it.
 install_speech_tools() {
     if command -v espeak-ng >/dev/null; then
         return
     fi
-    if [ "$(id -u)" -ne 0 ]; then
-        say "not root: espeak-ng not installed; skipped the speech app's recordings"
-        return
-    fi
-    if ! command -v apt-get >/dev/null; then
-        say "no apt-get: skipped the speech app's recordings until espeak-ng is installed"
-        return
-    fi
-    say "installing espeak-ng with apt-get (to synthesise the speech app's recordings)"
-    export DEBIAN_FRONTEND=noninteractive
-    quiet apt-get update -q
-    quiet apt-get install -y -q --no-install-recommends espeak-ng
+    apt_install "the speech app's recordings are skipped" "to synthesise the speech app's recordings" espeak-ng
 }
 install_speech_tools
 speech_dir=$venv/share/critmem/speech
@@ -128,18 +136,7 @@ install_chromium() {
     if [ -x /usr/bin/chromium ]; then
         return
     fi
-    if [ "$(id -u)" -ne 0 ]; then
-        say "not root: chromium not installed; the documentation site's browser test will be skipped"
-        return
-    fi
-    if ! command -v apt-get >/dev/null; then
-        say "no apt-get: the documentation site's browser test will be skipped until chromium is installed"
-        return
-    fi
-    say "installing chromium with apt-get (for the documentation site's browser test)"
-    export DEBIAN_FRONTEND=noninteractive
-    quiet apt-get update -q
-    quiet apt-get install -y -q --no-install-recommends chromium
+    apt_install "the documentation site's browser test will be skipped" "for the documentation site's browser test" chromium
 }
 install_chromium
 
