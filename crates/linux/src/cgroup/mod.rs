@@ -6,9 +6,9 @@
 //! tests run on a fake tree of plain files in a temporary directory.
 //!
 //! Changes are planned before they are made: `plan_create` and `plan_knob` return
-//! [`Change`]s that the caller performs directly, hands to the off-thread
-//! [`crate::writer::KnobWriter`], journals first ([`crate::journal::Journal`]) or only logs
-//! (dry run).
+//! [`Change`]s that the caller performs directly, hands to the off-thread knob writer (the
+//! `writer` module, above this one), journals first (the `journal` module) or only logs (dry
+//! run).
 //!
 //! Knob support:
 //!
@@ -165,8 +165,8 @@ impl FileWrite {
         FileWrite { path, contents: contents.into(), restorable }
     }
 
-    /// Performs the write on the calling thread (may block in reclaim: see
-    /// [`crate::writer::KnobWriter`] for the control loop).
+    /// Performs the write on the calling thread (may block in reclaim: the control loop hands
+    /// its writes to the `writer` module's off-thread writer instead).
     pub fn perform(&self) -> Result<()> {
         write_value(&self.path, &self.contents)
     }
