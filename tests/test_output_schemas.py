@@ -41,26 +41,26 @@ def _ids(paths: list[Path]) -> list[str]:
     return [p.stem for p in paths]
 
 
-@pytest.fixture(scope="module")
-def runs() -> dict[str, dict[str, Any]]:
-    """`critmem run EXAMPLE --json` of every bundled example, by name."""
+def _json_of_every_example(command: str) -> dict[str, dict[str, Any]]:
+    """`critmem COMMAND EXAMPLE --json` of every bundled example, by name."""
     out = {}
     for path in EXAMPLE_FILES:
-        o = cli("run", str(path), "--json")
+        o = cli(command, str(path), "--json")
         assert o.code == 0, o.stderr
         out[path.stem] = json.loads(o.stdout)
     return out
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, dict[str, Any]]:
+    """`critmem run EXAMPLE --json` of every bundled example, by name."""
+    return _json_of_every_example("run")
 
 
 @pytest.fixture(scope="module")
 def analyses() -> dict[str, dict[str, Any]]:
     """`critmem analyze EXAMPLE --json` of every bundled example, by name."""
-    out = {}
-    for path in EXAMPLE_FILES:
-        o = cli("analyze", str(path), "--json")
-        assert o.code == 0, o.stderr
-        out[path.stem] = json.loads(o.stdout)
-    return out
+    return _json_of_every_example("analyze")
 
 
 # ---------------------------------------------------------------------------------------
