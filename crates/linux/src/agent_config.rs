@@ -1,18 +1,291 @@
-//! An agent configuration from a scenario's `[memory]`, `[[group]]`s and `[control]`: the same
-//! controller with the same parameters over the same groups, each a cgroup of its own that the
-//! agent creates, so a policy tried in the simulator runs as the daemon unchanged. And what a
-//! reload (SIGHUP) may change of a running configuration.
+//! The agent's configuration: its TOML form read and checked ([`AgentConfig`]), the
+//! configuration of a scenario's `[memory]`, `[[group]]`s and `[control]` (the same controller
+//! with the same parameters over the same groups, each a cgroup of its own that the agent
+//! creates, so a policy tried in the simulator runs as the daemon unchanged), and what a reload
+//! (SIGHUP) may change of a running configuration.
 
-use crate::agent::{AgentConfig, GroupConfig};
+use crate::cgroup::GroupPath;
 use crate::error::{Error, Result};
+use crate::one_line;
+use crate::platform::GroupSpec;
+use crate::psi::UNPRIVILEGED_WINDOW_STEP_US;
 use critmem_core::Scenario;
 use critmem_policy::GroupRole;
+use critmem_policy::RoleName;
+use serde::Deserialize;
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
 use std::path::Path;
+use std::path::PathBuf;
 
 /// Where the configuration puts the job socket and the journal (the systemd unit's
 /// RuntimeDirectory and StateDirectory).
 pub const DEFAULT_SOCKET: &str = "/run/critmem/jobs.sock";
 pub const DEFAULT_JOURNAL: &str = "/var/lib/critmem/journal.jsonl";
+
+/// The agent's configuration, read from TOML and checked.
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    pub controller: String,
+    pub controller_config: toml::Table,
+    pub total_memory_bytes: u64,
+    pub socket: PathBuf,
+    /// Group allowed to connect to the socket; root's group if absent.
+    pub socket_gid: Option<u32>,
+    pub journal: PathBuf,
+    pub metrics_address: Option<SocketAddr>,
+    pub metrics_file: Option<PathBuf>,
+    /// Wake-up hint: `some` memory stall within a window (multiple of 2 s without
+    /// CAP_SYS_RESOURCE). 0 disables the triggers.
+    pub trigger_stall_us: u64,
+    pub trigger_window_us: u64,
+    pub groups: Vec<GroupConfig>,
+    /// One line per deprecated spelling the file uses (once per key or role name), naming
+    /// its replacement; the agent prints them as warnings.
+    pub deprecations: Vec<String>,
+}
+
+/// The file as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    controller: String,
+    #[serde(default)]
+    controller_config: toml::Table,
+    total_memory_bytes: u64,
+    socket: PathBuf,
+    #[serde(default)]
+    socket_gid: Option<u32>,
+    journal: PathBuf,
+    #[serde(default)]
+    metrics_address: Option<SocketAddr>,
+    #[serde(default)]
+    metrics_file: Option<PathBuf>,
+    #[serde(default = "default_trigger_stall_us")]
+    trigger_stall_us: u64,
+    #[serde(default = "default_trigger_window_us")]
+    trigger_window_us: u64,
+    #[serde(rename = "group")]
+    groups: Vec<RawGroup>,
+}
+
+pub(crate) fn default_trigger_stall_us() -> u64 {
+    100_000
+}
+
+pub(crate) fn default_trigger_window_us() -> u64 {
+    UNPRIVILEGED_WINDOW_STEP_US
+}
+
+/// A `[[group]]` as written: the scenario spelling (`role = "soft-rt"`, `floor_mb`,
+/// `deadline_ms`, `bcet_ms`) or the deprecated one (`"soft-real-time"`, `floor_bytes`,
+/// `deadline_ns`, `bcet_ns`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGroup {
+    name: String,
+    cgroup: String,
+    role: String,
+    floor_mb: Option<f64>,
+    floor_bytes: Option<u64>,
+    deadline_ms: Option<f64>,
+    deadline_ns: Option<u64>,
+    bcet_ms: Option<f64>,
+    bcet_ns: Option<u64>,
+    #[serde(default)]
+    create: bool,
+}
+
+/// A managed group as configured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupConfig {
+    pub name: String,
+    pub cgroup: String,
+    pub role: RoleName,
+    pub floor_bytes: u64,
+    /// Soft real-time groups only.
+    pub deadline_ns: Option<u64>,
+    pub bcet_ns: Option<u64>,
+    pub create: bool,
+}
+
+const MIB: f64 = 1_048_576.0;
+
+/// Deprecated keys and the scenario spelling that replaces them.
+const DEPRECATED_KEYS: [(&str, &str); 3] =
+    [("floor_bytes", "floor_mb (MiB)"), ("deadline_ns", "deadline_ms (milliseconds)"), ("bcet_ns", "bcet_ms (milliseconds)")];
+
+impl RawGroup {
+    /// The group in the current spelling, noting each deprecated spelling it uses in `used`.
+    fn convert(self, used: &mut BTreeSet<&'static str>) -> std::result::Result<GroupConfig, String> {
+        let name = &self.name;
+        let role = match self.role.as_str() {
+            "soft-real-time" => {
+                used.insert("soft-real-time");
+                RoleName::SoftRealTime
+            }
+            "non-real-time" => {
+                used.insert("non-real-time");
+                RoleName::NonRealTime
+            }
+            other => RoleName::deserialize(serde::de::value::StrDeserializer::<serde::de::value::Error>::new(other))
+                .map_err(|_| format!("group {name:?}: role: unknown role {other:?}; expected soft-rt or non-rt"))?,
+        };
+        let mut pick = |new_key: &str, new: Option<u64>, old_key: &'static str, old: Option<u64>| match (new, old) {
+            (Some(_), Some(_)) => Err(format!("group {name:?}: {old_key} and {new_key} both given; keep {new_key}")),
+            (None, Some(v)) => {
+                used.insert(old_key);
+                Ok(Some(v))
+            }
+            (v, None) => Ok(v),
+        };
+        let ms = |key: &str, ms: Option<f64>| {
+            ms.map(|ms| {
+                critmem_core::Nanos::try_from_ms_f64(ms)
+                    .map(|t| t.as_ns())
+                    .ok_or_else(|| format!("group {name:?}: {key} must be a finite, non-negative number of milliseconds (got {ms})"))
+            })
+            .transpose()
+        };
+        let floor_mb = self
+            .floor_mb
+            .map(|mb| {
+                let bytes = (mb * MIB).ceil();
+                if mb.is_finite() && mb >= 0.0 && bytes <= i64::MAX as f64 {
+                    Ok(bytes as u64)
+                } else {
+                    Err(format!("group {name:?}: floor_mb must be a finite, non-negative number of MiB (got {mb})"))
+                }
+            })
+            .transpose()?;
+        let floor_bytes = pick("floor_mb", floor_mb, "floor_bytes", self.floor_bytes)?
+            .ok_or_else(|| format!("group {name:?}: floor_mb missing: the smallest limit ever applied, in MiB"))?;
+        let deadline_ns = pick("deadline_ms", ms("deadline_ms", self.deadline_ms)?, "deadline_ns", self.deadline_ns)?;
+        let bcet_ns = pick("bcet_ms", ms("bcet_ms", self.bcet_ms)?, "bcet_ns", self.bcet_ns)?;
+        match (role, deadline_ns, bcet_ns) {
+            (RoleName::SoftRealTime, Some(_), Some(_)) | (RoleName::NonRealTime, None, None) => {}
+            (RoleName::SoftRealTime, _, _) => return Err(format!("group {name:?}: soft-rt needs deadline_ms and bcet_ms")),
+            (RoleName::NonRealTime, _, _) => return Err(format!("group {name:?}: non-rt takes no deadline_ms or bcet_ms")),
+        }
+        Ok(GroupConfig { name: self.name, cgroup: self.cgroup, role, floor_bytes, deadline_ns, bcet_ns, create: self.create })
+    }
+}
+
+/// The warning for a deprecated spelling `used` (a key or an old role name).
+fn deprecation(path: &Path, used: &str) -> String {
+    let path = path.display();
+    match DEPRECATED_KEYS.iter().find(|(key, _)| *key == used) {
+        Some((key, new)) => format!("{path}: group key {key} is deprecated; write {new} instead"),
+        None => {
+            let new = if used == "soft-real-time" { RoleName::SoftRealTime } else { RoleName::NonRealTime }.as_str();
+            format!("{path}: role = {used:?} is deprecated; write role = {new:?} instead")
+        }
+    }
+}
+
+impl AgentConfig {
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = crate::read_input_file(path).map_err(|e| Error::io("read configuration", path, e))?;
+        Self::parse(&text, path)
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<Self> {
+        let bad = |reason: String| Error::Config { path: path.to_owned(), reason };
+        let raw: RawConfig = toml::from_str(text).map_err(|e| bad(one_line(&e.to_string())))?;
+        let mut used = BTreeSet::new();
+        let groups = raw.groups.into_iter().map(|g| g.convert(&mut used)).collect::<std::result::Result<Vec<_>, _>>();
+        let config = AgentConfig {
+            controller: raw.controller,
+            controller_config: raw.controller_config,
+            total_memory_bytes: raw.total_memory_bytes,
+            socket: raw.socket,
+            socket_gid: raw.socket_gid,
+            journal: raw.journal,
+            metrics_address: raw.metrics_address,
+            metrics_file: raw.metrics_file,
+            trigger_stall_us: raw.trigger_stall_us,
+            trigger_window_us: raw.trigger_window_us,
+            groups: groups.map_err(|reason| bad(one_line(&reason)))?,
+            deprecations: used.iter().map(|u| one_line(&deprecation(path, u))).collect(),
+        };
+        if config.groups.is_empty() {
+            return Err(bad("no [[group]] configured".into()));
+        }
+        if config.metrics_address.is_some() && config.metrics_file.is_some() {
+            return Err(bad("set metrics_address or metrics_file, not both".into()));
+        }
+        // One file each: metrics written over the journal lose it (a crash can then not be
+        // undone), and over the socket cut the clients off.
+        if config.socket == config.journal {
+            return Err(bad(format!("socket and journal are the same file {}", config.journal.display())));
+        }
+        if let Some(metrics) = &config.metrics_file {
+            // Published by writing `<name>.tmp` beside it and renaming that over it.
+            let temporary = metrics.with_extension("tmp");
+            for (key, path) in [("journal", &config.journal), ("socket", &config.socket)] {
+                if path == metrics || *path == temporary {
+                    return Err(bad(format!("metrics_file {} would overwrite the {key} {}", metrics.display(), path.display())));
+                }
+            }
+        }
+        for (i, g) in config.groups.iter().enumerate() {
+            if config.groups[..i].iter().any(|o| o.name == g.name) {
+                return Err(bad(format!("group name {:?} appears twice", g.name)));
+            }
+            let path = GroupPath::new(&g.cgroup)?;
+            if let Some(other) = config.groups[..i].iter().find(|o| GroupPath::new(&o.cgroup).is_ok_and(|p| p == path)) {
+                return Err(bad(format!("groups {:?} and {:?} are the same cgroup {path}: one group each", other.name, g.name)));
+            }
+        }
+        if config.total_memory_bytes == 0 {
+            return Err(bad("total_memory_bytes must be greater than 0: it is the memory the groups share".into()));
+        }
+        let floors_bytes: u128 = config.groups.iter().map(|g| u128::from(g.floor_bytes)).sum();
+        if floors_bytes > u128::from(config.total_memory_bytes) {
+            return Err(bad(format!(
+                "the groups' floor_bytes add up to {floors_bytes}, more than total_memory_bytes = {}: no limits could keep every floor",
+                config.total_memory_bytes
+            )));
+        }
+        let (stall_us, window_us) = (config.trigger_stall_us, config.trigger_window_us);
+        if stall_us > 0 && !crate::psi::trigger_accepted(stall_us, window_us) {
+            return Err(bad(if crate::psi::trigger_accepted(1, window_us) {
+                format!("trigger_stall_us = {stall_us} must be at most trigger_window_us = {window_us} (0 turns the triggers off)")
+            } else {
+                format!("trigger_window_us = {window_us} must be in 500000..=10000000 (the kernel's bounds)")
+            }));
+        }
+        let soft_rt: Vec<&str> = config.groups.iter().filter(|g| g.role == RoleName::SoftRealTime).map(|g| g.name.as_str()).collect();
+        config.controller_spec().and_then(|spec| spec.check_group_names(&soft_rt)).map_err(|e| bad(one_line(&e.to_string())))?;
+        Ok(config)
+    }
+
+    /// The controller and its parameters, read from the TOML itself: through JSON a `nan`
+    /// would become null and be reported as one.
+    pub(crate) fn controller_spec(&self) -> std::result::Result<critmem_policy::ControllerConfig, critmem_policy::PolicyError> {
+        critmem_policy::ControllerConfig::parse(&self.controller, toml::Value::Table(self.controller_config.clone()))
+    }
+
+    pub fn group_specs(&self) -> Result<Vec<GroupSpec>> {
+        self.groups
+            .iter()
+            .map(|g| {
+                Ok(GroupSpec {
+                    name: g.name.clone(),
+                    path: GroupPath::new(&g.cgroup)?,
+                    role: match g.role {
+                        RoleName::SoftRealTime => {
+                            GroupRole::SoftRealTime { deadline_ns: g.deadline_ns.unwrap_or(0), bcet_ns: g.bcet_ns.unwrap_or(0) }
+                        }
+                        RoleName::NonRealTime => GroupRole::NonRealTime,
+                    },
+                    floor_bytes: g.floor_bytes,
+                    create: g.create,
+                })
+            })
+            .collect()
+    }
+}
 
 /// The configuration as TOML text, checked by the agent's own parser before it is returned.
 pub fn config_from_scenario(scenario: &Scenario) -> Result<String> {
@@ -256,7 +529,7 @@ floor_mb = 32
 
 #[cfg(test)]
 mod reference {
-    use crate::agent::AgentConfig;
+    use crate::agent_config::AgentConfig;
     use std::path::Path;
 
     fn keys_of_table(doc: &str, heading: &str) -> Vec<String> {
