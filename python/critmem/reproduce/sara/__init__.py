@@ -5,6 +5,7 @@ paper's text is ../shared/papers/sara-stall-aware-allocation.txt).
 - `experiment`: the workloads, every simulation the reproduction makes (on `critmem.sweep`)
   and the numbers they yield (`results.json`, the `--json` summary);
 - `report`: the figures and `report.md`, from those numbers alone;
+- `judgement`: how critmem's own controller is judged against the others, on both platforms;
 - `headline`: the tables `critmem reproduce` prints from the headline numbers;
 - `machine`: Fig. 11 on this machine with critmem's shipped apps (`--platform linux`).
 """
@@ -66,6 +67,7 @@ def _write(out_dir: Path, data: dict[str, Any]) -> Written:
         report.plot_fig12(data, out_dir / "fig12.png"),
         report.plot_fig13(data, out_dir / "fig13.png"),
         report.plot_step_up(data, out_dir / "fig_step_up.png"),
+        report.plot_keepable_sim(data, out_dir / "fig_keepable.png"),
     ]
     return with_results_json(out_dir, data, summary, figures, report.render, report.acceptance_checks(data, summary))
 
@@ -79,5 +81,9 @@ def _reproduce_on_machine(out_dir: Path, *, quick: bool, progress: Progress, per
     data = machine.compute(plan, out_dir, progress)
     progress.step("writing the report and figure")
     summary = machine.headline(data)
-    files = [write_json(out_dir / "results.json", data), machine.plot(data, out_dir / "fig11.png")]
+    files = [
+        write_json(out_dir / "results.json", data),
+        machine.plot(data, out_dir / "fig11.png"),
+        machine.plot_keepable(data, out_dir / machine.KEEPABLE_FIGURE),
+    ]
     return finish(out_dir, machine.render(data, summary, "fig11.png"), files, summary, machine.checks(data))
