@@ -300,6 +300,9 @@ def run_schema() -> Schema:
             ("reservations", arr(reservation, "every `[[reservation]]`"), True),
             ("limit_groups", arr(reservation, "groups with a memory limit, as reservations; absent when none"), False),
             ("reserved_physical_mb", num("physical memory the reservations set aside, MiB"), True),
+            ("minor_faults", count("faults of the whole machine served without I/O: every task's and component's"), True),
+            ("major_faults", count("faults of the whole machine that waited for swap or file I/O: every task's and component's"), True),
+            ("global_evictions", count("pages the global LRU evicted (not those a reservation or group evicted from its own)"), True),
             (
                 "auto_decisions",
                 arr(
