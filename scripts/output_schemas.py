@@ -7,7 +7,8 @@ python/critmem/schemas/output/NAME.schema.json, from the definitions below.
 
 The definitions follow the code that prints each object: the Rust summaries (crates/core's
 `SimResult::to_json` and its sections, crates/analysis's `AnalysisReport`, crates/linux's
-`RunSummary`) and the reproductions' `headline` functions. A key always printed is
+`RunSummary`), the reproductions' `headline` functions and `critmem sweep`'s summary
+(python/critmem/cli/sweep.py). A key always printed is
 `required`; a section printed only when the scenario declares what it describes is not.
 tests/test_output_schemas.py checks the files against these definitions and every bundled
 example's and quick reproduction's output against the files.
@@ -299,6 +300,9 @@ def run_schema() -> Schema:
             ("reservations", arr(reservation, "every `[[reservation]]`"), True),
             ("limit_groups", arr(reservation, "groups with a memory limit, as reservations; absent when none"), False),
             ("reserved_physical_mb", num("physical memory the reservations set aside, MiB"), True),
+            ("minor_faults", count("faults of the whole machine served without I/O: every task's and component's"), True),
+            ("major_faults", count("faults of the whole machine that waited for swap or file I/O: every task's and component's"), True),
+            ("global_evictions", count("pages the global LRU evicted (not those a reservation or group evicted from its own)"), True),
             (
                 "auto_decisions",
                 arr(
@@ -1339,6 +1343,34 @@ def mc2_schema(name: str, title: str) -> Schema:
     )
 
 
+def sweep_schema() -> Schema:
+    cell = {"type": ["null", "boolean", "number", "string"], "description": "a value; a list or table a key was set to, as JSON text"}
+    body = ordered(
+        None,
+        [
+            ("spec", string("the spec file, as given"), True),
+            ("scenario", string("the base scenario: its path as the spec gives it, or [scenario] for one given inline"), True),
+            ("keys", arr(string(), "the varied keys (dotted scenario keys), in the table's order"), True),
+            ("seeds", arr(count(), "the seeds every point runs with", minItems=1), True),
+            ("metrics", arr(string(), "the metrics, dotted paths into `critmem run --json`", minItems=1), True),
+            ("columns", arr(string(), "the table's columns: the keys, seed, then the metrics", minItems=2), True),
+            ("rows", arr(arr(cell, "one run: a value per column"), "one row per run, in the spec's order (runs.csv's rows)"), True),
+            ("runs", count("rows"), True),
+            ("computed", count("runs simulated by this call"), True),
+            ("reused", count("runs taken from the cache in out_dir"), True),
+            ("out_dir", string("the output folder"), True),
+            ("files", arr(string(), "the files written in out_dir: runs.csv, runs.parquet, plot-KEY.png", minItems=1), True),
+        ],
+    )
+    return document(
+        "sweep",
+        "critmem sweep SPEC --json",
+        "A sweep spec's runs: what it varied, its seeds and metrics, the table (a row per run) and how many runs were "
+        "simulated or taken from the cache.",
+        body,
+    )
+
+
 SCHEMAS: dict[str, Callable[[], Schema]] = {
     "run": run_schema,
     "analyze": analyze_schema,
@@ -1350,6 +1382,7 @@ SCHEMAS: dict[str, Callable[[], Schema]] = {
     "reproduce-hires": hires_schema,
     "reproduce-mc2": lambda: mc2_schema("reproduce-mc2", "critmem reproduce mc2 --json"),
     "study-mc2": lambda: mc2_schema("study-mc2", "critmem study mc2 --json"),
+    "sweep": sweep_schema,
 }
 
 

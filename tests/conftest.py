@@ -9,7 +9,7 @@ import io
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,8 @@ os.environ.pop("LINES", None)
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.toml"))
+# The sweep specs over the examples (`critmem sweep`).
+SWEEP_SPECS = sorted(EXAMPLES.glob("sweep/*.toml"))
 # The console script installed next to the interpreter running the tests.
 CRITMEM = Path(sys.executable).parent / "critmem"
 
@@ -101,6 +103,16 @@ class StopAfter:
         self.left -= 1
         if self.left == 0:
             raise KeyboardInterrupt
+
+
+@pytest.fixture(scope="module")
+def dask_cluster() -> Iterator[str]:
+    """The address of a Dask LocalCluster of two one-thread worker processes."""
+    distributed = pytest.importorskip("distributed")
+    # The dashboard on a free port: clusters of tests running side by side (xdist) would
+    # otherwise all ask for 8787.
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
+        yield str(cluster.scheduler_address)
 
 
 def cli(*argv: str) -> Outcome:

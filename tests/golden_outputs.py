@@ -1,4 +1,5 @@
-"""Golden outputs: what the bundled examples and the quick reproductions print and write.
+"""Golden outputs: what the bundled examples (scenarios and sweep specs) and the quick
+reproductions print and write.
 
 `test_golden.py` compares a fresh run with the files in `tests/golden/`; they change only on
 purpose, with `.venv/bin/python tests/golden_outputs.py --update` (then review the diff).
@@ -71,6 +72,17 @@ def run_reproduction(paper: str) -> dict[str, Any]:
 REPRODUCTIONS = ("shared-pages", "sara", "mc2")
 
 
+def sweep_spec_names() -> list[str]:
+    return sorted(p.stem for p in (ROOT / "examples" / "sweep").glob("*.toml"))
+
+
+def run_sweep_spec(name: str) -> str:
+    """`critmem sweep examples/sweep/NAME.toml`'s table: runs.csv."""
+    with tempfile.TemporaryDirectory(prefix="critmem-golden-") as tmp:
+        _critmem("sweep", f"examples/sweep/{name}.toml", "--out", tmp, "--json")
+        return (Path(tmp) / "runs.csv").read_text(encoding="utf-8")
+
+
 def collect() -> dict[str, str]:
     """Golden file name → its text."""
     out: dict[str, str] = {}
@@ -80,6 +92,8 @@ def collect() -> dict[str, str]:
         out[f"run-{name}.json"] = stdout
         hashes[name] = files
     out["run-out-sha256.json"] = json.dumps(hashes, indent=2, sort_keys=True) + "\n"
+    for name in sweep_spec_names():
+        out[f"sweep-{name}.csv"] = run_sweep_spec(name)
     for paper in REPRODUCTIONS:
         out[f"reproduce-{paper}.json"] = json.dumps(run_reproduction(paper), indent=2, sort_keys=True) + "\n"
     return out

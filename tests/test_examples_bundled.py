@@ -10,14 +10,21 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import CRITMEM, EXAMPLE_FILES, QUICKSTART, ROOT, assert_one_line_error, cli, cli_process
+from conftest import CRITMEM, EXAMPLE_FILES, EXAMPLES, QUICKSTART, ROOT, SWEEP_SPECS, assert_one_line_error, cli, cli_process
 from critmem import examples
 
 
 def test_bundled_examples_are_the_checkouts() -> None:
-    assert [e.name for e in examples.bundled()] == [p.stem for p in EXAMPLE_FILES]
+    specs = [f"sweep/{p.stem}" for p in SWEEP_SPECS]
+    assert [e.name for e in examples.bundled()] == [p.stem for p in EXAMPLE_FILES] + specs
+    assert [e.command for e in examples.bundled()] == ["run"] * len(EXAMPLE_FILES) + ["sweep"] * len(specs)
     for p in EXAMPLE_FILES:
         assert examples.text(p.stem) == p.read_text(encoding="utf-8")
+    for p, name in zip(SWEEP_SPECS, specs, strict=True):
+        assert examples.text(name) == p.read_text(encoding="utf-8")
+        # A spec simulates a bundled scenario beside its folder, so a copy of both runs.
+        scenario = tomllib.loads(p.read_text(encoding="utf-8"))["scenario"]
+        assert (p.parent / scenario).resolve().parent == EXAMPLES and (p.parent / scenario).resolve() in EXAMPLE_FILES
 
 
 def test_listing_names_each_example_with_its_first_comment_line() -> None:
@@ -70,7 +77,7 @@ def _runnable(line: str) -> bool:
     return not line.startswith("sudo ") and "critmem reproduce" not in line
 
 
-@pytest.mark.parametrize("command", [(), ("run",), ("analyze",), ("validate",), ("examples",), ("agent-config",), ("schema",)])
+@pytest.mark.parametrize("command", [(), ("run",), ("analyze",), ("validate",), ("examples",), ("agent-config",), ("schema",), ("sweep",)])
 def test_help_examples_work_outside_a_checkout(tmp_path: Path, command: tuple[str, ...]) -> None:
     lines = [line for line in _help_examples(*command) if _runnable(line)]
     assert lines
@@ -88,10 +95,12 @@ def test_python_running_the_module_finds_them_too(tmp_path: Path) -> None:
 
 def test_the_wheel_includes_every_example_through_the_link() -> None:
     """maturin packs what pyproject's `include` matches, python-source prefix removed, into the
-    wheel (critmem/_examples/NAME.toml); the link makes it match the checkout's examples."""
+    wheel (critmem/_examples/NAME.toml, critmem/_examples/sweep/NAME.toml); the link makes it
+    match the checkout's examples."""
     with (ROOT / "pyproject.toml").open("rb") as f:
         include = tomllib.load(f)["tool"]["maturin"]["include"]
     globs = [i["path"] for i in include if "wheel" in i["format"]]
-    matched = sorted(p.name for g in globs for p in ROOT.glob(g))
-    assert matched == [p.name for p in EXAMPLE_FILES]
+    examples = ROOT / "python" / "critmem" / "_examples"
+    matched = sorted(p.relative_to(examples).as_posix() for g in globs for p in ROOT.glob(g))
+    assert matched == sorted(p.relative_to(EXAMPLES).as_posix() for p in [*EXAMPLE_FILES, *SWEEP_SPECS])
     assert (ROOT / "python" / "critmem" / "_examples").resolve() == (ROOT / "examples").resolve()

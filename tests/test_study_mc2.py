@@ -299,7 +299,7 @@ def test_an_interrupted_study_computes_only_the_missing_scenarios_when_run_again
     with pytest.raises(KeyboardInterrupt):
         _run(tmp_path, plan, progress=StopAfter(2))
     assert not (tmp_path / "report.md").exists()
-    assert len(list((tmp_path / SWEEP_CACHE).rglob("*.pickle"))) == 2
+    assert len(list((tmp_path / SWEEP_CACHE).rglob("*.json"))) == 2
     _run(tmp_path, plan)
     timing = json.loads((tmp_path / "timing.json").read_text())
     assert (timing["computed"], timing["reused"]) == (1, 2)

@@ -96,13 +96,6 @@ def test_per_item_seeds_do_not_depend_on_how_the_work_is_split(tmp_path: Path) -
     assert len({json.dumps(r["tasks"]) for r in in_order}) == len(items)
 
 
-@pytest.fixture(scope="module")
-def dask_cluster() -> Iterator[str]:
-    distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        yield str(cluster.scheduler_address)
-
-
 def test_a_dask_cluster_gives_the_local_results_byte_for_byte(dask_cluster: str) -> None:
     items = _items()
     w = sara.WORKLOADS[1]

@@ -5,7 +5,7 @@
 scheduler kinds its `[scheduler]` can name; `output_schema(name)` gives the JSON Schema of a
 `--json` output. A scenario is a path to a .toml/.json file, TOML text, or a dict with the
 same structure. Studies of many runs map a function over work items with `critmem.sweep` (local
-processes or a Dask cluster).
+processes or a Dask cluster), or run a spec file of keys to vary (`critmem.sweep.run_spec`).
 
     >>> import critmem
     >>> result = critmem.run("examples/rm-textbook.toml")

@@ -1,7 +1,10 @@
 """The example scenarios that ship with critmem: `critmem examples` lists them and `critmem
 examples copy NAME [DEST]` writes one out, so the commands in `--help` work outside a checkout.
 
-They are the files of the checkout's `examples/` folder, packaged as `critmem/_examples/`.
+They are the files of the checkout's `examples/` folder, packaged as `critmem/_examples/`: its
+scenarios (`NAME.toml`, for `critmem run`) and the sweep specs in its `sweep/` folder
+(`sweep/NAME.toml`, for `critmem sweep`), whose scenarios are those beside the folder
+(`scenario = "../quickstart.toml"`): copied into one folder, they keep that layout.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from pathlib import Path
 __all__ = ["Example", "ExampleError", "bundled", "copy", "text"]
 
 _SUFFIX = ".toml"
+_SWEEP_FOLDER = "sweep"
 
 
 class ExampleError(Exception):
@@ -26,18 +30,26 @@ class Example:
     """What `critmem examples copy` takes: the file name without `.toml`."""
     summary: str
     """The file's first comment line."""
+    command: str = "run"
+    """The command that takes it: `run` for a scenario, `sweep` for a sweep spec."""
 
 
 def _folder() -> Traversable:
     return resources.files("critmem") / "_examples"
 
 
-def _files() -> dict[str, Traversable]:
-    folder = _folder()
+def _tomls(folder: Traversable, prefix: str) -> dict[str, Traversable]:
     if not folder.is_dir():
         return {}
-    found = {f.name[: -len(_SUFFIX)]: f for f in folder.iterdir() if f.name.endswith(_SUFFIX) and f.is_file()}
-    return dict(sorted(found.items()))
+    return {prefix + f.name[: -len(_SUFFIX)]: f for f in folder.iterdir() if f.name.endswith(_SUFFIX) and f.is_file()}
+
+
+def _files() -> dict[str, Traversable]:
+    """Every example by name: the scenarios, then the sweep specs (`sweep/NAME`)."""
+    folder = _folder()
+    scenarios = sorted(_tomls(folder, "").items())
+    specs = sorted(_tomls(folder / _SWEEP_FOLDER, f"{_SWEEP_FOLDER}/").items())
+    return dict(scenarios + specs)
 
 
 def _summary(text: str) -> str:
@@ -47,7 +59,10 @@ def _summary(text: str) -> str:
 
 def bundled() -> list[Example]:
     """Every bundled example, by name."""
-    return [Example(name, _summary(f.read_text(encoding="utf-8"))) for name, f in _files().items()]
+    return [
+        Example(name, _summary(f.read_text(encoding="utf-8")), "sweep" if name.startswith(f"{_SWEEP_FOLDER}/") else "run")
+        for name, f in _files().items()
+    ]
 
 
 def text(name: str) -> str:
@@ -61,11 +76,16 @@ def text(name: str) -> str:
 
 
 def copy(name: str, dest: Path) -> Path:
-    """Writes the example `name` to `dest` (a folder: as NAME.toml in it) and returns the path
-    written; never replaces an existing file."""
+    """Writes the example `name` to `dest` (a folder: as NAME.toml in it, a sweep spec as
+    sweep/NAME.toml) and returns the path written; never replaces an existing file."""
     content = text(name)
     key = name.removesuffix(_SUFFIX)
     path = dest / f"{key}{_SUFFIX}" if dest.is_dir() else dest
+    if dest.is_dir() and path.parent != dest:
+        try:
+            path.parent.mkdir(exist_ok=True)  # sweep/, so the spec's ../SCENARIO.toml is beside it
+        except OSError as e:
+            raise ExampleError(f"cannot make the folder {str(path.parent)!r}: {e.strerror or e}") from None
     try:
         with path.open("x", encoding="utf-8") as f:
             f.write(content)

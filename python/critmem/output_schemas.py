@@ -1,5 +1,6 @@
 """JSON Schemas (draft 2020-12) of what critmem prints with `--json`: `critmem run` on the
-simulator and on Linux, `critmem analyze`, each `critmem reproduce PAPER` and `critmem study mc2`.
+simulator and on Linux, `critmem analyze`, each `critmem reproduce PAPER`, `critmem study mc2`
+and `critmem sweep`.
 
 They ship as `critmem/schemas/output/NAME.schema.json`, written by scripts/output_schemas.py
 from the code that prints each object. A key always printed is required; a section printed only
@@ -33,6 +34,7 @@ OUTPUT_SCHEMA_NAMES = (
     "reproduce-tmem",
     "run",
     "study-mc2",
+    "sweep",
 )
 """Every output schema's name, sorted: what `critmem schema --output` accepts. A constant, so
 building the command line reads no files."""
@@ -47,7 +49,7 @@ def _file(name: str) -> Traversable:
 
 
 def output_schema_names() -> tuple[str, ...]:
-    """The names `output_schema` takes, sorted: `run`, `analyze`, `linux-run`, `reproduce-PAPER`, `study-mc2`."""
+    """The names `output_schema` takes, sorted: `run`, `analyze`, `linux-run`, `reproduce-PAPER`, `study-mc2`, `sweep`."""
     return OUTPUT_SCHEMA_NAMES
 
 

@@ -1087,6 +1087,10 @@ impl Section for MemoryResult {
             reservations: m.reservations.iter().map(JsonReservation::new).collect(),
             limit_groups: m.limit_groups.iter().map(JsonReservation::new).collect(),
             reserved_physical_mb: m.stats.reserved_physical_frames as f64 * m.page_bytes as f64 / 1_048_576.0,
+            // Each fault is counted once, by the task or component whose access took it.
+            minor_faults: m.tasks.iter().map(|t| t.stats.minor_faults).chain(m.components.iter().map(|c| c.stats.minor_faults)).sum(),
+            major_faults: m.tasks.iter().map(|t| t.stats.major_faults).chain(m.components.iter().map(|c| c.stats.major_faults)).sum(),
+            global_evictions: m.stats.global_evictions,
             auto_decisions: m
                 .auto_decisions
                 .iter()
@@ -1140,6 +1144,11 @@ struct JsonMemory<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     limit_groups: Vec<JsonReservation<'a>>,
     reserved_physical_mb: f64,
+    /// Faults of the whole machine: every task's and component's.
+    minor_faults: u64,
+    major_faults: u64,
+    /// Pages the global LRU evicted (not those a reservation or group evicted from its own).
+    global_evictions: u64,
     auto_decisions: Vec<JsonAuto<'a>>,
     /// Components with memory of their own (left out when none has any).
     #[serde(skip_serializing_if = "Vec::is_empty")]

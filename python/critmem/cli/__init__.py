@@ -1,5 +1,5 @@
 """The `critmem` command, one module per command group: `run`, `analyze` (with `validate`,
-`init`, `generate`), `reproduce` (with `study`), `linux` (`run --platform linux`'s tables,
+`init`, `generate`), `reproduce` (with `study`), `sweep`, `linux` (`run --platform linux`'s tables,
 `agent`, `agent-config`, `swap`, `profile`, `hires`), `examples` and `schema`. Each adds its
 own subcommands in `register`; `parser.build_parser` calls them and `main.main` runs the
 result.

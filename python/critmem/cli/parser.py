@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from critmem import __version__
-from critmem.cli import analyze, examples, linux, reproduce, run, schema
+from critmem.cli import analyze, examples, linux, reproduce, run, schema, sweep
 from critmem.cli.errors import _Parser
 
 _DESCRIPTION = """\
@@ -22,6 +22,8 @@ examples:
   critmem run rm-textbook.toml --json
   critmem analyze rm-textbook.toml
   critmem reproduce shared-pages
+  critmem examples copy sweep/sweep
+  critmem sweep sweep/sweep.toml
   critmem examples copy linux-sara
   sudo critmem run linux-sara.toml --platform linux --duration 60s
   sudo critmem swap setup --size 4G
@@ -42,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.register(commands)
     analyze.register(commands)
     reproduce.register(commands)
+    sweep.register(commands)
     linux.register(commands)
     schema.register(commands)
     examples.register(commands)

@@ -21,7 +21,7 @@ fn fds(pid: i32) -> u64 {
 fn soak_the_agent_under_a_changing_workload_without_growth() {
     let case = "soak";
     let Some((_lock, machine)) = chaos_machine(case) else { return };
-    let length = std::env::var("CRITMEM_SOAK_S").ok().and_then(|s| s.parse().ok()).map_or(Duration::from_secs(150), Duration::from_secs);
+    let length = std::env::var("CRITMEM_SOAK_S").ok().and_then(|s| s.parse().ok()).map_or(Duration::from_secs(60), Duration::from_secs);
     let warmup = (length / 6).max(Duration::from_secs(10));
     let mut record = Record::new(case);
     let mut rig = Rig::running(&machine);

@@ -1,41 +1,14 @@
-"""`critmem.sweep`: one runner for every study.
-
-A study is a function mapped over work items: picklable values made of dataclasses, dicts,
-lists, tuples, strings, numbers and None (a `ScenarioItem` — scenario text, seed, overrides —
-or whatever the study needs). `Sweep.map` runs them on an executor and returns the results in
-the items' order:
-
-- `LocalProcesses` (the default): worker processes on this machine, no server;
-- `DaskCluster`: a Dask distributed scheduler at `tcp://HOST:PORT`, whose workers have critmem
-  installed (`critmem reproduce sara --scheduler ...`, or `CRITMEM_DASK_SCHEDULER`).
-
-Every item has a key, a hash of what it is (`item_key`), so nothing depends on how the work is
-split: a seed the item leaves open is derived from the item (`item_seed`), never from its
-position or the worker, and with a cache folder each result is stored under its key as it
-arrives, so a sweep that was stopped part-way computes only the items still missing when run
-again. Cached results are reused only by the same code: the key includes a hash of the
-installed critmem package (`code_fingerprint`).
-
-    from critmem.sweep import ScenarioItem, Sweep, simulate
-
-    if __name__ == "__main__":  # worker processes import the main script; only the parent sweeps
-        items = [ScenarioItem(text, overrides=(("memory.total_mb", mb),)) for mb in (256, 512)]
-        with Sweep(cache_dir=Path("results/my-study/.critmem-sweep")) as sweep:
-            summaries = sweep.map(simulate, items)
-"""
+"""The runner under every study: work items and their keys, the executors, and `Sweep`, which
+maps a function over items with each result kept in a cache folder (`critmem.sweep.cache`)."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import hashlib
 import json
 import multiprocessing
 import os
-import pickle
-import shutil
-import tempfile
 import tomllib
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -45,6 +18,7 @@ from types import TracebackType
 from typing import Any, Protocol, Self, TypeVar
 
 from critmem.progress import Progress, QuietProgress
+from critmem.sweep.cache import CacheError, ResultCache
 
 __all__ = [
     "SCHEDULER_ENV",
@@ -121,7 +95,7 @@ def item_seed(item: Any) -> int:
 def code_fingerprint() -> str:
     """A hash of the installed critmem package (its Python modules, data files and the compiled
     extension): results cached by one version of the code are not reused by another."""
-    root = Path(__file__).resolve().parent
+    root = Path(__file__).resolve().parent.parent  # the critmem package
     h = hashlib.sha256()
     for path in sorted(root.rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts and path.suffix in (".py", ".pyi", ".so", ".pyd", ".toml"):
@@ -295,61 +269,34 @@ def executor_for(scheduler: str | None = None, workers: int | None = None) -> Ex
 
 
 # ---------------------------------------------------------------------------------------------
-# The cache and the sweep
+# The sweep
 
 
-class _Cache:
-    """Results stored one file per key under `directory/<code fingerprint>/`; entries of other
-    versions of the code are removed when the cache is opened."""
-
-    def __init__(self, directory: Path) -> None:
-        fingerprint = code_fingerprint()[:16]
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-            for old in directory.iterdir():
-                if old.is_dir() and old.name != fingerprint:
-                    shutil.rmtree(old)
-            self.directory = directory / fingerprint
-            self.directory.mkdir(exist_ok=True)
-        except OSError as e:
-            raise SweepError(f"cannot use the sweep cache {str(directory)!r}: {e.strerror or e}") from None
-
-    def _path(self, key: str) -> Path:
-        return self.directory / f"{key}.pickle"
-
-    def get(self, key: str) -> tuple[bool, Any]:
-        try:
-            with open(self._path(key), "rb") as f:
-                return True, pickle.load(f)
-        except FileNotFoundError:
-            return False, None
-        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
-            return False, None  # unreadable: computed again and overwritten
-
-    def put(self, key: str, value: Any) -> None:
-        # Written whole, then renamed: an interrupted write never leaves a partial entry.
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=f".{key}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, self._path(key))
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+def _open_cache(directory: Path) -> ResultCache:
+    try:
+        return ResultCache(directory, code_fingerprint()[:16])
+    except OSError as e:
+        raise SweepError(f"cannot use the sweep cache {str(directory)!r}: {e.strerror or e}") from None
 
 
 class Sweep:
-    """Maps functions over work items on an executor, with an optional on-disk cache.
+    """Maps functions over work items on an executor, with an optional cache folder of JSON
+    files (`critmem.sweep.cache`): a function's results must then be plain data (None, bools,
+    numbers, numpy numbers, strings, lists, tuples, dicts).
 
     Use it as a context manager: the executor is closed at the end. `computed` lists the keys
-    of the items this sweep ran (not those it took from the cache), in the order they finished.
+    of the items this sweep ran (not those it took from the cache), in the order they finished;
+    `reused` those it took from the cache.
     """
 
     def __init__(self, executor: Executor | None = None, *, cache_dir: Path | None = None, progress: Progress | None = None) -> None:
         self.executor = executor if executor is not None else LocalProcesses()
         self.progress = progress or QuietProgress()
-        self._cache = _Cache(cache_dir) if cache_dir is not None else None
+        try:
+            self._cache = _open_cache(cache_dir) if cache_dir is not None else None
+        except SweepError:
+            self.executor.close()  # the sweep owns its executor, and will not be used
+            raise
         self.computed: list[str] = []
         self.reused: list[str] = []
 
@@ -389,7 +336,10 @@ class Sweep:
             key = pending[i]
             results[key] = value
             if self._cache is not None:
-                self._cache.put(key, value)
+                try:
+                    self._cache.put(key, value)
+                except CacheError as e:
+                    raise SweepError(f"{name} returned a result the sweep cache cannot keep: {e}") from None
             self.computed.append(key)
             for _ in range(copies[key]):
                 self.progress.step(labels[key])
