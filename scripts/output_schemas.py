@@ -968,6 +968,35 @@ def critmem_judgement(config_key: Schema) -> Schema:
     )
 
 
+def machine_judgement(config_key: Schema) -> Schema:
+    """How critmem's controller is judged on this machine (judgement.judge_on_machine)."""
+    interval = nullable(arr(num(minimum=None), minItems=2, maxItems=2), "95 % interval [low, high]; null after one run")
+    return arr(
+        obj(
+            "critmem's controller on one workload and memory share, judged among the others over repeated runs",
+            {
+                "config": config_key,
+                "hit_ratio": nullable(ratio(), "its deadline hit ratio, mean over the runs"),
+                "runs": count("runs per controller"),
+                "keepable_hit_ratio": nullable(ratio(), "its hit ratio over the keepable jobs, mean over the runs"),
+                "keepable_interval": interval,
+                "nonrt_throughput": nullable(num(), "graph's work units per second, mean over the runs"),
+                "nonrt_throughput_interval": interval,
+                "greedy_nonrt_throughput_interval": interval,
+                "dominated_by": arr(
+                    CONTROLLER_NAME, "the controllers whose keepable hit ratio and throughput intervals both lie wholly above its own"
+                ),
+                "above_greedy_required": boolean("memory binds here: its throughput must lie above Greedy's beyond the intervals"),
+                "above_greedy": nullable(boolean(), "whether it does; null where not required"),
+                "keeps": boolean("mean keepable hit ratio at least 0.95"),
+                "throughput_holds": boolean("dominated by none beyond the intervals, and above Greedy where required"),
+                "holds": boolean("both"),
+            },
+        ),
+        "per workload and memory share",
+    )
+
+
 def sara_schema() -> Schema:
     per_controller = mapping(nullable(num()), "per controller; null where no run gave a value", keys=CONTROLLER_NAME)
     config_key = string("a configuration: workload/memory %/SSD", pattern="^[^/]+/[0-9]+%/[^/]+$")
@@ -1114,6 +1143,14 @@ def sara_linux_schema() -> Schema:
                             "throughput_per_s": nullable(num(), "measured, work units/s"),
                             "simulated_hit_ratio": nullable(ratio()),
                             "simulated_throughput_per_s": nullable(num()),
+                            "runs": count("runs on this machine the means are over"),
+                            "intervals": obj(
+                                "95 % intervals of the mean over the runs, [low, high]; null after one run",
+                                {
+                                    m: nullable(arr(num(minimum=None), minItems=2, maxItems=2))
+                                    for m in ("hit_ratio", "keepable_hit_ratio", "throughput_per_s")
+                                },
+                            ),
                         },
                     )
                 ),
@@ -1121,7 +1158,7 @@ def sara_linux_schema() -> Schema:
             ),
             (
                 "critmem_controller_judgement",
-                critmem_judgement(string("a configuration: workload/memory %", pattern="^[^/]+/[0-9]+%$")),
+                machine_judgement(string("a configuration: workload/memory %", pattern="^[^/]+/[0-9]+%$")),
                 True,
             ),
         ],

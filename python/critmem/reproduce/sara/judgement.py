@@ -22,10 +22,12 @@ from critmem.reproduce.results import num
 
 __all__ = [
     "KEEPABLE_GOAL",
+    "MACHINE_KEEPABLE_GOAL",
     "MARKDOWN_HEADER",
     "THROUGHPUT_TOLERANCE",
     "Point",
     "judge",
+    "judge_on_machine",
     "keepable_hit_ratio",
     "markdown_rows",
     "pareto_front",
@@ -107,6 +109,67 @@ def judge(points: Mapping[str, Point], controller: str, sara: str = "sara") -> d
         "keeps": keeps,
         "throughput_holds": mine_known and not dominated_by and near_best,
         "holds": keeps and mine_known and not dominated_by and near_best,
+    }
+
+
+MACHINE_KEEPABLE_GOAL = 0.95
+"""On this machine (2 cores, repeated runs): the share of keepable jobs critmem's controller
+must keep, on the mean over the runs."""
+
+
+def judge_on_machine(
+    points: Mapping[str, Point],
+    intervals: Mapping[str, Mapping[str, list[float] | None]],
+    controller: str,
+    *,
+    above_greedy: bool,
+    greedy: str = "greedy",
+) -> dict[str, Any]:
+    """The judgement of `controller` from repeated runs on a machine (DEVELOPERS.md): its mean
+    keepable hit ratio at least `MACHINE_KEEPABLE_GOAL`; no controller that dominates it beyond
+    the 95 % intervals (both its keepable hit ratio and its throughput intervals wholly above
+    `controller`'s); and, where `above_greedy` (memory binds), its throughput interval wholly
+    above Greedy's. `intervals` holds, per controller, the [low, high] of `keepable_hit_ratio`
+    and `throughput_per_s` (None after one run: the mean stands for both ends)."""
+
+    def bounds(c: str, metric: str, value: float | None) -> tuple[float, float] | None:
+        iv = intervals.get(c, {}).get(metric)
+        if iv is not None:
+            return iv[0], iv[1]
+        return None if value is None else (value, value)
+
+    def ends(c: str) -> tuple[tuple[float, float], tuple[float, float]] | None:
+        p = points[c]
+        k, t = bounds(c, "keepable_hit_ratio", p.keepable_hit_ratio), bounds(c, "throughput_per_s", p.nonrt_throughput)
+        return None if k is None or t is None else (k, t)
+
+    me = points.get(controller)
+    mine = ends(controller) if me is not None else None
+    dominated_by = []
+    if mine is not None:
+        for c in sorted(points):
+            theirs = ends(c) if c != controller else None
+            if theirs is not None and theirs[0][0] > mine[0][1] and theirs[1][0] > mine[1][1]:
+                dominated_by.append(c)
+    keepable = me.keepable_hit_ratio if me is not None else None
+    keeps = keepable is not None and keepable >= MACHINE_KEEPABLE_GOAL
+    g = ends(greedy) if greedy in points else None
+    beats_greedy = None
+    if above_greedy:
+        beats_greedy = mine is not None and g is not None and mine[1][0] > g[1][1]
+    throughput_holds = mine is not None and not dominated_by and beats_greedy is not False
+    return {
+        "keepable_hit_ratio": keepable,
+        "keepable_interval": intervals.get(controller, {}).get("keepable_hit_ratio"),
+        "nonrt_throughput": me.nonrt_throughput if me is not None else None,
+        "nonrt_throughput_interval": intervals.get(controller, {}).get("throughput_per_s"),
+        "greedy_nonrt_throughput_interval": intervals.get(greedy, {}).get("throughput_per_s"),
+        "dominated_by": dominated_by,
+        "above_greedy_required": above_greedy,
+        "above_greedy": beats_greedy,
+        "keeps": keeps,
+        "throughput_holds": throughput_holds,
+        "holds": keeps and throughput_holds,
     }
 
 

@@ -186,10 +186,13 @@ KEEPABLE_FLOOR = 0.8
 below it is drawn on it, pointing down, with its value written beside."""
 
 
-def plot_keepable(panels: Sequence[tuple[str, dict[str, Point]]], highlight: str, title: str, xlabel: str, path: Path) -> Path:
+def plot_keepable(
+    panels: Sequence[tuple[str, dict[str, Point]]], highlight: str, title: str, xlabel: str, path: Path, goal: float = KEEPABLE_GOAL
+) -> Path:
     """Keepable hit ratio against non-real-time throughput, one point per controller and one
     panel per configuration (`panels`: its title and its points), with the Pareto front (the
-    controllers no other beats on both) as a staircase and `highlight` drawn large."""
+    controllers no other beats on both) as a staircase, `highlight` drawn large and the
+    keepable `goal` dotted."""
     cols = min(4, max(1, len(panels)))
     rows = -(-len(panels) // cols)
     fig = Figure(figsize=(4.2 * cols, 3.6 * rows + 0.8), dpi=100)
@@ -227,7 +230,7 @@ def plot_keepable(panels: Sequence[tuple[str, dict[str, Point]]], highlight: str
             shown.setdefault(c, h)
             if below:
                 ax.annotate(f"{y:.2f}", (x, KEEPABLE_FLOOR), textcoords="offset points", xytext=(4, 4), fontsize=7)
-        ax.axhline(KEEPABLE_GOAL, color="grey", lw=0.8, ls=":", zorder=0)
+        ax.axhline(goal, color="grey", lw=0.8, ls=":", zorder=0)
         ax.set_ylim(KEEPABLE_FLOOR, 1.005)
         ax.set_xlim(left=0.0)
         ax.set_title(name, fontsize=10)
