@@ -1161,6 +1161,24 @@ def sara_linux_schema() -> Schema:
                 machine_judgement(string("a configuration: workload/memory %", pattern="^[^/]+/[0-9]+%$")),
                 True,
             ),
+            (
+                "prediction_error",
+                obj(
+                    "the simulator's prediction against every run on this machine",
+                    {
+                        "runs": count("runs compared"),
+                        "hit_ratio_points": obj(
+                            "|predicted - measured| hit ratio, in points (0.05 apart: 5)",
+                            {"median": nullable(num()), "p90": nullable(num(), "nearest-rank 90th percentile")},
+                        ),
+                        "throughput_pct": obj(
+                            "|predicted - measured| graph throughput, % of the measured",
+                            {"median": nullable(num()), "p90": nullable(num(), "nearest-rank 90th percentile")},
+                        ),
+                    },
+                ),
+                True,
+            ),
         ],
     )
 

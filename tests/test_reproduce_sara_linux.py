@@ -136,6 +136,7 @@ def test_tailguard_is_judged_on_the_machine_by_the_decided_rule() -> None:
     assert not held[f"{CRITMEM_CONTROLLER} keeps speech's keepable jobs at 80 % (hard)"]
     assert not held[f"{CRITMEM_CONTROLLER}'s graph throughput at 80 % with speech (hard)"]
     summary = machine.headline(data)
+    assert_matches_output_schema("reproduce-sara-linux", {**summary, "out_dir": "x", "files": ["report.md"]})
     assert summary["critmem_controller_judgement"] == machine.judgements(data)
     assert all(c["keepable_hit_ratio"] == c["hit_ratio"] and c["peak_jobs"] == 0 for c in summary["configs"])
     text = machine.render(data, summary, "fig11.png")

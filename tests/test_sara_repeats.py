@@ -71,3 +71,18 @@ def test_the_plan_runs_five_repeats_by_default_and_one_when_quick() -> None:
     assert machine.plan_for(False, None, 8).repeats == 8
     plan = machine.plan_for(True, None, 3)
     assert machine.planned_steps(plan) == len(plan.workloads) + 1 + len(plan.memory_pcts) * (1 + 3 * len(plan.controllers))
+
+
+def test_the_prediction_error_is_per_run_with_its_median_and_90th_percentile() -> None:
+    def row(controller: str, sim_thr: float, measured: list[tuple[float, float]]) -> dict[str, Any]:
+        runs = [{"hit_ratio": h, "throughput_per_s": t} for h, t in measured]
+        return {"workload": "speech", "memory_pct": 80, "controller": controller, "machine": runs[0], "machine_runs": runs,
+                "simulator": {"hit_ratio": 1.0, "throughput_per_s": sim_thr}}  # fmt: skip
+
+    data = {"runs": [row("greedy", 1.0, [(1.0, 1.0), (0.9, 0.8)]), row("sara", 2.0, [(0.5, 1.0), (1.0, 2.0), (0.8, 1.6)])]}
+    e = machine.prediction_errors(data)
+    # Throughput errors: 0, 25, 100, 0, 25 %; hit ratio errors: 0, 10, 50, 0, 20 points.
+    assert e["runs"] == 5
+    assert e["throughput_pct"] == {"median": 25.0, "p90": 100.0}
+    assert e["hit_ratio_points"] == {"median": 10.0, "p90": 50.0}
+    assert [r["throughput_pct"] for r in e["per_config"]] == [12.5, 41.67]
