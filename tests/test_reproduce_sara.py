@@ -165,11 +165,13 @@ def test_pareto_front_is_the_undominated_controllers_by_throughput() -> None:
     assert pareto_front(points) == ["a", "b", "d"]
 
 
-def test_tailguard_never_drops_a_job_and_keeps_more_deadlines_than_sara(quick: Quick) -> None:
+def test_tailguard_drops_only_missed_peaks_and_keeps_more_deadlines_than_sara(quick: Quick) -> None:
     runs = _results(quick)["runs"]
     mine = [r for r in runs if r["controller"] == "tailguard"]
     sara = {(r["workload"], r["memory_pct"], r["ssd"]): r for r in runs if r["controller"] == "sara"}
-    assert mine and all(r["dropped"] == 0 for r in mine)
+    # It drops a job only once it is certain to miss: here, the transient peaks it misses.
+    assert mine and all(r["dropped"] <= r["peak_job_misses"] for r in mine)
+    assert any(r["dropped"] > 0 for r in mine)
     assert sum(r["deadline_hit_ratio"] for r in mine) > sum(
         sara[(r["workload"], r["memory_pct"], r["ssd"])]["deadline_hit_ratio"] for r in mine
     )
