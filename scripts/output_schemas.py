@@ -942,6 +942,61 @@ def shared_pages_schema() -> Schema:
     )
 
 
+def critmem_judgement(config_key: Schema) -> Schema:
+    """How critmem's controller is judged on each configuration (reproduce/sara/judgement.py)."""
+    return arr(
+        obj(
+            "critmem's controller on one configuration, judged among the others",
+            {
+                "config": config_key,
+                "hit_ratio": nullable(ratio(), "its deadline hit ratio over all judged jobs"),
+                "peak_jobs": count("judged jobs that were transient peaks"),
+                "keepable_hit_ratio": nullable(ratio(), "its hit ratio over the judged jobs that were not transient peaks"),
+                "nonrt_throughput": nullable(num(), "the non-real-time task's work units per second"),
+                "peak_job_misses": nullable(count(), "transient peaks it missed"),
+                "sara_peak_job_misses": nullable(count(), "transient peaks SARA missed"),
+                "dominated_by": arr(CONTROLLER_NAME, "the controllers with both a higher keepable hit ratio and a higher throughput"),
+                "best_keeping": nullable(CONTROLLER_NAME, "the highest-throughput controller keeping at least 0.99 of its keepable jobs"),
+                "best_keeping_nonrt_throughput": nullable(num(), "its throughput"),
+                "throughput_ratio_to_best": nullable(num(), "critmem's controller's throughput over that best"),
+                "keeps": boolean("keepable hit ratio at least 0.99 and no more peaks missed than SARA"),
+                "throughput_holds": boolean("dominated by none, and within 1 % of the best throughput"),
+                "holds": boolean("both"),
+            },
+        ),
+        "per configuration",
+    )
+
+
+def machine_judgement(config_key: Schema) -> Schema:
+    """How critmem's controller is judged on this machine (judgement.judge_on_machine)."""
+    interval = nullable(arr(num(minimum=None), minItems=2, maxItems=2), "95 % interval [low, high]; null after one run")
+    return arr(
+        obj(
+            "critmem's controller on one workload and memory share, judged among the others over repeated runs",
+            {
+                "config": config_key,
+                "hit_ratio": nullable(ratio(), "its deadline hit ratio, mean over the runs"),
+                "runs": count("runs per controller"),
+                "keepable_hit_ratio": nullable(ratio(), "its hit ratio over the keepable jobs, mean over the runs"),
+                "keepable_interval": interval,
+                "nonrt_throughput": nullable(num(), "graph's work units per second, mean over the runs"),
+                "nonrt_throughput_interval": interval,
+                "greedy_nonrt_throughput_interval": interval,
+                "dominated_by": arr(
+                    CONTROLLER_NAME, "the controllers whose keepable hit ratio and throughput intervals both lie wholly above its own"
+                ),
+                "above_greedy_required": boolean("memory binds here: its throughput must lie above Greedy's beyond the intervals"),
+                "above_greedy": nullable(boolean(), "whether it does; null where not required"),
+                "keeps": boolean("mean keepable hit ratio at least 0.95"),
+                "throughput_holds": boolean("dominated by none beyond the intervals, and above Greedy where required"),
+                "holds": boolean("both"),
+            },
+        ),
+        "per workload and memory share",
+    )
+
+
 def sara_schema() -> Schema:
     per_controller = mapping(nullable(num()), "per controller; null where no run gave a value", keys=CONTROLLER_NAME)
     config_key = string("a configuration: workload/memory %/SSD", pattern="^[^/]+/[0-9]+%/[^/]+$")
@@ -964,6 +1019,10 @@ def sara_schema() -> Schema:
                             "ssd": string("the swap device (slow-ssd, fast-ssd)"),
                             "controller": CONTROLLER_NAME,
                             "deadline_hit_ratio": nullable(ratio(), "the soft real-time task's deadline hit ratio"),
+                            "keepable_hit_ratio": nullable(
+                                ratio(), "its hit ratio over the judged jobs that were not transient peaks; null when all were"
+                            ),
+                            "peak_jobs": count("judged jobs that were transient peaks"),
                             "nonrt_throughput": nullable(num(), "the non-real-time task's work units per second"),
                         },
                     ),
@@ -972,6 +1031,7 @@ def sara_schema() -> Schema:
                 True,
             ),
             ("mean_deadline_hit_ratio", per_controller, True),
+            ("mean_keepable_hit_ratio", per_controller, True),
             ("mean_nonrt_throughput", per_controller, True),
             (
                 "sara_throughput_gain",
@@ -1035,31 +1095,14 @@ def sara_schema() -> Schema:
                     {
                         "step_up_bytes": count("the growth step, bytes"),
                         "mean_deadline_hit_ratio": nullable(ratio()),
+                        "mean_keepable_hit_ratio": nullable(ratio()),
                         "mean_nonrt_throughput": nullable(num()),
                         "throughput_gain": obj(None, {"greedy": nullable(num()), "tmo-low": nullable(num())}),
                     },
                 ),
                 True,
             ),
-            (
-                "critmem_controller_vs_sara",
-                arr(
-                    obj(
-                        "critmem's controller beside SARA on one configuration",
-                        {
-                            "config": config_key,
-                            "hit_ratio": nullable(ratio()),
-                            "nonrt_throughput": nullable(num()),
-                            "sara_hit_ratio": nullable(ratio()),
-                            "sara_nonrt_throughput": nullable(num()),
-                            "misses": count(),
-                            "peak_job_misses": count(),
-                            "holds": boolean("whether it kept at least 99 % of deadlines with at least SARA's throughput"),
-                        },
-                    )
-                ),
-                True,
-            ),
+            ("critmem_controller_judgement", critmem_judgement(config_key), True),
             ("quick", QUICK_KEY, True),
             ("simulation_runs", RUNS_KEY, True),
         ],
@@ -1093,11 +1136,46 @@ def sara_linux_schema() -> Schema:
                             "memory_pct": count("%"),
                             "controller": CONTROLLER_NAME,
                             "hit_ratio": nullable(ratio(), "measured"),
+                            "keepable_hit_ratio": nullable(
+                                ratio(), "measured, over the judged jobs that were not transient peaks (the apps have none)"
+                            ),
+                            "peak_jobs": count("judged jobs that were transient peaks (0: the apps have none)"),
                             "throughput_per_s": nullable(num(), "measured, work units/s"),
                             "simulated_hit_ratio": nullable(ratio()),
                             "simulated_throughput_per_s": nullable(num()),
+                            "runs": count("runs on this machine the means are over"),
+                            "intervals": obj(
+                                "95 % intervals of the mean over the runs, [low, high]; null after one run",
+                                {
+                                    m: nullable(arr(num(minimum=None), minItems=2, maxItems=2))
+                                    for m in ("hit_ratio", "keepable_hit_ratio", "throughput_per_s")
+                                },
+                            ),
                         },
                     )
+                ),
+                True,
+            ),
+            (
+                "critmem_controller_judgement",
+                machine_judgement(string("a configuration: workload/memory %", pattern="^[^/]+/[0-9]+%$")),
+                True,
+            ),
+            (
+                "prediction_error",
+                obj(
+                    "the simulator's prediction against every run on this machine",
+                    {
+                        "runs": count("runs compared"),
+                        "hit_ratio_points": obj(
+                            "|predicted - measured| hit ratio, in points (0.05 apart: 5)",
+                            {"median": nullable(num()), "p90": nullable(num(), "nearest-rank 90th percentile")},
+                        ),
+                        "throughput_pct": obj(
+                            "|predicted - measured| graph throughput, % of the measured",
+                            {"median": nullable(num()), "p90": nullable(num(), "nearest-rank 90th percentile")},
+                        ),
+                    },
                 ),
                 True,
             ),

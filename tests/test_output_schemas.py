@@ -319,14 +319,20 @@ def test_the_sara_linux_headline_matches_its_schema() -> None:
     def run(controller: str, pct: int, hit: float | None) -> dict[str, Any]:
         return {
             "workload": "speech", "memory_pct": pct, "controller": controller,
-            "machine": {"hit_ratio": hit, "throughput_per_s": 0.4},
+            "machine": {"hit_ratio": hit, "keepable_hit_ratio": hit, "peak_jobs": 0, "peak_job_misses": 0, "throughput_per_s": 0.4},
             "simulator": {"hit_ratio": 1.0, "throughput_per_s": None},
         }  # fmt: skip
 
     data = {
         "profiles": {"speech": {"bcet_ms": 1600.0}, "graph": {"bcet_ms": 900.0}},
-        "runs": [run("greedy", 60, 1.0), run("sara", 60, None), run("greedy", 80, 0.9), run("sara", 80, 0.5)],
+        "runs": [run("greedy", 60, 1.0), run("sara", 60, None), run("tailguard", 60, 1.0), run("greedy", 80, 0.9), run("sara", 80, 0.5),
+                 run("tailguard", 80, None)],
+    }  # fmt: skip
+    summary = {
+        **machine.headline(data),
+        "out_dir": "results/reproduce/sara",
+        "files": ["report.md", "results.json", "fig11.png", "fig_keepable.png"],
     }
-    summary = {**machine.headline(data), "out_dir": "results/reproduce/sara", "files": ["report.md", "results.json", "fig11.png"]}
+    assert [e["config"] for e in summary["critmem_controller_judgement"]] == ["speech/60%", "speech/80%"]
     assert_matches_output_schema("reproduce-sara-linux", summary)
     assert_output_schema_rejects_mangling("reproduce-sara-linux", summary)

@@ -29,7 +29,9 @@ from critmem.reproduce.sara.experiment import (
     _cfg,
     job_stall_ms,
     measure,
+    peak_jobs,
 )
+from critmem.reproduce.sara.judgement import Point, judge, pareto_front
 from critmem.reproduce.sara.report import _acceptance, acceptance_checks
 
 Quick = tuple[Outcome, dict[str, Any], Path]
@@ -56,35 +58,120 @@ def test_json_has_one_row_per_configuration_and_controller(quick: Quick) -> None
     assert {(r["workload"], r["memory_pct"], r["ssd"], r["controller"]) for r in rows} == want
     assert len(rows) == len(want) == 64
     for r in rows:
-        assert set(r) == {"workload", "memory_pct", "ssd", "controller", "deadline_hit_ratio", "nonrt_throughput"}
-        assert 0.0 <= r["deadline_hit_ratio"] <= 1.0
+        assert list(r) == [
+            "workload", "memory_pct", "ssd", "controller", "deadline_hit_ratio", "keepable_hit_ratio", "peak_jobs", "nonrt_throughput"
+        ]  # fmt: skip
+        assert 0.0 <= r["deadline_hit_ratio"] <= 1.0 and 0.0 <= r["keepable_hit_ratio"] <= 1.0
         assert r["nonrt_throughput"] > 0
+        # 40 quick periods: the one transient peak is job 25 (every 50th from 25).
+        assert r["peak_jobs"] == 1
 
 
-def test_critmem_controller_is_named_and_shown_beside_sara_in_every_configuration(quick: Quick) -> None:
+def test_keepable_hit_ratio_is_the_hits_among_the_judged_jobs_that_are_not_peaks(quick: Quick) -> None:
+    runs = _results(quick)["runs"]
+    for r in runs:
+        w = next(x for x in WORKLOADS if x.name == r["workload"])
+        assert r["peak_jobs"] == len([j for j in peak_jobs(w, 10_000) if j < r["jobs"]]), r
+        assert 0 <= r["peak_job_misses"] <= min(r["peak_jobs"], r["misses"]), r
+        keepable = r["jobs"] - r["peak_jobs"]
+        assert r["keepable_hit_ratio"] == round((keepable - (r["misses"] - r["peak_job_misses"])) / keepable, 4), r
+    # Somewhere the two differ: a peak was missed, or another job was.
+    assert any(r["keepable_hit_ratio"] != r["deadline_hit_ratio"] for r in runs)
+
+
+def test_critmem_controller_is_judged_among_the_sweep_in_every_configuration(quick: Quick) -> None:
+    """Each configuration's judgement recomputed from results.json: who dominates tailguard,
+    the best throughput among the controllers keeping 0.99 of their keepable jobs, the peak
+    misses beside SARA's."""
     _, summary, out = quick
     name = summary["critmem_controller"]
     assert name == "tailguard" and name in CONTROLLERS
-    by = {(r["workload"], r["memory_pct"], r["ssd"], r["controller"]): r for r in summary["configs"]}
-    rows = summary["critmem_controller_vs_sara"]
-    assert len(rows) == len(WORKLOADS) * len(MEMORY_PCTS) * len(SSDS)
-    for e in rows:
+    runs = {(r["workload"], r["memory_pct"], r["ssd"], r["controller"]): r for r in _results(quick)["runs"]}
+    judged = summary["critmem_controller_judgement"]
+    assert [e["config"] for e in judged] == [f"{w.name}/{pct}%/{ssd}" for w in WORKLOADS for pct in MEMORY_PCTS for ssd in SSDS]
+    among = (*CONTROLLERS, "sara-step-up")
+    for e in judged:
         w, pct, ssd = e["config"].split("/")
-        mine, sara = by[(w, int(pct.rstrip("%")), ssd, name)], by[(w, int(pct.rstrip("%")), ssd, "sara")]
-        assert (e["hit_ratio"], e["nonrt_throughput"]) == (mine["deadline_hit_ratio"], mine["nonrt_throughput"])
-        assert (e["sara_hit_ratio"], e["sara_nonrt_throughput"]) == (sara["deadline_hit_ratio"], sara["nonrt_throughput"])
-        assert e["holds"] == (e["hit_ratio"] >= 0.99 and e["nonrt_throughput"] >= e["sara_nonrt_throughput"])
-        assert 0 <= e["peak_job_misses"] <= e["misses"]
+        rows = {c: runs[(w, int(pct.rstrip("%")), ssd, c)] for c in among}
+        mine, sara = rows[name], rows["sara"]
+        assert (e["hit_ratio"], e["keepable_hit_ratio"], e["nonrt_throughput"], e["peak_jobs"], e["peak_job_misses"]) == (
+            mine["deadline_hit_ratio"], mine["keepable_hit_ratio"], mine["nonrt_throughput"], mine["peak_jobs"], mine["peak_job_misses"]
+        )  # fmt: skip
+        assert e["sara_peak_job_misses"] == sara["peak_job_misses"]
+        assert e["dominated_by"] == sorted(
+            c
+            for c, r in rows.items()
+            if r["keepable_hit_ratio"] > mine["keepable_hit_ratio"] and r["nonrt_throughput"] > mine["nonrt_throughput"]
+        )
+        keeping = {c: r["nonrt_throughput"] for c, r in rows.items() if r["keepable_hit_ratio"] >= 0.99}
+        best = max(keeping.values(), default=None)
+        assert e["best_keeping_nonrt_throughput"] == best
+        assert best is None or keeping[e["best_keeping"]] == best
+        keeps = mine["keepable_hit_ratio"] >= 0.99 and mine["peak_job_misses"] <= sara["peak_job_misses"]
+        near = best is not None and mine["nonrt_throughput"] >= 0.99 * best
+        assert (e["keeps"], e["throughput_holds"], e["holds"]) == (
+            keeps,
+            near and not e["dominated_by"],
+            keeps and near and not e["dominated_by"],
+        )
     report = (out / "report.md").read_text()
     assert f"### critmem's controller: {name}" in report
-    assert f"holds in {sum(e['holds'] for e in rows)} of {len(rows)} configurations" in report
+    assert f"The rule holds in {sum(e['holds'] for e in judged)} of {len(judged)} configurations" in report
+    assert "![keepable hit ratio against throughput](fig_keepable.png)" in report
 
 
-def test_tailguard_never_drops_a_job_and_keeps_more_deadlines_than_sara(quick: Quick) -> None:
+def _pts(**points: tuple[float | None, float | None, int | None]) -> dict[str, Point]:
+    return {c.replace("_", "-"): Point(*p) for c, p in points.items()}
+
+
+def test_judgement_finds_who_dominates_and_the_best_throughput_among_those_keeping_the_goal() -> None:
+    # (keepable hit ratio, throughput, peak misses)
+    e = judge(_pts(sara=(0.8, 20.0, 9), tailguard=(0.995, 10.0, 9), greedy=(1.0, 5.0, 0), offline=(1.0, 10.5, 10)), "tailguard")
+    assert e["dominated_by"] == ["offline"] and e["best_keeping"] == "offline"
+    assert e["best_keeping_nonrt_throughput"] == 10.5 and e["throughput_ratio_to_best"] == round(10.0 / 10.5, 4)
+    assert (e["keeps"], e["throughput_holds"], e["holds"]) == (True, False, False)
+    # SARA's throughput does not count: it keeps less than 0.99; a tie on either axis is no domination.
+    e = judge(_pts(sara=(0.8, 20.0, 9), tailguard=(1.0, 10.0, 9), step_up=(1.0, 10.1, 10), greedy=(0.99, 10.1, 0)), "tailguard")
+    assert e["dominated_by"] == [] and e["best_keeping"] in ("step-up", "greedy") and e["throughput_ratio_to_best"] == 0.9901
+    assert e["holds"]
+
+
+@pytest.mark.parametrize(
+    ("mine", "sara_peaks", "keeps"),
+    [((0.99, 10.0, 3), 3, True), ((0.9899, 10.0, 3), 3, False), ((1.0, 10.0, 4), 3, False), ((None, 10.0, 0), 3, False),
+     ((1.0, 10.0, None), 3, False), ((1.0, 10.0, 0), None, False)],
+)  # fmt: skip
+def test_judgement_keeps_needs_the_goal_and_no_more_peak_misses_than_sara(
+    mine: tuple[float | None, float | None, int | None], sara_peaks: int | None, keeps: bool
+) -> None:
+    e = judge(_pts(tailguard=mine, sara=(0.5, 1.0, sara_peaks)), "tailguard")
+    assert e["keeps"] is keeps and e["holds"] is (keeps and mine[0] is not None)
+
+
+@pytest.mark.parametrize(("throughput", "holds"), [(9.9, True), (9.8999, False), (10.0, True), (12.0, True), (None, False)])
+def test_judgement_throughput_is_within_one_percent_of_the_best_keeping_controller(throughput: float | None, holds: bool) -> None:
+    e = judge(_pts(tailguard=(1.0, throughput, 0), sara=(0.99, 10.0, 0), greedy=(0.9, 50.0, 0)), "tailguard")
+    assert e["throughput_holds"] is holds and e["dominated_by"] == []
+
+
+def test_judgement_without_critmems_controller_or_a_keeping_one_does_not_hold() -> None:
+    assert not judge(_pts(sara=(1.0, 10.0, 0)), "tailguard")["holds"]
+    e = judge(_pts(tailguard=(0.9, 10.0, 0), sara=(0.5, 10.0, 0)), "tailguard")
+    assert e["best_keeping"] is None and e["throughput_ratio_to_best"] is None and not e["throughput_holds"]
+
+
+def test_pareto_front_is_the_undominated_controllers_by_throughput() -> None:
+    points = _pts(a=(1.0, 5.0, 0), b=(1.0, 7.0, 0), c=(0.9, 6.0, 0), d=(0.8, 20.0, 0), e=(None, 30.0, 0))
+    assert pareto_front(points) == ["a", "b", "d"]
+
+
+def test_tailguard_drops_only_missed_peaks_and_keeps_more_deadlines_than_sara(quick: Quick) -> None:
     runs = _results(quick)["runs"]
     mine = [r for r in runs if r["controller"] == "tailguard"]
     sara = {(r["workload"], r["memory_pct"], r["ssd"]): r for r in runs if r["controller"] == "sara"}
-    assert mine and all(r["dropped"] == 0 for r in mine)
+    # It drops a job only once it is certain to miss: here, the transient peaks it misses.
+    assert mine and all(r["dropped"] <= r["peak_job_misses"] for r in mine)
+    assert any(r["dropped"] > 0 for r in mine)
     assert sum(r["deadline_hit_ratio"] for r in mine) > sum(
         sara[(r["workload"], r["memory_pct"], r["ssd"])]["deadline_hit_ratio"] for r in mine
     )
@@ -178,7 +265,7 @@ def test_baseline_searches_pick_from_their_profiles(quick: Quick) -> None:
 
 def test_writes_the_report_and_figures(quick: Quick) -> None:
     _, summary, out = quick
-    pngs = ["fig7.png", "fig11.png", "fig12.png", "fig13.png", "fig_step_up.png"]
+    pngs = ["fig7.png", "fig11.png", "fig12.png", "fig13.png", "fig_step_up.png", "fig_keepable.png"]
     assert summary["files"] == ["report.md", "results.json", *pngs]
     for png in pngs:
         assert matplotlib.image.imread(out / png).shape[0] > 100
@@ -244,6 +331,8 @@ CHECKS = {
     "baselines": "Offline and TMO-High hit ratio clearly below SARA's",
     "fig7": "Fig. 7 slope within 0.9–1.1 and intercept within 10 %",
     "early_drop": "Early dropping reduces cascaded misses",
+    "critmem_keeps": "`tailguard` in every configuration: keepable hit ratio ≥ 0.99",
+    "critmem_throughput": "`tailguard` in every configuration: no controller has both",
 }
 
 
@@ -289,8 +378,26 @@ def _passing() -> tuple[dict[str, Any], dict[str, Any]]:
             "mean_deadline_hit_ratio": 0.95,
             "throughput_gain": {"greedy": 3.0, "tmo-low": 3.0},
         },
+        "critmem_controller_judgement": [_judged("sphinx/60%/slow-ssd"), _judged("opencv/80%/fast-ssd")],
     }
     return data, summary
+
+
+def _judged(config: str, keeps: bool = True, throughput_holds: bool = True, dominated_by: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One configuration's judgement of tailguard, as `judgement.judge` gives it."""
+    return {
+        "config": config, "hit_ratio": 0.98, "peak_jobs": 10, "keepable_hit_ratio": 0.99 if keeps else 0.9898,
+        "nonrt_throughput": 9.9, "peak_job_misses": 4, "sara_peak_job_misses": 4, "dominated_by": list(dominated_by),
+        "best_keeping": "sara-step-up", "best_keeping_nonrt_throughput": 10.0, "throughput_ratio_to_best": 0.99 if throughput_holds else 0.9899,
+        "keeps": keeps, "throughput_holds": throughput_holds, "holds": keeps and throughput_holds,
+    }  # fmt: skip
+
+
+def _judgement(*rows: dict[str, Any]) -> Change:
+    def f(_d: dict[str, Any], s: dict[str, Any]) -> None:
+        s["critmem_controller_judgement"] = list(rows)
+
+    return f
 
 
 def _hit(c: str, v: float | None) -> Change:
@@ -387,6 +494,11 @@ VERDICT_CASES = [
     ("early_drop", _early((2, 4, 3)), False),
     ("early_drop", _early((0, 0, 0), (2, 4, 3)), False),
     ("early_drop", _early(), False),
+    # One configuration failing fails the check.
+    ("critmem_keeps", _judgement(_judged("a/60%/x"), _judged("b/60%/x", keeps=False)), False),
+    ("critmem_keeps", _judgement(_judged("a/60%/x")), True),
+    ("critmem_throughput", _judgement(_judged("a/60%/x", throughput_holds=False), _judged("b/60%/x")), False),
+    ("critmem_throughput", _judgement(_judged("a/60%/x", throughput_holds=False, dominated_by=("offline",))), False),
 ]
 
 
@@ -463,9 +575,26 @@ def test_acceptance_verdict_of_each_check(check: str, change: Change, holds: boo
 def test_acceptance_verdicts_fail_on_inputs_that_miss_every_threshold() -> None:
     data, summary = _passing()
     for change in (_hit("sara", 0.9), _hit("offline", 0.87), _hit("tmo-high", 0.87), _step_up(hit=0.9), _gain("greedy", 2.0),
-                   _gain("tmo-low", 2.0), _fig7("sphinx", 1.2, 20.0), _early((0, 1, 1))):  # fmt: skip
+                   _gain("tmo-low", 2.0), _fig7("sphinx", 1.2, 20.0), _early((0, 1, 1)),
+                   _judgement(_judged("a/60%/x", keeps=False, throughput_holds=False))):  # fmt: skip
         change(data, summary)
     assert _verdicts(_acceptance(data, summary)) == dict.fromkeys(CHECKS, False)
+
+
+def test_with_no_configuration_judged_neither_critmem_check_holds() -> None:
+    data, summary = _passing()
+    _judgement()(data, summary)
+    want = dict.fromkeys(CHECKS, True) | {"critmem_keeps": False, "critmem_throughput": False}
+    assert _verdicts(_acceptance(data, summary)) == want
+    assert _holds(data, summary) == want
+
+
+def test_critmem_checks_name_the_configurations_that_fail() -> None:
+    data, summary = _passing()
+    _judgement(_judged("a/60%/x", keeps=False), _judged("b/80%/y", throughput_holds=False, dominated_by=("offline", "sara")))(data, summary)
+    table = _acceptance(data, summary)
+    assert "lowest keepable 0.9898; not held in a/60%/x" in table
+    assert "lowest ratio 0.990 (b/80%/y, to sara-step-up); dominated in b/80%/y by offline, sara" in table
 
 
 def test_quick_reports_verdicts_agree_with_its_results_json(quick: Quick) -> None:
@@ -525,6 +654,7 @@ def test_quick_reports_verdicts_agree_with_its_results_json(quick: Quick) -> Non
             0.9 <= f["slope"] <= 1.1 and abs(f["intercept_ms"] / f["configured_bcet_ms"] - 1) <= 0.10 for f in data["fig7"].values()
         ),
         "early_drop": any(a["dropped"] > 0 and a["cascaded_misses"] < b["cascaded_misses"] for a, b in early),
+        **_critmem_verdicts(data),
     }
     _, _, out = quick
     section = (out / "report.md").read_text().split("## Acceptance checks (computed)", 1)[1].split("\n## ", 1)[0]
@@ -535,6 +665,27 @@ def test_quick_reports_verdicts_agree_with_its_results_json(quick: Quick) -> Non
     assert f"| {ratio(thr['sara'], thr['tmo-low']):.2f} |" in section
     assert f"offline {hit['offline']:.3f}, tmo-high {hit['tmo-high']:.3f}" in section
     assert f"{sum(a['dropped'] for a, _ in early)} jobs dropped in all" in section
+
+
+def _critmem_verdicts(data: dict[str, Any]) -> dict[str, bool]:
+    """The decided rule for tailguard, from results.json alone: per configuration, keepable hit
+    ratio ≥ 0.99 and no more peak misses than SARA; dominated by no controller of the sweep and
+    within 1 % of the best throughput among those keeping 0.99."""
+    runs = {(r["workload"], r["memory_pct"], r["ssd"], r["controller"]): r for r in data["runs"]}
+    keeps, throughput = [], []
+    for w in WORKLOADS:
+        for pct in MEMORY_PCTS:
+            for ssd in SSDS:
+                rows = {c: runs[(w.name, pct, ssd, c)] for c in (*CONTROLLERS, "sara-step-up")}
+                mine = rows["tailguard"]
+                keeps.append(mine["keepable_hit_ratio"] >= 0.99 and mine["peak_job_misses"] <= rows["sara"]["peak_job_misses"])
+                best = max((r["nonrt_throughput"] for r in rows.values() if r["keepable_hit_ratio"] >= 0.99), default=math.inf)
+                dominated = any(
+                    r["keepable_hit_ratio"] > mine["keepable_hit_ratio"] and r["nonrt_throughput"] > mine["nonrt_throughput"]
+                    for r in rows.values()
+                )
+                throughput.append(not dominated and mine["nonrt_throughput"] >= 0.99 * best)
+    return {"critmem_keeps": all(keeps), "critmem_throughput": all(throughput)}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,30 +2,48 @@
 //!
 //! SARA (see [`crate::sara`]) steers each job to spend exactly its stall budget
 //! `d − t_BCET − t_wait`, i.e. to finish *at* its deadline. Three things make that miss on
-//! real workloads: a job's stall is noisy, so aiming at the deadline misses about half the
-//! time once the trim is deep; Eq. 6 takes memory back as fast as it gives it, so a trim that
+//! real workloads: a job's stall is noisy, so aiming at the deadline misses some of the time
+//! once the trim is deep; Eq. 6 takes memory back as fast as it gives it, so a trim that
 //! went too deep is undone too slowly; and Eq. 1 (`t_exec ≈ t_BCET + stall`) fails when the
 //! task also waits for a CPU, so a configured BCET leaves too little room. Tailguard keeps
 //! SARA's per-interval stall steering, and changes what it aims at and how it recovers:
 //!
-//! - **A guard band.** Each job aims to finish `guard_pct` of its relative deadline early:
-//!   the stall budget is `T − start − c`, with `T = deadline − guard_pct·(deadline − release)`.
 //! - **A learned non-stall time `c`.** After each completed job Tailguard records what the job
 //!   spent that was not memory or I/O stall, `(completion − start) − Σ stall`, and uses a high
 //!   quantile (`cost_quantile_pct`) of the last `cost_window_jobs` of them instead of the
 //!   configured BCET once it has `cost_min_jobs` of them. CPU contention and a wrong BCET show
-//!   up there and nowhere else.
+//!   up there and nowhere else. A dropped job's non-stall time so far is remembered too when
+//!   it is more than the learned cost: the job needed at least that, so the cost was too low.
 //! - **Asymmetric steps.** Eq. 6's adjustment unit is `step_up_bytes` when the stall exceeds
 //!   the per-interval target and `step_down_bytes` when it is below.
-//! - **Rescue instead of dropping.** The latest job that completed without a rescue is the
-//!   reference. A running job that has done `w` of its work (time since start less stall) is
-//!   projected to run the rest, `c − w`, at the reference's stall share `ρ`, finishing
-//!   `(c − w)/(1 − ρ)` from now. When that is later than `rescue_at_pct`
-//!   of its relative deadline the job is *rescued*: for the rest of the job its limit is its
-//!   usage plus `rescue_headroom_bytes` each interval, so it grows as fast as it faults and
-//!   takes nothing it does not use. Afterwards the steering brings the limit back down at
-//!   `step_down_bytes`' pace (dropping it at once would evict what the next job reads first).
-//!   Tailguard never drops a job: a dropped job is a miss.
+//! - **A guard band that follows the misses.** Each job aims to finish a guard `g` (in per
+//!   mille of its relative deadline) early: the stall budget is `T − start − c`, with
+//!   `T = deadline − g·(deadline − release)`. `g` starts at 0: a job the steering aims at its
+//!   deadline keeps it unless its stall is noisier than the steering corrects. Each job that
+//!   misses without having been rescued shows that it is, and adds `guard_step_permille`
+//!   (up to `guard_max_permille`); each job that meets its deadline takes
+//!   `guard_decay_permille` back. A guard costs memory in every job, so it is held only as long
+//!   as misses ask for it.
+//! - **Rescue when the steering cannot keep up.** The steering grows the limit by at most
+//!   about `step_up_bytes` an interval. A job that stalled for more than `rescue_stall_pct` of
+//!   an interval with its usage at its limit (within that step) was waiting on memory it
+//!   faults in as fast as the steering gives it, so the steering cannot lower its next
+//!   interval's stall; if another such interval would exceed the slack left before the
+//!   deadline (`deadline − now − (c − work done)`, work done being the time since start less
+//!   stall), only more memory now can save it, and the job is *rescued*:
+//!   for the rest of the job its limit is its usage plus `rescue_headroom_bytes` each interval,
+//!   so it grows as fast as it faults and takes nothing it does not use. A job below its limit
+//!   stalls on faults a higher limit does not remove, and a job that still runs for part of
+//!   each interval is one the steering's growth is reaching: both are left to the steering.
+//!   Afterwards the steering brings the limit back down at `step_down_bytes`' pace (dropping it
+//!   at once would evict what the next job reads first).
+//! - **Dropping a job certain to miss.** With `drop_certain_misses`, a job is dropped as soon
+//!   as even a stall-free rest cannot end it in time: its start plus the stall it has had plus
+//!   the fastest non-stall time of the remembered jobs (or the configured BCET, if lower) is
+//!   past its deadline. This is SARA's "remaining ideal stall below zero" test without
+//!   Definition 1's severity condition: it costs no deadline (the job misses either way), and
+//!   it stops the job holding memory and the shared swap device for nothing, and the next
+//!   job from starting late.
 //!
 //! Between jobs the limit is held, as under SARA; the non-real-time groups get what the
 //! soft real-time groups do not hold ([`crate::budget`]).
@@ -36,31 +54,41 @@ use serde::{Deserialize, Serialize};
 
 use crate::budget::{interval_stall_ns, is_soft_rt, plan_nrt, ActionPlan, Budget, LimitKnob, StallKind};
 use crate::jobs::{JobQueue, Released, Steered};
+use crate::sara::is_severe_interval;
 use crate::{Action, Controller, GroupId, GroupRole, JobEvent, Observation, PolicyError, StallInputs, StallTotals};
 
 /// Tailguard's parameters; see the module documentation for what each one does.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TailguardConfig {
-    /// Share of each job's relative deadline kept free: the job aims to finish this early.
-    pub guard_pct: u8,
+    /// Guard band added, in per mille of the relative deadline, each time a job that was not
+    /// rescued misses its deadline (default 10: 1 %).
+    pub guard_step_permille: u16,
+    /// Largest guard band, in per mille of the relative deadline (default 100: 10 %).
+    pub guard_max_permille: u16,
+    /// Guard band taken back, in per mille of the relative deadline, each time a job meets
+    /// its deadline (default 1: one miss's step is gone after ten jobs on time).
+    pub guard_decay_permille: u16,
     /// Eq. 6's unit when the stall is above the per-interval target (the limit grows).
     pub step_up_bytes: u64,
     /// Eq. 6's unit when the stall is below the target (the limit shrinks).
     pub step_down_bytes: u64,
     /// Completed jobs whose non-stall time is remembered.
     pub cost_window_jobs: u16,
-    /// Quantile of the remembered non-stall times used as the job's cost `c`.
+    /// Quantile of the remembered non-stall times used as the job's cost `c` (default 90).
     pub cost_quantile_pct: u8,
     /// Completed jobs needed before the learned cost replaces the configured BCET.
     pub cost_min_jobs: u16,
     /// Room above its usage a rescued job's limit keeps each interval.
     pub rescue_headroom_bytes: u64,
-    /// Whether a job projected to miss its deadline is rescued.
+    /// Whether a job the steering cannot save is rescued.
     pub rescue: bool,
-    /// A job is rescued when it is projected to finish later than this share of its
-    /// relative deadline.
-    pub rescue_at_pct: u8,
+    /// Stall, in percent of the interval, above which an interval shows the job waiting on
+    /// memory rather than running (default 90, SARA's Definition 1 `n`): only such a job is
+    /// rescued.
+    pub rescue_stall_pct: u8,
+    /// Whether a job certain to miss its deadline is dropped.
+    pub drop_certain_misses: bool,
     /// PSI line used for the stall.
     pub stall: StallKind,
     /// Knob the limits are written to.
@@ -73,7 +101,9 @@ pub struct TailguardConfig {
 impl Default for TailguardConfig {
     fn default() -> Self {
         TailguardConfig {
-            guard_pct: 5,
+            guard_step_permille: 10,
+            guard_max_permille: 100,
+            guard_decay_permille: 1,
             step_up_bytes: 2 << 20,
             step_down_bytes: 1 << 20,
             cost_window_jobs: 16,
@@ -81,7 +111,8 @@ impl Default for TailguardConfig {
             cost_min_jobs: 4,
             rescue_headroom_bytes: 16 << 20,
             rescue: true,
-            rescue_at_pct: 100,
+            rescue_stall_pct: 90,
+            drop_certain_misses: true,
             stall: StallKind::Some,
             knob: LimitKnob::Max,
             initial_limit_bytes: None,
@@ -92,12 +123,14 @@ impl Default for TailguardConfig {
 impl TailguardConfig {
     pub fn validate(&self) -> Result<(), PolicyError> {
         let bad = |field, requirement, got: String| Err(PolicyError::InvalidParameter { controller: "tailguard", field, requirement, got });
-        if self.guard_pct >= 100 {
-            return bad("guard_pct", "must be a percentage below 100", self.guard_pct.to_string());
+        if self.guard_max_permille >= 1000 {
+            return bad("guard_max_permille", "must be below 1000 (the whole deadline)", self.guard_max_permille.to_string());
         }
-        if self.rescue_at_pct > 100 || self.rescue_at_pct < 100 - self.guard_pct {
-            // Below the guarded target, every job the steering aims there would be rescued.
-            return bad("rescue_at_pct", "must be a percentage from 100 − guard_pct to 100", self.rescue_at_pct.to_string());
+        if self.guard_step_permille > self.guard_max_permille {
+            return bad("guard_step_permille", "must be at most guard_max_permille", self.guard_step_permille.to_string());
+        }
+        if self.rescue_stall_pct > 100 {
+            return bad("rescue_stall_pct", "must be a percentage 0..=100", self.rescue_stall_pct.to_string());
         }
         if self.step_up_bytes == 0 {
             return bad("step_up_bytes", "must be > 0", "0".into());
@@ -132,6 +165,8 @@ pub struct TailguardJob {
     pub start_limit_bytes: u64,
     /// Whether the job is being rescued.
     pub rescued: bool,
+    /// Whether its drop has been asked for.
+    pub drop_requested: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -141,15 +176,14 @@ struct GroupState {
     jobs: JobQueue<TailguardJob>,
     /// Non-stall time of the latest completed jobs, oldest first.
     costs_ns: VecDeque<u64>,
-    /// The latest job that completed without a rescue: how long it ran, and its stall.
-    reference: Option<Reference>,
+    /// Their `cost_quantile_pct` quantile once there are `cost_min_jobs` of them, and their
+    /// least: kept as they change, not recomputed each tick.
+    cost_quantile_ns: Option<u64>,
+    cost_min_ns: Option<u64>,
+    /// The guard band now, in per mille of the relative deadline.
+    guard_permille: u16,
     rescues: u64,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Reference {
-    exec_ns: u64,
-    stall_ns: u64,
+    drops: u64,
 }
 
 /// The Tailguard controller.
@@ -189,12 +223,23 @@ impl Tailguard {
         self.groups.get(&group).map_or(0, |s| s.rescues)
     }
 
-    /// The job cost `c` used for `group` now: the learned quantile, or the configured BCET.
-    pub fn job_cost_ns(&self, group: GroupId, bcet_ns: u64) -> u64 {
-        self.groups.get(&group).map_or(bcet_ns, |s| learned_cost_ns(&self.config, s, bcet_ns))
+    /// Jobs of `group` whose drop Tailguard asked for so far.
+    pub fn drops(&self, group: GroupId) -> u64 {
+        self.groups.get(&group).map_or(0, |s| s.drops)
     }
 
-    fn on_event(&mut self, event: &JobEvent) {
+    /// The guard band of `group` now, in per mille of its relative deadline.
+    pub fn guard_permille(&self, group: GroupId) -> u16 {
+        self.groups.get(&group).map_or(0, |s| s.guard_permille)
+    }
+
+    /// The job cost `c` used for `group` now: the learned quantile, or the configured BCET.
+    pub fn job_cost_ns(&self, group: GroupId, bcet_ns: u64) -> u64 {
+        self.groups.get(&group).map_or(bcet_ns, |s| learned_cost_ns(s, bcet_ns))
+    }
+
+    fn on_event(&mut self, obs: &Observation, event: &JobEvent) {
+        let cfg = &self.config;
         match *event {
             JobEvent::Release { group, job, at_ns, deadline_ns } => {
                 let Some(st) = self.groups.get_mut(&group) else { return };
@@ -202,19 +247,29 @@ impl Tailguard {
                 st.jobs.release(Released { job, release_ns: at_ns, deadline_ns }, |r, now_ns| start_job(r, now_ns, limit_bytes));
             }
             JobEvent::Completion { group, job, at_ns } | JobEvent::Drop { group, job, at_ns } => {
+                let Some(GroupRole::SoftRealTime { bcet_ns, .. }) = obs.groups.get(group).map(|g| &g.role) else { return };
+                let bcet_ns = *bcet_ns;
                 let Some(st) = self.groups.get_mut(&group) else { return };
                 let limit_bytes = st.limit_bytes;
                 let Some(ended) = st.jobs.end(job, at_ns, |next, now_ns| start_job(next, now_ns, limit_bytes)) else { return };
-                if matches!(event, JobEvent::Completion { .. }) {
-                    let cost_ns = at_ns.saturating_sub(ended.start_ns).saturating_sub(ended.stall_ns);
-                    st.costs_ns.push_back(cost_ns);
-                    while st.costs_ns.len() > usize::from(self.config.cost_window_jobs) {
-                        st.costs_ns.pop_front();
-                    }
-                    if !ended.rescued {
-                        st.reference = Some(Reference { exec_ns: at_ns.saturating_sub(ended.start_ns), stall_ns: ended.stall_ns });
-                    }
+                let completed = matches!(event, JobEvent::Completion { .. });
+                let cost_ns = at_ns.saturating_sub(ended.start_ns).saturating_sub(ended.stall_ns);
+                // A dropped job needed at least what it ran; when that is more than the learned
+                // cost, the cost was too low, and only dropped jobs can show it (a job the cost
+                // misjudges is dropped before it completes).
+                if completed || cost_ns > learned_cost_ns(st, bcet_ns) {
+                    remember_cost(cfg, st, cost_ns);
                 }
+                // A dropped job missed too. A rescued one missed although the steering had
+                // handed it over: a wider aim would not have changed that.
+                let missed = !completed || at_ns > ended.deadline_ns;
+                st.guard_permille = if !missed {
+                    st.guard_permille.saturating_sub(cfg.guard_decay_permille)
+                } else if !ended.rescued {
+                    st.guard_permille.saturating_add(cfg.guard_step_permille).min(cfg.guard_max_permille)
+                } else {
+                    st.guard_permille
+                };
             }
         }
     }
@@ -235,20 +290,36 @@ fn start_job(r: Released, now_ns: u64, limit_bytes: u64) -> TailguardJob {
         stall_ns: 0,
         start_limit_bytes: limit_bytes,
         rescued: false,
+        drop_requested: false,
     }
 }
 
-/// The `cost_quantile_pct` quantile (nearest rank) of the remembered non-stall times, once
-/// there are `cost_min_jobs` of them; the configured BCET before.
-fn learned_cost_ns(cfg: &TailguardConfig, st: &GroupState, bcet_ns: u64) -> u64 {
-    let n = st.costs_ns.len();
-    if n == 0 || n < usize::from(cfg.cost_min_jobs) {
-        return bcet_ns;
+/// Adds a non-stall time to the window, and updates its quantile (nearest rank, once there
+/// are `cost_min_jobs` of them) and its least.
+fn remember_cost(cfg: &TailguardConfig, st: &mut GroupState, cost_ns: u64) {
+    st.costs_ns.push_back(cost_ns);
+    while st.costs_ns.len() > usize::from(cfg.cost_window_jobs) {
+        st.costs_ns.pop_front();
     }
     let mut sorted: Vec<u64> = st.costs_ns.iter().copied().collect();
     sorted.sort_unstable();
-    let rank = (n * usize::from(cfg.cost_quantile_pct)).div_ceil(100).clamp(1, n);
-    sorted[rank - 1]
+    let n = sorted.len();
+    st.cost_min_ns = sorted.first().copied();
+    st.cost_quantile_ns = (n >= usize::from(cfg.cost_min_jobs)).then(|| {
+        let rank = (n * usize::from(cfg.cost_quantile_pct)).div_ceil(100).clamp(1, n);
+        sorted[rank - 1]
+    });
+}
+
+/// The job cost `c`: the learned quantile, or the configured BCET before there is one.
+fn learned_cost_ns(st: &GroupState, bcet_ns: u64) -> u64 {
+    st.cost_quantile_ns.unwrap_or(bcet_ns)
+}
+
+/// The least non-stall time a job can still need: the fastest remembered one, or the
+/// configured BCET if that is lower (a job may be the fastest yet).
+fn fastest_cost_ns(st: &GroupState, bcet_ns: u64) -> u64 {
+    st.cost_min_ns.map_or(bcet_ns, |c| c.min(bcet_ns))
 }
 
 impl Controller for Tailguard {
@@ -260,7 +331,7 @@ impl Controller for Tailguard {
         StallInputs::ALL.of_soft_rt(role)
     }
 
-    /// A rescued job's limit follows its usage.
+    /// A rescue is decided on, and a rescued job's limit follows, the group's usage.
     fn reads_usage(&self, role: &GroupRole) -> bool {
         matches!(role, GroupRole::SoftRealTime { .. })
     }
@@ -275,12 +346,15 @@ impl Controller for Tailguard {
                 last_stall: None,
                 jobs: JobQueue::new(),
                 costs_ns: VecDeque::new(),
-                reference: None,
+                cost_quantile_ns: None,
+                cost_min_ns: None,
+                guard_permille: 0,
                 rescues: 0,
+                drops: 0,
             });
         }
         for event in &obs.events {
-            self.on_event(event);
+            self.on_event(obs, event);
         }
 
         let cfg = &self.config;
@@ -292,8 +366,11 @@ impl Controller for Tailguard {
             let (lo, hi) = budget.bounds(g.floor_bytes);
             let stall_ns = st.last_stall.map(|prev| interval_stall_ns(&prev, &g.stall, cfg.stall));
             st.last_stall = Some(g.stall);
-            let cost_ns = learned_cost_ns(cfg, st, bcet_ns);
-            let mut limit = i128::from(st.limit_bytes);
+            let cost_ns = learned_cost_ns(st, bcet_ns);
+            let fastest_ns = fastest_cost_ns(st, bcet_ns);
+            let held_bytes = st.limit_bytes;
+            let mut limit = i128::from(held_bytes);
+            let mut drop_job = None;
             if let (Some(s_intv), Some(prev_ns), Some(job)) = (stall_ns, prev_tick_ns, st.jobs.running.as_mut()) {
                 if job.start_ns < obs.now_ns {
                     let interval_start_ns = prev_ns.max(job.start_ns);
@@ -301,17 +378,28 @@ impl Controller for Tailguard {
                     let s_intv = s_intv.min(length_ns);
                     let stall_before_ns = job.stall_ns;
                     job.stall_ns += s_intv;
+                    let rescue = |usage: u64| i128::from(usage) + i128::from(cfg.rescue_headroom_bytes);
                     if job.rescued {
-                        limit = limit.max(i128::from(g.usage_bytes) + i128::from(cfg.rescue_headroom_bytes));
+                        limit = limit.max(rescue(g.usage_bytes));
                     } else {
-                        limit = limit.saturating_add(steer(cfg, job, cost_ns, interval_start_ns, length_ns, stall_before_ns, s_intv));
-                        if cfg.rescue
-                            && st.reference.as_ref().is_some_and(|r| projected_miss(job, r, cost_ns, obs.now_ns, cfg.rescue_at_pct))
-                        {
+                        let steer =
+                            Steer { cost_ns, guard_permille: st.guard_permille, interval_start_ns, length_ns, stall_before_ns, s_intv };
+                        limit = limit.saturating_add(steer.delta_bytes(cfg, job));
+                        // Waiting on memory for nearly the whole interval, with its usage at the
+                        // limit it was held to (less one growth step): it faults in what the
+                        // steering gives it as fast as it is given.
+                        let waiting = is_severe_interval(s_intv, length_ns, cfg.rescue_stall_pct);
+                        let limit_bound = g.usage_bytes.saturating_add(cfg.step_up_bytes) >= held_bytes;
+                        if cfg.rescue && waiting && limit_bound && slack_ns(job, cost_ns, obs.now_ns) < i128::from(s_intv) {
                             job.rescued = true;
                             st.rescues += 1;
-                            limit = limit.max(i128::from(g.usage_bytes) + i128::from(cfg.rescue_headroom_bytes));
+                            limit = limit.max(rescue(g.usage_bytes));
                         }
+                    }
+                    if cfg.drop_certain_misses && !job.drop_requested && certain_miss(job, fastest_ns, obs.now_ns) {
+                        job.drop_requested = true;
+                        st.drops += 1;
+                        drop_job = Some(job.job);
                     }
                 }
             }
@@ -319,52 +407,59 @@ impl Controller for Tailguard {
             st.limit_bytes = clamped;
             budget.hold(g.floor_bytes, clamped);
             plan.set(obs, id, cfg.knob, Some(clamped));
+            if let Some(job) = drop_job {
+                plan.drop_job(id, job);
+            }
         }
         plan_nrt(&mut plan, obs, &budget, cfg.knob);
         plan.finish()
     }
 }
 
-/// Eq. 5/6 aimed at the guarded finish time: the change of limit for one interval of
-/// `length_ns` that started at `interval_start_ns`. Past the guarded finish the target is zero
-/// stall, as for SARA past the deadline.
-fn steer(
-    cfg: &TailguardConfig,
-    job: &TailguardJob,
+/// One interval of the steering: a job's learned cost, the guard band, and the interval of
+/// `length_ns` from `interval_start_ns` whose stall was `s_intv`, after `stall_before_ns`.
+struct Steer {
     cost_ns: u64,
+    guard_permille: u16,
     interval_start_ns: u64,
     length_ns: u64,
     stall_before_ns: u64,
     s_intv: u64,
-) -> i128 {
-    let deadline_rel = i128::from(job.deadline_ns.saturating_sub(job.release_ns));
-    let target_ns = i128::from(job.deadline_ns) - deadline_rel * i128::from(cfg.guard_pct) / 100;
-    let remaining = target_ns - i128::from(job.start_ns) - i128::from(cost_ns) - i128::from(stall_before_ns);
-    let l = i128::from(length_ns.max(1));
-    let s = i128::from(s_intv);
-    let left_ns = target_ns - i128::from(interval_start_ns);
-    // x·(s − R/n)/l = x·(s·n − R)/(l·n), with n the intervals left including this one.
-    let (excess, n) = if left_ns > 0 {
-        let n = (left_ns + l - 1) / l;
-        (s.saturating_mul(n).saturating_sub(remaining), n)
-    } else {
-        (s, 1)
-    };
-    let x = i128::from(if excess > 0 { cfg.step_up_bytes } else { cfg.step_down_bytes });
-    x.saturating_mul(excess) / l.saturating_mul(n)
 }
 
-/// Whether the job would finish after `at_pct` of its relative deadline if the rest of its
-/// work, `cost − (time since start − stall)`, ran at the reference job's stall share.
-fn projected_miss(job: &TailguardJob, reference: &Reference, cost_ns: u64, now_ns: u64, at_pct: u8) -> bool {
-    let running_ns = reference.exec_ns.saturating_sub(reference.stall_ns);
-    if running_ns == 0 {
-        return false;
+impl Steer {
+    /// Eq. 5/6 aimed at the guarded finish time: the change of limit for the interval. Past
+    /// the guarded finish the target is zero stall, as for SARA past the deadline.
+    fn delta_bytes(&self, cfg: &TailguardConfig, job: &TailguardJob) -> i128 {
+        let deadline_rel = i128::from(job.deadline_ns.saturating_sub(job.release_ns));
+        let target_ns = i128::from(job.deadline_ns) - deadline_rel * i128::from(self.guard_permille) / 1000;
+        let remaining = target_ns - i128::from(job.start_ns) - i128::from(self.cost_ns) - i128::from(self.stall_before_ns);
+        let l = i128::from(self.length_ns.max(1));
+        let s = i128::from(self.s_intv);
+        let left_ns = target_ns - i128::from(self.interval_start_ns);
+        // x·(s − R/n)/l = x·(s·n − R)/(l·n), with n the intervals left including this one.
+        let (excess, n) = if left_ns > 0 {
+            let n = (left_ns + l - 1) / l;
+            (s.saturating_mul(n).saturating_sub(remaining), n)
+        } else {
+            (s, 1)
+        };
+        let x = i128::from(if excess > 0 { cfg.step_up_bytes } else { cfg.step_down_bytes });
+        x.saturating_mul(excess) / l.saturating_mul(n)
     }
+}
+
+/// Stall the job may still have and meet its deadline: the time left, less the work left
+/// (`cost − (time since start − stall)`, none once it has done `cost`).
+fn slack_ns(job: &TailguardJob, cost_ns: u64, now_ns: u64) -> i128 {
     let done_ns = now_ns.saturating_sub(job.start_ns).saturating_sub(job.stall_ns);
     let left_ns = cost_ns.saturating_sub(done_ns);
-    // left / (1 − ρ) with ρ = stall / exec of the reference.
-    let finish_ns = u128::from(now_ns) + u128::from(left_ns) * u128::from(reference.exec_ns) / u128::from(running_ns);
-    let relative_ns = u128::from(job.deadline_ns.saturating_sub(job.release_ns));
-    finish_ns > u128::from(job.release_ns) + relative_ns * u128::from(at_pct) / 100
+    i128::from(job.deadline_ns) - i128::from(now_ns) - i128::from(left_ns)
+}
+
+/// Whether the job misses its deadline even if it stalls no more and its rest runs as fast
+/// as the fastest job remembered: `start + stall + fastest > deadline`, or the deadline has
+/// passed.
+fn certain_miss(job: &TailguardJob, fastest_ns: u64, now_ns: u64) -> bool {
+    slack_ns(job, fastest_ns, now_ns) < 0
 }

@@ -42,6 +42,7 @@ examples:
   critmem reproduce hires --platform sim --quick
   sudo critmem reproduce hires --json    # the simulator and this machine (nested cgroups)
   sudo critmem reproduce sara --platform linux --periods 500   # the shipped apps on this machine
+  sudo critmem reproduce sara --platform linux --repeat 8      # 8 interleaved runs per controller
   critmem reproduce mc2 --quick --json
 
 sara, tmem and mc2 run their simulations on local worker processes (--workers N, default one per core) or
@@ -75,6 +76,10 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         if "periods" not in paper.options or platforms != ("linux",):
             raise CliError("--periods is for sara --platform linux (the simulator's length is set by --quick)")
         options["periods"] = args.periods
+    if args.repeat is not None:
+        if "repeats" not in paper.options or platforms != ("linux",):
+            raise CliError("--repeat is for sara --platform linux (the simulator is deterministic: one run says it all)")
+        options["repeats"] = args.repeat
     if "linux" in (platforms or paper.defaults) and os.geteuid() != 0:
         raise CliError(
             f"not root: the Linux parts of reproduce {paper.name} apply cgroups and need root; run it with sudo, or --platform sim for the simulator's parts alone"
@@ -201,6 +206,12 @@ def register(commands: argparse._SubParsersAction[_Parser]) -> None:
         help="sara --platform linux: soft real-time jobs per run (default: about half a minute each; the paper's 500)",
     )  # fmt: skip
     reproduce.set_defaults(handler=_cmd_reproduce)
+    reproduce.add_argument(
+        "--repeat", metavar="N", type=argtypes.int_at_least(1),
+        help="sara --platform linux: runs of every controller at every configuration, interleaved, judged on their "
+        "means and 95 %% intervals (default: 5, the fewest the judgement accepts; 1 with --quick); a stopped run "
+        "resumes from the runs it finished",
+    )  # fmt: skip
 
     study = commands.add_parser(
         "study",

@@ -90,7 +90,7 @@ fn all_controllers() -> Vec<(Box<dyn Controller + Send>, LimitKnob)> {
         ("tailguard", json!({}), LimitKnob::Max),
         (
             "tailguard",
-            json!({"knob": "high", "guard_pct": 20, "rescue_at_pct": 80, "cost_min_jobs": 1, "cost_window_jobs": 1}),
+            json!({"knob": "high", "guard_step_permille": 200, "guard_max_permille": 400, "cost_min_jobs": 1, "cost_window_jobs": 1}),
             LimitKnob::High,
         ),
     ];

@@ -1,5 +1,5 @@
-//! Tailguard: its guard band, its learned job cost and its rescue, on the toy plant and on
-//! hand-built observation sequences.
+//! Tailguard: its guard band, its learned job cost, its rescue and its drops, on the toy
+//! plant and on hand-built observation sequences.
 
 use super::plant::{Plant, PLANT_BCET, PLANT_L, PLANT_PERIOD};
 use super::*;
@@ -13,19 +13,23 @@ fn responses(plant: &Plant, after_job: u64) -> Vec<(u64, u64, bool)> {
 }
 
 #[test]
-fn tailguard_settles_each_job_inside_its_guard_band_on_the_toy_plant() {
+fn tailguard_settles_each_job_just_inside_its_deadline_on_the_toy_plant() {
     let mut plant = Plant::new();
     let mut c = tailguard(TailguardConfig::default());
     plant.run(&mut c, 40);
     let settled = responses(&plant, 10);
     assert!(settled.len() >= 25, "jobs finished: {}", plant.finished.len());
-    // Aimed at 95 % of the deadline; Eq. 1 holds in this plant, so the learned cost is BCET.
+    // Eq. 1 holds in this plant, so the learned cost is BCET. The one miss of the first
+    // periods widened the guard band for a while; with no noise after, no job misses and the
+    // guard band decays to nothing: the jobs end just inside their deadline.
     for &(job, response, dropped) in &settled {
         assert!(!dropped, "job {job} dropped");
-        assert!(response <= 950 * MS + PLANT_L, "job {job} past its guard band: {response} ns");
-        assert!(response >= 900 * MS, "job {job} far inside its band: {response} ns (memory wasted)");
+        assert!(response <= PLANT_PERIOD, "job {job} late: {response} ns");
+        let inside = if job > 20 { 2 * PLANT_L } else { PLANT_PERIOD / 50 };
+        assert!(response >= PLANT_PERIOD - inside, "job {job} far inside its deadline: {response} ns (memory wasted)");
     }
     assert_eq!(c.rescues(0), 0, "steady jobs are never rescued");
+    assert_eq!(c.guard_permille(0), 0);
 }
 
 #[test]
@@ -71,54 +75,183 @@ fn run_job(c: &mut Tailguard, f: &mut Fake, job: u64, release_ns: u64, stall_us_
 
 #[test]
 fn stall_above_the_guarded_target_grows_the_limit_by_step_up_and_below_shrinks_by_step_down() {
-    // Target finish 95 ms, cost = BCET 50 ms: a stall budget of 45 ms over 19 intervals.
-    // Interval 1 with 5 ms of stall: x_up · (5·19 − 45)/(5·19) = 2 MiB · 50/95 = 1103764.2 bytes.
+    // Guard band 0: target finish 100 ms, cost = BCET 50 ms, a stall budget of 50 ms over 20
+    // intervals. Interval 1 with 4 ms of stall: x_up · (4·20 − 50)/(5·20) = 2 MiB · 30/100 =
+    // 629145.6 bytes.
     let (mut c, mut f) = setup(TailguardConfig::default());
-    run_job(&mut c, &mut f, 1, 0, &[5_000], false);
-    assert_eq!(c.limit_bytes(0), Some(512 * MIB + 1_103_764));
-    // With 1 ms of stall: x_down · (1·19 − 45)/95 = −1 MiB · 26/95 = −286978.7 → −286978.
+    run_job(&mut c, &mut f, 1, 0, &[4_000], false);
+    assert_eq!(c.limit_bytes(0), Some(512 * MIB + 629_145));
+    // With 1 ms of stall: x_down · (1·20 − 50)/100 = −1 MiB · 30/100 = −314572.8 → −314572.
     let (mut c, mut f) = setup(TailguardConfig::default());
     run_job(&mut c, &mut f, 1, 0, &[1_000], false);
-    assert_eq!(c.limit_bytes(0), Some(512 * MIB - 286_978));
-    assert_eq!(f.groups[1].knobs.max_bytes, Some(512 * MIB + 286_978), "the non-RT group gets the rest");
+    assert_eq!(c.limit_bytes(0), Some(512 * MIB - 314_572));
+    assert_eq!(f.groups[1].knobs.max_bytes, Some(512 * MIB + 314_572), "the non-RT group gets the rest");
 }
 
 #[test]
-fn a_job_projected_past_its_deadline_is_rescued_and_never_dropped() {
-    let (mut c, mut f) = setup(TailguardConfig::default());
-    // A reference job: 10 ticks with 1 ms of stall each, done at 50 ms. Its completion is seen
-    // at the tick that ends its last interval, so its stall counts 9 ms: ρ = 9/50.
-    run_job(&mut c, &mut f, 1, 0, &[1_000; 10], true);
-    assert_eq!(c.rescues(0), 0);
-    // The next job stalls fully and does no work: its 50 ms (BCET) left take 50/(1 − ρ) =
-    // 60.98 ms, so from release + 5·k ms it is projected past its deadline from k = 8.
-    f.groups[0].usage_bytes = 300 * MIB;
-    let actions = run_job(&mut c, &mut f, 2, 100 * MS, &[5_000; 8], false);
+fn a_limit_bound_job_whose_next_interval_would_exhaust_its_slack_is_rescued() {
+    let (mut c, mut f) = setup(TailguardConfig { drop_certain_misses: false, ..TailguardConfig::default() });
+    // Usage at the limit: every fully stalled interval faulted in what the steering gave.
+    let at_limit = |c: &Tailguard| c.limit_bytes(0).unwrap();
+    f.release(0, 1, 0, 100 * MS);
+    f.tick(&mut c, 0);
+    // BCET 50 ms, no work done: the slack at 5·k ms is 100 − 5k − 50 ms; with 5 ms of stall
+    // a tick it falls below one interval's stall (5 ms) once 50 − 5k < 5, at k = 10 (50 ms).
+    for k in 1..=9 {
+        f.groups[0].usage_bytes = at_limit(&c);
+        f.stall(0, 5_000, 0);
+        f.tick(&mut c, k * 5 * MS);
+        assert_eq!(c.rescues(0), 0, "slack {} ms at tick {k}: the steering may still save it", 50 - 5 * k as i64);
+    }
+    f.groups[0].usage_bytes = at_limit(&c);
+    f.stall(0, 5_000, 0);
+    let actions = f.tick(&mut c, 50 * MS);
     assert_eq!(c.rescues(0), 1);
     assert!(c.running_job(0).unwrap().rescued);
-    assert!(drops(&actions).is_empty(), "Tailguard never drops a job");
+    assert!(drops(&actions).is_empty(), "drop_certain_misses is off");
     // Rescued: the limit is the usage plus the headroom, and follows the usage up.
-    f.groups[0].usage_bytes = 600 * MIB;
+    f.groups[0].usage_bytes = 700 * MIB;
     f.stall(0, 5_000, 0);
-    f.tick(&mut c, 145 * MS);
-    assert_eq!(c.limit_bytes(0), Some(616 * MIB));
-    assert_eq!(f.groups[1].knobs.max_bytes, Some(1024 * MIB - 616 * MIB));
+    f.tick(&mut c, 55 * MS);
+    assert_eq!(c.limit_bytes(0), Some(716 * MIB));
+    assert_eq!(f.groups[1].knobs.max_bytes, Some(1024 * MIB - 716 * MIB));
 }
 
 #[test]
-fn a_rescue_waits_until_the_projection_passes_rescue_at_pct() {
-    let (mut c, mut f) = setup(TailguardConfig::default());
-    run_job(&mut c, &mut f, 1, 0, &[1_000; 10], true);
-    run_job(&mut c, &mut f, 2, 100 * MS, &[5_000; 7], false);
-    assert_eq!(c.rescues(0), 0, "projected at 135 + 60.98 ms: inside the deadline");
+fn a_job_below_its_limit_or_running_part_of_each_interval_is_left_to_the_steering() {
+    // The same job, but its usage stays a growth step and more below the limit: the stall is
+    // not the limit's doing, so a rescue would only take memory from the non-RT group.
+    let (mut c, mut f) = setup(TailguardConfig { drop_certain_misses: false, ..TailguardConfig::default() });
+    f.release(0, 1, 0, 100 * MS);
+    f.tick(&mut c, 0);
+    for k in 1..=12 {
+        f.groups[0].usage_bytes = c.limit_bytes(0).unwrap() - 2 * MIB - 1;
+        f.stall(0, 5_000, 0);
+        f.tick(&mut c, k * 5 * MS);
+    }
+    assert_eq!(c.rescues(0), 0);
+    // Within one step of the limit it is limit-bound, and past the point above: rescued.
+    f.groups[0].usage_bytes = c.limit_bytes(0).unwrap() - 2 * MIB;
     f.stall(0, 5_000, 0);
-    f.tick(&mut c, 140 * MS);
-    assert_eq!(c.rescues(0), 1, "projected at 140 + 60.98 ms: past it");
-    // With rescue_at_pct = 95 the same job is rescued a tick earlier (195.98 > 195 ms).
-    let (mut c, mut f) = setup(TailguardConfig { rescue_at_pct: 95, ..TailguardConfig::default() });
-    run_job(&mut c, &mut f, 1, 0, &[1_000; 10], true);
-    run_job(&mut c, &mut f, 2, 100 * MS, &[5_000; 7], false);
+    f.tick(&mut c, 65 * MS);
     assert_eq!(c.rescues(0), 1);
+    // At its limit but running for a fifth of every interval (4 ms of 5 stalled, below
+    // rescue_stall_pct = 90): the steering's growth is reaching it.
+    let (mut c, mut f) = setup(TailguardConfig { drop_certain_misses: false, ..TailguardConfig::default() });
+    f.release(0, 1, 0, 100 * MS);
+    f.tick(&mut c, 0);
+    for k in 1..=20 {
+        f.groups[0].usage_bytes = c.limit_bytes(0).unwrap();
+        f.stall(0, 4_000, 0);
+        f.tick(&mut c, k * 5 * MS);
+    }
+    assert_eq!(c.rescues(0), 0);
+    // With rescue off, never.
+    let (mut c, mut f) = setup(TailguardConfig { rescue: false, drop_certain_misses: false, ..TailguardConfig::default() });
+    run_job(&mut c, &mut f, 1, 0, &[5_000; 12], false);
+    assert_eq!(c.rescues(0), 0);
+}
+
+#[test]
+fn a_job_certain_to_miss_is_dropped_once_and_not_before() {
+    // BCET 50 ms, d = 100 ms, usage 0 (never rescued): stalling 5 ms a tick, start + stall +
+    // 50 ms passes 100 ms when the stall passes 50 ms, at the 11th tick (55 ms).
+    let (mut c, mut f) = setup(TailguardConfig::default());
+    let actions = run_job(&mut c, &mut f, 1, 0, &[5_000; 10], false);
+    assert!(drops(&actions).is_empty(), "50 ms of stall: it can still end at 100 ms");
+    f.stall(0, 5_000, 0);
+    assert_eq!(drops(&f.tick(&mut c, 55 * MS)), vec![(0, 1)]);
+    assert!(c.running_job(0).unwrap().drop_requested);
+    f.stall(0, 5_000, 0);
+    assert!(drops(&f.tick(&mut c, 60 * MS)).is_empty(), "asked for once");
+    assert_eq!(c.drops(0), 1);
+    // Off: the job runs on.
+    let (mut c, mut f) = setup(TailguardConfig { drop_certain_misses: false, ..TailguardConfig::default() });
+    let actions = run_job(&mut c, &mut f, 1, 0, &[5_000; 15], false);
+    assert!(drops(&actions).is_empty());
+}
+
+#[test]
+fn the_drop_test_uses_the_fastest_remembered_job_and_the_deadline_itself() {
+    let (mut c, mut f) = setup(TailguardConfig::default());
+    // Four jobs with non-stall times 41, 45, 49 and 53 ms (see the learned-cost test): the
+    // fastest, 41 ms, is what a job needs at least.
+    for (k, ticks) in [10usize, 11, 12, 13].into_iter().enumerate() {
+        run_job(&mut c, &mut f, k as u64 + 1, k as u64 * 100 * MS, &vec![1_000; ticks], true);
+    }
+    assert_eq!(c.drops(0), 0);
+    // A fully stalled job released at 400 ms: 400 + stall + 41 > 500 once the stall passes
+    // 59 ms, at 60 ms (tick 12), not at 55 ms as with the BCET.
+    let actions = run_job(&mut c, &mut f, 5, 400 * MS, &[5_000; 11], false);
+    assert!(drops(&actions).is_empty());
+    f.stall(0, 5_000, 0);
+    assert_eq!(drops(&f.tick(&mut c, 460 * MS)), vec![(0, 5)]);
+    // A job that stalls little but runs on past its deadline is dropped at the first tick after
+    // it: its time since start less stall is past any remembered job's.
+    f.events.push(JobEvent::Drop { group: 0, job: 5, at_ns: 460 * MS });
+    let actions = run_job(&mut c, &mut f, 6, 500 * MS, &[0; 20], false);
+    assert!(drops(&actions).iter().all(|&(_, j)| j != 6), "on time until 600 ms");
+    f.stall(0, 0, 0);
+    assert_eq!(drops(&f.tick(&mut c, 605 * MS)), vec![(0, 6)]);
+}
+
+#[test]
+fn the_guard_band_grows_with_unrescued_misses_and_decays_with_jobs_on_time() {
+    let (mut c, mut f) = setup(TailguardConfig::default());
+    assert_eq!(c.guard_permille(0), 0);
+    // Late by 5 ms, not rescued (usage 0 never reaches the limit): +10 ‰.
+    run_job(&mut c, &mut f, 1, 0, &[1_000; 21], true);
+    assert_eq!(c.guard_permille(0), 10);
+    // A dropped job missed too: +10 ‰.
+    run_job(&mut c, &mut f, 2, 200 * MS, &[5_000; 3], false);
+    f.events.push(JobEvent::Drop { group: 0, job: 2, at_ns: 215 * MS });
+    f.tick(&mut c, 215 * MS);
+    assert_eq!(c.guard_permille(0), 20);
+    // Each job on time takes 1 ‰ back.
+    for k in 0..5u64 {
+        run_job(&mut c, &mut f, 3 + k, (3 + k) * 100 * MS, &[1_000; 10], true);
+    }
+    assert_eq!(c.guard_permille(0), 15);
+    // It never passes guard_max_permille.
+    let (mut c, mut f) = setup(TailguardConfig { guard_step_permille: 60, ..TailguardConfig::default() });
+    for k in 0..3u64 {
+        run_job(&mut c, &mut f, k + 1, k * 200 * MS, &[1_000; 21], true);
+    }
+    assert_eq!(c.guard_permille(0), 100);
+}
+
+#[test]
+fn a_rescued_job_that_misses_leaves_the_guard_band_alone() {
+    let (mut c, mut f) = setup(TailguardConfig { drop_certain_misses: false, ..TailguardConfig::default() });
+    f.release(0, 1, 0, 100 * MS);
+    f.tick(&mut c, 0);
+    for k in 1..=21 {
+        f.groups[0].usage_bytes = c.limit_bytes(0).unwrap();
+        f.stall(0, 5_000, 0);
+        if k == 21 {
+            f.complete(0, 1, 105 * MS);
+        }
+        f.tick(&mut c, k * 5 * MS);
+    }
+    assert_eq!(c.rescues(0), 1);
+    assert_eq!(c.guard_permille(0), 0, "the steering handed the job over: no wider aim would have kept it");
+}
+
+#[test]
+fn the_guard_band_moves_the_steerings_target() {
+    // Guard 0: target finish 100 ms, cost 50 ms, budget 50 ms over 20 intervals. 5 ms of stall:
+    // 2 MiB · (5·20 − 50)/(5·20) = 1 MiB exactly.
+    let (mut c, mut f) = setup(TailguardConfig::default());
+    run_job(&mut c, &mut f, 1, 0, &[5_000], false);
+    assert_eq!(c.limit_bytes(0), Some(513 * MIB));
+    // After one unrescued miss the guard is 10 ‰ = 1 ms: target 99 ms, budget 49 ms over 20
+    // intervals: 2 MiB · 51/100 = 1069547.5 → 1069547 bytes.
+    let (mut c, mut f) = setup(TailguardConfig::default());
+    run_job(&mut c, &mut f, 1, 0, &[1_000; 21], true);
+    assert_eq!(c.guard_permille(0), 10);
+    let before = c.limit_bytes(0).unwrap();
+    run_job(&mut c, &mut f, 2, 200 * MS, &[5_000], false);
+    assert_eq!(c.limit_bytes(0).unwrap() - before, 1_069_547);
 }
 
 #[test]
@@ -138,10 +271,10 @@ fn the_learned_cost_is_a_high_quantile_of_recent_non_stall_times() {
 #[test]
 fn bad_parameters_are_refused_with_the_field_named() {
     let e = |cfg: TailguardConfig| Tailguard::new(cfg).unwrap_err().to_string();
-    assert!(e(TailguardConfig { guard_pct: 100, ..TailguardConfig::default() }).contains("guard_pct"));
+    assert!(e(TailguardConfig { guard_max_permille: 1000, ..TailguardConfig::default() }).contains("guard_max_permille"));
+    assert!(e(TailguardConfig { guard_step_permille: 101, ..TailguardConfig::default() }).contains("guard_step_permille"));
     assert!(e(TailguardConfig { step_up_bytes: 0, ..TailguardConfig::default() }).contains("step_up_bytes"));
     assert!(e(TailguardConfig { cost_min_jobs: 20, ..TailguardConfig::default() }).contains("cost_min_jobs"));
-    assert!(e(TailguardConfig { rescue_at_pct: 101, ..TailguardConfig::default() }).contains("rescue_at_pct"));
     let err = make_controller("tailguard", json!({"guard": 5})).err().unwrap().to_string();
     assert!(err.contains("unknown field `guard`"), "{err}");
 }

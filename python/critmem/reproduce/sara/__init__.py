@@ -5,6 +5,7 @@ paper's text is ../shared/papers/sara-stall-aware-allocation.txt).
 - `experiment`: the workloads, every simulation the reproduction makes (on `critmem.sweep`)
   and the numbers they yield (`results.json`, the `--json` summary);
 - `report`: the figures and `report.md`, from those numbers alone;
+- `judgement`: how critmem's own controller is judged against the others, on both platforms;
 - `headline`: the tables `critmem reproduce` prints from the headline numbers;
 - `machine`: Fig. 11 on this machine with critmem's shipped apps (`--platform linux`).
 """
@@ -31,22 +32,25 @@ def reproduce(
     *,
     platforms: tuple[str, ...] = ("sim",),
     periods: int | None = None,
+    repeats: int | None = None,
     **options: Unpack[SweepOptions[Plan]],
 ) -> Reproduction:
     """Runs everything on `executor` (default: local processes, one per core), writes report.md,
     results.json and the figures to `out_dir`, and returns the headline numbers.
 
     `platforms=("linux",)` runs Fig. 11 on this machine instead, with critmem's shipped apps
-    (root; `periods` soft real-time jobs per run)."""
+    (root; `periods` soft real-time jobs per run, every controller run `repeats` times, interleaved;
+    runs finished before a stop are taken from `out_dir` when run again)."""
     from critmem.progress import QuietProgress
 
     quick = options.get("quick", False)
     if tuple(platforms) == ("linux",):
-        return _reproduce_on_machine(out_dir, quick=quick, progress=options.get("progress") or QuietProgress(), periods=periods)
+        progress = options.get("progress") or QuietProgress()
+        return _reproduce_on_machine(out_dir, quick=quick, progress=progress, periods=periods, repeats=repeats)
     if tuple(platforms) != ("sim",):
         raise ValueError(f"sara runs on one platform at a time, sim or linux (got {', '.join(platforms) or 'none'})")
-    if periods is not None:
-        raise ValueError("periods is for the Linux platform; the simulator's length comes from the plan")
+    if periods is not None or repeats is not None:
+        raise ValueError("periods and repeats are for the Linux platform; the simulator's runs come from the plan")
     from critmem.reproduce.sara import experiment
 
     plan = options.get("plan") or (experiment.QUICK if quick else experiment.Plan())
@@ -66,18 +70,23 @@ def _write(out_dir: Path, data: dict[str, Any]) -> Written:
         report.plot_fig12(data, out_dir / "fig12.png"),
         report.plot_fig13(data, out_dir / "fig13.png"),
         report.plot_step_up(data, out_dir / "fig_step_up.png"),
+        report.plot_keepable_sim(data, out_dir / "fig_keepable.png"),
     ]
     return with_results_json(out_dir, data, summary, figures, report.render, report.acceptance_checks(data, summary))
 
 
-def _reproduce_on_machine(out_dir: Path, *, quick: bool, progress: Progress, periods: int | None) -> Reproduction:
+def _reproduce_on_machine(out_dir: Path, *, quick: bool, progress: Progress, periods: int | None, repeats: int | None) -> Reproduction:
     from critmem.reproduce.sara import machine
 
-    plan = machine.plan_for(quick, periods)
+    plan = machine.plan_for(quick, periods, repeats)
     progress.start(machine.planned_steps(plan) + 1)
     out_dir.mkdir(parents=True, exist_ok=True)
     data = machine.compute(plan, out_dir, progress)
     progress.step("writing the report and figure")
     summary = machine.headline(data)
-    files = [write_json(out_dir / "results.json", data), machine.plot(data, out_dir / "fig11.png")]
+    files = [
+        write_json(out_dir / "results.json", data),
+        machine.plot(data, out_dir / "fig11.png"),
+        machine.plot_keepable(data, out_dir / machine.KEEPABLE_FIGURE),
+    ]
     return finish(out_dir, machine.render(data, summary, "fig11.png"), files, summary, machine.checks(data))
