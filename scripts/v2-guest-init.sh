@@ -65,7 +65,8 @@ chroot $N /usr/bin/env -i HOME=/root USER=root LOGNAME=root TERM=dumb LANG=C.UTF
     /bin/sh /run/critmem-guest/cmd.sh
 rc=$?
 echo "$rc" > $N/run/critmem-guest/rc
-swapoff "$swap"
+# The command may have turned it off already.
+swapoff "$swap" 2>/dev/null
 umount $N/run/critmem-guest
 sync
 poweroff -f
