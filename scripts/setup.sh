@@ -140,4 +140,23 @@ install_chromium() {
 }
 install_chromium
 
+# scripts/test-cgroup-v2.sh boots Debian's stock kernel in QEMU with only the unified cgroup
+# hierarchy: QEMU from apt, the kernel and a static busybox unpacked into .cache/v2-guest/
+# (never installed into /boot).
+install_v2_guest() {
+    if ! command -v qemu-system-x86_64 >/dev/null; then
+        apt_install "scripts/test-cgroup-v2.sh cannot boot its guest" "for scripts/test-cgroup-v2.sh's guest" qemu-system-x86
+    fi
+    if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
+        say "not root or no apt-get: the cgroup v2 guest's kernel is not fetched; scripts/test-cgroup-v2.sh cannot run"
+        return
+    fi
+    source scripts/v2-guest-kernel.sh
+    if [ -z "$V2_GUEST_VMLINUZ" ]; then
+        say "fetching the cgroup v2 guest's kernel (linux-image-amd64's) into $V2_GUEST_DIR"
+        v2_guest_fetch || say "could not fetch the guest kernel: scripts/test-cgroup-v2.sh cannot run"
+    fi
+}
+install_v2_guest
+
 say "done: $("$venv/bin/critmem" --version)"

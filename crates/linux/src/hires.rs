@@ -192,7 +192,11 @@ impl HiresCgroups {
             HiresCgroups::V1 { blkio: None, .. } => return Ok(None),
             HiresCgroups::V2 { root } => (root.join(rel).join("io.stat"), false),
         };
-        let text = std::fs::read_to_string(&path).map_err(|e| Error::io("read", &path, e))?;
+        let text = match std::fs::read_to_string(&path) {
+            // cgroup v2 without the io controller in this cgroup: no count to give.
+            Err(e) if !v1 && e.kind() == std::io::ErrorKind::NotFound && path.parent().is_some_and(Path::is_dir) => return Ok(None),
+            other => other.map_err(|e| Error::io("read", &path, e))?,
+        };
         Ok(Some(if v1 { v1_io_total(&text) } else { v2_io_total(&text) }))
     }
 
@@ -314,6 +318,16 @@ pub fn apply(file: &TreeFile, cgroups: HiresCgroups, top: &str, journal: &Path) 
     let paths = cgroup_paths(tree, top);
     let mut applied = AppliedTree { cgroups, paths, journal };
     let mut io_not_applied = Vec::new();
+    // cgroup v2: the controllers every cgroup of the tree gets; io wherever the root offers it,
+    // for the I/O each subsystem did (`io.stat`) even without an I/O reservation.
+    let mut v2_controllers = vec!["cpu", "memory"];
+    if let HiresCgroups::V2 { root } = &applied.cgroups {
+        let file = root.join("cgroup.controllers");
+        let offered = std::fs::read_to_string(&file).map_err(|e| Error::io("read", &file, e))?;
+        if device.is_some() || offered.split_whitespace().any(|c| c == "io") {
+            v2_controllers.push("io");
+        }
+    }
     let result = (|| -> Result<()> {
         for dir in applied.cgroups.dirs(Path::new(top)) {
             if dir.exists() {
@@ -321,6 +335,11 @@ pub fn apply(file: &TreeFile, cgroups: HiresCgroups, top: &str, journal: &Path) 
                     path: dir.clone(),
                     reason: "exists already: another tree is applied (critmem hires teardown), or the name is taken".into(),
                 });
+            }
+        }
+        if let HiresCgroups::V2 { root } = &applied.cgroups {
+            for write in delegation_writes(root, Path::new(top), &v2_controllers)? {
+                applied.journal.perform(&Change::Write(write))?;
             }
         }
         let paths = applied.paths.clone();
@@ -338,8 +357,8 @@ pub fn apply(file: &TreeFile, cgroups: HiresCgroups, top: &str, journal: &Path) 
             if let HiresCgroups::V2 { root } = &applied.cgroups {
                 // Children get the controllers (inside critmem's own directory only).
                 if has_children {
-                    let controllers = if device.is_some() { "+cpu +memory +io" } else { "+cpu +memory" };
-                    write_value(&root.join(rel).join("cgroup.subtree_control"), controllers)?;
+                    let controllers: Vec<String> = v2_controllers.iter().map(|c| format!("+{c}")).collect();
+                    write_value(&root.join(rel).join("cgroup.subtree_control"), &controllers.join(" "))?;
                 }
             }
             if *id == ReservationTree::ROOT {
@@ -385,6 +404,33 @@ pub fn apply(file: &TreeFile, cgroups: HiresCgroups, top: &str, journal: &Path) 
             Err(e)
         }
     }
+}
+
+/// The `cgroup.subtree_control` writes that give the cgroup2 directory `top` the `needed`
+/// controllers: a controller reaches a cgroup only where every ancestor, the root included,
+/// lists it there (the kernel refuses `+cpu` in `top` with ENOENT otherwise). Systemd's root
+/// usually delegates them already; a bare root (a guest without systemd) does not. Ancestors
+/// that do not exist yet are left to the tree's own directories.
+fn delegation_writes(root: &Path, top: &Path, needed: &[&str]) -> Result<Vec<FileWrite>> {
+    let mut writes = Vec::new();
+    let mut dir = root.to_owned();
+    for component in top.parent().into_iter().flat_map(Path::components).map(Some).chain([None]) {
+        if !dir.is_dir() {
+            break;
+        }
+        let file = dir.join("cgroup.subtree_control");
+        let enabled = std::fs::read_to_string(&file).map_err(|e| Error::io("read", &file, e))?;
+        let missing: Vec<String> =
+            needed.iter().filter(|c| !enabled.split_whitespace().any(|e| e == **c)).map(|c| format!("+{c}")).collect();
+        if !missing.is_empty() {
+            writes.push(FileWrite::new(file, missing.join(" "), true));
+        }
+        match component {
+            Some(component) => dir.push(component),
+            None => break,
+        }
+    }
+    Ok(writes)
 }
 
 /// The limits of subsystem `id`'s [`OWN`] leaf at `rel`: a weight for what it keeps of the CPU
@@ -455,6 +501,24 @@ mod tests {
     }
 
     #[test]
+    fn controllers_missing_from_an_ancestors_subtree_control_are_enabled_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("cgroup.subtree_control"), "memory pids\n").unwrap();
+        std::fs::create_dir(root.join("a")).unwrap();
+        std::fs::write(root.join("a/cgroup.subtree_control"), "cpu io memory\n").unwrap();
+        let writes = |top: &str, needed: &[&str]| -> Vec<(PathBuf, String)> {
+            delegation_writes(root, Path::new(top), needed).unwrap().into_iter().map(|w| (w.path, w.contents)).collect()
+        };
+        assert_eq!(writes("top", &["cpu", "memory", "io"]), [(root.join("cgroup.subtree_control"), "+cpu +io".to_owned())]);
+        assert_eq!(writes("a/top", &["cpu", "memory"]), [(root.join("cgroup.subtree_control"), "+cpu".to_owned())]);
+        std::fs::write(root.join("cgroup.subtree_control"), "cpu io memory\n").unwrap();
+        assert_eq!(writes("a/top", &["cpu", "memory", "io"]), []);
+        // An ancestor still to be made is left alone.
+        assert_eq!(writes("b/c/top", &["cpu", "memory"]), []);
+    }
+
+    #[test]
     fn reservations_become_the_kernels_limits() {
         let rel = Path::new("top/web");
         let cpu = Spec::Cpu { budget_ns: 4_000_000, period_ns: 8_000_000 };
@@ -500,6 +564,17 @@ mod tests {
         assert_eq!(v1_io_total(v1), 12289);
         assert_eq!(v2_io_total("254:0 rbytes=4096 wbytes=8192 rios=1 wios=2 dbytes=0 dios=0\n8:0 rbytes=1 wbytes=0\n"), 12289);
         assert_eq!(v1_io_total(""), 0);
+    }
+
+    #[test]
+    fn a_v2_cgroup_without_the_io_controller_has_no_io_count_and_a_missing_one_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("top/a")).unwrap();
+        std::fs::write(dir.path().join("top/io.stat"), "254:0 rbytes=4096 wbytes=1 rios=1 wios=1\n").unwrap();
+        let v2 = HiresCgroups::V2 { root: dir.path().to_owned() };
+        assert_eq!(v2.io_bytes(Path::new("top")).unwrap(), Some(4097));
+        assert_eq!(v2.io_bytes(Path::new("top/a")).unwrap(), None);
+        assert!(v2.io_bytes(Path::new("top/gone")).is_err());
     }
 
     #[test]

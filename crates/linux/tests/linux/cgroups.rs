@@ -95,13 +95,27 @@ fn lowering_a_limit_below_unreclaimable_usage_fails_off_the_control_thread() {
     assert_eq!(outcomes.len(), 1);
     let outcome = &outcomes[0];
     let _ = writeln!(std::io::stderr(), "lowering to 16 MiB under 64 MiB of anon, no swap: took {:?}, {:?}", outcome.took, outcome.result);
-    match &outcome.result {
-        Err(e @ Error::WriteRejected { .. }) => assert!(e.to_string().contains("no swap?"), "{e}"),
-        other => panic!("expected the kernel to refuse the limit, got {other:?}"),
+    match machine.backend.capabilities().limit_below_usage {
+        LimitBelowUsage::Refused => {
+            match &outcome.result {
+                Err(e @ Error::WriteRejected { .. }) => assert!(e.to_string().contains("no swap?"), "{e}"),
+                other => panic!("expected the kernel to refuse the limit, got {other:?}"),
+            }
+            // The helper is still alive (no OOM kill), and the limit is unchanged.
+            assert!(guard.helpers[0].child.try_wait().unwrap().is_none(), "the helper was killed");
+            assert_eq!(machine.backend.knob(&group, Knob::Max).unwrap(), None);
+        }
+        LimitBelowUsage::OomKills => {
+            // v2 sets `memory.max` first and then, finding nothing to reclaim, OOM-kills in
+            // the group: the write succeeds, the limit holds, the helper is gone.
+            assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+            assert_eq!(machine.backend.knob(&group, Knob::Max).unwrap(), Some(16 * MIB));
+            let status = guard.helpers[0].child.wait().unwrap();
+            assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9), "the helper was not OOM-killed: {status}");
+            let events = std::fs::read_to_string(machine.backend.oom_file(&group)).unwrap();
+            assert!(events.lines().any(|l| l.starts_with("oom_kill ") && l != "oom_kill 0"), "memory.events: {events}");
+        }
     }
-    // The helper is still alive (no OOM kill), and the limit is unchanged.
-    assert!(guard.helpers[0].child.try_wait().unwrap().is_none(), "the helper was killed");
-    assert_eq!(machine.backend.knob(&group, Knob::Max).unwrap(), None);
     assert!(writer.shutdown(Duration::from_secs(5)).is_empty());
 }
 

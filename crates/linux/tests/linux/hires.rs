@@ -124,7 +124,9 @@ fn a_killed_apply_leaves_no_process_and_teardown_removes_its_cgroups() {
     let name = guard.name.clone();
     let mut apply = guard.command(&["apply", &path.to_string_lossy(), "--duration-s", "60"]).stdout(Stdio::null()).spawn().unwrap();
     // A subsystem with children runs its own processes in a leaf of their own.
-    let server = Path::new("/sys/fs/cgroup/cpu").join(&name).join("server/.own/cgroup.procs");
+    // The cpu hierarchy: cgroup2's root on a v2 machine, the v1 `cpu` mount otherwise.
+    let cpu_root = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() { "/sys/fs/cgroup" } else { "/sys/fs/cgroup/cpu" };
+    let server = Path::new(cpu_root).join(&name).join("server/.own/cgroup.procs");
     wait_until("the tree's processes to start", Duration::from_secs(10), || {
         std::fs::read_to_string(&server).is_ok_and(|procs| procs.lines().count() == 3)
     });

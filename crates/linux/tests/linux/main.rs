@@ -5,7 +5,7 @@
 //! guard, also when an assertion fails; they never touch cgroups, swap or processes they did
 //! not create.
 
-use critmem_linux::cgroup::{open_backend, Change, GroupPath, Knob, PsiResource};
+use critmem_linux::cgroup::{open_backend, Change, GroupPath, Knob, LimitBelowUsage, PsiResource};
 use critmem_linux::clock::MonotonicClock;
 use critmem_linux::journal::Journal;
 use critmem_linux::layout::Layout;
