@@ -28,10 +28,10 @@ from critmem import _core, linux, profiling
 from critmem.progress import Progress
 from critmem.reproduce.checks import Check
 from critmem.reproduce.results import num
-from critmem.reproduce.sara import repeats
 from critmem.reproduce.sara.experiment import CONTROLLERS, CRITMEM_CONTROLLER, MEMORY_PCTS, WORKLOADS
 from critmem.reproduce.sara.judgement import MACHINE_KEEPABLE_GOAL, Point, judge_on_machine
 from critmem.reproduce.sara.paper import PAPER_BASELINE_HIT_RATIO, PAPER_SARA_HIT_RATIO
+from critmem.reproduce.sara.repeats import INTERVAL_METRICS, RunStore, aggregate, interval, schedule
 
 MIB = 1_048_576
 GOAL_HIT_RATIO = 0.90
@@ -87,7 +87,7 @@ class Plan:
     profile_jobs_scale: float = 1.0
     units_duration_s: float = 40.0
     repeats: int = 5
-    """Runs of every controller at every configuration, interleaved (`repeats.schedule`)."""
+    """Runs of every controller at every configuration, interleaved (`schedule`)."""
 
 
 DEFAULT_REPEATS = Plan.repeats
@@ -337,7 +337,7 @@ def compute(plan: Plan, out_dir: Path, progress: Progress) -> dict[str, Any]:
             progress.step(f"profiling {name} alone (critmem profile)")
             profiles[name] = profile_app(APPS[name], plan, out_dir / "profiles" / name)
         rows: list[dict[str, Any]] = []
-        store = repeats.RunStore(out_dir / ".critmem-runs")
+        store = RunStore(out_dir / ".critmem-runs")
         with tempfile.TemporaryDirectory(prefix="critmem-sara-linux-") as tmp:
             for w in plan.workloads:
                 pair = Pair(profiles[w], profiles[NRT_APP])
@@ -352,7 +352,7 @@ def compute(plan: Plan, out_dir: Path, progress: Progress) -> dict[str, Any]:
                             # Memory split in proportion to the apps' peaks.
                             configs[c] = {"limits_bytes": {w: int(pair.srt.max_mb * pct / 100 * MIB)}}
                     runs: dict[str, list[dict[str, Any]]] = {c: [] for c in plan.controllers}
-                    for position, (k, c) in enumerate(repeats.schedule(plan.controllers, plan.repeats)):
+                    for position, (k, c) in enumerate(schedule(plan.controllers, plan.repeats)):
                         progress.step(f"{w} {pct} %: {c} on this machine, run {k + 1} of {plan.repeats}")
                         scenario = pair.scenario(pct, c, configs[c], periods)
                         measure = functools.partial(run_on_machine, pair, pct, c, configs[c], periods, Path(tmp))
@@ -368,8 +368,8 @@ def compute(plan: Plan, out_dir: Path, progress: Progress) -> dict[str, Any]:
                                 "config": configs[c],
                                 "periods": periods,
                                 # The mean over the runs, their 95 % intervals, and each run.
-                                "machine": repeats.aggregate(runs[c]),
-                                "intervals": {m: repeats.interval([r[m] for r in runs[c]]) for m in repeats.INTERVAL_METRICS},
+                                "machine": aggregate(runs[c]),
+                                "intervals": {m: interval([r[m] for r in runs[c]]) for m in INTERVAL_METRICS},
                                 "machine_runs": runs[c],
                                 "simulator": simulate(pair, pct, c, configs[c], periods),
                             }
@@ -521,7 +521,7 @@ def headline(data: dict[str, Any]) -> dict[str, Any]:
                 "simulated_hit_ratio": r["simulator"]["hit_ratio"],
                 "simulated_throughput_per_s": r["simulator"]["throughput_per_s"],
                 "runs": r["machine"].get("runs", 1),
-                "intervals": r.get("intervals") or {m: None for m in repeats.INTERVAL_METRICS},
+                "intervals": r.get("intervals") or {m: None for m in INTERVAL_METRICS},
             }
             for r in data["runs"]
         ],
