@@ -224,3 +224,14 @@ def assert_output_schema_rejects_mangling(name: str, data: Any) -> None:
     assert validator.is_valid(sample), f"{name}: the sample itself is invalid"
     accepted = [p for p in _paths(sample) if validator.is_valid(_mangled(sample, p))]
     assert not accepted, f"{name} accepts junk at: {['/'.join(map(str, p)) or '(top)' for p in accepted[:10]]}"
+
+
+class InProcess:
+    """An executor that runs the items here, one after another (for checks of the sweep itself)."""
+
+    def run(self, fn: Any, items: Any, keys: Any) -> Iterator[tuple[int, Any]]:
+        for i, item in enumerate(items):
+            yield i, fn(item)
+
+    def close(self) -> None:
+        pass

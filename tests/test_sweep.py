@@ -8,13 +8,12 @@ import os
 import pickle
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import StopAfter, assert_one_line_error, cli
+from conftest import InProcess, StopAfter, assert_one_line_error, cli
 from critmem.reproduce.sara import experiment as sara
 from critmem.sweep import (
     DaskCluster,
@@ -170,17 +169,6 @@ def test_results_of_other_code_are_dropped_from_the_cache(tmp_path: Path) -> Non
     with Sweep(LocalProcesses(1), cache_dir=cache):
         pass
     assert [p.name for p in cache.iterdir()] == [code_fingerprint()[:16]]
-
-
-class InProcess:
-    """An executor that runs the items here, one after another (for checks of the sweep itself)."""
-
-    def run(self, fn: Any, items: Any, keys: Any) -> Iterator[tuple[int, Any]]:
-        for i, item in enumerate(items):
-            yield i, fn(item)
-
-    def close(self) -> None:
-        pass
 
 
 def test_the_sweep_refuses_functions_that_cannot_run_elsewhere_and_bad_overrides() -> None:

@@ -10,7 +10,6 @@ import math
 import pickle
 import re
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from conftest import (
     QUICKSTART,
     ROOT,
     SWEEP_SPECS,
+    InProcess,
     StopAfter,
     assert_matches_output_schema,
     assert_one_line_error,
@@ -34,17 +34,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 EXAMPLE_SPEC = ROOT / "examples" / "sweep" / "sweep.toml"
-
-
-class InProcess:
-    """An executor that runs the items here, one after another (for checks of the sweep itself)."""
-
-    def run(self, fn: Any, items: Any, keys: Any) -> Iterator[tuple[int, Any]]:
-        for i, item in enumerate(items):
-            yield i, fn(item)
-
-    def close(self) -> None:
-        pass
 
 
 def _spec(tmp_path: Path, body: str, name: str = "spec.toml") -> Path:
