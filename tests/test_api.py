@@ -221,7 +221,7 @@ def test_controllers_are_the_registry_every_front_end_lists() -> None:
     scenario = sara.Spec(sara.WORKLOADS[1], 60, "slow-ssd", "nope", (), 1, 1).scenario()
     with pytest.raises(critmem.ScenarioError, match=r"unknown controller `nope`; use one of: (.*)$") as e:
         critmem.run(scenario)
-    assert str(e.value).rsplit("use one of: ", 1)[1] == ", ".join(names)
+    assert str(e.value).rsplit("use one of: ", 1)[1] == ", ".join(names) + ' (or a Python class: "file.py:Class" or "package.module:Class")'
     assert linux.CONTROLLERS == sara.CONTROLLERS == tuple(names)
     run_help = " ".join(cli("run", "--help").stdout.split())
     assert f"controller in place of the scenario's: {', '.join(names)}" in run_help

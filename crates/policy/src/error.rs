@@ -7,6 +7,14 @@ pub enum PolicyError {
     #[error("unknown controller `{name}`; use one of: {}", crate::factory::controller_names())]
     UnknownController { name: String },
 
+    /// A name neither the registry nor the registered resolver knows (its one-line reason).
+    #[error("{message}")]
+    ExternalNotFound { message: String },
+
+    /// An external controller that cannot run as configured (the resolver's one-line reason).
+    #[error("{message}")]
+    External { message: String },
+
     #[error("invalid config for controller `{controller}`: {message}")]
     BadConfig { controller: String, message: String },
 

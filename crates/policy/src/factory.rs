@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::external::{external_controllers, ExternalConfig, ExternalError};
 use crate::fixed::{FixedLimits, OfflineConfig, StaticConfig};
 use crate::greedy::{Greedy, GreedyConfig};
 use crate::sara::{Sara, SaraConfig, SaraConfigInput};
@@ -21,6 +22,8 @@ pub enum ControllerKind {
     Senpai,
     Static,
     Tailguard,
+    /// A controller written outside critmem ([`crate::external`]).
+    External,
 }
 
 /// One controller as users name it.
@@ -104,6 +107,7 @@ enum Params {
     Senpai(SenpaiConfig),
     Static(StaticConfig),
     Tailguard(TailguardConfig),
+    External(ExternalConfig),
 }
 
 /// What a control loop was asked to tick at, besides the controller's configuration.
@@ -134,7 +138,7 @@ impl ControllerConfig {
             })
         }
         let Some(info) = controller_info(name) else {
-            return Err(PolicyError::UnknownController { name: name.to_string() });
+            return Self::parse_external(name, config);
         };
         let (params, interval_given) = match info.kind {
             ControllerKind::Sara => {
@@ -148,9 +152,25 @@ impl ControllerConfig {
             ControllerKind::Senpai => (Params::Senpai(de(name, config)?), false),
             ControllerKind::Static => (Params::Static(de(name, config)?), false),
             ControllerKind::Tailguard => (Params::Tailguard(de(name, config)?), false),
+            ControllerKind::External => unreachable!("the registry holds no external controller"),
         };
         params.check()?;
         Ok(ControllerConfig { params, interval_given })
+    }
+
+    /// A name the registry does not hold, given to the registered resolver.
+    fn parse_external<'de, D: Deserializer<'de>>(name: &str, config: D) -> Result<Self, PolicyError> {
+        let Some(resolver) = external_controllers() else {
+            return Err(PolicyError::UnknownController { name: name.to_string() });
+        };
+        let params = serde_json::Value::deserialize(config)
+            .map_err(|e| PolicyError::BadConfig { controller: name.to_string(), message: one_line(&e.to_string()) })?;
+        let info = resolver.check(name, &params).map_err(|e| match e {
+            ExternalError::NotFound(message) => PolicyError::ExternalNotFound { message },
+            ExternalError::Invalid(message) => PolicyError::External { message },
+        })?;
+        let params = Params::External(ExternalConfig { name: name.to_string(), params, interval_ns: info.interval_ns });
+        Ok(ControllerConfig { params, interval_given: false })
     }
 
     pub fn kind(&self) -> ControllerKind {
@@ -163,11 +183,19 @@ impl ControllerConfig {
             Params::Senpai(_) => ControllerKind::Senpai,
             Params::Static(_) => ControllerKind::Static,
             Params::Tailguard(_) => ControllerKind::Tailguard,
+            Params::External(_) => ControllerKind::External,
         }
     }
 
-    /// The registry name of this controller.
-    pub fn name(&self) -> &'static str {
+    /// The registry name of this controller, or the name an external one was given by.
+    pub fn name(&self) -> &str {
+        match &self.params {
+            Params::External(c) => &c.name,
+            _ => self.registry_name(),
+        }
+    }
+
+    fn registry_name(&self) -> &'static str {
         let kind = self.kind();
         CONTROLLERS.iter().find(|c| c.kind == kind).map_or("?", |c| c.name)
     }
@@ -184,6 +212,7 @@ impl ControllerConfig {
     pub fn interval_ns(&self) -> u64 {
         match &self.params {
             Params::Sara(c) => c.interval_ns,
+            Params::External(c) => c.interval_ns,
             _ => crate::DEFAULT_INTERVAL_NS,
         }
     }
@@ -250,11 +279,15 @@ impl ControllerConfig {
             Params::Offline(c) => Box::new(FixedLimits::offline(c.clone())),
             // `check` refused a tmo-high config without a threshold, so the default is tmo-low's only.
             Params::TmoLow(c) | Params::TmoHigh(c) => {
-                Box::new(Tmo::from_checked(self.name(), c.psi_threshold_pct.unwrap_or(TMO_LOW_THRESHOLD_PCT), c.clone()))
+                Box::new(Tmo::from_checked(self.registry_name(), c.psi_threshold_pct.unwrap_or(TMO_LOW_THRESHOLD_PCT), c.clone()))
             }
             Params::Senpai(c) => Box::new(Senpai::from_valid(c.clone())),
             Params::Static(c) => Box::new(FixedLimits::from_valid(c.clone())),
             Params::Tailguard(c) => Box::new(Tailguard::from_valid(c.clone())),
+            Params::External(c) => match external_controllers() {
+                Some(resolver) => resolver.build(&c.name, &c.params),
+                None => unreachable!("an external config is only parsed through a registered resolver"),
+            },
         }
     }
 }
@@ -264,7 +297,7 @@ impl Params {
     fn check(&self) -> Result<(), PolicyError> {
         match self {
             Params::Sara(c) => c.validate(),
-            Params::Greedy(_) | Params::Offline(_) => Ok(()),
+            Params::Greedy(_) | Params::Offline(_) | Params::External(_) => Ok(()),
             Params::TmoLow(c) => c.checked_low_threshold().map(drop),
             Params::TmoHigh(c) => c.checked_high_threshold().map(drop),
             Params::Senpai(c) => c.validate(),

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 pub mod budget;
 pub mod conformance;
 mod error;
+pub mod external;
 pub mod factory;
 pub mod fixed;
 pub mod greedy;
@@ -33,6 +34,7 @@ pub mod tmo;
 pub use budget::{interval_stall_ns, LimitKnob, StallKind};
 pub use conformance::{check_platform, ConformanceProbe, ConformanceReport, Violation};
 pub use error::PolicyError;
+pub use external::{external_controllers, register_external_controllers, ExternalConfig, ExternalControllers, ExternalError, ExternalInfo};
 pub use factory::{
     controller_info, controller_names, make_controller, ControllerConfig, ControllerInfo, ControllerKind, TickRequest, CONTROLLERS,
 };
@@ -220,6 +222,12 @@ pub trait Controller {
     /// yes, is always correct; no lets a platform refresh that group's usage less often.
     fn reads_usage(&self, _role: &GroupRole) -> bool {
         true
+    }
+    /// Why the controller's own code failed (an exception in a Python controller), once it
+    /// has: the loop then stops, and the platform restores what it set up. Built-in
+    /// controllers never fail.
+    fn failure(&self) -> Option<String> {
+        None
     }
 }
 

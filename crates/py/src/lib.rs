@@ -8,6 +8,7 @@ use std::time::Instant;
 
 mod hires;
 mod mc2;
+mod plugins;
 mod writers;
 
 use critmem_core::opcost::{self, OpCostError};
@@ -446,6 +447,10 @@ impl ProgressReport {
 
     /// Whether the run goes on.
     fn tell(&mut self, now: Nanos) -> bool {
+        if plugins::has_fault() {
+            self.stopped = plugins::take_fault();
+            return false;
+        }
         let due = match self.last {
             None => self.started.elapsed() >= Self::FIRST,
             Some(last) => last.elapsed() >= Self::EVERY,
@@ -492,9 +497,12 @@ fn simulate(
     let opts = SimOptions { record_jobs, record_segments, check_invariants: false };
     let trace_limit = trace_limit.unwrap_or(critmem_core::MAX_TRACE_RECORDS);
     let mut report = ProgressReport::new(progress);
+    plugins::take_fault();
     let run = py.detach(|| {
         let scenario = load(text, source_name, format, horizon_ms, seed)?;
         let mut result = match critmem_core::simulate_with_progress(&scenario, opts, trace_limit, |now| report.tell(now)) {
+            // User code that failed after the last progress check.
+            Some(_) if plugins::has_fault() => return Ok(Err(plugins::take_fault().expect("a fault was recorded"))),
             Some(result) => result,
             None => return Ok(Err(report.stopped.take().expect("a stopped run has its reason"))),
         };
@@ -795,6 +803,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<hires::ReservationTree>()?;
     m.add("CPU_PARTS", critmem_core::hires::CPU_PARTS)?;
     mc2::register(m)?;
+    // Controllers the registry does not hold are Python classes (a second import keeps the first).
+    critmem_policy::register_external_controllers(Box::new(plugins::PyControllers));
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(write_csv, m)?)?;
     m.add_function(wrap_pyfunction!(write_trace_events, m)?)?;

@@ -13,6 +13,7 @@ from critmem._core import ScenarioError
 from critmem.cli.errors import EXIT_CLOSED_OUTPUT, EXIT_INTERNAL, CliError, _fail, _fail_os
 from critmem.cli.parser import build_parser
 from critmem.linux import LinuxError
+from critmem.plugins import PluginError
 
 
 def _stdout_reader_gone() -> bool:
@@ -40,9 +41,16 @@ def _quiet_closed_stdout() -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line; returns the exit code (0 ok, 1 stdout closed early, 2 user
     error, 70 internal error)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `--debug` anywhere before a `--`: users add it to the command that failed.
+    own = argv[: argv.index("--")] if "--" in argv else argv
+    debug = "--debug" in own
+    if debug:
+        argv.remove("--debug")
+        # The Linux platform's controller process prints its traceback itself.
+        os.environ["CRITMEM_DEBUG"] = "1"
     try:
         parser = build_parser()
-        argv = list(sys.argv[1:] if argv is None else argv)
         after: list[str] = []
         if argv[:1] in (["hires"], ["profile"]) and "--" in argv:
             argv, after = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
@@ -69,6 +77,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ScenarioError as e:
         return _fail(str(e))
     except LinuxError as e:
+        return _fail(str(e))
+    except PluginError as e:
+        if debug:
+            import traceback
+
+            traceback.print_exception(e.__cause__ or e, file=sys.stderr)
         return _fail(str(e))
     except OSError as e:
         return _fail_os(e)

@@ -38,6 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     parser = _Parser(prog="critmem", description=_DESCRIPTION, epilog=_EPILOG, formatter_class=fmt)
     parser.add_argument("--version", action="version", version=f"critmem {__version__}")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="on an error in your own Python code (a controller, a scheduler), print its full traceback too; may come anywhere on the line",
+    )
     commands = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND", required=True)
 
     # In the order `critmem --help` lists them.

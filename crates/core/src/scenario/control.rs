@@ -22,7 +22,11 @@ pub(super) fn validate_control(
     };
     let written = c.config.as_ref().map_or_else(|| serde_json::Value::Object(Default::default()), |c| c.0.clone());
     let err = |e: PolicyError| {
-        let key = if matches!(e, PolicyError::UnknownController { .. }) { "control.controller" } else { "control.config" };
+        let key = if matches!(e, PolicyError::UnknownController { .. } | PolicyError::ExternalNotFound { .. }) {
+            "control.controller"
+        } else {
+            "control.config"
+        };
         cx.err(key, e.to_string())
     };
     let mut config = ControllerConfig::parse(&c.controller, &written).map_err(err)?;

@@ -1,0 +1,242 @@
+"""Memory controllers written in Python: the base class and the typed observation and actions.
+
+A controller has the contract of the Rust `Controller` trait: each tick it receives an
+`Observation` of the groups it manages and returns actions. It is pure: it reads no clock, file
+or cgroup, so the same class runs in the simulator and against real processes on Linux
+(`critmem run --platform linux`, the agent). A scenario names it in `[control]`:
+
+    [control]
+    controller = "hold_stall.py:HoldStall"   # or "package.module:Class", or an entry point
+    config = { target_pct = 10.0 }           # keyword arguments of the class
+
+    >>> import critmem
+    >>> class Nothing(critmem.Controller):
+    ...     def tick(self, observation):
+    ...         return []
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, TypeAlias
+
+Role: TypeAlias = Literal["soft-rt", "non-rt"]
+
+DEFAULT_INTERVAL_NS = 5_000_000
+"""The tick of a controller that does not set `interval_ns` (SARA's monitoring interval)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StallTotals:
+    """Cumulative stall since the group was created, in microseconds, as PSI's `total=`
+    reports it: take differences between ticks."""
+
+    memory_some_us: int
+    memory_full_us: int
+    io_some_us: int
+    io_full_us: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryKnobs:
+    """A group's memory knobs now (`None`: no limit or no protection)."""
+
+    max_bytes: int | None
+    high_bytes: int | None
+    min_bytes: int | None
+    low_bytes: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupObservation:
+    """One managed group at a tick. `deadline_ns` and `bcet_ns` are set for soft real-time
+    groups only."""
+
+    name: str
+    role: Role
+    deadline_ns: int | None
+    bcet_ns: int | None
+    stall: StallTotals
+    usage_bytes: int
+    knobs: MemoryKnobs
+    floor_bytes: int
+    """The smallest limit the platform applies (the group's declared floor)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobRelease:
+    group: int
+    job: int
+    at_ns: int
+    deadline_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobCompletion:
+    group: int
+    job: int
+    at_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobDrop:
+    group: int
+    job: int
+    at_ns: int
+
+
+JobEvent: TypeAlias = JobRelease | JobCompletion | JobDrop
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """Everything a controller sees at one tick. A group is named in actions by its index in
+    `groups`, which is stable for a run."""
+
+    now_ns: int
+    total_memory_bytes: int
+    groups: tuple[GroupObservation, ...]
+    events: tuple[JobEvent, ...]
+    """Job boundaries of soft real-time groups since the previous tick, in order."""
+
+    def group(self, name: str) -> int:
+        """The index of the group called `name` (KeyError if none is)."""
+        for i, g in enumerate(self.groups):
+            if g.name == name:
+                return i
+        raise KeyError(name)
+
+
+@dataclass(frozen=True, slots=True)
+class SetMax:
+    """A hard limit (`memory.max`); `None` removes it. The platform rounds down to whole pages
+    and never goes below the group's floor."""
+
+    group: int
+    bytes: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class SetHigh:
+    """A throttling limit (`memory.high`); `None` removes it."""
+
+    group: int
+    bytes: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class SetMin:
+    """Hard protection from reclaim (`memory.min`); `None` removes it."""
+
+    group: int
+    bytes: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class SetLow:
+    """Best-effort protection from reclaim (`memory.low`); `None` removes it."""
+
+    group: int
+    bytes: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class DropJob:
+    """Abort the running job `job` of `group` now."""
+
+    group: int
+    job: int
+
+
+Action: TypeAlias = SetMax | SetHigh | SetMin | SetLow | DropJob
+
+
+class Controller:
+    """Base class of memory controllers written in Python. Subclasses implement `tick`; the
+    keyword arguments of `__init__` are the scenario's `[control] config` (type-checked
+    against their annotations before the run starts)."""
+
+    interval_ns: int = DEFAULT_INTERVAL_NS
+    """The tick period the platform's loop calls `tick` at, unless `[control] interval_ms`
+    sets another."""
+
+    name: ClassVar[str | None] = None
+    """Short name for reports; the class name when unset."""
+
+    def tick(self, observation: Observation) -> Sequence[Action]:
+        """This tick's actions."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement tick(observation)")
+
+
+class ActionError(ValueError):
+    """An action a platform cannot apply (a negative or non-finite limit, a wrong type)."""
+
+
+def observation_from_wire(wire: Mapping[str, Any]) -> Observation:
+    """The observation of the platforms' JSON form (the serde form of the Rust type)."""
+    groups = []
+    for g in wire["groups"]:
+        role = g["role"]
+        srt = role.get("SoftRealTime") if isinstance(role, dict) else None
+        s, k = g["stall"], g["knobs"]
+        groups.append(
+            GroupObservation(
+                name=g["name"],
+                role="soft-rt" if srt is not None else "non-rt",
+                deadline_ns=srt["deadline_ns"] if srt is not None else None,
+                bcet_ns=srt["bcet_ns"] if srt is not None else None,
+                stall=StallTotals(s["memory_some_us"], s["memory_full_us"], s["io_some_us"], s["io_full_us"]),
+                usage_bytes=g["usage_bytes"],
+                knobs=MemoryKnobs(k["max_bytes"], k["high_bytes"], k["min_bytes"], k["low_bytes"]),
+                floor_bytes=g["floor_bytes"],
+            )
+        )
+    events: list[JobEvent] = []
+    for e in wire["events"]:
+        ((kind, f),) = e.items()
+        if kind == "Release":
+            events.append(JobRelease(f["group"], f["job"], f["at_ns"], f["deadline_ns"]))
+        elif kind == "Completion":
+            events.append(JobCompletion(f["group"], f["job"], f["at_ns"]))
+        else:
+            events.append(JobDrop(f["group"], f["job"], f["at_ns"]))
+    return Observation(wire["now_ns"], wire["total_memory_bytes"], tuple(groups), tuple(events))
+
+
+_LIMITS: dict[type, str] = {SetMax: "SetMax", SetHigh: "SetHigh", SetMin: "SetMin", SetLow: "SetLow"}
+_U64_MAX = (1 << 64) - 1
+
+
+def _whole(what: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ActionError(f"{what} must be a whole number, got {value!r}")
+    if isinstance(value, float):
+        if not math.isfinite(value) or value != int(value):
+            raise ActionError(f"{what} must be a finite whole number, got {value!r}")
+        value = int(value)
+    if not 0 <= value <= _U64_MAX:
+        raise ActionError(f"{what} must be between 0 and 2^64-1, got {value}")
+    return value
+
+
+def actions_to_wire(actions: object) -> list[dict[str, Any]]:
+    """The platforms' JSON form of a tick's actions; ActionError names the first that no
+    platform could apply. Actions for groups that do not exist pass: platforms ignore them."""
+    if actions is None:
+        return []
+    if not isinstance(actions, Sequence | set | frozenset) or isinstance(actions, str | bytes):
+        raise ActionError(f"tick must return a list of actions, got {type(actions).__name__}")
+    wire: list[dict[str, Any]] = []
+    for i, a in enumerate(actions):
+        kind = _LIMITS.get(type(a))
+        if kind is not None:
+            assert isinstance(a, SetMax | SetHigh | SetMin | SetLow)
+            limit = None if a.bytes is None else _whole(f"action {i} ({kind}) bytes", a.bytes)
+            wire.append({kind: {"group": _whole(f"action {i} ({kind}) group", a.group), "bytes": limit}})
+        elif isinstance(a, DropJob):
+            wire.append({"DropJob": {"group": _whole(f"action {i} (DropJob) group", a.group), "job": _whole(f"action {i} (DropJob) job", a.job)}})
+        else:
+            raise ActionError(f"action {i} is a {type(a).__name__}, not SetMax, SetHigh, SetMin, SetLow or DropJob")
+    return wire
