@@ -27,6 +27,9 @@ EXAMPLES = ROOT / "examples"
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.toml"))
 # The sweep specs over the examples (`critmem sweep`).
 SWEEP_SPECS = sorted(EXAMPLES.glob("sweep/*.toml"))
+# Scenarios of the Python policy examples, a folder each with the .py files they name.
+POLICY_EXAMPLES = sorted(EXAMPLES.glob("python-*/*.toml"))
+POLICY_PY_FILES = sorted(EXAMPLES.glob("python-*/*.py"))
 # The console script installed next to the interpreter running the tests.
 CRITMEM = Path(sys.executable).parent / "critmem"
 
@@ -46,6 +49,7 @@ SERIAL_MODULES = frozenset(
         "test_hires_depth.py",
         "test_linux_cli.py",
         "test_profile.py",
+        "test_python_controllers_linux.py",
         "test_reproduce_hires.py",
         "test_reproduce_sara_linux.py",
     }

@@ -39,7 +39,13 @@ def _sha256(path: Path) -> str:
 
 
 def example_names() -> list[str]:
-    return sorted(p.stem for p in (ROOT / "examples").glob("*.toml"))
+    """The bundled scenarios: `NAME`, and `FOLDER/NAME` for those of the Python policy folders."""
+    top = sorted(p.stem for p in (ROOT / "examples").glob("*.toml"))
+    return top + sorted(f"{p.parent.name}/{p.stem}" for p in (ROOT / "examples").glob("python-*/*.toml"))
+
+
+def golden_name(example: str) -> str:
+    return f"run-{example.replace('/', '--')}.json"
 
 
 def run_example(name: str) -> tuple[str, dict[str, str]]:
@@ -89,7 +95,7 @@ def collect() -> dict[str, str]:
     hashes: dict[str, dict[str, str]] = {}
     for name in example_names():
         stdout, files = run_example(name)
-        out[f"run-{name}.json"] = stdout
+        out[golden_name(name)] = stdout
         hashes[name] = files
     out["run-out-sha256.json"] = json.dumps(hashes, indent=2, sort_keys=True) + "\n"
     for name in sweep_spec_names():

@@ -10,14 +10,29 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import CRITMEM, EXAMPLE_FILES, EXAMPLES, QUICKSTART, ROOT, SWEEP_SPECS, assert_one_line_error, cli, cli_process
+from conftest import (
+    CRITMEM,
+    EXAMPLE_FILES,
+    EXAMPLES,
+    POLICY_EXAMPLES,
+    POLICY_PY_FILES,
+    QUICKSTART,
+    ROOT,
+    SWEEP_SPECS,
+    assert_one_line_error,
+    cli,
+    cli_process,
+)
 from critmem import examples
 
 
 def test_bundled_examples_are_the_checkouts() -> None:
     specs = [f"sweep/{p.stem}" for p in SWEEP_SPECS]
-    assert [e.name for e in examples.bundled()] == [p.stem for p in EXAMPLE_FILES] + specs
-    assert [e.command for e in examples.bundled()] == ["run"] * len(EXAMPLE_FILES) + ["sweep"] * len(specs)
+    policies = [f"{p.parent.name}/{p.stem}" for p in POLICY_EXAMPLES]
+    assert [e.name for e in examples.bundled()] == [p.stem for p in EXAMPLE_FILES] + specs + policies
+    assert [e.command for e in examples.bundled()] == ["run"] * len(EXAMPLE_FILES) + ["sweep"] * len(specs) + ["run"] * len(policies)
+    for p, name in zip(POLICY_EXAMPLES, policies, strict=True):
+        assert examples.text(name) == p.read_text(encoding="utf-8")
     for p in EXAMPLE_FILES:
         assert examples.text(p.stem) == p.read_text(encoding="utf-8")
     for p, name in zip(SWEEP_SPECS, specs, strict=True):
@@ -45,6 +60,18 @@ def test_copy_then_run_in_a_fresh_folder(tmp_path: Path) -> None:
     ran = cli_process("run", "quickstart.toml", "--json", cwd=tmp_path)
     assert ran.code == 0, ran.stderr
     assert '"scenario":"quickstart.toml"' in ran.stdout.replace(" ", "")
+
+
+@pytest.mark.parametrize("example", POLICY_EXAMPLES, ids=[f"{p.parent.name}/{p.stem}" for p in POLICY_EXAMPLES])
+def test_a_python_policy_example_copies_with_its_python_files_and_runs(tmp_path: Path, example: Path) -> None:
+    name = f"{example.parent.name}/{example.stem}"
+    copied = cli_process("examples", "copy", name, cwd=tmp_path)
+    assert copied.code == 0, copied.stderr
+    folder = tmp_path / example.parent.name
+    assert sorted(p.name for p in folder.iterdir()) == sorted(p.name for p in example.parent.iterdir() if p.suffix in (".toml", ".py"))
+    ran = cli_process("run", str(folder / example.name), "--json")
+    assert ran.code == 0, ran.stderr
+    assert ran.stdout == cli_process("run", str(example), "--json").stdout.replace(str(example), str(folder / example.name))
 
 
 def test_copy_never_replaces_a_file(tmp_path: Path) -> None:
@@ -102,5 +129,5 @@ def test_the_wheel_includes_every_example_through_the_link() -> None:
     globs = [i["path"] for i in include if "wheel" in i["format"]]
     examples = ROOT / "python" / "critmem" / "_examples"
     matched = sorted(p.relative_to(examples).as_posix() for g in globs for p in ROOT.glob(g))
-    assert matched == sorted(p.relative_to(EXAMPLES).as_posix() for p in [*EXAMPLE_FILES, *SWEEP_SPECS])
+    assert matched == sorted(p.relative_to(EXAMPLES).as_posix() for p in [*EXAMPLE_FILES, *SWEEP_SPECS, *POLICY_EXAMPLES, *POLICY_PY_FILES])
     assert (ROOT / "python" / "critmem" / "_examples").resolve() == (ROOT / "examples").resolve()

@@ -10,7 +10,7 @@ import difflib
 
 import pytest
 from conftest import assert_matches_output_schema, assert_output_schema_rejects_mangling
-from golden_outputs import GOLDEN, PRINTED, REPRODUCTIONS, collect, example_names, sweep_spec_names
+from golden_outputs import GOLDEN, PRINTED, REPRODUCTIONS, collect, example_names, golden_name, sweep_spec_names
 
 _REGENERATE = "if the change is meant: .venv/bin/python tests/golden_outputs.py --update"
 
@@ -21,7 +21,7 @@ def fresh() -> dict[str, str]:
 
 
 def _expected_names() -> list[str]:
-    names = [f"run-{n}.json" for n in example_names()] + ["run-out-sha256.json"] + [f"sweep-{n}.csv" for n in sweep_spec_names()]
+    names = [golden_name(n) for n in example_names()] + ["run-out-sha256.json"] + [f"sweep-{n}.csv" for n in sweep_spec_names()]
     return names + [f"reproduce-{p}.json" for p in REPRODUCTIONS]
 
 

@@ -14,7 +14,6 @@ processes or a Dask cluster), or run a spec file of keys to vary (`critmem.sweep
 
 from __future__ import annotations
 
-import functools
 import os
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -29,11 +28,15 @@ from critmem._core import ScenarioError, __version__
 if TYPE_CHECKING:
     from critmem._source import ScenarioInput
     from critmem.api import AnalysisResult, RunResult, ScenarioWarning, analyze, run
+    from critmem.controller import Controller
     from critmem.output_schemas import output_schema, output_schema_names
+    from critmem.plugins import PluginError
 
 # Loaded on first use, so `critmem.jobclient` in a real-time workload does not pull in pandas.
 _LAZY = {
     "ScenarioInput": "critmem._source",
+    "Controller": "critmem.controller",
+    "PluginError": "critmem.plugins",
     "AnalysisResult": "critmem.api",
     "RunResult": "critmem.api",
     "ScenarioWarning": "critmem.api",
@@ -53,11 +56,16 @@ class ControllerInfo(NamedTuple):
     """One line for help texts and listings."""
 
 
-@functools.cache
 def controllers() -> tuple[ControllerInfo, ...]:
-    """The controller registry (`critmem_policy::CONTROLLERS`): every controller critmem
-    builds, in the order help texts list them."""
-    return tuple(ControllerInfo(name, summary) for name, summary in _core.controllers())
+    """Every controller a scenario's `[control]` can name: critmem's own
+    (`critmem_policy::CONTROLLERS`, in the order help texts list them), then those installed
+    packages register under the `critmem.controllers` entry point group, by name. A Python
+    class is named directly too (`"file.py:Class"`, `"package.module:Class"`)."""
+    from critmem.plugins import entry_points
+
+    builtin = tuple(ControllerInfo(name, summary) for name, summary in _core.controllers())
+    installed = sorted(entry_points("controllers").items())
+    return builtin + tuple(ControllerInfo(name, f"Python class {ep.value}") for name, ep in installed if name not in dict(builtin))
 
 
 class SchedulerInfo(NamedTuple):
@@ -88,7 +96,9 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AnalysisResult",
+    "Controller",
     "ControllerInfo",
+    "PluginError",
     "RunResult",
     "ScenarioError",
     "ScenarioInput",

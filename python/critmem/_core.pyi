@@ -9,6 +9,7 @@ __all__ = [
     "MC2_CATEGORIES",
     "MC2_SCHEMES",
     "OUTCOMES",
+    "ConformanceProbe",
     "ReservationTree",
     "ScenarioError",
     "SimOutput",
@@ -87,6 +88,17 @@ class ReservationTree:
 
 class ScenarioError(ValueError):
     """A scenario that could not be loaded. The message is one line: `file: key: reason`."""
+
+@final
+class ConformanceProbe:
+    """The platform conformance script (`critmem_policy::ConformanceProbe`) for a Python
+    controller to drive (`critmem.conformance.Probe`)."""
+
+    def __new__(cls, interval_ns: int) -> ConformanceProbe: ...
+    def tick(self, observation_json: str) -> str:
+        """One tick: the observation's JSON in, the actions' JSON out."""
+    def verdict(self) -> tuple[bool, int, list[str]]:
+        """(finished, ticks seen, violations): the script's verdict so far."""
 
 @final
 class SimOutput:

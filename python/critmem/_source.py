@@ -27,6 +27,9 @@ class ScenarioSource:
     # Shown in error messages and in the result's "scenario" field.
     name: str
     format: Format
+    # Where relative names in it start (a Python controller's "file.py:Class"): the file's
+    # directory; None for text and dicts (the working directory).
+    directory: Path | None = None
 
 
 def looks_like_path(s: str) -> bool:
@@ -67,7 +70,7 @@ def read_path(path: str | os.PathLike[str]) -> ScenarioSource:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise ScenarioError(f"{name}: not UTF-8 text (invalid byte at offset {e.start})") from None
-    return ScenarioSource(text, name, _SUFFIX_FORMATS.get(p.suffix.lower(), "toml"))
+    return ScenarioSource(text, name, _SUFFIX_FORMATS.get(p.suffix.lower(), "toml"), p.parent)
 
 
 def resolve(scenario: ScenarioInput) -> ScenarioSource:

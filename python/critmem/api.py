@@ -15,6 +15,7 @@ import pandas as pd
 
 from critmem import _core
 from critmem._source import ScenarioInput, ScenarioSource, resolve
+from critmem.plugins import scenario_dir
 
 MAX_TRACE_RECORDS: int = _core.MAX_TRACE_RECORDS
 """Most job records and most segments a run keeps (the core's cap)."""
@@ -560,17 +561,18 @@ def _run_source(
     _check_seed(seed)
     if trace_limit is not None and (isinstance(trace_limit, bool) or not isinstance(trace_limit, int) or trace_limit < 0):
         raise ValueError(f"trace_limit must be a whole number of entries, at least 0 (got {trace_limit!r})")
-    out = _core.simulate(
-        src.text,
-        src.name,
-        src.format,
-        seed=seed,
-        horizon_ms=None if horizon_ms is None else float(horizon_ms),
-        record_jobs=record_jobs,
-        record_segments=record_segments,
-        trace_limit=None if trace_limit is None else min(trace_limit, MAX_TRACE_RECORDS),
-        progress=progress,
-    )
+    with scenario_dir(src.directory):
+        out = _core.simulate(
+            src.text,
+            src.name,
+            src.format,
+            seed=seed,
+            horizon_ms=None if horizon_ms is None else float(horizon_ms),
+            record_jobs=record_jobs,
+            record_segments=record_segments,
+            trace_limit=None if trace_limit is None else min(trace_limit, MAX_TRACE_RECORDS),
+            progress=progress,
+        )
     summary: dict[str, Any] = json.loads(out.summary_json)
     tasks = pd.DataFrame(summary["tasks"])
     # Partitioned schedulers bind tasks to CPUs, the others leave cpu null.
@@ -640,7 +642,8 @@ def run(
 
 
 def _analyze_source(src: ScenarioSource, *, warn: bool = True) -> AnalysisResult:
-    report_json, scenario_warnings = _core.analyze(src.text, src.name, src.format)
+    with scenario_dir(src.directory):
+        report_json, scenario_warnings = _core.analyze(src.text, src.name, src.format)
     report: dict[str, Any] = json.loads(report_json)
     tasks = pd.DataFrame(report["tasks"])
     if "criticality" in tasks:

@@ -205,6 +205,47 @@ def observation_from_wire(wire: Mapping[str, Any]) -> Observation:
     return Observation(wire["now_ns"], wire["total_memory_bytes"], tuple(groups), tuple(events))
 
 
+def observation_to_wire(observation: Observation) -> dict[str, Any]:
+    """The platforms' JSON form of `observation` (the inverse of `observation_from_wire`)."""
+    groups = []
+    for g in observation.groups:
+        role: Any = {"SoftRealTime": {"deadline_ns": g.deadline_ns, "bcet_ns": g.bcet_ns}} if g.role == "soft-rt" else "NonRealTime"
+        s, k = g.stall, g.knobs
+        groups.append(
+            {
+                "name": g.name,
+                "role": role,
+                "stall": {
+                    "memory_some_us": s.memory_some_us,
+                    "memory_full_us": s.memory_full_us,
+                    "io_some_us": s.io_some_us,
+                    "io_full_us": s.io_full_us,
+                },
+                "usage_bytes": g.usage_bytes,
+                "knobs": {"max_bytes": k.max_bytes, "high_bytes": k.high_bytes, "min_bytes": k.min_bytes, "low_bytes": k.low_bytes},
+                "floor_bytes": g.floor_bytes,
+            }
+        )
+    events: list[dict[str, Any]] = []
+    for e in observation.events:
+        if isinstance(e, JobRelease):
+            events.append({"Release": {"group": e.group, "job": e.job, "at_ns": e.at_ns, "deadline_ns": e.deadline_ns}})
+        else:
+            kind = "Completion" if isinstance(e, JobCompletion) else "Drop"
+            events.append({kind: {"group": e.group, "job": e.job, "at_ns": e.at_ns}})
+    return {"now_ns": observation.now_ns, "total_memory_bytes": observation.total_memory_bytes, "groups": groups, "events": events}
+
+
+def actions_from_wire(wire: Sequence[Mapping[str, Any]]) -> list[Action]:
+    """The typed actions of their JSON form (the inverse of `actions_to_wire`)."""
+    kinds: dict[str, type[SetMax | SetHigh | SetMin | SetLow]] = {"SetMax": SetMax, "SetHigh": SetHigh, "SetMin": SetMin, "SetLow": SetLow}
+    actions: list[Action] = []
+    for a in wire:
+        ((kind, f),) = a.items()
+        actions.append(DropJob(f["group"], f["job"]) if kind == "DropJob" else kinds[kind](f["group"], f["bytes"]))
+    return actions
+
+
 _LIMITS: dict[type, str] = {SetMax: "SetMax", SetHigh: "SetHigh", SetMin: "SetMin", SetLow: "SetLow"}
 _U64_MAX = (1 << 64) - 1
 
@@ -236,7 +277,9 @@ def actions_to_wire(actions: object) -> list[dict[str, Any]]:
             limit = None if a.bytes is None else _whole(f"action {i} ({kind}) bytes", a.bytes)
             wire.append({kind: {"group": _whole(f"action {i} ({kind}) group", a.group), "bytes": limit}})
         elif isinstance(a, DropJob):
-            wire.append({"DropJob": {"group": _whole(f"action {i} (DropJob) group", a.group), "job": _whole(f"action {i} (DropJob) job", a.job)}})
+            wire.append(
+                {"DropJob": {"group": _whole(f"action {i} (DropJob) group", a.group), "job": _whole(f"action {i} (DropJob) job", a.job)}}
+            )
         else:
             raise ActionError(f"action {i} is a {type(a).__name__}, not SetMax, SetHigh, SetMin, SetLow or DropJob")
     return wire

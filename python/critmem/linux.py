@@ -23,9 +23,11 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from critmem import controllers
+from critmem import _core
 
-CONTROLLERS = tuple(c.name for c in controllers())
+# The built-in controllers; a Python class ("file.py:Class", "module:Class") or an installed
+# entry point names one too.
+CONTROLLERS = tuple(name for name, _ in _core.controllers())
 MIB = 1_048_576
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
@@ -140,8 +142,10 @@ def _call(
     chunks: list[str] = []
     # All of stderr, or with `pass_stderr` only the line held back.
     err_lines: list[str] = []
+    # A Python controller runs in a process of this interpreter, where critmem is installed.
+    env = {**os.environ, "CRITMEM_PYTHON": os.environ.get("CRITMEM_PYTHON") or sys.executable}
     with (
-        subprocess.Popen([binary(name), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child,
+        subprocess.Popen([binary(name), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as child,
         _passing_on(child, terminated),
     ):
         assert child.stdout is not None and child.stderr is not None
@@ -230,8 +234,12 @@ def run_scenario(
 ) -> dict[str, Any]:
     """Runs scenario `path` on real processes for `duration_s` (or until every job-reporting
     task has completed `stop_after_jobs` jobs); the summary `critmem-linux-run` prints."""
-    if controller is not None and controller not in CONTROLLERS:
-        raise LinuxError(f"unknown controller {controller!r} (expected one of: {', '.join(CONTROLLERS)})")
+    if controller is not None and controller not in CONTROLLERS and ":" not in controller:
+        from critmem.plugins import entry_points
+
+        if controller not in entry_points("controllers"):
+            known = ", ".join((*CONTROLLERS, *sorted(entry_points("controllers"))))
+            raise LinuxError(f'unknown controller {controller!r} (expected one of: {known}, or a Python class as "file.py:Class")')
     if controller_config is not None:
         try:
             parsed = json.loads(controller_config, parse_float=_finite_float, parse_constant=_no_constant)
@@ -337,6 +345,8 @@ def agent_argv(config: str, dry_run: bool, duration_s: float | None, log_level: 
     if not Path(config).is_file():
         raise LinuxError(f"{config!r}: not a regular file (the agent reads a TOML configuration file)")
     argv = [binary("critmem-agent"), f"--config={config}"]
+    # A Python controller runs in a process of this interpreter (the exec keeps the environment).
+    os.environ.setdefault("CRITMEM_PYTHON", sys.executable)
     if dry_run:
         argv.append("--dry-run")
     if duration_s is not None:

@@ -17,18 +17,17 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import importlib
-import importlib.metadata
-import importlib.util
-import inspect
 import json
 import os
 import sys
-import types
-import typing
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+if TYPE_CHECKING:
+    import importlib.metadata
+    import inspect
+    import types
 
 Kind: TypeAlias = Literal["controllers", "schedulers", "memory_schedulers"]
 
@@ -64,6 +63,9 @@ def scenario_dir(directory: str | os.PathLike[str] | None) -> Iterator[None]:
 
 def entry_points(kind: Kind) -> dict[str, importlib.metadata.EntryPoint]:
     """The installed entry points of `kind`'s group, by name."""
+    # Imported here: `import critmem` stays fast for the command line.
+    import importlib.metadata
+
     return {ep.name: ep for ep in importlib.metadata.entry_points(group=GROUPS[kind])}
 
 
@@ -93,6 +95,8 @@ def user_error(owner: str, method: str, exc: BaseException) -> PluginError:
 
 
 def _load_file(path: Path, name: str) -> types.ModuleType:
+    import importlib.util
+
     key = f"critmem_user_{abs(hash(str(path)))}"
     cached = sys.modules.get(key)
     if cached is not None and getattr(cached, "__file__", None) == str(path):
@@ -114,7 +118,7 @@ def _import(kind: Kind, name: str) -> object:
     module_part, _, attr = name.partition(":")
     noun = _NOUN[kind]
     if not module_part or not attr:
-        raise PluginError(f"{noun} `{name}`: write a Python class as \"file.py:Class\" or \"package.module:Class\"")
+        raise PluginError(f'{noun} `{name}`: write a Python class as "file.py:Class" or "package.module:Class"')
     if module_part.endswith(".py"):
         path = Path(module_part)
         if not path.is_absolute():
@@ -123,6 +127,8 @@ def _import(kind: Kind, name: str) -> object:
             raise PluginNotFound(f"{noun} `{name}`: no file {path}")
         module: object = _load_file(path.resolve(), name)
     else:
+        import importlib
+
         try:
             module = importlib.import_module(module_part)
         except ModuleNotFoundError as e:
@@ -170,14 +176,19 @@ def _known(kind: Kind) -> str:
 
 def _matches(value: object, hint: object) -> bool | None:
     """Whether `value` fits annotation `hint`; None where the hint is not a simple one."""
+    import types
+    import typing
+
     if hint is Any:
         return True
     if hint is float:
         return isinstance(value, int | float) and not isinstance(value, bool)
     if hint is int:
         return isinstance(value, int) and not isinstance(value, bool)
-    if hint in (str, bool):
-        return isinstance(value, hint)  # type: ignore[arg-type]
+    if hint is str:
+        return isinstance(value, str)
+    if hint is bool:
+        return isinstance(value, bool)
     if hint is type(None):
         return value is None
     origin = typing.get_origin(hint)
@@ -198,6 +209,9 @@ def _hint_name(hint: object) -> str:
 def instantiate(kind: Kind, name: str, params: Mapping[str, Any]) -> Any:
     """An instance of `name`'s class built with `params` as keyword arguments, each checked
     against the constructor's annotations where they are simple types."""
+    import inspect
+    import typing
+
     cls = resolve(kind, name)
     noun = _NOUN[kind]
     try:
@@ -205,7 +219,7 @@ def instantiate(kind: Kind, name: str, params: Mapping[str, Any]) -> Any:
     except (TypeError, ValueError):
         signature = None
     try:
-        hints = typing.get_type_hints(cls.__init__)
+        hints = typing.get_type_hints(getattr(cls, "__init__"))  # noqa: B009 — mypy refuses cls.__init__
     except Exception:  # noqa: BLE001 — annotations the checker cannot evaluate are not checked
         hints = {}
     if signature is not None:

@@ -247,6 +247,10 @@ pub fn run_in(session: SessionBuilder, config: &AgentConfig, options: &RunOption
         }
         notifier.reloaded(clock.now_ns(), running.status(session.loop_stats()));
     };
+    let result = match (result, session.controller_failure()) {
+        (Ok(()), Some(reason)) => Err(Error::ControllerFailed { reason }),
+        (result, _) => result,
+    };
     if let Err(e) = &result {
         stopped_by = format!("error: {e}");
     }

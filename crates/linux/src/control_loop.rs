@@ -121,7 +121,8 @@ impl ControlLoop {
         ControlLoop { interval_ns: interval_ns.max(1), triggers: Vec::new(), stats: LoopStats::default(), clock }
     }
 
-    /// Runs until `stop` says so (checked before every tick) or an error. `after_tick` sees
+    /// Runs until `stop` says so (checked before every tick), the controller fails
+    /// ([`Controller::failure`]: the caller reads it and restores) or an error. `after_tick` sees
     /// the platform and this tick's applied actions (metrics, logs). A tick's cost is the
     /// clock's time from its observation to the end of its apply.
     pub fn run<P: Platform, C: Controller + ?Sized>(
@@ -135,7 +136,7 @@ impl ControlLoop {
         // When the tick is due on the ideal schedule: one interval after the previous start
         // (a long tick or a slow wake-up makes the next one late by the excess).
         let mut due_ns = next_ns;
-        while !stop() {
+        while controller.failure().is_none() && !stop() {
             let started_ns = self.clock.now_ns();
             if started_ns.saturating_sub(next_ns) > self.interval_ns {
                 self.stats.overruns += 1;
@@ -144,6 +145,9 @@ impl ControlLoop {
             due_ns = started_ns.saturating_add(self.interval_ns);
             let cpu_started_ns = self.clock.thread_cpu_ns();
             let applied = critmem_policy::step(platform, controller)?;
+            if controller.failure().is_some() {
+                break;
+            }
             let cpu_ns = self.clock.thread_cpu_ns().saturating_sub(cpu_started_ns);
             self.stats.record(self.clock.now_ns().saturating_sub(started_ns), cpu_ns);
             self.stats.actions_applied += applied.len() as u64;

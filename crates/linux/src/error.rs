@@ -25,6 +25,11 @@ pub enum Error {
     #[error("no cgroup filesystem found in {mounts}: mount cgroup2 on /sys/fs/cgroup (or the v1 memory controller plus cgroup2 for PSI)")]
     NoCgroupFs { mounts: PathBuf },
 
+    /// The controller's own code failed (a Python controller's exception); every limit is
+    /// restored before this is reported.
+    #[error("{reason}")]
+    ControllerFailed { reason: String },
+
     #[error("cgroup {group} vanished mid-run ({path} is gone): something else removed it; restart the agent to recreate it")]
     GroupVanished { group: String, path: PathBuf },
 

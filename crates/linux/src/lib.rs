@@ -32,6 +32,7 @@ pub mod clock;
 pub mod control_loop;
 mod durable;
 pub mod error;
+pub mod external;
 pub mod hires;
 pub mod hires_bench;
 pub mod journal;

@@ -232,6 +232,12 @@ impl Session {
         result
     }
 
+    /// Why the controller's own code failed (a Python controller's exception), if it did:
+    /// [`Session::run`] has then stopped, and [`Session::finish`] restores as always.
+    pub fn controller_failure(&self) -> Option<String> {
+        self.controller.failure()
+    }
+
     /// Ticks `controller` at `interval_ns` from the next [`Session::run`] on (a reloaded
     /// configuration); the platform reads what the new controller needs.
     pub fn replace_controller(&mut self, controller: Box<dyn Controller + Send>, interval_ns: u64) {

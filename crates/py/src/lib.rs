@@ -800,6 +800,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("OUTCOMES", OUTCOMES.map(Outcome::as_str).to_vec())?;
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
     m.add_class::<SimOutput>()?;
+    m.add_class::<plugins::PyConformanceProbe>()?;
     m.add_class::<hires::ReservationTree>()?;
     m.add("CPU_PARTS", critmem_core::hires::CPU_PARTS)?;
     mc2::register(m)?;

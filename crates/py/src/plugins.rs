@@ -119,3 +119,34 @@ impl Controller for PyController {
         self.failure.clone()
     }
 }
+
+/// The platform conformance script ([`critmem_policy::ConformanceProbe`]) for a Python
+/// controller to drive (`critmem.conformance.Probe`): the checks then run through the Python
+/// bridge on whichever platform ticks it.
+#[pyclass(name = "ConformanceProbe", module = "critmem._core")]
+pub(crate) struct PyConformanceProbe {
+    probe: critmem_policy::ConformanceProbe,
+    report: std::sync::Arc<std::sync::Mutex<critmem_policy::ConformanceReport>>,
+}
+
+#[pymethods]
+impl PyConformanceProbe {
+    #[new]
+    fn new(interval_ns: u64) -> Self {
+        let (probe, report) = critmem_policy::ConformanceProbe::new(interval_ns);
+        PyConformanceProbe { probe, report }
+    }
+
+    /// One tick: the observation's JSON in, the actions' JSON out.
+    fn tick(&mut self, observation_json: &str) -> PyResult<String> {
+        let obs: Observation = serde_json::from_str(observation_json).map_err(|e| PyValueError::new_err(format!("observation: {e}")))?;
+        let actions = self.probe.tick(&obs);
+        serde_json::to_string(&actions).map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    /// (finished, ticks seen, violations): the script's verdict so far.
+    fn verdict(&self) -> (bool, u64, Vec<String>) {
+        let r = self.report.lock().unwrap_or_else(|p| p.into_inner());
+        (r.finished, r.ticks, r.violations.clone())
+    }
+}

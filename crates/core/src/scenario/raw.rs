@@ -587,7 +587,9 @@ pub(super) struct RawGroup {
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "Control")]
 pub(super) struct RawControl {
-    /// A name of the controller registry, checked by the controller's parser with its config.
+    /// A name of the controller registry, a Python class (`"file.py:Class"` relative to the
+    /// scenario, `"package.module:Class"`) or an installed `critmem.controllers` entry point,
+    /// checked by the controller's parser with its config.
     pub(super) controller: String,
     /// Time between controller ticks, ms; default the controller's own (for SARA also its
     /// monitoring interval).

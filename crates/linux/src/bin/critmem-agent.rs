@@ -41,6 +41,12 @@ struct Args {
 
 fn main() {
     let args: Args = critmem_linux::parse_args();
+    // Controllers the registry does not hold are Python classes, each in a process of its own;
+    // relative file names start at the configuration's (or scenario's) directory.
+    let file = args.config_from_scenario.as_ref().or(args.config.as_ref());
+    if let Some(file) = file {
+        critmem_policy::register_external_controllers(Box::new(critmem_linux::external::PythonControllers::for_file(file)));
+    }
     if let Some(path) = &args.config_from_scenario {
         match config_from_scenario_file(path) {
             Ok(text) => print!("{text}"),

@@ -55,6 +55,8 @@ fn main() {
     // Everything that can fail on its own comes before the platform creates groups.
     let config: serde_json::Value = serde_json::json!({ "interval_ns": args.interval_ms * 1_000_000 });
     let config = if args.controller == "sara" || args.controller == "senpai" { config } else { serde_json::json!({}) };
+    // A Python class ("file.py:Class" from the working directory) runs in a process of its own.
+    critmem_policy::register_external_controllers(Box::new(critmem_linux::external::PythonControllers::in_dir(std::path::Path::new("."))));
     let controller = make_controller(&args.controller, config).unwrap_or_else(|e| fail(&e));
     let worker_exe =
         (args.worker_mib > 0).then(|| std::env::current_exe().unwrap_or_else(|e| fail(&e)).with_file_name("critmem-nrt-worker"));

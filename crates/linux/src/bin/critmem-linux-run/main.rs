@@ -119,6 +119,8 @@ fn load(path: &Path) -> Result<Scenario, String> {
 const MAX_TIMELINE_SAMPLES: usize = 1 << 17;
 
 fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String> {
+    // Controllers the registry does not hold are Python classes, each in a process of its own.
+    critmem_policy::register_external_controllers(Box::new(critmem_linux::external::PythonControllers::for_file(&args.file)));
     let scenario = load(&args.file)?;
     let run_dir = format!("critmem-run-{}", std::process::id());
     let (specs, tasks) = plan(&scenario, &run_dir)?;
@@ -196,9 +198,14 @@ fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String
     // Before restoring, which would move them to the root cgroup and leave them running.
     let leftovers_killed = kill_leftovers(&session);
     let (end_ns, elapsed_ns) = (session.run_ended_ns(), session.run_elapsed_ns());
+    let failure = session.controller_failure();
     let end = session.finish(Duration::from_secs(30)).map_err(|e| e.to_string())?;
-    let (ends, timeline, final_stall) = outcome?;
     end.restored().map_err(|e| e.to_string())?;
+    // Reported once every limit is restored.
+    if let Some(failure) = failure {
+        return Err(failure);
+    }
+    let (ends, timeline, final_stall) = outcome?;
     let measured = Measured {
         controller: name.to_string(),
         backend: backend_name,
