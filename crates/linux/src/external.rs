@@ -119,8 +119,10 @@ impl Host {
     /// Sends `message` and reads the answer line, waiting at most `timeout`.
     fn ask(&mut self, message: &Value, timeout: Duration) -> Result<Value, String> {
         let gone = |e: std::io::Error| format!("the Python controller process is gone ({e})");
-        writeln!(self.stdin, "{message}").map_err(gone)?;
-        self.stdin.flush().map_err(gone)?;
+        // One write: the pipe is unbuffered, and the host wakes for every write.
+        let mut line = message.to_string();
+        line.push('\n');
+        self.stdin.write_all(line.as_bytes()).map_err(gone)?;
         let deadline = Instant::now() + timeout;
         if self.stdout.buffer().is_empty() {
             loop {
