@@ -426,3 +426,25 @@ def test_the_controller_host_answers_the_linux_protocol(controllers_dir: Path) -
         timeout=60,
     )
     assert json.loads(bad.stdout) == {"error": "controller `ctl.py:Nope`: ctl.py has no attribute 'Nope'", "not_found": True}
+
+
+def test_critmem_run_takes_a_controller_class_an_instance_or_a_name() -> None:
+    sys.path.insert(0, str(EXAMPLE.parent))
+    try:
+        from hold_stall import HoldStall
+    finally:
+        sys.path.remove(str(EXAMPLE.parent))
+    from_file = critmem.run(EXAMPLE)
+    from_class = critmem.run(EXAMPLE, controller=HoldStall, controller_config={"target_pct": 1.0, "step_mb": 4.0})
+    assert from_class.summary["control"]["controller"] == "HoldStall"
+    assert from_class.summary["control"]["groups"] == from_file.summary["control"]["groups"]
+    assert from_class.summary["tasks"] == from_file.summary["tasks"]
+    instance = HoldStall(target_pct=1.0, step_mb=4.0)
+    assert critmem.run(EXAMPLE, controller=instance).summary["control"]["groups"] == from_file.summary["control"]["groups"]
+    assert critmem.run(EXAMPLE, controller="greedy").summary["control"]["controller"] == "greedy"
+    with pytest.raises(ValueError, match="an instance is used as it is"):
+        critmem.run(EXAMPLE, controller=instance, controller_config={"target_pct": 2.0})
+    with pytest.raises(ValueError, match="controller_config configures a controller given with controller="):
+        critmem.run(EXAMPLE, controller_config={"target_pct": 2.0})
+    with pytest.raises(critmem.ScenarioError, match="control.config: controller `HoldStall`: parameter 'target_pct' must be float"):
+        critmem.run(EXAMPLE, controller=HoldStall, controller_config={"target_pct": "high"})

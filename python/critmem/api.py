@@ -6,7 +6,7 @@ import inspect
 import json
 import textwrap
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from critmem import _core
+from critmem._core import ScenarioError
 from critmem._source import ScenarioInput, ScenarioSource, resolve
 from critmem.plugins import scenario_dir
 
@@ -608,6 +609,34 @@ def _run_source(
     )
 
 
+def _with_controller(src: ScenarioSource, controller: str | type | object, config: Mapping[str, Any] | None) -> ScenarioSource:
+    """`src` with its `[control]` controller replaced (the interval kept)."""
+    import tomllib
+
+    from critmem.plugins import register_object
+
+    try:
+        data: dict[str, Any] = json.loads(src.text) if src.format == "json" else tomllib.loads(src.text)
+    except ValueError as e:
+        # The loader's own message names the line.
+        _core.validate(src.text, src.name, src.format)
+        raise ScenarioError(f"{src.name}: {e}") from None
+    if isinstance(controller, str):
+        name = controller
+    else:
+        if not isinstance(controller, type) and config is not None:
+            raise ValueError("controller_config configures a controller class; an instance is used as it is")
+        name = register_object("controllers", controller)
+    control = data.get("control")
+    control = dict(control) if isinstance(control, dict) else {}
+    control["controller"] = name
+    control.pop("config", None)
+    if config is not None:
+        control["config"] = dict(config)
+    data["control"] = control
+    return ScenarioSource(json.dumps(data, default=str), src.name, "json", src.directory)
+
+
 def run(
     scenario: ScenarioInput,
     *,
@@ -617,6 +646,8 @@ def run(
     record_segments: bool = True,
     trace_limit: int | None = None,
     progress: Callable[[float], object] | None = None,
+    controller: str | type | object | None = None,
+    controller_config: Mapping[str, Any] | None = None,
 ) -> RunResult:
     """Simulates `scenario` to its horizon.
 
@@ -629,9 +660,20 @@ def run(
     once the run has taken half a second; an exception it raises, or Ctrl-C, stops the run and
     propagates. Raises `ScenarioError` for a scenario that does not load and OSError
     for a file that cannot be read.
+
+    `controller` replaces the scenario's `[control]` controller: a name a scenario could give
+    (`"greedy"`, `"mine.py:Mine"`), a `critmem.Controller` class (built with
+    `controller_config` as its keyword arguments, afresh for each run) or an instance (used as
+    it is: its state carries over between runs). An exception in a Python controller raises
+    `PluginError`.
     """
+    src = resolve(scenario)
+    if controller is not None:
+        src = _with_controller(src, controller, controller_config)
+    elif controller_config is not None:
+        raise ValueError("controller_config configures a controller given with controller=")
     return _run_source(
-        resolve(scenario),
+        src,
         seed=seed,
         horizon_ms=horizon_ms,
         record_jobs=record_jobs,

@@ -20,6 +20,7 @@ import contextvars
 import json
 import os
 import sys
+import types
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
@@ -27,7 +28,6 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 if TYPE_CHECKING:
     import importlib.metadata
     import inspect
-    import types
 
 Kind: TypeAlias = Literal["controllers", "schedulers", "memory_schedulers"]
 
@@ -162,6 +162,33 @@ def resolve(kind: Kind, name: str) -> type:
     return obj
 
 
+def _registered_instance(name: str) -> object | None:
+    """The instance `name` registered (`register_object`), or None."""
+    prefix = f"{__name__}:REGISTERED."
+    if not name.startswith(prefix):
+        return None
+    obj = getattr(REGISTERED, name[len(prefix) :], None)
+    return None if obj is None or isinstance(obj, type) else obj
+
+
+# Classes and instances handed over from Python (`critmem.run(..., controller=...)`), named
+# "critmem.plugins:REGISTERED.<kind>_<n>" so that the scenario loader resolves them as any class.
+REGISTERED = types.SimpleNamespace()
+_registered_names: dict[int, str] = {}
+
+
+def register_object(kind: Kind, obj: object) -> str:
+    """The name a scenario gives `obj` (a class, or an instance used as it is)."""
+    key = id(obj)
+    name = _registered_names.get(key)
+    if name is None or getattr(REGISTERED, name.rsplit(".", 1)[1], None) is not obj:
+        attr = f"{kind}_{len(_registered_names)}"
+        setattr(REGISTERED, attr, obj)
+        name = f"{__name__}:REGISTERED.{attr}"
+        _registered_names[key] = name
+    return name
+
+
 def _known(kind: Kind) -> str:
     builtin: list[str] = []
     from critmem import _core
@@ -212,6 +239,11 @@ def instantiate(kind: Kind, name: str, params: Mapping[str, Any]) -> Any:
     import inspect
     import typing
 
+    instance = _registered_instance(name)
+    if instance is not None:
+        if params:
+            raise PluginError(f"{_NOUN[kind]} {type(instance).__qualname__}: an instance takes no config")
+        return instance
     cls = resolve(kind, name)
     noun = _NOUN[kind]
     try:
@@ -260,7 +292,15 @@ def owner_name(obj: object) -> str:
 def build_controller(name: str, params_json: str) -> tuple[Any, str, int]:
     """(instance, display name, tick interval in ns) of controller `name`; PluginError when it
     cannot run (no class, no `tick` method, parameters that do not fit)."""
-    instance = instantiate("controllers", name, _params(params_json, "controller", name))
+    try:
+        instance = instantiate("controllers", name, _params(params_json, "controller", name))
+    except PluginError as e:
+        registered = getattr(REGISTERED, name.rsplit(".", 1)[-1], None) if name.startswith(f"{__name__}:REGISTERED.") else None
+        if registered is None:
+            raise
+        # Handed over as an object: named by its class, not by its registration.
+        shown = (registered if isinstance(registered, type) else type(registered)).__qualname__
+        raise type(e)(str(e).replace(name, shown)) from e.__cause__
     tick = getattr(instance, "tick", None)
     if not callable(tick):
         raise PluginError(f"controller {name!r}: {owner_name(instance)} has no method tick(observation)")
@@ -277,7 +317,7 @@ def build_controller(name: str, params_json: str) -> tuple[Any, str, int]:
         raise PluginError(f"controller {name!r}: interval_ns must be a positive whole number of ns, got {interval_ns!r}")
     display = getattr(instance, "name", None)
     if not isinstance(display, str) or not display:
-        display = name
+        display = type(instance).__qualname__ if name.startswith(f"{__name__}:REGISTERED.") else name
     return instance, display, interval_ns
 
 

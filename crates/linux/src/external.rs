@@ -76,7 +76,7 @@ fn error_of(reply: &Value) -> String {
 
 impl ExternalControllers for PythonControllers {
     fn check(&self, name: &str, params: &Value) -> Result<ExternalInfo, ExternalError> {
-        self.load(name, params).map(|(_, _, interval_ns)| ExternalInfo { interval_ns })
+        self.load(name, params).map(|(_, display_name, interval_ns)| ExternalInfo { interval_ns, display_name })
     }
 
     fn build(&self, name: &str, params: &Value) -> Box<dyn Controller + Send> {

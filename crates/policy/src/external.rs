@@ -14,6 +14,8 @@ use crate::Controller;
 pub struct ExternalInfo {
     /// The tick period the controller asks for.
     pub interval_ns: u64,
+    /// What reports call it (the class's own name, or the name it was given by).
+    pub display_name: String,
 }
 
 /// Why a resolver refused a controller; each message is one line.
@@ -50,8 +52,11 @@ pub fn external_controllers() -> Option<&'static dyn ExternalControllers> {
 /// An external controller's name and parameters, as a run logs them.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ExternalConfig {
+    /// The name it is built by.
     pub name: String,
     pub params: serde_json::Value,
     #[serde(skip)]
     pub interval_ns: u64,
+    #[serde(skip)]
+    pub display_name: String,
 }

@@ -169,7 +169,12 @@ impl ControllerConfig {
             ExternalError::NotFound(message) => PolicyError::ExternalNotFound { message },
             ExternalError::Invalid(message) => PolicyError::External { message },
         })?;
-        let params = Params::External(ExternalConfig { name: name.to_string(), params, interval_ns: info.interval_ns });
+        let params = Params::External(ExternalConfig {
+            name: name.to_string(),
+            params,
+            interval_ns: info.interval_ns,
+            display_name: info.display_name,
+        });
         Ok(ControllerConfig { params, interval_given: false })
     }
 
@@ -187,10 +192,10 @@ impl ControllerConfig {
         }
     }
 
-    /// The registry name of this controller, or the name an external one was given by.
+    /// The registry name of this controller, or what an external one calls itself.
     pub fn name(&self) -> &str {
         match &self.params {
-            Params::External(c) => &c.name,
+            Params::External(c) => &c.display_name,
             _ => self.registry_name(),
         }
     }

@@ -37,7 +37,7 @@ impl ExternalControllers for Resolver {
             return Err(ExternalError::NotFound(format!("unknown controller `{name}`")));
         }
         match params.get("cap") {
-            None | Some(Value::Number(_)) => Ok(ExternalInfo { interval_ns: 2_000_000 }),
+            None | Some(Value::Number(_)) => Ok(ExternalInfo { interval_ns: 2_000_000, display_name: "Cap".into() }),
             Some(other) => Err(ExternalError::Invalid(format!("parameter 'cap' must be int, got {other}"))),
         }
     }
@@ -59,7 +59,7 @@ fn names_outside_the_registry_go_to_the_registered_resolver() {
     assert!(!register_external_controllers(Box::new(Resolver)), "a second registration is refused");
 
     let mut config = ControllerConfig::parse("ctl.py:Cap", json!({"cap": 4096})).unwrap();
-    assert_eq!((config.kind(), config.name(), config.interval_ns()), (ControllerKind::External, "ctl.py:Cap", 2_000_000));
+    assert_eq!((config.kind(), config.name(), config.interval_ns()), (ControllerKind::External, "Cap", 2_000_000));
     assert_eq!(config.resolve_tick_ns(TickRequest::OwnInterval).unwrap(), 2_000_000);
     assert_eq!(config.resolve_tick_ns(TickRequest::WithConfig(7_000_000)).unwrap(), 7_000_000);
     assert_eq!(serde_json::to_value(&config).unwrap(), json!({"controller": "external", "name": "ctl.py:Cap", "params": {"cap": 4096}}));

@@ -56,7 +56,7 @@ fn build(name: &str, params: &serde_json::Value) -> PyResult<(Py<PyAny>, String,
 
 impl ExternalControllers for PyControllers {
     fn check(&self, name: &str, params: &serde_json::Value) -> Result<ExternalInfo, ExternalError> {
-        build(name, params).map(|(_, _, interval_ns)| ExternalInfo { interval_ns }).map_err(|e| {
+        build(name, params).map(|(_, display_name, interval_ns)| ExternalInfo { interval_ns, display_name }).map_err(|e| {
             let not_found = Python::attach(|py| e.value(py).get_type().name().is_ok_and(|n| n == "PluginNotFound"));
             if not_found {
                 ExternalError::NotFound(message(&e))
