@@ -27,6 +27,8 @@ class ScenarioSource:
     # Shown in error messages and in the result's "scenario" field.
     name: str
     format: Format
+    # A scenario file's directory, where its `file.py:Class` names start (None: the cwd).
+    directory: Path | None = None
 
 
 def looks_like_path(s: str) -> bool:
@@ -67,7 +69,7 @@ def read_path(path: str | os.PathLike[str]) -> ScenarioSource:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise ScenarioError(f"{name}: not UTF-8 text (invalid byte at offset {e.start})") from None
-    return ScenarioSource(text, name, _SUFFIX_FORMATS.get(p.suffix.lower(), "toml"))
+    return ScenarioSource(text, name, _SUFFIX_FORMATS.get(p.suffix.lower(), "toml"), p.parent)
 
 
 def resolve(scenario: ScenarioInput) -> ScenarioSource:

@@ -560,17 +560,20 @@ def _run_source(
     _check_seed(seed)
     if trace_limit is not None and (isinstance(trace_limit, bool) or not isinstance(trace_limit, int) or trace_limit < 0):
         raise ValueError(f"trace_limit must be a whole number of entries, at least 0 (got {trace_limit!r})")
-    out = _core.simulate(
-        src.text,
-        src.name,
-        src.format,
-        seed=seed,
-        horizon_ms=None if horizon_ms is None else float(horizon_ms),
-        record_jobs=record_jobs,
-        record_segments=record_segments,
-        trace_limit=None if trace_limit is None else min(trace_limit, MAX_TRACE_RECORDS),
-        progress=progress,
-    )
+    from critmem.plugins import scenario_dir
+
+    with scenario_dir(src.directory):
+        out = _core.simulate(
+            src.text,
+            src.name,
+            src.format,
+            seed=seed,
+            horizon_ms=None if horizon_ms is None else float(horizon_ms),
+            record_jobs=record_jobs,
+            record_segments=record_segments,
+            trace_limit=None if trace_limit is None else min(trace_limit, MAX_TRACE_RECORDS),
+            progress=progress,
+        )
     summary: dict[str, Any] = json.loads(out.summary_json)
     tasks = pd.DataFrame(summary["tasks"])
     # Partitioned schedulers bind tasks to CPUs, the others leave cpu null.
@@ -640,7 +643,10 @@ def run(
 
 
 def _analyze_source(src: ScenarioSource, *, warn: bool = True) -> AnalysisResult:
-    report_json, scenario_warnings = _core.analyze(src.text, src.name, src.format)
+    from critmem.plugins import scenario_dir
+
+    with scenario_dir(src.directory):
+        report_json, scenario_warnings = _core.analyze(src.text, src.name, src.format)
     report: dict[str, Any] = json.loads(report_json)
     tasks = pd.DataFrame(report["tasks"])
     if "criticality" in tasks:

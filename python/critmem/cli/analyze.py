@@ -17,6 +17,7 @@ from critmem.cli.errors import CliError, _Parser
 from critmem.cli.outdir import _prepare_out_dir, _write_file
 from critmem.cli.run_tables import _memory_reserve
 from critmem.cli.tables import _console, _fmt, _plural, _print_warnings, _table, _text, _visible
+from critmem.plugins import scenario_dir
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -112,7 +113,8 @@ def _print_server_analysis(console: Console, servers: list[dict[str, Any]]) -> N
 def _cmd_analyze(args: argparse.Namespace) -> int:
     src = read_path(args.file)
     if args.json:
-        report_json, warnings = _core.analyze(src.text, src.name, src.format)
+        with scenario_dir(src.directory):
+            report_json, warnings = _core.analyze(src.text, src.name, src.format)
         _print_warnings(warnings)
         sys.stdout.write(report_json + "\n")
         return _check_verdicts(json.loads(report_json)["tests"]) if args.check else 0
@@ -139,7 +141,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     for name in args.files:
         try:
             src = read_path(name)
-            loaded = json.loads(_core.validate(src.text, src.name, src.format))
+            with scenario_dir(src.directory):
+                loaded = json.loads(_core.validate(src.text, src.name, src.format))
         except ScenarioError as e:
             failures.append(str(e))
             continue

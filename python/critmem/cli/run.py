@@ -19,6 +19,7 @@ from critmem.cli.linux import _cmd_run_linux
 from critmem.cli.outdir import _claim_out_dir, _prepare_out_dir, _record_out
 from critmem.cli.run_tables import _controller_line, _GroupRow, _memory_reserve, _print_groups, _print_stalls, _print_tasks
 from critmem.cli.tables import _console, _fmt, _note_left_out, _plural, _print_warnings, _row_table, _text, _worst
+from critmem.plugins import scenario_dir
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -222,7 +223,8 @@ def _progress_bar(src: ScenarioSource, horizon_ms: float | None) -> contextlib.A
 
     if horizon_ms is None:
         try:
-            horizon_ms = float(json.loads(_core.validate(src.text, src.name, src.format))["horizon_ms"])
+            with scenario_dir(src.directory):
+                horizon_ms = float(json.loads(_core.validate(src.text, src.name, src.format))["horizon_ms"])
         except (ScenarioError, ValueError):
             # The run itself reports what is wrong with the scenario.
             return contextlib.nullcontext(None)
@@ -311,7 +313,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             raise CliError("--parquet needs pyarrow: pip install 'critmem[parquet]'")
     if args.out is None:
         # The summary alone: straight from the core, without building data frames.
-        with _progress_bar(src, args.horizon_ms) as progress:
+        with _progress_bar(src, args.horizon_ms) as progress, scenario_dir(src.directory):
             out = _core.simulate(
                 src.text, src.name, src.format, seed=args.seed, horizon_ms=args.horizon_ms,
                 record_jobs=False, record_segments=False, progress=progress,
