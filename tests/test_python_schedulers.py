@@ -299,3 +299,31 @@ def test_a_memory_scheduler_that_fails_is_one_line(
     text = (ROOT / "examples" / "tmem-open.toml").read_text().replace('policy = "tmem"', f'policy = "{policy}"')
     _write(tmp_path, "s.toml", text)
     assert_one_line_error(cli("run", "s.toml", "--json"), expected)
+
+
+def test_an_installed_entry_point_is_a_name_and_is_listed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from importlib.metadata import EntryPoint
+
+    from critmem import plugins
+
+    monkeypatch.syspath_prepend(str(PYTHON_EXAMPLE))
+    installed = {
+        "schedulers": {"py-edf": EntryPoint("py-edf", "edf:Edf", "critmem.schedulers")},
+        "memory_schedulers": {},
+        "controllers": {},
+    }
+    monkeypatch.setattr(plugins, "entry_points", lambda kind: installed[kind])
+    assert critmem.schedulers()[-1] == critmem.SchedulerInfo("py-edf", "Python scheduler edf:Edf (installed)")
+    text = (PYTHON_EXAMPLE / "edf.toml").read_text()
+    result = critmem.run(text.replace('"edf.py:Edf"', '"py-edf"'))
+    builtin = critmem.run(text.replace('"edf.py:Edf"', '"edf"'))
+    assert result.summary["scheduler"] == "python-edf"
+    pd.testing.assert_frame_equal(result.segments, builtin.segments)
+    # A name neither built in nor installed lists both.
+    o = _run_with(tmp_path, _FIFO, kind="py-edff")
+    assert_one_line_error(o, "scheduler.kind: unknown scheduler")
+
+
+def test_analyze_reports_a_python_scheduler_as_not_analysed() -> None:
+    report = critmem.analyze(PYTHON_EXAMPLE / "edf.toml").report
+    assert [(t["name"], t["verdict"]) for t in report["tests"]] == [("python-scheduler", "unknown")]
