@@ -63,7 +63,10 @@ def test_schema_command_prints_it() -> None:
 
 def test_choice_keys_list_the_loaders_names() -> None:
     defs = json.loads(_core.scenario_schema())["$defs"]
-    assert defs["Scheduler"]["properties"]["kind"]["enum"] == ["fp", "rm", "dm", "edf", "pfp", "pedf", "gedf", "gfp", "cyclic", "mc2"]
+    # `kind` may also name a Python class (`file.py:Class`), the second alternative.
+    kind = defs["Scheduler"]["properties"]["kind"]["anyOf"]
+    assert kind[0]["enum"] == ["fp", "rm", "dm", "edf", "pfp", "pedf", "gedf", "gfp", "cyclic", "mc2"]
+    assert "pattern" in kind[1]
     # An optional choice key may also be JSON's null, "left out".
     assert defs["Task"]["properties"]["criticality"]["enum"] == ["A", "B", "C", "D", None]
 
@@ -105,6 +108,7 @@ BAD: list[tuple[str, str, str]] = [
     ("unknown group role", BASE + MEMORY + '[[group]]\nname = "g"\nrole = "rt"\n', "role"),
     ("controller as a number", BASE + MEMORY + "[control]\ncontroller = 5\n", "controller"),
     ("unknown resource protocol", BASE + '[[resource]]\nname = "m"\nprotocol = "pcp"\n', "protocol"),
+    ("scheduler kind neither built in nor a Python class", BASE.replace('kind = "rm"', 'kind = "edf.py"'), "scheduler.kind"),
     ("unknown server kind", BASE + '[[scheduler.server]]\nname = "s"\nkind = "sporadic"\n', "kind"),
     ("unknown stack wait", BASE + '[[component]]\nname = "c"\nstack_wait = "spin"\n', "stack_wait"),
 ]

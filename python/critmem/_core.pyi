@@ -273,6 +273,10 @@ def schedulers() -> list[tuple[str, str]]:
     """The scheduler kinds a scenario's `[scheduler] kind` can name, as (name, summary) pairs in
     the order the loader lists them."""
 
+def memory_schedulers() -> list[tuple[str, str]]:
+    """The built-in memory schedulers a scenario's `[tmem] policy` can name, as (name, summary)
+    pairs in the order help texts list them."""
+
 def controllers() -> list[tuple[str, str]]:
     """The controller registry (`critmem_policy::CONTROLLERS`) as (name, summary) pairs, in the
     order help texts list them."""

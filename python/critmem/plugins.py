@@ -195,6 +195,10 @@ def _known(kind: Kind) -> str:
 
     if kind == "controllers":
         builtin = [n for n, _ in _core.controllers()]
+    elif kind == "schedulers":
+        builtin = [n for n, _ in _core.schedulers()]
+    else:
+        builtin = [n for n, _ in _core.memory_schedulers()]
     installed = sorted(entry_points(kind))
     names = ", ".join(builtin + installed)
     python = 'a Python class: "file.py:Class" or "package.module:Class"'
@@ -334,3 +338,142 @@ def controller_tick(instance: Any, observation_json: str) -> str:
         return json.dumps(actions_to_wire(actions))
     except ActionError as e:
         raise PluginError(f"{owner_name(instance)}.tick returned a bad action: {e}") from e
+
+
+# -- CPU and memory schedulers: what the simulator's binding calls --------------------------
+
+
+def scheduler_known(name: str) -> bool:
+    """Whether `name` (no `module:Class`) is an installed entry point of `critmem.schedulers`."""
+    return name in entry_points("schedulers")
+
+
+def _tasks_from_wire(tasks_json: str) -> tuple[Any, ...]:
+    from critmem.scheduler import Task
+
+    return tuple(Task(**t) for t in json.loads(tasks_json))
+
+
+_SCHEDULER_METHODS = ("on_ready", "on_remove", "choose")
+
+
+def _scheduler_class(name: str) -> type:
+    """The class `name` names, with the methods a scheduler needs; PluginNotFound otherwise
+    (the scenario's name is at fault, not its config)."""
+    from critmem.scheduler import Scheduler
+
+    cls = resolve("schedulers", name)
+    for method in _SCHEDULER_METHODS:
+        own = getattr(cls, method, None)
+        if not callable(own) or own is getattr(Scheduler, method):
+            raise PluginNotFound(f"scheduler `{name}`: {cls.__qualname__} does not implement {method}")
+    return cls
+
+
+def build_scheduler(name: str, config_json: str, tasks_json: str, cpus: int) -> tuple[Any, str, bool]:
+    """(instance, display name, whether it asks to be woken) of scheduler `name`, built with
+    `config` and set up with the task table and its CPU count."""
+    from critmem.scheduler import overrides
+
+    cls = _scheduler_class(name)
+    instance = instantiate("schedulers", name, _params(config_json, "scheduler", name))
+    setup = getattr(instance, "setup", None)
+    if callable(setup):
+        try:
+            setup(_tasks_from_wire(tasks_json), cpus)
+        except Exception as e:
+            raise user_error(cls.__qualname__, "setup", e) from e
+    display = getattr(instance, "name", None)
+    if not isinstance(display, str) or not display:
+        display = name
+    wakes = callable(getattr(instance, "next_wakeup_ns", None)) and overrides(instance, "next_wakeup_ns")
+    return instance, display, wakes
+
+
+def check_scheduler(name: str, config_json: str, tasks_json: str, cpus: int) -> tuple[str, str] | None:
+    """None when scheduler `name` builds; else which scenario key is at fault (`"kind"`: the
+    name, `"config"`: its parameters or its constructor) and the one-line reason."""
+    try:
+        _scheduler_class(name)
+    except PluginError as e:
+        return ("kind", str(e))
+    try:
+        build_scheduler(name, config_json, tasks_json, cpus)
+    except PluginError as e:
+        return ("config", str(e))
+    return None
+
+
+def scheduler_ready(instance: Any, job: tuple[int, int, int, int, int, tuple[int, int] | None]) -> None:
+    from critmem.scheduler import Inherited, Job
+
+    key, task, seq, release_ns, abs_deadline_ns, donor = job
+    inherited = None if donor is None else Inherited(donor[0], donor[1])
+    try:
+        instance.on_ready(Job(key, task, seq, release_ns, abs_deadline_ns, inherited))
+    except Exception as e:
+        raise user_error(owner_name(instance), "on_ready", e) from e
+
+
+def scheduler_remove(instance: Any, job_key: int) -> None:
+    try:
+        instance.on_remove(job_key)
+    except Exception as e:
+        raise user_error(owner_name(instance), "on_remove", e) from e
+
+
+def scheduler_choose(instance: Any, now_ns: int, current: list[int | None]) -> list[int | None]:
+    """The assignment `choose` returns, as a list of job keys or None; its length and keys
+    the binding checks against the CPUs and the ready jobs."""
+    try:
+        answer = instance.choose(now_ns, current)
+    except Exception as e:
+        raise user_error(owner_name(instance), "choose", e) from e
+    try:
+        out = list(answer)
+    except TypeError:
+        raise PluginError(f"{owner_name(instance)}.choose returned {type(answer).__name__}, not a sequence of job keys") from None
+    for cpu, key in enumerate(out):
+        if key is not None and (isinstance(key, bool) or not isinstance(key, int)):
+            raise PluginError(f"{owner_name(instance)}.choose returned {key!r} for CPU {cpu}: give a job key (int) or None")
+    return out
+
+
+def scheduler_next_wakeup(instance: Any, now_ns: int) -> int | None:
+    try:
+        at = instance.next_wakeup_ns(now_ns)
+    except Exception as e:
+        raise user_error(owner_name(instance), "next_wakeup_ns", e) from e
+    if at is not None and (isinstance(at, bool) or not isinstance(at, int) or at < 0):
+        raise PluginError(f"{owner_name(instance)}.next_wakeup_ns returned {at!r}: give a time in ns (int) or None")
+    return at
+
+
+def build_memory_scheduler(name: str, config_json: str) -> tuple[Any, str]:
+    """(instance, display name) of memory scheduler `name`; PluginError when it cannot run."""
+    from critmem.memory_scheduler import MemoryScheduler
+
+    cls = resolve("memory_schedulers", name)
+    schedule = getattr(cls, "schedule", None)
+    if not callable(schedule) or schedule is MemoryScheduler.schedule:
+        raise PluginNotFound(f"memory scheduler `{name}`: {cls.__qualname__} does not implement schedule(observation)")
+    instance = instantiate("memory_schedulers", name, _params(config_json, "memory scheduler", name))
+    display = getattr(instance, "name", None)
+    if not isinstance(display, str) or not display:
+        display = name
+    return instance, display
+
+
+def memory_schedule(instance: Any, observation_json: str) -> str:
+    """One run of a Python memory scheduler: the observation's JSON in, the allocations' out."""
+    from critmem.memory_scheduler import AllocationError, allocations_to_wire, observation_from_wire
+
+    observation = observation_from_wire(json.loads(observation_json))
+    try:
+        answer = instance.schedule(observation)
+    except Exception as e:
+        raise user_error(owner_name(instance), "schedule", e) from e
+    try:
+        return json.dumps(allocations_to_wire(answer, len(observation.caches)))
+    except AllocationError as e:
+        raise PluginError(f"{owner_name(instance)}.schedule returned a bad allocation: {e}") from e

@@ -135,6 +135,12 @@ pub fn analyze(scenario: &Scenario) -> AnalysisReport {
         SchedulerKind::Gfp => a.global_fp(),
         SchedulerKind::Cyclic => a.cyclic(),
         SchedulerKind::Mc2 => a.mc2(),
+        SchedulerKind::External => a.push(
+            "python-scheduler",
+            None,
+            Verdict::Unknown,
+            format!("Not analysed: {:?} is a scheduler written in Python, whose decisions no test here models.", scenario.scheduler.name()),
+        ),
     }
     a.finish()
 }

@@ -215,6 +215,12 @@ impl Analysis<'_> {
                 &all,
                 "tasks share resources across MC²'s criticality levels, for which no blocking analysis exists here",
             ),
+            SchedulerKind::External => self.not_analysed(
+                "resources",
+                None,
+                &all,
+                "tasks share resources under a Python scheduler, which this analysis does not model",
+            ),
         }
     }
 

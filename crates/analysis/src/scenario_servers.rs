@@ -199,9 +199,12 @@ impl Analysis<'_> {
             ServerPolicy::Fp => PriorityOrder::Explicit,
             ServerPolicy::Rm => PriorityOrder::RateMonotonic,
             ServerPolicy::Gfp | ServerPolicy::Pfp => server.priorities.unwrap_or(PriorityOrder::Explicit),
-            ServerPolicy::Dm | ServerPolicy::Edf | ServerPolicy::Gedf | ServerPolicy::Pedf | ServerPolicy::Cyclic => {
-                PriorityOrder::DeadlineMonotonic
-            }
+            ServerPolicy::Dm
+            | ServerPolicy::Edf
+            | ServerPolicy::Gedf
+            | ServerPolicy::Pedf
+            | ServerPolicy::Cyclic
+            | ServerPolicy::External => PriorityOrder::DeadlineMonotonic,
         };
         priority_ranks(order, &self.scenario.tasks)
     }

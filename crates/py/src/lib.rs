@@ -9,6 +9,7 @@ use std::time::Instant;
 mod hires;
 mod mc2;
 mod plugins;
+mod py_sched;
 mod writers;
 
 use critmem_core::opcost::{self, OpCostError};
@@ -806,6 +807,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     mc2::register(m)?;
     // Controllers the registry does not hold are Python classes (a second import keeps the first).
     critmem_policy::register_external_controllers(Box::new(plugins::PyControllers));
+    py_sched::register(m)?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(write_csv, m)?)?;
     m.add_function(wrap_pyfunction!(write_trace_events, m)?)?;

@@ -30,6 +30,10 @@ pub enum SchedulerKind {
     /// MC²'s criticality levels: A from per-core tables, B rate-monotonic per core, C global
     /// EDF on what A and B leave, D best effort.
     Mc2,
+    /// A scheduler written outside critmem (a Python class), named by the file
+    /// ([`crate::sched::external`]); not one of [`Self::NAMES`].
+    #[serde(skip)]
+    External,
 }
 
 impl SchedulerKind {
@@ -50,8 +54,10 @@ impl SchedulerKind {
         "MC²'s criticality levels: A from a table, B rate-monotonic per CPU, C global EDF, D in release order",
     ];
 
+    /// The kind's name in files; `"python"` for an external scheduler, whose file gives its
+    /// own name ([`SchedulerSpec::name`]).
     pub fn as_str(self) -> &'static str {
-        Self::NAMES[self as usize]
+        Self::NAMES.get(self as usize).copied().unwrap_or("python")
     }
     pub fn is_uniprocessor(self) -> bool {
         matches!(self, SchedulerKind::Fp | SchedulerKind::Rm | SchedulerKind::Dm | SchedulerKind::Edf)
@@ -121,6 +127,17 @@ pub enum SchedulerSpec {
     Cyclic(CyclicTable),
     /// MC²'s levels: level A's table and the servers under levels B–D.
     Mc2(Mc2Levels),
+    /// A scheduler written outside critmem, built by the registered resolver.
+    External(ExternalScheduler),
+}
+
+/// A scheduler critmem does not hold, as a scenario names it: `"file.py:Class"`,
+/// `"package.module:Class"` or an installed entry point, with its keyword arguments.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExternalScheduler {
+    pub name: String,
+    /// `config`: a table of keyword arguments (an empty object when left out).
+    pub config: serde_json::Value,
 }
 
 /// MC²'s levels as a scenario declares them (`[scheduler] kind = "mc2"`).
@@ -168,11 +185,22 @@ impl SchedulerSpec {
             SchedulerSpec::Gfp { .. } => SchedulerKind::Gfp,
             SchedulerSpec::Cyclic(_) => SchedulerKind::Cyclic,
             SchedulerSpec::Mc2(_) => SchedulerKind::Mc2,
+            SchedulerSpec::External(_) => SchedulerKind::External,
         }
     }
-    /// The name the file gives the kind (`"pfp"`).
+    /// The name the file gives the kind (`"pfp"`, or an external scheduler's own name).
     pub fn name(&self) -> &'static str {
-        self.kind().as_str()
+        match self {
+            SchedulerSpec::External(e) => crate::sched::external::static_name(&e.name),
+            _ => self.kind().as_str(),
+        }
+    }
+    /// The external scheduler, if the file names one.
+    pub fn external(&self) -> Option<&ExternalScheduler> {
+        match self {
+            SchedulerSpec::External(e) => Some(e),
+            _ => None,
+        }
     }
     /// How priorities are assigned, for the fixed-priority kinds only.
     pub fn priority_order(&self) -> Option<PriorityOrder> {
@@ -181,7 +209,12 @@ impl SchedulerSpec {
             SchedulerSpec::Rm => Some(PriorityOrder::RateMonotonic),
             SchedulerSpec::Dm => Some(PriorityOrder::DeadlineMonotonic),
             SchedulerSpec::Pfp { priorities } | SchedulerSpec::Gfp { priorities } => Some(*priorities),
-            SchedulerSpec::Edf | SchedulerSpec::Pedf | SchedulerSpec::Gedf | SchedulerSpec::Cyclic(_) | SchedulerSpec::Mc2(_) => None,
+            SchedulerSpec::Edf
+            | SchedulerSpec::Pedf
+            | SchedulerSpec::Gedf
+            | SchedulerSpec::Cyclic(_)
+            | SchedulerSpec::Mc2(_)
+            | SchedulerSpec::External(_) => None,
         }
     }
     pub fn is_partitioned(&self) -> bool {
@@ -257,6 +290,9 @@ pub enum ServerPolicy {
     Pfp,
     /// A table of per-task windows within a major frame, on the server's CPUs.
     Cyclic,
+    /// A scheduler written outside critmem over the server's CPUs ([`ServerSpec::external`]).
+    #[serde(skip)]
+    External,
 }
 
 impl ServerPolicy {
@@ -271,13 +307,17 @@ impl ServerPolicy {
             ServerPolicy::Pedf => "pedf",
             ServerPolicy::Pfp => "pfp",
             ServerPolicy::Cyclic => "cyclic",
+            ServerPolicy::External => "python",
         }
     }
 
     /// Whether it schedules tasks only, over CPUs of its own; the others order
     /// child servers or tasks on their parent's CPU.
     pub fn is_task_policy(self) -> bool {
-        matches!(self, ServerPolicy::Gedf | ServerPolicy::Gfp | ServerPolicy::Pedf | ServerPolicy::Pfp | ServerPolicy::Cyclic)
+        matches!(
+            self,
+            ServerPolicy::Gedf | ServerPolicy::Gfp | ServerPolicy::Pedf | ServerPolicy::Pfp | ServerPolicy::Cyclic | ServerPolicy::External
+        )
     }
 }
 
@@ -313,6 +353,8 @@ pub struct ServerSpec {
     pub over_servers: bool,
     /// Under pfp and pedf, the CPU each of its tasks runs on (task index, CPU).
     pub task_cpus: Vec<(usize, usize)>,
+    /// The scheduler of a server whose policy names one written outside critmem.
+    pub external: Option<ExternalScheduler>,
 }
 
 impl ServerSpec {

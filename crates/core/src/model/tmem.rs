@@ -8,6 +8,8 @@ use crate::time::Nanos;
 pub struct TmemSpec {
     /// The memory scheduler's name (`critmem_policy::tmem::make_memory_scheduler`).
     pub policy: String,
+    /// A Python memory scheduler's keyword arguments (`config`); `None` for a built-in.
+    pub config: Option<serde_json::Value>,
     /// How a request that finds its cache empty waits (components may set their own).
     pub wait: StackWait,
     /// Units the pool holds beyond every cache's minimum (`None`: no limit).

@@ -566,8 +566,10 @@ impl CacheLayout {
                 .enumerate()
                 .map(|(t, task)| (task.name.clone(), task.criticality != Criticality::D, ranks[t]))
                 .collect();
-            let policy = policy
-                .unwrap_or_else(|| critmem_policy::tmem::make_memory_scheduler(&spec.policy).expect("the loader checks the policy name"));
+            let policy = policy.unwrap_or_else(|| {
+                critmem_policy::tmem::make_memory_scheduler_with(&spec.policy, spec.config.as_ref().unwrap_or(&serde_json::json!({})))
+                    .expect("the loader checks the policy name")
+            });
             Manager::new(spec.clone(), policy, managed, threads)
         });
         CacheLayout { caches, cbuf_cache, cache_component, cache_wait, manager }

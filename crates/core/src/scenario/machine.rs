@@ -4,7 +4,7 @@
 use super::error::{Ctx, ScenarioError};
 use super::raw::{RawScenario, RawScheduler, RawTask};
 use super::server_policies;
-use crate::model::scheduler::{CyclicSlot, CyclicTable, PriorityOrder, SchedulerKind, SchedulerSpec};
+use crate::model::scheduler::{CyclicSlot, CyclicTable, ExternalScheduler, PriorityOrder, SchedulerKind, SchedulerSpec};
 use crate::model::scheduler::{Hierarchy, Mc2Levels, Mc2Server, ServerKind, ServerPolicy, ServerSpec};
 use crate::model::task::{Criticality, TaskSpec};
 use crate::time::Nanos;
@@ -28,7 +28,7 @@ pub(super) fn validate_kind<'r>(cx: &Ctx, raw: &'r RawScenario, cpus: usize) -> 
         .scheduler
         .as_ref()
         .ok_or_else(|| cx.err("scheduler", format!("missing section [scheduler] with kind = {}", quoted.join(" | "))))?;
-    let kind = sched.kind;
+    let kind = sched.kind.choice;
     // A hierarchy has one root per CPU, each a uniprocessor scheduler.
     if kind.is_uniprocessor() && cpus != 1 && sched.server.is_empty() {
         return Err(cx.err(
@@ -48,7 +48,7 @@ pub(super) fn validate_scheduler(
     tasks: &[TaskSpec],
     cpus: usize,
 ) -> Result<SchedulerSpec, ScenarioError> {
-    let kind = raw.kind;
+    let kind = raw.kind.choice;
     // Priorities: fixed by the kind for fp/rm/dm, chosen (or inferred) for pfp/gfp.
     let chosen = match raw.priorities {
         None if tasks.iter().all(|t| t.priority.is_some()) => PriorityOrder::Explicit,
@@ -73,7 +73,19 @@ pub(super) fn validate_scheduler(
             let (servers, task_server) = validate_mc2_servers(cx, raw, raw_tasks, tasks)?;
             SchedulerSpec::Mc2(Mc2Levels { table, servers, task_server })
         }
+        SchedulerKind::External => {
+            let name = raw.kind.external.clone().expect("an external kind has its name");
+            let config = raw.config.as_ref().map_or_else(|| serde_json::json!({}), |c| c.0.clone());
+            let spec = ExternalScheduler { name, config };
+            if raw.server.is_empty() {
+                server_policies::check_external(cx, &spec, tasks, cpus, "scheduler.kind", "scheduler.config")?;
+            }
+            SchedulerSpec::External(spec)
+        }
     };
+    if raw.config.is_some() && kind != SchedulerKind::External {
+        return Err(cx.err("scheduler.config", "only applies to a Python scheduler (kind = \"file.py:Class\")"));
+    }
     // In a hierarchy each leaf server's policy decides whether its tasks need priorities.
     if spec.priority_order() == Some(PriorityOrder::Explicit) && raw.server.is_empty() {
         if let Some(i) = tasks.iter().position(|t| t.priority.is_none()) {
@@ -215,10 +227,10 @@ pub(super) fn validate_hierarchy(
         return Ok(None);
     }
     // MC²'s servers sit under its levels ([`validate_mc2_servers`]), not in a HiRes tree.
-    if raw.kind == SchedulerKind::Mc2 {
+    if raw.kind.choice == SchedulerKind::Mc2 {
         return Ok(None);
     }
-    let root_policy = match raw.kind {
+    let root_policy = match raw.kind.choice {
         SchedulerKind::Fp => ServerPolicy::Fp,
         SchedulerKind::Rm => ServerPolicy::Rm,
         SchedulerKind::Dm => ServerPolicy::Dm,
@@ -266,7 +278,7 @@ pub(super) fn validate_hierarchy(
         let k = |f: &str| format!("scheduler.server[{j}].{f}");
         let parent_policy = match parents[j] {
             None => root_policy,
-            Some(p) => raw.server[p].policy.unwrap_or(root_policy),
+            Some(p) => raw.server[p].policy().unwrap_or(root_policy),
         };
         // A cyclic server may give windows to child servers, gedf and gfp run the best of them
         // on their CPUs; pedf and pfp run tasks.
@@ -277,10 +289,10 @@ pub(super) fn validate_hierarchy(
             ));
         }
         let span = server_policies::server_cpus(cx, j, s, parents[j].is_none(), cpus)?;
-        let windows = s.policy == Some(ServerPolicy::Cyclic) && parents.contains(&Some(j));
-        let over_servers = matches!(s.policy, Some(ServerPolicy::Gedf | ServerPolicy::Gfp)) && parents.contains(&Some(j));
+        let windows = s.policy() == Some(ServerPolicy::Cyclic) && parents.contains(&Some(j));
+        let over_servers = matches!(s.policy(), Some(ServerPolicy::Gedf | ServerPolicy::Gfp)) && parents.contains(&Some(j));
         server_policies::check_task_policy(cx, j, s, parents[j].is_none(), root_policy, windows)?;
-        let task_policy = s.policy.unwrap_or(root_policy).is_task_policy() && !windows;
+        let task_policy = s.policy().unwrap_or(root_policy).is_task_policy() && !windows;
         let (budget, period) = match s.kind {
             ServerKind::Level => {
                 if s.budget_ms.is_some() {
@@ -356,7 +368,7 @@ pub(super) fn validate_hierarchy(
             budget,
             period,
             priority: s.priority,
-            policy: s.policy.unwrap_or(root_policy),
+            policy: s.policy().unwrap_or(root_policy),
             cpu,
             event_cost: match s.event_cost_us {
                 None if task_policy => Nanos::ZERO,
@@ -369,6 +381,7 @@ pub(super) fn validate_hierarchy(
             windows,
             over_servers,
             task_cpus: Vec::new(),
+            external: server_policies::external_policy(cx, j, s)?,
         });
     }
     // A child's CPU is its top-level ancestor's.
@@ -582,7 +595,7 @@ fn validate_mc2_servers(
             }
             _ => {}
         }
-        let policy = match s.policy {
+        let policy = match s.policy() {
             None if level == Criticality::B => ServerPolicy::Rm,
             None => ServerPolicy::Edf,
             Some(p @ (ServerPolicy::Fp | ServerPolicy::Rm | ServerPolicy::Dm | ServerPolicy::Edf)) => p,

@@ -70,9 +70,14 @@ pub(super) struct RawScheduler {
     /// The scheduling policy: uniprocessor `fp`, `rm`, `dm`, `edf`; partitioned `pfp`, `pedf`;
     /// global `gedf`, `gfp`; the table-driven `cyclic`; MC²'s criticality levels `mc2`. With
     /// servers it is the root's policy.
-    #[serde(deserialize_with = "choice")]
-    #[schemars(schema_with = "choice_schema::<SchedulerKind>")]
-    pub(super) kind: SchedulerKind,
+    ///
+    /// Or a scheduler written in Python: `"file.py:Class"` (relative to the scenario's
+    /// directory), `"package.module:Class"`, or an installed entry point of `critmem.schedulers`.
+    #[schemars(schema_with = "named_choice_schema::<SchedulerKind>")]
+    pub(super) kind: NamedChoice<SchedulerKind>,
+    /// A Python scheduler's keyword arguments (a table); only with a Python `kind`.
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
+    pub(super) config: Option<FiniteJson>,
     /// How `pfp` and `gfp` order tasks: `explicit` (each task's `priority`), `rm` (by period) or
     /// `dm` (by deadline); default explicit when every task has a `priority`, else rm.
     #[serde(default, deserialize_with = "some_choice")]
@@ -116,10 +121,14 @@ pub(super) struct RawServer {
     /// Rank among its siblings under a fixed-priority parent (lower number = higher priority).
     pub(super) priority: Option<i64>,
     /// How the server schedules its children: `fp`, `rm`, `dm`, `edf`, or at the top a task policy
-    /// (`gedf`, `gfp`, `pedf`, `pfp`, `cyclic`); default the root's.
-    #[serde(default, deserialize_with = "some_choice")]
-    #[schemars(schema_with = "some_choice_schema::<ServerPolicy>")]
-    pub(super) policy: Option<ServerPolicy>,
+    /// (`gedf`, `gfp`, `pedf`, `pfp`, `cyclic`, or a Python scheduler named as `[scheduler] kind`
+    /// names one, over the server's CPUs); default the root's.
+    #[serde(default, rename = "policy")]
+    #[schemars(schema_with = "some_named_choice_schema::<ServerPolicy>")]
+    pub(super) policy_name: Option<NamedChoice<ServerPolicy>>,
+    /// A Python policy's keyword arguments (a table); only with a Python `policy`.
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
+    pub(super) config: Option<FiniteJson>,
     /// The CPU a top-level server runs on; default 0.
     pub(super) cpu: Option<i64>,
     /// The CPUs of a top-level server with a task policy (gedf, gfp, pedf, pfp, cyclic).
@@ -140,6 +149,13 @@ pub(super) struct RawServer {
     pub(super) overhead_percent: Option<f64>,
     /// Memory and I/O bandwidth reserved for it from its parent.
     pub(super) reserve: Option<super::server_reservations::RawReserve>,
+}
+
+impl RawServer {
+    /// The server's policy as written (an external one as [`ServerPolicy::External`]).
+    pub(super) fn policy(&self) -> Option<ServerPolicy> {
+        self.policy_name.as_ref().map(|p| p.choice)
+    }
 }
 
 /// `[[scheduler.server.slot]]`: a window of a cyclic server's table, for one of its tasks (a
@@ -366,8 +382,12 @@ impl Choice for CbufStep {
 #[schemars(rename = "Tmem")]
 pub(super) struct RawTmem {
     /// The memory scheduler: `min`, `max`, `fair`, `greedy`, `tmem` (the paper's Algorithm 1),
-    /// `tmem-composite` or `watermark`.
+    /// `tmem-composite` or `watermark`; or one written in Python: `"file.py:Class"`,
+    /// `"package.module:Class"` or an installed entry point of `critmem.memory_schedulers`.
     pub(super) policy: Option<String>,
+    /// A Python memory scheduler's keyword arguments (a table); only with a Python `policy`.
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
+    pub(super) config: Option<FiniteJson>,
     /// How a request finding its cache empty waits: `inherit` (default: with a dependency link to
     /// the holder) or `block` (off every CPU).
     #[serde(default, deserialize_with = "some_choice")]
@@ -704,6 +724,62 @@ pub(super) fn some_choice_schema<T: Choice>(_: &mut SchemaGenerator) -> Schema {
 /// An optional one (JSON's null counts as left out, as for every optional key).
 pub(super) fn some_choice<'de, T: Choice, D: Deserializer<'de>>(d: D) -> Result<Option<T>, D::Error> {
     Option::<String>::deserialize(d)?.map(|name| parse_choice(&name)).transpose()
+}
+
+/// A choice whose value may also name a scheduler written outside critmem
+/// ([`crate::sched::external`]): `choice` is then the type's external variant.
+#[derive(Debug, Clone)]
+pub(super) struct NamedChoice<T> {
+    pub(super) choice: T,
+    /// The external scheduler's name.
+    pub(super) external: Option<String>,
+}
+
+/// A choice that has a variant standing for external schedulers.
+pub(super) trait ExternalChoice: Choice {
+    const EXTERNAL: Self;
+}
+
+impl ExternalChoice for SchedulerKind {
+    const EXTERNAL: Self = SchedulerKind::External;
+}
+
+impl ExternalChoice for ServerPolicy {
+    const EXTERNAL: Self = ServerPolicy::External;
+}
+
+impl<'de, T: ExternalChoice> Deserialize<'de> for NamedChoice<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        match parse_choice::<T, D::Error>(&name) {
+            Ok(choice) => Ok(NamedChoice { choice, external: None }),
+            Err(_) if crate::sched::external::is_external_name(&name) => Ok(NamedChoice { choice: T::EXTERNAL, external: Some(name) }),
+            Err(e) if name.contains(':') => Err(serde::de::Error::custom(format!(
+                "{e}; a Python {} (`{name}`) runs only where critmem's Python package loads the scenario",
+                T::NOUN
+            ))),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The schema of a choice that may name a Python scheduler instead. Its `module:Class` form
+/// only: the schema cannot know which entry points are installed.
+fn named_choice_schema<T: Choice>(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "anyOf": [{ "type": "string", "enum": T::NAMES }, python_class_schema()] })
+}
+
+/// The same, optional.
+fn some_named_choice_schema<T: Choice>(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "anyOf": [{ "type": "string", "enum": T::NAMES }, python_class_schema(), { "type": "null" }] })
+}
+
+fn python_class_schema() -> serde_json::Value {
+    serde_json::json!({
+        "type": "string",
+        "pattern": "^[^:\\s]+:[A-Za-z_][A-Za-z0-9_.]*$",
+        "description": "a scheduler written in Python: \"file.py:Class\" (relative to the scenario's directory) or \"package.module:Class\"; an installed entry point's name is accepted too"
+    })
 }
 
 impl Choice for SchedulerKind {

@@ -4,7 +4,7 @@
 use super::error::{Ctx, ScenarioError};
 use super::machine::sorted_table;
 use super::raw::RawServer;
-use crate::model::scheduler::{CyclicSlot, PriorityOrder};
+use crate::model::scheduler::{CyclicSlot, ExternalScheduler, PriorityOrder};
 use crate::model::scheduler::{ServerKind, ServerPolicy, ServerSpec};
 use crate::model::task::TaskSpec;
 
@@ -31,7 +31,7 @@ pub(super) fn server_cpus(cx: &Ctx, j: usize, s: &RawServer, top_level: bool, cp
         }
         out.push(c as usize);
     }
-    let policy = s.policy.unwrap_or(ServerPolicy::Fp);
+    let policy = s.policy().unwrap_or(ServerPolicy::Fp);
     if out.len() > 1 && !policy.is_task_policy() {
         return Err(cx.err(
             key,
@@ -47,6 +47,37 @@ pub(super) fn server_cpus(cx: &Ctx, j: usize, s: &RawServer, top_level: bool, cp
     Ok(Some(out))
 }
 
+/// Server `j`'s Python policy with its `config`, if its policy names one.
+pub(super) fn external_policy(cx: &Ctx, j: usize, s: &RawServer) -> Result<Option<ExternalScheduler>, ScenarioError> {
+    let config = s.config.as_ref().map(|c| c.0.clone());
+    match s.policy_name.as_ref().and_then(|p| p.external.clone()) {
+        Some(name) => Ok(Some(ExternalScheduler { name, config: config.unwrap_or_else(|| serde_json::json!({})) })),
+        None if config.is_some() => {
+            Err(cx.err(format!("scheduler.server[{j}].config"), "only applies to a Python policy (\"file.py:Class\")"))
+        }
+        None => Ok(None),
+    }
+}
+
+/// Checks a scheduler written outside critmem with the tasks and CPUs it will schedule: an
+/// unknown name at `name_key`, a configuration that does not fit at `config_key`.
+pub(super) fn check_external(
+    cx: &Ctx,
+    spec: &ExternalScheduler,
+    tasks: &[TaskSpec],
+    cpus: usize,
+    name_key: &str,
+    config_key: &str,
+) -> Result<(), ScenarioError> {
+    use crate::sched::external::{external_schedulers, ExternalSchedulerError};
+    let resolver =
+        external_schedulers().ok_or_else(|| cx.err(name_key, format!("no resolver of Python schedulers for {:?}", spec.name)))?;
+    resolver.check(&spec.name, &spec.config, tasks, cpus).map_err(|e| match e {
+        ExternalSchedulerError::NotFound(m) => cx.err(name_key, m),
+        ExternalSchedulerError::BadConfig(m) => cx.err(config_key, m),
+    })
+}
+
 /// The rules of a task policy on server `j`, before its tasks are known; `windows`: a cyclic
 /// server with child servers.
 pub(super) fn check_task_policy(
@@ -58,7 +89,7 @@ pub(super) fn check_task_policy(
     windows: bool,
 ) -> Result<(), ScenarioError> {
     let k = |f: &str| format!("scheduler.server[{j}].{f}");
-    let policy = s.policy.unwrap_or(root_policy);
+    let policy = s.policy().unwrap_or(root_policy);
     if windows && s.cpus.as_ref().is_some_and(|c| c.len() > 1) {
         return Err(cx.err(k("cpus"), "a cyclic server over child servers gives them windows on one CPU"));
     }
@@ -140,6 +171,10 @@ pub(super) fn finish_task_policies(
         }
         if policy == ServerPolicy::Cyclic {
             servers[j].table = Some(cyclic_table(cx, j, &raw[j], servers, &own, tasks)?);
+        }
+        if let Some(e) = &servers[j].external {
+            let (name_key, config_key) = (format!("scheduler.server[{j}].policy"), format!("scheduler.server[{j}].config"));
+            check_external(cx, e, tasks, servers[j].cpus.len(), &name_key, &config_key)?;
         }
     }
     Ok(())

@@ -131,7 +131,7 @@ fn validate_task(
             ))
         }
         // Under servers, the task's server decides (pfp and pedf servers take pinned tasks).
-        Some(c) if !kind.is_partitioned() && kind != SchedulerKind::Mc2 && !servers => {
+        Some(c) if !kind.is_partitioned() && !matches!(kind, SchedulerKind::Mc2 | SchedulerKind::External) && !servers => {
             return Err(
                 cx.err(k("cpu"), format!("pinning applies to partitioned schedulers (pfp, pedf), not {:?} (got cpu = {c})", kind.as_str()))
             )

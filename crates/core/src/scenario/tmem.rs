@@ -17,12 +17,11 @@ const MAX_RUNS: u64 = 1 << 24;
 pub(super) fn validate_tmem(cx: &Ctx, raw: &RawScenario, horizon: Nanos) -> Result<Option<TmemSpec>, ScenarioError> {
     let Some(t) = &raw.tmem else { return Ok(None) };
     let policy = t.policy.clone().unwrap_or_else(|| "tmem".to_string());
-    if critmem_policy::tmem::make_memory_scheduler(&policy).is_err() {
-        return Err(cx.err(
-            "tmem.policy",
-            format!("unknown memory scheduler {policy:?}; use one of: {}", critmem_policy::tmem::memory_scheduler_names()),
-        ));
-    }
+    let config = t.config.as_ref().map(|c| c.0.clone());
+    critmem_policy::tmem::check_memory_scheduler(&policy, config.as_ref()).map_err(|e| match e {
+        critmem_policy::ExternalError::NotFound(m) => cx.err("tmem.policy", m),
+        critmem_policy::ExternalError::Invalid(m) => cx.err("tmem.config", m),
+    })?;
     let units_above_min = match t.units_above_min {
         None => None,
         Some(n) if (0..=MAX_UNITS).contains(&n) => Some(n as u32),
@@ -44,6 +43,7 @@ pub(super) fn validate_tmem(cx: &Ctx, raw: &RawScenario, horizon: Nanos) -> Resu
     }
     Ok(Some(TmemSpec {
         policy,
+        config,
         wait: t.wait.unwrap_or(StackWait::Inherit),
         units_above_min,
         period,

@@ -34,7 +34,7 @@ pub(crate) fn leaf_job_order(policy: ServerPolicy, tasks: &[TaskSpec]) -> JobOrd
         ServerPolicy::Fp => ranks(PriorityOrder::Explicit),
         ServerPolicy::Rm => ranks(PriorityOrder::RateMonotonic),
         ServerPolicy::Dm => ranks(PriorityOrder::DeadlineMonotonic),
-        ServerPolicy::Edf | ServerPolicy::Gedf | ServerPolicy::Pedf | ServerPolicy::Cyclic => JobOrder::Edf,
+        ServerPolicy::Edf | ServerPolicy::Gedf | ServerPolicy::Pedf | ServerPolicy::Cyclic | ServerPolicy::External => JobOrder::Edf,
         // Their ranks come from the server's own `priorities` ([`leaves`]).
         ServerPolicy::Gfp | ServerPolicy::Pfp => ranks(PriorityOrder::Explicit),
     }

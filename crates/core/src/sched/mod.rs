@@ -8,6 +8,7 @@
 //! effective priority (inheritance) is a `remove` + `add_ready` with a donor.
 
 mod cyclic;
+pub mod external;
 mod global;
 mod hierarchy;
 mod levels;
@@ -165,9 +166,9 @@ pub fn partition_worst_fit(tasks: &[TaskSpec], cpus: usize) -> Vec<usize> {
     out
 }
 
-/// The job order a scenario's scheduler uses (cyclic has none).
+/// The job order a scenario's scheduler uses (cyclic and external schedulers have none).
 pub fn job_order(scenario: &Scenario) -> Option<JobOrder> {
-    if scenario.scheduler.cyclic_table().is_some() {
+    if scenario.scheduler.cyclic_table().is_some() || scenario.scheduler.external().is_some() {
         None
     } else if let Some(order) = scenario.scheduler.priority_order() {
         Some(JobOrder::FixedPriority { ranks: priority_ranks(order, &scenario.tasks) })
@@ -258,6 +259,8 @@ pub enum NodeSpec {
         servers: Mc2ServerSet,
         cpus: usize,
     },
+    /// A scheduler written outside critmem over every CPU ([`external`]).
+    External { spec: crate::model::scheduler::ExternalScheduler, tasks: Vec<TaskSpec>, cpus: usize },
 }
 
 impl NodeSpec {
@@ -267,6 +270,9 @@ impl NodeSpec {
         let name = scenario.scheduler.name();
         if let Some(hierarchy) = &scenario.hierarchy {
             return NodeSpec::Hierarchy { name, hierarchy: hierarchy.clone(), tasks: scenario.tasks.clone(), cpus: scenario.cpus };
+        }
+        if let Some(spec) = scenario.scheduler.external() {
+            return NodeSpec::External { spec: spec.clone(), tasks: scenario.tasks.clone(), cpus: scenario.cpus };
         }
         if let Some(levels) = scenario.scheduler.mc2_levels() {
             let tasks = &scenario.tasks;
@@ -310,6 +316,7 @@ impl NodeSpec {
             NodeSpec::Levels { table, task_level, task_cpu, rm_ranks, servers, cpus } => {
                 Box::new(Mc2Node::new(table, task_level, &task_cpu, rm_ranks, servers, cpus))
             }
+            NodeSpec::External { spec, tasks, cpus } => external::build(&spec.name, &spec.config, &tasks, cpus),
         }
     }
 }

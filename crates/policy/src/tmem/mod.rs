@@ -14,12 +14,17 @@ use crate::PolicyError;
 mod alg1;
 mod baselines;
 mod composite;
+mod external;
 mod synthetic;
 mod watermark;
 
 pub use alg1::Alg1;
 pub use baselines::{Fair, Greedy, Max, Min};
 pub use composite::{CompositeObjective, CompositeOptions, TmemComposite};
+pub use external::{
+    check_memory_scheduler, external_memory_schedulers, make_memory_scheduler_with, register_external_memory_schedulers,
+    ExternalMemorySchedulers,
+};
 pub use synthetic::{quiet_observation, synthetic_observation, units_moved, warm_up, WARM_UP_RUNS};
 pub use watermark::{Watermark, WatermarkOptions};
 

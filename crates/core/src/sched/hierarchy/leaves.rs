@@ -42,6 +42,12 @@ impl TaskPolicy {
             ServerPolicy::Cyclic => {
                 Box::new(CyclicScheduler::new(spec.table.clone().expect("validated: a cyclic server has a table"), cpus, tasks.len()))
             }
+            // It sees the server's CPUs as its own, numbered from 0.
+            ServerPolicy::External => {
+                let e = spec.external.as_ref().expect("validated: an external policy names its scheduler");
+                let inner = super::super::external::build(&e.name, &e.config, tasks, spec.cpus.len());
+                Box::new(super::super::external::CpuSubset::new(inner, spec.cpus.clone()))
+            }
             ServerPolicy::Fp | ServerPolicy::Rm | ServerPolicy::Dm | ServerPolicy::Edf => {
                 unreachable!("only task policies have their own scheduler")
             }
