@@ -68,7 +68,7 @@ def test_a_python_policy_example_copies_with_its_python_files_and_runs(tmp_path:
     copied = cli_process("examples", "copy", name, cwd=tmp_path)
     assert copied.code == 0, copied.stderr
     folder = tmp_path / example.parent.name
-    assert sorted(p.name for p in folder.iterdir()) == sorted(p.name for p in example.parent.iterdir() if p.suffix in (".toml", ".py"))
+    assert sorted(p.name for p in folder.iterdir()) == sorted([example.name, *(p.name for p in example.parent.glob("*.py"))])
     ran = cli_process("run", str(folder / example.name), "--json")
     assert ran.code == 0, ran.stderr
     assert ran.stdout == cli_process("run", str(example), "--json").stdout.replace(str(example), str(folder / example.name))

@@ -23,6 +23,7 @@ __all__ = [
     "mc2_model_parameters",
     "mc2_schedulable",
     "measure_memory_ops",
+    "memory_schedulers",
     "pick_offline_limit",
     "pick_tmo_threshold",
     "sara_job_stalls",
