@@ -448,3 +448,17 @@ def test_critmem_run_takes_a_controller_class_an_instance_or_a_name() -> None:
         critmem.run(EXAMPLE, controller_config={"target_pct": 2.0})
     with pytest.raises(critmem.ScenarioError, match="control.config: controller `HoldStall`: parameter 'target_pct' must be float"):
         critmem.run(EXAMPLE, controller=HoldStall, controller_config={"target_pct": "high"})
+
+
+def test_a_sweep_runs_a_python_controller_named_relative_to_its_scenario(tmp_path: Path) -> None:
+    folder = tmp_path / "study"
+    folder.mkdir()
+    for name in ("hold_stall.py", "hold-stall.toml"):
+        (folder / name).write_text((EXAMPLE.parent / name).read_text())
+    (folder / "sweep.toml").write_text(
+        'scenario = "hold-stall.toml"\nseeds = [1]\nmetrics = ["tasks.control-loop.hit_ratio"]\n[vary]\n"control.config.target_pct" = [0.5, 2.0]\n'
+    )
+    # From another folder: the file is found beside the scenario, not in the working directory.
+    p = _cli("sweep", str(folder / "sweep.toml"), "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "out" / "runs.csv").read_text().count("\n") == 3

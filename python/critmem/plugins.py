@@ -53,8 +53,12 @@ class PluginNotFound(PluginError):
 
 @contextlib.contextmanager
 def scenario_dir(directory: str | os.PathLike[str] | None) -> Iterator[None]:
-    """Resolves relative `file.py:Class` names against `directory` inside the block."""
-    token = _base_dir.set(None if directory is None else Path(directory))
+    """Resolves relative `file.py:Class` names against `directory` inside the block (None keeps
+    the enclosing block's, the working directory outside any)."""
+    if directory is None:
+        yield
+        return
+    token = _base_dir.set(Path(directory))
     try:
         yield
     finally:

@@ -68,7 +68,8 @@ def _canonical(x: Any) -> Any:
     if isinstance(x, Path):
         return {"path": str(x)}
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        fields = {f.name: _canonical(getattr(x, f.name)) for f in dataclasses.fields(x)}
+        # A field marked `not_in_key` says where the item runs, not what it is.
+        fields = {f.name: _canonical(getattr(x, f.name)) for f in dataclasses.fields(x) if not f.metadata.get("not_in_key")}
         return {f"{type(x).__module__}.{type(x).__qualname__}": fields}
     raise SweepError(
         f"a work item holds a {type(x).__name__}, which has no stable key; use dataclasses, dicts, lists, tuples, strings, numbers and None"
@@ -129,6 +130,9 @@ class ScenarioItem:
     overrides: tuple[tuple[str, Any], ...] = ()
     """(dotted key, value) pairs set in the scenario before it runs, e.g.
     `("memory.total_mb", 366)` or `("task.0.wcet_ms", 2)` (a number indexes a list)."""
+    directory: str | None = dataclasses.field(default=None, compare=False, metadata={"not_in_key": True})
+    """Where the scenario's relative `file.py:Class` names start (None: the working directory);
+    not part of the item's key or seed."""
 
     def run_seed(self) -> int:
         return self.seed if self.seed is not None else item_seed(self)
@@ -169,8 +173,10 @@ def _set_dotted(d: dict[str, Any], dotted: str, value: Any) -> None:
 def simulate(item: ScenarioItem) -> dict[str, Any]:
     """Simulates `item` and returns its summary (the object `critmem run --json` prints)."""
     from critmem.api import run
+    from critmem.plugins import scenario_dir
 
-    result = run(item.scenario_dict(), seed=item.run_seed(), record_jobs=False, record_segments=False)
+    with scenario_dir(item.directory):
+        result = run(item.scenario_dict(), seed=item.run_seed(), record_jobs=False, record_segments=False)
     return result.summary
 
 

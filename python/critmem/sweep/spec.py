@@ -88,6 +88,9 @@ class SweepSpec:
     """`[output] dir`, resolved against the spec's folder; None: the caller's default."""
     formats: tuple[str, ...]
     plots: bool
+    scenario_dir: Path = Path(".")
+    """Where the scenario's relative `file.py:Class` names start: the scenario file's folder, or
+    the spec's for a [scenario] table."""
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -149,7 +152,8 @@ class _Parser:
         seeds = self.seeds(data["seeds"]) if "seeds" in data else (scenario_seed,)
         metrics = self.metrics(data["metrics"], axes)
         out_dir, formats, plots = self.output(data.get("output", {}))
-        spec = SweepSpec(self.name, scenario, scenario_name, axes, seeds, metrics, out_dir, formats, plots)
+        scenario_dir = (self.folder / data["scenario"]).parent if isinstance(data["scenario"], str) else self.folder
+        spec = SweepSpec(self.name, scenario, scenario_name, axes, seeds, metrics, out_dir, formats, plots, scenario_dir)
         if spec.runs > MAX_RUNS:
             raise self.fail(
                 f"{spec.runs:,} runs (the varied values' product times the seeds) is more than the {MAX_RUNS:,} a sweep may make"
@@ -184,8 +188,11 @@ class _Parser:
             fmt, shown = "json", "[scenario]"
         else:
             raise self.fail(f"scenario: expected a file name or a [scenario] table (got {_shown(value)})")
+        from critmem.plugins import scenario_dir
+
         try:
-            loaded = json.loads(_core.validate(text, shown, fmt))
+            with scenario_dir((self.folder / value).parent if isinstance(value, str) else self.folder):
+                loaded = json.loads(_core.validate(text, shown, fmt))
         except ScenarioError as e:
             message = str(e) if isinstance(value, str) else without_position(str(e))
             raise self.fail(message) from None

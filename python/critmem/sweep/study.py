@@ -128,7 +128,9 @@ def _items(spec: SweepSpec) -> list[ScenarioItem]:
     cannot take is an error before anything runs."""
     from critmem import _core
     from critmem._core import ScenarioError
+    from critmem.plugins import scenario_dir
 
+    directory = str(spec.scenario_dir.resolve())
     items = []
     for point in spec.points():
         base = ScenarioItem(spec.scenario, overrides=point)
@@ -138,10 +140,11 @@ def _items(spec: SweepSpec) -> list[ScenarioItem]:
         except SweepError as e:
             raise SpecError(f"{spec.name}: {where}: {e}") from None
         try:
-            _core.validate(json.dumps(scenario, default=str), where, "json")
+            with scenario_dir(directory):
+                _core.validate(json.dumps(scenario, default=str), where, "json")
         except ScenarioError as e:
             raise SpecError(f"{spec.name}: {without_position(str(e))}") from None
-        items += [ScenarioItem(spec.scenario, seed=seed, overrides=point) for seed in spec.seeds]
+        items += [ScenarioItem(spec.scenario, seed=seed, overrides=point, directory=directory) for seed in spec.seeds]
     return items
 
 
