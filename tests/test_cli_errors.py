@@ -375,3 +375,21 @@ def test_the_examples_load_without_warnings() -> None:
     for path in sorted(EXAMPLES.glob("*.toml")):
         o = cli("analyze", str(path))
         assert o.code == 0 and o.stderr == "", (path, o.stderr)
+
+
+def test_each_command_builds_only_its_own_modules_parser_and_parses_the_same() -> None:
+    """A command line names its command, so only that command's module is imported; the map
+    from command to module must hold every command the full parser has."""
+    import argparse
+
+    from critmem.cli.parser import COMMAND_MODULES, MODULE_OF_COMMAND, build_parser
+
+    full = build_parser()
+    action = next(a for a in full._actions if isinstance(a, argparse._SubParsersAction))
+    assert sorted(action.choices) == sorted(MODULE_OF_COMMAND)
+    assert set(MODULE_OF_COMMAND.values()) == set(COMMAND_MODULES)
+    for command, module in MODULE_OF_COMMAND.items():
+        alone = build_parser(command)
+        sub = next(a for a in alone._actions if isinstance(a, argparse._SubParsersAction))
+        assert command in sub.choices, (command, module)
+        assert sub.choices[command].format_help() == action.choices[command].format_help(), command

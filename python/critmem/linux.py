@@ -28,6 +28,11 @@ from critmem import _core
 # The built-in controllers; a Python class ("file.py:Class", "module:Class") or an installed
 # entry point names one too.
 CONTROLLERS = tuple(name for name, _ in _core.controllers())
+# `critmem profile`'s ladder goes down until a job (or unit) takes this many times its
+# unlimited time: past the knee of SARA's Fig. 2 curve, however deep that is. DEFAULT_MAX_STEPS
+# only bounds the profile's length.
+DEFAULT_MAX_SLOWDOWN = 2.0
+DEFAULT_MAX_STEPS = 24
 MIB = 1_048_576
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)

@@ -38,10 +38,6 @@ from critmem.linux import LinuxError
 
 MIB = 1_048_576
 PAGE_BYTES = 4096
-# The ladder goes down until a job (or unit) takes this many times its unlimited time: past the
-# knee of Fig. 2's curve, however deep that is. DEFAULT_MAX_STEPS only bounds the profile's length.
-DEFAULT_MAX_SLOWDOWN = 2.0
-DEFAULT_MAX_STEPS = 24
 # Fig. 7's acceptance band (slope) and intercept tolerance against the BCET.
 SLOPE_BAND = (0.8, 1.2)
 INTERCEPT_TOLERANCE = 0.15

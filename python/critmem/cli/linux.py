@@ -18,7 +18,7 @@ from critmem.cli.errors import CliError, _Parser
 from critmem.cli.outdir import _claim_out_dir, _prepare_out_dir, _record_out, _write_file
 from critmem.cli.run_tables import _Column, _GroupRow, _print_groups, _print_stalls, _print_tasks
 from critmem.cli.tables import _console, _fmt, _plural, _text
-from critmem.profiling import DEFAULT_MAX_SLOWDOWN, DEFAULT_MAX_STEPS
+from critmem.linux import DEFAULT_MAX_SLOWDOWN, DEFAULT_MAX_STEPS
 
 
 def _cmd_run_linux(args: argparse.Namespace) -> int:

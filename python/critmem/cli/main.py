@@ -50,7 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The Linux platform's controller process prints its traceback itself.
         os.environ["CRITMEM_DEBUG"] = "1"
     try:
-        parser = build_parser()
+        # The command: the first word that is not an option (none for `--version`, `--help`).
+        command = next((a for a in argv if not a.startswith("-")), None)
+        parser = build_parser(command)
         after: list[str] = []
         if argv[:1] in (["hires"], ["profile"]) and "--" in argv:
             argv, after = argv[: argv.index("--")], argv[argv.index("--") + 1 :]

@@ -3,10 +3,32 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 
 from critmem import __version__
-from critmem.cli import analyze, examples, linux, reproduce, run, schema, sweep
 from critmem.cli.errors import _Parser
+
+# The modules that add commands, in the order `critmem --help` lists them, and the module of each
+# command: a command line with a known command builds only its module's parsers (the others'
+# imports would slow every start).
+COMMAND_MODULES = ("run", "analyze", "reproduce", "sweep", "linux", "schema", "examples")
+MODULE_OF_COMMAND = {
+    "run": "run",
+    "analyze": "analyze",
+    "validate": "analyze",
+    "generate": "analyze",
+    "init": "analyze",
+    "reproduce": "reproduce",
+    "study": "reproduce",
+    "sweep": "sweep",
+    "agent": "linux",
+    "agent-config": "linux",
+    "swap": "linux",
+    "profile": "linux",
+    "hires": "linux",
+    "schema": "schema",
+    "examples": "examples",
+}
 
 _DESCRIPTION = """\
 critmem: predictable memory management for mixed-criticality real-time systems.
@@ -34,7 +56,8 @@ has them all in examples/).
 Errors print one line on stderr and exit with code 2."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of `command`'s module alone when it names one."""
     fmt = argparse.RawDescriptionHelpFormatter
     parser = _Parser(prog="critmem", description=_DESCRIPTION, epilog=_EPILOG, formatter_class=fmt)
     parser.add_argument("--version", action="version", version=f"critmem {__version__}")
@@ -45,12 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND", required=True)
 
-    # In the order `critmem --help` lists them.
-    run.register(commands)
-    analyze.register(commands)
-    reproduce.register(commands)
-    sweep.register(commands)
-    linux.register(commands)
-    schema.register(commands)
-    examples.register(commands)
+    module = MODULE_OF_COMMAND.get(command) if command is not None else None
+    for name in (module,) if module is not None else COMMAND_MODULES:
+        importlib.import_module(f"critmem.cli.{name}").register(commands)
     return parser

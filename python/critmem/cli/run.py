@@ -10,12 +10,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from critmem import _core, controllers
+from critmem import _core
 from critmem._core import MAX_TRACE_RECORDS, ScenarioError
 from critmem._source import ScenarioSource, read_path
 from critmem.cli import argtypes
 from critmem.cli.errors import CliError, _Parser
-from critmem.cli.linux import _cmd_run_linux
 from critmem.cli.outdir import _claim_out_dir, _prepare_out_dir, _record_out
 from critmem.cli.run_tables import _controller_line, _GroupRow, _memory_reserve, _print_groups, _print_stalls, _print_tasks
 from critmem.cli.tables import _console, _fmt, _note_left_out, _plural, _print_warnings, _row_table, _text, _worst
@@ -292,6 +291,8 @@ def _write_results(
 
 def _cmd_run(args: argparse.Namespace) -> int:
     if args.platform == "linux":
+        from critmem.cli.linux import _cmd_run_linux
+
         return _cmd_run_linux(args)
     if args.duration is not None or args.controller is not None or args.controller_config is not None:
         raise CliError(
@@ -419,7 +420,8 @@ def register(commands: argparse._SubParsersAction[_Parser]) -> None:
     run.add_argument("--duration", metavar="D", help="linux: how long the processes run, e.g. 60s, 2m (default 60s)")
     run.add_argument(
         "--controller", metavar="NAME",
-        help=f"linux: controller in place of the scenario's: {', '.join(c.name for c in controllers())}",
+        # The built-in names: listing installed entry points would scan every package at each start.
+        help=f"linux: controller in place of the scenario's: {', '.join(name for name, _ in _core.controllers())}, or a Python class (file.py:Class)",
     )  # fmt: skip
     run.add_argument(
         "--controller-config",

@@ -82,7 +82,7 @@ class Plan:
     workloads: tuple[str, ...] = SRT_APPS
     memory_pcts: tuple[int, ...] = MEMORY_PCTS
     controllers: tuple[str, ...] = CONTROLLERS
-    profile_steps: int = profiling.DEFAULT_MAX_STEPS
+    profile_steps: int = linux.DEFAULT_MAX_STEPS
     profile_ratio: float = 0.8
     profile_jobs_scale: float = 1.0
     units_duration_s: float = 40.0
@@ -150,7 +150,7 @@ def profile_app(app: App, plan: Plan, out: Path) -> Profile:
         units_duration_s=plan.units_duration_s,
         steps=plan.profile_steps,
         ratio=plan.profile_ratio,
-        max_slowdown=profiling.DEFAULT_MAX_SLOWDOWN,
+        max_slowdown=linux.DEFAULT_MAX_SLOWDOWN,
         interval_ms=20.0,
         swap_bytes=4 << 30,
     )
