@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from critmem import _core
+from critmem._errors import LinuxError as LinuxError  # raised by the functions here; its home imports nothing
 
 # The built-in controllers; a Python class ("file.py:Class", "module:Class") or an installed
 # entry point names one too.
@@ -42,10 +43,6 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$", re.IGNORECA
 # The Rust tools refuse more than this (critmem_linux::MAX_RUN_SECONDS).
 MAX_DURATION_S = 1e9
 MAX_SIZE_BYTES = 1 << 60
-
-
-class LinuxError(Exception):
-    """A one-line error of the Linux commands."""
 
 
 def parse_size_bytes(text: str) -> int:

@@ -10,9 +10,9 @@ import sys
 from collections.abc import Callable, Sequence
 
 from critmem._core import ScenarioError
+from critmem._errors import LinuxError
 from critmem.cli.errors import EXIT_CLOSED_OUTPUT, EXIT_INTERNAL, CliError, _fail, _fail_os
 from critmem.cli.parser import build_parser
-from critmem.linux import LinuxError
 from critmem.plugins import PluginError
 
 
