@@ -23,8 +23,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from critmem import _core
-from critmem._errors import LinuxError as LinuxError  # raised by the functions here; its home imports nothing
+from critmem import _core, _errors
+
+# Raised by the functions here; it lives where the command line can catch it without loading this.
+LinuxError = _errors.LinuxError
 
 # The built-in controllers; a Python class ("file.py:Class", "module:Class") or an installed
 # entry point names one too.
