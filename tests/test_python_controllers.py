@@ -462,3 +462,13 @@ def test_a_sweep_runs_a_python_controller_named_relative_to_its_scenario(tmp_pat
     p = _cli("sweep", str(folder / "sweep.toml"), "--out", str(tmp_path / "out"), cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "out" / "runs.csv").read_text().count("\n") == 3
+
+
+def test_agent_config_names_the_python_file_from_anywhere_with_its_parameters(tmp_path: Path) -> None:
+    import tomllib
+
+    p = _cli("agent-config", str(EXAMPLE.relative_to(EXAMPLE.parents[2])), cwd=EXAMPLE.parents[2])
+    assert p.returncode == 0, p.stderr
+    config = tomllib.loads(p.stdout)
+    assert config["controller"] == f"{EXAMPLE.parent / 'hold_stall.py'}:HoldStall"
+    assert config["controller_config"] == {"target_pct": 1.0, "step_mb": 4.0}

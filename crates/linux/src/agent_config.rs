@@ -288,6 +288,19 @@ impl AgentConfig {
 }
 
 /// The configuration as TOML text, checked by the agent's own parser before it is returned.
+/// `name` with a relative `file.py:Class` file made absolute against `scenario`'s folder.
+fn python_file_from(scenario: &Path, name: &str) -> String {
+    match name.split_once(':') {
+        Some((file, class)) if file.ends_with(".py") && Path::new(file).is_relative() => {
+            let folder = scenario.parent().unwrap_or(Path::new("."));
+            let joined = folder.join(file);
+            let absolute = std::path::absolute(&joined).unwrap_or(joined);
+            format!("{}:{class}", absolute.display())
+        }
+        _ => name.to_string(),
+    }
+}
+
 pub fn config_from_scenario(scenario: &Scenario) -> Result<String> {
     let bad = |reason: &str| Error::Config { path: scenario.source_name.clone().into(), reason: reason.to_string() };
     let (Some(memory), Some(control)) = (&scenario.memory, &scenario.control) else {
@@ -297,7 +310,16 @@ pub fn config_from_scenario(scenario: &Scenario) -> Result<String> {
         Ok(toml::Value::Table(t)) => t,
         _ => return Err(bad("the controller's configuration has no TOML form")),
     };
-    let controller = params.remove("controller").and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+    let mut controller = params.remove("controller").and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+    if let critmem_policy::ControllerKind::External = control.config.kind() {
+        // A Python class: its name and its own parameters, a file named from where the agent
+        // reads its configuration (anywhere), not from the scenario's folder.
+        controller = python_file_from(Path::new(&scenario.source_name), &control.config.external_name().unwrap_or_default());
+        params = match params.remove("params") {
+            Some(toml::Value::Table(t)) => t,
+            _ => toml::Table::new(),
+        };
+    }
     let mib = |pages: u64| pages as f64 * memory.page_bytes as f64 / 1_048_576.0;
     let ms = |ns: u64| ns as f64 / 1e6;
     let mut groups = Vec::new();

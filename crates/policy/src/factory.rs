@@ -200,6 +200,14 @@ impl ControllerConfig {
         }
     }
 
+    /// The name an external controller is built by (`None` for the registry's own).
+    pub fn external_name(&self) -> Option<String> {
+        match &self.params {
+            Params::External(c) => Some(c.name.clone()),
+            _ => None,
+        }
+    }
+
     fn registry_name(&self) -> &'static str {
         let kind = self.kind();
         CONTROLLERS.iter().find(|c| c.kind == kind).map_or("?", |c| c.name)
