@@ -47,7 +47,7 @@ impl<A: FrameAllocator> Memory<A> {
                 return Ok(f);
             }
         }
-        self.reclaim_one(pool, now, allow_busy).ok_or_else(|| MemError::ReservationExhausted(pool - 1))
+        self.reclaim_one(pool, now, allow_busy).ok_or(MemError::ReservationExhausted(pool - 1))
     }
 
     /// A frame for limit group `pool` (cgroup `memory.max`/`memory.high`): at its size it
@@ -59,7 +59,7 @@ impl<A: FrameAllocator> Memory<A> {
         let charged = self.charged_pages(pool);
         let p = &self.pools[pool as usize];
         if charged >= p.size {
-            return self.reclaim_one(pool, now, allow_busy).ok_or_else(|| MemError::ReservationExhausted(pool - 1));
+            return self.reclaim_one(pool, now, allow_busy).ok_or(MemError::ReservationExhausted(pool - 1));
         }
         if charged >= p.high {
             if let Some(f) = self.reclaim_one(pool, now, false) {
@@ -156,7 +156,7 @@ impl<A: FrameAllocator> Memory<A> {
         if self.pools[pool as usize].kind.size_is_cap() {
             // No slots: only the cap counts, so at the cap one of its own pages goes.
             if self.charged_pages(pool) >= self.pools[pool as usize].size {
-                let g = self.reclaim_one(pool, now, true).ok_or_else(|| MemError::ReservationExhausted(pool - 1))?;
+                let g = self.reclaim_one(pool, now, true).ok_or(MemError::ReservationExhausted(pool - 1))?;
                 self.alloc.give_back(GLOBAL, g);
             }
             return Ok(());
@@ -174,7 +174,7 @@ impl<A: FrameAllocator> Memory<A> {
             self.pools[pool as usize].borrowed += 1;
             return Ok(());
         }
-        let g = self.reclaim_one(pool, now, true).ok_or_else(|| MemError::ReservationExhausted(pool - 1))?;
+        let g = self.reclaim_one(pool, now, true).ok_or(MemError::ReservationExhausted(pool - 1))?;
         self.alloc.give_back(GLOBAL, g);
         Ok(())
     }
@@ -202,7 +202,7 @@ impl<A: FrameAllocator> Memory<A> {
             } else if let Some(g) = self.alloc.take(FrameRequest { pool, placement: self.pools[pool as usize].placement }) {
                 self.alloc.give_back(GLOBAL, g);
             } else {
-                let g = self.reclaim_one(pool, now, true).ok_or_else(|| MemError::ReservationExhausted(pool - 1))?;
+                let g = self.reclaim_one(pool, now, true).ok_or(MemError::ReservationExhausted(pool - 1))?;
                 self.alloc.give_back(GLOBAL, g);
             }
         }
