@@ -9,29 +9,13 @@
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use critmem_core::event::EventQueue;
-use critmem_core::{load_toml_str, simulate, Nanos, Scenario, SimOptions};
+use critmem_core::{simulate, Nanos, SimOptions};
 use std::hint::black_box;
 
-/// A task set with periods from a harmonic-ish menu and WCETs scaled to `util`.
-fn scenario(kind: &str, cpus: usize, tasks: usize, util: f64) -> Scenario {
-    let periods_ms = [5.0, 8.0, 10.0, 20.0, 25.0, 40.0, 50.0, 100.0];
-    let mut text = format!("[machine]\ncpus = {cpus}\n[scheduler]\nkind = \"{kind}\"\n[run]\nhorizon_ms = 100000\nseed = 1\n");
-    let per_task = util / tasks as f64;
-    for i in 0..tasks {
-        let p = periods_ms[(i * 7 + 3) % periods_ms.len()];
-        // Vary demand around the mean so preemptions happen at many points.
-        let c = p * per_task * (0.5 + (i % 5) as f64 * 0.25);
-        text += &format!(
-            "[[task]]\nname = \"t{i}\"\nperiod_ms = {p}\nexec = {{ dist = \"uniform\", min_ms = {:.4}, max_ms = {:.4} }}\n",
-            c * 0.6,
-            c
-        );
-    }
-    load_toml_str(&text, "bench.toml").expect("bench scenario is valid")
-}
+mod common;
 
 fn bench(c: &mut Criterion) {
-    let cases = [("gedf_20_tasks_4_cpus", scenario("gedf", 4, 20, 3.6)), ("rm_100_tasks_1_cpu", scenario("rm", 1, 100, 0.9))];
+    let cases = [("gedf_20_tasks_4_cpus", common::engine_gedf()), ("rm_100_tasks_1_cpu", common::engine_rm())];
     let mut g = c.benchmark_group("engine_100s");
     g.sample_size(10);
     for (name, s) in &cases {

@@ -7,31 +7,22 @@
 //!
 //! Run: `cargo bench -p critmem-core --bench memory`
 
+use common::{heavy_replacement_run, heavy_replacement_setup, mem_config, xorshift, REPLACEMENT_REFS};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use critmem_core::mem::{Access, DeviceSpec, MemConfig, Memory, RefKind, RegionKind, ReservationKind, ReservationSpec, SharePolicy};
+use critmem_core::mem::{DeviceSpec, Memory, RefKind, SharePolicy};
 use critmem_core::Nanos;
 use std::hint::black_box;
 
+mod common;
+
 const HITS: u64 = 10_000_000;
-const REPLACEMENT_REFS: u64 = 500_000;
-
-fn xorshift(x: &mut u32) -> u32 {
-    *x ^= *x << 13;
-    *x ^= *x >> 17;
-    *x ^= *x << 5;
-    *x
-}
-
-fn config() -> MemConfig {
-    MemConfig { check_every_operation: false, readahead_pages: 8, ..MemConfig::with_frames(1 << 16) }
-}
 
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("memory");
     g.sample_size(10);
 
     // (a) 4096 resident private pages, random reads.
-    let mut m = Memory::new(config(), DeviceSpec::fast_ssd()).expect("valid config");
+    let mut m = Memory::new(mem_config(), DeviceSpec::fast_ssd()).expect("valid config");
     let s = m.create_space("a", None).expect("space");
     let (_, v) = m.map_private(s, "p", 4096).expect("map");
     for p in 0..4096 {
@@ -67,39 +58,8 @@ fn bench(c: &mut Criterion) {
     for policy in [SharePolicy::Private, SharePolicy::Spc] {
         g.bench_function(format!("heavy_replacement_{policy}"), |b| {
             b.iter_batched(
-                || {
-                    let mut m = Memory::new(config(), DeviceSpec::fast_ssd()).expect("valid config");
-                    let shm = m.create_shared("shm", RegionKind::SharedAnon, 8192, policy).expect("region");
-                    let spaces: Vec<_> = (0..2)
-                        .map(|i| {
-                            let spec = ReservationSpec { name: format!("r{i}"), pages: 2048, kind: ReservationKind::Hard };
-                            let r = m.create_reservation(Nanos::ZERO, spec).expect("admitted");
-                            let s = m.create_space("t", Some(r)).expect("space");
-                            let (_, vp) = m.map_private(s, "p", 8192).expect("map");
-                            let vs = m.map_shared(Nanos::ZERO, s, shm, true).expect("map");
-                            (s, vp, vs)
-                        })
-                        .collect();
-                    (m, spaces)
-                },
-                |(mut m, spaces)| {
-                    let mut x = 0x1234_5678u32;
-                    let mut now = Nanos::ZERO;
-                    let mut faults = 0u64;
-                    for i in 0..REPLACEMENT_REFS {
-                        let r = xorshift(&mut x);
-                        let (s, vp, vs) = spaces[(i & 1) as usize];
-                        let v = if r & 1 == 0 { vp } else { vs };
-                        let kind = if r & 2 == 0 { RefKind::Write } else { RefKind::Read };
-                        now += Nanos(100);
-                        let a = m.access(now, s, v.offset((r >> 3) & 8191), kind).expect("no OOM with hard reservations");
-                        faults += u64::from(!a.is_hit());
-                        if let Access::Major { ready_at, .. } = a {
-                            now = ready_at;
-                        }
-                    }
-                    black_box(faults)
-                },
+                || heavy_replacement_setup(policy),
+                |(mut m, spaces)| black_box(heavy_replacement_run(&mut m, &spaces)),
                 BatchSize::LargeInput,
             )
         });

@@ -4,7 +4,7 @@
 //! not change because another job runs in a chosen one's place.
 
 use super::{JobState, Simulation};
-use crate::sched::JobKey;
+use crate::sched::{JobKey, Scheduler};
 
 impl Simulation<'_> {
     /// Applies [`super::Context::depend`].

@@ -9,6 +9,7 @@
 
 mod activation;
 mod links;
+mod root;
 mod subsystem;
 
 pub use subsystem::{Context, JobInfo, Subsystem, SubsystemId};
@@ -232,7 +233,7 @@ pub struct Simulation<'a> {
     seed: u64,
     now: Nanos,
     queue: EventQueue<Event>,
-    sched: Box<dyn Scheduler>,
+    sched: root::RootScheduler,
     jobs: Vec<Option<Job>>,
     free_keys: Vec<JobKey>,
     next_seq: u64,
@@ -263,6 +264,8 @@ pub struct Simulation<'a> {
     /// Jobs that gave [`Step::Yield`] on a CPU at this instant: (cpu, the CPU's generation
     /// then). Each goes on once the scheduler has decided, unless it lost its CPU.
     yielded: Vec<(u32, u64)>,
+    /// An event was applied since the last scheduling decision.
+    undecided: bool,
 }
 
 impl<'a> Simulation<'a> {
@@ -283,7 +286,7 @@ impl<'a> Simulation<'a> {
             seed,
             now: Nanos::ZERO,
             queue,
-            sched: sched::build(scenario),
+            sched: root::RootScheduler::of(scenario),
             jobs: Vec::new(),
             free_keys: Vec::new(),
             next_seq: 0,
@@ -303,6 +306,7 @@ impl<'a> Simulation<'a> {
             links: 0,
             chosen: vec![None; m],
             yielded: Vec::new(),
+            undecided: true,
         };
         for id in 0..sim.subsystems.len() {
             sim.call(id, |s, cx| s.start(cx));
@@ -411,12 +415,14 @@ impl<'a> Simulation<'a> {
             self.now = t;
             if self.handle(ev) {
                 self.events += 1;
+                self.undecided = true;
                 if self.events.is_multiple_of(PROGRESS_EVENTS) && !progress(t) {
                     return None;
                 }
             }
-            // Decide only once every event of this instant has been applied.
-            if self.queue.peek_time() != Some(t) {
+            // Decide only once every event of this instant has been applied, and not after
+            // superseded events alone where the decision could not differ.
+            if self.queue.peek_time() != Some(t) && (self.undecided || !self.decides_on_jobs_alone()) {
                 self.reschedule();
             }
         }
@@ -697,7 +703,17 @@ impl<'a> Simulation<'a> {
         }
     }
 
+    /// Whether a decision depends only on which jobs are eligible and what runs: a flat
+    /// queue scheduler (no time-triggered policy, no state of its own between decisions) with
+    /// no subsystem and no dependency link. Then a decision with nothing applied since the
+    /// last one keeps every CPU's job, and can be skipped.
+    #[inline]
+    fn decides_on_jobs_alone(&self) -> bool {
+        matches!(self.sched, root::RootScheduler::Queue(_)) && self.subsystems.is_empty() && self.links == 0 && self.yielded.is_empty()
+    }
+
     fn reschedule(&mut self) {
+        self.undecided = false;
         if self.links > 0 {
             self.reschedule_linked();
             return;

@@ -64,7 +64,8 @@ impl GlobalScheduler {
     /// `choose` on a few CPUs (at most 64): the top jobs are read in place and the ones that
     /// keep their CPU are marked in a bit mask, so a decision costs a few compares per CPU.
     fn choose_scanning(&mut self, current: &[Option<JobKey>], assign: &mut [Option<JobKey>]) {
-        let top = self.ready.first_n(self.cpus);
+        // In reverse run order: top[len - 1] runs first.
+        let top = self.ready.first_n_reversed(self.cpus);
         assert!(top.len() <= 64, "scanning decides on at most 64 CPUs");
         // Bit i: top[i] is already running and stays where it is, so nothing migrates needlessly.
         let mut kept = 0u64;
@@ -78,7 +79,7 @@ impl GlobalScheduler {
             }
         }
         let mut next_free = 0;
-        for (i, &(_, j)) in top.iter().enumerate() {
+        for (i, &(_, j)) in top.iter().enumerate().rev() {
             if kept & (1 << i) != 0 {
                 continue;
             }
@@ -129,16 +130,19 @@ impl Scheduler for GlobalScheduler {
     fn cpus(&self) -> usize {
         self.cpus
     }
+    #[inline]
     fn add_ready(&mut self, job: &ReadyJob) {
         let k = self.order.key(job);
         self.keys.insert(job.key, k);
         self.ready.insert(k, job.key);
     }
+    #[inline]
     fn remove(&mut self, key: JobKey) {
         if let Some(k) = self.keys.take(key) {
             self.ready.remove(k, key);
         }
     }
+    #[inline]
     fn choose(&mut self, _now: Nanos, current: &[Option<JobKey>], assign: &mut [Option<JobKey>]) {
         if self.cpus == 1 {
             assign[0] = self.ready.first();

@@ -352,45 +352,57 @@ pub fn build(scenario: &Scenario) -> Box<dyn Scheduler> {
     NodeSpec::of(scenario).build()
 }
 
-/// A ready queue: eligible jobs in ascending (key, job) order, as a `BTreeSet` of the same
-/// pairs would hold them. A sorted `Vec`: only a task's oldest unfinished job is ever eligible,
-/// so a queue holds at most one job per task (one or two in practice) and is searched and
-/// shifted in place, with none of a B-tree's node handling on every suspend and resume.
+/// A ready queue: eligible jobs in (key, job) order, as a `BTreeSet` of the same pairs would
+/// hold them. A sorted `Vec`: only a task's oldest unfinished job is ever eligible, so a queue
+/// holds at most one job per task and is searched and shifted in place, with none of a
+/// B-tree's node handling on every suspend and resume. Kept in descending order, the job that
+/// runs first last: the jobs that come and go most (the running job ending, a higher-priority
+/// job arriving to preempt it) are at the end, where adding and removing shifts little.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ReadyQueue {
+    /// Descending; `jobs.last()` runs first.
     jobs: Vec<(QueueKey, JobKey)>,
 }
 
 impl ReadyQueue {
+    #[inline]
+    fn search(&self, x: &(QueueKey, JobKey)) -> Result<usize, usize> {
+        self.jobs.binary_search_by(|probe| x.cmp(probe))
+    }
     /// Adds `(key, job)`; no-op if it is already there.
     #[inline]
     pub(crate) fn insert(&mut self, key: QueueKey, job: JobKey) {
         let x = (key, job);
-        if let Err(at) = self.jobs.binary_search(&x) {
+        if let Err(at) = self.search(&x) {
             self.jobs.insert(at, x);
         }
     }
     /// Removes `(key, job)` if it is there.
     #[inline]
     pub(crate) fn remove(&mut self, key: QueueKey, job: JobKey) {
-        if let Ok(at) = self.jobs.binary_search(&(key, job)) {
+        let x = (key, job);
+        // Most often the job that runs first: no search, no shift.
+        if self.jobs.last() == Some(&x) {
+            self.jobs.pop();
+        } else if let Ok(at) = self.search(&x) {
             self.jobs.remove(at);
         }
     }
     /// The job that runs first.
     #[inline]
     pub(crate) fn first(&self) -> Option<JobKey> {
-        self.jobs.first().map(|&(_, j)| j)
+        self.jobs.last().map(|&(_, j)| j)
     }
-    /// The first `n` entries in run order (fewer if fewer are queued).
+    /// The first `n` entries (fewer if fewer are queued), in reverse run order: the job that
+    /// runs first is the last entry.
     #[inline]
-    pub(crate) fn first_n(&self, n: usize) -> &[(QueueKey, JobKey)] {
-        &self.jobs[..n.min(self.jobs.len())]
+    pub(crate) fn first_n_reversed(&self, n: usize) -> &[(QueueKey, JobKey)] {
+        &self.jobs[self.jobs.len().saturating_sub(n)..]
     }
     /// The jobs in run order.
     #[inline]
     pub(crate) fn iter(&self) -> impl Iterator<Item = JobKey> + '_ {
-        self.jobs.iter().map(|&(_, j)| j)
+        self.jobs.iter().rev().map(|&(_, j)| j)
     }
 }
 
