@@ -35,7 +35,7 @@ def serve(requests: TextIO, replies: TextIO) -> None:
             elif instance is None:
                 reply = {"error": "no controller is loaded"}
             else:
-                reply = {"actions": json.loads(plugins.controller_tick(instance, json.dumps(request["tick"])))}
+                reply = {"actions": plugins.controller_tick_wire(instance, request["tick"])}
         except Exception as e:  # noqa: BLE001 — every failure is answered, one line
             reply = _error(e)
         replies.write(json.dumps(reply) + "\n")

@@ -331,15 +331,20 @@ def build_controller(name: str, params_json: str) -> tuple[Any, str, int]:
 
 def controller_tick(instance: Any, observation_json: str) -> str:
     """One tick of a Python controller: the observation's JSON in, the actions' JSON out."""
+    return json.dumps(controller_tick_wire(instance, json.loads(observation_json)))
+
+
+def controller_tick_wire(instance: Any, observation: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One tick of a Python controller on the observation's parsed JSON: the actions' JSON form."""
     from critmem.controller import ActionError, actions_to_wire, observation_from_wire
 
-    observation = observation_from_wire(json.loads(observation_json))
+    typed = observation_from_wire(observation)
     try:
-        actions = instance.tick(observation)
+        actions = instance.tick(typed)
     except Exception as e:
         raise user_error(owner_name(instance), "tick", e) from e
     try:
-        return json.dumps(actions_to_wire(actions))
+        return actions_to_wire(actions)
     except ActionError as e:
         raise PluginError(f"{owner_name(instance)}.tick returned a bad action: {e}") from e
 
