@@ -6,7 +6,8 @@
 //! Protocol, one JSON object per line: the loop sends `{"load": NAME, "params": {...}}`, the
 //! host answers `{"ok": {"name": ..., "interval_ns": ...}}` or `{"error": ..., "not_found":
 //! bool}`; then per tick `{"tick": OBSERVATION}` → `{"actions": [...]}` or `{"error": ...}`.
-//! The host's stdout carries only the protocol (user prints go to stderr).
+//! The host's stdout carries only the protocol; user prints go to stderr, which is held back
+//! until the class has loaded.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsFd;
@@ -53,12 +54,24 @@ impl PythonControllers {
     }
 
     fn load(&self, name: &str, params: &Value) -> Result<(Host, String, u64), ExternalError> {
-        let mut host = Host::spawn(&self.python, self.base_dir.as_deref()).map_err(ExternalError::Invalid)?;
-        let reply = host.ask(&json!({"load": name, "params": params}), LOAD_TIMEOUT).map_err(ExternalError::Invalid)?;
+        // Without a Python that has critmem, a plain name is just unknown; a class name says why.
+        let unavailable = |reason: String| {
+            if name.contains(':') {
+                ExternalError::Invalid(format!(
+                    "controller `{name}`: {reason}; a Python controller runs in {}, which needs critmem installed (set CRITMEM_PYTHON)",
+                    self.python.display()
+                ))
+            } else {
+                ExternalError::NotFound(critmem_policy::PolicyError::UnknownController { name: name.to_string() }.to_string())
+            }
+        };
+        let mut host = Host::spawn(&self.python, self.base_dir.as_deref()).map_err(unavailable)?;
+        let reply = host.ask(&json!({"load": name, "params": params}), LOAD_TIMEOUT).map_err(unavailable)?;
         if let Some(ok) = reply.get("ok") {
             let name = ok.get("name").and_then(Value::as_str).unwrap_or(name).to_string();
             let interval_ns =
                 ok.get("interval_ns").and_then(Value::as_u64).filter(|&n| n > 0).unwrap_or(critmem_policy::DEFAULT_INTERVAL_NS);
+            host.stderr.pass_on();
             return Ok((host, name, interval_ns));
         }
         let message = error_of(&reply);
@@ -66,6 +79,53 @@ impl PythonControllers {
             Err(ExternalError::NotFound(message))
         } else {
             Err(ExternalError::Invalid(message))
+        }
+    }
+}
+
+/// The host's stderr: held back while the class loads (a failure is summed up in one line; a
+/// Python that cannot start would otherwise print its own), passed on from then on (the
+/// user's prints). With CRITMEM_DEBUG=1 what was held back is printed too.
+struct StderrRelay {
+    held: std::sync::Arc<std::sync::Mutex<Option<Vec<u8>>>>,
+}
+
+impl StderrRelay {
+    fn start(mut from: std::process::ChildStderr) -> StderrRelay {
+        let held = std::sync::Arc::new(std::sync::Mutex::new(Some(Vec::new())));
+        let shared = std::sync::Arc::clone(&held);
+        std::thread::spawn(move || {
+            let mut chunk = [0u8; 4096];
+            loop {
+                let n = match std::io::Read::read(&mut from, &mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                let mut held = shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                match held.as_mut() {
+                    Some(buffer) => buffer.extend_from_slice(&chunk[..n]),
+                    None => {
+                        let _ = std::io::stderr().write_all(&chunk[..n]);
+                    }
+                }
+            }
+        });
+        StderrRelay { held }
+    }
+
+    /// From now on the host's stderr reaches ours, starting with what was held back.
+    fn pass_on(&self) {
+        let mut held = self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(buffer) = held.take() {
+            let _ = std::io::stderr().write_all(&buffer);
+        }
+    }
+}
+
+impl Drop for StderrRelay {
+    fn drop(&mut self) {
+        if std::env::var_os("CRITMEM_DEBUG").is_some_and(|v| v == "1") {
+            self.pass_on();
         }
     }
 }
@@ -97,23 +157,21 @@ struct Host {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
+    stderr: StderrRelay,
 }
 
 impl Host {
     fn spawn(python: &Path, base_dir: Option<&Path>) -> Result<Host, String> {
         let mut command = Command::new(python);
-        command.args(["-m", "critmem.controller_host"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        command.args(["-m", "critmem.controller_host"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         if let Some(dir) = base_dir {
             command.env("CRITMEM_SCENARIO_DIR", dir);
         }
-        let mut child = command.spawn().map_err(|e| {
-            format!(
-                "cannot start {} for the Python controller: {e} (set CRITMEM_PYTHON to the interpreter critmem is installed in)",
-                python.display()
-            )
-        })?;
-        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else { unreachable!("both pipes were asked for") };
-        Ok(Host { child, stdin, stdout: BufReader::new(stdout) })
+        let mut child = command.spawn().map_err(|e| format!("cannot start {}: {e}", python.display()))?;
+        let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take()) else {
+            unreachable!("the three pipes were asked for")
+        };
+        Ok(Host { child, stdin, stdout: BufReader::new(stdout), stderr: StderrRelay::start(stderr) })
     }
 
     /// Sends `message` and reads the answer line, waiting at most `timeout`.
