@@ -7,7 +7,7 @@
 //! something a scheduler may not answer) is kept in the run's fault slot, and the scheduler
 //! answers as if it had nothing to run until the run stops at its next progress check.
 
-use critmem_core::sched::external::{static_name, ExternalSchedulerError, ExternalSchedulers};
+use critmem_core::sched::external::{static_name, ExternalSchedulerCheck, ExternalSchedulerError, ExternalSchedulers};
 use critmem_core::sched::{JobKey, ReadyJob, Scheduler};
 use critmem_core::Nanos;
 use critmem_core::TaskSpec;
@@ -105,7 +105,7 @@ fn build_scheduler(name: &str, config: &serde_json::Value, tasks: &[TaskSpec], c
     })
 }
 
-impl ExternalSchedulers for PySchedulers {
+impl ExternalSchedulerCheck for PySchedulers {
     fn knows(&self, name: &str) -> bool {
         Python::attach(|py| {
             plugins(py).and_then(|m| m.call_method1("scheduler_known", (name,))).and_then(|v| v.extract::<bool>()).unwrap_or(false)
@@ -124,7 +124,9 @@ impl ExternalSchedulers for PySchedulers {
             Err(e) => Err(ExternalSchedulerError::BadConfig(message(&e))),
         }
     }
+}
 
+impl ExternalSchedulers for PySchedulers {
     fn build(&self, name: &str, config: &serde_json::Value, tasks: &[TaskSpec], cpus: usize) -> Box<dyn Scheduler> {
         match build_scheduler(name, config, tasks, cpus) {
             Ok(sched) => Box::new(sched),

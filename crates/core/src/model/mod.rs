@@ -5,6 +5,7 @@
 //! loader builds these from a file; the runtime (engine, schedulers,
 //! subsystems) reads them. Nothing here names the runtime.
 
+pub mod external;
 pub mod io;
 pub mod memory;
 pub mod program;

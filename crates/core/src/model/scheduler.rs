@@ -31,7 +31,7 @@ pub enum SchedulerKind {
     /// EDF on what A and B leave, D best effort.
     Mc2,
     /// A scheduler written outside critmem (a Python class), named by the file
-    /// ([`crate::sched::external`]); not one of [`Self::NAMES`].
+    /// (the resolver the embedding program registers); not one of [`Self::NAMES`].
     #[serde(skip)]
     External,
 }
@@ -191,7 +191,7 @@ impl SchedulerSpec {
     /// The name the file gives the kind (`"pfp"`, or an external scheduler's own name).
     pub fn name(&self) -> &'static str {
         match self {
-            SchedulerSpec::External(e) => crate::sched::external::static_name(&e.name),
+            SchedulerSpec::External(e) => static_name(&e.name),
             _ => self.kind().as_str(),
         }
     }
@@ -376,4 +376,17 @@ pub struct Hierarchy {
     /// an event that arrives while its child-scheduler thread delivers the last one it saw
     /// waits for the next event or replenishment.
     pub pending_event_check: bool,
+}
+
+/// `name` as a `&'static str` (schedulers and results name their kind so); each distinct
+/// name is kept once for the life of the program.
+pub fn static_name(name: &str) -> &'static str {
+    static NAMES: std::sync::Mutex<std::collections::BTreeSet<&'static str>> = std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut names = NAMES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(&known) = names.get(name) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(name.to_string().into_boxed_str());
+    names.insert(leaked);
+    leaked
 }

@@ -727,7 +727,7 @@ pub(super) fn some_choice<'de, T: Choice, D: Deserializer<'de>>(d: D) -> Result<
 }
 
 /// A choice whose value may also name a scheduler written outside critmem
-/// ([`crate::sched::external`]): `choice` is then the type's external variant.
+/// ([`crate::model::external`]): `choice` is then the type's external variant.
 #[derive(Debug, Clone)]
 pub(super) struct NamedChoice<T> {
     pub(super) choice: T,
@@ -753,7 +753,7 @@ impl<'de, T: ExternalChoice> Deserialize<'de> for NamedChoice<T> {
         let name = String::deserialize(d)?;
         match parse_choice::<T, D::Error>(&name) {
             Ok(choice) => Ok(NamedChoice { choice, external: None }),
-            Err(_) if crate::sched::external::is_external_name(&name) => Ok(NamedChoice { choice: T::EXTERNAL, external: Some(name) }),
+            Err(_) if crate::model::external::is_external_name(&name) => Ok(NamedChoice { choice: T::EXTERNAL, external: Some(name) }),
             Err(e) if name.contains(':') => Err(serde::de::Error::custom(format!(
                 "{e}; a Python {} (`{name}`) runs only where critmem's Python package loads the scenario",
                 T::NOUN

@@ -69,9 +69,9 @@ pub(super) fn check_external(
     name_key: &str,
     config_key: &str,
 ) -> Result<(), ScenarioError> {
-    use crate::sched::external::{external_schedulers, ExternalSchedulerError};
+    use crate::model::external::{external_scheduler_check, ExternalSchedulerError};
     let resolver =
-        external_schedulers().ok_or_else(|| cx.err(name_key, format!("no resolver of Python schedulers for {:?}", spec.name)))?;
+        external_scheduler_check().ok_or_else(|| cx.err(name_key, format!("no resolver of Python schedulers for {:?}", spec.name)))?;
     resolver.check(&spec.name, &spec.config, tasks, cpus).map_err(|e| match e {
         ExternalSchedulerError::NotFound(m) => cx.err(name_key, m),
         ExternalSchedulerError::BadConfig(m) => cx.err(config_key, m),

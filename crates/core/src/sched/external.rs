@@ -4,32 +4,16 @@
 //! server's `policy`; the loader asks the resolver to check it with the tasks and CPUs it will
 //! schedule, so a name or a configuration that cannot run fails at load, at its key.
 
-use std::collections::BTreeSet;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use super::{JobKey, ReadyJob, Scheduler};
 use crate::model::task::TaskSpec;
 use crate::result::SimResult;
 use crate::time::Nanos;
 
-/// Why a resolver refused a scheduler; each message is one line.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ExternalSchedulerError {
-    /// No scheduler has that name, or what it names is no scheduler (a method missing).
-    NotFound(String),
-    /// It exists but its `config` does not fit (a parameter unknown or of the wrong type, its
-    /// constructor or setup raised).
-    BadConfig(String),
-}
-
-/// Builds schedulers critmem does not hold.
-pub trait ExternalSchedulers: Send + Sync {
-    /// Whether `name`, which is no built-in kind and no `module:Class`, is one the resolver
-    /// knows (an installed entry point): the loader then gives it to [`Self::check`] rather
-    /// than refusing it as an unknown kind.
-    fn knows(&self, name: &str) -> bool;
-    /// Checks that `name` builds with `config` for `tasks` on `cpus` CPUs.
-    fn check(&self, name: &str, config: &serde_json::Value, tasks: &[TaskSpec], cpus: usize) -> Result<(), ExternalSchedulerError>;
+/// Builds schedulers critmem does not hold; the loader's half ([`ExternalSchedulerCheck`])
+/// lives with the scenario model.
+pub trait ExternalSchedulers: ExternalSchedulerCheck {
     /// A fresh scheduler over `cpus` CPUs (numbered from 0). One that fails, to build or later,
     /// reports it the way the embedding program stops a run; until then it leaves the CPUs idle.
     fn build(&self, name: &str, config: &serde_json::Value, tasks: &[TaskSpec], cpus: usize) -> Box<dyn Scheduler>;
@@ -37,9 +21,14 @@ pub trait ExternalSchedulers: Send + Sync {
 
 static RESOLVER: OnceLock<Box<dyn ExternalSchedulers>> = OnceLock::new();
 
-/// Registers the program's resolver; a second registration is refused (returns false).
+/// Registers the program's resolver, for the loader's checks and the runs' builds; a second
+/// registration is refused (returns false).
 pub fn register_external_schedulers(resolver: Box<dyn ExternalSchedulers>) -> bool {
-    RESOLVER.set(resolver).is_ok()
+    if RESOLVER.set(resolver).is_err() {
+        return false;
+    }
+    let registered: &'static dyn ExternalSchedulers = &**RESOLVER.get().expect("set just now");
+    crate::model::external::register_check(registered)
 }
 
 /// The registered resolver, if any.
@@ -47,24 +36,8 @@ pub fn external_schedulers() -> Option<&'static dyn ExternalSchedulers> {
     RESOLVER.get().map(|r| &**r)
 }
 
-/// Whether a name that is no built-in kind goes to the resolver: a `module:Class` name or one
-/// it knows, and only when one is registered.
-pub fn is_external_name(name: &str) -> bool {
-    external_schedulers().is_some_and(|r| name.contains(':') || r.knows(name))
-}
-
-/// `name` as a `&'static str` (schedulers and results name their kind so); each distinct
-/// name is kept once for the life of the program.
-pub fn static_name(name: &str) -> &'static str {
-    static NAMES: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
-    let mut names = NAMES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(&known) = names.get(name) {
-        return known;
-    }
-    let leaked: &'static str = Box::leak(name.to_string().into_boxed_str());
-    names.insert(leaked);
-    leaked
-}
+pub use crate::model::external::{is_external_name, ExternalSchedulerCheck, ExternalSchedulerError};
+pub use crate::model::scheduler::static_name;
 
 /// The scheduler `name` builds, through the registered resolver.
 pub(crate) fn build(name: &str, config: &serde_json::Value, tasks: &[TaskSpec], cpus: usize) -> Box<dyn Scheduler> {
@@ -156,7 +129,7 @@ mod tests {
     /// `toys:Edf`; `config = { bad = ... }` does not fit them.
     struct Toys;
 
-    impl ExternalSchedulers for Toys {
+    impl ExternalSchedulerCheck for Toys {
         fn knows(&self, name: &str) -> bool {
             name == "toy-edf"
         }
@@ -169,6 +142,9 @@ mod tests {
                 _ => Err(ExternalSchedulerError::NotFound(format!("scheduler `{name}`: no such toy"))),
             }
         }
+    }
+
+    impl ExternalSchedulers for Toys {
         fn build(&self, _: &str, _: &serde_json::Value, _: &[TaskSpec], cpus: usize) -> Box<dyn Scheduler> {
             Box::new(GlobalScheduler::new("toy-edf", JobOrder::Edf, cpus))
         }
