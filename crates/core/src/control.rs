@@ -72,13 +72,16 @@ pub fn keep_every_other<T>(items: &mut Vec<T>) {
     });
 }
 
-/// A group's limit and usage extremes over a run.
+/// A group's limit and usage extremes over a run, and what the controller reclaimed of it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GroupExtremes {
     /// `memory.max` after the last tick.
     pub final_max_bytes: Option<u64>,
     pub lowest_max_bytes: Option<u64>,
     pub peak_usage_bytes: u64,
+    /// Memory evicted by the controller's `Reclaim` actions (pages that fault back in are
+    /// counted again if reclaimed again).
+    pub reclaimed_bytes: u64,
 }
 
 pub(crate) struct Control {
@@ -324,20 +327,16 @@ impl Platform for SimPlatform<'_> {
 
     /// Applies limit and protection changes, clamped as the platform promises: max and high
     /// to `[floor, machine]`, min and low to the machine; a limit is rounded down to whole
-    /// pages so it never exceeds the request (except to honour the floor). Returns what was
-    /// applied, as applied; actions for groups that do not exist are left out.
+    /// pages so it never exceeds the request (except to honour the floor). A reclaim evicts
+    /// up to the request's whole pages at once, as a shrinking limit would, and is returned
+    /// with the bytes it evicted (left out when it evicted none). Returns what was applied,
+    /// as applied; actions for groups that do not exist are left out.
     fn apply(&mut self, actions: &[Action]) -> Result<Vec<Action>, Infallible> {
         let (pb, total) = (self.ms.page_bytes(), self.ms.total_frames());
         let st = &mut *self.state;
         let mut applied = Vec::with_capacity(actions.len());
         for &a in actions {
-            let group = match a {
-                Action::SetMax { group, .. }
-                | Action::SetHigh { group, .. }
-                | Action::SetMin { group, .. }
-                | Action::SetLow { group, .. }
-                | Action::DropJob { group, .. } => group,
-            };
+            let group = a.group();
             if group >= st.groups.len() {
                 st.ignored += 1;
                 continue;
@@ -371,6 +370,15 @@ impl Platform for SimPlatform<'_> {
                 Action::DropJob { job, .. } => {
                     self.drops.push((group, job));
                     applied.push(a);
+                    continue;
+                }
+                Action::Reclaim { bytes, .. } => {
+                    // Whole pages, as many as the group can give up now; none: not applied.
+                    let reclaimed = self.ms.reclaim_group(group, self.now, bytes / pb) * pb;
+                    if reclaimed > 0 {
+                        st.extremes[group].reclaimed_bytes += reclaimed;
+                        applied.push(Action::Reclaim { group, bytes: reclaimed });
+                    }
                     continue;
                 }
             };
@@ -505,6 +513,7 @@ impl Section for ControlResult {
                     final_max_mb: x.final_max_bytes.map(mb),
                     lowest_max_mb: x.lowest_max_bytes.map(mb),
                     peak_usage_mb: mb(x.peak_usage_bytes),
+                    reclaimed_mb: (x.reclaimed_bytes > 0).then(|| mb(x.reclaimed_bytes)),
                 })
                 .collect(),
         };
@@ -536,4 +545,7 @@ struct JsonControlGroup<'a> {
     final_max_mb: Option<f64>,
     lowest_max_mb: Option<f64>,
     peak_usage_mb: f64,
+    /// Only when the controller reclaimed some of the group (most never ask).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reclaimed_mb: Option<f64>,
 }

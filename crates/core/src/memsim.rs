@@ -728,6 +728,16 @@ impl MemSim {
         capped && self.mem.set_reservation_size(now, self.limit_groups[gi].0, pages).is_ok()
     }
 
+    /// Reclaims up to `pages` of group `gi` at `now` without changing its limit (what its
+    /// limit shrinking would evict, coldest first); returns the pages it gave up. A group with
+    /// a bound gives them up through it (it counts the pages reservations hold too).
+    pub(crate) fn reclaim_group(&mut self, gi: usize, now: Nanos, pages: u64) -> u64 {
+        match self.group_bounds[gi] {
+            Some(b) => self.mem.reclaim_bound(now, b, pages).expect("bound exists"),
+            None => self.mem.reclaim_limit_group(now, self.limit_groups[gi].0, pages).expect("a limit group"),
+        }
+    }
+
     pub(crate) fn set_group_protection(&mut self, gi: usize, high: Option<u64>, min: Option<u64>, low: Option<u64>) {
         self.mem.set_limit_protection(self.limit_groups[gi].0, high, min, low).expect("a limit group");
     }

@@ -17,8 +17,14 @@
 //! 3. ask for one byte more than one [`alignment`] above the floor: the limit is exactly one
 //!    alignment above it (rounded down to whole pages, never up);
 //! 4. ask for exactly two alignments above the floor: the limit is exactly that;
-//! 5. clear every limit: no group has one;
-//! 6. ask for a limit on a group that does not exist: nothing may change or break.
+//! 5. ask every group to reclaim one byte more than one alignment: for
+//!    [`RECLAIM_WATCH_TICKS`] no limit or protection changes, and usage grows by no more than
+//!    [`RECLAIM_USAGE_NOISE_BYTES`] (a platform without proactive reclaim does nothing, which
+//!    passes; [`check_platform`] also checks what `apply` returns: a whole-page reclaim no
+//!    larger than asked, or nothing);
+//! 6. clear every limit: no group has one;
+//! 7. ask for a limit and a reclaim of a group that does not exist: nothing may change or
+//!    break.
 //!
 //! Preconditions: at least one group, none with a hard limit at the start, each using less
 //! memory than its floor (so no platform raises a limit to protect the group), and room for a
@@ -37,6 +43,11 @@ use std::fmt;
 pub const SETTLE_TICKS: u32 = 200;
 /// The alignment of a group without a floor: platforms' pages are at most this large.
 const LARGEST_PAGE_BYTES: u64 = 64 << 10;
+/// Ticks the probe watches a group after asking it to reclaim.
+pub const RECLAIM_WATCH_TICKS: u32 = 3;
+/// How much a group's usage may grow while a reclaim is watched: a live group's workload
+/// keeps allocating meanwhile, and reclaimed pages may fault back in.
+pub const RECLAIM_USAGE_NOISE_BYTES: u64 = 4 << 20;
 
 /// A size every page of the platform divides, from a group's floor: the floor is a whole
 /// number of pages and pages are powers of two, so the floor's lowest set bit is a multiple
@@ -89,6 +100,7 @@ enum Step {
     BelowFloor { since: u32 },
     RoundDown { since: u32 },
     Exact { since: u32 },
+    Reclaim { since: u32 },
     Clear { since: u32 },
     Stray,
     Done,
@@ -100,6 +112,8 @@ pub struct ConformanceProbe {
     step: Step,
     first: Option<Observation>,
     previous: Option<Observation>,
+    /// The observation the reclaim step was asked at.
+    before_reclaim: Option<Observation>,
     interval_ns: u64,
 }
 
@@ -107,7 +121,17 @@ impl ConformanceProbe {
     /// A probe ticking at `interval_ns`, and the report it fills.
     pub fn new(interval_ns: u64) -> (Self, Arc<Mutex<ConformanceReport>>) {
         let report = Arc::new(Mutex::new(ConformanceReport::default()));
-        (ConformanceProbe { report: Arc::clone(&report), step: Step::Start, first: None, previous: None, interval_ns }, report)
+        (
+            ConformanceProbe {
+                report: Arc::clone(&report),
+                step: Step::Start,
+                first: None,
+                previous: None,
+                before_reclaim: None,
+                interval_ns,
+            },
+            report,
+        )
     }
 
     /// Whether the script has run to its end (the platform's loop may stop).
@@ -167,6 +191,24 @@ impl ConformanceProbe {
 
     fn set_all(obs: &Observation, bytes: impl Fn(&GroupObservation) -> Option<u64>) -> Vec<Action> {
         obs.groups.iter().enumerate().map(|(group, g)| Action::SetMax { group, bytes: bytes(g) }).collect()
+    }
+
+    /// Checks a reclaim's promises against the observation it was asked at; false on a
+    /// violation (reported).
+    fn check_reclaim(&self, obs: &Observation) -> bool {
+        let Some(before) = &self.before_reclaim else { return true };
+        let mut kept = true;
+        for (a, b) in before.groups.iter().zip(&obs.groups) {
+            if a.knobs != b.knobs {
+                self.violation(format!("{}: a reclaim changed its limits: {:?} -> {:?}", a.name, a.knobs, b.knobs));
+                kept = false;
+            }
+            if b.usage_bytes > a.usage_bytes.saturating_add(RECLAIM_USAGE_NOISE_BYTES) {
+                self.violation(format!("{}: usage grew from {} to {} bytes after a reclaim", a.name, a.usage_bytes, b.usage_bytes));
+                kept = false;
+            }
+        }
+        kept
     }
 
     /// Moves on when `done` holds for every group, or reports `what` after [`SETTLE_TICKS`].
@@ -245,10 +287,13 @@ impl Controller for ConformanceProbe {
             }
             Step::Exact { since } => {
                 let shown = |_, g: &GroupObservation| g.knobs.max_bytes == Some(steps_above_floor(g.floor_bytes)[1].1);
-                match self.wait(obs, since, Step::Clear { since: 0 }, "an exact page-aligned limit", shown) {
+                match self.wait(obs, since, Step::Reclaim { since: 0 }, "an exact page-aligned limit", shown) {
                     Some(next) => {
                         self.step = next;
-                        Self::set_all(obs, |_| None)
+                        self.before_reclaim = Some(obs.clone());
+                        let reclaim =
+                            |(group, g): (usize, &GroupObservation)| Action::Reclaim { group, bytes: alignment(g.floor_bytes) + 1 };
+                        obs.groups.iter().enumerate().map(reclaim).collect()
                     }
                     None => {
                         self.step = Step::Exact { since: since + 1 };
@@ -256,10 +301,20 @@ impl Controller for ConformanceProbe {
                     }
                 }
             }
+            Step::Reclaim { since } => {
+                if !self.check_reclaim(obs) || since + 1 >= RECLAIM_WATCH_TICKS {
+                    self.step = Step::Clear { since: 0 };
+                    Self::set_all(obs, |_| None)
+                } else {
+                    self.step = Step::Reclaim { since: since + 1 };
+                    Vec::new()
+                }
+            }
             Step::Clear { since } => match self.wait(obs, since, Step::Stray, "clearing every limit", |_, g| g.knobs.max_bytes.is_none()) {
                 Some(next) => {
                     self.step = next;
-                    vec![Action::SetMax { group: obs.groups.len(), bytes: Some(1 << 30) }]
+                    let group = obs.groups.len();
+                    vec![Action::SetMax { group, bytes: Some(1 << 30) }, Action::Reclaim { group, bytes: 1 << 30 }]
                 }
                 None => {
                     self.step = Step::Clear { since: since + 1 };
@@ -353,6 +408,38 @@ where
         }
     }
 
+    // A reclaim changes no limit, asks whole pages no more than requested (or nothing, on a
+    // platform without proactive reclaim), never raises usage; less than a page asks nothing.
+    for (id, g) in second.groups.iter().enumerate() {
+        let before = platform.observe()?.groups[id].clone();
+        let asked = alignment(g.floor_bytes) + 1;
+        let applied = platform.apply(&[Action::Reclaim { group: id, bytes: asked }])?;
+        // Whole pages divide the alignment, so asked (one byte past it) rounds down to at most it.
+        let whole_pages = |bytes: u64| bytes > 0 && bytes < asked;
+        ensure!(
+            match applied.as_slice() {
+                [] => true,
+                [Action::Reclaim { group, bytes }] => *group == id && whole_pages(*bytes),
+                _ => false,
+            },
+            "{}: asked to reclaim {asked} bytes, apply reported {applied:?}, not whole pages up to {} or nothing",
+            g.name,
+            asked - 1
+        );
+        settle(platform);
+        let after = platform.observe()?.groups[id].clone();
+        ensure!(after.knobs == before.knobs, "{}: a reclaim changed its limits: {:?} -> {:?}", g.name, before.knobs, after.knobs);
+        ensure!(
+            after.usage_bytes <= before.usage_bytes.saturating_add(RECLAIM_USAGE_NOISE_BYTES),
+            "{}: usage grew from {} to {} bytes after a reclaim",
+            g.name,
+            before.usage_bytes,
+            after.usage_bytes
+        );
+        let tiny = platform.apply(&[Action::Reclaim { group: id, bytes: 1 }])?;
+        ensure!(tiny.is_empty(), "{}: a reclaim of less than a page was applied: {tiny:?}", g.name);
+    }
+
     // Clearing the limit is applied and observed; nonexistent groups are ignored.
     let clear: Vec<Action> = (0..second.groups.len()).map(|id| Action::SetMax { group: id, bytes: None }).collect();
     let applied = platform.apply(&clear)?;
@@ -364,7 +451,8 @@ where
         "limits still set after clearing: {:?}",
         cleared.groups.iter().map(|g| g.knobs).collect::<Vec<_>>()
     );
-    let stray = platform.apply(&[Action::SetMax { group: second.groups.len(), bytes: Some(1 << 30) }])?;
+    let group = second.groups.len();
+    let stray = platform.apply(&[Action::SetMax { group, bytes: Some(1 << 30) }, Action::Reclaim { group, bytes: 1 << 30 }])?;
     ensure!(stray.is_empty(), "an action for a nonexistent group was applied: {stray:?}");
     Ok(())
 }
@@ -377,13 +465,23 @@ mod tests {
     const PAGE_BYTES: u64 = 4096;
 
     /// A platform that applies synchronously and keeps the contract, in a few lines; `round`
-    /// turns a request into the applied limit (before the floor), and `break_it` may spoil each
-    /// observation.
+    /// turns a request into the applied limit (before the floor), `reclaim` does a reclaim
+    /// (returning what it applied), and `break_it` may spoil each observation.
     struct Toy<B: FnMut(u64, &mut Vec<GroupObservation>)> {
         groups: Vec<GroupObservation>,
         now_ns: u64,
         round: fn(u64) -> u64,
+        reclaim: ReclaimFn,
         break_it: B,
+    }
+
+    type ReclaimFn = fn(&mut GroupObservation, usize, u64) -> Option<Action>;
+
+    /// A conforming reclaim: whole pages, taken from usage, nothing else changed.
+    fn reclaim_whole_pages(g: &mut GroupObservation, group: usize, bytes: u64) -> Option<Action> {
+        let bytes = round_down(bytes);
+        g.usage_bytes = g.usage_bytes.saturating_sub(bytes);
+        (bytes > 0).then_some(Action::Reclaim { group, bytes })
     }
 
     fn toy<B: FnMut(u64, &mut Vec<GroupObservation>)>(round: fn(u64) -> u64, break_it: B) -> Toy<B> {
@@ -392,12 +490,12 @@ mod tests {
                 name: format!("g{i}"),
                 role: GroupRole::NonRealTime,
                 stall: StallTotals::default(),
-                usage_bytes: 0,
+                usage_bytes: 1 << 20,
                 knobs: MemoryKnobs::default(),
                 floor_bytes: (i + 1) * (3 << 20),
             })
             .collect();
-        Toy { groups, now_ns: 0, round, break_it }
+        Toy { groups, now_ns: 0, round, reclaim: reclaim_whole_pages, break_it }
     }
 
     fn round_down(bytes: u64) -> u64 {
@@ -416,12 +514,14 @@ mod tests {
         fn apply(&mut self, actions: &[Action]) -> Result<Vec<Action>, Self::Error> {
             let mut applied = Vec::new();
             for action in actions {
-                if let Action::SetMax { group, bytes } = *action {
-                    let round = self.round;
-                    if let Some(g) = self.groups.get_mut(group) {
-                        g.knobs.max_bytes = bytes.map(|b| round(b).max(g.floor_bytes));
+                let Some(g) = self.groups.get_mut(action.group()) else { continue };
+                match *action {
+                    Action::SetMax { group, bytes } => {
+                        g.knobs.max_bytes = bytes.map(|b| (self.round)(b).max(g.floor_bytes));
                         applied.push(Action::SetMax { group, bytes: g.knobs.max_bytes });
                     }
+                    Action::Reclaim { group, bytes } => applied.extend((self.reclaim)(g, group, bytes)),
+                    _ => {}
                 }
             }
             Ok(applied)
@@ -472,6 +572,38 @@ mod tests {
             let err = check_platform(&mut toy(round, |_, _| {}), |_| {}).unwrap_err().to_string();
             assert!(err.contains("a partial page"), "{err}");
         }
+    }
+
+    /// A platform without proactive reclaim passes by leaving it out; one whose reclaim caps
+    /// the group, grows its usage or reports more than whole pages of the request is caught.
+    #[test]
+    fn reclaim_changes_no_limit_never_grows_usage_and_asks_whole_pages() {
+        fn unsupported(_: &mut GroupObservation, _: usize, _: u64) -> Option<Action> {
+            None
+        }
+        fn caps(g: &mut GroupObservation, group: usize, bytes: u64) -> Option<Action> {
+            g.knobs.high_bytes = Some(g.usage_bytes);
+            reclaim_whole_pages(g, group, bytes)
+        }
+        fn grows(g: &mut GroupObservation, group: usize, bytes: u64) -> Option<Action> {
+            g.usage_bytes += 8 << 20;
+            reclaim_whole_pages(g, group, bytes)
+        }
+        fn unrounded(_: &mut GroupObservation, group: usize, bytes: u64) -> Option<Action> {
+            Some(Action::Reclaim { group, bytes })
+        }
+        let with = |reclaim: ReclaimFn| Toy { reclaim, ..toy(round_down, |_, _| {}) };
+        assert_eq!(probe(with(reclaim_whole_pages)).verdict(), Ok(()));
+        assert_eq!(probe(with(unsupported)).verdict(), Ok(()));
+        check_platform(&mut with(unsupported), |_| {}).unwrap();
+        for (reclaim, what) in [(caps as ReclaimFn, "changed its limits"), (grows, "usage grew")] {
+            let report = probe(with(reclaim));
+            assert!(report.verdict().unwrap_err().contains(what), "{report:?}");
+            let err = check_platform(&mut with(reclaim), |_| {}).unwrap_err().to_string();
+            assert!(err.contains(what), "{err}");
+        }
+        let err = check_platform(&mut with(unrounded), |_| {}).unwrap_err().to_string();
+        assert!(err.contains("not whole pages"), "{err}");
     }
 
     #[test]

@@ -179,27 +179,34 @@ pub struct Observation {
 /// A change a controller asks for. The platform clamps limits to each group's floor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Action {
-    SetMax {
-        group: GroupId,
-        bytes: Option<u64>,
-    },
-    SetHigh {
-        group: GroupId,
-        bytes: Option<u64>,
-    },
-    SetMin {
-        group: GroupId,
-        bytes: Option<u64>,
-    },
-    SetLow {
-        group: GroupId,
-        bytes: Option<u64>,
-    },
+    /// A hard limit (`memory.max`); `None` removes it.
+    SetMax { group: GroupId, bytes: Option<u64> },
+    /// A throttling limit (`memory.high`); `None` removes it.
+    SetHigh { group: GroupId, bytes: Option<u64> },
+    /// Hard protection from reclaim (`memory.min`); `None` removes it.
+    SetMin { group: GroupId, bytes: Option<u64> },
+    /// Best-effort protection from reclaim (`memory.low`); `None` removes it.
+    SetLow { group: GroupId, bytes: Option<u64> },
     /// Abort the running job `job` of `group` now.
-    DropJob {
-        group: GroupId,
-        job: u64,
-    },
+    DropJob { group: GroupId, job: u64 },
+    /// Reclaim up to `bytes` of the group's memory now (its coldest pages first), without
+    /// changing any limit (cgroup v2's `memory.reclaim`). Pages reclaimed fault back in when
+    /// the group touches them again.
+    Reclaim { group: GroupId, bytes: u64 },
+}
+
+impl Action {
+    /// The group the action is for.
+    pub fn group(&self) -> GroupId {
+        match *self {
+            Action::SetMax { group, .. }
+            | Action::SetHigh { group, .. }
+            | Action::SetMin { group, .. }
+            | Action::SetLow { group, .. }
+            | Action::DropJob { group, .. }
+            | Action::Reclaim { group, .. } => group,
+        }
+    }
 }
 
 /// A memory policy.
@@ -254,6 +261,12 @@ pub trait Platform {
     /// - **What is returned.** Actions for groups that do not exist are ignored and left out;
     ///   an action asking for what is already in place may be left out too.
     /// - **Jobs.** `DropJob` is passed to the group's workload, and returned if it was.
+    /// - **Reclaim.** `Reclaim` changes no limit or protection. It asks for whole pages (the
+    ///   request rounded down; less than a page asks nothing and is left out). It is returned
+    ///   with the bytes the platform reclaimed (the simulator, synchronously) or asked the
+    ///   kernel to reclaim (Linux, off the control thread: an upper bound); a platform
+    ///   without proactive reclaim (cgroup v1) leaves it out, never failing, and so does one
+    ///   that could reclaim nothing.
     fn apply(&mut self, actions: &[Action]) -> Result<Vec<Action>, Self::Error>;
 }
 

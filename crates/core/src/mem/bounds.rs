@@ -193,6 +193,21 @@ impl<A: FrameAllocator> Memory<A> {
         Ok(())
     }
 
+    /// Proactive reclaim of a bound: gives up to `pages` of its pages at `now`, as shrinking
+    /// its size would (pages nobody else maps leave memory), without changing its size.
+    /// Returns the pages it gave up: fewer than asked when it counts fewer (or only pinned ones).
+    pub fn reclaim_bound(&mut self, now: Nanos, bound: BoundId, pages: u64) -> Result<u64, MemError> {
+        let b = self.bound_idx(bound)?;
+        let mut released = 0;
+        while released < pages {
+            let Some(v) = self.bound_victim(b, now, true) else { break };
+            self.bound_release(b, v, now);
+            released += 1;
+        }
+        self.debug_check();
+        Ok(released)
+    }
+
     pub fn bound_stats(&self, bound: BoundId) -> Result<BoundStats, MemError> {
         let bs = &self.bounds[self.bound_idx(bound)? as usize];
         Ok(BoundStats {

@@ -170,6 +170,26 @@ impl<A: FrameAllocator> Memory<A> {
         Ok(())
     }
 
+    /// Proactive reclaim of a limit group (cgroup v2's `memory.reclaim`): evicts up to `pages`
+    /// of its own pages at `now`, as shrinking its limit would (victims chosen the same way,
+    /// dirty ones written back, frames back to the global pool), without changing its size.
+    /// Returns the pages evicted: fewer than asked when nothing more can be (every page left
+    /// is pinned, or the group holds fewer).
+    pub fn reclaim_limit_group(&mut self, now: Nanos, res: ResId, pages: u64) -> Result<u64, MemError> {
+        let p = self.pool_of(res)?;
+        if !self.pools[p as usize].kind.size_is_cap() {
+            return Err(MemError::NotALimitGroup(res.0));
+        }
+        let mut evicted = 0;
+        while evicted < pages {
+            let Some(f) = self.reclaim_one(p, now, true) else { break };
+            self.alloc.give_back(GLOBAL, f);
+            evicted += 1;
+        }
+        self.debug_check();
+        Ok(evicted)
+    }
+
     /// Sets a limit group's `memory.high`, `memory.min` and `memory.low`, in pages (`None`:
     /// no throttle / no protection). Above `high` a faulting task of the group reclaims the
     /// group's own pages first (synchronously, paying the reclaim cost) and only takes a new

@@ -412,3 +412,74 @@ fn a_controller_built_in_code_runs_like_the_named_one() {
     let plain = load_toml_str(plain, "plain.toml").unwrap();
     assert!(critmem_core::simulate_with_controller(&plain, opts, Box::new(critmem_policy::Greedy::default()), "g").is_none());
 }
+
+/// Asks group 0 to reclaim `bytes` at tick `at_tick` and records group 0's usage and knobs
+/// as every tick observes them.
+struct ReclaimOnce {
+    at_tick: usize,
+    bytes: u64,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<(u64, critmem_policy::MemoryKnobs)>>>,
+}
+
+impl critmem_policy::Controller for ReclaimOnce {
+    fn name(&self) -> &str {
+        "reclaim-once"
+    }
+
+    fn tick(&mut self, obs: &critmem_policy::Observation) -> Vec<critmem_policy::Action> {
+        let mut seen = self.seen.lock().unwrap();
+        seen.push((obs.groups[0].usage_bytes, obs.groups[0].knobs));
+        if seen.len() == self.at_tick {
+            vec![critmem_policy::Action::Reclaim { group: 0, bytes: self.bytes }]
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+/// 250 ms of [`scenario`] (an 8 MiB sweep under a 32 MiB limit) with group 0 asked to reclaim
+/// `bytes` at the tick at 60 ms, while its task waits for its next job; and what every tick saw.
+fn run_reclaiming(bytes: u64) -> (SimResult, Vec<(u64, critmem_policy::MemoryKnobs)>) {
+    let text = scenario("greedy", "{}", 8, 32, 100, "fast-ssd", 1).replace("horizon_ms = 1500", "horizon_ms = 250");
+    let s = load_toml_str(&text, "control.toml").unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let controller = ReclaimOnce { at_tick: 12, bytes, seen: seen.clone() };
+    let opts = SimOptions { record_jobs: false, record_segments: false, check_invariants: false };
+    let r = critmem_core::simulate_with_controller(&s, opts, Box::new(controller), "reclaim-once").expect("[control]");
+    let seen = seen.lock().unwrap().clone();
+    (r, seen)
+}
+
+#[test]
+fn a_reclaim_evicts_that_much_of_the_group_at_once_and_leaves_its_limit() {
+    let (r, seen) = run_reclaiming(2 * MIB + 100);
+    let (before, after) = (seen[11], seen[12]);
+    assert!(before.0 >= 6 * MIB, "the first job swept its working set in: {} bytes", before.0);
+    assert_eq!(after.0, before.0 - 2 * MIB, "2 MiB (whole pages of the request) evicted at once");
+    assert_eq!(after.1, before.1, "no limit changed");
+    assert_eq!(after.1.max_bytes, Some(32 * MIB));
+    let c = control(&r);
+    assert_eq!(c.extremes[0].reclaimed_bytes, 2 * MIB);
+    assert_eq!(c.extremes[1].reclaimed_bytes, 0);
+    assert!(c.timeline.iter().all(|s| s.groups[0].max_bytes == Some(32 * MIB)));
+    let json = r.to_json();
+    assert!(json.contains("\"reclaimed_mb\":2.0"), "{json}");
+    // The evicted pages fault back in when the next job sweeps them: dirty ones were written
+    // to swap and come back with major faults, clean ones are filled again.
+    let (quiet, _) = run_reclaiming(0);
+    let stats = |r: &SimResult| r.memory().unwrap().tasks[0].stats;
+    assert!(stats(&r).major_faults > stats(&quiet).major_faults, "{:?} vs {:?}", stats(&r), stats(&quiet));
+    let refaults = |r: &SimResult| stats(r).minor_faults + stats(r).pages_swapped_in;
+    assert!(refaults(&r) >= refaults(&quiet) + 2 * MIB / 4096, "{:?} vs {:?}", stats(&r), stats(&quiet));
+    assert!(!quiet.to_json().contains("reclaimed_mb"), "no reclaim, no field");
+}
+
+#[test]
+fn a_reclaim_of_more_than_the_group_holds_evicts_what_it_has_and_less_than_a_page_nothing() {
+    let (_, seen) = run_reclaiming(1 << 40);
+    assert!(seen[11].0 > 0);
+    assert_eq!(seen[12].0, 0, "everything the idle group held was evicted");
+    let (r, seen) = run_reclaiming(4095);
+    assert_eq!(seen[12].0, seen[11].0);
+    assert_eq!(control(&r).extremes[0].reclaimed_bytes, 0);
+}

@@ -121,14 +121,14 @@ impl Knob {
 }
 
 /// The knob change an [`Action`] asks for: `(group, knob, bytes)`; `None` for actions that
-/// are not knob changes (job drops).
+/// are not knob changes (job drops, reclaims).
 pub fn knob_change(action: &Action) -> Option<(GroupId, Knob, Option<u64>)> {
     match *action {
         Action::SetMax { group, bytes } => Some((group, Knob::Max, bytes)),
         Action::SetHigh { group, bytes } => Some((group, Knob::High, bytes)),
         Action::SetMin { group, bytes } => Some((group, Knob::Min, bytes)),
         Action::SetLow { group, bytes } => Some((group, Knob::Low, bytes)),
-        Action::DropJob { .. } => None,
+        Action::DropJob { .. } | Action::Reclaim { .. } => None,
     }
 }
 

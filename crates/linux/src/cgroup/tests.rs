@@ -202,6 +202,7 @@ fn controller_actions_map_to_knobs() {
     assert_eq!(knob_change(&Action::SetHigh { group: 2, bytes: Some(7) }), Some((2, Knob::High, Some(7))));
     assert_eq!(knob_change(&Action::SetLow { group: 0, bytes: None }), Some((0, Knob::Low, None)));
     assert_eq!(knob_change(&Action::DropJob { group: 0, job: 1 }), None);
+    assert_eq!(knob_change(&Action::Reclaim { group: 0, bytes: 4096 }), None);
 }
 
 #[test]

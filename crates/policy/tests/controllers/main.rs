@@ -80,7 +80,7 @@ impl Fake {
                 Action::SetHigh { group, bytes } => self.groups[group].knobs.high_bytes = bytes,
                 Action::SetMin { group, bytes } => self.groups[group].knobs.min_bytes = bytes,
                 Action::SetLow { group, bytes } => self.groups[group].knobs.low_bytes = bytes,
-                Action::DropJob { .. } => {}
+                Action::DropJob { .. } | Action::Reclaim { .. } => {}
             }
         }
     }

@@ -131,7 +131,9 @@ fn run_scenario(sc: &Scenario, c: &mut dyn Controller, knob: LimitKnob) -> Resul
                 Action::DropJob { group, .. } => {
                     prop_assert!(matches!(sc.groups[group].role, GroupRole::SoftRealTime { .. }), "{}: drop on non-RT", c.name());
                 }
-                Action::SetMin { .. } | Action::SetLow { .. } => prop_assert!(false, "{}: unexpected {a:?}", c.name()),
+                Action::SetMin { .. } | Action::SetLow { .. } | Action::Reclaim { .. } => {
+                    prop_assert!(false, "{}: unexpected {a:?}", c.name())
+                }
             }
         }
         // Every limit that is set (soft RT and non-RT alike) fits in the total together.
@@ -189,11 +191,7 @@ proptest! {
             for (now_ns, total, groups, events) in &seq {
                 let obs = Observation { now_ns: *now_ns, total_memory_bytes: *total, groups: groups.clone(), events: events.clone() };
                 for a in c.tick(&obs) {
-                    let group = match a {
-                        Action::SetMax { group, .. } | Action::SetHigh { group, .. } | Action::SetMin { group, .. }
-                        | Action::SetLow { group, .. } | Action::DropJob { group, .. } => group,
-                    };
-                    prop_assert!(group < groups.len());
+                    prop_assert!(a.group() < groups.len());
                 }
             }
         }
