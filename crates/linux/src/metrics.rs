@@ -96,6 +96,16 @@ pub fn render(platform: &LinuxPlatform, loop_stats: &LoopStats) -> String {
         "Kernel notifications (v1) that a task of a managed group started waiting at its limit.",
         &single(s.oom_notifications as f64),
     );
+    metric(
+        "critmem_reclaims_total",
+        "counter",
+        "Proactive reclaims the controller asked for: asked of the kernel (v2 memory.reclaim), ended short of the bytes asked, or not applied on a backend without proactive reclaim (v1).",
+        &[
+            ("{outcome=\"requested\"}".into(), s.reclaims_requested as f64),
+            ("{outcome=\"short\"}".into(), s.reclaims_short as f64),
+            ("{outcome=\"unsupported\"}".into(), s.reclaim_unsupported as f64),
+        ],
+    );
     if let Some(server) = platform.job_server() {
         let p = server.stats();
         metric(

@@ -7,7 +7,9 @@
 //! clamps every limit to the group's floor (and, on cgroup v2, to the memory it cannot
 //! reclaim, so a hard limit never OOM-kills), journals the original before the first change
 //! of each file, and hands writes to the [`KnobWriter`] so a write stuck in reclaim never
-//! stalls the loop. In dry-run mode writes are logged, never made.
+//! stalls the loop; a proactive reclaim (v2 `memory.reclaim`) goes the same way, unjournaled
+//! (nothing to put back), and is left out on a backend without it. In dry-run mode writes
+//! are logged, never made.
 
 use crate::cgroup::{knob_change, CgroupBackend, Change, CombinedLimit, GroupPath, Knob, LimitBelowUsage, PsiResource};
 use crate::clock::SharedClock;
@@ -27,6 +29,7 @@ mod files;
 mod jobs;
 mod limits;
 mod oom;
+mod reclaim;
 
 pub use crate::control_loop::{ControlLoop, CostSummary, LoopStats};
 use files::{read_at_start, CpuFiles, OpenFiles, READ_BUF_BYTES};
@@ -131,6 +134,12 @@ pub struct PlatformStats {
     /// v1: limits raised by one page to wake tasks left waiting far below the group's limit
     /// (a wake-up lost to a raise that landed before they slept, or an ancestor's limit).
     pub oom_wakeups: u64,
+    /// Proactive reclaims asked of the kernel (v2 `memory.reclaim`), and of those, how many
+    /// it ended short of the bytes asked (`EAGAIN`: the group had less it could give up).
+    pub reclaims_requested: u64,
+    pub reclaims_short: u64,
+    /// Reclaims requested on a backend without proactive reclaim (v1), not applied.
+    pub reclaim_unsupported: u64,
 }
 
 struct Managed {
@@ -433,6 +442,10 @@ impl LinuxPlatform {
             }
             match &outcome.result {
                 Ok(()) => self.stats.writes_ok += 1,
+                Err(e) if reclaim::fell_short(&outcome) => {
+                    self.stats.reclaims_short += 1;
+                    tracing::debug!(path = %outcome.path.display(), value = %outcome.contents, error = %e, "reclaim ended short of the bytes asked");
+                }
                 Err(e) => {
                     self.stats.writes_failed += 1;
                     // A refused limit is asked for again every tick; say so once per file.
@@ -648,6 +661,17 @@ impl Platform for LinuxPlatform {
                     if server.deliver_drop(group, job) > 0 {
                         applied.push(*action);
                     }
+                }
+                continue;
+            }
+            if let Action::Reclaim { group, bytes } = *action {
+                if group >= self.groups.len() {
+                    continue;
+                }
+                match self.apply_reclaim(group, bytes) {
+                    Ok(done) => applied.extend(done),
+                    Err(e @ Error::GroupVanished { .. }) => return Err(e),
+                    Err(e) => tracing::warn!(group = %self.groups[group].spec.name, error = %e, "cannot ask for reclaim"),
                 }
                 continue;
             }

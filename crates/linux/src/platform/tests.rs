@@ -636,3 +636,86 @@ fn meminfo_parses() {
     assert_eq!(parse_meminfo_kb("MemTotal:       24570000 kB\nSwapFree:        1024 kB\n", "SwapFree:"), Some(1024));
     assert_eq!(parse_meminfo_kb("MemTotal: 1 kB\n", "SwapFree:"), None);
 }
+
+#[test]
+fn a_reclaim_writes_whole_pages_to_memory_reclaim_on_v2_and_changes_no_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = fake(dir.path());
+    let mut platform = open(dir.path(), options);
+    let before = platform.observe().unwrap();
+    let applied = platform.apply(&[Action::Reclaim { group: 1, bytes: 3 * MIB + 4095 }]).unwrap();
+    assert_eq!(applied, vec![Action::Reclaim { group: 1, bytes: 3 * MIB }], "rounded down to whole pages");
+    settle(&platform);
+    let batch = dir.path().join("cg/batch");
+    assert_eq!(std::fs::read_to_string(batch.join("memory.reclaim")).unwrap(), (3 * MIB).to_string());
+    assert_eq!(std::fs::read_to_string(batch.join("memory.max")).unwrap(), "max\n", "no limit written");
+    assert_eq!(std::fs::read_to_string(batch.join("memory.high")).unwrap(), "max\n");
+    assert_eq!(platform.observe().unwrap().groups[1].knobs, before.groups[1].knobs);
+    // Less than a page asks nothing; a group that does not exist is ignored.
+    std::fs::write(batch.join("memory.reclaim"), "").unwrap();
+    assert!(platform.apply(&[Action::Reclaim { group: 1, bytes: 4095 }, Action::Reclaim { group: 2, bytes: MIB }]).unwrap().is_empty());
+    settle(&platform);
+    assert_eq!(std::fs::read_to_string(batch.join("memory.reclaim")).unwrap(), "");
+    let stats = platform.stats();
+    assert_eq!((stats.reclaims_requested, stats.reclaim_unsupported, stats.writes_ok, stats.writes_failed), (1, 0, 1, 0));
+    // The reclaim is not journaled: restoring leaves the file alone and puts nothing back.
+    let journal = std::fs::read_to_string(dir.path().join("journal.jsonl")).unwrap();
+    assert!(!journal.contains("memory.reclaim"), "{journal}");
+    std::fs::write(batch.join("memory.reclaim"), "untouched").unwrap();
+    let report = platform.restore(Duration::from_secs(5)).unwrap();
+    assert!(report.failures.is_empty(), "{report:?}");
+    assert_eq!(std::fs::read_to_string(batch.join("memory.reclaim")).unwrap(), "untouched");
+}
+
+#[test]
+fn a_reclaim_on_the_hybrid_layout_writes_nothing_and_is_not_applied() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut platform, batch) = v1_adopted(dir.path(), &[]);
+    platform.observe().unwrap();
+    for _ in 0..3 {
+        assert!(platform.apply(&[Action::Reclaim { group: 0, bytes: 8 * MIB }]).unwrap().is_empty());
+    }
+    settle(&platform);
+    assert!(!batch.join("memory.reclaim").exists());
+    assert_eq!(std::fs::read_to_string(batch.join("memory.limit_in_bytes")).unwrap(), "9223372036854771712\n");
+    let stats = platform.stats();
+    assert_eq!((stats.reclaim_unsupported, stats.reclaims_requested, stats.writes_submitted), (3, 0, 0));
+    platform.restore(Duration::from_secs(5)).unwrap();
+}
+
+#[test]
+fn a_reclaim_the_kernel_ends_short_is_counted_as_such_not_as_a_failed_write() {
+    let outcome = |path: &str, errno: i32| crate::writer::WriteOutcome {
+        path: PathBuf::from(path),
+        contents: "4096".into(),
+        superseded: 0,
+        queued: Duration::ZERO,
+        took: Duration::ZERO,
+        cpu: Duration::ZERO,
+        result: Err(Error::WriteRejected {
+            path: PathBuf::from(path),
+            value: "4096".into(),
+            source: std::io::Error::from_raw_os_error(errno),
+        }),
+    };
+    assert!(reclaim::fell_short(&outcome("/cg/batch/memory.reclaim", nix::libc::EAGAIN)));
+    assert!(!reclaim::fell_short(&outcome("/cg/batch/memory.reclaim", nix::libc::EINVAL)));
+    assert!(!reclaim::fell_short(&outcome("/cg/batch/memory.max", nix::libc::EAGAIN)));
+}
+
+#[test]
+fn the_conformance_body_passes_on_a_fake_hybrid_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut platform, batch) = v1_adopted(dir.path(), &[]);
+    let limit = batch.join("memory.limit_in_bytes");
+    critmem_policy::check_platform(&mut platform, |p| {
+        settle(p);
+        // The kernel reads back a cleared v1 limit (-1) as its largest page-aligned value.
+        if std::fs::read_to_string(&limit).unwrap().trim() == "-1" {
+            std::fs::write(&limit, "9223372036854771712\n").unwrap();
+        }
+    })
+    .unwrap();
+    assert!(platform.stats().reclaim_unsupported > 0, "the body asked for a reclaim");
+    platform.restore(Duration::from_secs(5)).unwrap();
+}
