@@ -359,6 +359,7 @@ def run_schema() -> Schema:
                         "lowest_max_mb": nullable(num(), "its lowest memory limit, MiB; null: never limited"),
                         "peak_usage_mb": num("its most memory in use, MiB"),
                     },
+                    {"reclaimed_mb": num("memory the controller's reclaims evicted, MiB; present only when they evicted some")},
                 ),
                 "every `[[group]]`, in file order",
             ),

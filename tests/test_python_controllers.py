@@ -21,6 +21,7 @@ from critmem.controller import (
     JobCompletion,
     JobRelease,
     Observation,
+    Reclaim,
     SetHigh,
     SetMax,
     actions_from_wire,
@@ -186,6 +187,50 @@ def test_a_module_class_runs_through_critmem_run_with_its_parameters(controllers
     assert groups["batch"]["final_max_mb"] == 24
 
 
+RECLAIM_PY = textwrap.dedent(
+    """
+    from critmem.controller import Controller, Reclaim
+
+    class ReclaimBatch(Controller):
+        \"\"\"Every `every` ticks, asks each non-real-time group to give up `mb` MiB.\"\"\"
+
+        def __init__(self, mb: int = 8, every: int = 20) -> None:
+            self.bytes = mb << 20
+            self.every = every
+            self.ticks = 0
+
+        def tick(self, observation):
+            self.ticks += 1
+            if self.ticks % self.every:
+                return []
+            return [Reclaim(i, self.bytes) for i, g in enumerate(observation.groups) if g.role == "non-rt"]
+    """
+)
+
+
+def test_a_python_controller_asking_for_reclaim_makes_the_simulator_evict_without_capping(tmp_path: Path) -> None:
+    (tmp_path / "reclaim.py").write_text(RECLAIM_PY)
+
+    def run(mb: int) -> Any:
+        return critmem.run(_scenario(tmp_path, f'controller = "reclaim.py:ReclaimBatch"\nconfig = {{ mb = {mb} }}', f"r{mb}.toml"))
+
+    reclaiming, asking_nothing = run(8), run(0)
+    groups = {g["name"]: g for g in reclaiming.summary["control"]["groups"]}
+    # Every 20th tick of 5 ms, at 100 to 900 ms of the 1 s run: 9 reclaims, each evicting 8 MiB.
+    assert groups["batch"]["reclaimed_mb"] == 72.0
+    assert groups["batch"]["lowest_max_mb"] is None and groups["batch"]["final_max_mb"] is None, "no limit was set"
+    assert "reclaimed_mb" not in groups["srt"]
+    assert all("reclaimed_mb" not in g for g in asking_nothing.summary["control"]["groups"])
+
+    def nrt(r: Any) -> dict[str, Any]:
+        return next(t for t in r.summary["memory"]["tasks"] if t["name"] == "nrt")
+
+    # The evicted pages come back: dirty ones from swap (major faults), clean ones refilled.
+    assert nrt(asking_nothing)["major_faults"] == 0
+    assert nrt(reclaiming)["major_faults"] > 0 and nrt(reclaiming)["pages_swapped_out"] > 0
+    assert nrt(reclaiming)["minor_faults"] > nrt(asking_nothing)["minor_faults"]
+
+
 def _as_dict(text: str) -> dict[str, Any]:
     import tomllib
 
@@ -337,7 +382,14 @@ def test_observations_round_trip_between_the_wire_and_the_typed_form(wire: dict[
     assert observation_to_wire(typed) == wire
 
 
-@given(st.lists(st.one_of(st.builds(SetMax, _u64, _opt), st.builds(SetHigh, _u64, _opt), st.builds(DropJob, _u64, _u64)), max_size=6))
+@given(
+    st.lists(
+        st.one_of(
+            st.builds(SetMax, _u64, _opt), st.builds(SetHigh, _u64, _opt), st.builds(DropJob, _u64, _u64), st.builds(Reclaim, _u64, _u64)
+        ),
+        max_size=6,
+    )
+)
 def test_valid_actions_round_trip(actions: list[Any]) -> None:
     assert actions_from_wire(json.loads(json.dumps(actions_to_wire(actions)))) == actions
 
@@ -351,6 +403,7 @@ def test_valid_actions_round_trip(actions: list[Any]) -> None:
         ([SetMax(0, True)], "whole number, got True"),
         ([SetMax(-1, 5)], "group must be between 0"),
         ([DropJob(0, -2)], "job must be between 0"),
+        ([Reclaim(0, None)], "(Reclaim) bytes must be a whole number, got None"),  # type: ignore[arg-type]
         (["SetMax"], "action 0 is a str"),
         (SetMax(0, 1), "must return a list of actions, got SetMax"),
     ],

@@ -150,7 +150,18 @@ class DropJob:
     job: int
 
 
-Action: TypeAlias = SetMax | SetHigh | SetMin | SetLow | DropJob
+@dataclass(frozen=True, slots=True)
+class Reclaim:
+    """Reclaim up to `bytes` of the group's memory now, its coldest pages first, without
+    changing any limit (cgroup v2's `memory.reclaim`); the pages fault back in when touched
+    again. Whole pages are asked (less than a page asks nothing); on cgroup v1 it does
+    nothing."""
+
+    group: int
+    bytes: int
+
+
+Action: TypeAlias = SetMax | SetHigh | SetMin | SetLow | DropJob | Reclaim
 
 
 class Controller:
@@ -242,7 +253,12 @@ def actions_from_wire(wire: Sequence[Mapping[str, Any]]) -> list[Action]:
     actions: list[Action] = []
     for a in wire:
         ((kind, f),) = a.items()
-        actions.append(DropJob(f["group"], f["job"]) if kind == "DropJob" else kinds[kind](f["group"], f["bytes"]))
+        if kind == "DropJob":
+            actions.append(DropJob(f["group"], f["job"]))
+        elif kind == "Reclaim":
+            actions.append(Reclaim(f["group"], f["bytes"]))
+        else:
+            actions.append(kinds[kind](f["group"], f["bytes"]))
     return actions
 
 
@@ -280,6 +296,15 @@ def actions_to_wire(actions: object) -> list[dict[str, Any]]:
             wire.append(
                 {"DropJob": {"group": _whole(f"action {i} (DropJob) group", a.group), "job": _whole(f"action {i} (DropJob) job", a.job)}}
             )
+        elif isinstance(a, Reclaim):
+            wire.append(
+                {
+                    "Reclaim": {
+                        "group": _whole(f"action {i} (Reclaim) group", a.group),
+                        "bytes": _whole(f"action {i} (Reclaim) bytes", a.bytes),
+                    }
+                }
+            )
         else:
-            raise ActionError(f"action {i} is a {type(a).__name__}, not SetMax, SetHigh, SetMin, SetLow or DropJob")
+            raise ActionError(f"action {i} is a {type(a).__name__}, not SetMax, SetHigh, SetMin, SetLow, DropJob or Reclaim")
     return wire
