@@ -122,6 +122,26 @@ fn start_first_job(c: &mut Sara, f: &mut Fake) {
     f.tick(c, 0);
 }
 
+/// The wire form the Python controllers and the Linux controller host send: each action's
+/// serde form, the reclaim included.
+#[test]
+fn actions_cross_the_wire_in_their_serde_form() {
+    let wire = json!([
+        { "SetMax": { "group": 1, "bytes": null } },
+        { "DropJob": { "group": 0, "job": 7 } },
+        { "Reclaim": { "group": 1, "bytes": 8_388_608 } },
+    ]);
+    let actions: Vec<Action> = serde_json::from_value(wire.clone()).unwrap();
+    assert_eq!(
+        actions,
+        [Action::SetMax { group: 1, bytes: None }, Action::DropJob { group: 0, job: 7 }, Action::Reclaim { group: 1, bytes: 8 << 20 }]
+    );
+    assert_eq!(serde_json::to_value(&actions).unwrap(), wire);
+    assert_eq!(actions.iter().map(Action::group).collect::<Vec<_>>(), [1, 0, 1]);
+    let bad = serde_json::from_value::<Vec<Action>>(json!([{ "Reclaim": { "group": 0, "bytes": null } }]));
+    assert!(bad.is_err(), "a reclaim needs its bytes");
+}
+
 mod factory;
 mod fixed;
 mod plant;
