@@ -719,3 +719,18 @@ fn the_conformance_body_passes_on_a_fake_hybrid_tree() {
     assert!(platform.stats().reclaim_unsupported > 0, "the body asked for a reclaim");
     platform.restore(Duration::from_secs(5)).unwrap();
 }
+
+#[test]
+fn a_dry_run_reclaim_is_reported_and_logged_never_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = fake(dir.path());
+    options.dry_run = true;
+    let mut platform = LinuxPlatform::open(Box::new(V2Backend::new(dir.path().join("cg"))), specs(), options).unwrap();
+    platform.observe().unwrap();
+    let applied = platform.apply(&[Action::Reclaim { group: 1, bytes: 2 * MIB }]).unwrap();
+    assert_eq!(applied, vec![Action::Reclaim { group: 1, bytes: 2 * MIB }]);
+    settle(&platform);
+    assert_eq!(std::fs::read_to_string(dir.path().join("cg/batch/memory.reclaim")).unwrap(), "");
+    assert_eq!((platform.stats().reclaims_requested, platform.stats().dry_run_writes, platform.stats().writes_submitted), (1, 1, 0));
+    platform.restore(Duration::from_secs(1)).unwrap();
+}
