@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test: the style checks (rustfmt, clippy, ruff), the documentation build (mkdocs
 # build --strict), the Rust workspace (cargo test),
-# pytest against the installed package, then the type checks (mypy --strict, and stubtest of the extension's .pyi stubs).
+# pytest against the installed package, the type checks (mypy --strict, and stubtest of the
+# extension's .pyi stubs), then the real-Linux tests' functional subset on cgroup v2 in a QEMU
+# guest (scripts/test-cgroup-v2.sh --subset).
 # Expects .venv from scripts/setup.sh. Any failing step fails the run; so does pytest's
 # exit code 5 ("no tests collected").
 set -euo pipefail
@@ -73,5 +75,15 @@ step "mypy --strict python/critmem tests"
 
 step "stubtest critmem._core"
 "$venv/bin/python" -m mypy.stubtest critmem._core
+
+# After every test that times this machine: the guest takes both cores for ten minutes.
+step "the real-Linux tests on cgroup v2 in a QEMU guest (the functional subset; the full suite: bash scripts/test-cgroup-v2.sh)"
+guest_rc=0
+bash scripts/test-cgroup-v2.sh --subset || guest_rc=$?
+if [ "$guest_rc" -eq 77 ]; then
+    echo "test: no cgroup v2 guest could start on this machine (the line above says why): its tests did not run"
+elif [ "$guest_rc" -ne 0 ]; then
+    exit "$guest_rc"
+fi
 
 step "all tests passed"

@@ -54,6 +54,11 @@ for dir in tmp var/tmp; do
     chmod 1777 "$N/run/critmem-scratch/$dir"
     mount --bind "$N/run/critmem-scratch/$dir" "$N/$dir"
 done
+# critmem's default swapfile and state live in /var/lib/critmem: on the scratch disk too, empty
+# (the host's own state there stays out of sight), owner-only as critmem requires.
+mkdir -p "$N/run/critmem-scratch/var/lib/critmem" "$N/var/lib/critmem"
+chmod 0700 "$N/run/critmem-scratch/var/lib/critmem"
+mount --bind "$N/run/critmem-scratch/var/lib/critmem" "$N/var/lib/critmem"
 mkdir -p $N/run/critmem-guest
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 guestrun $N/run/critmem-guest || fail "cannot mount the run directory (9p tag guestrun)"
 swapon "$swap" || fail "swapon $swap failed"

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CRITMEM, EXAMPLES, ROOT, cgroups_named, linux_machine_reason
+from conftest import CRITMEM, EXAMPLES, ROOT, TIME_SCALE, cgroups_named, linux_machine_reason
 from critmem.apps import speech_audio
 
 PYTHON = sys.executable
@@ -163,9 +163,10 @@ def test_jobs_are_reported_and_a_drop_request_abandons_the_job(tmp_path: Path) -
 def test_sigterm_ends_an_endless_run_with_its_counts_and_exit_code_0(app: str) -> None:
     args = ["--frames", "2", "--size", "640x480", "--period-ms", "50"] if app == "vision" else QUICK["graph"]
     with subprocess.Popen([PYTHON, "-m", f"critmem.apps.{app}", *args], cwd=ROOT, env=_env(), stderr=subprocess.PIPE, text=True) as process:
-        time.sleep(3)
+        # Past the imports, so the app's handler is in place.
+        time.sleep(3 * TIME_SCALE)
         process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=60)
+        _, stderr = process.communicate(timeout=60 * TIME_SCALE)
     assert process.returncode == 0, stderr
     counts = _counts(stderr)
     assert counts["self_check_failures"] == 0, counts
@@ -221,12 +222,24 @@ def test_example_runs_the_apps_under_critmem_with_every_self_check_passed(exampl
         _needs_speech_audio()
     before = _critmem_cgroups()
     p = subprocess.run(
-        [str(CRITMEM), "run", str(EXAMPLES / f"{example}.toml"), "--platform", "linux", "--duration", "20s", "--json"],
+        # A PageRank round or a recognition may outlast the default grace on a slower machine.
+        [
+            str(CRITMEM),
+            "run",
+            str(EXAMPLES / f"{example}.toml"),
+            "--platform",
+            "linux",
+            "--duration",
+            "20s",
+            "--stop-grace",
+            f"{5 * TIME_SCALE:g}s",
+            "--json",
+        ],
         cwd=ROOT,
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=180 * TIME_SCALE,
         check=False,
     )
     assert p.returncode == 0, p.stderr[-3000:]

@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import CRITMEM, EXAMPLES, cgroups_named, linux_machine_reason
+from conftest import CRITMEM, EXAMPLES, TIME_SCALE, cgroups_named, linux_machine_reason
 
 EXAMPLE = EXAMPLES / "python-controller" / "hold-stall.toml"
 pytestmark = pytest.mark.skipif(linux_machine_reason() is not None, reason=f"real Linux: {linux_machine_reason()}")
@@ -92,13 +92,13 @@ def _nothing_left() -> None:
 
 
 def test_the_example_runs_on_real_processes_and_leaves_nothing_behind() -> None:
-    p = _run("run", str(EXAMPLE), "--platform", "linux", "--duration", "3s", "--json")
+    p = _run("run", str(EXAMPLE), "--platform", "linux", "--duration", f"{3 * TIME_SCALE:g}s", "--json", timeout=180 * TIME_SCALE)
     assert p.returncode == 0, p.stderr
     summary = json.loads(p.stdout)
     assert summary["controller"] == "hold_stall.py:HoldStall"
     assert summary["control"]["ticks"] > 100, summary["control"]
     tasks = {t["name"]: t for t in summary["tasks"]}
-    assert tasks["control-loop"]["jobs"] >= 50 and tasks["analytics"]["verified_mib_per_s"] > 0
+    assert tasks["control-loop"]["jobs"] >= 50 / TIME_SCALE and tasks["analytics"]["verified_mib_per_s"] > 0
     _nothing_left()
 
 

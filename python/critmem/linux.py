@@ -234,10 +234,17 @@ def _no_constant(name: str) -> float:
 
 
 def run_scenario(
-    path: str, duration_s: float, controller: str | None, controller_config: str | None = None, *, stop_after_jobs: int | None = None
+    path: str,
+    duration_s: float,
+    controller: str | None,
+    controller_config: str | None = None,
+    *,
+    stop_after_jobs: int | None = None,
+    stop_grace_s: float | None = None,
 ) -> dict[str, Any]:
     """Runs scenario `path` on real processes for `duration_s` (or until every job-reporting
-    task has completed `stop_after_jobs` jobs); the summary `critmem-linux-run` prints."""
+    task has completed `stop_after_jobs` jobs), giving each task `stop_grace_s` (default 5 s)
+    to exit after SIGTERM; the summary `critmem-linux-run` prints."""
     if controller is not None and controller not in CONTROLLERS and ":" not in controller:
         from critmem.plugins import entry_points
 
@@ -252,9 +259,13 @@ def run_scenario(
         if not isinstance(parsed, dict):
             raise LinuxError("--controller-config must be a JSON object")
     _check_duration(duration_s)
+    if stop_grace_s is not None:
+        _check_duration(stop_grace_s)
     require_root("critmem run --platform linux")
     # The --opt=value forms and "--" keep values that start with "-" from reading as options.
     args = [f"--duration-s={duration_s!r}"]
+    if stop_grace_s is not None:
+        args.append(f"--stop-grace-s={stop_grace_s!r}")
     if controller is not None:
         args.append(f"--controller={controller}")
     if controller_config is not None:

@@ -103,6 +103,32 @@ impl ProcFs {
     }
 }
 
+impl ProcFs {
+    /// Opens `<root>/<pid>` as a directory: a handle on that process which a later process
+    /// given the same pid does not share (see [`process_dir_has_exited`]).
+    pub fn open_process(&self, pid: u32) -> Result<std::os::fd::OwnedFd> {
+        use nix::fcntl::{open, OFlag};
+        let path = self.root.join(pid.to_string());
+        open(&path, OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, nix::sys::stat::Mode::empty())
+            .map_err(|e| Error::io("open", &path, e.into()))
+    }
+}
+
+/// Whether the process whose `/proc/<pid>` directory is `dir` has exited: its `stat` can no
+/// longer be read (reaped) or says zombie or dead. Unreadable counts as exited: nothing is
+/// attributed on a guess.
+pub fn process_dir_has_exited(dir: std::os::fd::BorrowedFd) -> bool {
+    use nix::fcntl::{openat, OFlag};
+    let Ok(fd) = openat(dir, "stat", OFlag::O_RDONLY | OFlag::O_CLOEXEC, nix::sys::stat::Mode::empty()) else { return true };
+    let mut text = String::new();
+    if std::io::Read::read_to_string(&mut std::fs::File::from(fd), &mut text).is_err() {
+        return true;
+    }
+    // `pid (comm) S ...`: the state follows the last `)` (comm may hold any character).
+    let state = text.rfind(')').and_then(|at| text[at + 1..].split_whitespace().next());
+    !matches!(state, Some(s) if s != "Z" && s != "X")
+}
+
 /// Whether cgroup path `inner` is `outer` or below it (`/a/b` is in `/a`, `/ab` is not).
 pub fn is_within(inner: &str, outer: &str) -> bool {
     let outer = outer.trim_end_matches('/');
@@ -116,6 +142,23 @@ mod tests {
 
     const HYBRID: &str = "9:name=systemd:/\n8:pids:/\n4:memory:/critmem/rt\n1:cpu,cpuacct:/\n0::/critmem/rt\n";
     const V2: &str = "0::/system.slice/critmem.service\n";
+
+    #[test]
+    fn a_process_directory_says_exited_once_the_process_is_a_zombie_and_after_it_is_reaped() {
+        use std::os::fd::AsFd;
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let dir = ProcFs::new("/proc".into()).open_process(child.id()).unwrap();
+        assert!(!process_dir_has_exited(dir.as_fd()), "a running process");
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+        // Not reaped yet: a zombie, whose pid cannot be reused, but which has exited.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !process_dir_has_exited(dir.as_fd()) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(process_dir_has_exited(dir.as_fd()), "a zombie");
+        child.wait().unwrap();
+        assert!(process_dir_has_exited(dir.as_fd()), "reaped");
+    }
 
     #[test]
     fn v1_and_v2_lines_are_parsed() {

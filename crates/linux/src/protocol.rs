@@ -39,7 +39,10 @@
 //! if it has not, the pid was still its own, and the file read was its cgroup. Once the process
 //! that connected has exited, the connection's messages are refused even if a child it forked
 //! still holds the socket (that child connects anew to report). On kernels without
-//! SO_PEERPIDFD (before 6.5) the agent warns once and goes by the pid alone. Connections from
+//! SO_PEERPIDFD (before 6.5) the agent opens `/proc/<pid>` when it accepts the connection
+//! instead: that directory stays the process's own (it fails once the process is reaped, and a
+//! new process given the pid gets a new one), so only a pid reused between the connect and
+//! the accept could be mistaken. Connections from
 //! processes in no managed group or already gone, and messages naming another group or sent
 //! after the connecting process exited, are refused (counted, logged, connection closed).
 //! Malformed lines are counted and logged and the connection goes on; nothing a client sends
@@ -228,8 +231,8 @@ struct Connection {
     stream: UnixStream,
     pid: u32,
     uid: u32,
-    /// The connecting process's pidfd; `None` on kernels without SO_PEERPIDFD.
-    pidfd: Option<OwnedFd>,
+    /// What names the connecting process and no other.
+    peer: PeerHandle,
     /// The group the peer was in when it connected (re-checked for every message).
     group: usize,
     buffer: Vec<u8>,
@@ -442,13 +445,18 @@ impl JobServer {
                 self.over_quota(pid, uid, None, of_process);
                 continue;
             }
-            let pidfd = match getsockopt(&stream, PeerPidfd) {
-                Ok(pidfd) => Some(pidfd),
-                Err(Errno::ENOPROTOOPT) => {
-                    static WARNED: std::sync::Once = std::sync::Once::new();
-                    WARNED.call_once(|| tracing::warn!("the kernel has no SO_PEERPIDFD (Linux < 6.5): job socket peers are told apart by pid alone, so a reused pid could report for another process's group"));
-                    None
-                }
+            let peer = match getsockopt(&stream, PeerPidfd) {
+                Ok(pidfd) => PeerHandle::Pidfd(pidfd),
+                Err(Errno::ENOPROTOOPT) => match self.config.proc.open_process(pid) {
+                    Ok(dir) => PeerHandle::ProcDir(dir),
+                    Err(e) => {
+                        self.stats.refused += 1;
+                        self.warn_limited(
+                            || tracing::warn!(pid, uid, error = %e, "job socket connection refused: the connecting process has exited"),
+                        );
+                        continue;
+                    }
+                },
                 Err(e) => {
                     // Kernels before 6.16 give no pidfd for a process already reaped.
                     self.stats.refused += 1;
@@ -456,7 +464,7 @@ impl JobServer {
                     continue;
                 }
             };
-            let group = match self.group_of(pid, pidfd.as_ref()) {
+            let group = match self.group_of(pid, &peer) {
                 PeerGroup::In(group) => group,
                 PeerGroup::Outside => {
                     self.stats.refused += 1;
@@ -474,7 +482,7 @@ impl JobServer {
                 self.over_quota(pid, uid, Some((group, of_group)), of_process);
                 continue;
             }
-            self.connections.push(Connection { stream, pid, uid, pidfd, group, buffer: Vec::new(), discarding: false, warned: false });
+            self.connections.push(Connection { stream, pid, uid, peer, group, buffer: Vec::new(), discarding: false, warned: false });
         }
     }
 
@@ -505,11 +513,11 @@ impl JobServer {
 
     /// The managed group (index) the process that connected as `pid` is in now: the deepest
     /// whose cgroup contains the process's cgroup.
-    fn group_of(&self, pid: u32, pidfd: Option<&OwnedFd>) -> PeerGroup {
+    fn group_of(&self, pid: u32, peer: &PeerHandle) -> PeerGroup {
         let cgroup = self.config.proc.cgroup_of(pid, &self.config.hierarchy);
         // Checked after the read: a process that has still not exited cannot have lost its pid
         // before or during it, so the file read was its own.
-        if pidfd.is_some_and(|fd| has_exited(fd.as_fd())) {
+        if peer.has_exited() {
             return PeerGroup::Exited;
         }
         let cgroup = match cgroup {
@@ -588,7 +596,7 @@ impl JobServer {
         let (pid, uid) = (self.connections[index].pid, self.connections[index].uid);
         let peer = match *checked {
             Some(group) => PeerGroup::In(group),
-            None => self.group_of(pid, self.connections[index].pidfd.as_ref()),
+            None => self.group_of(pid, &self.connections[index].peer),
         };
         let group = match peer {
             PeerGroup::In(group) => {
@@ -644,8 +652,26 @@ enum PeerGroup {
     Exited,
 }
 
+/// A handle on the process that connected, which a later process given the same pid does not
+/// share.
+enum PeerHandle {
+    /// SO_PEERPIDFD (Linux 6.5 and later).
+    Pidfd(OwnedFd),
+    /// `/proc/<pid>` opened at accept: it stays that process's directory.
+    ProcDir(OwnedFd),
+}
+
+impl PeerHandle {
+    fn has_exited(&self) -> bool {
+        match self {
+            PeerHandle::Pidfd(fd) => pidfd_has_exited(fd.as_fd()),
+            PeerHandle::ProcDir(dir) => crate::procfs::process_dir_has_exited(dir.as_fd()),
+        }
+    }
+}
+
 /// Whether the process behind `pidfd` has exited: a pidfd polls readable once it has.
-fn has_exited(pidfd: BorrowedFd) -> bool {
+fn pidfd_has_exited(pidfd: BorrowedFd) -> bool {
     let mut fds = [PollFd::new(pidfd, PollFlags::POLLIN)];
     loop {
         match nix::poll::poll(&mut fds, PollTimeout::ZERO) {

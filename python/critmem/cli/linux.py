@@ -31,7 +31,11 @@ def _cmd_run_linux(args: argparse.Namespace) -> int:
     out_dir = _prepare_out_dir(args.out) if args.out is not None else None
     if out_dir is not None:
         _claim_out_dir(args.out, out_dir, args.force)
-    summary = linux.run_scenario(args.file, duration_s, args.controller, args.controller_config)
+    try:
+        stop_grace_s = linux.parse_duration_s(args.stop_grace) if args.stop_grace is not None else None
+    except linux.LinuxError as e:
+        raise CliError(f"--stop-grace: {e}") from None
+    summary = linux.run_scenario(args.file, duration_s, args.controller, args.controller_config, stop_grace_s=stop_grace_s)
     if args.json:
         sys.stdout.write(json.dumps(summary, allow_nan=False) + "\n")
     else:

@@ -294,9 +294,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         from critmem.cli.linux import _cmd_run_linux
 
         return _cmd_run_linux(args)
-    if args.duration is not None or args.controller is not None or args.controller_config is not None:
+    if args.duration is not None or args.controller is not None or args.controller_config is not None or args.stop_grace is not None:
         raise CliError(
-            "--duration, --controller and --controller-config need --platform linux (the simulator runs to the scenario's horizon with its [control] controller)"
+            "--duration, --stop-grace, --controller and --controller-config need --platform linux (the simulator runs to the scenario's horizon with its [control] controller)"
         )
     src = read_path(args.file)
     if args.out is None and (args.gantt_window is not None or args.format != "png"):
@@ -418,6 +418,10 @@ def register(commands: argparse._SubParsersAction[_Parser]) -> None:
         help="sim (default): simulate; linux: run the tasks as real processes in cgroups (root)",
     )  # fmt: skip
     run.add_argument("--duration", metavar="D", help="linux: how long the processes run, e.g. 60s, 2m (default 60s)")
+    run.add_argument(
+        "--stop-grace", metavar="D",
+        help="linux: how long each task has to exit after SIGTERM at the end before it is killed (default 5s)",
+    )  # fmt: skip
     run.add_argument(
         "--controller", metavar="NAME",
         # The built-in names: listing installed entry points would scan every package at each start.

@@ -158,21 +158,76 @@ pub struct FileWrite {
     /// Whether the file holds a setting that can be read now and written back later; false for
     /// write-only or event files such as `memory.reclaim` and `cgroup.procs`.
     pub restorable: bool,
+    /// cgroup v2 limits: reclaim down to the value first, in steps that a signal can stop.
+    pub reclaim_first: Option<ReclaimFirst>,
+}
+
+/// A v2 limit lowered below usage makes the kernel reclaim the whole excess inside the limit
+/// write, in passes that a pending signal does not stop (a pass over gigabytes of dirty page
+/// cache can take seconds). Reclaiming through `memory.reclaim` first, [`RECLAIM_STEP_BYTES`]
+/// at a time, lets a write be cancelled between steps, and sets the limit only once usage is
+/// at it, as cgroup v1 does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReclaimFirst {
+    /// The group's `memory.current`.
+    pub current: PathBuf,
+    /// The group's `memory.reclaim` (Linux 5.19 and later; without it the limit write reclaims).
+    pub reclaim: PathBuf,
+    pub target_bytes: u64,
+}
+
+/// One `memory.reclaim` write of [`ReclaimFirst`].
+pub const RECLAIM_STEP_BYTES: u64 = 4 << 20;
+
+impl ReclaimFirst {
+    /// Reclaims until usage is at or below the target, reclaim gives up (nothing more comes
+    /// back, or usage does not fall, twice), or `give_up()` holds after a signal (then the error is returned
+    /// and the limit is not written).
+    fn run(&self, give_up: &dyn Fn() -> bool) -> Result<()> {
+        let (mut stalled, mut last_usage_bytes) = (0, u64::MAX);
+        loop {
+            let Ok(text) = std::fs::read_to_string(&self.current) else { return Ok(()) };
+            let Ok(usage_bytes) = text.trim().parse::<u64>() else { return Ok(()) };
+            if usage_bytes <= self.target_bytes || stalled >= 2 {
+                return Ok(());
+            }
+            // The group may grow as fast as it is reclaimed: no progress counts as a stall.
+            if usage_bytes >= last_usage_bytes {
+                stalled += 1;
+            }
+            last_usage_bytes = usage_bytes;
+            let step = (usage_bytes - self.target_bytes).min(RECLAIM_STEP_BYTES);
+            match write_value_unless(&self.reclaim, &step.to_string(), give_up) {
+                Ok(()) => {}
+                Err(Error::WriteRejected { source, .. }) if source.raw_os_error() == Some(nix::libc::EINTR) => {
+                    return Err(Error::WriteRejected { path: self.reclaim.clone(), value: step.to_string(), source })
+                }
+                // EAGAIN: the kernel's own retries found less than the step; the rest is left
+                // to the limit write (which throttles, fails or OOM-kills as the kernel decides).
+                Err(Error::WriteRejected { source, .. }) if source.raw_os_error() == Some(nix::libc::EAGAIN) => stalled += 1,
+                // No `memory.reclaim` (an older kernel, a fake tree): the limit write reclaims.
+                Err(_) => return Ok(()),
+            }
+        }
+    }
 }
 
 impl FileWrite {
     pub fn new(path: PathBuf, contents: impl Into<String>, restorable: bool) -> Self {
-        FileWrite { path, contents: contents.into(), restorable }
+        FileWrite { path, contents: contents.into(), restorable, reclaim_first: None }
     }
 
     /// Performs the write on the calling thread (may block in reclaim: the control loop hands
     /// its writes to the `writer` module's off-thread writer instead).
     pub fn perform(&self) -> Result<()> {
-        write_value(&self.path, &self.contents)
+        self.perform_unless(&|| false)
     }
 
     /// [`Self::perform`], given up if a signal interrupts it while `give_up()` holds.
     pub fn perform_unless(&self, give_up: &dyn Fn() -> bool) -> Result<()> {
+        if let Some(first) = &self.reclaim_first {
+            first.run(give_up)?;
+        }
         write_value_unless(&self.path, &self.contents, give_up)
     }
 }

@@ -68,7 +68,15 @@ impl CgroupBackend for V2Backend {
             (None, false) => "max".to_owned(),
             (None, true) => "0".to_owned(),
         };
-        Ok(Some(FileWrite::new(self.file(group, knob.name()), value, true)))
+        let mut write = FileWrite::new(self.file(group, knob.name()), value, true);
+        if let (Some(target_bytes), false) = (bytes, knob.is_protection()) {
+            write.reclaim_first = Some(ReclaimFirst {
+                current: self.file(group, "memory.current"),
+                reclaim: self.file(group, "memory.reclaim"),
+                target_bytes,
+            });
+        }
+        Ok(Some(write))
     }
 
     fn plan_reclaim(&self, group: &GroupPath, bytes: u64) -> Result<FileWrite> {

@@ -1,5 +1,5 @@
-//! How a requested limit becomes the value written: clamping, page alignment, and the v2
-//! high-first path for a hard limit below usage.
+//! How a requested limit becomes the value written: clamping, page alignment, and cgroup v2's
+//! hard limit as `memory.high` under a `memory.max` backstop.
 
 use super::*;
 
@@ -43,40 +43,53 @@ impl LinuxPlatform {
         Ok(bytes)
     }
 
-    /// A cgroup v2 hard limit. Lowering `memory.max` below what the group uses makes the kernel
-    /// reclaim in the writer and OOM-kill in the group if that fails; `memory.high` throttles
-    /// and reclaims and never kills. So a limit below current usage is applied as `memory.high`
-    /// first, with `memory.max` kept [`V2_HIGH_FIRST_HEADROOM_BYTES`] above usage; once usage
-    /// is at or below the limit, `memory.max` takes it and the helper `memory.high` is cleared.
+    /// A cgroup v2 hard limit. The kernel enforces `memory.max` by reclaiming and, when that
+    /// fails, OOM-killing in the group, at once and with no way to switch that off (v1 makes a
+    /// task wait at its limit instead, where the OOM rescue raises it). `memory.high`
+    /// throttles and reclaims and never kills. So the limit is written as `memory.high`, with
+    /// `memory.max` kept [`V2_MAX_BACKSTOP_HEADROOM_BYTES`] above the limit and above usage as a
+    /// backstop (raised as a throttled group grows, [`Self::keep_v2_max_ahead_of_usage`]); a
+    /// group that cannot get under it is rescued as at a v1 limit
+    /// ([`Self::rescue_if_stuck_over_high`]). Observations show the limit as the hard limit.
+    /// A `high` the controller set itself is left to it: then `memory.max` takes the limit
+    /// wherever usage is below it.
     pub(super) fn apply_v2_max(&mut self, group: GroupId, bytes: Option<u64>, applied: &mut Vec<Action>) -> Result<()> {
         let g = &self.groups[group];
         let (usage, high_is_ours) = (g.usage_bytes, g.high_is_ours);
         let Some(requested) = bytes else {
             applied.extend(self.apply_knob(group, Knob::Max, None)?);
             if high_is_ours {
-                applied.extend(self.apply_knob(group, Knob::High, None)?);
+                self.apply_knob(group, Knob::High, None)?;
                 self.groups[group].high_is_ours = false;
             }
             return Ok(());
         };
         let limit = self.clamp_limit(group, Knob::Max, requested)?;
-        if limit >= usage {
+        let controllers_high = !high_is_ours && self.groups[group].knobs.high_bytes.is_some();
+        if controllers_high && limit >= usage {
             applied.extend(self.apply_knob(group, Knob::Max, Some(limit))?);
-            if high_is_ours {
-                applied.extend(self.apply_knob(group, Knob::High, None)?);
-                self.groups[group].high_is_ours = false;
-            }
             return Ok(());
         }
-        // A `high` the controller set itself is left to it.
-        if high_is_ours || self.groups[group].knobs.high_bytes.is_none() {
-            applied.extend(self.apply_knob(group, Knob::High, Some(limit))?);
+        let written = if controllers_high {
+            None
+        } else {
             self.groups[group].high_is_ours = true;
-            self.stats.lowered_via_high += 1;
+            let written = self.apply_knob(group, Knob::High, Some(limit))?;
+            self.stats.lowered_via_high += u64::from(written.is_some() && limit < usage);
+            written
+        };
+        let backstop = page_align_up(limit.max(usage).saturating_add(V2_MAX_BACKSTOP_HEADROOM_BYTES));
+        let current = self.groups[group].knobs.max_bytes;
+        // Rewritten only when too tight (the group would hit it before the throttle) or far too
+        // loose, so a steady limit writes nothing.
+        let tight = current.is_none_or(|m| m < backstop.saturating_sub(V2_MAX_BACKSTOP_HEADROOM_BYTES / 2));
+        let loose = current.is_none() || current.is_some_and(|m| m > backstop.saturating_add(4 * V2_MAX_BACKSTOP_HEADROOM_BYTES));
+        let backstop_written = if tight || loose { self.apply_knob(group, Knob::Max, Some(backstop))? } else { None };
+        if controllers_high {
+            applied.extend(backstop_written);
+        } else if written.is_some() {
+            applied.push(Action::SetMax { group, bytes: Some(limit) });
         }
-        let above_usage = (usage + V2_HIGH_FIRST_HEADROOM_BYTES).div_ceil(PAGE_BYTES) * PAGE_BYTES;
-        let max = self.groups[group].knobs.max_bytes.map_or(above_usage, |m| m.min(above_usage)).max(limit);
-        applied.extend(self.apply_knob(group, Knob::Max, Some(max))?);
         Ok(())
     }
 

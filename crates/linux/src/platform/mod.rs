@@ -35,7 +35,7 @@ pub use crate::control_loop::{ControlLoop, CostSummary, LoopStats};
 use files::{read_at_start, CpuFiles, OpenFiles, READ_BUF_BYTES};
 pub use jobs::{judge_unfinished, IntervalUse, JobCounts, JobOutcome, JobTrace};
 pub use limits::parse_meminfo_kb;
-use limits::{page_align_down, page_align_up};
+use limits::{page_align_down, page_align_up, swap_free_bytes};
 use oom::{guard_against_oom_kills, has_child_groups, OomWatch};
 
 #[cfg(test)]
@@ -67,9 +67,9 @@ const OOM_WAKE_RETRY_NS: u64 = 100_000_000;
 /// skipping them in between cuts a tick's file reads from 4 to 3 per group on the hybrid
 /// layout and from 7 to 3 on cgroup v2.
 const KNOB_REFRESH_TICKS: u32 = 20;
-/// cgroup v2: while a hard limit below usage is applied as `memory.high`, `memory.max` stays
-/// this far above usage (room for the kernel to throttle before any hard limit is hit).
-const V2_HIGH_FIRST_HEADROOM_BYTES: u64 = 16 << 20;
+/// cgroup v2: a hard limit is applied as `memory.high`, and `memory.max` stays this far above
+/// it and above usage (room for the kernel to throttle before the backstop is hit).
+const V2_MAX_BACKSTOP_HEADROOM_BYTES: u64 = 16 << 20;
 
 /// A workload group as configured.
 #[derive(Clone, Debug)]
@@ -159,8 +159,8 @@ struct Managed {
     reads_usage: bool,
     /// Usage was read this tick (the OOM rescue's near-limit check needs a fresh value).
     usage_fresh: bool,
-    /// cgroup v2: `memory.high` is this platform's stand-in for a hard limit below usage (see
-    /// `apply_v2_max`), cleared again when the hard limit takes over.
+    /// cgroup v2: `memory.high` is this platform's hard limit, under a `memory.max` backstop (see
+    /// `apply_v2_max`); observations show it as the hard limit.
     high_is_ours: bool,
     files: Option<OpenFiles>,
     oom: OomWatch,
@@ -174,6 +174,17 @@ struct Managed {
     jobs: JobCounts,
     /// For jobs kept one by one: the group's CPU files, and their totals at the last tick.
     cpu: Option<CpuFiles>,
+}
+
+impl Managed {
+    /// The knobs as the controller set them: on cgroup v2 a hard limit is the `memory.high`
+    /// this platform wrote (the `memory.max` above it is a backstop of its own).
+    fn shown_knobs(&self) -> MemoryKnobs {
+        match self.knobs.high_bytes.filter(|_| self.high_is_ours) {
+            Some(limit) => MemoryKnobs { max_bytes: Some(limit), high_bytes: None, ..self.knobs },
+            None => self.knobs,
+        }
+    }
 }
 
 /// Options for [`LinuxPlatform::open`].
@@ -343,7 +354,7 @@ impl LinuxPlatform {
 
     /// Usage and knobs of `group` as last observed.
     pub fn last_seen(&self, group: GroupId) -> (u64, MemoryKnobs) {
-        (self.groups[group].usage_bytes, self.groups[group].knobs)
+        (self.groups[group].usage_bytes, self.groups[group].shown_knobs())
     }
 
     /// PSI totals of `group` as last observed (those the controller does not read are at most
@@ -576,7 +587,7 @@ impl Platform for LinuxPlatform {
                     role: g.spec.role.clone(),
                     stall: g.stall,
                     usage_bytes: 0,
-                    knobs: g.knobs,
+                    knobs: g.shown_knobs(),
                     floor_bytes: g.spec.floor_bytes,
                 });
                 continue;
@@ -623,7 +634,7 @@ impl Platform for LinuxPlatform {
                 role: g.spec.role.clone(),
                 stall: g.stall,
                 usage_bytes: g.usage_bytes,
-                knobs: g.knobs,
+                knobs: g.shown_knobs(),
                 floor_bytes: g.spec.floor_bytes,
             });
         }
@@ -636,8 +647,9 @@ impl Platform for LinuxPlatform {
                 } else {
                     self.groups[id].usage_fresh && self.rescue_if_near_limit(id, seen.usage_bytes, seen.knobs)?
                 };
-                if rescued | self.keep_v2_max_ahead_of_usage(id)? {
-                    seen.knobs = self.groups[id].knobs;
+                let rescued_over_high = self.groups[id].usage_fresh && self.rescue_if_stuck_over_high(id, false)?;
+                if rescued | rescued_over_high | self.keep_v2_max_ahead_of_usage(id)? {
+                    seen.knobs = self.groups[id].shown_knobs();
                 }
                 self.rearm_oom_guard(id)?;
             }

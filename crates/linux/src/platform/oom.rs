@@ -70,7 +70,9 @@ impl LinuxPlatform {
                 }
             };
             (self.groups[id].usage_bytes, self.groups[id].knobs) = (usage, knobs);
-            match self.rescue_if_near_limit(id, usage, knobs) {
+            // v2: a task throttled over its limit sleeps before it can act on the signal.
+            let over_high = self.rescue_if_stuck_over_high(id, true);
+            match over_high.and_then(|over| Ok(over | self.rescue_if_near_limit(id, usage, knobs)?)) {
                 Ok(true) => raised += 1,
                 Ok(false) => {}
                 Err(e) => tracing::debug!(group = %self.groups[id].spec.name, error = %e, "out-of-memory rescue failed"),
@@ -290,20 +292,78 @@ impl LinuxPlatform {
         Ok(true)
     }
 
-    /// cgroup v2, while a limit below usage is applied as `memory.high` ([`Self::apply_v2_max`]):
+    /// cgroup v2, where a hard limit is applied as `memory.high` ([`Self::apply_v2_max`]):
     /// `high` throttles but does not stop growth, so `memory.max` is raised to stay at least
-    /// half of [`V2_HIGH_FIRST_HEADROOM_BYTES`] above usage; a group reaching it would be
-    /// OOM-killed, and v2 reports that only after the kill.
+    /// half of [`V2_MAX_BACKSTOP_HEADROOM_BYTES`] above usage and above the limit; a group
+    /// reaching it would be OOM-killed, and v2 reports that only after the kill.
     pub(super) fn keep_v2_max_ahead_of_usage(&mut self, id: GroupId) -> Result<bool> {
         let g = &self.groups[id];
         let Some(max) = g.knobs.max_bytes.filter(|_| g.high_is_ours) else { return Ok(false) };
-        if g.usage_bytes.saturating_add(V2_HIGH_FIRST_HEADROOM_BYTES / 2) < max {
+        let above = g.usage_bytes.max(g.knobs.high_bytes.unwrap_or(0));
+        if above.saturating_add(V2_MAX_BACKSTOP_HEADROOM_BYTES / 2) < max {
             return Ok(false);
         }
-        let raised = page_align_up(g.usage_bytes.saturating_add(V2_HIGH_FIRST_HEADROOM_BYTES));
+        let raised = page_align_up(above.saturating_add(V2_MAX_BACKSTOP_HEADROOM_BYTES));
         let done = self.raise_max_now(id, raised)?;
         self.stats.v2_max_kept_ahead += u64::from(done);
         Ok(done)
+    }
+
+    /// cgroup v2's counterpart of a task waiting at a v1 limit: a group over the `memory.high`
+    /// that applies its hard limit, holding more memory than it can give back (anonymous
+    /// memory beyond free swap, and unevictable memory), is throttled by the kernel for as long
+    /// as that lasts. Its limit is raised at once as the v1 rescue raises it, and held the same
+    /// way. `stopping`: the run is ending and the group's tasks must be able to exit, so any
+    /// group over its limit is raised.
+    pub(super) fn rescue_if_stuck_over_high(&mut self, id: GroupId, stopping: bool) -> Result<bool> {
+        let g = &self.groups[id];
+        let Some(high) = g.knobs.high_bytes.filter(|_| g.high_is_ours) else { return Ok(false) };
+        if g.usage_bytes <= high {
+            return Ok(false);
+        }
+        let unreclaimable = if stopping {
+            g.usage_bytes
+        } else {
+            let stat = self.backend.memory_stat(&g.spec.path)?;
+            let unevictable = stat.fields.get("unevictable").copied().unwrap_or(0);
+            stat.anon_bytes.saturating_sub(swap_free_bytes(&self.proc_root)).saturating_add(unevictable)
+        };
+        if unreclaimable < high {
+            return Ok(false);
+        }
+        let now_ns = self.now_ns;
+        let g = &mut self.groups[id];
+        let base = g.usage_bytes.max(unreclaimable.saturating_add(V2_UNRECLAIMABLE_MARGIN_BYTES));
+        let raised = page_align_up(base.saturating_add((high / 4).max(OOM_RESCUE_MIN_STEP_BYTES)));
+        if now_ns.saturating_sub(g.oom.last_rescue_ns) > OOM_BACKOFF_RESET_NS {
+            g.oom.streak = 0;
+        }
+        g.oom.hold_bytes = raised;
+        g.oom.hold_until_ns = now_ns + (OOM_HOLD_NS << g.oom.streak.min(4));
+        g.oom.streak += 1;
+        g.oom.last_rescue_ns = now_ns;
+        tracing::warn!(group = %g.spec.name, usage_bytes = g.usage_bytes, unreclaimable_bytes = unreclaimable, limit_bytes = high, raised_bytes = raised, hold_ms = (g.oom.hold_until_ns - now_ns) / 1_000_000, "group throttled over its limit with memory it cannot give back: raised the limit so it can go on");
+        // Backstop first: `memory.max` must stay above the throttle.
+        let backstop = page_align_up(raised.saturating_add(V2_MAX_BACKSTOP_HEADROOM_BYTES));
+        if g.knobs.max_bytes.is_some_and(|m| m < backstop) && !self.raise_max_now(id, backstop)? {
+            return Ok(false);
+        }
+        let g = &mut self.groups[id];
+        let Some(write) = self.backend.plan_knob(&g.spec.path, Knob::High, Some(raised))? else { return Ok(false) };
+        if let Some(journal) = self.journal.as_mut() {
+            journal.record(&Change::Write(write.clone()))?;
+        }
+        // Raising `high` above usage reclaims nothing, so this cannot block.
+        if !perform_or_warn(&write, &g.spec.name, "raise the limit")? {
+            self.stats.writes_failed += 1;
+            return Ok(false);
+        }
+        if self.writer.is_outstanding(&write.path) {
+            let _ = self.writer.submit(write);
+        }
+        g.knobs.high_bytes = Some(raised);
+        self.stats.oom_rescues += 1;
+        Ok(true)
     }
 }
 

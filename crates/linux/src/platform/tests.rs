@@ -74,9 +74,11 @@ fn limits_are_rounded_down_to_pages_clamped_to_floors_journaled_and_restored() {
     // Never above the request (whole pages, rounded down), never below the floor.
     assert_eq!(applied, vec![Action::SetMax { group: 0, bytes: Some(64 * MIB) }, Action::SetMax { group: 1, bytes: Some(100 * MIB) }]);
     settle(&platform);
-    assert_eq!(std::fs::read_to_string(dir.path().join("cg/batch/memory.max")).unwrap(), (100 * MIB).to_string());
+    // cgroup v2: the limit is memory.high, under a memory.max backstop 16 MiB above it.
+    assert_eq!(std::fs::read_to_string(dir.path().join("cg/batch/memory.high")).unwrap(), (100 * MIB).to_string());
+    assert_eq!(std::fs::read_to_string(dir.path().join("cg/batch/memory.max")).unwrap(), (116 * MIB).to_string());
     let obs = platform.observe().unwrap();
-    assert_eq!(obs.groups[1].knobs.max_bytes, Some(100 * MIB));
+    assert_eq!((obs.groups[1].knobs.max_bytes, obs.groups[1].knobs.high_bytes), (Some(100 * MIB), None), "shown as the hard limit");
     assert_eq!(platform.stats().clamped_to_floor, 1);
     // The same value again is not rewritten.
     assert!(platform.apply(&[Action::SetMax { group: 1, bytes: Some(100 * MIB + 1) }]).unwrap().is_empty());
@@ -85,6 +87,7 @@ fn limits_are_rounded_down_to_pages_clamped_to_floors_journaled_and_restored() {
     assert_eq!(applied.unwrap(), vec![Action::SetMin { group: 1, bytes: Some(MIB) }]);
     let report = platform.restore(Duration::from_secs(5)).unwrap();
     assert_eq!(std::fs::read_to_string(dir.path().join("cg/batch/memory.max")).unwrap(), "max");
+    assert_eq!(std::fs::read_to_string(dir.path().join("cg/batch/memory.high")).unwrap(), "max");
     assert!(!dir.path().join("cg/crit-rt").exists(), "created groups are removed: {report:?}");
 }
 
@@ -127,23 +130,26 @@ fn a_v2_hard_limit_never_goes_below_unreclaimable_memory() {
     std::fs::write(batch.join("memory.stat"), format!("anon {}\nfile 0\nunevictable 0\n", 150 * MIB)).unwrap();
     platform.observe().unwrap();
     let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(32 * MIB) }]).unwrap();
-    // Below usage: throttled through memory.high, memory.max kept above usage.
-    assert_eq!(applied, vec![Action::SetHigh { group: 1, bytes: Some(158 * MIB) }, Action::SetMax { group: 1, bytes: Some(216 * MIB) }]);
+    // Below usage: throttled through memory.high at what it cannot give back, memory.max kept
+    // above usage.
+    assert_eq!(applied, vec![Action::SetMax { group: 1, bytes: Some(158 * MIB) }]);
     settle(&platform);
+    assert_eq!(std::fs::read_to_string(batch.join("memory.high")).unwrap(), (158 * MIB).to_string());
+    assert_eq!(std::fs::read_to_string(batch.join("memory.max")).unwrap(), (216 * MIB).to_string());
     platform.observe().unwrap();
-    // With enough free swap the anon memory is reclaimable, so the request stands (as high).
+    // With enough free swap the anon memory is reclaimable, so the request stands.
     std::fs::write(dir.path().join("proc/meminfo"), "SwapFree: 1048576 kB\n").unwrap();
     let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(32 * MIB) }]).unwrap();
-    assert_eq!(applied, vec![Action::SetHigh { group: 1, bytes: Some(32 * MIB) }]);
+    assert_eq!(applied, vec![Action::SetMax { group: 1, bytes: Some(32 * MIB) }]);
     settle(&platform);
-    // Once usage is down, the hard limit takes over and the helper high is cleared.
+    // Once usage is down, the backstop follows it down.
     std::fs::write(batch.join("memory.current"), (30 * MIB).to_string()).unwrap();
     platform.observe().unwrap();
     let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(32 * MIB) }]).unwrap();
-    assert_eq!(applied, vec![Action::SetMax { group: 1, bytes: Some(32 * MIB) }, Action::SetHigh { group: 1, bytes: None }]);
+    assert!(applied.is_empty(), "the limit is already in place: {applied:?}");
     settle(&platform);
-    assert_eq!(std::fs::read_to_string(batch.join("memory.high")).unwrap(), "max");
-    assert_eq!(std::fs::read_to_string(batch.join("memory.max")).unwrap(), (32 * MIB).to_string());
+    assert_eq!(std::fs::read_to_string(batch.join("memory.high")).unwrap(), (32 * MIB).to_string());
+    assert_eq!(std::fs::read_to_string(batch.join("memory.max")).unwrap(), (48 * MIB).to_string());
     assert_eq!(platform.stats().lowered_via_high, 2);
     platform.restore(Duration::from_secs(5)).unwrap();
 }
@@ -165,18 +171,90 @@ fn a_v2_group_growing_while_throttled_keeps_its_hard_limit_ahead() {
     std::fs::write(dir.path().join("proc/meminfo"), "SwapFree: 1048576 kB\n").unwrap();
     platform.observe().unwrap();
     let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(100 * MIB) }]).unwrap();
-    assert_eq!(applied, vec![Action::SetHigh { group: 1, bytes: Some(100 * MIB) }, Action::SetMax { group: 1, bytes: Some(216 * MIB) }]);
+    assert_eq!(applied, vec![Action::SetMax { group: 1, bytes: Some(100 * MIB) }]);
     settle(&platform);
+    let max_file = || std::fs::read_to_string(batch.join("memory.max")).unwrap();
+    assert_eq!(max_file(), (216 * MIB).to_string());
     // Throttled, it still grows; with no new request memory.max must move ahead of it.
     std::fs::write(batch.join("memory.current"), (205 * MIB).to_string()).unwrap();
-    assert_eq!(platform.observe().unwrap().groups[1].knobs.max_bytes, Some(216 * MIB), "still 11 MiB ahead");
+    assert_eq!(platform.observe().unwrap().groups[1].knobs.max_bytes, Some(100 * MIB), "the limit, as the controller set it");
+    assert_eq!(max_file(), (216 * MIB).to_string(), "still 11 MiB ahead");
     std::fs::write(batch.join("memory.current"), (210 * MIB).to_string()).unwrap();
-    let obs = platform.observe().unwrap();
-    assert_eq!(obs.groups[1].knobs.max_bytes, Some(226 * MIB), "6 MiB ahead is too close: raised to 16 MiB ahead");
-    assert_eq!(std::fs::read_to_string(batch.join("memory.max")).unwrap(), (226 * MIB).to_string());
+    platform.observe().unwrap();
+    assert_eq!(max_file(), (226 * MIB).to_string(), "6 MiB ahead is too close: raised to 16 MiB ahead");
     assert_eq!(platform.stats().v2_max_kept_ahead, 1);
     platform.restore(Duration::from_secs(5)).unwrap();
     assert_eq!(std::fs::read_to_string(batch.join("memory.max")).unwrap(), "max");
+}
+
+#[test]
+fn a_v2_group_grown_past_its_limit_with_memory_it_cannot_give_back_is_raised_not_left_throttled() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = fake(dir.path());
+    let mut platform = open(dir.path(), options);
+    let batch = dir.path().join("cg/batch");
+    let file = |name: &str| std::fs::read_to_string(batch.join(name)).unwrap();
+    std::fs::write(batch.join("memory.current"), (10 * MIB).to_string()).unwrap();
+    platform.observe().unwrap();
+    // Set while the group is small: a growing group meets the throttle, not an OOM kill.
+    platform.apply(&[Action::SetMax { group: 1, bytes: Some(32 * MIB) }]).unwrap();
+    settle(&platform);
+    assert_eq!((file("memory.high"), file("memory.max")), ((32 * MIB).to_string(), (48 * MIB).to_string()));
+    // It grew past the limit with page cache it can give back: the throttle is left to work.
+    std::fs::write(batch.join("memory.current"), (40 * MIB).to_string()).unwrap();
+    std::fs::write(batch.join("memory.stat"), format!("anon {}\nfile {}\nunevictable 0\n", 8 * MIB, 32 * MIB)).unwrap();
+    assert_eq!(platform.observe().unwrap().groups[1].knobs.max_bytes, Some(32 * MIB));
+    assert_eq!(platform.stats().oom_rescues, 0);
+    assert_eq!(file("memory.max"), (56 * MIB).to_string(), "the backstop stays ahead of usage");
+    // With anonymous memory and no swap it never can: raised at once, held, counted.
+    std::fs::write(batch.join("memory.stat"), format!("anon {}\nfile 0\nunevictable 0\n", 40 * MIB)).unwrap();
+    let obs = platform.observe().unwrap();
+    assert_eq!(obs.groups[1].knobs.max_bytes, Some(64 * MIB), "48 MiB it cannot give back, plus 16");
+    assert_eq!(file("memory.high"), (64 * MIB).to_string());
+    assert_eq!(file("memory.max"), (80 * MIB).to_string(), "the backstop above the raised limit");
+    assert_eq!(platform.stats().oom_rescues, 1);
+    let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(32 * MIB) }]).unwrap();
+    assert!(applied.is_empty(), "held: {applied:?}");
+    assert_eq!(platform.stats().clamped_to_oom_hold, 1);
+    platform.restore(Duration::from_secs(5)).unwrap();
+    assert_eq!((file("memory.high"), file("memory.max")), ("max".to_owned(), "max".to_owned()));
+}
+
+#[test]
+fn at_the_end_of_a_run_a_v2_group_over_its_limit_is_raised_so_its_tasks_can_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = fake(dir.path());
+    let mut platform = open(dir.path(), options);
+    let batch = dir.path().join("cg/batch");
+    std::fs::write(batch.join("memory.current"), (10 * MIB).to_string()).unwrap();
+    platform.observe().unwrap();
+    platform.apply(&[Action::SetMax { group: 1, bytes: Some(32 * MIB) }]).unwrap();
+    settle(&platform);
+    // Over the limit with page cache: not a rescue while running, but stopping tasks must not
+    // sleep in the throttle.
+    std::fs::write(batch.join("memory.current"), (40 * MIB).to_string()).unwrap();
+    std::fs::write(batch.join("memory.stat"), format!("anon {}\nfile {}\nunevictable 0\n", 8 * MIB, 32 * MIB)).unwrap();
+    assert_eq!(platform.rescue_waiting_groups(), 1);
+    assert!(std::fs::read_to_string(batch.join("memory.high")).unwrap().parse::<u64>().unwrap() > 40 * MIB);
+    platform.restore(Duration::from_secs(5)).unwrap();
+}
+
+#[test]
+fn a_v2_limit_write_reclaims_first_and_stops_when_reclaim_makes_no_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = dir.path().join("cg/g");
+    populate(&group, V2_FILES);
+    std::fs::write(group.join("memory.current"), (100 * MIB).to_string()).unwrap();
+    let backend = V2Backend::new(dir.path().join("cg"));
+    let write = backend.plan_knob(&GroupPath::new("g").unwrap(), Knob::High, Some(32 * MIB)).unwrap().unwrap();
+    let first = write.reclaim_first.clone().expect("a v2 limit reclaims first");
+    assert_eq!((first.target_bytes, first.reclaim.file_name().unwrap().to_str()), (32 * MIB, Some("memory.reclaim")));
+    // A plain file never frees anything: the loop gives up and the limit is written.
+    write.perform().unwrap();
+    assert_eq!(std::fs::read_to_string(group.join("memory.high")).unwrap(), (32 * MIB).to_string());
+    assert_eq!(std::fs::read_to_string(group.join("memory.reclaim")).unwrap(), crate::cgroup::RECLAIM_STEP_BYTES.to_string());
+    // Protections never reclaim.
+    assert!(backend.plan_knob(&GroupPath::new("g").unwrap(), Knob::Min, Some(MIB)).unwrap().unwrap().reclaim_first.is_none());
 }
 
 #[test]
@@ -195,8 +273,9 @@ fn a_v2_group_out_of_memory_gets_its_limit_raised_and_held() {
     assert_eq!(platform.stats().oom_rescues, 1);
     // Held against the controller's lower requests for a while.
     let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(32 * MIB) }]).unwrap();
-    assert!(applied.is_empty(), "{applied:?}");
+    assert_eq!(applied, vec![Action::SetMax { group: 1, bytes: Some(80 * MIB) }]);
     assert_eq!(platform.stats().clamped_to_oom_hold, 1);
+    settle(&platform);
     // The same event is not a new OOM.
     platform.observe().unwrap();
     assert_eq!(platform.stats().oom_rescues, 1);
@@ -510,7 +589,7 @@ fn dry_run_changes_nothing() {
         let applied = platform.apply(&[Action::SetMax { group: 1, bytes: Some(32 * MIB) }]).unwrap();
         assert_eq!(applied.len(), 1);
     }
-    assert_eq!(platform.stats().dry_run_writes, 1, "an unchanged intention is logged once");
+    assert_eq!(platform.stats().dry_run_writes, 2, "an unchanged intention (the limit and its backstop) is logged once");
     assert_eq!(std::fs::read_to_string(dir.path().join("cg/batch/memory.max")).unwrap(), "max\n");
     platform.restore(Duration::from_secs(1)).unwrap();
     assert!(!dir.path().join("journal.jsonl").exists());

@@ -161,9 +161,18 @@ impl Ext4 {
     fn fail(&self) {
         let name = self.device.trim_start_matches("/dev/");
         std::fs::write(format!("/sys/fs/ext4/{name}/trigger_fs_error"), "critmem chaos test").unwrap();
-        let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
-        let line = mounts.lines().find(|l| l.starts_with(&self.device)).expect("still mounted");
-        assert!(line.contains(" ro,") || line.contains("emergency_ro"), "not read-only after the error: {line}");
+        // Some kernels (Debian's 6.1) turn the filesystem read-only a moment after the write.
+        let read_only = || {
+            let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+            let line = mounts.lines().find(|l| l.starts_with(&self.device)).expect("still mounted").to_owned();
+            (line.contains(" ro,") || line.contains("emergency_ro"), line)
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !read_only().0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let (done, line) = read_only();
+        assert!(done, "not read-only 5 s after the error: {line}");
     }
 
     /// Unmounted, checked and mounted again read-write: the journal on it is what reached the

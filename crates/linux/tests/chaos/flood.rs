@@ -147,7 +147,7 @@ fn a_flood_of_hundreds_of_clients_keeps_the_tick_and_loses_no_legitimate_report(
     deaf.expect("ready");
     let connections: u32 = plan.iter().map(|p| p.1).sum::<u32>() + 1;
     record.set("flood_clients", connections);
-    let interval_ns = 5_000_000;
+    let interval_ns = agent_interval_ns();
     let probe = WakeProbe::start(Duration::from_nanos(interval_ns));
 
     // A legitimate client connecting in the middle of the flood.

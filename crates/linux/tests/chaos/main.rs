@@ -33,7 +33,7 @@ mod rig;
 mod soak;
 mod stalls;
 
-use rig::{Record, Rig};
+use rig::{agent_interval_ns, Record, Rig};
 
 /// Cases measure timing and share the swap: one at a time.
 static CHAOS: Mutex<()> = Mutex::new(());

@@ -20,6 +20,10 @@ const KNOB_FILES: [&str; 9] = [
 /// Budget the controller divides: below the workers' combined data (soft real-time 24 MiB
 /// hot + 16 MiB cold, non-real-time 96 MiB), so the swapfile is used.
 pub const BUDGET_BYTES: u64 = 100 * MIB;
+/// The agent's tick: SARA's 5 ms, stretched by [`time_scale`] on a slower machine.
+pub fn agent_interval_ns() -> u64 {
+    (5_000_000.0 * time_scale()).round() as u64
+}
 /// The non-real-time group's limit before the agent starts; restored at the end.
 pub const NRT_ORIGINAL_BYTES: u64 = 1024 * MIB;
 const SWAPFILE_BYTES: u64 = 256 * MIB;
@@ -214,13 +218,16 @@ socket = "{socket}"
 journal = "{journal}"
 metrics_file = "{metrics}"
 
+[controller_config]
+interval_ns = {interval_ns}
+
 [[group]]
 name = "srt"
 cgroup = "{srt}"
 role = "soft-rt"
 floor_mb = 24
-deadline_ms = 20
-bcet_ms = 4
+deadline_ms = {period_ms}
+bcet_ms = {bcet_ms}
 
 [[group]]
 name = "nrt"
@@ -228,6 +235,9 @@ cgroup = "{nrt}"
 role = "non-rt"
 floor_mb = 16
 "#,
+            interval_ns = agent_interval_ns(),
+            period_ms = scaled_ms(20),
+            bcet_ms = scaled_ms(4),
             socket = self.socket.display(),
             journal = journal.display(),
             metrics = self.metrics.display(),
@@ -248,18 +258,20 @@ floor_mb = 16
     }
 
     /// The soft real-time worker: period and deadline 20 ms, 2 ms of compute after checking
-    /// 1024 random pages of a 24 MiB working set, 16 MiB of cold data checked at exit.
+    /// 1024 random pages of a 24 MiB working set, 16 MiB of cold data checked at exit (times
+    /// stretched by [`time_scale`] on a slower machine).
     pub fn start_srt_worker(&mut self) {
         let socket = self.socket.to_string_lossy().into_owned();
+        let (period_ms, compute_us) = (scaled_ms(20).to_string(), scaled_ms(2000).to_string());
         let srt_args = [
             "--socket",
             &socket,
             "--period-ms",
-            "20",
+            &period_ms,
             "--deadline-ms",
-            "20",
+            &period_ms,
             "--compute-us",
-            "2000",
+            &compute_us,
             "--wss-mib",
             "24",
             "--cold-mib",
@@ -308,7 +320,7 @@ floor_mb = 16
             if let Ok(Some(status)) = agent.child.try_wait() {
                 panic!("the agent exited at start ({status}): {}", std::fs::read_to_string(&agent.stderr).unwrap_or_default());
             }
-            machine.backend.knob(&nrt, Knob::Max).unwrap().is_some_and(|l| l < NRT_ORIGINAL_BYTES)
+            held_limit(machine, &nrt).is_some_and(|l| l < NRT_ORIGINAL_BYTES)
         });
     }
 

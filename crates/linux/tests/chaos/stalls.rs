@@ -24,6 +24,9 @@ struct CpuCap {
     dir: PathBuf,
     root: PathBuf,
     moved: Vec<(u32, String)>,
+    /// v2: the root's `cgroup.subtree_control` had no `cpu` and this test enabled it (and
+    /// disables it again on drop).
+    enabled_cpu: bool,
 }
 
 impl CpuCap {
@@ -45,9 +48,15 @@ impl CpuCap {
                 (root, true)
             }
         };
+        // v2 with no controller enabled below the root (a machine without systemd): the
+        // group gets `cpu.max` only once the root delegates `cpu`.
+        let subtree_control = root.join("cgroup.subtree_control");
+        let enabled_cpu = v2
+            && !std::fs::read_to_string(&subtree_control).ok()?.split_whitespace().any(|c| c == "cpu")
+            && std::fs::write(&subtree_control, "+cpu").is_ok();
         let dir = root.join(format!("critmem-test-{}-cpu", std::process::id()));
         std::fs::create_dir(&dir).ok()?;
-        let cap = CpuCap { dir, root, moved: Vec::new() };
+        let cap = CpuCap { dir, root, moved: Vec::new(), enabled_cpu };
         if v2 {
             std::fs::write(cap.dir.join("cpu.max"), format!("{quota_us} {period_us}")).unwrap();
         } else {
@@ -100,6 +109,9 @@ impl Drop for CpuCap {
         if self.dir.exists() {
             let _ = writeln!(std::io::stderr(), "LEAK: could not remove {}", self.dir.display());
         }
+        if self.enabled_cpu && std::fs::write(self.root.join("cgroup.subtree_control"), "-cpu").is_err() {
+            let _ = writeln!(std::io::stderr(), "LEAK: could not disable cpu in {}/cgroup.subtree_control", self.root.display());
+        }
     }
 }
 
@@ -115,6 +127,9 @@ fn the_agent_throttled_to_one_percent_of_a_core_keeps_every_invariant() {
         let pid = rig.agent.as_ref().unwrap().pid() as u32;
         cap.enter(pid);
         record.set("throttled", true);
+        // Without real-time group scheduling (v2 has none; CONFIG_RT_GROUP_SCHED on v1) the
+        // agent's SCHED_FIFO loop thread is not held by a CFS quota: its other threads are.
+        record.set("loop_thread_throttled", cap.dir.join("cpu.rt_runtime_us").exists());
         record.set("cpu_quota", "1 ms per 100 ms");
         run_for(rig, steady());
         let throttled_ticks = rig.metric("critmem_ticks_total").unwrap_or(0.0);

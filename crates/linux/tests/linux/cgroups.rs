@@ -183,3 +183,44 @@ fn writes_through_the_off_thread_writer_land_on_real_files() {
     assert!(writer.completed()[0].result.is_err());
     assert!(writer.shutdown(Duration::from_secs(5)).is_empty());
 }
+
+#[test]
+fn protections_asked_by_a_controller_land_on_v2_and_are_restored() {
+    let name = "protections_asked_by_a_controller_land_on_v2_and_are_restored";
+    let Some(machine) = machine(name) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let path = GroupPath::new(&unique_name()).unwrap();
+    let specs = vec![GroupSpec { name: "srt".into(), path: path.clone(), role: srt_role(), floor_bytes: 8 * MIB, create: true }];
+    let options = PlatformOptions {
+        total_memory_bytes: 256 * MIB,
+        dry_run: false,
+        journal_path: Some(dir.path().join("journal.jsonl")),
+        job_server: None,
+        proc_root: PROC_ROOT.into(),
+        clock: MonotonicClock::shared(),
+    };
+    let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
+    let platform = guard.get();
+    critmem_policy::Platform::observe(platform).unwrap();
+    let asked = [
+        critmem_policy::Action::SetMin { group: 0, bytes: Some(16 * MIB + 100) },
+        critmem_policy::Action::SetLow { group: 0, bytes: Some(32 * MIB) },
+    ];
+    let applied = critmem_policy::Platform::apply(platform, &asked).unwrap();
+    assert!(platform.wait_writes(Duration::from_secs(10)));
+    let knobs = critmem_policy::Platform::observe(platform).unwrap().groups[0].knobs;
+    if machine.backend.capabilities().protection {
+        // Whole pages, never more than asked.
+        assert_eq!(applied.len(), 2, "{applied:?}");
+        assert_eq!((knobs.min_bytes, knobs.low_bytes), (Some(16 * MIB), Some(32 * MIB)));
+        assert_eq!(machine.backend.knob(&path, Knob::Min).unwrap(), Some(16 * MIB));
+        assert_eq!(machine.backend.knob(&path, Knob::Low).unwrap(), Some(32 * MIB));
+    } else {
+        // v1 has no protections: not applied, not an error.
+        assert!(applied.is_empty(), "{applied:?}");
+        assert_eq!(platform.stats().unsupported, 2);
+    }
+    let report = guard.restore();
+    assert!(report.failures.is_empty(), "{report:?}");
+    assert!(!machine.backend.exists(&path));
+}

@@ -24,16 +24,24 @@ use super::*;
 const ACCEPTANCE_RUN: Duration = Duration::from_secs(60);
 const ACCEPTANCE_BUDGET_BYTES: u64 = 155 * MIB;
 
+/// The soft real-time period (and deadline) and compute, stretched by [`time_scale`] on a
+/// slower machine.
+fn acceptance_period_ms() -> u64 {
+    (20.0 * time_scale()).round() as u64
+}
+
 fn acceptance_srt_args(socket: &str) -> Vec<String> {
+    let period_ms = acceptance_period_ms().to_string();
+    let compute_us = ((2000.0 * time_scale()).round() as u64).to_string();
     let args = [
         "--socket",
         socket,
         "--period-ms",
-        "20",
+        &period_ms,
         "--deadline-ms",
-        "20",
+        &period_ms,
         "--compute-us",
-        "2000",
+        &compute_us,
         "--wss-mib",
         "32",
         "--cold-mib",
@@ -60,7 +68,10 @@ fn run_acceptance(machine: &Machine, dir: &Path, controller_name: &str) -> Accep
         GroupSpec {
             name: "srt".into(),
             path: srt_path.clone(),
-            role: GroupRole::SoftRealTime { deadline_ns: 20_000_000, bcet_ns: 4_000_000 },
+            role: GroupRole::SoftRealTime {
+                deadline_ns: acceptance_period_ms() * 1_000_000,
+                bcet_ns: (4_000_000.0 * time_scale()).round() as u64,
+            },
             floor_bytes: 40 * MIB,
             create: true,
         },
@@ -139,8 +150,10 @@ fn run_acceptance(machine: &Machine, dir: &Path, controller_name: &str) -> Accep
     assert_eq!(srt_summary["checksum_failures"], 0);
     assert_eq!(nrt_summary["checksum_failures"], 0);
     assert_eq!(srt_summary["cold_pages_verified"].as_u64(), Some(64 * MIB / 4096), "the cold data came back intact");
-    assert!(srt_done >= 2900, "{controller_name}: about 3000 jobs in 60 s: {srt_summary}");
-    assert!(srt_jobs.released >= 2900, "the agent saw the jobs: {srt_jobs:?}");
+    // About 3000 jobs in 60 s at 20 ms (fewer where the period is stretched).
+    let expected_jobs = ACCEPTANCE_RUN.as_millis() as u64 / acceptance_period_ms() * 29 / 30;
+    assert!(srt_done >= expected_jobs, "{controller_name}: at least {expected_jobs} jobs in 60 s: {srt_summary}");
+    assert!(srt_jobs.released >= expected_jobs, "the agent saw the jobs: {srt_jobs:?}");
     assert!(stats.writes_ok > 0, "limits were written");
     for (limits, floor) in [(&srt_limits, 40 * MIB), (&nrt_limits, 32 * MIB)] {
         assert!(limits.iter().flatten().all(|&l| l >= floor), "never below the floor: {limits:?}");
@@ -177,7 +190,9 @@ fn sara_keeps_soft_real_time_deadlines_and_gives_non_real_time_more_than_greedy(
     drop(swap_guard);
     let _ = writeln!(
         std::io::stderr(),
-        "acceptance: sara hit ratio {:.1} %, nrt {:.1}/s; greedy hit ratio {:.1} %, nrt {:.1}/s (sara/greedy {:.2})",
+        "acceptance (time scale {:.1}, period {} ms): sara hit ratio {:.1} %, nrt {:.1}/s; greedy hit ratio {:.1} %, nrt {:.1}/s (sara/greedy {:.2})",
+        time_scale(),
+        acceptance_period_ms(),
         sara.hit_ratio * 100.0,
         sara.nrt_units_per_s,
         greedy.hit_ratio * 100.0,

@@ -42,7 +42,7 @@ fn a_crashed_agents_journal_restores_real_cgroups() {
 
 /// Reads the nrt group's hard limit until `condition` holds.
 fn wait_for_limit(machine: &Machine, group: &GroupPath, what: &str, condition: impl Fn(Option<u64>) -> bool) {
-    wait_until(what, Duration::from_secs(10), || condition(machine.backend.knob(group, Knob::Max).unwrap()));
+    wait_until(what, Duration::from_secs(10), || condition(held_limit(machine, group)));
 }
 
 #[test]
@@ -115,7 +115,7 @@ floor_mb = {floor_mb}
         released(&std::fs::read_to_string(&metrics).unwrap_or_default()) > 0.0
     });
     drop(first); // SIGKILL, as kill -9
-    let lowered = machine.backend.knob(&nrt_guard.group, Knob::Max).unwrap();
+    let lowered = held_limit(&machine, &nrt_guard.group);
     assert!(lowered.is_some_and(|l| l < original), "kill -9 left the changed limit: {lowered:?}");
     assert!(journal.exists(), "the journal survives the crash");
 
@@ -211,7 +211,7 @@ fn a_managed_group_vanishing_mid_run_is_let_go_of_and_the_agent_runs_on_with_the
     std::thread::sleep(Duration::from_secs(1));
     let child = agent.child.as_mut().unwrap();
     assert!(child.try_wait().unwrap().is_none(), "the agent runs on with the kept group");
-    assert!(machine.backend.knob(&kept.group, Knob::Max).unwrap().is_some_and(|l| l < original), "and still controls it");
+    assert!(held_limit(&machine, &kept.group).is_some_and(|l| l < original), "and still controls it");
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
     let output = agent.child.take().unwrap().wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);

@@ -125,7 +125,7 @@ impl NotifySocket {
 }
 
 fn wait_for_max(machine: &Machine, group: &GroupPath, want: Option<u64>) {
-    wait_until(&format!("memory limit {want:?}"), Duration::from_secs(10), || machine.backend.knob(group, Knob::Max).unwrap() == want);
+    wait_until(&format!("memory limit {want:?}"), Duration::from_secs(10), || held_limit(machine, group) == want);
 }
 
 #[test]
@@ -194,7 +194,7 @@ fn sighup_applies_a_good_configuration_keeps_the_running_one_otherwise_and_sigte
     notify.until("READY=1");
     notify.until("WATCHDOG=1");
     assert!(agent.running(), "{}", agent.log());
-    assert_eq!(machine.backend.knob(&guard.group, Knob::Max).unwrap(), Some(48 * MIB), "the reloaded limit stays");
+    assert_eq!(held_limit(&machine, &guard.group), Some(48 * MIB), "the reloaded limit stays");
 
     // A new group whose cgroup does not exist: refused in one line, the running configuration stays.
     let mut grown = config_text(dir.path(), &guard.group, &(32 * MIB).to_string());
@@ -206,7 +206,7 @@ fn sighup_applies_a_good_configuration_keeps_the_running_one_otherwise_and_sigte
     assert!(refused.contains("\"more\" does not exist"), "{refused}");
     notify.until("READY=1");
     assert!(agent.running(), "{}", agent.log());
-    assert_eq!(machine.backend.knob(&guard.group, Knob::Max).unwrap(), Some(48 * MIB));
+    assert_eq!(held_limit(&machine, &guard.group), Some(48 * MIB));
 
     // A group that exists is taken on by a reload, and let go of (its original back at once)
     // by the next.
@@ -227,7 +227,7 @@ fn sighup_applies_a_good_configuration_keeps_the_running_one_otherwise_and_sigte
     wait_until("the reload letting go of the group", Duration::from_secs(10), || agent.log().contains("(\"more\" removed)"));
     wait_for_max(&machine, &more.group, Some(original));
     assert!(agent.running(), "{}", agent.log());
-    assert_eq!(machine.backend.knob(&guard.group, Knob::Max).unwrap(), Some(48 * MIB));
+    assert_eq!(held_limit(&machine, &guard.group), Some(48 * MIB));
 
     let (summary, success) = agent.stop();
     assert!(success, "{summary}");

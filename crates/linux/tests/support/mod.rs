@@ -21,6 +21,24 @@ pub fn skip(test: &str, reason: &str) {
     let _ = writeln!(std::io::stderr(), "SKIP {test}: {reason}");
 }
 
+/// How many times slower this machine runs code than the ones the tests' periods were chosen
+/// on: `CRITMEM_TIME_SCALE`, which scripts/v2-guest-suite.sh measures in its emulated guest;
+/// 1 where unset. Timing tests stretch their periods by it.
+pub fn time_scale() -> f64 {
+    match std::env::var("CRITMEM_TIME_SCALE") {
+        Err(_) => 1.0,
+        Ok(text) => match text.parse::<f64>() {
+            Ok(scale) if scale.is_finite() && scale >= 1.0 => scale,
+            _ => panic!("CRITMEM_TIME_SCALE must be a number of at least 1, not {text:?}"),
+        },
+    }
+}
+
+/// `ms` stretched by [`time_scale`], whole milliseconds.
+pub fn scaled_ms(ms: u64) -> u64 {
+    (ms as f64 * time_scale()).round() as u64
+}
+
 pub struct Machine {
     pub layout: Layout,
     pub backend: Box<dyn CgroupBackend>,
@@ -176,6 +194,18 @@ for i in range(0, n, 4096):
 print("ready", flush=True)
 sys.stdin.read()
 "#;
+
+/// The limit a group is held to, as the agent sets it: the lower of `memory.max` and
+/// `memory.high` (on cgroup v2 the agent's hard limit is `memory.high`, under a `memory.max`
+/// backstop; v1 has `memory.max` alone).
+pub fn held_limit(machine: &Machine, group: &GroupPath) -> Option<u64> {
+    let max = machine.backend.knob(group, critmem_linux::cgroup::Knob::Max).unwrap();
+    let high = machine.backend.knob(group, critmem_linux::cgroup::Knob::High).unwrap();
+    match (max, high) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
 
 pub fn wait_until(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;

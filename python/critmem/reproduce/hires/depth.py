@@ -423,7 +423,7 @@ def _server_cpu_ticks(master: int) -> int:
     return ticks
 
 
-def _master_pid(pid_file: Path, timeout_s: float = 10.0) -> int:
+def _master_pid(pid_file: Path, timeout_s: float = 60.0) -> int:
     deadline = time.monotonic() + timeout_s
     while not (text := _read(pid_file).strip()).isdigit():
         if time.monotonic() > deadline:
@@ -432,7 +432,7 @@ def _master_pid(pid_file: Path, timeout_s: float = 10.0) -> int:
     return int(text)
 
 
-def _wait_listening(port: int, server: subprocess.Popen[bytes], logs: Sequence[Path], timeout_s: float = 10.0) -> None:
+def _wait_listening(port: int, server: subprocess.Popen[bytes], logs: Sequence[Path], timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
         if server.poll() is not None:

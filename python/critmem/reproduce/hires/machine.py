@@ -17,17 +17,19 @@ TREE_NAME = "critmem-hires-reproduce"
 """The top cgroup directory of the trees this reproduction applies (and its journal's name)."""
 
 
-def fig6_tree(web_period_ms: int, burn: str) -> str:
+def fig6_tree(web_period_ms: int, burn: str, period_factor: int = 1) -> str:
     """The tree file of one phase, on one CPU: the web subsystem with six CPU-bound processes
     in a hard CPU reservation of 4 ms per `web_period_ms`, and three subsystems of one
     CPU-bound process each at 4/25, 3/20 and 1/10 ms. On Linux every reservation is a CFS
     bandwidth limit (quota per period) with a weight in proportion to its share; the web
     subsystem's processes share its quota under CFS, Linux having no child scheduler of the
-    subsystem's own."""
+    subsystem's own. `period_factor` multiplies every budget and period (the shares stay), for
+    a machine that runs code that many times slower."""
     lines = ["[root]", "cpus = 1", "memory_mib = 1024", ""]
     entries = [("web", PAPER_FIG6_WEB_BUDGET, web_period_ms, PAPER_FIG6_WEB_THREADS)]
     entries += [(name, budget, period, 1) for name, (budget, period) in PAPER_FIG6_SERVERS.items()]
     for name, budget, period, processes in entries:
+        budget, period = budget * period_factor, period * period_factor
         lines += [
             "[[subsystem]]",
             f'name = "{name}"',
@@ -39,9 +41,10 @@ def fig6_tree(web_period_ms: int, burn: str) -> str:
     return "\n".join(lines)
 
 
-def fig6_linux(seconds_per_phase: float, step: Callable[[str], None]) -> dict[str, Any]:
+def fig6_linux(seconds_per_phase: float, step: Callable[[str], None], period_factor: int = 1) -> dict[str, Any]:
     """Runs the three phases one after another; per subsystem and phase the budget, the period
-    and the measured share of one CPU, and the shares over time as critmem-hires sampled them."""
+    and the measured share of one CPU, and the shares over time as critmem-hires sampled them.
+    `period_factor`: see [`fig6_tree`]."""
     from critmem import linux
 
     burn = linux.binary("critmem-hires")
@@ -51,7 +54,7 @@ def fig6_linux(seconds_per_phase: float, step: Callable[[str], None]) -> dict[st
         for phase, web_period in enumerate(PAPER_FIG6_WEB_PERIODS):
             step(f"Fig. 6 (Linux): web at {PAPER_FIG6_WEB_BUDGET} per {web_period} ms, {seconds_per_phase:g} s")
             tree = Path(tmp) / f"phase{phase}.toml"
-            tree.write_text(fig6_tree(web_period, burn), encoding="utf-8")
+            tree.write_text(fig6_tree(web_period, burn, period_factor), encoding="utf-8")
             summary = linux.hires_run(tree, name=TREE_NAME, duration_s=seconds_per_phase)
             for sub in summary["subsystems"]:
                 (cpu,) = [r for r in sub["reservations"] if r["family"] == "cpu"]

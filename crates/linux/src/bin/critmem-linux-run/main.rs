@@ -72,6 +72,9 @@ struct Args {
     /// (completed or dropped), before --duration-s if that comes first.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     stop_after_jobs: Option<u64>,
+    /// How long each task has between SIGTERM and SIGKILL at the end of the run.
+    #[arg(long, value_parser = critmem_linux::parse_seconds, default_value = "5")]
+    stop_grace_s: Duration,
     /// Where the worker binaries are (default: beside this program).
     #[arg(long)]
     workers_dir: Option<PathBuf>,
@@ -309,7 +312,7 @@ fn drive(
     platform.set_usage_inputs(|_| true);
     let final_obs = platform.observe();
     let clock = session.clock().clone();
-    let ends = stop_tasks(session.platform_mut(), clock.as_ref(), tasks, processes);
+    let ends = stop_tasks(session.platform_mut(), clock.as_ref(), tasks, processes, args.stop_grace_s);
     result.map_err(|e| e.to_string())?;
     let final_stall = final_obs.map_err(|e| e.to_string())?.groups.iter().map(|g| g.stall).collect();
     Ok((ends, timeline, final_stall))

@@ -179,8 +179,6 @@ impl WorkerReport {
     }
 }
 
-/// How long a task has between SIGTERM and SIGKILL at the end of the run.
-const STOP_GRACE: Duration = Duration::from_secs(5);
 /// How often stopping tasks are looked at (and their groups rescued).
 const STOP_POLL_NS: u64 = 10_000_000;
 
@@ -188,8 +186,14 @@ const STOP_POLL_NS: u64 = 10_000_000;
 /// prints its summary and exits, a command's whole process group is asked to. While they exit
 /// the platform's out-of-memory rescue keeps running (the controller no longer ticks): a
 /// process waiting at its group's limit cannot act on SIGTERM until the limit lets it through.
-/// What is still running after [`STOP_GRACE`] is SIGKILLed with its process group.
-pub(crate) fn stop_tasks(platform: &mut LinuxPlatform, clock: &dyn Clock, tasks: &[TaskPlan], mut processes: Processes) -> Vec<TaskEnd> {
+/// What is still running after `grace` (`--stop-grace-s`) is SIGKILLed with its process group.
+pub(crate) fn stop_tasks(
+    platform: &mut LinuxPlatform,
+    clock: &dyn Clock,
+    tasks: &[TaskPlan],
+    mut processes: Processes,
+    grace: Duration,
+) -> Vec<TaskEnd> {
     let mut running = std::mem::take(&mut processes.0);
     // Read stdout beside the wait, so a worker never blocks on a full pipe.
     let readers: Vec<_> = running
@@ -219,7 +223,7 @@ pub(crate) fn stop_tasks(platform: &mut LinuxPlatform, clock: &dyn Clock, tasks:
         for (r, done) in running.iter_mut().zip(&mut exited) {
             *done = *done || !matches!(r.child.try_wait(), Ok(None));
         }
-        if exited.iter().all(|&d| d) || u128::from(clock.now_ns() - since_ns) >= STOP_GRACE.as_nanos() {
+        if exited.iter().all(|&d| d) || u128::from(clock.now_ns() - since_ns) >= grace.as_nanos() {
             break;
         }
         let raised = platform.rescue_waiting_groups();
@@ -229,7 +233,7 @@ pub(crate) fn stop_tasks(platform: &mut LinuxPlatform, clock: &dyn Clock, tasks:
         clock.sleep_until_ns(clock.now_ns() + STOP_POLL_NS);
     }
     for (r, _) in running.iter().zip(&exited).filter(|(_, &done)| !done) {
-        tracing::warn!(task = %tasks[r.task].name, grace_s = STOP_GRACE.as_secs(), "task did not exit after SIGTERM: killed");
+        tracing::warn!(task = %tasks[r.task].name, grace_s = grace.as_secs_f64(), "task did not exit after SIGTERM: killed");
         kill_process_group(&r.child, Signal::SIGKILL);
     }
     let mut ends: Vec<TaskEnd> = tasks.iter().map(|_| TaskEnd::default()).collect();
