@@ -48,14 +48,28 @@ impl FsWatch {
     }
 
     fn state_of(path: &Path) -> Option<FsState> {
-        // An aborted ext4 (errors=remount-ro) still shows a read-write mount; fsync, which
-        // costs nothing on a file with nothing unwritten, says what it is.
+        let failed = |e: std::io::Error| match e.raw_os_error() {
+            Some(nix::libc::EROFS) => FsState::ReadOnly,
+            _ => FsState::Failing(e.to_string()),
+        };
+        // An aborted ext4 (errors=remount-ro) may still show a read-write mount; fsync, which
+        // costs nothing on a file with nothing unwritten, says what it is on most kernels.
         let file = File::open(path).ok()?;
         if let Err(e) = file.sync_all() {
-            return Some(match e.raw_os_error() {
-                Some(nix::libc::EROFS) => FsState::ReadOnly,
-                _ => FsState::Failing(e.to_string()),
-            });
+            return Some(failed(e));
+        }
+        // On some (Debian's 6.1) fsync succeeds there too. An unnamed file made in the
+        // journal's directory needs the filesystem's journal and leaves nothing behind; a
+        // filesystem without O_TMPFILE says nothing this way.
+        use nix::{
+            errno::Errno,
+            fcntl::{open, OFlag},
+        };
+        let probe = open(parent_dir(path), OFlag::O_TMPFILE | OFlag::O_WRONLY | OFlag::O_CLOEXEC, nix::sys::stat::Mode::S_IRUSR);
+        match probe {
+            // Full, or no unnamed files here: left to statvfs below.
+            Ok(_) | Err(Errno::EOPNOTSUPP | Errno::EISDIR | Errno::EINVAL | Errno::ENOSPC | Errno::EDQUOT | Errno::EACCES) => {}
+            Err(errno) => return Some(failed(errno.into())),
         }
         let stat = nix::sys::statvfs::fstatvfs(&file).ok()?;
         Some(if stat.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY) {

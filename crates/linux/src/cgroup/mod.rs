@@ -165,8 +165,8 @@ pub struct FileWrite {
 /// A v2 limit lowered below usage makes the kernel reclaim the whole excess inside the limit
 /// write, in passes that a pending signal does not stop (a pass over gigabytes of dirty page
 /// cache can take seconds). Reclaiming through `memory.reclaim` first, [`RECLAIM_STEP_BYTES`]
-/// at a time, lets a write be cancelled between steps, and sets the limit only once usage is
-/// at it, as cgroup v1 does.
+/// at a time (one step is one kernel pass), lets a write be cancelled between steps, and sets
+/// the limit only once usage is at it, as cgroup v1 does.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReclaimFirst {
     /// The group's `memory.current`.
@@ -177,7 +177,7 @@ pub struct ReclaimFirst {
 }
 
 /// One `memory.reclaim` write of [`ReclaimFirst`].
-pub const RECLAIM_STEP_BYTES: u64 = 4 << 20;
+pub const RECLAIM_STEP_BYTES: u64 = 1 << 20;
 
 impl ReclaimFirst {
     /// Reclaims until usage is at or below the target, reclaim gives up (nothing more comes
@@ -186,6 +186,15 @@ impl ReclaimFirst {
     fn run(&self, give_up: &dyn Fn() -> bool) -> Result<()> {
         let (mut stalled, mut last_usage_bytes) = (0, u64::MAX);
         loop {
+            // A step the signal did not interrupt (it arrived as the step ended) still stops
+            // here, so a cancelled write never sets the limit afterwards.
+            if give_up() {
+                return Err(Error::WriteRejected {
+                    path: self.reclaim.clone(),
+                    value: String::new(),
+                    source: std::io::Error::from_raw_os_error(nix::libc::EINTR),
+                });
+            }
             let Ok(text) = std::fs::read_to_string(&self.current) else { return Ok(()) };
             let Ok(usage_bytes) = text.trim().parse::<u64>() else { return Ok(()) };
             if usage_bytes <= self.target_bytes || stalled >= 2 {

@@ -83,7 +83,7 @@ impl LinuxPlatform {
         // Rewritten only when too tight (the group would hit it before the throttle) or far too
         // loose, so a steady limit writes nothing.
         let tight = current.is_none_or(|m| m < backstop.saturating_sub(V2_MAX_BACKSTOP_HEADROOM_BYTES / 2));
-        let loose = current.is_none() || current.is_some_and(|m| m > backstop.saturating_add(4 * V2_MAX_BACKSTOP_HEADROOM_BYTES));
+        let loose = current.is_some_and(|m| m > backstop.saturating_add(4 * V2_MAX_BACKSTOP_HEADROOM_BYTES));
         let backstop_written = if tight || loose { self.apply_knob(group, Knob::Max, Some(backstop))? } else { None };
         if controllers_high {
             applied.extend(backstop_written);

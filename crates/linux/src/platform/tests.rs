@@ -255,6 +255,12 @@ fn a_v2_limit_write_reclaims_first_and_stops_when_reclaim_makes_no_progress() {
     assert_eq!(std::fs::read_to_string(group.join("memory.reclaim")).unwrap(), crate::cgroup::RECLAIM_STEP_BYTES.to_string());
     // Protections never reclaim.
     assert!(backend.plan_knob(&GroupPath::new("g").unwrap(), Knob::Min, Some(MIB)).unwrap().unwrap().reclaim_first.is_none());
+    // Cancelled (the writer shutting down): no further step, and the limit is not written.
+    let lower = backend.plan_knob(&GroupPath::new("g").unwrap(), Knob::High, Some(16 * MIB)).unwrap().unwrap();
+    std::fs::write(group.join("memory.reclaim"), "").unwrap();
+    assert!(lower.perform_unless(&|| true).is_err());
+    assert_eq!(std::fs::read_to_string(group.join("memory.high")).unwrap(), (32 * MIB).to_string());
+    assert_eq!(std::fs::read_to_string(group.join("memory.reclaim")).unwrap(), "");
 }
 
 #[test]

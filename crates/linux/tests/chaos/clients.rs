@@ -7,7 +7,7 @@ use super::*;
 /// group `claim`, and prints what became of it: `denied` (could not connect), `closed` (the
 /// agent closed the connection) or `open`.
 const CLAIMER: &str = r#"
-import os, select, socket, sys
+import os, select, socket, sys, time
 sys.stdin.readline()
 path, claim, uid = sys.argv[1], sys.argv[2], int(sys.argv[3])
 if uid >= 0:
@@ -33,12 +33,14 @@ print("closed" if closed else "open", flush=True)
 /// waits for a line on stdin (sent once the test has given the pid to a new process), sends a
 /// release, and prints `closed` or `open` as above.
 const PID_REUSE: &str = r#"
-import os, select, socket, sys
+import os, select, socket, sys, time
 sys.stdin.readline()
 path = sys.argv[1]
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.connect(path)
 if os.fork() != 0:
+    # Alive until the agent has taken the connection (two of its ticks): then it exits.
+    time.sleep(float(sys.argv[2]))
     print(os.getpid(), flush=True)
     os._exit(0)
 sys.stdin.readline()
@@ -87,7 +89,8 @@ fn clients_reporting_for_a_group_they_are_not_in_are_refused_and_counted() {
 
     // A client whose connecting process exited and whose pid is given to a new process in the
     // soft real-time group; the child still holding the connection then reports.
-    let mut forked = Helper::python(PID_REUSE, &[&socket]);
+    let hold_s = format!("{}", 2.0 * agent_interval_ns() as f64 / 1e9);
+    let mut forked = Helper::python(PID_REUSE, &[&socket, &hold_s]);
     machine.backend.move_pid(&rig.nrt.group, forked.pid()).unwrap();
     forked.say("go");
     let dead_pid: u32 = read_line(&mut forked).parse().unwrap();

@@ -161,11 +161,20 @@ impl Ext4 {
     fn fail(&self) {
         let name = self.device.trim_start_matches("/dev/");
         std::fs::write(format!("/sys/fs/ext4/{name}/trigger_fs_error"), "critmem chaos test").unwrap();
-        // Some kernels (Debian's 6.1) turn the filesystem read-only a moment after the write.
+        // Kernels differ in how they show it (`ro`, `emergency_ro`, or still `rw` in
+        // /proc/mounts with writes refused, as Debian's 6.1): a write says.
         let read_only = || {
             let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
             let line = mounts.lines().find(|l| l.starts_with(&self.device)).expect("still mounted").to_owned();
-            (line.contains(" ro,") || line.contains("emergency_ro"), line)
+            let probe = self.dir.join(".critmem-probe");
+            let refused = match std::fs::write(&probe, "x") {
+                Ok(()) => {
+                    let _ = std::fs::remove_file(&probe);
+                    false
+                }
+                Err(e) => matches!(e.raw_os_error(), Some(nix::libc::EROFS) | Some(nix::libc::EIO)),
+            };
+            (line.contains(" ro,") || line.contains("emergency_ro") || refused, line)
         };
         let deadline = Instant::now() + Duration::from_secs(5);
         while !read_only().0 && Instant::now() < deadline {

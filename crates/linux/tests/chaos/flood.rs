@@ -160,7 +160,8 @@ fn a_flood_of_hundreds_of_clients_keeps_the_tick_and_loses_no_legitimate_report(
     let said: Vec<u64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
     let [late_sent, late_retries] = said[..] else { panic!("late client said {line:?}") };
     record.set("late_client_enobufs_retries", late_retries);
-    run_for(&mut rig, steady());
+    // Long enough, in the agent's ticks, to read the late client's reports beside the flood.
+    run_for(&mut rig, steady().mul_f64(time_scale()));
     let machine_wake_p99_ns = probe.stop_p99_ns();
     // The loop (the main thread) ticks under SCHED_FIFO; the cgroup writers, which may reclaim
     // for long, do not.
@@ -185,7 +186,7 @@ fn a_flood_of_hundreds_of_clients_keeps_the_tick_and_loses_no_legitimate_report(
     record.set("late_client_jobs", late_sent);
 
     let workers = rig.stop_workers();
-    std::thread::sleep(Duration::from_millis(200));
+    std::thread::sleep(Duration::from_millis(200).mul_f64(time_scale()));
     let exit = rig.agent.take().unwrap().stop();
     assert_eq!(exit.code, Some(0), "{}", exit.stderr);
     let summary = exit.summary().clone();

@@ -424,7 +424,7 @@ floor_mb = 16
     pub fn finish(mut self, record: &mut Record) -> serde_json::Value {
         let workers = self.stop_workers();
         // The workers' last reports reach the agent at its next ticks.
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_millis(200).mul_f64(time_scale()));
         let exit = self.agent.take().expect("agent running").stop();
         assert_eq!(exit.code, Some(0), "agent: {}", exit.stderr);
         let summary = exit.summary().clone();
