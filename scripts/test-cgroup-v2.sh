@@ -30,6 +30,10 @@ if [ $# -gt 0 ]; then
     *) usage ;;
     esac
 fi
+# The guest finds the checkout by its path on the kernel's command line.
+case $checkout in
+*[[:space:]]*) echo "test-cgroup-v2: the checkout's path has a space in it: $checkout" >&2; exit 2 ;;
+esac
 cannot_start() {
     echo "test-cgroup-v2: skipped: $*" >&2
     exit 77
@@ -98,7 +102,7 @@ timeout --foreground "${CRITMEM_V2_TIMEOUT_S:-5400}" nice -n 10 "$qemu" \
     -accel tcg,thread=multi -cpu max -smp 2 -m "${CRITMEM_V2_MEM:-4G}" \
     -nodefaults -display none -no-reboot -serial stdio \
     -kernel "$V2_GUEST_VMLINUZ" -initrd "$run/initramfs.gz" \
-    -append "console=ttyS0 quiet loglevel=3 panic=-1 cgroup_no_v1=all systemd.unified_cgroup_hierarchy=1" \
+    -append "console=ttyS0 quiet loglevel=3 panic=-1 cgroup_no_v1=all systemd.unified_cgroup_hierarchy=1 critmem.checkout=$checkout" \
     -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
     -virtfs "local,path=$run,mount_tag=guestrun,security_model=none" \
     -drive "file=$run/scratch.img,if=none,id=scratch,format=raw,cache=unsafe" \

@@ -37,6 +37,13 @@ scratch=$(disk_with_serial critmem-scratch)
 swap=$(disk_with_serial critmem-swap)
 
 N=/newroot
+# The checkout (its path on the kernel's command line) may lie under a directory the scratch
+# disk covers below, as a CI's /tmp: it is bound back in place afterwards.
+checkout=$(sed -n 's/.*critmem\.checkout=\([^ ]*\).*/\1/p' /proc/cmdline)
+if [ -n "$checkout" ]; then
+    mkdir -p /rw/checkout
+    mount --bind "$N$checkout" /rw/checkout || fail "cannot find the checkout $checkout"
+fi
 mount -t proc proc $N/proc
 mount -t sysfs sysfs $N/sys
 mount -t devtmpfs devtmpfs $N/dev
@@ -61,6 +68,10 @@ chmod 0700 "$N/run/critmem-scratch/var/lib/critmem"
 mount --bind "$N/run/critmem-scratch/var/lib/critmem" "$N/var/lib/critmem"
 mkdir -p $N/run/critmem-guest
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 guestrun $N/run/critmem-guest || fail "cannot mount the run directory (9p tag guestrun)"
+if [ -n "$checkout" ] && [ ! -e "$N$checkout/scripts/v2-guest-init.sh" ]; then
+    mkdir -p "$N$checkout"
+    mount --bind /rw/checkout "$N$checkout" || fail "cannot bind the checkout $checkout back"
+fi
 swapon "$swap" || fail "swapon $swap failed"
 hostname critmem-v2-guest
 
