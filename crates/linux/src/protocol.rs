@@ -452,7 +452,7 @@ impl JobServer {
                     Err(e) => {
                         self.stats.refused += 1;
                         self.warn_limited(
-                            || tracing::warn!(pid, uid, error = %e, "job socket connection refused: the connecting process has exited"),
+                            || tracing::warn!(pid, uid, error = %e, "job socket connection refused: no /proc entry for the connecting process (it has exited, or the agent is out of file descriptors)"),
                         );
                         continue;
                     }
