@@ -275,12 +275,18 @@ impl LinuxPlatform {
     /// Writes a higher hard limit on this thread (raising never reclaims, so it cannot block),
     /// journaled first; returns whether it was written.
     pub(super) fn raise_max_now(&mut self, id: GroupId, raised: u64) -> Result<bool> {
+        self.raise_now(id, Knob::Max, raised)
+    }
+
+    /// Writes a higher `knob` (a limit) on this thread, journaled first: a raise above usage
+    /// reclaims nothing, so it cannot block. Returns whether it was written.
+    fn raise_now(&mut self, id: GroupId, knob: Knob, raised: u64) -> Result<bool> {
         let g = &mut self.groups[id];
-        let Some(write) = self.backend.plan_knob(&g.spec.path, Knob::Max, Some(raised))? else { return Ok(false) };
+        let Some(write) = self.backend.plan_knob(&g.spec.path, knob, Some(raised))? else { return Ok(false) };
         if let Some(journal) = self.journal.as_mut() {
             journal.record(&Change::Write(write.clone()))?;
         }
-        if !perform_or_warn(&write, &g.spec.name, "raise the hard limit")? {
+        if !perform_or_warn(&write, &g.spec.name, "raise the limit")? {
             self.stats.writes_failed += 1;
             return Ok(false);
         }
@@ -288,7 +294,10 @@ impl LinuxPlatform {
         if self.writer.is_outstanding(&write.path) {
             let _ = self.writer.submit(write);
         }
-        g.knobs.max_bytes = Some(raised);
+        match knob {
+            Knob::High => g.knobs.high_bytes = Some(raised),
+            _ => g.knobs.max_bytes = Some(raised),
+        }
         Ok(true)
     }
 
@@ -348,22 +357,9 @@ impl LinuxPlatform {
         if g.knobs.max_bytes.is_some_and(|m| m < backstop) && !self.raise_max_now(id, backstop)? {
             return Ok(false);
         }
-        let g = &mut self.groups[id];
-        let Some(write) = self.backend.plan_knob(&g.spec.path, Knob::High, Some(raised))? else { return Ok(false) };
-        if let Some(journal) = self.journal.as_mut() {
-            journal.record(&Change::Write(write.clone()))?;
-        }
-        // Raising `high` above usage reclaims nothing, so this cannot block.
-        if !perform_or_warn(&write, &g.spec.name, "raise the limit")? {
-            self.stats.writes_failed += 1;
-            return Ok(false);
-        }
-        if self.writer.is_outstanding(&write.path) {
-            let _ = self.writer.submit(write);
-        }
-        g.knobs.high_bytes = Some(raised);
-        self.stats.oom_rescues += 1;
-        Ok(true)
+        let done = self.raise_now(id, Knob::High, raised)?;
+        self.stats.oom_rescues += u64::from(done);
+        Ok(done)
     }
 }
 
