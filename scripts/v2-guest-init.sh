@@ -73,6 +73,8 @@ if [ -n "$checkout" ] && [ ! -e "$N$checkout/scripts/v2-guest-init.sh" ]; then
     mount --bind /rw/checkout "$N$checkout" || fail "cannot bind the checkout $checkout back"
 fi
 swapon "$swap" || fail "swapon $swap failed"
+# No network, but the loopback: tests serve on 127.0.0.1 (nginx under ab).
+ifconfig lo 127.0.0.1 up || fail "cannot bring up the loopback interface"
 hostname critmem-v2-guest
 
 # The host's environment, minus what points at the host's own session.

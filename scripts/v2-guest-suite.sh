@@ -28,8 +28,8 @@ fi
 # The functional subset: libtest name filters (a test runs if its name contains one) and pytest
 # node ids. Left out: the SARA acceptance run, the HiRes share and bandwidth measurements, the
 # flood, soak and stall cases and the apps, which judge timing (run by the full suite).
-SUBSET_LINUX=(cgroups:: control::the_platform_conformance_body oom:: psi:: restore:: service:: swap:: jobs::only_a_process
-    hires::a_killed_apply hires::a_tree_that_does_not_admit)
+SUBSET_LINUX=(cgroups:: control::the_platform_conformance_body control::a_quiet_loop control::a_resting_loop oom:: psi:: restore::
+    service:: swap:: jobs::only_a_process jobs::reports_sent_before hires::a_killed_apply hires::a_tree_that_does_not_admit)
 SUBSET_CHAOS=(kill9:: clients:: faults::a_managed_group_removed faults::a_journal_filesystem_turning_read_only)
 SUBSET_PYTEST=(
     "tests/test_linux_cli.py::test_a_scenario_runs_on_real_processes_and_leaves_nothing_behind[None-None]"

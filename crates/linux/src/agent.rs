@@ -38,6 +38,7 @@ use crate::session::{JobSocket, SessionBuilder, SessionPlan, TriggerSpec};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use serde::Serialize;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -75,6 +76,9 @@ pub struct AgentSummary {
     pub tick_lateness_p99_ns: u64,
     pub tick_lateness_max_ns: u64,
     pub early_wakes: u64,
+    /// Quiet ticks followed by a rest (see `idle_interval_ms`), and rests a job report ended.
+    pub idle_rests: u64,
+    pub job_wakes: u64,
     pub overruns: u64,
     pub writes_ok: u64,
     pub writes_failed: u64,
@@ -163,6 +167,7 @@ pub fn run_in(session: SessionBuilder, config: &AgentConfig, options: &RunOption
         (None, Some(path)) => Some(MetricsSink::File(path.clone())),
         (None, None) => None,
     };
+    let mut notifier = if options.notify { ServiceNotifier::from_env() } else { ServiceNotifier::new(false, None) };
     let mut session = host.start(SessionPlan {
         groups: config.group_specs()?,
         total_memory_bytes: config.total_memory_bytes,
@@ -170,14 +175,28 @@ pub fn run_in(session: SessionBuilder, config: &AgentConfig, options: &RunOption
         job_socket: Some(JobSocket { path: config.socket.clone(), gid: config.socket_gid }),
         controller,
         interval_ns,
-        triggers: (config.trigger_stall_us > 0)
-            .then_some(TriggerSpec { stall_us: config.trigger_stall_us, window_us: config.trigger_window_us }),
+        triggers: (config.trigger_stall_us > 0).then_some(TriggerSpec {
+            stall_us: config.trigger_stall_us,
+            window_us: config.trigger_window_us,
+            idle_interval_ns: notifier.rest_cap_ns(config.idle_interval_ms.saturating_mul(1_000_000)),
+        }),
     })?;
+    // A signal ends a rest at once: the loop then asks `stop` below.
+    match signals.as_fd().try_clone_to_owned() {
+        Ok(fd) => session.wake_on(fd),
+        Err(e) => tracing::warn!(error = %e, "cannot watch for signals during rests; a stop may wait out a rest"),
+    }
+    if config.idle_interval_ms > 0 && config.idle_interval_ms.saturating_mul(1_000_000) <= interval_ns {
+        tracing::warn!(
+            idle_interval_ms = config.idle_interval_ms,
+            interval_ms = interval_ns as f64 / 1e6,
+            "idle_interval_ms is not longer than the controller's interval: the loop never rests"
+        );
+    }
     tracing::info!(controller = %controller_name, backend = %backend_name, groups = config.groups.len(), dry_run = options.dry_run, interval_ns, "agent started");
     if let Some(priority) = options.realtime_priority {
         control_thread_realtime(priority);
     }
-    let mut notifier = if options.notify { ServiceNotifier::from_env() } else { ServiceNotifier::new(false, None) };
     notifier.check_interval(interval_ns);
     let mut publisher = sink.map(|sink| Publisher::new(sink, METRICS_PERIOD_NS, clock.clone()));
     let mut running = Running { config: config.clone(), controller_name, interval_ns };
@@ -277,6 +296,8 @@ pub fn run_in(session: SessionBuilder, config: &AgentConfig, options: &RunOption
         tick_lateness_p99_ns: end.loop_stats.lateness_p99_ns(),
         tick_lateness_max_ns: end.loop_stats.lateness_max_ns,
         early_wakes: end.loop_stats.early_wakes,
+        idle_rests: end.loop_stats.idle_rests,
+        job_wakes: end.loop_stats.job_wakes,
         overruns: end.loop_stats.overruns,
         writes_ok: end.stats.writes_ok,
         writes_failed: end.stats.writes_failed,
@@ -471,6 +492,23 @@ impl ServiceNotifier {
                 interval_ns as f64 / 1e6,
                 self.watchdog_ns as f64 / 1e6
             );
+        }
+    }
+
+    /// The longest rest the watchdog allows: the loop pings only as it ticks, so a rest must
+    /// end within half the timeout. `idle_interval_ns` itself without a watchdog.
+    pub fn rest_cap_ns(&self, idle_interval_ns: u64) -> u64 {
+        match self.watchdog_ping_ns {
+            Some(_) if idle_interval_ns > self.watchdog_ns / 2 => {
+                tracing::warn!(
+                    "idle_interval_ms = {} is longer than half the watchdog timeout of {} ms: resting {} ms at most",
+                    idle_interval_ns as f64 / 1e6,
+                    self.watchdog_ns as f64 / 1e6,
+                    (self.watchdog_ns / 2) as f64 / 1e6
+                );
+                self.watchdog_ns / 2
+            }
+            _ => idle_interval_ns,
         }
     }
 
@@ -709,6 +747,15 @@ create = true
     }
 
     #[test]
+    fn a_rest_ends_within_half_the_watchdog_timeout() {
+        let watched = ServiceNotifier::new(true, Some(Duration::from_secs(10)));
+        assert_eq!(watched.rest_cap_ns(1_000_000_000), 1_000_000_000);
+        assert_eq!(watched.rest_cap_ns(60_000_000_000), 5_000_000_000);
+        assert_eq!(ServiceNotifier::new(true, None).rest_cap_ns(60_000_000_000), 60_000_000_000);
+        assert_eq!(ServiceNotifier::new(false, Some(Duration::from_secs(10))).rest_cap_ns(60_000_000_000), 60_000_000_000);
+    }
+
+    #[test]
     fn the_notifier_is_silent_when_disabled_and_never_pings_without_a_watchdog() {
         let mut off = ServiceNotifier::new(false, Some(Duration::from_secs(2)));
         assert!((0..1000u64).all(|t| off.notice_after_tick(t * 5_000_000, String::new).is_none()));
@@ -787,6 +834,7 @@ create = true
             "metrics_file",
             "trigger_stall_us",
             "trigger_window_us",
+            "idle_interval_ms",
             "x",
         ];
         const CONTROLLER: &[&str] = &["step_bytes", "step_up_bytes", "interval_ns", "psi_threshold_pct", "x"];
@@ -996,6 +1044,9 @@ create = true
             (CONFIG.replace("total_memory_bytes = 1073741824", "total_memory_bytes = 100663295"), "floor_bytes add up to 100663296, more than total_memory_bytes = 100663295"),
             (CONFIG.replace("[controller_config]", "trigger_window_us = 0\n[controller_config]"), "trigger_window_us = 0 must be in 500000..=10000000 (the kernel's bounds)"),
             (CONFIG.replace("[controller_config]", "trigger_stall_us = 3000000\n[controller_config]"), "trigger_stall_us = 3000000 must be at most trigger_window_us = 2000000"),
+            (CONFIG.replace("[controller_config]", "trigger_stall_us = 0\nidle_interval_ms = 1000\n[controller_config]"), "idle_interval_ms = 1000 needs the PSI triggers (trigger_stall_us > 0)"),
+            (CONFIG.replace("[controller_config]", "idle_interval_ms = 3600001\n[controller_config]"), "idle_interval_ms = 3600001 must be at most 3600000 (one hour)"),
+            (CONFIG.replace("[controller_config]", "idle_interval_ms = -5\n[controller_config]"), "idle_interval_ms"),
             // Limits apply to soft real-time groups only; any other name was ignored.
             (
                 CONFIG.replace("controller = \"sara\"", "controller = \"static\"").replace("step_bytes = 2097152", "limits_bytes = { batch = 1 }"),

@@ -39,6 +39,9 @@ pub struct AgentConfig {
     /// CAP_SYS_RESOURCE). 0 disables the triggers.
     pub trigger_stall_us: u64,
     pub trigger_window_us: u64,
+    /// Longest rest after a quiet tick, woken by a trigger or a job report; 0 ticks at the
+    /// controller's interval always. Needs the triggers.
+    pub idle_interval_ms: u64,
     pub groups: Vec<GroupConfig>,
     /// One line per deprecated spelling the file uses (once per key or role name), naming
     /// its replacement; the agent prints them as warnings.
@@ -65,9 +68,14 @@ struct RawConfig {
     trigger_stall_us: u64,
     #[serde(default = "default_trigger_window_us")]
     trigger_window_us: u64,
+    #[serde(default)]
+    idle_interval_ms: u64,
     #[serde(rename = "group")]
     groups: Vec<RawGroup>,
 }
+
+/// Longest `idle_interval_ms`: a loop resting longer would look dead to a watchdog.
+pub const MAX_IDLE_INTERVAL_MS: u64 = 3_600_000;
 
 pub(crate) fn default_trigger_stall_us() -> u64 {
     100_000
@@ -205,6 +213,7 @@ impl AgentConfig {
             metrics_file: raw.metrics_file,
             trigger_stall_us: raw.trigger_stall_us,
             trigger_window_us: raw.trigger_window_us,
+            idle_interval_ms: raw.idle_interval_ms,
             groups: groups.map_err(|reason| bad(one_line(&reason)))?,
             deprecations: used.iter().map(|u| one_line(&deprecation(path, u))).collect(),
         };
@@ -254,6 +263,15 @@ impl AgentConfig {
             } else {
                 format!("trigger_window_us = {window_us} must be in 500000..=10000000 (the kernel's bounds)")
             }));
+        }
+        if config.idle_interval_ms > 0 && stall_us == 0 {
+            return Err(bad(format!(
+                "idle_interval_ms = {} needs the PSI triggers (trigger_stall_us > 0): nothing else would wake the loop from a rest",
+                config.idle_interval_ms
+            )));
+        }
+        if config.idle_interval_ms > MAX_IDLE_INTERVAL_MS {
+            return Err(bad(format!("idle_interval_ms = {} must be at most {MAX_IDLE_INTERVAL_MS} (one hour)", config.idle_interval_ms)));
         }
         let soft_rt: Vec<&str> = config.groups.iter().filter(|g| g.role == RoleName::SoftRealTime).map(|g| g.name.as_str()).collect();
         config.controller_spec().and_then(|spec| spec.check_group_names(&soft_rt)).map_err(|e| bad(one_line(&e.to_string())))?;
@@ -364,7 +382,7 @@ pub fn config_from_scenario(scenario: &Scenario) -> Result<String> {
 /// What differs between the `running` configuration and a `reloaded` one that only a restart
 /// can apply, one phrase per key (empty: the reload can be applied). The socket, journal and
 /// metrics endpoint are bound once, the budget is the platform's from its start, and the
-/// triggers' parameters are set once; the controller and its parameters (its interval among
+/// triggers' parameters (the idle interval among them) are set once; the controller and its parameters (its interval among
 /// them) and the groups ([`group_changes_of`]) are what a reload changes.
 pub fn restart_only_changes(running: &AgentConfig, reloaded: &AgentConfig) -> Vec<String> {
     let mut changed = Vec::new();
@@ -381,6 +399,7 @@ pub fn restart_only_changes(running: &AgentConfig, reloaded: &AgentConfig) -> Ve
     key("metrics_file", running.metrics_file != reloaded.metrics_file);
     key("trigger_stall_us", running.trigger_stall_us != reloaded.trigger_stall_us);
     key("trigger_window_us", running.trigger_window_us != reloaded.trigger_window_us);
+    key("idle_interval_ms", running.idle_interval_ms != reloaded.idle_interval_ms);
     changed
 }
 
@@ -513,6 +532,7 @@ floor_mb = 32
                 vec!["socket_gid", "metrics_address"],
             ),
             (RUNNING.replace("controller = \"sara\"", "controller = \"sara\"\ntrigger_stall_us = 0"), vec!["trigger_stall_us"]),
+            (RUNNING.replace("controller = \"sara\"", "controller = \"sara\"\nidle_interval_ms = 1000"), vec!["idle_interval_ms"]),
         ] {
             assert_eq!(changes(&edit), want);
         }
@@ -576,6 +596,7 @@ mod reference {
             "trigger_window_us" => "2000000".to_string(),
             "trigger_stall_us" => "100000".to_string(),
             "socket_gid" => "0".to_string(),
+            "idle_interval_ms" => "1000".to_string(),
             _ => "4000000000".to_string(),
         };
         let mut text: String = top.iter().filter(|k| *k != "metrics_file").map(|k| format!("{k} = {}\n", value(k))).collect();

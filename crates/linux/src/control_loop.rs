@@ -1,10 +1,19 @@
 //! [`ControlLoop`]: ticks a controller on a platform at its interval.
 
 use crate::clock::SharedClock;
-use crate::psi::{wait_any, PsiTrigger, TriggerEvent};
+use crate::psi::{wait_any_or_readable, PsiTrigger, TriggerEvent};
 use critmem_policy::{Action, Controller, Platform};
 use hdrhistogram::Histogram;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
+
+/// Descriptors that turn readable when the platform has news for the controller (job reports
+/// on the job socket): a loop resting between quiet ticks wakes on them.
+pub trait WakeSources {
+    fn wake_fds(&self) -> Vec<BorrowedFd<'_>> {
+        Vec::new()
+    }
+}
 
 /// Figures of a control loop's run. Percentiles come from fixed-size histograms (3
 /// significant digits, up to an hour per tick), so an agent that runs for months keeps the
@@ -14,6 +23,11 @@ pub struct LoopStats {
     pub ticks: u64,
     /// Ticks run before their time because a PSI trigger fired.
     pub early_wakes: u64,
+    /// Quiet ticks (no job events, no actions) after which the loop rested up to its idle
+    /// interval instead of its interval.
+    pub idle_rests: u64,
+    /// Rests cut short by a job report (or by a stop descriptor, the last one).
+    pub job_wakes: u64,
     /// Ticks that started more than one interval late.
     pub overruns: u64,
     /// Cost (observe + tick + apply) of each tick, in ns.
@@ -42,6 +56,8 @@ impl Default for LoopStats {
         LoopStats {
             ticks: 0,
             early_wakes: 0,
+            idle_rests: 0,
+            job_wakes: 0,
             overruns: 0,
             cost: histogram(),
             cost_sum_ns: 0,
@@ -106,26 +122,58 @@ impl LoopStats {
     }
 }
 
+/// What ended a wait between ticks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wake {
+    Timer,
+    Trigger,
+    Job,
+}
+
 /// Ticks a controller at its interval on a [`crate::clock::Clock`]. Between ticks it waits on the PSI
 /// triggers, if any: one firing runs the next tick at once (a hint that the situation changed;
 /// the schedule then restarts from that tick).
+///
+/// With triggers armed and an idle interval longer than the interval, a quiet tick (no job
+/// events observed, no action applied) is followed by a rest: after the interval the loop
+/// keeps waiting, up to the idle interval from the tick's start, until a trigger fires or a
+/// job report arrives. The next tick that is not quiet brings the interval back. A loop with
+/// nothing to do then wakes once per idle interval, and a stall still wakes it within the
+/// trigger's own delay.
 pub struct ControlLoop {
     pub interval_ns: u64,
+    /// 0, or not longer than `interval_ns`: no rests.
+    pub idle_interval_ns: u64,
     pub triggers: Vec<PsiTrigger>,
+    /// Descriptors readable when the caller's `stop` may have become true (a signalfd): they
+    /// end a rest, so a stop is not held up by it.
+    pub stop_fds: Vec<OwnedFd>,
     pub stats: LoopStats,
     clock: SharedClock,
 }
 
 impl ControlLoop {
     pub fn new(interval_ns: u64, clock: SharedClock) -> Self {
-        ControlLoop { interval_ns: interval_ns.max(1), triggers: Vec::new(), stats: LoopStats::default(), clock }
+        ControlLoop {
+            interval_ns: interval_ns.max(1),
+            idle_interval_ns: 0,
+            triggers: Vec::new(),
+            stop_fds: Vec::new(),
+            stats: LoopStats::default(),
+            clock,
+        }
+    }
+
+    /// Whether a quiet tick is followed by a rest.
+    pub fn rests_when_idle(&self) -> bool {
+        !self.triggers.is_empty() && self.idle_interval_ns > self.interval_ns
     }
 
     /// Runs until `stop` says so (checked before every tick), the controller fails
     /// ([`Controller::failure`]: the caller reads it and restores) or an error. `after_tick` sees
     /// the platform and this tick's applied actions (metrics, logs). A tick's cost is the
     /// clock's time from its observation to the end of its apply.
-    pub fn run<P: Platform, C: Controller + ?Sized>(
+    pub fn run<P: Platform + WakeSources, C: Controller + ?Sized>(
         &mut self,
         platform: &mut P,
         controller: &mut C,
@@ -144,50 +192,82 @@ impl ControlLoop {
             self.stats.record_lateness(started_ns.saturating_sub(due_ns));
             due_ns = started_ns.saturating_add(self.interval_ns);
             let cpu_started_ns = self.clock.thread_cpu_ns();
-            let applied = critmem_policy::step(platform, controller)?;
+            let observation = platform.observe()?;
+            let actions = controller.tick(&observation);
+            let applied = platform.apply(&actions)?;
             if controller.failure().is_some() {
                 break;
             }
+            let quiet = observation.events.is_empty() && applied.is_empty();
             let cpu_ns = self.clock.thread_cpu_ns().saturating_sub(cpu_started_ns);
             self.stats.record(self.clock.now_ns().saturating_sub(started_ns), cpu_ns);
             self.stats.actions_applied += applied.len() as u64;
             after_tick(platform, &applied, &self.stats);
             // A tick that took longer than the interval starts the next one now, not a burst.
             next_ns = started_ns.saturating_add(self.interval_ns).max(self.clock.now_ns());
-            if self.wait_until(next_ns) {
-                self.stats.early_wakes += 1;
+            match self.wait_until(next_ns, &[], false) {
+                Wake::Trigger => self.stats.early_wakes += 1,
+                Wake::Job => {}
+                Wake::Timer if quiet && self.rests_when_idle() => {
+                    self.stats.idle_rests += 1;
+                    let rest_until_ns = started_ns.saturating_add(self.idle_interval_ns);
+                    // Job reports wake a rest only: during the interval they wait for its tick
+                    // as always, so a flood of reports cannot tick the loop faster.
+                    let wake = self.wait_until(rest_until_ns, &platform.wake_fds(), true);
+                    match wake {
+                        Wake::Trigger => self.stats.early_wakes += 1,
+                        Wake::Job => self.stats.job_wakes += 1,
+                        Wake::Timer => {}
+                    }
+                    // The rest is the schedule: neither late nor an overrun.
+                    next_ns = if wake == Wake::Timer { rest_until_ns } else { self.clock.now_ns() };
+                    due_ns = next_ns;
+                }
+                Wake::Timer => {}
             }
         }
         Ok(())
     }
 
-    /// Sleeps until `deadline_ns`, or returns `true` early when a trigger fires. Triggers whose
-    /// group is gone are dropped (the next observe reports the vanished group).
-    fn wait_until(&mut self, deadline_ns: u64) -> bool {
+    /// Sleeps until `deadline_ns`, or returns early when a trigger fires or one of `readable`
+    /// (and in a `rest`, of the stop descriptors) has something to read. Triggers whose group
+    /// is gone are dropped (the next observe reports the vanished group).
+    fn wait_until(&mut self, deadline_ns: u64, readable: &[BorrowedFd<'_>], rest: bool) -> Wake {
         if self.triggers.is_empty() {
             self.clock.sleep_until_ns(deadline_ns);
-            return false;
+            return Wake::Timer;
         }
         let left = Duration::from_nanos(deadline_ns.saturating_sub(self.clock.now_ns()));
-        let refs: Vec<&PsiTrigger> = self.triggers.iter().collect();
-        match wait_any(&refs, left) {
-            Ok(ready) => {
+        let waited = {
+            let refs: Vec<&PsiTrigger> = self.triggers.iter().collect();
+            let mut fds = readable.to_vec();
+            if rest {
+                fds.extend(self.stop_fds.iter().map(|fd| fd.as_fd()));
+            }
+            wait_any_or_readable(&refs, &fds, left)
+        };
+        match waited {
+            Ok((ready, has_input)) => {
                 let gone: Vec<usize> = ready.iter().filter(|(_, e)| *e == TriggerEvent::GroupGone).map(|(i, _)| *i).collect();
                 let fired = ready.iter().any(|(_, e)| *e == TriggerEvent::Fired);
                 for i in gone.into_iter().rev() {
                     self.triggers.remove(i);
                 }
-                if !fired {
+                if fired {
+                    Wake::Trigger
+                } else if has_input {
+                    Wake::Job
+                } else {
                     // Interrupted or only gone-events: sleep out the rest.
                     self.clock.sleep_until_ns(deadline_ns);
+                    Wake::Timer
                 }
-                fired
             }
             Err(e) => {
                 tracing::warn!(error = %e, "waiting on PSI triggers failed; ticking on the timer only");
                 self.triggers.clear();
                 self.clock.sleep_until_ns(deadline_ns);
-                false
+                Wake::Timer
             }
         }
     }
@@ -207,6 +287,8 @@ mod tests {
         observe_ns: u64,
         seen_ns: Vec<u64>,
     }
+
+    impl WakeSources for Timed {}
 
     impl Platform for Timed {
         type Error = std::convert::Infallible;

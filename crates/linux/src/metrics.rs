@@ -41,6 +41,13 @@ pub fn render(platform: &LinuxPlatform, loop_stats: &LoopStats) -> String {
         &single(loop_stats.cpu_sum_ns as f64 / 1e9),
     );
     metric("critmem_early_wakes_total", "counter", "Ticks run early on a PSI trigger.", &single(loop_stats.early_wakes as f64));
+    metric(
+        "critmem_idle_rests_total",
+        "counter",
+        "Quiet ticks after which the loop rested up to its idle interval.",
+        &single(loop_stats.idle_rests as f64),
+    );
+    metric("critmem_job_wakes_total", "counter", "Rests ended by a job report.", &single(loop_stats.job_wakes as f64));
     metric("critmem_overruns_total", "counter", "Ticks that started over one interval late.", &single(loop_stats.overruns as f64));
     let s = platform.stats();
     metric(

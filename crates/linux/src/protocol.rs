@@ -66,13 +66,27 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// Longest accepted line, newline included.
 pub const MAX_LINE_BYTES: usize = 512;
 
-/// Most bytes one poll reads over all connections, shared equally between them (each gets at
-/// least [`MIN_SHARE_BYTES`]): clients that write without pause must not keep the control loop
-/// from ticking, nor take another client's share (a real one sends a few lines per job).
+/// Most bytes a poll at a 5 ms tick reads over all connections, shared equally between them
+/// (each gets at least [`MIN_SHARE_BYTES`]): clients that write without pause must not keep the
+/// control loop from ticking, nor take another client's share (a real one sends a few lines per
+/// job). A longer tick's poll reads proportionally more ([`poll_bytes_for_interval`]), so what
+/// the socket takes in a second does not depend on the interval.
 pub const MAX_BYTES_PER_POLL: usize = 16 * 1024;
-/// Least a poll reads of one connection with data: 256 bytes per 5 ms tick is about 350 jobs a
-/// second (a line split between polls waits in the connection's buffer).
+/// Least a poll at a 5 ms tick reads of one connection with data: 256 bytes per tick is about
+/// 350 jobs a second (a line split between polls waits in the connection's buffer).
 pub const MIN_SHARE_BYTES: usize = 256;
+/// The tick [`MAX_BYTES_PER_POLL`] and [`MIN_SHARE_BYTES`] are for.
+const BYTES_PER_POLL_TICK_NS: u64 = 5_000_000;
+/// Most a poll reads over all connections at any tick (a 1.3 s tick's worth).
+const MAX_POLL_BYTES: usize = 256 * MAX_BYTES_PER_POLL;
+
+/// Bytes a poll reads at most over all connections when the loop ticks every `interval_ns`:
+/// [`MAX_BYTES_PER_POLL`] per 5 ms, so the socket's capacity per second stays that of a 5 ms
+/// tick.
+pub fn poll_bytes_for_interval(interval_ns: u64) -> usize {
+    let ticks = usize::try_from(interval_ns / BYTES_PER_POLL_TICK_NS).unwrap_or(usize::MAX).max(1);
+    MAX_BYTES_PER_POLL.saturating_mul(ticks).min(MAX_POLL_BYTES)
+}
 /// Most connections one poll accepts.
 pub const MAX_ACCEPTS_PER_POLL: usize = 32;
 /// Longest accepted `group` name.
@@ -221,7 +235,14 @@ pub struct JobServerConfig {
     /// Most time one poll spends accepting and reading, in ns: what a flood costs the control
     /// tick. What it leaves waits in the socket buffers for the next poll.
     pub poll_budget_ns: u64,
+    /// Most bytes one poll reads over all connections ([`poll_bytes_for_interval`]; each
+    /// connection gets at least its proportional part of [`MIN_SHARE_BYTES`]).
+    pub poll_bytes: usize,
 }
+
+/// Most bytes read from a connection whose sender has exited before it is closed: a full
+/// socket buffer's worth, and more than any client's outbox.
+const EXITED_DRAIN_BYTES: usize = 1 << 20;
 
 /// Most connections one process may hold: a client needs one, so processes of one group
 /// cannot take every place of their group, and no group can take another's.
@@ -233,8 +254,10 @@ struct Connection {
     uid: u32,
     /// What names the connecting process and no other.
     peer: PeerHandle,
-    /// The group the peer was in when it connected (re-checked for every message).
+    /// The group the peer was last seen in: at accept, then at every poll with lines from it.
     group: usize,
+    /// The peer has exited: what the connection holds now counts for `group`, then it closes.
+    exited: bool,
     buffer: Vec<u8>,
     /// Inside an over-long line: drop bytes up to the next newline.
     discarding: bool,
@@ -318,9 +341,11 @@ impl JobServer {
         })
     }
 
-    /// Sets [`JobServerConfig::poll_budget_ns`] (the control interval changed).
-    pub fn set_poll_budget_ns(&mut self, budget_ns: u64) {
+    /// Sets [`JobServerConfig::poll_budget_ns`] and [`JobServerConfig::poll_bytes`] (the
+    /// control interval changed).
+    pub fn set_poll_budget(&mut self, budget_ns: u64, bytes: usize) {
         self.config.poll_budget_ns = budget_ns;
+        self.config.poll_bytes = bytes;
     }
 
     pub fn stats(&self) -> ProtocolStats {
@@ -349,19 +374,27 @@ impl JobServer {
         });
     }
 
+    /// The listening socket and every open connection: one of them readable means a
+    /// connection or a report is waiting for [`JobServer::poll`].
+    pub fn wake_fds(&self) -> Vec<BorrowedFd<'_>> {
+        std::iter::once(self.listener.as_fd()).chain(self.connections.iter().map(|c| c.stream.as_fd())).collect()
+    }
+
     /// Open connections.
     pub fn connections(&self) -> usize {
         self.connections.len()
     }
 
     /// Accepts waiting connections and reads the complete lines available, without blocking
-    /// (at most [`MAX_BYTES_PER_POLL`] over all connections, in equal shares).
+    /// (at most [`JobServerConfig::poll_bytes`] over all connections, in equal shares).
     pub fn poll(&mut self) -> Vec<ReportedJob> {
         // At most an hour: a budget meant as unlimited must not overflow the instant.
         let until = std::time::Instant::now() + std::time::Duration::from_nanos(self.config.poll_budget_ns.min(3_600_000_000_000));
         self.accept_all(until);
         let mut jobs = Vec::new();
-        let share = (MAX_BYTES_PER_POLL / self.connections.len().max(1)).max(MIN_SHARE_BYTES);
+        let poll_bytes = self.config.poll_bytes.max(1);
+        let min_share = (MIN_SHARE_BYTES.saturating_mul(poll_bytes) / MAX_BYTES_PER_POLL).max(MIN_SHARE_BYTES);
+        let share = (poll_bytes / self.connections.len().max(1)).max(min_share);
         let mut index = 0;
         while index < self.connections.len() {
             if std::time::Instant::now() >= until {
@@ -482,7 +515,17 @@ impl JobServer {
                 self.over_quota(pid, uid, Some((group, of_group)), of_process);
                 continue;
             }
-            self.connections.push(Connection { stream, pid, uid, peer, group, buffer: Vec::new(), discarding: false, warned: false });
+            self.connections.push(Connection {
+                stream,
+                pid,
+                uid,
+                peer,
+                group,
+                exited: false,
+                buffer: Vec::new(),
+                discarding: false,
+                warned: false,
+            });
         }
     }
 
@@ -544,12 +587,19 @@ impl JobServer {
         let mut budget = share;
         // The sender's group, read once for the lines of this poll.
         let mut group = None;
+        let mut draining = false;
         while budget > 0 {
+            if self.connections[index].exited && !draining {
+                // What an exited sender left is read now, whatever the share: the connection
+                // closes after it, so nothing written later is counted.
+                draining = true;
+                budget = budget.max(EXITED_DRAIN_BYTES);
+            }
             let want = budget.min(chunk.len());
             let read = match self.connections[index].stream.read(&mut chunk[..want]) {
                 Ok(0) => return false,
                 Ok(n) => n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return !self.connections[index].exited,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(_) => return false,
             };
@@ -580,7 +630,7 @@ impl JobServer {
                 }
             }
         }
-        true
+        !self.connections[index].exited
     }
 
     /// Returns false when the sender is refused (the connection is then closed). `checked` is
@@ -601,6 +651,7 @@ impl JobServer {
         let group = match peer {
             PeerGroup::In(group) => {
                 *checked = Some(group);
+                self.connections[index].group = group;
                 group
             }
             PeerGroup::Outside => {
@@ -609,9 +660,13 @@ impl JobServer {
                 return false;
             }
             PeerGroup::Exited => {
-                self.stats.refused += 1;
-                self.warn_limited(|| tracing::warn!(pid, uid, "job message refused: the process that connected has exited (its pid may now be another's); a process still holding the socket must connect anew"));
-                return false;
+                // A client that reports and exits at once is common: its last lines are its
+                // own, for the group it was last seen in (never the one its pid may name now).
+                let conn = &mut self.connections[index];
+                conn.exited = true;
+                *checked = Some(conn.group);
+                tracing::debug!(pid, uid, "the process that connected has exited: reading what it left, then closing");
+                conn.group
             }
         };
         if let Some(claimed) = &message.group {
@@ -762,6 +817,7 @@ mod tests {
             proc,
             max_connections: 4,
             poll_budget_ns: u64::MAX,
+            poll_bytes: MAX_BYTES_PER_POLL,
         })
         .unwrap()
     }
@@ -851,6 +907,14 @@ mod tests {
         assert_eq!(server.connections(), 1);
     }
 
+    #[test]
+    fn a_poll_reads_in_proportion_to_the_interval_so_the_socket_takes_as_much_per_second() {
+        assert_eq!(poll_bytes_for_interval(0), MAX_BYTES_PER_POLL);
+        assert_eq!(poll_bytes_for_interval(5_000_000), MAX_BYTES_PER_POLL);
+        assert_eq!(poll_bytes_for_interval(105_000_000), 21 * MAX_BYTES_PER_POLL);
+        assert_eq!(poll_bytes_for_interval(u64::MAX), MAX_POLL_BYTES);
+    }
+
     /// A poll out of time leaves the connections and their lines for the next one: reports
     /// wait, none is lost.
     #[test]
@@ -859,19 +923,19 @@ mod tests {
         let proc = fake_proc(dir.path(), "4:memory:/critmem/rt\n0::/critmem/rt\n");
         let mut server = server(dir.path(), proc, groups(), Hierarchy::V1("memory".into()));
         let mut clients: Vec<UnixStream> = (0..2).map(|_| UnixStream::connect(server.socket_path()).unwrap()).collect();
-        server.set_poll_budget_ns(0);
+        server.set_poll_budget(0, MAX_BYTES_PER_POLL);
         assert!(server.poll().is_empty());
         assert_eq!(server.connections(), 0, "no time to accept: the connections wait in the backlog");
-        server.set_poll_budget_ns(u64::MAX);
+        server.set_poll_budget(u64::MAX, MAX_BYTES_PER_POLL);
         assert!(server.poll().is_empty());
         assert_eq!(server.connections(), 2);
         for (job, client) in clients.iter_mut().enumerate() {
             client.write_all(format!("{{\"v\":1,\"op\":\"complete\",\"job\":{job}}}\n").as_bytes()).unwrap();
         }
-        server.set_poll_budget_ns(0);
+        server.set_poll_budget(0, MAX_BYTES_PER_POLL);
         assert!(server.poll().is_empty());
         assert_eq!(server.stats().polls_cut_short, 1);
-        server.set_poll_budget_ns(u64::MAX);
+        server.set_poll_budget(u64::MAX, MAX_BYTES_PER_POLL);
         let mut jobs: Vec<u64> = poll_for(&mut server, 2).iter().map(|j| j.job).collect();
         jobs.sort_unstable();
         assert_eq!(jobs, [0, 1]);
@@ -981,10 +1045,12 @@ sys.stdin.readline()
     }
 
     /// The connecting process exits while a child it forked keeps the socket, and its pid goes
-    /// to a process in another managed group (the fake /proc says so): what arrives on the
-    /// connection afterwards must not be counted for that group, nor for any.
+    /// to a process in another managed group (the fake /proc says so): what the connection
+    /// holds when the agent notices counts for the group the process was last seen in, never
+    /// for the one its pid now names, and the connection is closed, so nothing written later
+    /// counts.
     #[test]
-    fn messages_are_refused_once_the_process_that_connected_has_exited() {
+    fn after_the_process_that_connected_exits_its_connection_counts_for_its_last_group_then_closes() {
         let dir = tempfile::tempdir().unwrap();
         let proc_root = dir.path().join("proc");
         let (mut server, connecting) = server_and_child_client(dir.path(), &proc_root);
@@ -1004,9 +1070,34 @@ sys.stdin.readline()
         fake_cgroup(&proc_root, pid, "0::/critmem/batch\n");
         assert_eq!(server.deliver_drop(0, 2), 1);
         let jobs = poll_for(&mut server, 1);
-        assert!(jobs.is_empty(), "attributed by a reused pid: {jobs:?}");
-        assert_eq!(server.stats().refused, 1);
+        assert_eq!(jobs.iter().map(|j| (j.group, j.job)).collect::<Vec<_>>(), [(0, 2)], "counted for rt, not for the pid's batch");
+        assert_eq!(server.stats().refused, 0);
         assert_eq!(server.connections(), 0, "the connection is closed");
+    }
+
+    /// A client that sends its reports and exits before the agent read them: every report counts.
+    #[test]
+    fn reports_left_by_a_client_that_exited_are_counted_for_its_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let proc_root = dir.path().join("proc");
+        let (mut server, connecting) = server_and_child_client(dir.path(), &proc_root);
+        let pid = connecting.id();
+        fake_cgroup(&proc_root, pid, "0::/critmem/rt\n");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while server.connections() == 0 && Instant::now() < deadline {
+            server.poll();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        // Three drops delivered: the client answers each with its report, then the parent
+        // that connected is gone before the agent reads any of them.
+        for job in 1..=3 {
+            assert_eq!(server.deliver_drop(0, job), 1);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        exit_and_reap(connecting);
+        let jobs = poll_for(&mut server, 3);
+        assert_eq!(jobs.iter().map(|j| (j.group, j.job)).collect::<Vec<_>>(), [(0, 1), (0, 2), (0, 3)]);
+        assert_eq!(server.connections(), 0);
     }
 
     /// Same, with the connecting process gone before the agent even accepted the connection.
@@ -1037,6 +1128,7 @@ sys.stdin.readline()
             proc: ProcFs::new("/proc".into()),
             max_connections: 4,
             poll_budget_ns: u64::MAX,
+            poll_bytes: MAX_BYTES_PER_POLL,
         };
         assert!(JobServer::bind(config.clone()).is_err());
         std::fs::remove_file(&config.socket_path).unwrap();
@@ -1057,6 +1149,7 @@ sys.stdin.readline()
             proc: ProcFs::new("/proc".into()),
             max_connections: 4,
             poll_budget_ns: u64::MAX,
+            poll_bytes: MAX_BYTES_PER_POLL,
         };
         let server = JobServer::bind(config(dir.path().join("a/b/jobs.sock"))).unwrap();
         assert!(dir.path().join("a/b/jobs.sock").exists());

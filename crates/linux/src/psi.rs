@@ -7,10 +7,10 @@
 
 use crate::error::{Error, Result};
 use critmem_policy::StallTotals;
-use nix::poll::{PollFd, PollFlags, PollTimeout};
+use nix::poll::{PollFd, PollFlags};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -295,24 +295,37 @@ fn parse_cap_eff(status: &str) -> Option<u64> {
 /// Waits up to `timeout` for any of `triggers`; returns the index and event of each that is
 /// ready (empty on timeout). Interrupted waits (EINTR) return empty so the loop runs a tick.
 pub fn wait_any(triggers: &[&PsiTrigger], timeout: Duration) -> Result<Vec<(usize, TriggerEvent)>> {
+    Ok(wait_any_or_readable(triggers, &[], timeout)?.0)
+}
+
+/// [`wait_any`], also ending when one of `readable` has input (or hung up): returns the
+/// triggers' events and whether any of `readable` is ready.
+pub fn wait_any_or_readable(
+    triggers: &[&PsiTrigger],
+    readable: &[BorrowedFd<'_>],
+    timeout: Duration,
+) -> Result<(Vec<(usize, TriggerEvent)>, bool)> {
     let mut fds: Vec<PollFd> = triggers.iter().map(|t| PollFd::new(t.file.as_fd(), PollFlags::POLLPRI)).collect();
-    let timeout = PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX);
-    match nix::poll::poll(&mut fds, timeout) {
+    fds.extend(readable.iter().map(|fd| PollFd::new(*fd, PollFlags::POLLIN)));
+    // ppoll: a nanosecond timeout, where poll's milliseconds would wake early and need a
+    // second sleep for the rest.
+    match nix::poll::ppoll(&mut fds, Some(nix::sys::time::TimeSpec::from_duration(timeout)), None) {
         Ok(_) => {}
-        Err(nix::errno::Errno::EINTR) => return Ok(Vec::new()),
+        Err(nix::errno::Errno::EINTR) => return Ok((Vec::new(), false)),
         Err(errno) => return Err(Error::io("poll", Path::new("PSI triggers"), errno.into())),
     }
+    let revents = |fd: &PollFd| fd.revents().unwrap_or(PollFlags::empty());
     let mut ready = Vec::new();
-    for (index, fd) in fds.iter().enumerate() {
-        let revents = fd.revents().unwrap_or(PollFlags::empty());
+    for (index, fd) in fds[..triggers.len()].iter().enumerate() {
         // POLLERR comes with POLLPRI when the group is destroyed, so check it first.
-        if revents.intersects(PollFlags::POLLERR | PollFlags::POLLNVAL | PollFlags::POLLHUP) {
+        if revents(fd).intersects(PollFlags::POLLERR | PollFlags::POLLNVAL | PollFlags::POLLHUP) {
             ready.push((index, TriggerEvent::GroupGone));
-        } else if revents.contains(PollFlags::POLLPRI) {
+        } else if revents(fd).contains(PollFlags::POLLPRI) {
             ready.push((index, TriggerEvent::Fired));
         }
     }
-    Ok(ready)
+    let has_input = fds[triggers.len()..].iter().any(|fd| !revents(fd).is_empty());
+    Ok((ready, has_input))
 }
 
 #[cfg(test)]

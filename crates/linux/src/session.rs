@@ -113,6 +113,9 @@ pub struct JobSocket {
 pub struct TriggerSpec {
     pub stall_us: u64,
     pub window_us: u64,
+    /// How long the loop may rest after a quiet tick, woken by a trigger or a job report
+    /// (see [`ControlLoop`]); 0 ticks at the interval always.
+    pub idle_interval_ns: u64,
 }
 
 /// What a session manages and with what.
@@ -159,6 +162,7 @@ impl Host {
                 proc: ProcFs::new(self.proc_root.clone()),
                 max_connections: MAX_JOB_CONNECTIONS,
                 poll_budget_ns: job_poll_budget_ns(plan.interval_ns),
+                poll_bytes: crate::protocol::poll_bytes_for_interval(plan.interval_ns),
             })?),
             _ => None,
         };
@@ -245,12 +249,19 @@ impl Session {
         self.platform.set_usage_inputs(|role| controller.reads_usage(role));
         self.controller = controller;
         self.control.interval_ns = interval_ns.max(1);
-        self.platform.set_job_poll_budget_ns(job_poll_budget_ns(interval_ns));
+        self.platform.set_job_poll_budget(job_poll_budget_ns(interval_ns), crate::protocol::poll_bytes_for_interval(interval_ns));
+    }
+
+    /// Ends the loop's rests when `fd` turns readable (the caller's signalfd), so that `stop`
+    /// is asked at once.
+    pub fn wake_on(&mut self, fd: std::os::fd::OwnedFd) {
+        self.control.stop_fds.push(fd);
     }
 
     /// (Re-)arms one PSI trigger per managed group, as the plan asked.
     fn arm_triggers(&mut self) {
         let Some(t) = self.triggers else { return };
+        self.control.idle_interval_ns = t.idle_interval_ns;
         match self.platform.arm_triggers(t.stall_us, t.window_us) {
             Ok(triggers) => self.control.triggers = triggers,
             Err(e) => {
@@ -311,7 +322,9 @@ impl Session {
     /// Stops the writer (waiting up to `restore_timeout` for writes in flight) and restores
     /// every change; what it could not restore is in [`SessionEnd::restore`] (see
     /// [`SessionEnd::restored`]).
-    pub fn finish(self, restore_timeout: Duration) -> Result<SessionEnd> {
+    pub fn finish(mut self, restore_timeout: Duration) -> Result<SessionEnd> {
+        // Reports sent before the stop count, though no tick read them.
+        self.platform.drain_job_reports(JOB_DRAIN_BUDGET);
         let group_names: Vec<String> = self.platform.group_specs().map(|g| g.name.clone()).collect();
         let job_counts = (0..group_names.len()).map(|g| self.platform.job_counts(g).clone()).collect();
         let stats = self.platform.stats().clone();
@@ -334,6 +347,9 @@ impl Session {
         })
     }
 }
+
+/// How long [`Session::finish`] reads the job socket's backlog at most.
+const JOB_DRAIN_BUDGET: Duration = Duration::from_secs(1);
 
 /// What a session did, once everything is restored.
 pub struct SessionEnd {

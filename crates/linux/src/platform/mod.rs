@@ -314,10 +314,10 @@ impl LinuxPlatform {
         self.server.as_ref()
     }
 
-    /// Sets how long each poll of the job socket may take, in ns.
-    pub fn set_job_poll_budget_ns(&mut self, budget_ns: u64) {
+    /// Sets how long each poll of the job socket may take, in ns, and how many bytes it reads.
+    pub fn set_job_poll_budget(&mut self, budget_ns: u64, bytes: usize) {
         if let Some(server) = self.server.as_mut() {
-            server.set_poll_budget_ns(budget_ns);
+            server.set_poll_budget(budget_ns, bytes);
         }
     }
 
@@ -568,6 +568,12 @@ fn open_groups(
         }
     }
     Ok((groups, stats))
+}
+
+impl crate::control_loop::WakeSources for LinuxPlatform {
+    fn wake_fds(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
+        self.server.as_ref().map(JobServer::wake_fds).unwrap_or_default()
+    }
 }
 
 impl Platform for LinuxPlatform {

@@ -88,7 +88,9 @@ fn clients_reporting_for_a_group_they_are_not_in_are_refused_and_counted() {
     assert!(["denied", "closed"].contains(&other_user_outcome.as_str()), "another user's claim: {other_user_outcome}");
 
     // A client whose connecting process exited and whose pid is given to a new process in the
-    // soft real-time group; the child still holding the connection then reports.
+    // soft real-time group; the child still holding the connection then reports. What the
+    // connection holds counts for the group its process was last seen in (throughput), never
+    // for the group the reused pid is in, and the agent closes the connection after it.
     let hold_s = format!("{}", 2.0 * agent_interval_ns() as f64 / 1e9);
     let mut forked = Helper::python(PID_REUSE, &[&socket, &hold_s]);
     machine.backend.move_pid(&rig.nrt.group, forked.pid()).unwrap();
@@ -117,7 +119,9 @@ fn clients_reporting_for_a_group_they_are_not_in_are_refused_and_counted() {
         let _ = child.kill();
         let _ = child.wait();
     }
-    assert_eq!(reuse_outcome, "closed", "a report over a dead process's connection must be refused (pid reused: {reused})");
+    assert_eq!(reuse_outcome, "closed", "a dead process's connection must be closed (pid reused: {reused})");
+    // The claim for another group is refused; so is nobody's, where the socket let it connect.
+    let expected_refusals = 1 + u64::from(other_user_outcome == "closed");
     record.set("other_group", other_group_outcome);
     record.set("other_user", other_user_outcome);
     record.set("pid_reused", reused);
@@ -128,7 +132,7 @@ fn clients_reporting_for_a_group_they_are_not_in_are_refused_and_counted() {
     let refused = summary["job_socket"]["refused"].as_u64().unwrap();
     let srt = summary["groups"].as_array().unwrap().iter().find(|g| g["name"] == "srt").unwrap();
     let worker_released = record.values["worker_srt_released"].as_u64().unwrap();
-    assert!(refused >= 2, "the refusals are counted: {summary}");
+    assert!(refused >= expected_refusals, "the refusals are counted: {summary}");
     assert_eq!(srt["released"].as_u64().unwrap(), worker_released, "no foreign report was counted for srt: {summary}");
     record.write(3);
 }

@@ -256,3 +256,182 @@ fn the_platform_conformance_body_passes_on_real_cgroups() {
     assert!(report.failures.is_empty(), "{report:?}");
     assert!(paths.iter().all(|p| !machine.backend.exists(p)));
 }
+
+/// Two created groups under greedy, a job server for them, PSI triggers armed on both (a
+/// 1 s window, 2 s without CAP_SYS_RESOURCE) and a control loop at 10 ms (scaled) that rests
+/// up to `REST` after a quiet tick.
+struct RestingLoop {
+    guard: PlatformGuard,
+    control: ControlLoop,
+    socket: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+const REST: Duration = Duration::from_secs(10);
+
+impl RestingLoop {
+    fn open(machine: &Machine) -> RestingLoop {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("jobs.sock");
+        let specs = vec![
+            GroupSpec {
+                name: "srt".into(),
+                path: GroupPath::new(&unique_name()).unwrap(),
+                role: srt_role(),
+                floor_bytes: 16 * MIB,
+                create: true,
+            },
+            GroupSpec {
+                name: "nrt".into(),
+                path: GroupPath::new(&unique_name()).unwrap(),
+                role: GroupRole::NonRealTime,
+                floor_bytes: 16 * MIB,
+                create: true,
+            },
+        ];
+        let server = bind_job_server(
+            machine,
+            &socket,
+            specs.iter().map(|s| ReportingGroup { name: s.name.clone(), cgroup: s.path.to_string() }).collect(),
+        );
+        let options = PlatformOptions {
+            total_memory_bytes: 64 * MIB,
+            dry_run: false,
+            journal_path: Some(dir.path().join("journal.jsonl")),
+            job_server: Some(server),
+            proc_root: PROC_ROOT.into(),
+            clock: MonotonicClock::shared(),
+        };
+        let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
+        let window_us = if has_cap_sys_resource(Path::new(PROC_ROOT)) { 1_000_000 } else { UNPRIVILEGED_WINDOW_STEP_US };
+        let mut control = ControlLoop::new(scaled_ms(10) * 1_000_000, MonotonicClock::shared());
+        control.triggers = guard.get().arm_triggers(10_000, window_us).unwrap();
+        control.idle_interval_ns = REST.as_nanos() as u64;
+        RestingLoop { guard, control, socket, _dir: dir }
+    }
+
+    /// Runs greedy until `stop` (asked with the time since the start), calling `on_tick` after
+    /// each tick with the platform and the time; returns when each tick ended.
+    fn run(&mut self, mut stop: impl FnMut(Duration) -> bool, mut on_tick: impl FnMut(&LinuxPlatform, Duration)) -> Vec<Duration> {
+        let mut controller = make_controller("greedy", serde_json::json!({})).unwrap();
+        let started = Instant::now();
+        let mut ticks = Vec::new();
+        self.control
+            .run(
+                self.guard.get(),
+                controller.as_mut(),
+                || stop(started.elapsed()),
+                |p, _, _| {
+                    ticks.push(started.elapsed());
+                    on_tick(p, started.elapsed());
+                },
+            )
+            .unwrap();
+        ticks
+    }
+}
+
+#[test]
+fn a_quiet_loop_rests_and_a_job_report_wakes_it() {
+    let Some(machine) = machine("a_quiet_loop_rests_and_a_job_report_wakes_it") else { return };
+    let mut resting = RestingLoop::open(&machine);
+    let socket = resting.socket.to_string_lossy().into_owned();
+    let worker_at = Duration::from_secs(3);
+    let released_at: std::cell::Cell<Option<Duration>> = std::cell::Cell::new(None);
+    // The worker starts from `stop`, which the loop asks only before a tick: started there,
+    // it would wait for the rest to end. A thread starts it on time instead.
+    let srt_dir = resting.guard.get().group_specs().next().unwrap().path.clone();
+    let backend = open_backend(&machine.layout).unwrap();
+    let starter = std::thread::spawn(move || {
+        std::thread::sleep(worker_at);
+        let args = srt_args(&socket);
+        let started = Instant::now();
+        let worker =
+            Worker::start(|pid| backend.move_pid(&srt_dir, pid).unwrap(), SRT_WORKER, &args.iter().map(String::as_str).collect::<Vec<_>>());
+        (worker, started)
+    });
+    let ticks = resting.run(
+        |elapsed| released_at.get().is_some_and(|at| elapsed > at + Duration::from_millis(100)) || elapsed > worker_at + REST + REST,
+        |p, elapsed| {
+            if released_at.get().is_none() && p.job_counts(0).released > 0 {
+                released_at.set(Some(elapsed));
+            }
+        },
+    );
+    let (worker, _) = starter.join().unwrap();
+    let stats = resting.control.stats.clone();
+    let quiet_ticks = ticks.iter().filter(|t| **t < worker_at).count();
+    let _ = writeln!(
+        std::io::stderr(),
+        "resting loop: {quiet_ticks} ticks in the first {worker_at:?}, {} rests, {} job wakes; first release seen at {:?}",
+        stats.idle_rests,
+        stats.job_wakes,
+        released_at.get()
+    );
+    drop(worker);
+    resting.guard.restore();
+    // At 10 ms a tick, 3 s would be 300 ticks; resting, the first tick and maybe the one after
+    // greedy's first limit.
+    assert!(quiet_ticks <= 3, "{quiet_ticks} ticks while idle: {ticks:?}");
+    assert!(stats.idle_rests >= 1 && stats.job_wakes >= 1, "{stats:?}");
+    // The worker connects within a few hundred ms; the loop saw its first job long before
+    // the rest (10 s) would have ended.
+    let seen = released_at.get().expect("the worker's jobs were never seen");
+    assert!(seen < worker_at + REST / 2, "first job seen {seen:?} into the run");
+}
+
+#[test]
+fn a_resting_loop_wakes_on_memory_stall() {
+    let Some(machine) = machine("a_resting_loop_wakes_on_memory_stall") else { return };
+    let mut resting = RestingLoop::open(&machine);
+    let nrt_dir = resting.guard.get().group_specs().nth(1).unwrap().path.clone();
+    let data_dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let data = data_dir.path().join("data");
+    // Greedy holds the non-real-time group to the budget, 64 MiB: a 256 MiB file read through
+    // it again and again stalls on reclaim.
+    let mut thrash = Helper::shell(THRASH_LOOP, &[&data.to_string_lossy(), &(256 * MIB).to_string()]);
+    machine.backend.move_pid(&nrt_dir, thrash.pid()).unwrap();
+    let burst_at = Duration::from_secs(3);
+    let said = std::sync::Arc::new(std::sync::Mutex::new(None::<Instant>));
+    let run_started = Instant::now();
+    let ticks = {
+        let said = said.clone();
+        let go = std::thread::spawn(move || {
+            std::thread::sleep(burst_at);
+            thrash.say("go");
+            *said.lock().unwrap() = Some(Instant::now());
+            thrash
+        });
+        let ticks = resting.run(|elapsed| elapsed > burst_at + REST + Duration::from_secs(1), |_, _| {});
+        thrash = go.join().unwrap();
+        ticks
+    };
+    let burst_started = said.lock().unwrap().unwrap().duration_since(run_started);
+    let stats = resting.control.stats.clone();
+    // The shell's `cat` too: killing the shell alone would leave it in the group.
+    for pid in machine.backend.pids(&nrt_dir).unwrap_or_default() {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+    }
+    drop(thrash);
+    resting.guard.restore();
+    let first_after = ticks.iter().find(|t| **t > burst_started).copied();
+    let _ = writeln!(
+        std::io::stderr(),
+        "resting loop under a stall burst at {burst_started:?}: ticks {ticks:?}, {} early wakes, {} rests",
+        stats.early_wakes,
+        stats.idle_rests
+    );
+    assert!(stats.early_wakes >= 1, "no trigger woke the loop: {stats:?}");
+    // The rest after the quiet ticks before the burst would end 10 s after them; the trigger
+    // (at most one 2 s window after enough stall) wakes the loop well before.
+    let first_after = first_after.expect("no tick after the burst");
+    assert!(first_after < burst_started + REST / 2, "first tick {first_after:?} after a burst at {burst_started:?}");
+}
+
+/// Waits for `go`, writes a file of `$2` bytes at `$1` from inside its group, then reads it
+/// over and over until killed.
+const THRASH_LOOP: &str = r#"
+read go
+head -c "$2" /dev/zero > "$1"
+while :; do cat "$1" > /dev/null; done
+"#;

@@ -304,3 +304,44 @@ fn compile_c(test: &str, source: &str, dir: &Path) -> Option<PathBuf> {
     assert!(compile.status.success(), "include/critmem_job.h does not compile cleanly: {}", String::from_utf8_lossy(&compile.stderr));
     Some(exe)
 }
+
+/// Sends `$2` release reports (jobs 1..=N) on one connection, then waits.
+const MANY_REPORTS: &str = r#"
+import socket, sys
+sys.stdin.readline()
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+lines = "".join('{"v":1,"op":"release","job":%d,"deadline_ns":1000000}\n' % j for j in range(1, int(sys.argv[2]) + 1))
+s.sendall(lines.encode())
+print("sent", flush=True)
+sys.stdin.read()
+"#;
+
+#[test]
+fn reports_sent_before_the_end_of_a_run_are_counted_though_no_tick_read_them() {
+    let Some(machine) = machine("reports_sent_before_the_end_of_a_run_are_counted_though_no_tick_read_them") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("run/jobs.sock");
+    let path = GroupPath::new(&unique_name()).unwrap();
+    let specs = vec![GroupSpec { name: "srt".into(), path: path.clone(), role: srt_role(), floor_bytes: 16 * MIB, create: true }];
+    let server = bind_job_server(&machine, &socket, vec![ReportingGroup { name: "srt".into(), cgroup: path.to_string() }]);
+    let options = PlatformOptions {
+        total_memory_bytes: 256 * MIB,
+        dry_run: false,
+        journal_path: Some(dir.path().join("journal.jsonl")),
+        job_server: Some(server),
+        proc_root: PROC_ROOT.into(),
+        clock: MonotonicClock::shared(),
+    };
+    let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
+    let mut client = Helper::python(MANY_REPORTS, &[&socket.to_string_lossy(), "500"]);
+    guard.get().add_process(0, client.pid()).unwrap();
+    client.say("go");
+    client.expect("sent");
+    assert_eq!(guard.get().job_counts(0).released, 0, "nothing read before the drain");
+    guard.get().drain_job_reports(Duration::from_secs(5));
+    let released = guard.get().job_counts(0).released;
+    drop(client);
+    guard.restore();
+    assert_eq!(released, 500);
+}

@@ -49,6 +49,7 @@ fn bind_job_server(machine: &Machine, socket: &std::path::Path, groups: Vec<Repo
         proc: ProcFs::new(PROC_ROOT.into()),
         max_connections: 8,
         poll_budget_ns: u64::MAX,
+        poll_bytes: critmem_linux::protocol::MAX_BYTES_PER_POLL,
     })
     .unwrap()
 }
