@@ -1044,6 +1044,25 @@ sys.stdin.readline()
         (server, connecting)
     }
 
+    /// [`server_and_child_client`] with the client in rt, once the server has accepted it;
+    /// and the client's pid.
+    fn accepted_rt_client(dir: &Path, proc_root: &Path) -> (JobServer, std::process::Child, u32) {
+        let (mut server, connecting) = server_and_child_client(dir, proc_root);
+        let pid = connecting.id();
+        fake_cgroup(proc_root, pid, "0::/critmem/rt\n");
+        wait_accepted(&mut server);
+        (server, connecting, pid)
+    }
+
+    /// Polls until the server holds a connection (at most 5 s).
+    fn wait_accepted(server: &mut JobServer) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while server.connections() == 0 && Instant::now() < deadline {
+            server.poll();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
     /// The connecting process exits while a child it forked keeps the socket, and its pid goes
     /// to a process in another managed group (the fake /proc says so): what the connection
     /// holds when the agent notices counts for the group the process was last seen in, never
@@ -1053,14 +1072,7 @@ sys.stdin.readline()
     fn after_the_process_that_connected_exits_its_connection_counts_for_its_last_group_then_closes() {
         let dir = tempfile::tempdir().unwrap();
         let proc_root = dir.path().join("proc");
-        let (mut server, connecting) = server_and_child_client(dir.path(), &proc_root);
-        let pid = connecting.id();
-        fake_cgroup(&proc_root, pid, "0::/critmem/rt\n");
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while server.connections() == 0 && Instant::now() < deadline {
-            server.poll();
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        let (mut server, connecting, pid) = accepted_rt_client(dir.path(), &proc_root);
         // While it lives, its connection reports for rt.
         assert_eq!(server.deliver_drop(0, 1), 1);
         let jobs = poll_for(&mut server, 1);
@@ -1080,14 +1092,7 @@ sys.stdin.readline()
     fn reports_left_by_a_client_that_exited_are_counted_for_its_group() {
         let dir = tempfile::tempdir().unwrap();
         let proc_root = dir.path().join("proc");
-        let (mut server, connecting) = server_and_child_client(dir.path(), &proc_root);
-        let pid = connecting.id();
-        fake_cgroup(&proc_root, pid, "0::/critmem/rt\n");
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while server.connections() == 0 && Instant::now() < deadline {
-            server.poll();
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        let (mut server, connecting, _) = accepted_rt_client(dir.path(), &proc_root);
         // Three drops delivered: the client answers each with its report, then the parent
         // that connected is gone before the agent reads any of them.
         for job in 1..=3 {

@@ -289,20 +289,7 @@ impl RestingLoop {
                 create: true,
             },
         ];
-        let server = bind_job_server(
-            machine,
-            &socket,
-            specs.iter().map(|s| ReportingGroup { name: s.name.clone(), cgroup: s.path.to_string() }).collect(),
-        );
-        let options = PlatformOptions {
-            total_memory_bytes: 64 * MIB,
-            dry_run: false,
-            journal_path: Some(dir.path().join("journal.jsonl")),
-            job_server: Some(server),
-            proc_root: PROC_ROOT.into(),
-            clock: MonotonicClock::shared(),
-        };
-        let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
+        let mut guard = platform_with_job_socket(machine, dir.path(), &socket, specs, 64 * MIB);
         let window_us = if has_cap_sys_resource(Path::new(PROC_ROOT)) { 1_000_000 } else { UNPRIVILEGED_WINDOW_STEP_US };
         let mut control = ControlLoop::new(scaled_ms(10) * 1_000_000, MonotonicClock::shared());
         control.triggers = guard.get().arm_triggers(10_000, window_us).unwrap();

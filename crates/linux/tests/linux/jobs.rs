@@ -73,16 +73,7 @@ fn a_job_the_controller_drops_is_abandoned_by_the_soft_real_time_worker() {
     let socket = dir.path().join("run/jobs.sock");
     let path = GroupPath::new(&unique_name()).unwrap();
     let specs = vec![GroupSpec { name: "srt".into(), path: path.clone(), role: srt_role(), floor_bytes: 16 * MIB, create: true }];
-    let server = bind_job_server(&machine, &socket, vec![ReportingGroup { name: "srt".into(), cgroup: path.to_string() }]);
-    let options = PlatformOptions {
-        total_memory_bytes: 256 * MIB,
-        dry_run: false,
-        journal_path: Some(dir.path().join("journal.jsonl")),
-        job_server: Some(server),
-        proc_root: PROC_ROOT.into(),
-        clock: MonotonicClock::shared(),
-    };
-    let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
+    let mut guard = platform_with_job_socket(&machine, dir.path(), &socket, specs, 256 * MIB);
     let platform = guard.get();
     // Jobs of 20 ms compute every 50 ms: a drop asked within a tick of the release lands
     // while the job still runs.
@@ -324,16 +315,7 @@ fn reports_sent_before_the_end_of_a_run_are_counted_though_no_tick_read_them() {
     let socket = dir.path().join("run/jobs.sock");
     let path = GroupPath::new(&unique_name()).unwrap();
     let specs = vec![GroupSpec { name: "srt".into(), path: path.clone(), role: srt_role(), floor_bytes: 16 * MIB, create: true }];
-    let server = bind_job_server(&machine, &socket, vec![ReportingGroup { name: "srt".into(), cgroup: path.to_string() }]);
-    let options = PlatformOptions {
-        total_memory_bytes: 256 * MIB,
-        dry_run: false,
-        journal_path: Some(dir.path().join("journal.jsonl")),
-        job_server: Some(server),
-        proc_root: PROC_ROOT.into(),
-        clock: MonotonicClock::shared(),
-    };
-    let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
+    let mut guard = platform_with_job_socket(&machine, dir.path(), &socket, specs, 256 * MIB);
     let mut client = Helper::python(MANY_REPORTS, &[&socket.to_string_lossy(), "500"]);
     guard.get().add_process(0, client.pid()).unwrap();
     client.say("go");

@@ -84,6 +84,25 @@ impl Drop for PlatformGuard {
     }
 }
 
+/// A platform over `specs` (created groups), its journal in `dir`, with a job server for them
+/// on `socket`, dividing `total_memory_bytes`.
+fn platform_with_job_socket(machine: &Machine, dir: &Path, socket: &Path, specs: Vec<GroupSpec>, total_memory_bytes: u64) -> PlatformGuard {
+    let server = bind_job_server(
+        machine,
+        socket,
+        specs.iter().map(|s| ReportingGroup { name: s.name.clone(), cgroup: s.path.to_string() }).collect(),
+    );
+    let options = PlatformOptions {
+        total_memory_bytes,
+        dry_run: false,
+        journal_path: Some(dir.join("journal.jsonl")),
+        job_server: Some(server),
+        proc_root: PROC_ROOT.into(),
+        clock: MonotonicClock::shared(),
+    };
+    PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()))
+}
+
 fn srt_role() -> GroupRole {
     GroupRole::SoftRealTime { deadline_ns: 20_000_000, bcet_ns: 3_000_000 }
 }
