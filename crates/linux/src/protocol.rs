@@ -69,7 +69,7 @@ pub const MAX_LINE_BYTES: usize = 512;
 /// Most bytes a poll at a 5 ms tick reads over all connections, shared equally between them
 /// (each gets at least [`MIN_SHARE_BYTES`]): clients that write without pause must not keep the
 /// control loop from ticking, nor take another client's share (a real one sends a few lines per
-/// job). A longer tick's poll reads proportionally more ([`poll_bytes_for_interval`]), so what
+/// job). A longer tick's poll reads proportionally more ([`PollBudget::for_interval`]), so what
 /// the socket takes in a second does not depend on the interval.
 pub const MAX_BYTES_PER_POLL: usize = 16 * 1024;
 /// Least a poll at a 5 ms tick reads of one connection with data: 256 bytes per tick is about
@@ -80,13 +80,30 @@ const BYTES_PER_POLL_TICK_NS: u64 = 5_000_000;
 /// Most a poll reads over all connections at any tick (a 1.3 s tick's worth).
 const MAX_POLL_BYTES: usize = 256 * MAX_BYTES_PER_POLL;
 
-/// Bytes a poll reads at most over all connections when the loop ticks every `interval_ns`:
-/// [`MAX_BYTES_PER_POLL`] per 5 ms, so the socket's capacity per second stays that of a 5 ms
-/// tick.
-pub fn poll_bytes_for_interval(interval_ns: u64) -> usize {
-    let ticks = usize::try_from(interval_ns / BYTES_PER_POLL_TICK_NS).unwrap_or(usize::MAX).max(1);
-    MAX_BYTES_PER_POLL.saturating_mul(ticks).min(MAX_POLL_BYTES)
+/// How much one poll of the job socket may take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PollBudget {
+    /// Most time spent accepting and reading, in ns: what a flood costs the control tick. What
+    /// a poll leaves waits in the socket buffers for the next one.
+    pub time_ns: u64,
+    /// Most bytes read over all connections, in equal shares (each at least its proportional
+    /// part of [`MIN_SHARE_BYTES`]).
+    pub bytes: usize,
 }
+
+impl PollBudget {
+    /// No time limit, a 5 ms tick's bytes.
+    pub const UNTIMED: PollBudget = PollBudget { time_ns: u64::MAX, bytes: MAX_BYTES_PER_POLL };
+
+    /// For a loop ticking every `interval_ns`: a fifth of the interval (a flood of clients then
+    /// delays reports, never the tick), and [`MAX_BYTES_PER_POLL`] per 5 ms of it, so what the
+    /// socket takes in a second does not depend on the interval.
+    pub fn for_interval(interval_ns: u64) -> Self {
+        let ticks = usize::try_from(interval_ns / BYTES_PER_POLL_TICK_NS).unwrap_or(usize::MAX).max(1);
+        PollBudget { time_ns: interval_ns / 5, bytes: MAX_BYTES_PER_POLL.saturating_mul(ticks).min(MAX_POLL_BYTES) }
+    }
+}
+
 /// Most connections one poll accepts.
 pub const MAX_ACCEPTS_PER_POLL: usize = 32;
 /// Longest accepted `group` name.
@@ -232,12 +249,8 @@ pub struct JobServerConfig {
     /// Most connections open at once; each group may hold its share of them
     /// ([`JobServer::group_quota`]), each process at most [`MAX_CONNECTIONS_PER_PROCESS`].
     pub max_connections: usize,
-    /// Most time one poll spends accepting and reading, in ns: what a flood costs the control
-    /// tick. What it leaves waits in the socket buffers for the next poll.
-    pub poll_budget_ns: u64,
-    /// Most bytes one poll reads over all connections ([`poll_bytes_for_interval`]; each
-    /// connection gets at least its proportional part of [`MIN_SHARE_BYTES`]).
-    pub poll_bytes: usize,
+    /// What one poll may take.
+    pub poll_budget: PollBudget,
 }
 
 /// Most bytes read from a connection whose sender has exited before it is closed: a full
@@ -341,11 +354,9 @@ impl JobServer {
         })
     }
 
-    /// Sets [`JobServerConfig::poll_budget_ns`] and [`JobServerConfig::poll_bytes`] (the
-    /// control interval changed).
-    pub fn set_poll_budget(&mut self, budget_ns: u64, bytes: usize) {
-        self.config.poll_budget_ns = budget_ns;
-        self.config.poll_bytes = bytes;
+    /// Sets [`JobServerConfig::poll_budget`] (the control interval changed).
+    pub fn set_poll_budget(&mut self, budget: PollBudget) {
+        self.config.poll_budget = budget;
     }
 
     pub fn stats(&self) -> ProtocolStats {
@@ -380,19 +391,26 @@ impl JobServer {
         std::iter::once(self.listener.as_fd()).chain(self.connections.iter().map(|c| c.stream.as_fd())).collect()
     }
 
+    /// Whether a connection or a report is waiting now (one of [`JobServer::wake_fds`] is
+    /// readable).
+    pub fn has_input(&self) -> bool {
+        let mut fds: Vec<PollFd> = self.wake_fds().into_iter().map(|fd| PollFd::new(fd, PollFlags::POLLIN)).collect();
+        matches!(nix::poll::poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
+    }
+
     /// Open connections.
     pub fn connections(&self) -> usize {
         self.connections.len()
     }
 
     /// Accepts waiting connections and reads the complete lines available, without blocking
-    /// (at most [`JobServerConfig::poll_bytes`] over all connections, in equal shares).
+    /// (at most [`PollBudget::bytes`] over all connections, in equal shares).
     pub fn poll(&mut self) -> Vec<ReportedJob> {
         // At most an hour: a budget meant as unlimited must not overflow the instant.
-        let until = std::time::Instant::now() + std::time::Duration::from_nanos(self.config.poll_budget_ns.min(3_600_000_000_000));
+        let until = std::time::Instant::now() + std::time::Duration::from_nanos(self.config.poll_budget.time_ns.min(3_600_000_000_000));
         self.accept_all(until);
         let mut jobs = Vec::new();
-        let poll_bytes = self.config.poll_bytes.max(1);
+        let poll_bytes = self.config.poll_budget.bytes.max(1);
         let min_share = (MIN_SHARE_BYTES.saturating_mul(poll_bytes) / MAX_BYTES_PER_POLL).max(MIN_SHARE_BYTES);
         let share = (poll_bytes / self.connections.len().max(1)).max(min_share);
         let mut index = 0;
@@ -816,8 +834,7 @@ mod tests {
             hierarchy,
             proc,
             max_connections: 4,
-            poll_budget_ns: u64::MAX,
-            poll_bytes: MAX_BYTES_PER_POLL,
+            poll_budget: PollBudget::UNTIMED,
         })
         .unwrap()
     }
@@ -909,10 +926,11 @@ mod tests {
 
     #[test]
     fn a_poll_reads_in_proportion_to_the_interval_so_the_socket_takes_as_much_per_second() {
-        assert_eq!(poll_bytes_for_interval(0), MAX_BYTES_PER_POLL);
-        assert_eq!(poll_bytes_for_interval(5_000_000), MAX_BYTES_PER_POLL);
-        assert_eq!(poll_bytes_for_interval(105_000_000), 21 * MAX_BYTES_PER_POLL);
-        assert_eq!(poll_bytes_for_interval(u64::MAX), MAX_POLL_BYTES);
+        let bytes = |interval_ns| PollBudget::for_interval(interval_ns).bytes;
+        assert_eq!(bytes(0), MAX_BYTES_PER_POLL);
+        assert_eq!(bytes(5_000_000), MAX_BYTES_PER_POLL);
+        assert_eq!(bytes(105_000_000), 21 * MAX_BYTES_PER_POLL);
+        assert_eq!(bytes(u64::MAX), MAX_POLL_BYTES);
     }
 
     /// A poll out of time leaves the connections and their lines for the next one: reports
@@ -923,19 +941,19 @@ mod tests {
         let proc = fake_proc(dir.path(), "4:memory:/critmem/rt\n0::/critmem/rt\n");
         let mut server = server(dir.path(), proc, groups(), Hierarchy::V1("memory".into()));
         let mut clients: Vec<UnixStream> = (0..2).map(|_| UnixStream::connect(server.socket_path()).unwrap()).collect();
-        server.set_poll_budget(0, MAX_BYTES_PER_POLL);
+        server.set_poll_budget(PollBudget { time_ns: 0, ..PollBudget::UNTIMED });
         assert!(server.poll().is_empty());
         assert_eq!(server.connections(), 0, "no time to accept: the connections wait in the backlog");
-        server.set_poll_budget(u64::MAX, MAX_BYTES_PER_POLL);
+        server.set_poll_budget(PollBudget::UNTIMED);
         assert!(server.poll().is_empty());
         assert_eq!(server.connections(), 2);
         for (job, client) in clients.iter_mut().enumerate() {
             client.write_all(format!("{{\"v\":1,\"op\":\"complete\",\"job\":{job}}}\n").as_bytes()).unwrap();
         }
-        server.set_poll_budget(0, MAX_BYTES_PER_POLL);
+        server.set_poll_budget(PollBudget { time_ns: 0, ..PollBudget::UNTIMED });
         assert!(server.poll().is_empty());
         assert_eq!(server.stats().polls_cut_short, 1);
-        server.set_poll_budget(u64::MAX, MAX_BYTES_PER_POLL);
+        server.set_poll_budget(PollBudget::UNTIMED);
         let mut jobs: Vec<u64> = poll_for(&mut server, 2).iter().map(|j| j.job).collect();
         jobs.sort_unstable();
         assert_eq!(jobs, [0, 1]);
@@ -1132,8 +1150,7 @@ sys.stdin.readline()
             hierarchy: Hierarchy::Unified,
             proc: ProcFs::new("/proc".into()),
             max_connections: 4,
-            poll_budget_ns: u64::MAX,
-            poll_bytes: MAX_BYTES_PER_POLL,
+            poll_budget: PollBudget::UNTIMED,
         };
         assert!(JobServer::bind(config.clone()).is_err());
         std::fs::remove_file(&config.socket_path).unwrap();
@@ -1153,8 +1170,7 @@ sys.stdin.readline()
             hierarchy: Hierarchy::Unified,
             proc: ProcFs::new("/proc".into()),
             max_connections: 4,
-            poll_budget_ns: u64::MAX,
-            poll_bytes: MAX_BYTES_PER_POLL,
+            poll_budget: PollBudget::UNTIMED,
         };
         let server = JobServer::bind(config(dir.path().join("a/b/jobs.sock"))).unwrap();
         assert!(dir.path().join("a/b/jobs.sock").exists());

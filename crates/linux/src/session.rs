@@ -19,19 +19,13 @@ use crate::journal::RestoreReport;
 use crate::layout::{detect_layout_in, Layout};
 use crate::platform::{GroupSpec, JobCounts, LinuxPlatform, PlatformOptions, PlatformStats};
 use crate::procfs::{Hierarchy, ProcFs};
-use crate::protocol::{JobServer, JobServerConfig, ReportingGroup};
+use crate::protocol::{JobServer, JobServerConfig, PollBudget, ReportingGroup};
 use critmem_policy::{Action, Controller};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Most job-socket connections a session accepts at once.
 const MAX_JOB_CONNECTIONS: usize = 64;
-
-/// The job socket may take a fifth of each control interval: a flood of clients then delays
-/// reports, never the tick.
-fn job_poll_budget_ns(interval_ns: u64) -> u64 {
-    interval_ns / 5
-}
 
 /// Where a session reads the machine; see the module documentation.
 pub struct SessionBuilder {
@@ -161,8 +155,7 @@ impl Host {
                 hierarchy: Hierarchy::for_layout(&self.layout),
                 proc: ProcFs::new(self.proc_root.clone()),
                 max_connections: MAX_JOB_CONNECTIONS,
-                poll_budget_ns: job_poll_budget_ns(plan.interval_ns),
-                poll_bytes: crate::protocol::poll_bytes_for_interval(plan.interval_ns),
+                poll_budget: PollBudget::for_interval(plan.interval_ns),
             })?),
             _ => None,
         };
@@ -249,7 +242,7 @@ impl Session {
         self.platform.set_usage_inputs(|role| controller.reads_usage(role));
         self.controller = controller;
         self.control.interval_ns = interval_ns.max(1);
-        self.platform.set_job_poll_budget(job_poll_budget_ns(interval_ns), crate::protocol::poll_bytes_for_interval(interval_ns));
+        self.platform.set_job_poll_budget(PollBudget::for_interval(interval_ns));
     }
 
     /// Ends the loop's rests when `fd` turns readable (the caller's signalfd), so that `stop`

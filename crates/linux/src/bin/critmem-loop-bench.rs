@@ -133,7 +133,7 @@ fn main() {
             journal: Some(dir.join("journal.jsonl")),
             job_socket: None,
             controller,
-            interval_ns: args.interval_ms * 1_000_000,
+            interval_ns,
             triggers: (args.trigger_stall_us > 0).then_some(TriggerSpec {
                 stall_us: args.trigger_stall_us,
                 window_us: args.trigger_window_us,

@@ -114,12 +114,7 @@ impl LinuxPlatform {
             Some(b) => Some(page_align_down(b)).filter(|&b| b > 0),
             None => None,
         };
-        let current = match knob {
-            Knob::Max => self.groups[group].knobs.max_bytes,
-            Knob::High => self.groups[group].knobs.high_bytes,
-            Knob::Min => self.groups[group].knobs.min_bytes,
-            Knob::Low => self.groups[group].knobs.low_bytes,
-        };
+        let current = *knob_slot(&mut self.groups[group].knobs, knob);
         // The common case: the controller asks again for what is already there.
         if current == bytes {
             let slot = Knob::ALL.iter().position(|&k| k == knob).unwrap_or(0);

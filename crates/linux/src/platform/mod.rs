@@ -314,10 +314,10 @@ impl LinuxPlatform {
         self.server.as_ref()
     }
 
-    /// Sets how long each poll of the job socket may take, in ns, and how many bytes it reads.
-    pub fn set_job_poll_budget(&mut self, budget_ns: u64, bytes: usize) {
+    /// Sets what each poll of the job socket may take.
+    pub fn set_job_poll_budget(&mut self, budget: crate::protocol::PollBudget) {
         if let Some(server) = self.server.as_mut() {
-            server.set_poll_budget(budget_ns, bytes);
+            server.set_poll_budget(budget);
         }
     }
 
@@ -568,6 +568,16 @@ fn open_groups(
         }
     }
     Ok((groups, stats))
+}
+
+/// The field of `knobs` that holds `knob`'s value.
+fn knob_slot(knobs: &mut MemoryKnobs, knob: Knob) -> &mut Option<u64> {
+    match knob {
+        Knob::Max => &mut knobs.max_bytes,
+        Knob::High => &mut knobs.high_bytes,
+        Knob::Min => &mut knobs.min_bytes,
+        Knob::Low => &mut knobs.low_bytes,
+    }
 }
 
 impl crate::control_loop::WakeSources for LinuxPlatform {

@@ -294,10 +294,7 @@ impl LinuxPlatform {
         if self.writer.is_outstanding(&write.path) {
             let _ = self.writer.submit(write);
         }
-        match knob {
-            Knob::High => g.knobs.high_bytes = Some(raised),
-            _ => g.knobs.max_bytes = Some(raised),
-        }
+        *knob_slot(&mut g.knobs, knob) = Some(raised);
         Ok(true)
     }
 

@@ -71,9 +71,7 @@ fn a_job_the_controller_drops_is_abandoned_by_the_soft_real_time_worker() {
     let Some(machine) = machine("a_job_the_controller_drops_is_abandoned_by_the_soft_real_time_worker") else { return };
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("run/jobs.sock");
-    let path = GroupPath::new(&unique_name()).unwrap();
-    let specs = vec![GroupSpec { name: "srt".into(), path: path.clone(), role: srt_role(), floor_bytes: 16 * MIB, create: true }];
-    let mut guard = platform_with_job_socket(&machine, dir.path(), &socket, specs, 256 * MIB);
+    let (mut guard, path) = one_srt_group_with_job_socket(&machine, dir.path(), &socket);
     let platform = guard.get();
     // Jobs of 20 ms compute every 50 ms: a drop asked within a tick of the release lands
     // while the job still runs.
@@ -296,6 +294,14 @@ fn compile_c(test: &str, source: &str, dir: &Path) -> Option<PathBuf> {
     Some(exe)
 }
 
+/// One created soft real-time group "srt" over 256 MiB, with a job server on `socket`; and
+/// the group's path.
+fn one_srt_group_with_job_socket(machine: &Machine, dir: &Path, socket: &Path) -> (PlatformGuard, GroupPath) {
+    let path = GroupPath::new(&unique_name()).unwrap();
+    let specs = vec![GroupSpec { name: "srt".into(), path: path.clone(), role: srt_role(), floor_bytes: 16 * MIB, create: true }];
+    (platform_with_job_socket(machine, dir, socket, specs, 256 * MIB), path)
+}
+
 /// Sends `$2` release reports (jobs 1..=N) on one connection, then waits.
 const MANY_REPORTS: &str = r#"
 import socket, sys
@@ -313,9 +319,7 @@ fn reports_sent_before_the_end_of_a_run_are_counted_though_no_tick_read_them() {
     let Some(machine) = machine("reports_sent_before_the_end_of_a_run_are_counted_though_no_tick_read_them") else { return };
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("run/jobs.sock");
-    let path = GroupPath::new(&unique_name()).unwrap();
-    let specs = vec![GroupSpec { name: "srt".into(), path: path.clone(), role: srt_role(), floor_bytes: 16 * MIB, create: true }];
-    let mut guard = platform_with_job_socket(&machine, dir.path(), &socket, specs, 256 * MIB);
+    let (mut guard, _) = one_srt_group_with_job_socket(&machine, dir.path(), &socket);
     let mut client = Helper::python(MANY_REPORTS, &[&socket.to_string_lossy(), "500"]);
     guard.get().add_process(0, client.pid()).unwrap();
     client.say("go");

@@ -48,8 +48,7 @@ fn bind_job_server(machine: &Machine, socket: &std::path::Path, groups: Vec<Repo
         hierarchy: Hierarchy::for_layout(&machine.layout),
         proc: ProcFs::new(PROC_ROOT.into()),
         max_connections: 8,
-        poll_budget_ns: u64::MAX,
-        poll_bytes: critmem_linux::protocol::MAX_BYTES_PER_POLL,
+        poll_budget: critmem_linux::protocol::PollBudget::UNTIMED,
     })
     .unwrap()
 }
