@@ -372,28 +372,39 @@ fn an_unreadable_psi_file_keeps_every_invariant() {
     record.write(1);
 }
 
-/// Forks up to `n` children that sleep (a fork the group cannot pay for, ENOMEM, ends the
-/// forking early); prints `ready` with the number forked; kills them when stdin closes.
+/// Forks up to `n` children that sleep; prints `ready` with the number forked; kills them
+/// when stdin closes. At a v1 memory limit with the OOM killer off, the kernel's own charges
+/// fail rather than wait: a fork or an allocation the group cannot pay for (ENOMEM, as
+/// `OSError` or `MemoryError`) ends the forking early. Each child dies with the forker.
 pub const FORKER: &str = r#"
-import os, sys, time
+import ctypes, os, signal, sys, time
+prctl = ctypes.CDLL(None).prctl
+PR_SET_PDEATHSIG = 1
 sys.stdin.readline()
 n = int(sys.argv[1])
-kids = []
-for _ in range(n):
+parent = os.getpid()
+kids = [0] * n
+forked = 0
+while forked < n:
     try:
         pid = os.fork()
-    except OSError:
+    except (OSError, MemoryError):
         break
     if pid == 0:
-        # The children must not hold the test's pipes open.
-        os.close(0)
-        os.close(1)
-        time.sleep(3600)
-        os._exit(0)
-    kids.append(pid)
-print("ready", len(kids), flush=True)
+        try:
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() == parent:
+                # The children must not hold the test's pipes open.
+                os.close(0)
+                os.close(1)
+                time.sleep(3600)
+        finally:
+            os._exit(0)
+    kids[forked] = pid
+    forked += 1
+print("ready", forked, flush=True)
 sys.stdin.read()
-for pid in kids:
+for pid in kids[:forked]:
     os.kill(pid, 9)
 "#;
 
@@ -404,8 +415,19 @@ pub fn fork_into(machine: &Machine, group: &critmem_linux::cgroup::GroupPath, n:
     forker.say("go");
     let mut line = String::new();
     std::io::BufRead::read_line(forker.stdout.as_mut().unwrap(), &mut line).unwrap();
-    let forked = line.strip_prefix("ready ").and_then(|n| n.trim().parse().ok()).unwrap_or_else(|| panic!("forker said {line:?}"));
+    let Some(forked) = line.strip_prefix("ready ").and_then(|n| n.trim().parse().ok()) else {
+        let status = forker.child.wait().unwrap();
+        panic!("forker said {line:?} and ended with {status}; {}", memory_state(machine, group));
+    };
     (forker, forked)
+}
+
+/// A group's memory usage, limit and OOM state, for a failure message.
+pub fn memory_state(machine: &Machine, group: &critmem_linux::cgroup::GroupPath) -> String {
+    let usage = machine.backend.usage_bytes(group);
+    let max = machine.backend.knob(group, Knob::Max);
+    let oom = std::fs::read_to_string(machine.backend.oom_file(group)).unwrap_or_default().replace('\n', ", ");
+    format!("group {group}: usage {usage:?}, limit {max:?}, OOM state: {oom}")
 }
 
 #[test]
