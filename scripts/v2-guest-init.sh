@@ -61,11 +61,21 @@ for dir in tmp var/tmp; do
     chmod 1777 "$N/run/critmem-scratch/$dir"
     mount --bind "$N/run/critmem-scratch/$dir" "$N/$dir"
 done
-# critmem's default swapfile and state live in /var/lib/critmem: on the scratch disk too, empty
-# (the host's own state there stays out of sight), owner-only as critmem requires.
-mkdir -p "$N/run/critmem-scratch/var/lib/critmem" "$N/var/lib/critmem"
-chmod 0700 "$N/run/critmem-scratch/var/lib/critmem"
-mount --bind "$N/run/critmem-scratch/var/lib/critmem" "$N/var/lib/critmem"
+# critmem makes its state directory and default swapfile in /var/lib/critmem, so /var/lib is
+# on the scratch disk (swapon refuses tmpfs and overlayfs) with each of the host's entries
+# bound in but critmem's: a fresh machine's, as the first-start tests need.
+lib=$N/run/critmem-scratch/var/lib
+mkdir -p "$lib"
+chmod 0755 "$lib"
+for entry in "$N"/var/lib/* "$N"/var/lib/.[!.]*; do
+    name=${entry##*/}
+    if [ ! -e "$entry" ] || [ "$name" = critmem ]; then
+        continue
+    fi
+    if [ -d "$entry" ]; then mkdir -p "$lib/$name"; else touch "$lib/$name"; fi
+    mount --bind "$entry" "$lib/$name" || fail "cannot bind $entry into the scratch disk's /var/lib"
+done
+mount -o rbind "$lib" "$N/var/lib" || fail "cannot bind the scratch disk's /var/lib"
 mkdir -p $N/run/critmem-guest
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 guestrun $N/run/critmem-guest || fail "cannot mount the run directory (9p tag guestrun)"
 if [ -n "$checkout" ] && [ ! -e "$N$checkout/scripts/v2-guest-init.sh" ]; then

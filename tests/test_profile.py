@@ -4,10 +4,12 @@ that reports jobs and leaves nothing behind."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -178,3 +180,37 @@ def test_profile_measures_a_program_under_limits_and_leaves_nothing_behind(tmp_p
     assert json.loads(sim.stdout)["tasks"][0]["completed"] >= 3
     assert active_swaps() == swaps_before, "profile removes the swapfile it made and leaves any other"
     assert not cgroups_named("critmem-run-"), cgroups_named("critmem-run-")
+
+
+def _profile_options(mode: str, units_duration_s: float) -> profiling.Options:
+    return dataclasses.replace(_options(), mode=mode, units_duration_s=units_duration_s)
+
+
+def _slow_units_program(unit_s: float) -> tuple[list[float], Callable[[profiling.Options, int | None, Path], profiling.LimitRun]]:
+    """A fake measurement of a throughput program whose work units take `unit_s` each, the
+    first one untimed; records the duration of every run."""
+    durations: list[float] = []
+
+    def measure(opt: profiling.Options, limit_bytes: int | None, workdir: Path) -> profiling.LimitRun:
+        durations.append(opt.units_duration_s)
+        run = profiling.LimitRun(limit_bytes)
+        run.units = max(0, int(opt.units_duration_s // unit_s) - 1)
+        return run
+
+    return durations, measure
+
+
+def test_a_throughput_program_too_slow_for_the_duration_is_timed_over_longer_runs(tmp_path: Path) -> None:
+    said: list[str] = []
+    durations, measure = _slow_units_program(unit_s=20.0)
+    opt, base = profiling.measure_unlimited(_profile_options("units", 12.0), tmp_path, said.append, measure)
+    # 12 s times no unit, 48 s one, 192 s eight: the limited runs take 192 s too.
+    assert durations == [12.0, 48.0, 192.0] and base.units == 8 and opt.units_duration_s == 192.0
+    assert said == ["run 1 again for 48 s: 0 work units timed, 3 needed", "run 1 again for 192 s: 1 work units timed, 3 needed"]
+    # A program that never finishes a unit is not run for ever; a jobs program runs once.
+    durations, measure = _slow_units_program(unit_s=1e9)
+    opt, base = profiling.measure_unlimited(_profile_options("units", 12.0), tmp_path, said.append, measure)
+    assert durations == [12.0, 48.0, 192.0, 768.0] and base.units == 0
+    durations, measure = _slow_units_program(unit_s=1e9)
+    opt, _ = profiling.measure_unlimited(_profile_options("jobs", 12.0), tmp_path, said.append, measure)
+    assert durations == [12.0] and opt.units_duration_s == 12.0

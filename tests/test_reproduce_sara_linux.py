@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CRITMEM, active_swaps, assert_matches_output_schema, cgroups_named, linux_machine_reason
+from conftest import CRITMEM, TIME_SCALE, active_swaps, assert_matches_output_schema, cgroups_named, linux_machine_reason
 from critmem.reproduce.sara import machine
 from critmem.reproduce.sara.experiment import CONTROLLERS, CRITMEM_CONTROLLER
 
@@ -175,7 +175,7 @@ def test_quick_reproduction_runs_every_controller_on_the_shipped_apps_and_leaves
     out = tmp_path / "sara-linux"
     p = subprocess.run(
         [str(CRITMEM), "reproduce", "sara", "--platform", "linux", "--quick", "--json", "--out", str(out)],
-        capture_output=True, text=True, timeout=1500, check=False,
+        capture_output=True, text=True, timeout=1500 * TIME_SCALE, check=False,
     )  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]
     summary = json.loads(p.stdout)

@@ -29,7 +29,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,12 @@ HOT_SHARE = 0.8
 Skew = tuple[float, float]
 SKEWS: tuple[Skew, ...] = ((HOT_FRACTION, HOT_SHARE), (0.3, 0.95), (0.35, 0.9), (0.4, 0.9), (0.5, 0.95))
 WRITE_SHARE = 0.1
+# A throughput program's unlimited run must time at least this many work units; on a machine
+# slower than the duration was chosen for, it is run again, each time this many times as long,
+# up to the last factor.
+MIN_PROFILE_UNITS = 3
+UNITS_STRETCH = 4
+UNITS_STRETCH_MAX = 64
 
 
 @dataclass(frozen=True)
@@ -476,6 +482,21 @@ def fit_simulation(
     return SimFit(ws, refs, compute_ms, spread_ms, swap_in_cpu_us, sims, errors, hot_fraction=skew[0], hot_share=skew[1])
 
 
+def measure_unlimited(
+    opt: Options, workdir: Path, progress: Callable[[str], None], measure: Callable[[Options, int | None, Path], LimitRun] = measure_limit
+) -> tuple[Options, LimitRun]:
+    """The run with no limit, and the options the limited runs take: a throughput program that
+    timed fewer than MIN_PROFILE_UNITS work units runs again for longer (the machine is slower
+    than its duration was chosen for), and so do the runs after it."""
+    base = measure(opt, None, workdir)
+    asked_s = opt.units_duration_s
+    while opt.mode == "units" and base.units < MIN_PROFILE_UNITS and opt.units_duration_s * UNITS_STRETCH <= asked_s * UNITS_STRETCH_MAX:
+        opt = replace(opt, units_duration_s=opt.units_duration_s * UNITS_STRETCH)
+        progress(f"run 1 again for {opt.units_duration_s:g} s: {base.units} work units timed, {MIN_PROFILE_UNITS} needed")
+        base = measure(opt, None, workdir)
+    return opt, base
+
+
 def profile(opt: Options, out: Path, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     """Profiles `opt.command` and writes report.md, profile.json, workload.toml, fig2.png and
     fig7.png to `out`; returns profile.json's content."""
@@ -486,8 +507,8 @@ def profile(opt: Options, out: Path, progress: Callable[[str], None] = lambda _:
         with tempfile.TemporaryDirectory(prefix="critmem-profile-") as tmp:
             workdir = Path(tmp)
             progress("run 1: no limit")
-            runs = [measure_limit(opt, None, workdir)]
-            base = runs[0]
+            opt, base = measure_unlimited(opt, workdir, progress)
+            runs = [base]
             if base.count == 0:
                 raise LinuxError(
                     f"{opt.command[0]} reported no completed {'job' if opt.mode == 'jobs' else 'work unit'} beyond the first: "
@@ -619,6 +640,7 @@ def _result(
         "name": opt.name,
         "mode": opt.mode,
         "period_ms": opt.period_ms,
+        "units_duration_s": opt.units_duration_s if opt.mode == "units" else None,
         "bcet_ms": round(base_exec, 2),
         "memory_mb": {
             "min": round(min(usage), 1) if usage else None,
@@ -694,7 +716,8 @@ def _report(result: dict[str, Any]) -> str:
     lines = [
         f"# critmem profile: {result['name']}",
         "",
-        f"`{' '.join(result['command'])}`, period {result['period_ms']:g} ms.",
+        f"`{' '.join(result['command'])}`, period {result['period_ms']:g} ms"
+        + (f", {result['units_duration_s']:g} s a limit." if result.get("units_duration_s") else "."),
         "",
         f"- BCET (median {'job' if result['mode'] == 'jobs' else 'work unit'} with no limit, the first left out): **{result['bcet_ms']:.1f} ms**",
         f"- Memory with no limit (Table I): min {m['min']} MiB, avg {m['avg']} MiB, max {m['max']} MiB",

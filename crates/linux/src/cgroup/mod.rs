@@ -458,6 +458,12 @@ pub trait CgroupBackend: fmt::Debug + Send + Sync {
     /// `memory.oom_control` (`under_oom`), v2 `memory.events` (`oom` counter).
     fn oom_file(&self, group: &GroupPath) -> PathBuf;
 
+    /// The file holding the group's swap usage in bytes (v2 `memory.swap.current`); `None`
+    /// where the backend has none of its own (v1 counts swap with memory in `memsw`).
+    fn swap_usage_file(&self, _group: &GroupPath) -> Option<PathBuf> {
+        None
+    }
+
     /// An eventfd the kernel signals when a task of the group starts waiting at its limit
     /// (v1: `cgroup.event_control` on `memory.oom_control`), so the platform need not read
     /// usage every tick to find such a task. Closing it unregisters. `Ok(None)` where the

@@ -133,4 +133,8 @@ impl CgroupBackend for V2Backend {
     fn oom_file(&self, group: &GroupPath) -> PathBuf {
         self.file(group, "memory.events")
     }
+
+    fn swap_usage_file(&self, group: &GroupPath) -> Option<PathBuf> {
+        Some(self.file(group, "memory.swap.current"))
+    }
 }

@@ -47,8 +47,8 @@ impl LinuxPlatform {
     /// fails, OOM-killing in the group, at once and with no way to switch that off (v1 makes a
     /// task wait at its limit instead, where the OOM rescue raises it). `memory.high`
     /// throttles and reclaims and never kills. So the limit is written as `memory.high`, with
-    /// `memory.max` kept [`V2_MAX_BACKSTOP_HEADROOM_BYTES`] above the limit and above usage as a
-    /// backstop (raised as a throttled group grows, [`Self::keep_v2_max_ahead_of_usage`]); a
+    /// `memory.max` kept [`V2_MAX_BACKSTOP_HEADROOM_BYTES`] above the limit and above usage with
+    /// swap as a backstop (raised as a throttled group grows, [`Self::keep_v2_max_ahead_of_usage`]); a
     /// group that cannot get under it is rescued as at a v1 limit
     /// ([`Self::rescue_if_stuck_over_high`]). Observations show the limit as the hard limit.
     /// A `high` the controller set itself is left to it: then `memory.max` takes the limit
@@ -78,7 +78,8 @@ impl LinuxPlatform {
             self.stats.lowered_via_high += u64::from(written.is_some() && limit < usage);
             written
         };
-        let backstop = page_align_up(limit.max(usage).saturating_add(V2_MAX_BACKSTOP_HEADROOM_BYTES));
+        let usage_and_swap = usage.saturating_add(self.swap_bytes(group));
+        let backstop = page_align_up(limit.max(usage_and_swap).saturating_add(V2_MAX_BACKSTOP_HEADROOM_BYTES));
         let current = self.groups[group].knobs.max_bytes;
         // Rewritten only when too tight (the group would hit it before the throttle) or far too
         // loose, so a steady limit writes nothing.

@@ -163,6 +163,10 @@ struct Managed {
     /// `apply_v2_max`); observations show it as the hard limit.
     high_is_ours: bool,
     files: Option<OpenFiles>,
+    /// cgroup v2: `memory.swap.current`, read where the `memory.max` backstop is set, as pages
+    /// in swap come back into memory at a swapoff however the limit stands. `None` until
+    /// first opened, or where the backend has no such file (then swap counts as 0).
+    swap_file: Option<std::fs::File>,
     oom: OomWatch,
     /// Knobs as last read (for dedup and the v2 clamp).
     knobs: MemoryKnobs,
@@ -547,6 +551,7 @@ fn open_groups(
             stall: StallTotals::default(),
             jobs: JobCounts::default(),
             cpu: None,
+            swap_file: None,
         });
     }
     let mut stats = PlatformStats::default();

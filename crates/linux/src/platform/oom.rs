@@ -224,6 +224,16 @@ impl LinuxPlatform {
         read_at_start(g.oom.file.as_ref()?, &mut self.read_buf).and_then(crate::cgroup::parse_oom_state)
     }
 
+    /// Group `id`'s swap usage now, where the backend has a file for it (cgroup v2); else 0.
+    pub(super) fn swap_bytes(&mut self, id: GroupId) -> u64 {
+        let g = &mut self.groups[id];
+        if g.swap_file.is_none() {
+            g.swap_file = self.backend.swap_usage_file(&g.spec.path).and_then(|path| std::fs::File::open(path).ok());
+        }
+        let text = g.swap_file.as_ref().and_then(|file| read_at_start(file, &mut self.read_buf));
+        text.and_then(|t| t.trim().parse().ok()).unwrap_or(0)
+    }
+
     /// Re-reads group `id`'s memory+swap limit (kept as it was if the read fails).
     pub(super) fn refresh_combined(&mut self, id: GroupId) {
         let g = &mut self.groups[id];
@@ -300,12 +310,14 @@ impl LinuxPlatform {
 
     /// cgroup v2, where a hard limit is applied as `memory.high` ([`Self::apply_v2_max`]):
     /// `high` throttles but does not stop growth, so `memory.max` is raised to stay at least
-    /// half of [`V2_MAX_BACKSTOP_HEADROOM_BYTES`] above usage and above the limit; a group
-    /// reaching it would be OOM-killed, and v2 reports that only after the kill.
+    /// half of [`V2_MAX_BACKSTOP_HEADROOM_BYTES`] above the limit and above usage with the
+    /// group's swap (a swapoff brings all of it back at once); a group reaching it would be
+    /// OOM-killed, and v2 reports that only after the kill.
     pub(super) fn keep_v2_max_ahead_of_usage(&mut self, id: GroupId) -> Result<bool> {
         let g = &self.groups[id];
         let Some(max) = g.knobs.max_bytes.filter(|_| g.high_is_ours) else { return Ok(false) };
-        let above = g.usage_bytes.max(g.knobs.high_bytes.unwrap_or(0));
+        let (usage, high) = (g.usage_bytes, g.knobs.high_bytes.unwrap_or(0));
+        let above = usage.saturating_add(self.swap_bytes(id)).max(high);
         if above.saturating_add(V2_MAX_BACKSTOP_HEADROOM_BYTES / 2) < max {
             return Ok(false);
         }
@@ -338,6 +350,7 @@ impl LinuxPlatform {
             return Ok(false);
         }
         let now_ns = self.now_ns;
+        let usage_and_swap = self.groups[id].usage_bytes.saturating_add(self.swap_bytes(id));
         let g = &mut self.groups[id];
         let base = g.usage_bytes.max(unreclaimable.saturating_add(V2_UNRECLAIMABLE_MARGIN_BYTES));
         let raised = page_align_up(base.saturating_add((high / 4).max(OOM_RESCUE_MIN_STEP_BYTES)));
@@ -350,7 +363,7 @@ impl LinuxPlatform {
         g.oom.last_rescue_ns = now_ns;
         tracing::warn!(group = %g.spec.name, usage_bytes = g.usage_bytes, unreclaimable_bytes = unreclaimable, limit_bytes = high, raised_bytes = raised, hold_ms = (g.oom.hold_until_ns - now_ns) / 1_000_000, "group throttled over its limit with memory it cannot give back: raised the limit so it can go on");
         // Backstop first: `memory.max` must stay above the throttle.
-        let backstop = page_align_up(raised.saturating_add(V2_MAX_BACKSTOP_HEADROOM_BYTES));
+        let backstop = page_align_up(raised.max(usage_and_swap).saturating_add(V2_MAX_BACKSTOP_HEADROOM_BYTES));
         if g.knobs.max_bytes.is_some_and(|m| m < backstop) && !self.raise_max_now(id, backstop)? {
             return Ok(false);
         }

@@ -188,6 +188,43 @@ fn a_v2_group_growing_while_throttled_keeps_its_hard_limit_ahead() {
 }
 
 #[test]
+fn a_v2_backstop_stays_above_memory_and_swap_so_a_swapoff_kills_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = fake(dir.path());
+    let mut platform = open(dir.path(), options);
+    let batch = dir.path().join("cg/batch");
+    let write = |name: &str, mib: u64| std::fs::write(batch.join(name), (mib * MIB).to_string()).unwrap();
+    let max_file = || std::fs::read_to_string(batch.join("memory.max")).unwrap();
+    write("memory.current", 200);
+    write("memory.swap.current", 0);
+    std::fs::write(dir.path().join("proc/meminfo"), "SwapFree: 1048576 kB\n").unwrap();
+    platform.observe().unwrap();
+    platform.apply(&[Action::SetMax { group: 1, bytes: Some(100 * MIB) }]).unwrap();
+    settle(&platform);
+    assert_eq!(max_file(), (216 * MIB).to_string());
+    // Squeezed to its limit, half of it is in swap: a lower limit keeps the backstop above
+    // both, where usage alone would have let it fall to 116 MiB.
+    write("memory.current", 100);
+    write("memory.swap.current", 100);
+    platform.observe().unwrap();
+    platform.apply(&[Action::SetMax { group: 1, bytes: Some(90 * MIB) }]).unwrap();
+    settle(&platform);
+    assert_eq!(max_file(), (216 * MIB).to_string());
+    // A swapoff brings it all back: still under the backstop, so nothing is killed.
+    write("memory.current", 200);
+    write("memory.swap.current", 0);
+    platform.observe().unwrap();
+    assert_eq!(max_file(), (216 * MIB).to_string());
+    // More in swap than the headroom allows for: raised with it.
+    write("memory.current", 90);
+    write("memory.swap.current", 130);
+    platform.observe().unwrap();
+    assert_eq!(max_file(), (236 * MIB).to_string());
+    assert_eq!(platform.stats().v2_max_kept_ahead, 1);
+    platform.restore(Duration::from_secs(5)).unwrap();
+}
+
+#[test]
 fn a_v2_group_grown_past_its_limit_with_memory_it_cannot_give_back_is_raised_not_left_throttled() {
     let dir = tempfile::tempdir().unwrap();
     let options = fake(dir.path());

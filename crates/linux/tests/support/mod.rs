@@ -173,8 +173,14 @@ impl Drop for GroupGuard<'_> {
         loop {
             match self.machine.backend.remove(&self.group) {
                 Ok(()) => break,
-                // Killed helpers leave the group once they are reaped; wait a moment.
-                Err(Error::GroupBusy { .. }) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                // Killed helpers leave the group once they are reaped; wait a moment. Processes
+                // they left behind (children of a helper that died first) are the test's own.
+                Err(Error::GroupBusy { .. }) if Instant::now() < deadline => {
+                    for pid in self.machine.backend.pids(&self.group).unwrap_or_default() {
+                        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
                 Err(e) => {
                     let _ = writeln!(std::io::stderr(), "LEAK: could not remove test cgroup {}: {e}", self.group);
                     break;
