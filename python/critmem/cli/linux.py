@@ -327,7 +327,12 @@ def register(commands: argparse._SubParsersAction[_Parser]) -> None:
     profile.add_argument(
         "--jobs", type=argtypes.int_at_least(3), default=12, metavar="N", help="jobs per limit, the first a warm-up (default 12)"
     )
-    profile.add_argument("--units-duration", metavar="D", default="40s", help="--units: how long each limit runs (default 40s; four times as long, up to 64 times, while the run with no limit times fewer than 3 work units)")
+    profile.add_argument(
+        "--units-duration",
+        metavar="D",
+        default="40s",
+        help="--units: how long each limit runs (default 40s; longer, up to 64 times, until 3 units are timed with no limit)",
+    )
     profile.add_argument(
         "--steps", type=argtypes.int_at_least(1), default=DEFAULT_MAX_STEPS, metavar="N",
         help=f"at most this many limits below the peak (default {DEFAULT_MAX_STEPS}); the ladder ends sooner at --max-slowdown",
