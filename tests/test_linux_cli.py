@@ -811,7 +811,7 @@ def test_swap_setup_and_teardown_work_on_a_fresh_machine() -> None:
     alone), teardown removes it again, and other swap stays exactly as it was."""
     if DEFAULT_SWAP_STATE_DIR.exists():
         pytest.skip(f"{DEFAULT_SWAP_STATE_DIR} exists already: this machine is not in a fresh state, and it is not the test's to remove")
-    swaps_before = Path("/proc/swaps").read_text()
+    swaps_before = active_swaps()
     setup = _run("swap", "setup", "--size", "1G")
     try:
         if setup.returncode == 2 and "swapon" in setup.stderr:
@@ -825,7 +825,7 @@ def test_swap_setup_and_teardown_work_on_a_fresh_machine() -> None:
         teardown = _run("swap", "teardown")
     assert teardown.returncode == 0, teardown
     assert not DEFAULT_SWAP_STATE_DIR.exists(), "teardown removes the state directory setup made"
-    assert Path("/proc/swaps").read_text() == swaps_before
+    assert active_swaps() == swaps_before
 
 
 def test_agent_config_from_a_scenario_names_its_groups_and_controller(tmp_path: Path) -> None:
