@@ -121,6 +121,21 @@ def test_graph_checks_its_pagerank_and_reports_work_units(tmp_path: Path) -> Non
     assert json.loads(progress.read_text()) == {"work_units": 3}
 
 
+def test_graph_killed_before_its_first_unit_has_reported_zero_units(tmp_path: Path) -> None:
+    progress = tmp_path / "progress.json"
+    env = _env(CRITMEM_PROGRESS_FILE=str(progress))
+    # A graph this size takes seconds to build: the kill lands before any unit is done.
+    p = subprocess.Popen([PYTHON, "-m", "critmem.apps.graph", "--vertices", "5000000"], cwd=ROOT, env=env)
+    try:
+        deadline = time.monotonic() + 60 * TIME_SCALE
+        while not progress.exists() and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        p.kill()
+        p.wait()
+    assert json.loads(progress.read_text()) == {"work_units": 0}
+
+
 def test_jobs_are_reported_and_a_drop_request_abandons_the_job(tmp_path: Path) -> None:
     # An agent's end of the job socket that asks for job 1 to be dropped as soon as it is released.
     path = tmp_path / "jobs.sock"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,20 @@ def test_the_pair_simulates_and_a_tight_limit_costs_deadlines() -> None:
     assert doc["memory"]["total_mb"] == pytest.approx(0.6 * 160)
     assert [t["command"][1:3] for t in doc["task"]] == [["-m", "critmem.apps.speech"], ["-m", "critmem.apps.graph"]]
     assert doc["group"][0] == {"name": "speech", "role": "soft-rt", "bcet_ms": 700.0, "floor_mb": 14}
+
+
+def test_a_run_lasts_long_enough_for_the_graph_app_to_finish_units_on_a_slow_machine() -> None:
+    pair = _pair()  # speech's deadline 700 ms × its paper ratio; graph's unit 900 ms
+    quick, full = machine.plan_for(True, None), machine.plan_for(False, None)
+    assert pair.deadline_ms * machine.QUICK_PERIODS >= machine.MIN_NRT_UNITS * 900.0
+    assert (machine.run_periods(pair, quick, "speech"), machine.run_periods(pair, full, "speech")) == (machine.QUICK_PERIODS, 10)
+    # Graph 20 × slower alone (an emulated guest): runs grow to hold 8 of its units.
+    slow = machine.Pair(pair.srt, _profile("graph", "units", 18_000.0, 64.0, 32.0))
+    expected = math.ceil(8 * 18_000.0 / slow.deadline_ms)
+    assert machine.run_periods(slow, quick, "speech") == expected > machine.QUICK_PERIODS
+    assert expected * slow.deadline_ms >= 8 * 18_000.0
+    # `--periods` is taken as given.
+    assert machine.run_periods(slow, machine.plan_for(True, 3), "speech") == 3
 
 
 def test_the_baselines_are_configured_from_their_candidates() -> None:

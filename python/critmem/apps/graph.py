@@ -83,10 +83,13 @@ def main(argv: list[str] | None = None) -> int:
     # Read by OpenMP when igraph loads it. More threads than one spin-wait between PageRank's
     # loops: on two cores one thread was twice as fast, and takes one core only.
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    progress = ProgressReporter.from_env()
+    # A run stopped before the first unit (or while the graph is built) reads as 0 units
+    # done, not as unknown.
+    progress.update(0)
     igraph = require("igraph", APP)
     igraph.set_random_number_generator(random.Random(args.seed))
     graph = igraph.Graph.Barabasi(args.vertices, args.edges_per_vertex)
-    progress = ProgressReporter.from_env()
     reference = None
     units = failures = 0
     unit_s: list[float] = []

@@ -78,7 +78,8 @@ NRT_APP = "graph"
 @dataclass(frozen=True)
 class Plan:
     periods: int
-    """Soft real-time jobs per run (the paper's 500 with `--periods 500`)."""
+    """Soft real-time jobs per run (the paper's 500 with `--periods 500`); 0: `run_periods`'s default."""
+    quick: bool = False
     workloads: tuple[str, ...] = SRT_APPS
     memory_pcts: tuple[int, ...] = MEMORY_PCTS
     controllers: tuple[str, ...] = CONTROLLERS
@@ -96,12 +97,27 @@ machine accepts (DEVELOPERS.md), for 95 % intervals of hit ratio and throughput.
 
 DEFAULT_PERIODS = {"speech": 10, "vision": 40}
 """Jobs per run by default, under a minute each at the paper's deadline-to-BCET ratios."""
+QUICK_PERIODS = 4
+MIN_NRT_UNITS = 8
+"""Work units of the non-real-time app, at its pace alone, that a run of the default length
+lasts at least: on a slow machine (an emulated guest), a few soft real-time periods can end
+before the app has finished its first unit, and its throughput would not be measured."""
+
+
+def run_periods(pair: Pair, plan: Plan, workload: str) -> int:
+    """Soft real-time jobs per run: `--periods` when given, else the default for the plan,
+    lengthened to at least `MIN_NRT_UNITS` of the non-real-time app's units."""
+    if plan.periods:
+        return plan.periods
+    default = QUICK_PERIODS if plan.quick else DEFAULT_PERIODS[workload]
+    return max(default, math.ceil(MIN_NRT_UNITS * pair.nrt.bcet_ms / pair.deadline_ms))
 
 
 def plan_for(quick: bool, periods: int | None, repeats: int | None = None) -> Plan:
     if quick:
         return Plan(
-            periods=periods or 4,
+            periods=periods or 0,
+            quick=True,
             repeats=repeats or 1,
             workloads=("speech",),
             memory_pcts=(80,),
@@ -341,7 +357,7 @@ def compute(plan: Plan, out_dir: Path, progress: Progress) -> dict[str, Any]:
         with tempfile.TemporaryDirectory(prefix="critmem-sara-linux-") as tmp:
             for w in plan.workloads:
                 pair = Pair(profiles[w], profiles[NRT_APP])
-                periods = plan.periods or DEFAULT_PERIODS[w]
+                periods = run_periods(pair, plan, w)
                 for pct in plan.memory_pcts:
                     progress.step(f"{w} {pct} %: Offline's and TMO-High's searches (simulated)")
                     searched = search_configs(pair, pct, max(periods, 12))
