@@ -44,6 +44,10 @@ export VIRTUAL_ENV=$PWD/$venv
 # An editable install: python/critmem is imported in place, the built _core sits beside it.
 # Its runtime dependencies are already satisfied from the lock, so pip fetches nothing.
 quiet "$venv/bin/maturin" develop --release --locked
+# critmem's modules compiled to bytecode beside their sources, so a command starts without
+# compiling them, also where PYTHONDONTWRITEBYTECODE keeps Python from caching them itself (a
+# source edited later is compiled again in memory: never a stale module).
+quiet "$venv/bin/python" -m compileall -q -j 0 python/critmem
 # The Linux platform's binaries (agent, scenario runner, workers, swapfile tool), beside the
 # interpreter where `critmem run --platform linux`, `critmem agent` and `critmem swap` find them.
 say "building the Linux agent and workers (release) and installing them into $venv/bin"

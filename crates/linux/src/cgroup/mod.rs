@@ -665,8 +665,12 @@ pub struct OomState {
 /// oom_kill 0
 /// oom_group_kill 0
 /// ```
+///
+/// `None` when a value is not a number, or when no line is one of these keys (an empty read:
+/// every kernel's file has some).
 pub fn parse_oom_state(text: &str) -> Option<OomState> {
     let mut state = OomState::default();
+    let mut known = false;
     for line in text.lines() {
         let mut words = line.split_whitespace();
         let (Some(key), Some(value)) = (words.next(), words.next()) else { continue };
@@ -676,10 +680,11 @@ pub fn parse_oom_state(text: &str) -> Option<OomState> {
             "oom_kill_disable" => state.kill_disabled = value != 0,
             "oom" => state.oom_events = value,
             "oom_kill" => state.oom_kills = value,
-            _ => {}
+            _ => continue,
         }
+        known = true;
     }
-    Some(state)
+    known.then_some(state)
 }
 
 /// `workingset_refault_anon + workingset_refault_file`, or the older single field.

@@ -212,6 +212,9 @@ fn oom_files_of_both_versions_parse() {
     let events = parse_oom_state("low 0\nhigh 12\nmax 3\noom 4\noom_kill 1\noom_group_kill 0\n").unwrap();
     assert_eq!(events, OomState { under_oom: false, kill_disabled: false, oom_events: 4, oom_kills: 1 });
     assert_eq!(parse_oom_state("oom x\n"), None);
+    // Nothing the kernel writes: no state, so a file that reads empty is opened again.
+    assert_eq!(parse_oom_state(""), None);
+    assert_eq!(parse_oom_state("low 0\nhigh 1\n"), None);
     let (_dir, hybrid) = hybrid();
     assert_eq!(hybrid.plan_oom_guard(&group("g")).map(|w| w.contents), Some("1".to_owned()));
     let (_dir, v2b) = v2();

@@ -221,6 +221,15 @@ fn a_v2_backstop_stays_above_memory_and_swap_so_a_swapoff_kills_nothing() {
     platform.observe().unwrap();
     assert_eq!(max_file(), (236 * MIB).to_string());
     assert_eq!(platform.stats().v2_max_kept_ahead, 1);
+    // The group's file replaced, the one read so far answering nothing (as a removed
+    // cgroup's file fails its reads): the new one is opened and counted.
+    let old = std::fs::OpenOptions::new().write(true).open(batch.join("memory.swap.current")).unwrap();
+    std::fs::write(batch.join("swap.new"), (150 * MIB).to_string()).unwrap();
+    std::fs::rename(batch.join("swap.new"), batch.join("memory.swap.current")).unwrap();
+    old.set_len(0).unwrap();
+    platform.observe().unwrap();
+    assert_eq!(max_file(), (256 * MIB).to_string());
+    assert_eq!(platform.stats().v2_max_kept_ahead, 2);
     platform.restore(Duration::from_secs(5)).unwrap();
 }
 
@@ -328,6 +337,26 @@ fn a_v2_group_out_of_memory_gets_its_limit_raised_and_held() {
         (64 * MIB).to_string(),
         "restored to its value before the rescue"
     );
+}
+
+#[test]
+fn a_v2_oom_is_seen_in_a_replaced_events_file_when_the_old_one_no_longer_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = fake(dir.path());
+    let mut platform = open(dir.path(), options);
+    let batch = dir.path().join("cg/batch");
+    std::fs::write(batch.join("memory.max"), (64 * MIB).to_string()).unwrap();
+    std::fs::write(batch.join("memory.current"), (63 * MIB).to_string()).unwrap();
+    platform.observe().unwrap();
+    // The file the platform holds answers nothing (as a removed cgroup's does); the group's
+    // new one reports an OOM.
+    let old = std::fs::OpenOptions::new().write(true).open(batch.join("memory.events")).unwrap();
+    std::fs::write(batch.join("events.new"), "low 0\nhigh 0\nmax 9\noom 1\noom_kill 0\n").unwrap();
+    std::fs::rename(batch.join("events.new"), batch.join("memory.events")).unwrap();
+    old.set_len(0).unwrap();
+    assert_eq!(platform.observe().unwrap().groups[1].knobs.max_bytes, Some(80 * MIB));
+    assert_eq!(platform.stats().oom_rescues, 1);
+    platform.restore(Duration::from_secs(5)).unwrap();
 }
 
 /// An adopted hybrid group `batch` (its v1 directory returned), with `extra` files beside
