@@ -309,14 +309,19 @@ fn a_v2_limit_write_reclaims_first_and_stops_when_reclaim_makes_no_progress() {
     assert_eq!(std::fs::read_to_string(group.join("memory.reclaim")).unwrap(), "");
 }
 
+/// The v2 platform with group `batch` at 63 MiB of its 64 MiB `memory.max`.
+fn v2_batch_near_its_limit(dir: &Path) -> (LinuxPlatform, PathBuf) {
+    let platform = open(dir, fake(dir));
+    let batch = dir.join("cg/batch");
+    std::fs::write(batch.join("memory.max"), (64 * MIB).to_string()).unwrap();
+    std::fs::write(batch.join("memory.current"), (63 * MIB).to_string()).unwrap();
+    (platform, batch)
+}
+
 #[test]
 fn a_v2_group_out_of_memory_gets_its_limit_raised_and_held() {
     let dir = tempfile::tempdir().unwrap();
-    let options = fake(dir.path());
-    let mut platform = open(dir.path(), options);
-    let batch = dir.path().join("cg/batch");
-    std::fs::write(batch.join("memory.max"), (64 * MIB).to_string()).unwrap();
-    std::fs::write(batch.join("memory.current"), (63 * MIB).to_string()).unwrap();
+    let (mut platform, batch) = v2_batch_near_its_limit(dir.path());
     assert_eq!(platform.observe().unwrap().groups[1].knobs.max_bytes, Some(64 * MIB), "no OOM yet");
     std::fs::write(batch.join("memory.events"), "low 0\nhigh 0\nmax 9\noom 1\noom_kill 0\n").unwrap();
     let obs = platform.observe().unwrap();
@@ -342,11 +347,7 @@ fn a_v2_group_out_of_memory_gets_its_limit_raised_and_held() {
 #[test]
 fn a_v2_oom_is_seen_in_a_replaced_events_file_when_the_old_one_no_longer_reads() {
     let dir = tempfile::tempdir().unwrap();
-    let options = fake(dir.path());
-    let mut platform = open(dir.path(), options);
-    let batch = dir.path().join("cg/batch");
-    std::fs::write(batch.join("memory.max"), (64 * MIB).to_string()).unwrap();
-    std::fs::write(batch.join("memory.current"), (63 * MIB).to_string()).unwrap();
+    let (mut platform, batch) = v2_batch_near_its_limit(dir.path());
     platform.observe().unwrap();
     // The file the platform holds answers nothing (as a removed cgroup's does); the group's
     // new one reports an OOM.
