@@ -203,7 +203,7 @@ def register(commands: argparse._SubParsersAction[_Parser]) -> None:
     )  # fmt: skip
     reproduce.add_argument(
         "--periods", metavar="N", type=argtypes.int_at_least(3),
-        help="sara --platform linux: soft real-time jobs per run (default: about half a minute of runs, longer where graph's own work units are slow enough that a run would hold fewer than 8 of them; the paper's 500)",
+        help="sara --platform linux: soft real-time jobs per run (default: about half a minute a run, longer where graph's work units are so slow that a run would hold fewer than 8 of them; the paper's 500)",
     )  # fmt: skip
     reproduce.set_defaults(handler=_cmd_reproduce)
     reproduce.add_argument(
