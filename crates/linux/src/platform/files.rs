@@ -139,6 +139,21 @@ pub(super) fn read_at_start<'b>(file: &std::fs::File, buf: &'b mut Vec<u8>) -> O
     std::str::from_utf8(&buf[..n]).ok()
 }
 
+/// `parse` of a file kept open across ticks. One not open yet, or whose read fails or does not
+/// parse (reads of a removed cgroup's files fail), is opened anew with `open` and read once more.
+pub(super) fn read_kept<T>(
+    file: &mut Option<std::fs::File>,
+    buf: &mut Vec<u8>,
+    open: impl FnOnce() -> Option<std::fs::File>,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Option<T> {
+    if let Some(value) = file.as_ref().and_then(|f| read_at_start(f, buf)).and_then(&parse) {
+        return Some(value);
+    }
+    *file = open();
+    file.as_ref().and_then(|f| read_at_start(f, buf)).and_then(parse)
+}
+
 /// A knob file's value: `max` or, on v1, a huge number (`9223372036854771712`) is no limit; a
 /// protection of 0 is no protection. `None` when unparsable.
 #[cfg(test)]

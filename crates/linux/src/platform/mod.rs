@@ -32,7 +32,7 @@ mod oom;
 mod reclaim;
 
 pub use crate::control_loop::{ControlLoop, CostSummary, LoopStats};
-use files::{read_at_start, CpuFiles, OpenFiles, READ_BUF_BYTES};
+use files::{read_at_start, read_kept, CpuFiles, OpenFiles, READ_BUF_BYTES};
 pub use jobs::{judge_unfinished, IntervalUse, JobCounts, JobOutcome, JobTrace};
 pub use limits::parse_meminfo_kb;
 use limits::{page_align_down, page_align_up, swap_free_bytes};

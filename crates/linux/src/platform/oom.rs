@@ -217,29 +217,16 @@ impl LinuxPlatform {
 
     /// Group `id`'s OOM file, read now (opened again if it could not be opened or read before).
     pub(super) fn oom_state(&mut self, id: GroupId) -> Option<crate::cgroup::OomState> {
-        let g = &mut self.groups[id];
-        let parse = |file: Option<&std::fs::File>, buf: &mut Vec<u8>| {
-            file.and_then(|f| read_at_start(f, buf)).and_then(crate::cgroup::parse_oom_state)
-        };
-        if let Some(state) = parse(g.oom.file.as_ref(), &mut self.read_buf) {
-            return Some(state);
-        }
-        g.oom.file = std::fs::File::open(self.backend.oom_file(&g.spec.path)).ok();
-        parse(g.oom.file.as_ref(), &mut self.read_buf)
+        let (backend, g) = (self.backend.as_ref(), &mut self.groups[id]);
+        let open = || std::fs::File::open(backend.oom_file(&g.spec.path)).ok();
+        read_kept(&mut g.oom.file, &mut self.read_buf, open, crate::cgroup::parse_oom_state)
     }
 
     /// Group `id`'s swap usage now, where the backend has a file for it (cgroup v2); else 0.
     pub(super) fn swap_bytes(&mut self, id: GroupId) -> u64 {
-        let g = &mut self.groups[id];
-        let parse =
-            |file: Option<&std::fs::File>, buf: &mut Vec<u8>| file.and_then(|f| read_at_start(f, buf)).and_then(|t| t.trim().parse().ok());
-        if let Some(bytes) = parse(g.swap_file.as_ref(), &mut self.read_buf) {
-            return bytes;
-        }
-        // Not open yet, or the open file no longer reads (the group was removed and made
-        // again): open it anew.
-        g.swap_file = self.backend.swap_usage_file(&g.spec.path).and_then(|path| std::fs::File::open(path).ok());
-        parse(g.swap_file.as_ref(), &mut self.read_buf).unwrap_or(0)
+        let (backend, g) = (self.backend.as_ref(), &mut self.groups[id]);
+        let open = || backend.swap_usage_file(&g.spec.path).and_then(|path| std::fs::File::open(path).ok());
+        read_kept(&mut g.swap_file, &mut self.read_buf, open, |text| text.trim().parse().ok()).unwrap_or(0)
     }
 
     /// Re-reads group `id`'s memory+swap limit (kept as it was if the read fails).
