@@ -5,7 +5,9 @@
 //!
 //! Workloads (the same as benches/engine.rs, hierarchy.rs and memory.rs build): engine-gedf,
 //! engine-rm, servers-flat, servers-tree, resources-flat, resources-pip, replacement-private,
-//! replacement-spc. Prints the run's events (engine) or faults (memory).
+//! replacement-spc. Prints the run's events (engine) or faults (memory). `scenario FILE`
+//! runs a scenario file (TOML or JSON) instead, with no traces kept, as a study's runs are:
+//! e.g. one of `critmem reproduce sara`'s runs, written out by `scripts/sara_run_scenario.py`.
 
 #[path = "../benches/common/mod.rs"]
 mod common;
@@ -19,6 +21,11 @@ const WORKLOADS: &str =
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [cmd, file] = args.as_slice() {
+        if cmd == "scenario" {
+            return run_file(file);
+        }
+    }
     let [name] = args.as_slice() else {
         eprintln!("hot_paths: give one workload: {WORKLOADS}");
         return ExitCode::from(2);
@@ -43,4 +50,30 @@ fn main() -> ExitCode {
     };
     println!("{name}: {} events", simulate(&scenario, SimOptions::default()).events);
     ExitCode::SUCCESS
+}
+
+fn run_file(file: &str) -> ExitCode {
+    let text = match std::fs::read_to_string(file) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("hot_paths: cannot read {file}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let loaded = if file.ends_with(".json") {
+        critmem_core::scenario::load_json_str(&text, file)
+    } else {
+        critmem_core::scenario::load_toml_str(&text, file)
+    };
+    match loaded {
+        Ok(scenario) => {
+            let opts = SimOptions { record_jobs: true, record_segments: false, check_invariants: false };
+            println!("{file}: {} events", simulate(&scenario, opts).events);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("hot_paths: {file}: {e}");
+            ExitCode::from(2)
+        }
+    }
 }

@@ -28,6 +28,7 @@ impl Simulation<'_> {
         } else if link.is_none() {
             self.links -= 1;
         }
+        self.undecided = true;
         let job = self.job_mut(key);
         job.ext_mut().link = link;
         match (job.state, link.is_some()) {
@@ -37,7 +38,7 @@ impl Simulation<'_> {
             }
             (JobState::Linked, false) => {
                 job.state = JobState::Blocked;
-                self.sched.remove(key);
+                self.sched_mut().remove(key);
             }
             _ => {}
         }
@@ -47,6 +48,7 @@ impl Simulation<'_> {
     pub(super) fn clear_link(&mut self, key: JobKey) {
         if self.job_mut(key).ext.as_mut().and_then(|e| e.link.take()).is_some() {
             self.links -= 1;
+            self.undecided = true;
         }
     }
 
@@ -63,7 +65,7 @@ impl Simulation<'_> {
         } else {
             job.state = JobState::Blocked;
             if in_scheduler {
-                self.sched.block(key);
+                self.sched_mut().block(key);
             }
         }
     }

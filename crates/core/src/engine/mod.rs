@@ -264,7 +264,8 @@ pub struct Simulation<'a> {
     /// Jobs that gave [`Step::Yield`] on a CPU at this instant: (cpu, the CPU's generation
     /// then). Each goes on once the scheduler has decided, unless it lost its CPU.
     yielded: Vec<(u32, u64)>,
-    /// An event was applied since the last scheduling decision.
+    /// What the scheduler decides from changed since its last decision: a job entered or left
+    /// it, left a CPU, or a link was set or cleared.
     undecided: bool,
 }
 
@@ -390,7 +391,7 @@ impl<'a> Simulation<'a> {
                 }
                 if matches!(j.state, JobState::Ready | JobState::Linked) {
                     // A new key means a new place in the ready queue.
-                    self.sched.remove(job);
+                    self.sched_mut().remove(job);
                     self.make_ready(job);
                 }
             }
@@ -415,13 +416,12 @@ impl<'a> Simulation<'a> {
             self.now = t;
             if self.handle(ev) {
                 self.events += 1;
-                self.undecided = true;
                 if self.events.is_multiple_of(PROGRESS_EVENTS) && !progress(t) {
                     return None;
                 }
             }
-            // Decide only once every event of this instant has been applied, and not after
-            // superseded events alone where the decision could not differ.
+            // Decide only once every event of this instant has been applied, and not where the
+            // decision could not differ: nothing it depends on changed since the last one.
             if self.queue.peek_time() != Some(t) && (self.undecided || !self.decides_on_jobs_alone()) {
                 self.reschedule();
             }
@@ -505,7 +505,7 @@ impl<'a> Simulation<'a> {
 
     fn make_ready(&mut self, key: JobKey) {
         let rj = self.ready_job(key);
-        self.sched.add_ready(&rj);
+        self.sched_mut().add_ready(&rj);
     }
 
     /// Asks an off-CPU job's program for its next step and applies it: compute makes the
@@ -529,13 +529,13 @@ impl<'a> Simulation<'a> {
                     JobState::Linked => job.state = JobState::Ready,
                     _ if activation => {
                         job.state = JobState::Ready;
-                        let rj = self.ready_job(key);
-                        self.sched.activate(self.now, &rj);
+                        let (rj, now) = (self.ready_job(key), self.now);
+                        self.sched_mut().activate(now, &rj);
                     }
                     _ if self.waking => {
                         job.state = JobState::Ready;
-                        let rj = self.ready_job(key);
-                        self.sched.wake(self.now, &rj);
+                        let (rj, now) = (self.ready_job(key), self.now);
+                        self.sched_mut().wake(now, &rj);
                     }
                     _ => {
                         job.state = JobState::Ready;
@@ -548,7 +548,7 @@ impl<'a> Simulation<'a> {
                 job.state = JobState::Suspended;
                 let seq = job.seq;
                 if was_ready {
-                    self.sched.block(key);
+                    self.sched_mut().block(key);
                 }
                 self.queue.push(self.now + duration, Event::Resume { key, seq });
             }
@@ -657,6 +657,7 @@ impl<'a> Simulation<'a> {
         let c = &mut self.cpus[cpu];
         c.running = None;
         c.gen += 1;
+        self.undecided = true;
     }
 
     fn abort(&mut self, key: JobKey) {
@@ -670,7 +671,7 @@ impl<'a> Simulation<'a> {
 
     /// Records a finished (or aborted) job, frees its slot and lets the task's next job in.
     fn end_job(&mut self, key: JobKey, outcome: Outcome) {
-        self.sched.remove(key);
+        self.sched_mut().remove(key);
         if self.links > 0 {
             self.clear_link(key);
         }
@@ -703,19 +704,29 @@ impl<'a> Simulation<'a> {
         }
     }
 
-    /// Whether a decision depends only on which jobs are eligible and what runs: a flat
-    /// queue scheduler (no time-triggered policy, no state of its own between decisions) with
-    /// no subsystem and no dependency link. Then a decision with nothing applied since the
-    /// last one keeps every CPU's job, and can be skipped.
+    /// Whether a decision depends only on which jobs are eligible and what runs: queue
+    /// schedulers (one, or one per CPU: no time-triggered policy, no state of its own between
+    /// decisions) with no dependency link and no yielded job waiting for it. Subsystems reach
+    /// the scheduler only through the engine, which marks what they change. Then a decision
+    /// with nothing changed since the last one keeps every CPU's job, and can be skipped.
     #[inline]
     fn decides_on_jobs_alone(&self) -> bool {
-        matches!(self.sched, root::RootScheduler::Queue(_)) && self.subsystems.is_empty() && self.links == 0 && self.yielded.is_empty()
+        matches!(self.sched, root::RootScheduler::Queue(_) | root::RootScheduler::Partitioned(_))
+            && self.links == 0
+            && self.yielded.is_empty()
+    }
+
+    /// The scheduler, to tell it of a change: its next decision is then taken.
+    #[inline]
+    fn sched_mut(&mut self) -> &mut root::RootScheduler {
+        self.undecided = true;
+        &mut self.sched
     }
 
     fn reschedule(&mut self) {
-        self.undecided = false;
         if self.links > 0 {
             self.reschedule_linked();
+            self.undecided = false;
             return;
         }
         let m = self.cpus.len();
@@ -728,6 +739,8 @@ impl<'a> Simulation<'a> {
         if self.assign[..m] != self.current[..m] {
             self.apply_assignment(now);
         }
+        // Taking jobs off their CPUs above was the decision's own doing.
+        self.undecided = false;
         self.after_decision(now);
     }
 

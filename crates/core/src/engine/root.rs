@@ -1,14 +1,16 @@
 //! The scheduler at the root of a simulation: the one-queue scheduler (uniprocessor, global
-//! FP/EDF) held by value, any other tree behind the trait object. Most runs are of the first
-//! kind, and their scheduler's calls, several per event, are then direct and inlined.
+//! FP/EDF) and partitioned FP/EDF (one such queue per CPU) held by value, any other tree
+//! behind the trait object. Most runs are of the first two kinds, and their scheduler's
+//! calls, several per event, are then direct and inlined.
 
 use crate::result::SimResult;
 use crate::scenario::Scenario;
-use crate::sched::{GlobalScheduler, JobKey, NodeSpec, ReadyJob, Scheduler};
+use crate::sched::{GlobalScheduler, JobKey, JobOrder, NodeSpec, PartitionedQueues, ReadyJob, Scheduler};
 use crate::time::Nanos;
 
 pub(super) enum RootScheduler {
     Queue(GlobalScheduler),
+    Partitioned(PartitionedQueues),
     Tree(Box<dyn Scheduler>),
 }
 
@@ -17,9 +19,25 @@ impl RootScheduler {
     pub(super) fn of(scenario: &Scenario) -> Self {
         match NodeSpec::of(scenario) {
             NodeSpec::Queue { name, order, cpus } => RootScheduler::Queue(GlobalScheduler::new(name, order, cpus)),
+            NodeSpec::Partition { name, children, task_child } => match uniprocessor_queues(&children) {
+                Some(order) => RootScheduler::Partitioned(PartitionedQueues::new(name, order, children.len(), task_child)),
+                None => RootScheduler::Tree(NodeSpec::Partition { name, children, task_child }.build()),
+            },
             spec => RootScheduler::Tree(spec.build()),
         }
     }
+}
+
+/// The order shared by `children` when each is a one-CPU queue in that same order.
+fn uniprocessor_queues(children: &[NodeSpec]) -> Option<&JobOrder> {
+    let mut shared = None;
+    for child in children {
+        match child {
+            NodeSpec::Queue { order, cpus: 1, .. } if shared.is_none_or(|o| o == order) => shared = Some(order),
+            _ => return None,
+        }
+    }
+    shared
 }
 
 /// Calls `$method` on whichever scheduler the root holds.
@@ -27,6 +45,7 @@ macro_rules! delegate {
     ($self:ident, $s:ident => $call:expr) => {
         match $self {
             RootScheduler::Queue($s) => $call,
+            RootScheduler::Partitioned($s) => $call,
             RootScheduler::Tree($s) => $call,
         }
     };

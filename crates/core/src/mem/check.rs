@@ -301,6 +301,11 @@ impl<A: FrameAllocator> Memory<A> {
                     "region {r} page {i}: swap owner {o} recorded for a page that is not swapped out"
                 );
             }
+            let solo = match reg.mappers[..] {
+                [(s, vi)] => self.spaces[s as usize].vmas.get(vi as usize).map(|v| (s, v.start)),
+                _ => None,
+            };
+            ensure!(reg.solo == solo, "region {r}: its one mapping is recorded as {:?}, its mappers say {solo:?}", reg.solo);
             for &(s, vi) in &reg.mappers {
                 let sp = &self.spaces[s as usize];
                 ensure!(sp.alive, "region {r} is mapped by dead space {s}");

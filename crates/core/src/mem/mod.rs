@@ -205,6 +205,9 @@ struct Region {
     cow_refs: Vec<u32>,
     /// (space, vma index) of every mapping that can map this region's pages.
     mappers: Vec<(u32, u32)>,
+    /// (space, first page) of the one mapping when there is exactly one: reclaim then finds a
+    /// frame's PTE without walking `mappers` (kept by [`Memory::mappers_changed`]).
+    solo: Option<(u32, u32)>,
     device: u32,
     /// Reservation pools that gave up the region's size to its SPEL lock.
     participants: Vec<u32>,

@@ -105,19 +105,22 @@ impl<A: FrameAllocator> Memory<A> {
     /// likewise only counts references from the reclaiming group's mms.
     fn test_referenced(&mut self, pool: u32, f: u32) -> bool {
         let Frame { region: r, page: i, .. } = self.frames[f as usize];
+        // Reclaim calls this several times per fault, and the loads that lead to the PTE are
+        // one chain: a region mapped once has its PTE's place at hand.
+        let (regions, spaces) = (&self.regions, &mut self.spaces);
+        let region = &regions[r as usize];
+        if let Some((s, start)) = region.solo {
+            let sp = &mut spaces[s as usize];
+            return (pool == GLOBAL || sp.pool == pool) && take_referenced(&mut sp.ptes[(start + i) as usize], f);
+        }
         let mut seen = false;
-        for k in 0..self.regions[r as usize].mappers.len() {
-            let (s, vi) = self.regions[r as usize].mappers[k];
-            let sp = &mut self.spaces[s as usize];
+        for &(s, vi) in &region.mappers {
+            let sp = &mut spaces[s as usize];
             if pool != GLOBAL && sp.pool != pool {
                 continue;
             }
             let vpn = sp.vmas[vi as usize].start + i;
-            let pte = &mut sp.ptes[vpn as usize];
-            if pte.frame == f && pte.flags & (PRESENT | REFERENCED) == PRESENT | REFERENCED {
-                pte.flags &= !REFERENCED;
-                seen = true;
-            }
+            seen |= take_referenced(&mut sp.ptes[vpn as usize], f);
         }
         seen
     }
@@ -451,4 +454,14 @@ impl<A: FrameAllocator> Memory<A> {
 struct Passed {
     spared: u32,
     other: u32,
+}
+
+/// Whether `pte` maps frame `f` present with its referenced bit set; clears the bit.
+#[inline]
+fn take_referenced(pte: &mut Pte, f: u32) -> bool {
+    let seen = pte.frame == f && pte.flags & (PRESENT | REFERENCED) == PRESENT | REFERENCED;
+    if seen {
+        pte.flags &= !REFERENCED;
+    }
+    seen
 }

@@ -78,6 +78,7 @@ impl<A: FrameAllocator> Memory<A> {
             pflags: vec![0; pages as usize],
             cow_refs: Vec::new(),
             mappers: Vec::new(),
+            solo: None,
             device: match kind {
                 RegionKind::SharedFile { device } => device.0,
                 _ => DeviceId::SWAP.0,
@@ -90,6 +91,15 @@ impl<A: FrameAllocator> Memory<A> {
             alive: true,
         });
         self.regions.len() as u32 - 1
+    }
+
+    /// Keeps `regions[r].solo` in step with its mappers.
+    pub(super) fn mappers_changed(&mut self, r: u32) {
+        let solo = match self.regions[r as usize].mappers[..] {
+            [(s, vi)] => Some((s, self.spaces[s as usize].vmas[vi as usize].start)),
+            _ => None,
+        };
+        self.regions[r as usize].solo = solo;
     }
 
     /// Appends a mapping of `region` to `space`'s virtual pages; returns its first page.
@@ -110,8 +120,10 @@ impl<A: FrameAllocator> Memory<A> {
         let vi = sp.vmas.len() as u32;
         sp.vmas.push(Vma { start: start as u32, pages, region, shadow, writable });
         self.regions[region as usize].mappers.push((s as u32, vi));
+        self.mappers_changed(region);
         if shadow != NIL {
             self.regions[shadow as usize].mappers.push((s as u32, vi));
+            self.mappers_changed(shadow);
         }
         Ok(Vpn(start as u32))
     }
@@ -274,6 +286,7 @@ impl<A: FrameAllocator> Memory<A> {
                 );
                 self.spaces[ps].vmas[vi].shadow = sh;
                 self.regions[sh as usize].mappers.push((ps as u32, vi as u32));
+                self.mappers_changed(sh);
                 for i in 0..v.pages {
                     let pte = &mut self.spaces[ps].ptes[(v.start + i) as usize];
                     pte.flags &= !WRITABLE;

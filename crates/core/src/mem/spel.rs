@@ -236,6 +236,13 @@ impl<A: FrameAllocator> Memory<A> {
                 self.regions[v.shadow as usize].mappers.retain(|&m| m != me);
             }
         }
+        // Once every one of the space's mappings is gone (its vmas are taken above).
+        for v in &vmas {
+            self.mappers_changed(v.region);
+            if v.shadow != NIL {
+                self.mappers_changed(v.shadow);
+            }
+        }
         for v in &vmas {
             let r = v.region;
             if v.shadow != NIL {
@@ -293,6 +300,7 @@ impl<A: FrameAllocator> Memory<A> {
         let reg = &mut self.regions[r as usize];
         reg.alive = false;
         reg.mappers.clear();
+        reg.solo = None;
         reg.usage.clear();
     }
 }

@@ -4,10 +4,9 @@
 
 use crate::mem::{BoundKind, DeviceSpec, Mc2Level, MemoryLayout, Placement, RefKind, RegionKind, ReservationKind, SharePolicy, Vpn};
 use crate::model::task::{Criticality, TaskSpec};
-use crate::rng::SimRng;
+use crate::rng::{SimRng, Words};
 use crate::time::Nanos;
 use critmem_policy::{ControllerConfig, GroupRole};
-use rand::RngCore;
 use serde::Deserialize;
 
 /// Bytes in a MiB (sizes in scenario files are MiB).
@@ -420,33 +419,37 @@ impl Stream {
 }
 
 /// Calls `f` on each element of `dst` with one random word, taken from the generator a
-/// buffer at a time: its `fill_bytes` hands out the same little-endian 32-bit words as
-/// `next_u32` (and `next_u64` is two of them, low first), so the draws are the same numbers
-/// in the same order as one call per draw, without the per-draw bookkeeping.
+/// buffer at a time ([`Words`]): its `fill_bytes` hands out the same little-endian
+/// 32-bit words as `next_u32` (and `next_u64` is two of them, low first), so the draws are the
+/// same numbers in the same order as one call per draw, without the per-draw bookkeeping.
 fn zip_words<T>(rng: &mut SimRng, dst: &mut [T], mut f: impl FnMut(&mut T, u32)) {
     let mut buf = [0u8; 4 * WORD_CHUNK];
+    let mut words = Words::of(rng, dst.len());
     for part in dst.chunks_mut(WORD_CHUNK) {
         let bytes = &mut buf[..4 * part.len()];
-        rng.fill_bytes(bytes);
+        words.fill(rng, bytes);
         for (d, w) in part.iter_mut().zip(bytes.chunks_exact(4)) {
             f(d, u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
         }
     }
+    words.finish(rng);
 }
 
 /// As [`zip_words`], with one `next_u64` draw per element.
 fn zip_u64s<T>(rng: &mut SimRng, dst: &mut [T], mut f: impl FnMut(&mut T, u64)) {
     let mut buf = [0u8; 4 * WORD_CHUNK];
+    let mut words = Words::of(rng, 2 * dst.len());
     for part in dst.chunks_mut(WORD_CHUNK / 2) {
         let bytes = &mut buf[..8 * part.len()];
-        rng.fill_bytes(bytes);
+        words.fill(rng, bytes);
         for (d, w) in part.iter_mut().zip(bytes.chunks_exact(8)) {
             f(d, u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]));
         }
     }
+    words.finish(rng);
 }
 
-/// Words per `fill_bytes` call (4 KiB on the stack).
+/// Words per [`Words::fill`] call (4 KiB on the stack).
 const WORD_CHUNK: usize = 1024;
 
 impl Stream {
@@ -519,6 +522,7 @@ fn threshold(p: f64) -> u64 {
 mod tests {
     use super::*;
     use crate::rng::sub_rng;
+    use rand::RngCore;
 
     fn stream(pattern: Pattern) -> Stream {
         Stream { target: Target::Private, pattern, passes: 1, write_fraction: 0.0, from_job: 0, until_job: None, every_jobs: 1 }

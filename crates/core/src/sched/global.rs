@@ -38,6 +38,12 @@ impl GlobalScheduler {
         self.ready.first().is_some()
     }
 
+    /// The job that runs first (the one a single CPU runs).
+    #[inline]
+    pub fn head(&self) -> Option<JobKey> {
+        self.ready.first()
+    }
+
     /// Like `choose`, but only over the CPUs listed in `free` (a subset of `0..cpus`, each
     /// `None` in `assign`): the `free.len()` highest-priority jobs run there, a job keeping
     /// the CPU it runs on when that CPU is free. Other entries of `assign` are left alone.
@@ -145,7 +151,7 @@ impl Scheduler for GlobalScheduler {
     #[inline]
     fn choose(&mut self, _now: Nanos, current: &[Option<JobKey>], assign: &mut [Option<JobKey>]) {
         if self.cpus == 1 {
-            assign[0] = self.ready.first();
+            assign[0] = self.head();
             return;
         }
         if self.cpus >= MARKS_FROM_CPUS {

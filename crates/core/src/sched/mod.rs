@@ -18,7 +18,7 @@ pub use cyclic::CyclicScheduler;
 pub use global::GlobalScheduler;
 pub use hierarchy::{HierarchyScheduler, ServerMemory, ServerSummary, Servers};
 pub use levels::{Mc2Node, Mc2ServerSet};
-pub use partitioned::PartitionNode;
+pub use partitioned::{PartitionNode, PartitionedQueues};
 
 use crate::model::scheduler::{CyclicTable, Hierarchy, Mc2Server, PriorityOrder, ServerPolicy};
 use crate::model::task::{Criticality, TaskSpec};
@@ -100,7 +100,7 @@ pub struct QueueKey {
 }
 
 /// How a queue-based scheduler orders jobs.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum JobOrder {
     /// Fixed priority: `ranks[task]`, 0 is the highest.
     FixedPriority { ranks: Vec<u32> },

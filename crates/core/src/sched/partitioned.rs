@@ -2,7 +2,7 @@
 //! each task's jobs go to one child (partitioned scheduling is this node over one uniprocessor
 //! queue per CPU).
 
-use super::{JobKey, KeyMap, ReadyJob, Scheduler};
+use super::{GlobalScheduler, JobKey, JobOrder, KeyMap, ReadyJob, Scheduler};
 use crate::time::Nanos;
 use std::ops::Range;
 
@@ -61,6 +61,52 @@ impl Scheduler for PartitionNode {
     fn finish(&mut self, now: Nanos, result: &mut crate::result::SimResult) {
         for child in &mut self.children {
             child.finish(now, result);
+        }
+    }
+}
+
+/// Partitioned FP/EDF held by value: one uniprocessor queue per CPU, CPU `c` running the head
+/// of queue `c`. It decides as a [`PartitionNode`] over such queues does, with no call through
+/// a trait object per CPU (these decisions come several per event).
+pub struct PartitionedQueues {
+    name: &'static str,
+    queues: Vec<GlobalScheduler>,
+    task_cpu: Vec<usize>,
+    cpu_of_job: KeyMap<usize>,
+}
+
+impl PartitionedQueues {
+    /// One `order` queue per CPU; task `t`'s jobs go to CPU `task_cpu[t]`.
+    pub fn new(name: &'static str, order: &JobOrder, cpus: usize, task_cpu: Vec<usize>) -> Self {
+        assert!(task_cpu.iter().all(|&c| c < cpus), "every task goes to an existing CPU");
+        let queues = (0..cpus).map(|_| GlobalScheduler::new(name, order.clone(), 1)).collect();
+        PartitionedQueues { name, queues, task_cpu, cpu_of_job: KeyMap::default() }
+    }
+}
+
+impl Scheduler for PartitionedQueues {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn cpus(&self) -> usize {
+        self.queues.len()
+    }
+    #[inline]
+    fn add_ready(&mut self, job: &ReadyJob) {
+        let c = self.task_cpu[job.task];
+        self.cpu_of_job.insert(job.key, c);
+        self.queues[c].add_ready(job);
+    }
+    #[inline]
+    fn remove(&mut self, key: JobKey) {
+        if let Some(c) = self.cpu_of_job.take(key) {
+            self.queues[c].remove(key);
+        }
+    }
+    #[inline]
+    fn choose(&mut self, _now: Nanos, _current: &[Option<JobKey>], assign: &mut [Option<JobKey>]) {
+        for (slot, queue) in assign.iter_mut().zip(&self.queues) {
+            *slot = queue.head();
         }
     }
 }
