@@ -20,6 +20,8 @@ happens before, not during, the run it configures.
 
 from __future__ import annotations
 
+import copy
+import functools
 import math
 import tomllib
 from collections.abc import Sequence
@@ -87,8 +89,15 @@ class Workload:
         return self.srt_max_mb + self.nrt_max_mb
 
     def base(self) -> dict[str, Any]:
-        with open(WORKLOAD_DIR / self.file, "rb") as f:
-            return tomllib.load(f)
+        """The workload's scenario file, parsed (a copy of its own: callers change it)."""
+        return copy.deepcopy(_workload_file(self.file))
+
+
+@functools.cache
+def _workload_file(name: str) -> dict[str, Any]:
+    # Parsed once per process: a sweep's worker runs hundreds of these workloads.
+    with open(WORKLOAD_DIR / name, "rb") as f:
+        return tomllib.load(f)
 
 
 WORKLOADS = (
