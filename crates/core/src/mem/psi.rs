@@ -110,15 +110,16 @@ impl Group {
     /// (The same as removing `old` and adding `new`, without touching the counts they share.)
     #[inline]
     fn change(&mut self, old: TaskPsiState, new: TaskPsiState) {
-        let step = |c: &mut u32, was: bool, is: bool| {
-            if was != is {
-                *c = if is { c.checked_add(1) } else { c.checked_sub(1) }.expect("PSI task counts stay consistent");
-            }
-        };
-        step(&mut self.nr_running, old.runnable, new.runnable);
-        step(&mut self.nr_iowait, old.iowait, new.iowait);
-        step(&mut self.nr_memstall, old.memstall, new.memstall);
-        step(&mut self.nr_memstall_running, old.memstall && old.runnable, new.memstall && new.runnable);
+        // The flags added and taken as numbers, with one check for all four counts: tasks
+        // change state several times per fault, and which flags differ is unpredictable.
+        let step = |c: u32, was: bool, is: bool| c.wrapping_add(u32::from(is)).wrapping_sub(u32::from(was));
+        self.nr_running = step(self.nr_running, old.runnable, new.runnable);
+        self.nr_iowait = step(self.nr_iowait, old.iowait, new.iowait);
+        self.nr_memstall = step(self.nr_memstall, old.memstall, new.memstall);
+        self.nr_memstall_running = step(self.nr_memstall_running, old.memstall && old.runnable, new.memstall && new.runnable);
+        // A count taken below zero wraps to the top half.
+        let all = self.nr_running | self.nr_iowait | self.nr_memstall | self.nr_memstall_running;
+        assert!(all < 1 << 31, "PSI task counts stay consistent");
     }
 
     fn apply(&mut self, s: TaskPsiState, sign: i32) {
