@@ -134,6 +134,15 @@ impl<A: FrameAllocator> Memory<A> {
                 c = self.entries[c as usize].next;
             }
             ensure!(found, "entry {e} is not on frame {}'s chain", en.frame);
+            ensure!(
+                (en.region, en.page) == (fr.region, fr.page),
+                "entry {e} says frame {} holds page {} of region {}, the frame says page {} of region {}",
+                en.frame,
+                en.page,
+                en.region,
+                fr.page,
+                fr.region
+            );
         }
         ensure!(live + self.free_entries.len() == self.entries.len(), "charge entries leaked");
 

@@ -354,7 +354,7 @@ impl<A: FrameAllocator> Memory<A> {
 
     /// Puts page `i` of region `r` into free frame `f`, held by `pool`, on list `list`.
     pub(super) fn install(&mut self, f: u32, r: u32, i: u32, pool: u32, list: u32, now: Nanos) {
-        let e = self.new_entry(f, pool);
+        let e = self.new_entry(f, pool, r, i);
         self.elists.push_back(list, e);
         self.frames[f as usize] = Frame { region: r, page: i, first: e, dirty: false, pinned: false, ready_at: now, readahead: false };
         let reg = &mut self.regions[r as usize];
@@ -386,7 +386,8 @@ impl<A: FrameAllocator> Memory<A> {
             }
             Mode::Global | Mode::Locked | Mode::FirstTouch => unreachable!(),
         }
-        let e = self.new_entry(f, pool);
+        let Frame { region: r, page: i, .. } = self.frames[f as usize];
+        let e = self.new_entry(f, pool, r, i);
         self.elists.push_back(active(pool), e);
         Ok(())
     }
@@ -444,6 +445,11 @@ impl<A: FrameAllocator> Memory<A> {
             // Unmap whatever still maps it through the base (only the writer can).
             self.unmap_all(f, None);
             self.frames[f as usize].region = to;
+            let mut e = self.frames[f as usize].first;
+            while e != NIL {
+                self.entries[e as usize].region = to;
+                e = self.entries[e as usize].next;
+            }
         }
         self.regions[from as usize].forget_swap_owner(i);
         self.regions[to as usize].frame[i as usize] = f;

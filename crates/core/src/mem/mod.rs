@@ -176,6 +176,10 @@ struct Entry {
     pool: u32,
     /// Next entry of the same frame (`NIL` ends the chain); the chain is in FCFS order.
     next: u32,
+    /// The frame's region and page, as `frames[frame]` has them: reclaim goes from a list's
+    /// entry to the page's PTE without loading the frame.
+    region: u32,
+    page: u32,
 }
 
 /// Effective management of a region's pages.

@@ -7,11 +7,12 @@ use super::*;
 impl<A: FrameAllocator> Memory<A> {
     // ------------------------------------------------------------- charge entries
 
-    pub(super) fn new_entry(&mut self, f: u32, pool: u32) -> u32 {
+    /// A charge of frame `f`, holding page `i` of region `r`, to `pool`.
+    pub(super) fn new_entry(&mut self, f: u32, pool: u32, r: u32, i: u32) -> u32 {
         if self.hard_bounds {
             self.spared.entered(pool);
         }
-        let entry = Entry { frame: f, pool, next: NIL };
+        let entry = Entry { frame: f, pool, next: NIL, region: r, page: i };
         let e = match self.free_entries.pop() {
             Some(e) => {
                 self.entries[e as usize] = entry;
@@ -55,7 +56,7 @@ impl<A: FrameAllocator> Memory<A> {
             self.entries[cur as usize].next = next;
         }
         self.elists.remove(e);
-        self.entries[e as usize] = Entry { frame: NIL, pool: NIL, next: NIL };
+        self.entries[e as usize] = Entry { frame: NIL, pool: NIL, next: NIL, region: NIL, page: NIL };
         self.free_entries.push(e);
     }
 
@@ -103,8 +104,8 @@ impl<A: FrameAllocator> Memory<A> {
     /// Tests (and clears) the referenced bits `pool` can see for frame `f`: those of address
     /// spaces bound to `pool`, or all of them for the global pool — Linux's memcg reclaim
     /// likewise only counts references from the reclaiming group's mms.
-    fn test_referenced(&mut self, pool: u32, f: u32) -> bool {
-        let Frame { region: r, page: i, .. } = self.frames[f as usize];
+    fn test_referenced(&mut self, pool: u32, e: u32) -> bool {
+        let Entry { frame: f, region: r, page: i, .. } = self.entries[e as usize];
         // Reclaim calls this several times per fault, and the loads that lead to the PTE are
         // one chain: a region mapped once has its PTE's place at hand.
         let (regions, spaces) = (&self.regions, &mut self.spaces);
@@ -150,8 +151,7 @@ impl<A: FrameAllocator> Memory<A> {
                         break;
                     };
                     scan -= 1;
-                    let f = self.entries[e as usize].frame;
-                    if self.test_referenced(p, f) {
+                    if self.test_referenced(p, e) {
                         self.elists.move_to_back(act, e);
                     } else {
                         self.elists.move_to_back(ina, e);
@@ -200,7 +200,7 @@ impl<A: FrameAllocator> Memory<A> {
             self.elists.move_to_back(act, e);
             return None;
         }
-        if self.test_referenced(pool, self.entries[e as usize].frame) {
+        if self.test_referenced(pool, e) {
             passed.other += 1;
             self.elists.move_to_back(act, e);
             return None;
@@ -225,12 +225,12 @@ impl<A: FrameAllocator> Memory<A> {
             budget -= 1;
             while !self.elists.is_empty(act) && self.elists.len(ina).saturating_mul(ratio) < self.elists.len(act) {
                 let e = self.elists.front(act).expect("non-empty");
-                self.test_referenced(GLOBAL, self.entries[e as usize].frame);
+                self.test_referenced(GLOBAL, e);
                 self.elists.move_to_back(ina, e);
             }
             if self.elists.is_empty(ina) {
                 let e = self.elists.front(act)?;
-                self.test_referenced(GLOBAL, self.entries[e as usize].frame);
+                self.test_referenced(GLOBAL, e);
                 self.elists.move_to_back(ina, e);
             }
             if let Some(e) = self.judge_inactive_head(GLOBAL, now, allow_busy, spare_hard, &mut fallback, passed) {
@@ -249,7 +249,7 @@ impl<A: FrameAllocator> Memory<A> {
     /// ownership to the next sharer in FCFS order, which pays with a frame from *its* list.
     /// Otherwise the page is evicted from memory for everyone.
     fn evict_entry(&mut self, e: u32, now: Nanos) -> u32 {
-        let Entry { frame: f, pool: p, next } = self.entries[e as usize];
+        let Entry { frame: f, pool: p, next, .. } = self.entries[e as usize];
         let r = self.frames[f as usize].region;
         self.reclaim_work += 1;
         if self.regions[r as usize].mode == Mode::Spc {
