@@ -110,3 +110,45 @@ impl Scheduler for PartitionedQueues {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sched::JobOrder;
+
+    proptest::proptest! {
+        /// Partitioned queues held by value decide as a partition node over one-CPU queues:
+        /// through any mix of jobs of any task becoming eligible and leaving, under EDF and
+        /// fixed priorities.
+        #[test]
+        fn queues_by_value_decide_as_the_partition_node(
+            cpus in 1usize..6,
+            edf in proptest::bool::ANY,
+            ops in proptest::collection::vec((proptest::bool::ANY, 0u32..40, 0usize..12, 0u64..50), 1..300),
+        ) {
+            let task_cpu: Vec<usize> = (0..12).map(|t| t % cpus).collect();
+            let order = if edf { JobOrder::Edf } else { JobOrder::FixedPriority { ranks: (0..12).map(|t| (t * 7 % 12) as u32).collect() } };
+            let children: Vec<Box<dyn Scheduler>> = (0..cpus).map(|_| Box::new(GlobalScheduler::new("p", order.clone(), 1)) as Box<dyn Scheduler>).collect();
+            let mut node = PartitionNode::new("p", children, task_cpu.clone());
+            let mut queues = PartitionedQueues::new("p", &order, cpus, task_cpu);
+            let mut current = vec![None; cpus];
+            let (mut a, mut b) = (vec![None; cpus], vec![None; cpus]);
+            let mut seq = 0;
+            for (add, key, task, deadline) in ops {
+                node.remove(key);
+                queues.remove(key);
+                if add {
+                    seq += 1;
+                    let job = ReadyJob { key, task, seq, release: Nanos::ZERO, abs_deadline: Nanos(deadline), donor: None };
+                    node.add_ready(&job);
+                    queues.add_ready(&job);
+                }
+                node.choose(Nanos::ZERO, &current, &mut a);
+                queues.choose(Nanos::ZERO, &current, &mut b);
+                proptest::prop_assert_eq!(&a, &b);
+                proptest::prop_assert_eq!(node.next_wakeup(Nanos::ZERO), queues.next_wakeup(Nanos::ZERO));
+                current.clone_from(&a);
+            }
+        }
+    }
+}
