@@ -26,7 +26,7 @@ fn splitmix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Words of the generator that `fill_words` can take from the cipher's keystream: ChaCha's
+/// Words of the generator that [`Words`] can take from the cipher's keystream: ChaCha's
 /// 32-bit block counter (with a zero nonce) and the generator's 64-bit one agree below 2^32
 /// blocks of 16 words.
 const KEYSTREAM_WORDS: u128 = 1 << 36;
