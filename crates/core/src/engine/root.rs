@@ -5,12 +5,12 @@
 
 use crate::result::SimResult;
 use crate::scenario::Scenario;
-use crate::sched::{GlobalScheduler, JobKey, JobOrder, NodeSpec, PartitionedQueues, ReadyJob, Scheduler};
+use crate::sched::{GlobalScheduler, JobKey, NodeSpec, PartitionNode, ReadyJob, Scheduler};
 use crate::time::Nanos;
 
 pub(super) enum RootScheduler {
     Queue(GlobalScheduler),
-    Partitioned(PartitionedQueues),
+    Partitioned(PartitionNode),
     Tree(Box<dyn Scheduler>),
 }
 
@@ -19,25 +19,12 @@ impl RootScheduler {
     pub(super) fn of(scenario: &Scenario) -> Self {
         match NodeSpec::of(scenario) {
             NodeSpec::Queue { name, order, cpus } => RootScheduler::Queue(GlobalScheduler::new(name, order, cpus)),
-            NodeSpec::Partition { name, children, task_child } => match uniprocessor_queues(&children) {
-                Some(order) => RootScheduler::Partitioned(PartitionedQueues::new(name, order, children.len(), task_child)),
-                None => RootScheduler::Tree(NodeSpec::Partition { name, children, task_child }.build()),
-            },
+            NodeSpec::Partition { name, order, cpus, task_cpu } => {
+                RootScheduler::Partitioned(PartitionNode::new(name, &order, cpus, task_cpu))
+            }
             spec => RootScheduler::Tree(spec.build()),
         }
     }
-}
-
-/// The order shared by `children` when each is a one-CPU queue in that same order.
-fn uniprocessor_queues(children: &[NodeSpec]) -> Option<&JobOrder> {
-    let mut shared = None;
-    for child in children {
-        match child {
-            NodeSpec::Queue { order, cpus: 1, .. } if shared.is_none_or(|o| o == order) => shared = Some(order),
-            _ => return None,
-        }
-    }
-    shared
 }
 
 /// Calls `$method` on whichever scheduler the root holds.

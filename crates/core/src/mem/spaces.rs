@@ -93,6 +93,12 @@ impl<A: FrameAllocator> Memory<A> {
         self.regions.len() as u32 - 1
     }
 
+    /// Records that vma `vi` of space `s` can map region `r`'s pages.
+    fn add_mapper(&mut self, r: u32, s: u32, vi: u32) {
+        self.regions[r as usize].mappers.push((s, vi));
+        self.mappers_changed(r);
+    }
+
     /// Keeps `regions[r].solo` in step with its mappers.
     pub(super) fn mappers_changed(&mut self, r: u32) {
         let solo = match self.regions[r as usize].mappers[..] {
@@ -119,11 +125,9 @@ impl<A: FrameAllocator> Memory<A> {
         sp.ptes.resize(sp.ptes.len() + pages as usize, EMPTY_PTE);
         let vi = sp.vmas.len() as u32;
         sp.vmas.push(Vma { start: start as u32, pages, region, shadow, writable });
-        self.regions[region as usize].mappers.push((s as u32, vi));
-        self.mappers_changed(region);
+        self.add_mapper(region, s as u32, vi);
         if shadow != NIL {
-            self.regions[shadow as usize].mappers.push((s as u32, vi));
-            self.mappers_changed(shadow);
+            self.add_mapper(shadow, s as u32, vi);
         }
         Ok(Vpn(start as u32))
     }
@@ -285,8 +289,7 @@ impl<A: FrameAllocator> Memory<A> {
                     Mode::Own,
                 );
                 self.spaces[ps].vmas[vi].shadow = sh;
-                self.regions[sh as usize].mappers.push((ps as u32, vi as u32));
-                self.mappers_changed(sh);
+                self.add_mapper(sh, ps as u32, vi as u32);
                 for i in 0..v.pages {
                     let pte = &mut self.spaces[ps].ptes[(v.start + i) as usize];
                     pte.flags &= !WRITABLE;

@@ -35,7 +35,7 @@ impl GlobalScheduler {
 
     /// Whether some job is eligible.
     pub fn has_jobs(&self) -> bool {
-        self.ready.first().is_some()
+        self.head().is_some()
     }
 
     /// The job that runs first (the one a single CPU runs).

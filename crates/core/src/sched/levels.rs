@@ -96,12 +96,9 @@ impl Mc2Node {
     ) -> Self {
         let tasks = task_level.len();
         let table = (!table.slots.is_empty()).then(|| CyclicScheduler::new(table, cpus, tasks));
-        let per_cpu = (0..cpus)
-            .map(|_| Box::new(GlobalScheduler::new("mc2", JobOrder::FixedPriority { ranks: rm_ranks.clone() }, 1)) as Box<dyn Scheduler>)
-            .collect();
-        // Tasks of other levels never reach level B; their entry only has to name a child.
+        // Tasks of other levels never reach level B; their entry only has to name a CPU.
         let task_child = task_cpu.iter().map(|c| c.unwrap_or(0)).chain(servers.servers.iter().map(|s| s.cpu.unwrap_or(0))).collect();
-        let level_b = PartitionNode::new("mc2", per_cpu, task_child);
+        let level_b = PartitionNode::new("mc2", &JobOrder::FixedPriority { ranks: rm_ranks.clone() }, cpus, task_child);
         let level_c = GlobalScheduler::new("mc2", JobOrder::Edf, cpus);
         // Equal ranks leave the release sequence number as the order: first released first.
         let level_d = GlobalScheduler::new("mc2", JobOrder::FixedPriority { ranks: vec![0; tasks + servers.servers.len()] }, cpus);

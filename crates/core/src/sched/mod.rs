@@ -18,7 +18,7 @@ pub use cyclic::CyclicScheduler;
 pub use global::GlobalScheduler;
 pub use hierarchy::{HierarchyScheduler, ServerMemory, ServerSummary, Servers};
 pub use levels::{Mc2Node, Mc2ServerSet};
-pub use partitioned::{PartitionNode, PartitionedQueues};
+pub use partitioned::PartitionNode;
 
 use crate::model::scheduler::{CyclicTable, Hierarchy, Mc2Server, PriorityOrder, ServerPolicy};
 use crate::model::task::{Criticality, TaskSpec};
@@ -100,7 +100,7 @@ pub struct QueueKey {
 }
 
 /// How a queue-based scheduler orders jobs.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub enum JobOrder {
     /// Fixed priority: `ranks[task]`, 0 is the highest.
     FixedPriority { ranks: Vec<u32> },
@@ -242,8 +242,8 @@ pub enum NodeSpec {
     /// One ready queue in `order` over `cpus` CPUs: the `cpus` highest-priority eligible jobs
     /// run (uniprocessor FP/EDF, global FP/EDF).
     Queue { name: &'static str, order: JobOrder, cpus: usize },
-    /// Children over consecutive, disjoint ranges of CPUs, each task's jobs routed to one.
-    Partition { name: &'static str, children: Vec<NodeSpec>, task_child: Vec<usize> },
+    /// One uniprocessor queue in `order` per CPU, task `t`'s jobs on CPU `task_cpu[t]`.
+    Partition { name: &'static str, order: JobOrder, cpus: usize, task_cpu: Vec<usize> },
     /// A time-triggered table of per-task windows.
     Table { table: CyclicTable, cpus: usize, tasks: usize },
     /// Servers under one root per CPU, the tasks attached to leaf servers.
@@ -264,7 +264,7 @@ pub enum NodeSpec {
 }
 
 impl NodeSpec {
-    /// The tree a scenario's `[scheduler]` describes: one node, or a partition node over one
+    /// The tree a scenario's `[scheduler]` describes: one node, or a partition node of one
     /// uniprocessor queue per CPU.
     pub fn of(scenario: &Scenario) -> NodeSpec {
         let name = scenario.scheduler.name();
@@ -295,11 +295,7 @@ impl NodeSpec {
                 cpus: scenario.cpus,
                 tasks: scenario.tasks.len(),
             },
-            (Some(order), Some(task_cpu)) => NodeSpec::Partition {
-                name,
-                children: (0..scenario.cpus).map(|_| NodeSpec::Queue { name, order: order.clone(), cpus: 1 }).collect(),
-                task_child: task_cpu,
-            },
+            (Some(order), Some(task_cpu)) => NodeSpec::Partition { name, order, cpus: scenario.cpus, task_cpu },
             (Some(order), None) => NodeSpec::Queue { name, order, cpus: scenario.cpus },
         }
     }
@@ -308,9 +304,7 @@ impl NodeSpec {
     pub fn build(self) -> Box<dyn Scheduler> {
         match self {
             NodeSpec::Queue { name, order, cpus } => Box::new(GlobalScheduler::new(name, order, cpus)),
-            NodeSpec::Partition { name, children, task_child } => {
-                Box::new(PartitionNode::new(name, children.into_iter().map(NodeSpec::build).collect(), task_child))
-            }
+            NodeSpec::Partition { name, order, cpus, task_cpu } => Box::new(PartitionNode::new(name, &order, cpus, task_cpu)),
             NodeSpec::Table { table, cpus, tasks } => Box::new(CyclicScheduler::new(table, cpus, tasks)),
             NodeSpec::Hierarchy { name, hierarchy, tasks, cpus } => Box::new(HierarchyScheduler::new(name, &hierarchy, &tasks, cpus)),
             NodeSpec::Levels { table, task_level, task_cpu, rm_ranks, servers, cpus } => {

@@ -31,8 +31,7 @@ impl TaskPolicy {
             for &(t, cpu) in &spec.task_cpus {
                 task_child[t] = cpu;
             }
-            let children = (0..cpus).map(|_| Box::new(GlobalScheduler::new(name, order.clone(), 1)) as Box<dyn Scheduler>).collect();
-            Box::new(PartitionNode::new(name, children, task_child)) as Box<dyn Scheduler>
+            Box::new(PartitionNode::new(name, &order, cpus, task_child)) as Box<dyn Scheduler>
         };
         let sched = match spec.policy {
             ServerPolicy::Gedf => return TaskPolicy::Global(GlobalScheduler::new(name, JobOrder::Edf, cpus)),
