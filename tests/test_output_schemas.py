@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import critmem
+import critmem.reproduce
 import pytest
 from conftest import EXAMPLE_FILES, ROOT, assert_matches_output_schema, assert_output_schema_rejects_mangling, cli
 from critmem import _core, output_schema, output_schema_names
@@ -272,10 +273,11 @@ def _linux_summary() -> dict[str, Any]:
     job = {"task": "video", "job": 3, "release_ms": -0.5, "deadline_ms": 2.5, "start_ms": 1.0, "completion_ms": 3.0, "drop_ms": None,
            "response_ms": 2.5, "tardiness_ms": 0.5, "missed": True, "outcome": "completed", "stall_ms": 0.25, "cpu_ms": 0.9,
            "cpu_wait_ms": None}  # fmt: skip
-    psi = {"memory_some_us": 1000, "memory_full_us": 0, "io_some_us": 10, "io_full_us": 0}
+    psi = {"memory_some_us": 1000, "memory_full_us": 0, "io_some_us": 10, "io_full_us": 0, "cpu_some_us": 5}
     jobs = {"jobs_reported": 12, "jobs_completed": 11, "jobs_dropped": 1, "jobs_pending": 0, "deadline_hits": 11, "deadline_misses": 1}
     no_jobs = dict.fromkeys(jobs, 0)
-    sample = {"usage_bytes": 40 << 20, "max_bytes": None, "high_bytes": 64 << 20, "memory_some_us": 10, "io_some_us": 0}
+    sample = {"usage_bytes": 40 << 20, "max_bytes": None, "high_bytes": 64 << 20, "memory_some_us": 10, "io_some_us": 0,
+              "cpu_some_us": 3, "cpu_usage_us": 90_000, "cpu_millicpus": 500, "io_read_bytes_per_s": None, "io_write_bytes_per_s": None}  # fmt: skip
     return {
         "scenario": "linux-sara.toml", "platform": "linux", "scheduler": "linux", "cpus": 2, "horizon_ms": 5000.0, "seed": 1,
         "controller": "sara", "backend": "cgroup v2", "tasks": tasks, "jobs": [job],

@@ -22,7 +22,9 @@ from critmem.controller import (
     JobRelease,
     Observation,
     Reclaim,
+    SetCpuMax,
     SetHigh,
+    SetIoMax,
     SetMax,
     actions_from_wire,
     actions_to_wire,
@@ -356,10 +358,12 @@ def _wire_observations(draw: st.DrawFn) -> dict[str, Any]:
             {
                 "name": f"g{i}",
                 "role": {"SoftRealTime": {"deadline_ns": draw(_u64), "bcet_ns": draw(_u64)}} if srt else "NonRealTime",
-                "stall": {k: draw(_u64) for k in ("memory_some_us", "memory_full_us", "io_some_us", "io_full_us")},
+                "stall": {k: draw(_u64) for k in ("memory_some_us", "memory_full_us", "io_some_us", "io_full_us", "cpu_some_us")},
                 "usage_bytes": draw(_u64),
                 "knobs": {k: draw(_opt) for k in ("max_bytes", "high_bytes", "min_bytes", "low_bytes")},
                 "floor_bytes": draw(_u64),
+                "cpu_usage_us": draw(_u64),
+                "bandwidth": {k: draw(_opt) for k in ("cpu_millicpus", "io_read_bytes_per_s", "io_write_bytes_per_s")},
             }
         )
     events = draw(
@@ -372,7 +376,13 @@ def _wire_observations(draw: st.DrawFn) -> dict[str, Any]:
             max_size=5,
         )
     )
-    return {"now_ns": draw(_u64), "total_memory_bytes": draw(_u64), "groups": groups, "events": events}
+    return {
+        "now_ns": draw(_u64),
+        "total_memory_bytes": draw(_u64),
+        "cpus": draw(st.integers(1, 1 << 16)),
+        "groups": groups,
+        "events": events,
+    }
 
 
 @given(_wire_observations())
@@ -385,7 +395,12 @@ def test_observations_round_trip_between_the_wire_and_the_typed_form(wire: dict[
 @given(
     st.lists(
         st.one_of(
-            st.builds(SetMax, _u64, _opt), st.builds(SetHigh, _u64, _opt), st.builds(DropJob, _u64, _u64), st.builds(Reclaim, _u64, _u64)
+            st.builds(SetMax, _u64, _opt),
+            st.builds(SetHigh, _u64, _opt),
+            st.builds(DropJob, _u64, _u64),
+            st.builds(Reclaim, _u64, _u64),
+            st.builds(SetCpuMax, _u64, _opt),
+            st.builds(SetIoMax, _u64, _opt, _opt),
         ),
         max_size=6,
     )
@@ -404,6 +419,8 @@ def test_valid_actions_round_trip(actions: list[Any]) -> None:
         ([SetMax(-1, 5)], "group must be between 0"),
         ([DropJob(0, -2)], "job must be between 0"),
         ([Reclaim(0, None)], "(Reclaim) bytes must be a whole number, got None"),  # type: ignore[arg-type]
+        ([SetCpuMax(0, -1)], "(SetCpuMax) millicpus must be between 0"),
+        ([SetIoMax(0, None, 0.5)], "(SetIoMax) write_bytes_per_s must be a finite whole number, got 0.5"),  # type: ignore[arg-type]
         (["SetMax"], "action 0 is a str"),
         (SetMax(0, 1), "must return a list of actions, got SetMax"),
     ],

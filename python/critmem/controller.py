@@ -37,6 +37,8 @@ class StallTotals:
     memory_full_us: int
     io_some_us: int
     io_full_us: int
+    cpu_some_us: int = 0
+    """Time some task of the group was runnable but waited for a CPU (`cpu.pressure`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +49,18 @@ class MemoryKnobs:
     high_bytes: int | None
     min_bytes: int | None
     low_bytes: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class BandwidthKnobs:
+    """A group's CPU and I/O bandwidth limits now (`None`: no limit)."""
+
+    cpu_millicpus: int | None = None
+    """CPU time over all the group's tasks, in thousandths of one CPU (`cpu.max`)."""
+    io_read_bytes_per_s: int | None = None
+    """Reads from the swap device (`io.max` `rbps`)."""
+    io_write_bytes_per_s: int | None = None
+    """Writes to the swap device (`io.max` `wbps`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +77,9 @@ class GroupObservation:
     knobs: MemoryKnobs
     floor_bytes: int
     """The smallest limit the platform applies (the group's declared floor)."""
+    cpu_usage_us: int = 0
+    """CPU time the group's tasks used since the group was created."""
+    bandwidth: BandwidthKnobs = BandwidthKnobs()
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +117,8 @@ class Observation:
     groups: tuple[GroupObservation, ...]
     events: tuple[JobEvent, ...]
     """Job boundaries of soft real-time groups since the previous tick, in order."""
+    cpus: int = 1
+    """CPUs of the machine: a CPU limit of `cpus * 1000` millicpus or more limits nothing."""
 
     def group(self, name: str) -> int:
         """The index of the group called `name` (KeyError if none is)."""
@@ -161,7 +180,28 @@ class Reclaim:
     bytes: int
 
 
-Action: TypeAlias = SetMax | SetHigh | SetMin | SetLow | DropJob | Reclaim
+@dataclass(frozen=True, slots=True)
+class SetCpuMax:
+    """A CPU bandwidth limit over all the group's tasks (`cpu.max`, over 100 ms periods), in
+    thousandths of one CPU; `None` removes it. The platform applies at least 10 (1 ms per
+    period), and none where the limit covers every CPU."""
+
+    group: int
+    millicpus: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class SetIoMax:
+    """Limits of the group's reads from and writes to the swap device (`io.max`; cgroup v1's
+    `blkio.throttle.*_bps_device`), bytes per second; `None` removes a direction's limit. The
+    platform applies at least 1 MiB/s; one without a swap device it may limit ignores it."""
+
+    group: int
+    read_bytes_per_s: int | None
+    write_bytes_per_s: int | None
+
+
+Action: TypeAlias = SetMax | SetHigh | SetMin | SetLow | DropJob | Reclaim | SetCpuMax | SetIoMax
 
 
 class Controller:
@@ -191,17 +231,19 @@ def observation_from_wire(wire: Mapping[str, Any]) -> Observation:
     for g in wire["groups"]:
         role = g["role"]
         srt = role.get("SoftRealTime") if isinstance(role, dict) else None
-        s, k = g["stall"], g["knobs"]
+        s, k, b = g["stall"], g["knobs"], g.get("bandwidth", {})
         groups.append(
             GroupObservation(
                 name=g["name"],
                 role="soft-rt" if srt is not None else "non-rt",
                 deadline_ns=srt["deadline_ns"] if srt is not None else None,
                 bcet_ns=srt["bcet_ns"] if srt is not None else None,
-                stall=StallTotals(s["memory_some_us"], s["memory_full_us"], s["io_some_us"], s["io_full_us"]),
+                stall=StallTotals(s["memory_some_us"], s["memory_full_us"], s["io_some_us"], s["io_full_us"], s.get("cpu_some_us", 0)),
                 usage_bytes=g["usage_bytes"],
                 knobs=MemoryKnobs(k["max_bytes"], k["high_bytes"], k["min_bytes"], k["low_bytes"]),
                 floor_bytes=g["floor_bytes"],
+                cpu_usage_us=g.get("cpu_usage_us", 0),
+                bandwidth=BandwidthKnobs(b.get("cpu_millicpus"), b.get("io_read_bytes_per_s"), b.get("io_write_bytes_per_s")),
             )
         )
     events: list[JobEvent] = []
@@ -213,7 +255,7 @@ def observation_from_wire(wire: Mapping[str, Any]) -> Observation:
             events.append(JobCompletion(f["group"], f["job"], f["at_ns"]))
         else:
             events.append(JobDrop(f["group"], f["job"], f["at_ns"]))
-    return Observation(wire["now_ns"], wire["total_memory_bytes"], tuple(groups), tuple(events))
+    return Observation(wire["now_ns"], wire["total_memory_bytes"], tuple(groups), tuple(events), wire.get("cpus", 1))
 
 
 def observation_to_wire(observation: Observation) -> dict[str, Any]:
@@ -221,7 +263,7 @@ def observation_to_wire(observation: Observation) -> dict[str, Any]:
     groups = []
     for g in observation.groups:
         role: Any = {"SoftRealTime": {"deadline_ns": g.deadline_ns, "bcet_ns": g.bcet_ns}} if g.role == "soft-rt" else "NonRealTime"
-        s, k = g.stall, g.knobs
+        s, k, b = g.stall, g.knobs, g.bandwidth
         groups.append(
             {
                 "name": g.name,
@@ -231,10 +273,17 @@ def observation_to_wire(observation: Observation) -> dict[str, Any]:
                     "memory_full_us": s.memory_full_us,
                     "io_some_us": s.io_some_us,
                     "io_full_us": s.io_full_us,
+                    "cpu_some_us": s.cpu_some_us,
                 },
                 "usage_bytes": g.usage_bytes,
                 "knobs": {"max_bytes": k.max_bytes, "high_bytes": k.high_bytes, "min_bytes": k.min_bytes, "low_bytes": k.low_bytes},
                 "floor_bytes": g.floor_bytes,
+                "cpu_usage_us": g.cpu_usage_us,
+                "bandwidth": {
+                    "cpu_millicpus": b.cpu_millicpus,
+                    "io_read_bytes_per_s": b.io_read_bytes_per_s,
+                    "io_write_bytes_per_s": b.io_write_bytes_per_s,
+                },
             }
         )
     events: list[dict[str, Any]] = []
@@ -244,7 +293,13 @@ def observation_to_wire(observation: Observation) -> dict[str, Any]:
         else:
             kind = "Completion" if isinstance(e, JobCompletion) else "Drop"
             events.append({kind: {"group": e.group, "job": e.job, "at_ns": e.at_ns}})
-    return {"now_ns": observation.now_ns, "total_memory_bytes": observation.total_memory_bytes, "groups": groups, "events": events}
+    return {
+        "now_ns": observation.now_ns,
+        "total_memory_bytes": observation.total_memory_bytes,
+        "cpus": observation.cpus,
+        "groups": groups,
+        "events": events,
+    }
 
 
 def actions_from_wire(wire: Sequence[Mapping[str, Any]]) -> list[Action]:
@@ -257,6 +312,10 @@ def actions_from_wire(wire: Sequence[Mapping[str, Any]]) -> list[Action]:
             actions.append(DropJob(f["group"], f["job"]))
         elif kind == "Reclaim":
             actions.append(Reclaim(f["group"], f["bytes"]))
+        elif kind == "SetCpuMax":
+            actions.append(SetCpuMax(f["group"], f["millicpus"]))
+        elif kind == "SetIoMax":
+            actions.append(SetIoMax(f["group"], f["read_bytes_per_s"], f["write_bytes_per_s"]))
         else:
             actions.append(kinds[kind](f["group"], f["bytes"]))
     return actions
@@ -305,6 +364,17 @@ def actions_to_wire(actions: object) -> list[dict[str, Any]]:
                     }
                 }
             )
+        elif isinstance(a, SetCpuMax):
+            millicpus = None if a.millicpus is None else _whole(f"action {i} (SetCpuMax) millicpus", a.millicpus)
+            wire.append({"SetCpuMax": {"group": _whole(f"action {i} (SetCpuMax) group", a.group), "millicpus": millicpus}})
+        elif isinstance(a, SetIoMax):
+            rate = {
+                d: None if v is None else _whole(f"action {i} (SetIoMax) {d}", v)
+                for d, v in (("read_bytes_per_s", a.read_bytes_per_s), ("write_bytes_per_s", a.write_bytes_per_s))
+            }
+            wire.append({"SetIoMax": {"group": _whole(f"action {i} (SetIoMax) group", a.group), **rate}})
         else:
-            raise ActionError(f"action {i} is a {type(a).__name__}, not SetMax, SetHigh, SetMin, SetLow, DropJob or Reclaim")
+            raise ActionError(
+                f"action {i} is a {type(a).__name__}, not SetMax, SetHigh, SetMin, SetLow, DropJob, Reclaim, SetCpuMax or SetIoMax"
+            )
     return wire

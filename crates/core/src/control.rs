@@ -10,7 +10,10 @@ use crate::model::task::TaskSpec;
 use crate::result::{JsonFields, Outcome, Section, SimResult};
 use crate::sched::JobKey;
 use crate::time::Nanos;
-use critmem_policy::{Action, Controller, GroupObservation, GroupRole, JobEvent, MemoryKnobs, Observation, Platform, StallTotals};
+use critmem_policy::{
+    Action, BandwidthKnobs, Controller, GroupObservation, GroupRole, JobEvent, MemoryKnobs, Observation, Platform, StallTotals,
+    CPU_PERIOD_US,
+};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -102,6 +105,10 @@ struct State {
     /// Managed group of each task, if any.
     task_group: Vec<Option<usize>>,
     knobs: Vec<MemoryKnobs>,
+    bandwidth: Vec<BandwidthKnobs>,
+    /// Per group, CPU time and CPU wait as of this tick (from the engine's CPU groups).
+    cpu_times: Vec<(Nanos, Nanos)>,
+    cpus: u32,
     events: Vec<JobEvent>,
     extremes: Vec<GroupExtremes>,
     timeline: Vec<ControlSample>,
@@ -112,8 +119,8 @@ struct State {
 }
 
 impl Control {
-    pub(crate) fn new(spec: &ControlSpec, memory: &MemorySpec, tasks: &[TaskSpec]) -> Control {
-        Control::with_controller(spec.config.build(), spec.config.name().to_string(), spec, memory, tasks)
+    pub(crate) fn new(spec: &ControlSpec, memory: &MemorySpec, tasks: &[TaskSpec], cpus: usize) -> Control {
+        Control::with_controller(spec.config.build(), spec.config.name().to_string(), spec, memory, tasks, cpus)
     }
 
     /// A loop around a controller the caller built (the scenario's name and config unused).
@@ -123,6 +130,7 @@ impl Control {
         spec: &ControlSpec,
         memory: &MemorySpec,
         tasks: &[TaskSpec],
+        cpus: usize,
     ) -> Control {
         let pb = memory.page_bytes;
         let bytes = |p: Option<u64>| p.map(|p| p * pb);
@@ -137,6 +145,9 @@ impl Control {
                     low_bytes: bytes(g.low_pages),
                 })
                 .collect(),
+            bandwidth: vec![BandwidthKnobs::default(); memory.groups.len()],
+            cpu_times: vec![(Nanos::ZERO, Nanos::ZERO); memory.groups.len()],
+            cpus: u32::try_from(cpus).expect("fewer than 2^32 CPUs"),
             task_group: tasks
                 .iter()
                 .map(|t| t.memory.as_ref().and_then(|tm| memory.groups.iter().position(|g| g.name == tm.group)))
@@ -154,11 +165,12 @@ impl Control {
     }
 
     /// One iteration of the platform-neutral loop ([`critmem_policy::step`]) over the
-    /// simulator platform; returns the jobs to drop (group, job id) for the engine.
-    pub(crate) fn tick(&mut self, now: Nanos, ms: &mut MemSim) -> Vec<(usize, u64)> {
+    /// simulator platform; returns what the engine carries out: the jobs to drop (group, job
+    /// id) and the CPU limits set (group, millicpus).
+    pub(crate) fn tick(&mut self, now: Nanos, ms: &mut MemSim) -> EngineRequests {
         self.state.ticks += 1;
-        let mut drops = Vec::new();
-        let mut platform = SimPlatform { state: &mut self.state, ms, now, drops: &mut drops };
+        let mut requests = EngineRequests::default();
+        let mut platform = SimPlatform { state: &mut self.state, ms, now, requests: &mut requests };
         critmem_policy::step(&mut platform, &mut *self.controller).unwrap_or_else(|never| match never {});
         let st = &mut self.state;
         let points: Vec<GroupPoint> = (0..st.groups.len())
@@ -192,7 +204,7 @@ impl Control {
                 st.timeline_every_ticks *= 2;
             }
         }
-        drops
+        requests
     }
 
     pub(crate) fn into_result(self) -> ControlResult {
@@ -217,6 +229,23 @@ impl Subsystem for Control {
     }
 
     fn start(&mut self, cx: &mut Context<'_>) {
+        // Each managed group is a CPU group: its CPU time and wait are observed, and a
+        // controller may limit its bandwidth.
+        for (task, group) in self.state.task_group.iter().enumerate() {
+            if let Some(g) = group {
+                cx.join_cpu_group(task, u32::try_from(*g).expect("fewer than 2^32 groups"));
+            }
+        }
+        // The groups' declared CPU and I/O limits, applied as a controller's would be.
+        let declared: Vec<Action> = self.state.groups.iter().enumerate().flat_map(|(group, g)| g.bandwidth.actions(group)).collect();
+        if !declared.is_empty() {
+            let now = cx.now();
+            let memory = cx.peer_mut::<MemorySubsystem>().expect("a control loop runs beside the memory model");
+            let mut requests = EngineRequests::default();
+            let mut platform = SimPlatform { state: &mut self.state, ms: memory.model_mut(), now, requests: &mut requests };
+            platform.apply(&declared).unwrap_or_else(|never| match never {});
+            self.send(cx, requests);
+        }
         // The first tick closes the first interval (SARA counts ticks as intervals).
         cx.schedule(cx.now() + self.interval, TICK);
     }
@@ -237,8 +266,29 @@ impl Subsystem for Control {
     fn on_event(&mut self, cx: &mut Context<'_>, tag: u64) {
         debug_assert_eq!(tag, TICK);
         let now = cx.now();
+        for (g, times) in self.state.cpu_times.iter_mut().enumerate() {
+            *times = cx.cpu_group_times(u32::try_from(g).expect("fewer than 2^32 groups"));
+        }
         let memory = cx.peer_mut::<MemorySubsystem>().expect("a control loop runs beside the memory model");
-        let drops = self.tick(now, memory.model_mut());
+        let requests = self.tick(now, memory.model_mut());
+        self.send(cx, requests);
+        cx.schedule(now + self.interval, TICK);
+    }
+
+    fn finish(self: Box<Self>, _horizon: Nanos, result: &mut SimResult) {
+        result.set_section(self.into_result());
+    }
+}
+
+impl Control {
+    /// Passes what a tick asked of the engine on: CPU limits, then job drops.
+    fn send(&mut self, cx: &mut Context<'_>, requests: EngineRequests) {
+        let EngineRequests { drops, cpu_limits } = requests;
+        for (group, millicpus) in cpu_limits {
+            let period = Nanos::from_us(CPU_PERIOD_US);
+            let quota = |m: u64| Nanos(period.0 * m / 1000);
+            cx.set_cpu_limit(u32::try_from(group).expect("fewer than 2^32 groups"), millicpus.map(|m| (quota(m), period)));
+        }
         for (group, job) in drops {
             // A job asked for twice in one tick is dropped once; the second request is ignored.
             match self.live.get(&job).copied().filter(|&(_, g)| g == group) {
@@ -250,11 +300,6 @@ impl Subsystem for Control {
                 None => self.state.ignored += 1,
             }
         }
-        cx.schedule(now + self.interval, TICK);
-    }
-
-    fn finish(self: Box<Self>, _horizon: Nanos, result: &mut SimResult) {
-        result.set_section(self.into_result());
     }
 }
 
@@ -282,14 +327,23 @@ impl State {
     }
 }
 
-/// The simulator as a [`Platform`]: observations come from the memory model and the job
-/// boundaries the engine reported; limits apply at once (synchronously, at `now`).
+/// What a tick asks of the engine, which owns the jobs and the CPUs.
+#[derive(Default)]
+pub(crate) struct EngineRequests {
+    /// `DropJob`s: (group, job id).
+    drops: Vec<(usize, u64)>,
+    /// `SetCpuMax`es as applied: (group, millicpus).
+    cpu_limits: Vec<(usize, Option<u64>)>,
+}
+
+/// The simulator as a [`Platform`]: observations come from the memory model, the engine's CPU
+/// groups and the job boundaries the engine reported; limits apply at once (synchronously,
+/// at `now`).
 struct SimPlatform<'a> {
     state: &'a mut State,
     ms: &'a mut MemSim,
     now: Nanos,
-    /// `DropJob`s for the engine, which owns the jobs.
-    drops: &'a mut Vec<(usize, u64)>,
+    requests: &'a mut EngineRequests,
 }
 
 impl Platform for SimPlatform<'_> {
@@ -299,6 +353,7 @@ impl Platform for SimPlatform<'_> {
         Ok(Observation {
             now_ns: self.now.0,
             total_memory_bytes: self.ms.managed_bytes(),
+            cpus: self.state.cpus,
             groups: self
                 .state
                 .groups
@@ -314,10 +369,13 @@ impl Platform for SimPlatform<'_> {
                             memory_full_us: psi.memory.full_us,
                             io_some_us: psi.io.some_us,
                             io_full_us: psi.io.full_us,
+                            cpu_some_us: self.state.cpu_times[gi].1.as_us(),
                         },
                         usage_bytes,
                         knobs: self.state.knobs[gi],
                         floor_bytes: g.floor_pages * self.ms.page_bytes(),
+                        cpu_usage_us: self.state.cpu_times[gi].0.as_us(),
+                        bandwidth: self.state.bandwidth[gi],
                     }
                 })
                 .collect(),
@@ -368,8 +426,24 @@ impl Platform for SimPlatform<'_> {
                     Action::SetLow { group, bytes: k.low_bytes }
                 }
                 Action::DropJob { job, .. } => {
-                    self.drops.push((group, job));
+                    self.requests.drops.push((group, job));
                     applied.push(a);
+                    continue;
+                }
+                Action::SetCpuMax { millicpus, .. } => {
+                    let millicpus = critmem_policy::applied_cpu_millicpus(millicpus, st.cpus);
+                    st.bandwidth[group].cpu_millicpus = millicpus;
+                    self.requests.cpu_limits.push((group, millicpus));
+                    applied.push(Action::SetCpuMax { group, millicpus });
+                    continue;
+                }
+                Action::SetIoMax { read_bytes_per_s, write_bytes_per_s, .. } => {
+                    let b = &mut st.bandwidth[group];
+                    b.io_read_bytes_per_s = critmem_policy::applied_io_bytes_per_s(read_bytes_per_s);
+                    b.io_write_bytes_per_s = critmem_policy::applied_io_bytes_per_s(write_bytes_per_s);
+                    let (read_bytes_per_s, write_bytes_per_s) = (b.io_read_bytes_per_s, b.io_write_bytes_per_s);
+                    self.ms.set_group_io_limits(group, read_bytes_per_s, write_bytes_per_s);
+                    applied.push(Action::SetIoMax { group, read_bytes_per_s, write_bytes_per_s });
                     continue;
                 }
                 Action::Reclaim { bytes, .. } => {
@@ -425,9 +499,9 @@ access = [{ pattern = "sweep" }]
         let mut ms = MemSim::new(spec, &s.tasks, &["t".to_string()], &[], 1, true).ok().unwrap();
         let config = critmem_policy::ControllerConfig::parse("greedy", serde_json::json!({})).unwrap();
         let cs = ControlSpec { config, interval: Nanos::from_ms(5) };
-        let mut c = Control::new(&cs, spec, &s.tasks);
-        let mut drops = Vec::new();
-        let mut p = SimPlatform { state: &mut c.state, ms: &mut ms, now: Nanos::from_ms(1), drops: &mut drops };
+        let mut c = Control::new(&cs, spec, &s.tasks, s.cpus);
+        let mut requests = EngineRequests::default();
+        let mut p = SimPlatform { state: &mut c.state, ms: &mut ms, now: Nanos::from_ms(1), requests: &mut requests };
         let obs = p.observe().unwrap();
         assert_eq!(obs.total_memory_bytes, 16 << 20);
         assert_eq!(obs.groups[0].knobs.max_bytes, Some(8 << 20));
@@ -483,11 +557,15 @@ access = [{ pattern = "sweep" }]
         let mut ms = MemSim::new(spec, &s.tasks, &names, &[], 1, true).ok().unwrap();
         let config = critmem_policy::ControllerConfig::parse("greedy", serde_json::json!({})).unwrap();
         let cs = ControlSpec { config, interval: Nanos::from_ms(5) };
-        let mut c = Control::new(&cs, spec, &s.tasks);
-        let mut drops = Vec::new();
-        let mut p = SimPlatform { state: &mut c.state, ms: &mut ms, now: Nanos::from_ms(1), drops: &mut drops };
+        let mut c = Control::new(&cs, spec, &s.tasks, s.cpus);
+        let mut requests = EngineRequests::default();
+        let mut p = SimPlatform { state: &mut c.state, ms: &mut ms, now: Nanos::from_ms(1), requests: &mut requests };
         critmem_policy::check_platform(&mut p, |_| {}).unwrap_or_else(|e| panic!("{e}"));
-        assert!(drops.is_empty());
+        assert!(requests.drops.is_empty());
+        // Every CPU limit the body asked for reaches the engine as applied, the last one cleared.
+        assert_eq!(requests.cpu_limits.len(), 8);
+        assert!(requests.cpu_limits.iter().all(|&(g, _)| g < 2));
+        assert_eq!(requests.cpu_limits.last(), Some(&(1, None)));
     }
 }
 

@@ -7,7 +7,7 @@ use crate::mem::frames::GLOBAL_POOL;
 use crate::mem::{
     Access, AsId, AutoDecision, BoundId, BoundKind, BoundSpec, BoundStats, DeviceStats, FaultCosts, LayoutFrames, MemConfig, MemError,
     MemStats, Memory, MemoryLayout, Placement, PsiAccounting, PsiGroupId, PsiTaskId, PsiTotals, RefKind, RegionId, RegionUsage, ResId,
-    ReservationKind, ReservationSpec, ReservationStats, SharePolicy, SpaceStats, TaskPsiState, Vpn,
+    ReservationKind, ReservationSpec, ReservationStats, SharePolicy, SpaceStats, TaskPsiState, Throttle, Vpn,
 };
 use crate::model::memory::{reservation_placement, task_placement, AccessStep, MemorySpec, StreamCursor, Target, TaskMemory, MIB};
 use crate::model::program::Protocol;
@@ -109,6 +109,8 @@ struct TaskMem {
     /// Time its jobs spent suspended waiting for the device.
     fault_wait: Nanos,
     oom_kills: u64,
+    /// Its `[[group]]`, whose I/O limits its reads obey.
+    group: Option<u32>,
     /// The stream cursors of each access step of its program.
     step_cursors: Vec<Vec<StreamCursor>>,
 }
@@ -234,6 +236,10 @@ pub(crate) struct MemSim {
     /// Each server's bound, in file order (empty unless a server reserves memory).
     server_bounds: Vec<BoundId>,
     page_bytes: u64,
+    /// Per `[[group]]`, its read limit on the swap device.
+    read_throttles: Vec<Throttle>,
+    /// Whether any group has a read limit (the fault path looks no further when none has).
+    reads_limited: bool,
 }
 
 /// MiB for a message: whole numbers bare, others to three decimals.
@@ -318,6 +324,7 @@ impl MemSim {
             let tm = t.memory.as_ref().expect("every task has a memory declaration when [memory] exists");
             let key = |f: &str| format!("task[{ti}].{f}");
             let group = spec.groups.iter().position(|g| g.name == tm.group);
+            let group_index = group.map(|gi| u32::try_from(gi).expect("fewer than 2^32 groups"));
             // Its reservation holds its pages; else its memory-limited group; else the global pool.
             let pool = match (tm.reservation, group) {
                 (Some(r), _) => Some(reservations[r]),
@@ -369,6 +376,7 @@ impl MemSim {
                 spare_refs: Vec::new(),
                 fault_wait: Nanos::ZERO,
                 oom_kills: 0,
+                group: group_index,
                 step_cursors: tm.steps.iter().map(|st| vec![StreamCursor::default(); st.streams.len()]).collect(),
             });
         }
@@ -440,6 +448,8 @@ impl MemSim {
             auto_pending,
             auto_decisions: Vec::new(),
             timeline: Vec::new(),
+            read_throttles: vec![Throttle::default(); spec.groups.len()],
+            reads_limited: false,
             limit_groups,
             group_bounds,
             server_bounds,
@@ -605,12 +615,20 @@ impl MemSim {
                 }
                 return Step::Done;
             };
+            if self.reads_limited {
+                if let Some(at) = self.read_held_until(ti, space, vpn, kind, now) {
+                    // Its group's read limit holds the fault back; it is taken when the limit allows.
+                    job.wait_until = Some((at, TaskPsiState::blocked(true, true)));
+                    continue;
+                }
+            }
             job.cursor += 1;
             if kind == RefKind::Discard {
                 // Freeing memory costs the job nothing in this model.
                 self.mem.discard(space, vpn).expect("discard streams address private pages");
                 continue;
             }
+            let read_before = if self.reads_limited { self.swap_bytes_read() } else { 0 };
             let access = match self.mem.access(now, space, vpn, kind) {
                 Ok(a) => a,
                 Err(MemError::PlacementExhausted { .. }) => {
@@ -655,6 +673,9 @@ impl MemSim {
                     }
                 }
                 major @ Access::Major { cpu, memstall_cpu, after_cpu, ready_at, .. } => {
+                    if self.reads_limited {
+                        self.charge_read(ti, now, read_before);
+                    }
                     job.owed_memstall = memstall_cpu;
                     job.owed = cpu - memstall_cpu;
                     if let Some(clock) = job.clock.as_deref_mut() {
@@ -665,6 +686,35 @@ impl MemSim {
                 }
             }
         }
+    }
+
+    /// When task `ti`'s reference would read from the swap device and its group's read limit
+    /// holds the read back past `now`: the instant the limit lets it go.
+    fn read_held_until(&self, ti: usize, space: AsId, vpn: Vpn, kind: RefKind, now: Nanos) -> Option<Nanos> {
+        let throttle = &self.read_throttles[self.tasks[ti].group? as usize];
+        let at = throttle.release_at(now);
+        (at > now && self.mem.would_read(space, vpn, kind)).then_some(at)
+    }
+
+    fn swap_bytes_read(&self) -> u64 {
+        self.mem.device(crate::mem::DeviceId::SWAP).map_or(0, |d| d.stats().bytes_read)
+    }
+
+    /// Charges what task `ti`'s fault read from the swap device since `read_before` to its
+    /// group's read limit.
+    fn charge_read(&mut self, ti: usize, now: Nanos, read_before: u64) {
+        let read = self.swap_bytes_read() - read_before;
+        if let Some(g) = self.tasks[ti].group.filter(|_| read > 0) {
+            self.read_throttles[g as usize].pass(now, read);
+        }
+    }
+
+    /// Sets the I/O limits of group `gi` on the swap device (bytes per second; `None`: none):
+    /// its tasks' reads wait for the read limit, and write-backs of its pages for the write one.
+    pub(crate) fn set_group_io_limits(&mut self, gi: usize, read_bytes_per_s: Option<u64>, write_bytes_per_s: Option<u64>) {
+        self.read_throttles[gi].set_limit(read_bytes_per_s);
+        self.reads_limited = self.read_throttles.iter().any(|t| t.limit().is_some());
+        self.mem.set_write_limit(self.limit_groups[gi].0, write_bytes_per_s).expect("a limit group");
     }
 
     pub(crate) fn set_state(&mut self, ti: usize, now: Nanos, state: TaskPsiState) {

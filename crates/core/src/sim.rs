@@ -70,8 +70,8 @@ fn subsystems(
         out.push(Box::new(memory));
         if let (Some(c), Some(m)) = (&scenario.control, &scenario.memory) {
             let control = match controller {
-                Some((controller, name)) => Control::with_controller(controller, name, c, m, &scenario.tasks),
-                None => Control::new(c, m, &scenario.tasks),
+                Some((controller, name)) => Control::with_controller(controller, name, c, m, &scenario.tasks, scenario.cpus),
+                None => Control::new(c, m, &scenario.tasks, scenario.cpus),
             };
             out.push(Box::new(control));
         }

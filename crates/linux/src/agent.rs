@@ -170,6 +170,7 @@ pub fn run_in(session: SessionBuilder, config: &AgentConfig, options: &RunOption
     let mut notifier = if options.notify { ServiceNotifier::from_env() } else { ServiceNotifier::new(false, None) };
     let mut session = host.start(SessionPlan {
         groups: config.group_specs()?,
+        initial_actions: config.initial_actions(),
         total_memory_bytes: config.total_memory_bytes,
         journal: Some(config.journal.clone()),
         job_socket: Some(JobSocket { path: config.socket.clone(), gid: config.socket_gid }),
@@ -726,6 +727,49 @@ create = true
         assert_eq!(std::fs::read_to_string(root.join("critmem/rt/memory.max")).unwrap(), "max\n");
         assert!(!root.join("critmem/batch").exists(), "a dry run creates nothing");
         assert!(std::fs::read_to_string(&metrics).unwrap().contains("critmem_group_usage_bytes"));
+    }
+
+    /// A group's starting CPU limit is written when the session starts, before any tick, and
+    /// put back as it was when the session ends.
+    #[test]
+    fn starting_limits_are_applied_at_the_start_and_restored_at_the_end() {
+        use crate::cgroup::fake::{populate, v2_root, V2_FILES};
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("cg");
+        v2_root(&root);
+        populate(&root.join("critmem"), &[("cgroup.procs", ""), ("cgroup.subtree_control", "memory cpu\n")]);
+        populate(&root.join("critmem/rt"), V2_FILES);
+        populate(&dir.path().join("proc"), &[("meminfo", "SwapFree: 0 kB\n")]);
+        let text = CONFIG.replace("bcet_ms = 2\n", "bcet_ms = 2\ncpu_millicpus = 250\n").replace(
+            "journal = \"/var/lib/critmem/journal.jsonl\"",
+            &format!("journal = \"{}\"", dir.path().join("journal.jsonl").display()),
+        );
+        let config = AgentConfig::parse(&text, Path::new("agent.toml")).unwrap();
+        let (controller, interval_ns) = build_controller(&config).unwrap();
+        let host = SessionBuilder::new()
+            .proc_root(dir.path().join("proc"))
+            .layout(crate::layout::Layout::V2 { root: root.clone() })
+            .clock(crate::clock::FakeClock::new(0))
+            .cpus(2)
+            .connect()
+            .unwrap();
+        let session = host
+            .start(SessionPlan {
+                groups: config.group_specs().unwrap(),
+                total_memory_bytes: config.total_memory_bytes,
+                journal: Some(config.journal.clone()),
+                job_socket: None,
+                controller,
+                interval_ns,
+                triggers: None,
+                initial_actions: config.initial_actions(),
+            })
+            .unwrap();
+        assert!(session.platform().wait_writes(Duration::from_secs(5)));
+        let cpu_max = || std::fs::read_to_string(root.join("critmem/rt/cpu.max")).unwrap();
+        assert_eq!(cpu_max(), "25000 100000");
+        session.finish(Duration::from_secs(5)).unwrap();
+        assert_eq!(cpu_max().trim(), "max 100000");
     }
 
     /// Ticks every 5 ms for 10 s of clock time under a 2 s watchdog: the loop pings every

@@ -10,8 +10,7 @@ use crate::one_line;
 use crate::platform::GroupSpec;
 use crate::psi::UNPRIVILEGED_WINDOW_STEP_US;
 use critmem_core::Scenario;
-use critmem_policy::GroupRole;
-use critmem_policy::RoleName;
+use critmem_policy::{Action, BandwidthKnobs, GroupRole, RoleName, MIN_CPU_MILLICPUS, MIN_IO_BYTES_PER_S};
 use serde::Deserialize;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -102,6 +101,9 @@ struct RawGroup {
     bcet_ns: Option<u64>,
     #[serde(default)]
     create: bool,
+    cpu_millicpus: Option<u64>,
+    io_read_mb_per_s: Option<f64>,
+    io_write_mb_per_s: Option<f64>,
 }
 
 /// A managed group as configured.
@@ -115,6 +117,8 @@ pub struct GroupConfig {
     pub deadline_ns: Option<u64>,
     pub bcet_ns: Option<u64>,
     pub create: bool,
+    /// Starting CPU and I/O limits (`cpu_millicpus`, `io_read_mb_per_s`, `io_write_mb_per_s`).
+    pub bandwidth: BandwidthKnobs,
 }
 
 const MIB: f64 = 1_048_576.0;
@@ -175,7 +179,27 @@ impl RawGroup {
             (RoleName::SoftRealTime, _, _) => return Err(format!("group {name:?}: soft-rt needs deadline_ms and bcet_ms")),
             (RoleName::NonRealTime, _, _) => return Err(format!("group {name:?}: non-rt takes no deadline_ms or bcet_ms")),
         }
-        Ok(GroupConfig { name: self.name, cgroup: self.cgroup, role, floor_bytes, deadline_ns, bcet_ns, create: self.create })
+        if let Some(m) = self.cpu_millicpus.filter(|&m| m < MIN_CPU_MILLICPUS) {
+            return Err(format!("group {name:?}: cpu_millicpus must be at least {MIN_CPU_MILLICPUS}, the smallest quota (got {m})"));
+        }
+        let io = |key: &str, mb_per_s: Option<f64>| {
+            let min_mb = MIN_IO_BYTES_PER_S as f64 / 1e6;
+            mb_per_s
+                .map(|mb| {
+                    if mb.is_finite() && mb >= min_mb {
+                        Ok((mb * 1e6).round() as u64)
+                    } else {
+                        Err(format!("group {name:?}: {key} must be a number of at least {min_mb} MB/s (got {mb})"))
+                    }
+                })
+                .transpose()
+        };
+        let bandwidth = BandwidthKnobs {
+            cpu_millicpus: self.cpu_millicpus,
+            io_read_bytes_per_s: io("io_read_mb_per_s", self.io_read_mb_per_s)?,
+            io_write_bytes_per_s: io("io_write_mb_per_s", self.io_write_mb_per_s)?,
+        };
+        Ok(GroupConfig { name: self.name, cgroup: self.cgroup, role, floor_bytes, deadline_ns, bcet_ns, create: self.create, bandwidth })
     }
 }
 
@@ -303,6 +327,11 @@ impl AgentConfig {
             })
             .collect()
     }
+
+    /// The groups' starting CPU and I/O limits, as actions.
+    pub fn initial_actions(&self) -> Vec<Action> {
+        self.groups.iter().enumerate().flat_map(|(id, g)| g.bandwidth.actions(id)).collect()
+    }
 }
 
 /// The configuration as TOML text, checked by the agent's own parser before it is returned.
@@ -357,6 +386,15 @@ pub fn config_from_scenario(scenario: &Scenario) -> Result<String> {
             }
         }
         t.insert("create".into(), true.into());
+        let b = g.bandwidth;
+        if let Some(m) = b.cpu_millicpus {
+            t.insert("cpu_millicpus".into(), i64::try_from(m).map_err(|_| bad("cpu_millicpus is too large"))?.into());
+        }
+        for (key, rate) in [("io_read_mb_per_s", b.io_read_bytes_per_s), ("io_write_mb_per_s", b.io_write_bytes_per_s)] {
+            if let Some(bytes) = rate {
+                t.insert(key.into(), (bytes as f64 / 1e6).into());
+            }
+        }
         groups.push(toml::Value::Table(t));
     }
     let total_bytes = u64::from(memory.total_frames) * memory.page_bytes;
@@ -562,6 +600,44 @@ floor_mb = 32
         assert!(group_edit(&format!("{head}{batch}\n{rt}")).is_empty());
     }
 
+    /// A group's starting CPU and I/O limits: read from the configuration, written into one
+    /// made from a scenario, and refused below what a platform applies.
+    #[test]
+    fn starting_bandwidth_limits_are_read_and_carried_from_a_scenario() {
+        let text = example_text("linux-sara.toml").replace("floor_mb = 32\n", "floor_mb = 32\ncpu_millicpus = 500\nio_read_mb_per_s = 4\n");
+        let scenario = critmem_core::load_toml_str(&text, "limited.toml").expect("loads");
+        let limited: Vec<usize> = scenario
+            .memory
+            .as_ref()
+            .unwrap()
+            .groups
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| g.bandwidth.cpu_millicpus.is_some())
+            .map(|(i, _)| i)
+            .collect();
+        assert!(!limited.is_empty(), "the example has a group with floor_mb = 32");
+        let config = AgentConfig::parse(&config_from_scenario(&scenario).unwrap(), Path::new("limited.toml")).unwrap();
+        for &i in &limited {
+            assert_eq!(
+                config.groups[i].bandwidth,
+                BandwidthKnobs { cpu_millicpus: Some(500), io_read_bytes_per_s: Some(4_000_000), io_write_bytes_per_s: None }
+            );
+        }
+        let actions = config.initial_actions();
+        assert_eq!(actions.len(), 2 * limited.len());
+        assert!(actions.contains(&Action::SetCpuMax { group: limited[0], millicpus: Some(500) }));
+        let head = "controller = \"greedy\"\ntotal_memory_bytes = 1000000000\nsocket = \"/run/j.sock\"\njournal = \"/run/j.jsonl\"\n[[group]]\nname = \"b\"\ncgroup = \"critmem/b\"\nrole = \"non-rt\"\nfloor_mb = 1\n";
+        for (key, value) in [("cpu_millicpus", "5"), ("io_read_mb_per_s", "0.5"), ("io_write_mb_per_s", "nan")] {
+            let e = AgentConfig::parse(&format!("{head}{key} = {value}\n"), Path::new("bad.toml")).unwrap_err().to_string();
+            assert!(e.contains(key) && !e.contains('\n'), "{e}");
+        }
+    }
+
+    fn example_text(name: &str) -> String {
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples").join(name)).expect("example exists")
+    }
+
     #[test]
     fn a_scenario_without_a_controller_is_refused_in_one_line() {
         let e = config_from_scenario(&example("rm-textbook.toml")).unwrap_err().to_string();
@@ -609,6 +685,7 @@ mod reference {
                     "cgroup" => "\"critmem/rt\"",
                     "role" => "\"soft-rt\"",
                     "create" => "true",
+                    "cpu_millicpus" => "500",
                     _ => "2",
                 }
             );

@@ -303,8 +303,10 @@ mod tests {
                 usage_bytes: 0,
                 knobs: MemoryKnobs::default(),
                 floor_bytes: 4096,
+                cpu_usage_us: 0,
+                bandwidth: Default::default(),
             };
-            Ok(Observation { now_ns: self.clock.now_ns(), total_memory_bytes: 1 << 30, groups: vec![group], events: Vec::new() })
+            Ok(Observation { now_ns: self.clock.now_ns(), total_memory_bytes: 1 << 30, cpus: 1, groups: vec![group], events: Vec::new() })
         }
         fn apply(&mut self, _actions: &[Action]) -> Result<Vec<Action>, Self::Error> {
             Ok(Vec::new())

@@ -27,6 +27,7 @@
 //! written. A subsystem's CPU time is the kernel's own count (`cpuacct.usage`, or
 //! `usage_usec` of `cpu.stat` on v2).
 
+use crate::cgroup::bandwidth::{self, BlockDevice};
 use crate::cgroup::{write_value, Change, FileWrite};
 use crate::error::{Error, Result};
 use crate::journal::{Journal, RestoreReport};
@@ -144,10 +145,12 @@ impl HiresCgroups {
                 let mut writes = self.writes(rel, Kind::Soft, spec)?;
                 match self {
                     HiresCgroups::V1 { cpu, .. } => {
-                        writes.push(write(cpu, "cpu.cfs_period_us", period_us.to_string()));
-                        writes.push(write(cpu, "cpu.cfs_quota_us", budget_us.to_string()));
+                        writes.push(write(cpu, bandwidth::V1_CFS_PERIOD, period_us.to_string()));
+                        writes.push(write(cpu, bandwidth::V1_CFS_QUOTA, bandwidth::v1_cfs_quota(Some(budget_us))));
                     }
-                    HiresCgroups::V2 { root } => writes.push(write(root, "cpu.max", format!("{budget_us} {period_us}"))),
+                    HiresCgroups::V2 { root } => {
+                        writes.push(write(root, bandwidth::V2_CPU_MAX, bandwidth::v2_cpu_max(Some(budget_us), period_us)))
+                    }
                 }
                 writes
             }
@@ -167,18 +170,18 @@ impl HiresCgroups {
     /// in the cgroup at `rel`: its read and its write bandwidth each. `None` where the machine
     /// has no block I/O controller.
     pub fn io_writes(&self, rel: &Path, bytes_per_s: u64, device: (u64, u64)) -> Option<Vec<FileWrite>> {
-        let (major, minor) = device;
+        let device = BlockDevice::from(device);
         match self {
             HiresCgroups::V1 { blkio: Some(blkio), .. } => Some(
-                ["blkio.throttle.read_bps_device", "blkio.throttle.write_bps_device"]
+                [bandwidth::V1_READ_BPS, bandwidth::V1_WRITE_BPS]
                     .iter()
-                    .map(|file| FileWrite::new(blkio.join(rel).join(file), format!("{major}:{minor} {bytes_per_s}"), true))
+                    .map(|file| FileWrite::new(blkio.join(rel).join(file), bandwidth::v1_bps(device, Some(bytes_per_s)), true))
                     .collect(),
             ),
             HiresCgroups::V1 { blkio: None, .. } => None,
             HiresCgroups::V2 { root } => Some(vec![FileWrite::new(
-                root.join(rel).join("io.max"),
-                format!("{major}:{minor} rbps={bytes_per_s} wbps={bytes_per_s}"),
+                root.join(rel).join(bandwidth::V2_IO_MAX),
+                bandwidth::v2_io_max(device, Some(bytes_per_s), Some(bytes_per_s)),
                 true,
             )]),
         }
@@ -245,26 +248,8 @@ fn v2_io_total(text: &str) -> u64 {
 /// the filesystem holding `path`; a partition is taken as its whole disk, which is what the
 /// kernel throttles.
 pub fn resolve_io_device(path: &Path) -> std::result::Result<(u64, u64), String> {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let meta = std::fs::metadata(path).map_err(|e| format!("io_device {}: {e}", path.display()))?;
-    let dev = if meta.file_type().is_block_device() { meta.rdev() } else { meta.dev() };
-    let (major, minor) = (nix::sys::stat::major(dev), nix::sys::stat::minor(dev));
-    let sys = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
-    if !sys.exists() {
-        return Err(format!(
-            "io_device {}: on device {major}:{minor}, which is no block device (a tmpfs, overlay or network filesystem has no disk to throttle)",
-            path.display()
-        ));
-    }
-    if sys.join("partition").exists() {
-        let disk =
-            std::fs::read_to_string(sys.join("../dev")).map_err(|e| format!("io_device {}: the partition's disk: {e}", path.display()))?;
-        let (ma, mi) =
-            disk.trim().split_once(':').ok_or_else(|| format!("io_device {}: unreadable disk number {disk:?}", path.display()))?;
-        let parse = |n: &str| n.parse::<u64>().map_err(|_| format!("io_device {}: unreadable disk number {disk:?}", path.display()));
-        return Ok((parse(ma)?, parse(mi)?));
-    }
-    Ok((major, minor))
+    let disk = bandwidth::whole_disk_of(path, Path::new("/sys")).map_err(|reason| format!("io_device {reason}"))?;
+    Ok((disk.major, disk.minor))
 }
 
 /// Each subsystem's cgroup, relative to the hierarchies' roots: `top/parent/.../name`.

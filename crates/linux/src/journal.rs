@@ -18,7 +18,8 @@
 //! the agent created are not recorded: the directories are removed on restore.
 //!
 //! Restoring undoes the entries newest first: originals are written back (for
-//! `cgroup.subtree_control`, as the `+ctrl`/`-ctrl` difference), and created directories are
+//! `cgroup.subtree_control`, as the `+ctrl`/`-ctrl` difference; for per-disk rule files such as
+//! `io.max`, one rule per disk, removing those of disks that had none), and created directories are
 //! emptied (their processes moved to `evacuate_to`) and removed. An exclusive `flock` on the
 //! journal keeps two agents from sharing one.
 
@@ -435,6 +436,10 @@ fn restore_original(path: &Path, original: &str, report: &mut RestoreReport) {
         report.gone.push(path.to_owned());
         return;
     }
+    if cgroup::bandwidth::is_device_rules_file(path) {
+        restore_device_rules(path, original, report);
+        return;
+    }
     let value = if path.file_name().is_some_and(|n| n == "cgroup.subtree_control") {
         // Writing the old list would not disable what was added; write the difference.
         match std::fs::read_to_string(path) {
@@ -469,6 +474,34 @@ fn restore_original(path: &Path, original: &str, report: &mut RestoreReport) {
         Err(Error::GroupVanished { .. }) => report.gone.push(path.to_owned()),
         Err(e) => report.failures.push(format!("restore {} to {value:?}: {e}", path.display())),
     }
+}
+
+/// A per-disk rule file (`io.max`, v1 `blkio.throttle.*_bps_device`) reads as one line per disk
+/// with a rule, and takes one rule per write: every disk's original rule is written back, and
+/// rules of disks that had none are removed.
+fn restore_device_rules(path: &Path, original: &str, report: &mut RestoreReport) {
+    let current = match std::fs::read_to_string(path) {
+        Ok(current) => current,
+        Err(e) => {
+            report.failures.push(format!("read {}: {e}", path.display()));
+            return;
+        }
+    };
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    for rule in cgroup::bandwidth::device_rules_restore(name, &current, original) {
+        match cgroup::write_value(path, &rule) {
+            Ok(()) => {}
+            Err(Error::GroupVanished { .. }) => {
+                report.gone.push(path.to_owned());
+                return;
+            }
+            Err(e) => {
+                report.failures.push(format!("restore {} to {rule:?}: {e}", path.display()));
+                return;
+            }
+        }
+    }
+    report.restored.push(path.to_owned());
 }
 
 /// Before a cgroup v2 `memory.max` goes back to an original below what the group now uses

@@ -123,8 +123,27 @@ pub fn parse_proc_cgroups(text: &str) -> Result<Vec<ControllerInfo>> {
 pub enum Layout {
     /// One cgroup2 tree holds limits and PSI.
     V2 { root: PathBuf },
-    /// Limits in the cgroup v1 memory tree, PSI in the cgroup2 tree.
-    Hybrid { memory_root: PathBuf, unified_root: PathBuf },
+    /// Limits in the cgroup v1 memory tree, PSI in the cgroup2 tree; CPU and I/O bandwidth and
+    /// CPU time in the v1 `cpu`, `cpuacct` and `blkio` trees where mounted.
+    Hybrid { memory_root: PathBuf, unified_root: PathBuf, bandwidth: V1BandwidthRoots },
+}
+
+/// The v1 hierarchies of CPU and I/O bandwidth and CPU time, where the machine mounts them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct V1BandwidthRoots {
+    pub cpu: Option<PathBuf>,
+    pub cpuacct: Option<PathBuf>,
+    pub blkio: Option<PathBuf>,
+}
+
+impl V1BandwidthRoots {
+    /// The v1 mounts carrying each controller.
+    pub fn from_mounts(mounts: &[Mount]) -> Self {
+        let v1 = |controller: &str| {
+            mounts.iter().find(|m| m.fs_type == "cgroup" && m.options.iter().any(|o| o == controller)).map(|m| m.mount_point.clone())
+        };
+        V1BandwidthRoots { cpu: v1("cpu"), cpuacct: v1("cpuacct"), blkio: v1("blkio") }
+    }
 }
 
 impl Layout {
@@ -164,7 +183,9 @@ pub fn detect_layout(mounts_text: &str, proc_cgroups_text: &str) -> Result<Layou
     let unified = mounts.iter().find(|m| m.fs_type == "cgroup2").map(|m| m.mount_point.clone());
     let v1_memory = mounts.iter().find(|m| m.fs_type == "cgroup" && m.options.iter().any(|o| o == "memory")).map(|m| m.mount_point.clone());
     match (v1_memory, unified) {
-        (Some(memory_root), Some(unified_root)) => Ok(Layout::Hybrid { memory_root, unified_root }),
+        (Some(memory_root), Some(unified_root)) => {
+            Ok(Layout::Hybrid { memory_root, unified_root, bandwidth: V1BandwidthRoots::from_mounts(&mounts) })
+        }
         (Some(_), None) => Err(Error::PsiMissing { path: PathBuf::from("cgroup2 mount (none in /proc/self/mounts)") }),
         (None, Some(root)) => Ok(Layout::V2 { root }),
         (None, None) => {
@@ -255,7 +276,15 @@ mod tests {
     #[test]
     fn hybrid_layout_is_detected_from_this_machines_files() {
         let layout = detect_layout(HYBRID_MOUNTS, HYBRID_CGROUPS).unwrap();
-        assert_eq!(layout, Layout::Hybrid { memory_root: "/sys/fs/cgroup/memory".into(), unified_root: "/sys/fs/cgroup/unified".into() });
+        let bandwidth = V1BandwidthRoots {
+            cpu: Some("/sys/fs/cgroup/cpu".into()),
+            cpuacct: Some("/sys/fs/cgroup/cpuacct".into()),
+            blkio: Some("/sys/fs/cgroup/blkio".into()),
+        };
+        assert_eq!(
+            layout,
+            Layout::Hybrid { memory_root: "/sys/fs/cgroup/memory".into(), unified_root: "/sys/fs/cgroup/unified".into(), bandwidth }
+        );
     }
 
     #[test]
@@ -267,7 +296,8 @@ mod tests {
     fn co_mounted_v1_memory_controller_is_found() {
         let mounts = "cgroup /cg/cpu,memory cgroup rw,cpu,memory 0 0\ncgroup2 /cg/unified cgroup2 rw 0 0\n";
         let layout = detect_layout(mounts, "").unwrap();
-        assert_eq!(layout, Layout::Hybrid { memory_root: "/cg/cpu,memory".into(), unified_root: "/cg/unified".into() });
+        let bandwidth = V1BandwidthRoots { cpu: Some("/cg/cpu,memory".into()), ..V1BandwidthRoots::default() };
+        assert_eq!(layout, Layout::Hybrid { memory_root: "/cg/cpu,memory".into(), unified_root: "/cg/unified".into(), bandwidth });
     }
 
     #[test]

@@ -113,6 +113,12 @@ pub fn render(platform: &LinuxPlatform, loop_stats: &LoopStats) -> String {
             ("{outcome=\"unsupported\"}".into(), s.reclaim_unsupported as f64),
         ],
     );
+    metric(
+        "critmem_cpu_limits_unsupported_total",
+        "counter",
+        "CPU limits the controller asked for on a group without the CPU controller's files, not applied.",
+        &single(s.cpu_limits_unsupported as f64),
+    );
     if let Some(server) = platform.job_server() {
         let p = server.stats();
         metric(
@@ -129,12 +135,23 @@ pub fn render(platform: &LinuxPlatform, loop_stats: &LoopStats) -> String {
     let mut usage = Vec::new();
     let mut limit = Vec::new();
     let mut jobs = Vec::new();
+    let (mut cpu_seconds, mut cpu_limit, mut io_limit) = (Vec::new(), Vec::new(), Vec::new());
     for (id, spec) in platform.group_specs().enumerate() {
         let label = format!("{{group=\"{}\"}}", escape(&spec.name));
         let (usage_bytes, knobs) = platform.last_seen(id);
         usage.push((label.clone(), usage_bytes as f64));
         if let Some(max) = knobs.max_bytes {
             limit.push((label.clone(), max as f64));
+        }
+        let (cpu_usage_us, bandwidth) = platform.last_bandwidth(id);
+        cpu_seconds.push((label.clone(), cpu_usage_us as f64 / 1e6));
+        if let Some(millicpus) = bandwidth.cpu_millicpus {
+            cpu_limit.push((label.clone(), millicpus as f64 / 1000.0));
+        }
+        for (direction, bytes_per_s) in [("read", bandwidth.io_read_bytes_per_s), ("write", bandwidth.io_write_bytes_per_s)] {
+            if let Some(bytes_per_s) = bytes_per_s {
+                io_limit.push((format!("{{group=\"{}\",direction=\"{direction}\"}}", escape(&spec.name)), bytes_per_s as f64));
+            }
         }
         let c = platform.job_counts(id);
         for (event, n) in [
@@ -150,6 +167,19 @@ pub fn render(platform: &LinuxPlatform, loop_stats: &LoopStats) -> String {
     metric("critmem_group_usage_bytes", "gauge", "Memory charged to the group, as last read (at least every 20 control ticks).", &usage);
     metric("critmem_group_limit_bytes", "gauge", "Hard limit of the group (absent: none).", &limit);
     metric("critmem_group_jobs_total", "counter", "Jobs reported by the group's processes.", &jobs);
+    metric(
+        "critmem_group_cpu_seconds_total",
+        "counter",
+        "CPU time the group's processes used, as last read (at least every 20 control ticks).",
+        &cpu_seconds,
+    );
+    metric("critmem_group_cpu_limit_cpus", "gauge", "CPU bandwidth limit of the group, in CPUs (absent: none).", &cpu_limit);
+    metric(
+        "critmem_group_io_limit_bytes_per_second",
+        "gauge",
+        "I/O bandwidth limit of the group on the swap disk, by direction (absent: none).",
+        &io_limit,
+    );
     out
 }
 

@@ -160,13 +160,14 @@ pub fn read_pressure(path: &Path) -> Result<Pressure> {
     }
 }
 
-/// Combines a group's memory and io pressure into the controllers' totals.
-pub fn stall_totals(memory: &Pressure, io: &Pressure) -> StallTotals {
+/// Combines a group's memory, io and (where read) CPU pressure into the controllers' totals.
+pub fn stall_totals(memory: &Pressure, io: &Pressure, cpu: Option<&Pressure>) -> StallTotals {
     StallTotals {
         memory_some_us: memory.some.total_us,
         memory_full_us: memory.full.map_or(0, |l| l.total_us),
         io_some_us: io.some.total_us,
         io_full_us: io.full.map_or(0, |l| l.total_us),
+        cpu_some_us: cpu.map_or(0, |p| p.some.total_us),
     }
 }
 
@@ -179,6 +180,7 @@ pub fn stall_delta(previous: &StallTotals, now: &StallTotals) -> StallTotals {
         memory_full_us: d(previous.memory_full_us, now.memory_full_us),
         io_some_us: d(previous.io_some_us, now.io_some_us),
         io_full_us: d(previous.io_full_us, now.io_full_us),
+        cpu_some_us: d(previous.cpu_some_us, now.cpu_some_us),
     }
 }
 
@@ -600,8 +602,9 @@ mod tests {
         let p = parse_pressure("some avg10=0.00 avg60=0.00 avg300=0.00 total=5\n", "cpu.pressure").unwrap();
         assert_eq!(p.some.total_us, 5);
         assert_eq!(p.full, None);
-        let totals = stall_totals(&p, &p);
-        assert_eq!(totals.memory_full_us, 0);
+        let totals = stall_totals(&p, &p, Some(&p));
+        assert_eq!((totals.memory_full_us, totals.cpu_some_us), (0, 5));
+        assert_eq!(stall_totals(&p, &p, None).cpu_some_us, 0);
     }
 
     /// The kernel has printed the same four fields since PSI appeared (4.20); a new one is
@@ -632,9 +635,12 @@ mod tests {
 
     #[test]
     fn deltas_subtract_and_survive_a_recreated_group() {
-        let a = StallTotals { memory_some_us: 100, memory_full_us: 10, io_some_us: 50, io_full_us: 5 };
-        let b = StallTotals { memory_some_us: 160, memory_full_us: 10, io_some_us: 20, io_full_us: 7 };
-        assert_eq!(stall_delta(&a, &b), StallTotals { memory_some_us: 60, memory_full_us: 0, io_some_us: 20, io_full_us: 2 });
+        let a = StallTotals { memory_some_us: 100, memory_full_us: 10, io_some_us: 50, io_full_us: 5, cpu_some_us: 30 };
+        let b = StallTotals { memory_some_us: 160, memory_full_us: 10, io_some_us: 20, io_full_us: 7, cpu_some_us: 45 };
+        assert_eq!(
+            stall_delta(&a, &b),
+            StallTotals { memory_some_us: 60, memory_full_us: 0, io_some_us: 20, io_full_us: 2, cpu_some_us: 15 }
+        );
     }
 
     #[test]

@@ -257,6 +257,13 @@ pub struct GroupSample {
     /// PSI `some` totals so far, as the simulator's `memory.groups[]` names them.
     pub memory_some_us: u64,
     pub io_some_us: u64,
+    pub cpu_some_us: u64,
+    /// CPU time the group used so far.
+    pub cpu_usage_us: u64,
+    /// CPU and swap-disk I/O limits in force (null: none).
+    pub cpu_millicpus: Option<u64>,
+    pub io_read_bytes_per_s: Option<u64>,
+    pub io_write_bytes_per_s: Option<u64>,
 }
 
 #[cfg(test)]

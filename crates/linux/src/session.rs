@@ -3,7 +3,8 @@
 //!
 //! [`SessionBuilder`] takes what the session reads the machine through, as constructor
 //! arguments with production defaults: the `/proc` root, the cgroup layout (detected from that
-//! `/proc` unless given) and the clock. [`SessionBuilder::connect`] detects the layout, checks
+//! `/proc` unless given), the clock, the CPU count and the swap disk I/O limits throttle (that
+//! of critmem's swapfile, where one is on). [`SessionBuilder::connect`] detects the layout, checks
 //! for root (unless a dry run) and opens the backend, giving a [`Host`]; a tool may then do its
 //! own preparation against the host's layout (a run recovers crashed runs there).
 //! [`Host::start`] binds the job socket, opens the [`LinuxPlatform`] (restoring a crashed
@@ -11,16 +12,17 @@
 //! reads, and arms the PSI triggers asked for. [`Session::run`] ticks the controller until the
 //! tool says stop; [`Session::finish`] restores every change.
 
+use crate::cgroup::BlockDevice;
 use crate::cgroup::{open_backend, CgroupBackend};
 use crate::clock::{MonotonicClock, SharedClock};
 use crate::control_loop::{ControlLoop, LoopStats};
 use crate::error::{Error, Result};
 use crate::journal::RestoreReport;
 use crate::layout::{detect_layout_in, Layout};
-use crate::platform::{GroupSpec, JobCounts, LinuxPlatform, PlatformOptions, PlatformStats};
+use crate::platform::{online_cpus, GroupSpec, JobCounts, LinuxPlatform, PlatformOptions, PlatformStats};
 use crate::procfs::{Hierarchy, ProcFs};
 use crate::protocol::{JobServer, JobServerConfig, PollBudget, ReportingGroup};
-use critmem_policy::{Action, Controller};
+use critmem_policy::{Action, Controller, Platform};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -33,11 +35,27 @@ pub struct SessionBuilder {
     layout: Option<Layout>,
     clock: SharedClock,
     dry_run: bool,
+    cpus: Option<u32>,
+    swap: SwapDisk,
+}
+
+/// Where a session's I/O limits apply.
+enum SwapDisk {
+    /// The disk of the swapfile recorded in this state file, if it is on.
+    Recorded(PathBuf),
+    Given(Option<BlockDevice>),
 }
 
 impl Default for SessionBuilder {
     fn default() -> Self {
-        SessionBuilder { proc_root: PathBuf::from(crate::PROC_ROOT), layout: None, clock: MonotonicClock::shared(), dry_run: false }
+        SessionBuilder {
+            proc_root: PathBuf::from(crate::PROC_ROOT),
+            layout: None,
+            clock: MonotonicClock::shared(),
+            dry_run: false,
+            cpus: None,
+            swap: SwapDisk::Recorded(PathBuf::from(crate::swap::DEFAULT_STATE_FILE)),
+        }
     }
 }
 
@@ -70,6 +88,25 @@ impl SessionBuilder {
         self
     }
 
+    /// The CPUs a CPU limit is a share of, instead of those online.
+    pub fn cpus(mut self, cpus: u32) -> Self {
+        self.cpus = Some(cpus);
+        self
+    }
+
+    /// The state file of critmem's swapfile, whose disk I/O limits throttle (default
+    /// [`crate::swap::DEFAULT_STATE_FILE`]).
+    pub fn swap_state_file(mut self, path: PathBuf) -> Self {
+        self.swap = SwapDisk::Recorded(path);
+        self
+    }
+
+    /// The disk I/O limits throttle, instead of the swapfile's (`None`: I/O limits are left out).
+    pub fn swap_device(mut self, device: Option<BlockDevice>) -> Self {
+        self.swap = SwapDisk::Given(device);
+        self
+    }
+
     /// Detects the layout (unless given), checks for root (unless a dry run) and opens the
     /// cgroup backend.
     pub fn connect(self) -> Result<Host> {
@@ -81,7 +118,20 @@ impl SessionBuilder {
             return Err(Error::NotRoot { path: layout.memory_root().to_owned() });
         }
         let backend = open_backend(&layout)?;
-        Ok(Host { layout, backend, proc_root: self.proc_root, clock: self.clock, dry_run: self.dry_run })
+        let swap_device = match self.swap {
+            SwapDisk::Given(device) => device,
+            SwapDisk::Recorded(state_file) => {
+                match crate::swap::SwapManager::new(state_file, self.proc_root.clone()).active_disk(Path::new("/sys")) {
+                    Ok(device) => device,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "I/O limits are left out: cannot tell which disk critmem's swapfile is on");
+                        None
+                    }
+                }
+            }
+        };
+        let cpus = self.cpus.unwrap_or_else(online_cpus);
+        Ok(Host { layout, backend, proc_root: self.proc_root, clock: self.clock, dry_run: self.dry_run, cpus, swap_device })
     }
 }
 
@@ -92,6 +142,8 @@ pub struct Host {
     proc_root: PathBuf,
     clock: SharedClock,
     dry_run: bool,
+    cpus: u32,
+    swap_device: Option<BlockDevice>,
 }
 
 /// The job socket a session listens on.
@@ -125,6 +177,9 @@ pub struct SessionPlan {
     pub interval_ns: u64,
     /// PSI triggers to arm (not in a dry run); a failure to arm them is a warning.
     pub triggers: Option<TriggerSpec>,
+    /// The groups' starting CPU and I/O limits, applied as a controller's actions are when the
+    /// session starts.
+    pub initial_actions: Vec<Action>,
 }
 
 impl Host {
@@ -166,8 +221,14 @@ impl Host {
             job_server: server,
             proc_root: self.proc_root,
             clock: self.clock.clone(),
+            cpus: self.cpus,
+            swap_device: self.swap_device,
         };
         let mut platform = LinuxPlatform::open(self.backend, plan.groups, options)?;
+        if !plan.initial_actions.is_empty() {
+            let applied = platform.apply(&plan.initial_actions)?;
+            tracing::info!(asked = ?plan.initial_actions, applied = ?applied, "starting limits");
+        }
         let controller = plan.controller;
         platform.set_stall_inputs(|role| controller.stall_inputs(role));
         platform.set_usage_inputs(|role| controller.reads_usage(role));

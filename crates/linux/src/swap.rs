@@ -18,6 +18,9 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// Where critmem records its swapfile unless told otherwise.
+pub const DEFAULT_STATE_FILE: &str = "/var/lib/critmem/swap.json";
+
 /// Label mkswap writes into critmem's swapfile.
 pub const SWAP_LABEL: &str = "critmem-swap";
 /// mkswap needs at least 10 pages; anything under 1 MiB is surely a mistake.
@@ -151,6 +154,18 @@ impl SwapManager {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::io("read", &self.state_file, e)),
         }
+    }
+
+    /// The whole disk holding critmem's swapfile, when it has one and it is on (`sys_root` is
+    /// `/sys` or a fake tree): the disk whose reads and writes I/O limits throttle.
+    pub fn active_disk(&self, sys_root: &Path) -> Result<Option<crate::cgroup::BlockDevice>> {
+        let Some(state) = self.state()? else { return Ok(None) };
+        if !self.is_active(&state)? {
+            return Ok(None);
+        }
+        crate::cgroup::bandwidth::whole_disk_of(&state.path, sys_root)
+            .map(Some)
+            .map_err(|reason| Error::SwapState { path: self.state_file.clone(), reason: format!("its swapfile's disk: {reason}") })
     }
 
     /// Whether the recorded swapfile is in `/proc/swaps`.

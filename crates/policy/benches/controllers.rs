@@ -24,6 +24,8 @@ fn observations() -> Vec<Observation> {
         usage_bytes: 0,
         knobs: MemoryKnobs::default(),
         floor_bytes: 16 * MIB,
+        cpu_usage_us: 0,
+        bandwidth: BandwidthKnobs::default(),
     };
     let mut groups: Vec<GroupObservation> =
         (0..SRT_GROUPS).map(|g| group(&format!("rt{g}"), GroupRole::SoftRealTime { deadline_ns: 100 * MS, bcet_ns: 40 * MS })).collect();
@@ -51,7 +53,7 @@ fn observations() -> Vec<Observation> {
         for obs in groups.iter_mut().skip(SRT_GROUPS) {
             obs.usage_bytes = 300 * MIB;
         }
-        out.push(Observation { now_ns, total_memory_bytes: 1024 * MIB, groups: groups.clone(), events });
+        out.push(Observation { now_ns, total_memory_bytes: 1024 * MIB, cpus: 2, groups: groups.clone(), events });
     }
     out
 }

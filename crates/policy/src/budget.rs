@@ -166,6 +166,7 @@ pub(crate) struct ActionPlan {
     shrink: Vec<Action>,
     grow: Vec<Action>,
     drops: Vec<Action>,
+    bandwidth: Vec<Action>,
 }
 
 impl ActionPlan {
@@ -192,10 +193,19 @@ impl ActionPlan {
         self.drops.push(Action::DropJob { group, job });
     }
 
+    /// Asks for I/O limits on group `id`'s swap traffic, unless the group already has them.
+    pub(crate) fn set_io(&mut self, obs: &Observation, id: GroupId, read_bytes_per_s: Option<u64>, write_bytes_per_s: Option<u64>) {
+        let b = obs.groups[id].bandwidth;
+        if (b.io_read_bytes_per_s, b.io_write_bytes_per_s) != (read_bytes_per_s, write_bytes_per_s) {
+            self.bandwidth.push(Action::SetIoMax { group: id, read_bytes_per_s, write_bytes_per_s });
+        }
+    }
+
     pub(crate) fn finish(self) -> Vec<Action> {
         let mut out = self.shrink;
         out.extend(self.grow);
         out.extend(self.drops);
+        out.extend(self.bandwidth);
         out
     }
 }
@@ -228,8 +238,8 @@ mod tests {
 
     #[test]
     fn interval_stall_is_the_larger_of_memory_and_io() {
-        let prev = StallTotals { memory_some_us: 10, io_some_us: 10, memory_full_us: 5, io_full_us: 5 };
-        let now = StallTotals { memory_some_us: 1_010, io_some_us: 3_010, memory_full_us: 905, io_full_us: 105 };
+        let prev = StallTotals { memory_some_us: 10, io_some_us: 10, memory_full_us: 5, io_full_us: 5, cpu_some_us: 0 };
+        let now = StallTotals { memory_some_us: 1_010, io_some_us: 3_010, memory_full_us: 905, io_full_us: 105, cpu_some_us: 0 };
         assert_eq!(interval_stall_ns(&prev, &now, StallKind::Some), 3_000_000);
         assert_eq!(interval_stall_ns(&prev, &now, StallKind::Full), 900_000);
         // A reset counter is no stall, not a huge one.

@@ -23,7 +23,11 @@
 //!    passes; [`check_platform`] also checks what `apply` returns: a whole-page reclaim no
 //!    larger than asked, or nothing);
 //! 6. clear every limit: no group has one;
-//! 7. ask for a limit and a reclaim of a group that does not exist: nothing may change or
+//! 7. ask every group for a CPU limit of one millicpu and a read limit of one byte per second:
+//!    each shows exactly the smallest limit the contract allows ([`MIN_CPU_MILLICPUS`],
+//!    [`MIN_IO_BYTES_PER_S`]; a platform without a swap device it may limit shows no I/O
+//!    limit), then clear both: none shows;
+//! 8. ask for a limit and a reclaim of a group that does not exist: nothing may change or
 //!    break.
 //!
 //! Preconditions: at least one group, none with a hard limit at the start, each using less
@@ -36,7 +40,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::{Action, Controller, GroupObservation, Observation, Platform};
+use crate::{Action, Controller, GroupObservation, Observation, Platform, MIN_CPU_MILLICPUS, MIN_IO_BYTES_PER_S};
 use std::fmt;
 
 /// Ticks a platform may take to show an applied change.
@@ -102,6 +106,8 @@ enum Step {
     Exact { since: u32 },
     Reclaim { since: u32 },
     Clear { since: u32 },
+    Bandwidth { since: u32 },
+    ClearBandwidth { since: u32 },
     Stray,
     Done,
 }
@@ -165,6 +171,12 @@ impl ConformanceProbe {
             if let Some(max) = g.knobs.max_bytes.filter(|&m| m < g.floor_bytes) {
                 self.violation(format!("{}: observed limit {max} below floor {}", g.name, g.floor_bytes));
             }
+            let b = g.bandwidth;
+            let io_below = |l: Option<u64>| l.is_some_and(|l| l < MIN_IO_BYTES_PER_S);
+            if b.cpu_millicpus.is_some_and(|m| m < MIN_CPU_MILLICPUS) || io_below(b.io_read_bytes_per_s) || io_below(b.io_write_bytes_per_s)
+            {
+                self.violation(format!("{}: observed bandwidth limits below the smallest allowed: {b:?}", g.name));
+            }
         }
         let Some(prev) = &self.previous else { return };
         if obs.now_ns < prev.now_ns {
@@ -178,15 +190,18 @@ impl ConformanceProbe {
             if a.name != b.name || a.role != b.role || a.floor_bytes != b.floor_bytes {
                 self.violation(format!("group identity changed: {} -> {}", a.name, b.name));
             }
-            let (s, t) = (a.stall, b.stall);
-            if t.memory_some_us < s.memory_some_us
-                || t.memory_full_us < s.memory_full_us
-                || t.io_some_us < s.io_some_us
-                || t.io_full_us < s.io_full_us
-            {
-                self.violation(format!("stall totals of {} went backwards: {s:?} -> {t:?}", a.name));
+            if !totals_grow(a, b) {
+                self.violation(format!("totals of {} went backwards: {:?} -> {:?}", a.name, a.stall, b.stall));
             }
         }
+    }
+
+    fn bandwidth_all(obs: &Observation, millicpus: Option<u64>, read_bytes_per_s: Option<u64>) -> Vec<Action> {
+        (0..obs.groups.len())
+            .flat_map(|group| {
+                [Action::SetCpuMax { group, millicpus }, Action::SetIoMax { group, read_bytes_per_s, write_bytes_per_s: None }]
+            })
+            .collect()
     }
 
     fn set_all(obs: &Observation, bytes: impl Fn(&GroupObservation) -> Option<u64>) -> Vec<Action> {
@@ -225,7 +240,7 @@ impl ConformanceProbe {
             .iter()
             .enumerate()
             .filter(|(i, g)| !done(*i, g))
-            .map(|(_, g)| format!("{} {:?}", g.name, g.knobs.max_bytes))
+            .map(|(_, g)| format!("{} {:?} {:?}", g.name, g.knobs.max_bytes, g.bandwidth))
             .collect();
         if pending.is_empty() {
             return Some(next);
@@ -310,22 +325,61 @@ impl Controller for ConformanceProbe {
                     Vec::new()
                 }
             }
-            Step::Clear { since } => match self.wait(obs, since, Step::Stray, "clearing every limit", |_, g| g.knobs.max_bytes.is_none()) {
-                Some(next) => {
-                    self.step = next;
-                    let group = obs.groups.len();
-                    vec![Action::SetMax { group, bytes: Some(1 << 30) }, Action::Reclaim { group, bytes: 1 << 30 }]
+            Step::Clear { since } => {
+                match self.wait(obs, since, Step::Bandwidth { since: 0 }, "clearing every limit", |_, g| g.knobs.max_bytes.is_none()) {
+                    Some(next) => {
+                        self.step = next;
+                        Self::bandwidth_all(obs, Some(1), Some(1))
+                    }
+                    None => {
+                        self.step = Step::Clear { since: since + 1 };
+                        Vec::new()
+                    }
                 }
-                None => {
-                    self.step = Step::Clear { since: since + 1 };
-                    Vec::new()
+            }
+            Step::Bandwidth { since } => {
+                let shown = |_, g: &GroupObservation| {
+                    let b = g.bandwidth;
+                    b.cpu_millicpus == Some(MIN_CPU_MILLICPUS)
+                        && matches!(b.io_read_bytes_per_s, None | Some(MIN_IO_BYTES_PER_S))
+                        && b.io_write_bytes_per_s.is_none()
+                };
+                match self.wait(obs, since, Step::ClearBandwidth { since: 0 }, "the smallest CPU and I/O limits", shown) {
+                    Some(next) => {
+                        self.step = next;
+                        Self::bandwidth_all(obs, None, None)
+                    }
+                    None => {
+                        self.step = Step::Bandwidth { since: since + 1 };
+                        Vec::new()
+                    }
                 }
-            },
+            }
+            Step::ClearBandwidth { since } => {
+                let cleared = |_, g: &GroupObservation| g.bandwidth == crate::BandwidthKnobs::default();
+                match self.wait(obs, since, Step::Stray, "clearing the CPU and I/O limits", cleared) {
+                    Some(next) => {
+                        self.step = next;
+                        let group = obs.groups.len();
+                        vec![
+                            Action::SetMax { group, bytes: Some(1 << 30) },
+                            Action::Reclaim { group, bytes: 1 << 30 },
+                            Action::SetCpuMax { group, millicpus: Some(100) },
+                            Action::SetIoMax { group, read_bytes_per_s: Some(MIN_IO_BYTES_PER_S), write_bytes_per_s: None },
+                        ]
+                    }
+                    None => {
+                        self.step = Step::ClearBandwidth { since: since + 1 };
+                        Vec::new()
+                    }
+                }
+            }
             Step::Stray => {
-                if let Some(g) = obs.groups.iter().find(|g| g.knobs.max_bytes.is_some()) {
+                if let Some(g) = obs.groups.iter().find(|g| g.knobs.max_bytes.is_some() || g.bandwidth != crate::BandwidthKnobs::default())
+                {
                     self.violation(format!(
-                        "{}: an action for a nonexistent group changed this group's limit to {:?}",
-                        g.name, g.knobs.max_bytes
+                        "{}: an action for a nonexistent group changed this group's limits to {:?}, {:?}",
+                        g.name, g.knobs.max_bytes, g.bandwidth
                     ));
                 }
                 self.step = Step::Done;
@@ -375,16 +429,8 @@ where
     ensure!(second.groups.len() == first.groups.len(), "group count changed between observations");
     for (a, b) in first.groups.iter().zip(&second.groups) {
         ensure!(a.name == b.name && a.role == b.role && a.floor_bytes == b.floor_bytes, "group identity changed: {} -> {}", a.name, b.name);
-        let (s, t) = (a.stall, b.stall);
-        ensure!(
-            t.memory_some_us >= s.memory_some_us
-                && t.memory_full_us >= s.memory_full_us
-                && t.io_some_us >= s.io_some_us
-                && t.io_full_us >= s.io_full_us,
-            "stall totals of {} went backwards: {s:?} -> {t:?}",
-            a.name
-        );
-        ensure!(t.memory_full_us <= t.memory_some_us, "{}: full stall exceeds some stall", a.name);
+        ensure!(totals_grow(a, b), "totals of {} went backwards: {:?} -> {:?}", a.name, a.stall, b.stall);
+        ensure!(b.stall.memory_full_us <= b.stall.memory_some_us, "{}: full stall exceeds some stall", a.name);
     }
 
     // Below the floor, one byte short of whole pages, whole pages: each applied exactly as the
@@ -440,6 +486,8 @@ where
         ensure!(tiny.is_empty(), "{}: a reclaim of less than a page was applied: {tiny:?}", g.name);
     }
 
+    check_bandwidth(platform, &second, &mut settle)?;
+
     // Clearing the limit is applied and observed; nonexistent groups are ignored.
     let clear: Vec<Action> = (0..second.groups.len()).map(|id| Action::SetMax { group: id, bytes: None }).collect();
     let applied = platform.apply(&clear)?;
@@ -452,15 +500,86 @@ where
         cleared.groups.iter().map(|g| g.knobs).collect::<Vec<_>>()
     );
     let group = second.groups.len();
-    let stray = platform.apply(&[Action::SetMax { group, bytes: Some(1 << 30) }, Action::Reclaim { group, bytes: 1 << 30 }])?;
+    let stray = platform.apply(&[
+        Action::SetMax { group, bytes: Some(1 << 30) },
+        Action::Reclaim { group, bytes: 1 << 30 },
+        Action::SetCpuMax { group, millicpus: Some(100) },
+        Action::SetIoMax { group, read_bytes_per_s: Some(MIN_IO_BYTES_PER_S), write_bytes_per_s: None },
+    ])?;
     ensure!(stray.is_empty(), "an action for a nonexistent group was applied: {stray:?}");
+    Ok(())
+}
+
+/// PSI totals and CPU usage never go backwards between two observations of a group.
+fn totals_grow(a: &GroupObservation, b: &GroupObservation) -> bool {
+    let (s, t) = (a.stall, b.stall);
+    t.memory_some_us >= s.memory_some_us
+        && t.memory_full_us >= s.memory_full_us
+        && t.io_some_us >= s.io_some_us
+        && t.io_full_us >= s.io_full_us
+        && t.cpu_some_us >= s.cpu_some_us
+        && b.cpu_usage_us >= a.cpu_usage_us
+}
+
+/// CPU limits below the smallest, in between and covering every CPU, then cleared; I/O limits
+/// likewise (or left out entirely by a platform with no swap device it may limit): each
+/// applied as the contract says, reported as applied and observed so.
+fn check_bandwidth<P: Platform>(
+    platform: &mut P,
+    obs: &Observation,
+    settle: &mut impl FnMut(&mut P),
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    P::Error: 'static,
+{
+    let every_cpu = u64::from(obs.cpus) * 1000;
+    for (id, g) in obs.groups.iter().enumerate() {
+        for (asked, want) in
+            [(Some(1), Some(MIN_CPU_MILLICPUS)), (Some(every_cpu - 1), Some(every_cpu - 1)), (Some(every_cpu), None), (None, None)]
+        {
+            let applied = platform.apply(&[Action::SetCpuMax { group: id, millicpus: asked }])?;
+            ensure!(
+                applied == [Action::SetCpuMax { group: id, millicpus: want }],
+                "{}: asked for a CPU limit of {asked:?} millicpus, apply reported {applied:?}, not {want:?}",
+                g.name
+            );
+            settle(platform);
+            let seen = platform.observe()?.groups[id].bandwidth.cpu_millicpus;
+            ensure!(seen == want, "{}: asked for a CPU limit of {asked:?} millicpus, observed {seen:?}, not {want:?}", g.name);
+        }
+        let mut limited = None;
+        for (read, write) in [(Some(1), Some(8 << 20)), (Some(3 << 20), None), (None, None)] {
+            let want =
+                Action::SetIoMax { group: id, read_bytes_per_s: read.map(|b: u64| b.max(MIN_IO_BYTES_PER_S)), write_bytes_per_s: write };
+            let applied = platform.apply(&[Action::SetIoMax { group: id, read_bytes_per_s: read, write_bytes_per_s: write }])?;
+            let now_limited = !applied.is_empty();
+            ensure!(
+                applied.is_empty() || applied == [want],
+                "{}: asked for I/O limits {read:?}/{write:?} bytes/s, apply reported {applied:?}, not {want:?} or nothing",
+                g.name
+            );
+            ensure!(
+                *limited.get_or_insert(now_limited) == now_limited,
+                "{}: I/O limits were applied for some requests and left out for others",
+                g.name
+            );
+            settle(platform);
+            let seen = platform.observe()?.groups[id].bandwidth;
+            let (r, w) = if now_limited { (read.map(|b| b.max(MIN_IO_BYTES_PER_S)), write) } else { (None, None) };
+            ensure!(
+                (seen.io_read_bytes_per_s, seen.io_write_bytes_per_s) == (r, w),
+                "{}: asked for I/O limits {read:?}/{write:?} bytes/s, observed {seen:?}",
+                g.name
+            );
+        }
+    }
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{GroupRole, MemoryKnobs, StallTotals};
+    use crate::{BandwidthKnobs, GroupRole, MemoryKnobs, StallTotals};
 
     const PAGE_BYTES: u64 = 4096;
 
@@ -472,7 +591,17 @@ mod tests {
         now_ns: u64,
         round: fn(u64) -> u64,
         reclaim: ReclaimFn,
+        /// Whether I/O limits apply (a swap device the platform may limit).
+        io: bool,
+        /// Turns a CPU request into the applied limit.
+        cpu: fn(Option<u64>) -> Option<u64>,
         break_it: B,
+    }
+
+    const CPUS: u32 = 2;
+
+    fn cpu_as_contracted(millicpus: Option<u64>) -> Option<u64> {
+        crate::applied_cpu_millicpus(millicpus, CPUS)
     }
 
     type ReclaimFn = fn(&mut GroupObservation, usize, u64) -> Option<Action>;
@@ -493,9 +622,11 @@ mod tests {
                 usage_bytes: 1 << 20,
                 knobs: MemoryKnobs::default(),
                 floor_bytes: (i + 1) * (3 << 20),
+                cpu_usage_us: 0,
+                bandwidth: BandwidthKnobs::default(),
             })
             .collect();
-        Toy { groups, now_ns: 0, round, reclaim: reclaim_whole_pages, break_it }
+        Toy { groups, now_ns: 0, round, reclaim: reclaim_whole_pages, io: true, cpu: cpu_as_contracted, break_it }
     }
 
     fn round_down(bytes: u64) -> u64 {
@@ -508,7 +639,13 @@ mod tests {
         fn observe(&mut self) -> Result<Observation, Self::Error> {
             self.now_ns += 1;
             (self.break_it)(self.now_ns, &mut self.groups);
-            Ok(Observation { now_ns: self.now_ns, total_memory_bytes: 1 << 30, groups: self.groups.clone(), events: Vec::new() })
+            Ok(Observation {
+                now_ns: self.now_ns,
+                total_memory_bytes: 1 << 30,
+                cpus: CPUS,
+                groups: self.groups.clone(),
+                events: Vec::new(),
+            })
         }
 
         fn apply(&mut self, actions: &[Action]) -> Result<Vec<Action>, Self::Error> {
@@ -521,6 +658,16 @@ mod tests {
                         applied.push(Action::SetMax { group, bytes: g.knobs.max_bytes });
                     }
                     Action::Reclaim { group, bytes } => applied.extend((self.reclaim)(g, group, bytes)),
+                    Action::SetCpuMax { group, millicpus } => {
+                        g.bandwidth.cpu_millicpus = (self.cpu)(millicpus);
+                        applied.push(Action::SetCpuMax { group, millicpus: g.bandwidth.cpu_millicpus });
+                    }
+                    Action::SetIoMax { group, read_bytes_per_s, write_bytes_per_s } if self.io => {
+                        g.bandwidth.io_read_bytes_per_s = crate::applied_io_bytes_per_s(read_bytes_per_s);
+                        g.bandwidth.io_write_bytes_per_s = crate::applied_io_bytes_per_s(write_bytes_per_s);
+                        let (read_bytes_per_s, write_bytes_per_s) = (g.bandwidth.io_read_bytes_per_s, g.bandwidth.io_write_bytes_per_s);
+                        applied.push(Action::SetIoMax { group, read_bytes_per_s, write_bytes_per_s });
+                    }
                     _ => {}
                 }
             }
@@ -604,6 +751,24 @@ mod tests {
         }
         let err = check_platform(&mut with(unrounded), |_| {}).unwrap_err().to_string();
         assert!(err.contains("not whole pages"), "{err}");
+    }
+
+    /// CPU and I/O limits: a platform without a swap device passes by leaving I/O limits out;
+    /// one that applies a CPU limit below the smallest, or keeps one covering every CPU, is
+    /// caught by both bodies.
+    #[test]
+    fn bandwidth_limits_are_clamped_as_the_contract_says() {
+        let without_io = Toy { io: false, ..toy(round_down, |_, _| {}) };
+        assert_eq!(probe(without_io).verdict(), Ok(()));
+        check_platform(&mut Toy { io: false, ..toy(round_down, |_, _| {}) }, |_| {}).unwrap();
+        let unclamped = |millicpus: Option<u64>| millicpus;
+        let report = probe(Toy { cpu: unclamped, ..toy(round_down, |_, _| {}) });
+        assert!(report.verdict().unwrap_err().contains("below the smallest"), "{report:?}");
+        let err = check_platform(&mut Toy { cpu: unclamped, ..toy(round_down, |_, _| {}) }, |_| {}).unwrap_err().to_string();
+        assert!(err.contains("CPU limit of Some(1)"), "{err}");
+        let never_none = |millicpus: Option<u64>| millicpus.map(|m| m.max(MIN_CPU_MILLICPUS));
+        let err = check_platform(&mut Toy { cpu: never_none, ..toy(round_down, |_, _| {}) }, |_| {}).unwrap_err().to_string();
+        assert!(err.contains("CPU limit of Some(2000)"), "{err}");
     }
 
     #[test]

@@ -103,6 +103,9 @@ pub struct StallTotals {
     pub memory_full_us: u64,
     pub io_some_us: u64,
     pub io_full_us: u64,
+    /// Time some task of the group was runnable but waited for a CPU (`cpu.pressure`).
+    #[serde(default)]
+    pub cpu_some_us: u64,
 }
 
 /// Which pressure totals a controller reads of one group. A platform keeps these fresh at
@@ -140,6 +143,52 @@ pub struct MemoryKnobs {
     pub low_bytes: Option<u64>,
 }
 
+/// CPU and I/O bandwidth limits of a group; `None` means no limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BandwidthKnobs {
+    /// CPU time the group's tasks may use together, in thousandths of one CPU per unit of
+    /// wall time (`cpu.max` with a [`CPU_PERIOD_US`] period: 500 is half a CPU, 2000 two).
+    pub cpu_millicpus: Option<u64>,
+    /// Reads from the platform's swap device (`io.max` `rbps`).
+    pub io_read_bytes_per_s: Option<u64>,
+    /// Writes to the platform's swap device (`io.max` `wbps`).
+    pub io_write_bytes_per_s: Option<u64>,
+}
+
+impl BandwidthKnobs {
+    /// The actions that put these limits on `group` (none for a limit that is not set).
+    pub fn actions(self, group: GroupId) -> Vec<Action> {
+        let mut out = Vec::new();
+        if let Some(m) = self.cpu_millicpus {
+            out.push(Action::SetCpuMax { group, millicpus: Some(m) });
+        }
+        if self.io_read_bytes_per_s.is_some() || self.io_write_bytes_per_s.is_some() {
+            let (read_bytes_per_s, write_bytes_per_s) = (self.io_read_bytes_per_s, self.io_write_bytes_per_s);
+            out.push(Action::SetIoMax { group, read_bytes_per_s, write_bytes_per_s });
+        }
+        out
+    }
+}
+
+/// The period every platform enforces a CPU bandwidth limit over (the cgroup default).
+pub const CPU_PERIOD_US: u64 = 100_000;
+/// The smallest CPU limit a platform applies: the kernel's smallest quota (1 ms) per period.
+pub const MIN_CPU_MILLICPUS: u64 = 10;
+/// The smallest I/O limit a platform applies, so a throttled group can still fault its pages
+/// back in.
+pub const MIN_IO_BYTES_PER_S: u64 = 1 << 20;
+
+/// The CPU limit a platform applies for a `SetCpuMax` request on a machine of `cpus` CPUs:
+/// at least [`MIN_CPU_MILLICPUS`], and none where the request covers every CPU.
+pub fn applied_cpu_millicpus(requested: Option<u64>, cpus: u32) -> Option<u64> {
+    requested.filter(|&m| m < u64::from(cpus) * 1000).map(|m| m.max(MIN_CPU_MILLICPUS))
+}
+
+/// The I/O limit a platform applies for one direction of a `SetIoMax` request.
+pub fn applied_io_bytes_per_s(requested: Option<u64>) -> Option<u64> {
+    requested.map(|b| b.max(MIN_IO_BYTES_PER_S))
+}
+
 /// One group as seen at a tick.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GroupObservation {
@@ -151,6 +200,12 @@ pub struct GroupObservation {
     pub knobs: MemoryKnobs,
     /// The smallest limit the platform will ever apply (the group's declared floor).
     pub floor_bytes: u64,
+    /// CPU time the group's tasks used since the group was created (`cpu.stat` `usage_usec`,
+    /// v1 `cpuacct.usage`): a throughput group's progress where it computes.
+    #[serde(default)]
+    pub cpu_usage_us: u64,
+    #[serde(default)]
+    pub bandwidth: BandwidthKnobs,
 }
 
 /// A job boundary reported by a soft real-time group since the previous tick.
@@ -171,9 +226,16 @@ pub struct Observation {
     pub now_ns: u64,
     /// Memory the managed groups share (the budget the controller divides).
     pub total_memory_bytes: u64,
+    /// CPUs of the machine; a CPU limit of this many CPUs or more limits nothing.
+    #[serde(default = "one_cpu")]
+    pub cpus: u32,
     pub groups: Vec<GroupObservation>,
     /// Job events since the previous tick, in the order they happened.
     pub events: Vec<JobEvent>,
+}
+
+fn one_cpu() -> u32 {
+    1
 }
 
 /// A change a controller asks for. The platform clamps limits to each group's floor.
@@ -193,6 +255,12 @@ pub enum Action {
     /// changing any limit (cgroup v2's `memory.reclaim`). Pages reclaimed fault back in when
     /// the group touches them again.
     Reclaim { group: GroupId, bytes: u64 },
+    /// A CPU bandwidth limit over all of the group's tasks (`cpu.max`), in thousandths of one
+    /// CPU; `None` removes it.
+    SetCpuMax { group: GroupId, millicpus: Option<u64> },
+    /// I/O bandwidth limits on the platform's swap device (`io.max`; cgroup v1's
+    /// `blkio.throttle.{read,write}_bps_device`); `None` removes a direction's limit.
+    SetIoMax { group: GroupId, read_bytes_per_s: Option<u64>, write_bytes_per_s: Option<u64> },
 }
 
 impl Action {
@@ -204,7 +272,9 @@ impl Action {
             | Action::SetMin { group, .. }
             | Action::SetLow { group, .. }
             | Action::DropJob { group, .. }
-            | Action::Reclaim { group, .. } => group,
+            | Action::Reclaim { group, .. }
+            | Action::SetCpuMax { group, .. }
+            | Action::SetIoMax { group, .. } => group,
         }
     }
 }
@@ -267,6 +337,13 @@ pub trait Platform {
     ///   kernel to reclaim (Linux, off the control thread: an upper bound); a platform
     ///   without proactive reclaim (cgroup v1) leaves it out, never failing, and so does one
     ///   that could reclaim nothing.
+    /// - **CPU bandwidth.** `SetCpuMax` is enforced over [`CPU_PERIOD_US`]: the group's tasks
+    ///   together run at most `millicpus × period / 1000` in each period, then wait for the
+    ///   next. A request below [`MIN_CPU_MILLICPUS`] gets exactly that; one of at least
+    ///   `cpus × 1000` limits nothing and is applied (and returned) as `None`.
+    /// - **I/O bandwidth.** `SetIoMax` limits the group's reads and writes of the swap device.
+    ///   A request below [`MIN_IO_BYTES_PER_S`] gets exactly that. A platform with no swap
+    ///   device it may limit leaves the action out, never failing.
     fn apply(&mut self, actions: &[Action]) -> Result<Vec<Action>, Self::Error>;
 }
 

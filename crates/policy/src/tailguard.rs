@@ -45,6 +45,15 @@
 //!   it stops the job holding memory and the shared swap device for nothing, and the next
 //!   job from starting late.
 //!
+//! - **Room on the swap device when the device, not the limit, holds a job back.** A job
+//!   that spends more than `io_guard_stall_pct` of an interval waiting on I/O with its usage
+//!   more than a growth step below its limit faults in pages it has room for: a higher limit
+//!   does not shorten that wait, but the non-real-time groups' requests queued ahead of it on
+//!   the shared swap device do lengthen it. If at that interval's pace of work (the share of
+//!   the interval it was not stalled) its work left does not fit before its deadline, the
+//!   non-real-time groups' swap reads and write-backs are limited to `io_guard_bytes_per_s`
+//!   until the job ends.
+//!
 //! Between jobs the limit is held, as under SARA; the non-real-time groups get what the
 //! soft real-time groups do not hold ([`crate::budget`]).
 
@@ -96,6 +105,13 @@ pub struct TailguardConfig {
     /// Starting limit of each soft-RT group; by default an even share of what the non-RT
     /// floors leave.
     pub initial_limit_bytes: Option<u64>,
+    /// Swap I/O limit (reads and write-backs, bytes/s) of the non-RT groups while a soft-RT
+    /// job the device holds back runs (default 64 MiB/s, about a tenth of a SATA SSD's read
+    /// bandwidth); `None`: never limited.
+    pub io_guard_bytes_per_s: Option<u64>,
+    /// I/O stall, in percent of an interval, above which a soft-RT job counts as waiting on
+    /// the swap device (default 90, as `rescue_stall_pct`).
+    pub io_guard_stall_pct: u8,
 }
 
 impl Default for TailguardConfig {
@@ -116,6 +132,8 @@ impl Default for TailguardConfig {
             stall: StallKind::Some,
             knob: LimitKnob::Max,
             initial_limit_bytes: None,
+            io_guard_bytes_per_s: Some(64 << 20),
+            io_guard_stall_pct: 90,
         }
     }
 }
@@ -128,6 +146,12 @@ impl TailguardConfig {
         }
         if self.guard_step_permille > self.guard_max_permille {
             return bad("guard_step_permille", "must be at most guard_max_permille", self.guard_step_permille.to_string());
+        }
+        if self.io_guard_stall_pct > 100 {
+            return bad("io_guard_stall_pct", "must be a percentage 0..=100", self.io_guard_stall_pct.to_string());
+        }
+        if self.io_guard_bytes_per_s == Some(0) {
+            return bad("io_guard_bytes_per_s", "must be > 0 (leave it out to never limit)", "0".into());
         }
         if self.rescue_stall_pct > 100 {
             return bad("rescue_stall_pct", "must be a percentage 0..=100", self.rescue_stall_pct.to_string());
@@ -167,6 +191,9 @@ pub struct TailguardJob {
     pub rescued: bool,
     /// Whether its drop has been asked for.
     pub drop_requested: bool,
+    /// Whether it has waited on the swap device (the non-RT groups' I/O is then limited until
+    /// it ends).
+    pub io_waiting: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -291,6 +318,7 @@ fn start_job(r: Released, now_ns: u64, limit_bytes: u64) -> TailguardJob {
         start_limit_bytes: limit_bytes,
         rescued: false,
         drop_requested: false,
+        io_waiting: false,
     }
 }
 
@@ -365,6 +393,7 @@ impl Controller for Tailguard {
             let st = self.groups.get_mut(&id).expect("state created above for every soft-RT group");
             let (lo, hi) = budget.bounds(g.floor_bytes);
             let stall_ns = st.last_stall.map(|prev| interval_stall_ns(&prev, &g.stall, cfg.stall));
+            let io_stall_ns = st.last_stall.map(|prev| g.stall.io_some_us.saturating_sub(prev.io_some_us) * 1_000);
             st.last_stall = Some(g.stall);
             let cost_ns = learned_cost_ns(st, bcet_ns);
             let fastest_ns = fastest_cost_ns(st, bcet_ns);
@@ -378,6 +407,7 @@ impl Controller for Tailguard {
                     let s_intv = s_intv.min(length_ns);
                     let stall_before_ns = job.stall_ns;
                     job.stall_ns += s_intv;
+
                     let rescue = |usage: u64| i128::from(usage) + i128::from(cfg.rescue_headroom_bytes);
                     if job.rescued {
                         limit = limit.max(rescue(g.usage_bytes));
@@ -396,6 +426,16 @@ impl Controller for Tailguard {
                             limit = limit.max(rescue(g.usage_bytes));
                         }
                     }
+                    // Waiting on the swap device at a pace that misses the deadline: the time
+                    // left, at this interval's share of running, holds less than its work left.
+                    let io_bound = io_stall_ns.is_some_and(|io| is_severe_interval(io.min(length_ns), length_ns, cfg.io_guard_stall_pct));
+                    let below_limit = g.usage_bytes.saturating_add(cfg.step_up_bytes) < held_bytes;
+                    if io_bound && below_limit && !job.io_waiting {
+                        let done_ns = obs.now_ns.saturating_sub(job.start_ns).saturating_sub(job.stall_ns);
+                        let work_left = u128::from(cost_ns.saturating_sub(done_ns));
+                        let time_left = u128::from(job.deadline_ns.saturating_sub(obs.now_ns));
+                        job.io_waiting = time_left * u128::from(length_ns - s_intv) < work_left * u128::from(length_ns);
+                    }
                     if cfg.drop_certain_misses && !job.drop_requested && certain_miss(job, fastest_ns, obs.now_ns) {
                         job.drop_requested = true;
                         st.drops += 1;
@@ -412,6 +452,13 @@ impl Controller for Tailguard {
             }
         }
         plan_nrt(&mut plan, obs, &budget, cfg.knob);
+        if let Some(rate) = cfg.io_guard_bytes_per_s {
+            let waiting = self.groups.values().any(|st| st.jobs.running.as_ref().is_some_and(|j| j.io_waiting));
+            let limit = waiting.then_some(rate);
+            for (id, _) in obs.groups.iter().enumerate().filter(|(_, g)| !is_soft_rt(g)) {
+                plan.set_io(obs, id, limit, limit);
+            }
+        }
         plan.finish()
     }
 }

@@ -47,7 +47,7 @@ impl ExternalControllers for Resolver {
 }
 
 fn observation() -> Observation {
-    Observation { now_ns: 0, total_memory_bytes: 1 << 30, groups: Vec::new(), events: Vec::new() }
+    Observation { now_ns: 0, total_memory_bytes: 1 << 30, cpus: 1, groups: Vec::new(), events: Vec::new() }
 }
 
 #[test]

@@ -55,6 +55,9 @@ impl Simulation<'_> {
     /// [`crate::program::Step::Block`] for a job off its CPU: with a link it stays in the
     /// scheduler (it enters it if it was not there), without one it leaves it.
     pub(super) fn block(&mut self, key: JobKey) {
+        if self.cpu_groups.is_some() && self.job(key).state == JobState::Ready {
+            self.note_eligible(key, false);
+        }
         let job = self.job_mut(key);
         let in_scheduler = matches!(job.state, JobState::Ready | JobState::Linked);
         if job.ext.as_ref().is_some_and(|e| e.link.is_some()) {

@@ -8,6 +8,7 @@
 //! numbers. Models beyond CPU scheduling plug in as [`Subsystem`]s.
 
 mod activation;
+mod bandwidth;
 mod links;
 mod root;
 mod subsystem;
@@ -93,6 +94,11 @@ enum Event {
         seq: u64,
     },
     SchedulerWake,
+    /// A look at a CPU group's bandwidth budget (see [`bandwidth`]).
+    CpuBudget {
+        group: u32,
+        gen: u64,
+    },
     /// An event a subsystem scheduled for itself.
     Subsystem {
         id: u32,
@@ -112,6 +118,9 @@ enum JobState {
     /// Waiting like `Blocked`, but with a dependency link ([`Context::depend`]): it stays in
     /// the scheduler, and when chosen the job at the end of its links runs in its place.
     Linked,
+    /// Eligible, but its CPU group has spent its bandwidth for this period: off its
+    /// scheduler until the group may run again.
+    Throttled,
 }
 
 #[derive(Clone, Debug)]
@@ -267,6 +276,8 @@ pub struct Simulation<'a> {
     /// What the scheduler decides from changed since its last decision: a job entered or left
     /// it, left a CPU, or a link was set or cleared.
     undecided: bool,
+    /// Tasks a subsystem grouped for CPU accounting and bandwidth limits, if any did.
+    cpu_groups: Option<Box<bandwidth::CpuGroups>>,
 }
 
 impl<'a> Simulation<'a> {
@@ -308,6 +319,7 @@ impl<'a> Simulation<'a> {
             chosen: vec![None; m],
             yielded: Vec::new(),
             undecided: true,
+            cpu_groups: None,
         };
         for id in 0..sim.subsystems.len() {
             sim.call(id, |s, cx| s.start(cx));
@@ -333,8 +345,14 @@ impl<'a> Simulation<'a> {
         let mut me = self.subsystems[id].take().expect("a subsystem's hooks do not nest");
         let mut commands = std::mem::take(&mut self.spare_commands);
         let out = {
-            let mut cx =
-                Context { now: self.now, commands: &mut commands, peers: &mut self.subsystems, components: &mut self.components, me: id };
+            let mut cx = Context {
+                now: self.now,
+                commands: &mut commands,
+                peers: &mut self.subsystems,
+                components: &mut self.components,
+                me: id,
+                cpu_groups: self.cpu_groups.as_deref(),
+            };
             f(me.as_mut(), &mut cx)
         };
         self.subsystems[id] = Some(me);
@@ -378,6 +396,8 @@ impl<'a> Simulation<'a> {
                 }
             }
             Command::Depend { job, holder } => self.set_link(job, holder),
+            Command::JoinCpuGroup { task, group } => self.join_cpu_group(task, group),
+            Command::SetCpuLimit { group, limit } => self.set_cpu_limit(group, limit),
             Command::TakeReleases(task) => self.tasks[task].released_elsewhere = true,
             Command::Activate(task) => self.activate(task),
             Command::Inherit { job, donor } => {
@@ -462,6 +482,7 @@ impl<'a> Simulation<'a> {
             Event::SchedulerWake => {
                 self.wake_at = None;
             }
+            Event::CpuBudget { group, gen } => return self.on_cpu_budget(group, gen),
             Event::Subsystem { id, tag } => self.call(id as usize, |s, cx| s.on_event(cx, tag)),
         }
         true
@@ -523,6 +544,11 @@ impl<'a> Simulation<'a> {
         match step {
             Step::Compute(_) | Step::Yield => {
                 job.step_left = if let Step::Compute(left) = step { left } else { Nanos::ZERO };
+                if self.cpu_groups.is_some() && self.held_by_cpu_limit(key, activation) {
+                    return;
+                }
+                let job = self.jobs[key as usize].as_mut().expect("live job");
+                let was_eligible = job.state == JobState::Ready;
                 match job.state {
                     JobState::Ready => {}
                     // Still in the scheduler, at the same place.
@@ -542,8 +568,15 @@ impl<'a> Simulation<'a> {
                         self.make_ready(key);
                     }
                 }
+                if !was_eligible && self.cpu_groups.is_some() {
+                    self.note_eligible(key, true);
+                }
             }
             Step::Suspend(duration) => {
+                if job.state == JobState::Ready && self.cpu_groups.is_some() {
+                    self.note_eligible(key, false);
+                }
+                let job = self.jobs[key as usize].as_mut().expect("live job");
                 let was_ready = matches!(job.state, JobState::Ready | JobState::Linked);
                 job.state = JobState::Suspended;
                 let seq = job.seq;
@@ -658,6 +691,9 @@ impl<'a> Simulation<'a> {
         c.running = None;
         c.gen += 1;
         self.undecided = true;
+        if self.cpu_groups.is_some() {
+            self.note_running(key, false);
+        }
     }
 
     fn abort(&mut self, key: JobKey) {
@@ -671,6 +707,9 @@ impl<'a> Simulation<'a> {
 
     /// Records a finished (or aborted) job, frees its slot and lets the task's next job in.
     fn end_job(&mut self, key: JobKey, outcome: Outcome) {
+        if self.cpu_groups.is_some() && self.job(key).state == JobState::Ready {
+            self.note_eligible(key, false);
+        }
         self.sched_mut().remove(key);
         if self.links > 0 {
             self.clear_link(key);
@@ -814,6 +853,7 @@ impl<'a> Simulation<'a> {
             // A subsystem's steps may add CPU time beyond the drawn demand.
             assert!(j.stepped_elsewhere() || j.program.executed <= j.demand);
         }
+        self.check_cpu_groups();
     }
 
     fn dispatch(&mut self, key: JobKey, cpu: usize) {
@@ -832,6 +872,9 @@ impl<'a> Simulation<'a> {
         c.gen += 1;
         let gen = c.gen;
         self.queue.push(now + left, Event::CpuStop { cpu: cpu as u32, gen });
+        if self.cpu_groups.is_some() {
+            self.note_running(key, true);
+        }
     }
 
     fn finish(mut self) -> SimResult {

@@ -80,6 +80,8 @@ pub(crate) enum Command {
     Depend { job: JobKey, holder: Option<JobKey> },
     TakeReleases(usize),
     Activate(usize),
+    JoinCpuGroup { task: usize, group: u32 },
+    SetCpuLimit { group: u32, limit: Option<(Nanos, Nanos)> },
 }
 
 /// A hook's view of the engine: the time, requests to the engine, and the other subsystems.
@@ -90,6 +92,7 @@ pub struct Context<'e> {
     pub(crate) peers: &'e mut [Option<Box<dyn Subsystem>>],
     pub(crate) components: &'e mut Vec<SubsystemId>,
     pub(crate) me: SubsystemId,
+    pub(super) cpu_groups: Option<&'e super::bandwidth::CpuGroups>,
 }
 
 impl Context<'_> {
@@ -153,6 +156,27 @@ impl Context<'_> {
     pub fn add_component(&mut self) -> ComponentId {
         self.components.push(self.me);
         ComponentId(u32::try_from(self.components.len() - 1).expect("fewer than 2^32 components"))
+    }
+
+    /// Puts task `task` in CPU group `group` (a small number the subsystem chooses): from now
+    /// on the group's CPU time and CPU wait are measured ([`Context::cpu_group_times`]) and a
+    /// bandwidth limit may hold it ([`Context::set_cpu_limit`]). Only before the task's first
+    /// job (from [`Subsystem::start`]).
+    pub fn join_cpu_group(&mut self, task: usize, group: u32) {
+        self.commands.push(Command::JoinCpuGroup { task, group });
+    }
+
+    /// Limits CPU group `group` to `quota` of CPU time in each `period` over all its tasks
+    /// (`None`: no limit), as cgroup `cpu.max` does.
+    pub fn set_cpu_limit(&mut self, group: u32, limit: Option<(Nanos, Nanos)>) {
+        self.commands.push(Command::SetCpuLimit { group, limit });
+    }
+
+    /// CPU time CPU group `group`'s tasks used, and time some job of the group was eligible
+    /// but waited for a CPU (PSI's `cpu some`), since the group was formed; zero for a group
+    /// nobody formed.
+    pub fn cpu_group_times(&self, group: u32) -> (Nanos, Nanos) {
+        self.cpu_groups.map_or((Nanos::ZERO, Nanos::ZERO), |cg| cg.times(group, self.now))
     }
 
     /// The other subsystem of type `T`, if the simulation has one.

@@ -148,6 +148,45 @@ pub struct DeviceStats {
     pub queued: Nanos,
 }
 
+/// A group's I/O bandwidth limit in one direction, as a block layer's throttle enforces it:
+/// a request goes to the device once the bytes before it have been paid for at the limit's
+/// rate, so the group's requests leave at no more than `bytes_per_s` (no burst).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Throttle {
+    bytes_per_s: Option<u64>,
+    /// When the bytes already let through have been paid for.
+    paid_until: Nanos,
+}
+
+impl Throttle {
+    pub fn set_limit(&mut self, bytes_per_s: Option<u64>) {
+        debug_assert!(bytes_per_s != Some(0), "a zero limit would hold requests forever");
+        self.bytes_per_s = bytes_per_s;
+    }
+
+    pub fn limit(&self) -> Option<u64> {
+        self.bytes_per_s
+    }
+
+    /// When a request submitted at `now` may go to the device (`now` when unlimited).
+    #[inline]
+    pub fn release_at(&self, now: Nanos) -> Nanos {
+        if self.bytes_per_s.is_some() {
+            now.max(self.paid_until)
+        } else {
+            now
+        }
+    }
+
+    /// Lets a request of `bytes` through at `at` (from [`Throttle::release_at`]) and charges it.
+    pub fn pass(&mut self, at: Nanos, bytes: u64) {
+        if let Some(bps) = self.bytes_per_s {
+            let pay = (u128::from(bytes) * 1_000_000_000).div_ceil(u128::from(bps));
+            self.paid_until = at.max(self.paid_until) + Nanos(u64::try_from(pay).unwrap_or(u64::MAX / 4));
+        }
+    }
+}
+
 /// A device with one FIFO queue.
 #[derive(Clone, Debug)]
 pub struct Device {
@@ -157,11 +196,32 @@ pub struct Device {
     /// Start time and direction of the last submitted request.
     last: Option<(Nanos, IoOp)>,
     stats: DeviceStats,
+    /// Writes a throttle holds back: (when they reach the queue, bytes), in that order.
+    held_writes: Vec<(Nanos, u64)>,
 }
 
 impl Device {
     pub fn new(spec: DeviceSpec) -> Self {
-        Device { spec, busy_until: Nanos::ZERO, last: None, stats: DeviceStats::default() }
+        Device { spec, busy_until: Nanos::ZERO, last: None, stats: DeviceStats::default(), held_writes: Vec::new() }
+    }
+
+    /// Queues a write that a throttle holds back until `at`: it joins the queue then, behind
+    /// whatever was submitted before `at`, and nothing submitted earlier waits for it. Writes
+    /// are asynchronous in this model (nobody waits for their completion), so none is needed.
+    pub fn submit_held_write(&mut self, at: Nanos, bytes: u64) {
+        let k = self.held_writes.partition_point(|&(t, _)| t <= at);
+        self.held_writes.insert(k, (at, bytes));
+    }
+
+    /// Puts held writes due by `now` in the queue, at the instants they were due.
+    fn release_held(&mut self, now: Nanos) {
+        let due = self.held_writes.partition_point(|&(t, _)| t <= now);
+        if due > 0 {
+            let writes: Vec<(Nanos, u64)> = self.held_writes.drain(..due).collect();
+            for (at, bytes) in writes {
+                self.enqueue(at, IoOp::Write, bytes);
+            }
+        }
     }
 
     pub fn spec(&self) -> &DeviceSpec {
@@ -180,6 +240,13 @@ impl Device {
     /// Queues a request of `bytes` at `now` behind every earlier request and returns its
     /// completion time.
     pub fn submit(&mut self, now: Nanos, op: IoOp, bytes: u64) -> Nanos {
+        if !self.held_writes.is_empty() {
+            self.release_held(now);
+        }
+        self.enqueue(now, op, bytes)
+    }
+
+    fn enqueue(&mut self, now: Nanos, op: IoOp, bytes: u64) -> Nanos {
         if let Some((last_start, IoOp::Write)) = self.last {
             if op == IoOp::Write && last_start >= now {
                 let transfer = self.spec.service_time(op, bytes) - self.spec.write_latency;
@@ -243,6 +310,37 @@ mod tests {
         // Submitted long after the first finished: starts at once.
         assert_eq!(d.submit(Nanos::from_ms(1), IoOp::Read, 4096), Nanos::from_ms(1) + svc);
         assert_eq!(d.stats().queued, Nanos::ZERO);
+    }
+
+    /// A held write keeps nobody waiting before it is due, and joins the queue when it is.
+    #[test]
+    fn a_held_write_joins_the_queue_when_due() {
+        let mut d = Device::new(DeviceSpec::slow_ssd());
+        let (read, write) = (d.spec().service_time(IoOp::Read, 4096), d.spec().service_time(IoOp::Write, 4096));
+        d.submit_held_write(Nanos::from_ms(1), 4096);
+        // A read before the write is due starts at once.
+        assert_eq!(d.submit(Nanos::ZERO, IoOp::Read, 4096), read);
+        // A read just after it is due waits for it.
+        let at = Nanos::from_ms(1) + Nanos(1);
+        assert_eq!(d.submit(at, IoOp::Read, 4096), Nanos::from_ms(1) + write + read);
+        assert_eq!(d.stats().writes, 1);
+        assert_eq!(d.stats().queued, write - Nanos(1));
+    }
+
+    #[test]
+    fn a_throttle_spaces_requests_at_its_rate() {
+        let mut t = Throttle::default();
+        assert_eq!(t.release_at(Nanos(5)), Nanos(5));
+        t.set_limit(Some(1_000_000));
+        t.pass(Nanos::ZERO, 1_000);
+        // 1000 bytes at 1 MB/s: the next request waits 1 ms.
+        assert_eq!(t.release_at(Nanos(10)), Nanos::from_ms(1));
+        t.pass(Nanos::from_ms(1), 500);
+        assert_eq!(t.release_at(Nanos::ZERO), Nanos::from_us(1_500));
+        // Long idle: no credit is banked.
+        assert_eq!(t.release_at(Nanos::from_ms(10)), Nanos::from_ms(10));
+        t.set_limit(None);
+        assert_eq!(t.release_at(Nanos::ZERO), Nanos::ZERO);
     }
 
     #[test]

@@ -100,6 +100,34 @@ impl<A: FrameAllocator> Memory<A> {
         refs.len()
     }
 
+    /// Whether a reference of `kind` to `vpn` would fault and read the page from its device:
+    /// it is not resident but has a copy there. A reference that would hit, zero-fill or map
+    /// a page already in memory would not.
+    pub fn would_read(&self, space: AsId, vpn: Vpn, kind: RefKind) -> bool {
+        if kind == RefKind::Discard || self.would_hit(space, vpn, kind) {
+            return false;
+        }
+        let Ok(s) = self.space_idx(space) else { return false };
+        let Some(vi) = self.find_vma(s, vpn.0) else { return false };
+        let vma = self.spaces[s].vmas[vi];
+        let i = (vpn.0 - vma.start) as usize;
+        let on_device = |r: u32| {
+            let reg = &self.regions[r as usize];
+            reg.frame[i] == NIL && reg.pflags[i] & BACKED != 0
+        };
+        if vma.shadow == NIL {
+            return on_device(vma.region);
+        }
+        let sh = &self.regions[vma.shadow as usize];
+        let own = sh.frame[i] != NIL || sh.pflags[i] & MATERIAL != 0;
+        if own || self.regions[vma.region as usize].cow_refs[i] == 0 {
+            on_device(vma.shadow)
+        } else {
+            // A copy-on-write break or a read of the shared base reads the base page.
+            on_device(vma.region)
+        }
+    }
+
     /// Whether `vpn` is mapped present in `space`'s page table.
     pub fn is_mapped(&self, space: AsId, vpn: Vpn) -> bool {
         self.spaces.get(space.0 as usize).and_then(|s| s.ptes.get(vpn.0 as usize)).is_some_and(|p| p.flags & PRESENT != 0)

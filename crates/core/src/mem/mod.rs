@@ -90,7 +90,7 @@ mod slots;
 mod spaces;
 mod spel;
 
-pub use device::{Device, DeviceSpec, DeviceStats, IoOp};
+pub use device::{Device, DeviceSpec, DeviceStats, IoOp, Throttle};
 pub use frames::{FrameAllocator, FrameRequest, FreeLists, Mc2Level, Placement};
 pub use layout::{LayoutFrames, MemoryLayout};
 pub use psi::{Pressure, PsiAccounting, PsiGroupId, PsiTaskId, PsiTotals, TaskPsiState};
@@ -350,6 +350,9 @@ pub struct Memory<A = FreeLists> {
     /// Reused buffers (no allocation on the fault path).
     scratch_frames: Vec<u32>,
     scratch_spaces: Vec<u32>,
+    /// Write limits of limit groups' pools (pool, throttle): the write-back of a page charged
+    /// to one goes to the device no faster than its limit.
+    write_throttles: Vec<(u32, Throttle)>,
 }
 
 impl Memory<FreeLists> {
@@ -401,6 +404,7 @@ impl<A: FrameAllocator> Memory<A> {
             reclaim_work: 0,
             scratch_frames: Vec::new(),
             scratch_spaces: Vec::new(),
+            write_throttles: Vec::new(),
         })
     }
 

@@ -287,7 +287,9 @@ impl<A: FrameAllocator> Memory<A> {
     /// [`Memory::full_evict`] without counting the eviction as the evictor's choice (a bound
     /// chose it).
     pub(super) fn evict_from_memory(&mut self, f: u32, evictor: u32, now: Nanos) -> u32 {
-        let Frame { region: r, page: i, .. } = self.frames[f as usize];
+        let Frame { region: r, page: i, first, .. } = self.frames[f as usize];
+        // The pool the page is charged to, whose write limit its write-back obeys.
+        let holder = (first != NIL).then(|| self.entries[first as usize].pool);
         let mut mapped_by = std::mem::take(&mut self.scratch_spaces);
         mapped_by.clear();
         self.unmap_all(f, Some(&mut mapped_by));
@@ -297,7 +299,22 @@ impl<A: FrameAllocator> Memory<A> {
         let must_write = self.frames[f as usize].dirty || (reg.kind == RegionKind::SharedAnon && reg.pflags[i as usize] & BACKED == 0);
         if must_write {
             let dev = reg.device as usize;
-            self.devices[dev].submit(now, IoOp::Write, self.cfg.page_bytes);
+            let bytes = self.cfg.page_bytes;
+            match holder.and_then(|p| self.write_throttles.iter_mut().find(|(q, _)| *q == p)) {
+                Some((_, throttle)) => {
+                    let at = throttle.release_at(now);
+                    throttle.pass(at, bytes);
+                    if at > now {
+                        self.devices[dev].submit_held_write(at, bytes);
+                    } else {
+                        self.devices[dev].submit(now, IoOp::Write, bytes);
+                    }
+                }
+                None => {
+                    self.devices[dev].submit(now, IoOp::Write, bytes);
+                }
+            }
+            let reg = &mut self.regions[r as usize];
             reg.pflags[i as usize] |= BACKED;
             self.pools[evictor as usize].writebacks += 1;
             for &s in &mapped_by {

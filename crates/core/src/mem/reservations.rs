@@ -209,6 +209,29 @@ impl<A: FrameAllocator> Memory<A> {
         Ok(())
     }
 
+    /// Limits the rate at which pages charged to limit group `res` are written back to their
+    /// device (`None`: no limit): a write-back over the limit joins the device's queue when
+    /// the group's earlier writes have been paid for, and delays nobody before then.
+    pub fn set_write_limit(&mut self, res: ResId, bytes_per_s: Option<u64>) -> Result<(), MemError> {
+        let p = self.pool_of(res)?;
+        if !self.pools[p as usize].kind.honours_protection() {
+            return Err(MemError::NotALimitGroup(res.0));
+        }
+        match (self.write_throttles.iter().position(|&(q, _)| q == p), bytes_per_s) {
+            (Some(k), None) => {
+                self.write_throttles.remove(k);
+            }
+            (Some(k), limit) => self.write_throttles[k].1.set_limit(limit),
+            (None, None) => {}
+            (None, limit) => {
+                let mut t = Throttle::default();
+                t.set_limit(limit);
+                self.write_throttles.push((p, t));
+            }
+        }
+        Ok(())
+    }
+
     /// A limit group's high, min and low in pages, as [`Memory::set_limit_protection`] set them.
     pub fn limit_protection(&self, res: ResId) -> Result<LimitProtection, MemError> {
         let p = &self.pools[self.pool_of(res)? as usize];

@@ -89,6 +89,8 @@ pub struct GroupDecl {
     pub high_pages: Option<u64>,
     pub min_pages: Option<u64>,
     pub low_pages: Option<u64>,
+    /// Starting CPU and I/O bandwidth limits (cgroup `cpu.max`, `io.max` on the swap device).
+    pub bandwidth: critmem_policy::BandwidthKnobs,
 }
 
 /// The controller tick loop of a scenario (`[control]`).

@@ -378,6 +378,7 @@ mod tests {
                 high_pages: None,
                 min_pages: None,
                 low_pages: None,
+                bandwidth: Default::default(),
             })
             .collect();
         let tasks = tasks

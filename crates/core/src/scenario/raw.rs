@@ -601,6 +601,15 @@ pub(super) struct RawGroup {
     pub(super) min_mb: Option<f64>,
     /// Memory protected from reclaim unless nothing else is left (cgroup `memory.low`), MiB.
     pub(super) low_mb: Option<f64>,
+    /// Starting CPU bandwidth limit over the group's tasks (cgroup `cpu.max`), in thousandths
+    /// of one CPU; a controller may change it.
+    pub(super) cpu_millicpus: Option<u64>,
+    /// Starting limit of the group's reads from the swap device (cgroup `io.max` `rbps`),
+    /// decimal MB/s; a controller may change it.
+    pub(super) io_read_mb_per_s: Option<f64>,
+    /// Starting limit of the write-backs of the group's pages to the swap device (`wbps`),
+    /// decimal MB/s; a controller may change it.
+    pub(super) io_write_mb_per_s: Option<f64>,
 }
 
 #[derive(Deserialize, JsonSchema, Debug)]

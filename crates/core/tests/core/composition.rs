@@ -75,7 +75,7 @@ impl M {
             M::Tmem => "`[tmem]` manages a component's stack and cbuf, which `t` and its peer call",
             M::Memory => "`[memory]`: `t` touches its private memory in an access step inside its sections (a fault there is blocking)",
             M::SharedPages => "`t` and its peer hold hard reservations and share a region under `spc`",
-            M::Controller => "SARA over a soft real-time group (`t`) and a best-effort one (the peer)",
+            M::Controller => "SARA over a soft real-time group (`t`) and a best-effort one (the peer) whose CPU (3 % of a CPU) and swap I/O (2 MB/s) are limited",
             M::Mc2Scheduler => "`kind = \"mc2\"`: `t` at level C (global EDF on what A and B leave)",
             M::Mc2Layout => "`layout = \"mc2\"`: `t` at level B pinned in core 0's bank, or in the level-C banks where it has to page (groups, shared regions, servers, gEDF)",
             M::HiresIo => "`[io]`: `t` is the event thread of a port, activated per packet, and sends a message per job",
@@ -194,7 +194,9 @@ fn scenario(on: &[M]) -> String {
     }
     if has(M::Controller) {
         writeln!(blocks, "[control]\ncontroller = \"sara\"\ninterval_ms = 5\n").unwrap();
-        writeln!(blocks, "[[group]]\nname = \"soft\"\nrole = \"soft-rt\"\nbcet_ms = 1\nfloor_mb = 2\n\n[[group]]\nname = \"batch\"\nrole = \"non-rt\"\nfloor_mb = 2\n").unwrap();
+        // The best-effort group's CPU and swap I/O are held low: its tasks are throttled, in
+        // their sections too.
+        writeln!(blocks, "[[group]]\nname = \"soft\"\nrole = \"soft-rt\"\nbcet_ms = 1\nfloor_mb = 2\n\n[[group]]\nname = \"batch\"\nrole = \"non-rt\"\nfloor_mb = 2\ncpu_millicpus = 30\nio_read_mb_per_s = 2\nio_write_mb_per_s = 2\n").unwrap();
         keys.push("group = \"soft\"".into());
         peer.push("group = \"batch\"".into());
     }

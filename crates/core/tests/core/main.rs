@@ -1,6 +1,7 @@
 //! Integration tests of critmem-core, one module per behaviour.
 
 mod alloc;
+mod bandwidth;
 mod common;
 mod components;
 mod composition;

@@ -134,6 +134,7 @@ fn main() {
             job_socket: None,
             controller,
             interval_ns,
+            initial_actions: Vec::new(),
             triggers: (args.trigger_stall_us > 0).then_some(TriggerSpec {
                 stall_us: args.trigger_stall_us,
                 window_us: args.trigger_window_us,

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 #[command(name = "critmem-swap", about = "Sets up and tears down critmem's own swapfile")]
 struct Args {
     /// Where critmem records the swapfile it owns.
-    #[arg(long, default_value = "/var/lib/critmem/swap.json")]
+    #[arg(long, default_value = critmem_linux::swap::DEFAULT_STATE_FILE)]
     state_file: PathBuf,
     #[command(subcommand)]
     command: Cmd,

@@ -15,6 +15,10 @@ pub const V2_FILES: &[(&str, &str)] = &[
     ("memory.events", "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n"),
     ("memory.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=100\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=40\n"),
     ("io.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=7\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=3\n"),
+    ("cpu.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=19\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"),
+    ("cpu.stat", "usage_usec 5000\nuser_usec 4000\nsystem_usec 1000\n"),
+    ("cpu.max", "max 100000\n"),
+    ("io.max", ""),
 ];
 
 pub const V1_MEMORY_FILES: &[(&str, &str)] = &[
@@ -31,7 +35,42 @@ pub const UNIFIED_FILES: &[(&str, &str)] = &[
     ("memory.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=11\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=2\n"),
     ("io.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=13\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=5\n"),
     ("cpu.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=17\n"),
+    ("cpu.stat", "usage_usec 3000\nuser_usec 2000\nsystem_usec 1000\n"),
 ];
+
+pub const V1_CPU_FILES: &[(&str, &str)] =
+    &[("cgroup.procs", ""), ("cpu.cfs_period_us", "100000\n"), ("cpu.cfs_quota_us", "-1\n"), ("cpu.shares", "1024\n")];
+
+pub const V1_CPUACCT_FILES: &[(&str, &str)] = &[("cgroup.procs", ""), ("cpuacct.usage", "7000000\n")];
+
+pub const V1_BLKIO_FILES: &[(&str, &str)] =
+    &[("cgroup.procs", ""), ("blkio.throttle.read_bps_device", ""), ("blkio.throttle.write_bps_device", "")];
+
+/// The files a new directory of the fake hybrid trees made by [`hybrid_roots`] and
+/// [`v1_bandwidth_roots`] has, by the tree it is in.
+pub fn hybrid_files(dir: &Path) -> &'static [(&'static str, &'static str)] {
+    let tree = |name: &str| dir.components().any(|c| c.as_os_str() == name);
+    if tree("memory") {
+        V1_MEMORY_FILES
+    } else if tree("cpu") {
+        V1_CPU_FILES
+    } else if tree("cpuacct") {
+        V1_CPUACCT_FILES
+    } else if tree("blkio") {
+        V1_BLKIO_FILES
+    } else {
+        UNIFIED_FILES
+    }
+}
+
+/// The v1 `cpu`, `cpuacct` and `blkio` roots beside [`hybrid_roots`]'s.
+pub fn v1_bandwidth_roots(base: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let (cpu, cpuacct, blkio) = (base.join("cpu"), base.join("cpuacct"), base.join("blkio"));
+    populate(&cpu, &[("cgroup.procs", "1\n"), ("cpu.cfs_period_us", "100000\n"), ("cpu.cfs_quota_us", "-1\n")]);
+    populate(&cpuacct, &[("cgroup.procs", "1\n"), ("cpuacct.usage", "1\n")]);
+    populate(&blkio, &[("cgroup.procs", "1\n"), ("blkio.throttle.read_bps_device", "")]);
+    (cpu, cpuacct, blkio)
+}
 
 /// Writes the files a new cgroup directory would have (what the kernel does on mkdir).
 pub fn populate(dir: &Path, files: &[(&str, &str)]) {

@@ -7,18 +7,63 @@ use super::*;
 const V1_UNLIMITED_FROM_BYTES: u64 = 1 << 62;
 
 /// The hybrid layout: v1 memory controller for limits and usage, cgroup2 for PSI. A group is
-/// a directory in each tree with the same relative path; processes are moved into both.
+/// a directory in each tree with the same relative path; processes are moved into both, and
+/// into the group's directories in the v1 `cpu`, `cpuacct` and `blkio` hierarchies where the
+/// machine mounts them (CPU and I/O bandwidth, CPU time).
 #[derive(Clone, Debug)]
 pub struct HybridBackend {
     memory_root: PathBuf,
     unified_root: PathBuf,
+    /// The v1 `cpu`, `cpuacct` and `blkio` hierarchies, where mounted.
+    cpu_root: Option<PathBuf>,
+    cpuacct_root: Option<PathBuf>,
+    blkio_root: Option<PathBuf>,
     /// Registers OOM notifiers on an ordinary filesystem too (tests signal them by hand).
     notify_on_plain_fs: bool,
 }
 
 impl HybridBackend {
     pub fn new(memory_root: PathBuf, unified_root: PathBuf) -> Self {
-        HybridBackend { memory_root, unified_root, notify_on_plain_fs: false }
+        HybridBackend { memory_root, unified_root, cpu_root: None, cpuacct_root: None, blkio_root: None, notify_on_plain_fs: false }
+    }
+
+    /// With the v1 `cpu`, `cpuacct` and `blkio` hierarchies (one root may hold several).
+    pub fn with_bandwidth_roots(mut self, cpu: Option<PathBuf>, cpuacct: Option<PathBuf>, blkio: Option<PathBuf>) -> Self {
+        (self.cpu_root, self.cpuacct_root, self.blkio_root) = (cpu, cpuacct, blkio);
+        self
+    }
+
+    /// The bandwidth and CPU-time hierarchies' roots, each once (`cpu,cpuacct` is often one).
+    fn bandwidth_roots(&self) -> Vec<&PathBuf> {
+        let mut roots: Vec<&PathBuf> = Vec::new();
+        for root in [&self.cpu_root, &self.cpuacct_root, &self.blkio_root].into_iter().flatten() {
+            if !roots.contains(&root) && *root != self.memory_root && *root != self.unified_root {
+                roots.push(root);
+            }
+        }
+        roots
+    }
+
+    fn cpu_file(&self, group: &GroupPath, name: &str) -> Result<PathBuf> {
+        match &self.cpu_root {
+            Some(root) => Ok(group.dir_in(root).join(name)),
+            None => Err(Error::Unsupported {
+                knob: "cpu.cfs_quota_us",
+                backend: "hybrid (v1 memory + v2 PSI)",
+                hint: "the machine mounts no cgroup v1 cpu hierarchy; mount one (mount -t cgroup -o cpu cgroup /sys/fs/cgroup/cpu)",
+            }),
+        }
+    }
+
+    fn blkio_file(&self, group: &GroupPath, name: &str) -> Result<PathBuf> {
+        match &self.blkio_root {
+            Some(root) => Ok(group.dir_in(root).join(name)),
+            None => Err(Error::Unsupported {
+                knob: "blkio.throttle",
+                backend: "hybrid (v1 memory + v2 PSI)",
+                hint: "the machine mounts no cgroup v1 blkio hierarchy; mount one (mount -t cgroup -o blkio cgroup /sys/fs/cgroup/blkio)",
+            }),
+        }
     }
 
     /// For fake trees: [`CgroupBackend::oom_notifier`] registers there too, so a test can
@@ -62,15 +107,24 @@ impl CgroupBackend for HybridBackend {
         Capabilities { throttle_limit: false, protection: false, proactive_reclaim: false, limit_below_usage: LimitBelowUsage::Refused }
     }
 
+    /// The memory and unified directories, then those in the bandwidth hierarchies.
     fn group_dirs(&self, group: &GroupPath) -> Vec<PathBuf> {
-        vec![group.dir_in(&self.memory_root), group.dir_in(&self.unified_root)]
+        let mut dirs = vec![group.dir_in(&self.memory_root), group.dir_in(&self.unified_root)];
+        dirs.extend(self.bandwidth_roots().into_iter().map(|root| group.dir_in(root)));
+        dirs
     }
 
-    /// Missing directories in both trees; v1 needs no controller enabling, and cgroup2
+    /// Whether the memory and unified directories exist: a group critmem adopts may have no
+    /// directory of its own in the bandwidth hierarchies (then it gets no such limits).
+    fn exists(&self, group: &GroupPath) -> bool {
+        group.dir_in(&self.memory_root).is_dir() && group.dir_in(&self.unified_root).is_dir()
+    }
+
+    /// Missing directories in every tree; v1 needs no controller enabling, and cgroup2
     /// accounts PSI for every group without any controller.
     fn plan_create(&self, group: &GroupPath) -> Result<Vec<Change>> {
         let mut changes = Vec::new();
-        for root in [&self.memory_root, &self.unified_root] {
+        for root in [&self.memory_root, &self.unified_root].into_iter().chain(self.bandwidth_roots()) {
             for dir in missing_dirs(group, root) {
                 changes.push(Change::Mkdir { dir, evacuate_to: root.clone() });
             }
@@ -131,10 +185,15 @@ impl CgroupBackend for HybridBackend {
     }
 
     /// Into the unified group first (PSI), then the memory group (limits): a failure of the
-    /// second leaves the process unlimited rather than limited without being observed.
+    /// second leaves the process unlimited rather than limited without being observed. Then
+    /// into the group's bandwidth directories, where it has them.
     fn move_pid(&self, group: &GroupPath, pid: u32) -> Result<()> {
         move_pid_into(group, &group.dir_in(&self.unified_root), pid)?;
-        move_pid_into(group, &group.dir_in(&self.memory_root), pid)
+        move_pid_into(group, &group.dir_in(&self.memory_root), pid)?;
+        for dir in self.bandwidth_roots().into_iter().map(|root| group.dir_in(root)).filter(|d| d.is_dir()) {
+            move_pid_into(group, &dir, pid)?;
+        }
+        Ok(())
     }
 
     fn pids(&self, group: &GroupPath) -> Result<Vec<u32>> {
@@ -191,5 +250,49 @@ impl CgroupBackend for HybridBackend {
 
     fn oom_file(&self, group: &GroupPath) -> PathBuf {
         self.memory_file(group, "memory.oom_control")
+    }
+
+    /// The period first: a quota is a share of it.
+    fn plan_cpu_max(&self, group: &GroupPath, quota_us: Option<u64>) -> Result<Vec<FileWrite>> {
+        Ok(vec![
+            FileWrite::new(self.cpu_file(group, bandwidth::V1_CFS_PERIOD)?, critmem_policy::CPU_PERIOD_US.to_string(), true),
+            FileWrite::new(self.cpu_file(group, bandwidth::V1_CFS_QUOTA)?, bandwidth::v1_cfs_quota(quota_us), true),
+        ])
+    }
+
+    fn plan_io_max(
+        &self,
+        group: &GroupPath,
+        device: BlockDevice,
+        read_bytes_per_s: Option<u64>,
+        write_bytes_per_s: Option<u64>,
+    ) -> Result<Vec<FileWrite>> {
+        Ok(vec![
+            FileWrite::new(self.blkio_file(group, bandwidth::V1_READ_BPS)?, bandwidth::v1_bps(device, read_bytes_per_s), true),
+            FileWrite::new(self.blkio_file(group, bandwidth::V1_WRITE_BPS)?, bandwidth::v1_bps(device, write_bytes_per_s), true),
+        ])
+    }
+
+    fn cpu_max_millicpus(&self, group: &GroupPath) -> Result<Option<u64>> {
+        let (quota, period) = (self.cpu_file(group, bandwidth::V1_CFS_QUOTA)?, self.cpu_file(group, bandwidth::V1_CFS_PERIOD)?);
+        let (quota_text, period_text) = (read_trimmed(group, &quota)?, read_trimmed(group, &period)?);
+        bandwidth::parse_v1_cfs(&quota_text, &period_text).ok_or_else(|| {
+            Error::parse("CFS bandwidth", quota.display().to_string(), format!("quota {quota_text:?}, period {period_text:?}"))
+        })
+    }
+
+    fn io_max(&self, group: &GroupPath, device: BlockDevice) -> Result<(Option<u64>, Option<u64>)> {
+        let read =
+            |name| -> Result<Option<u64>> { Ok(bandwidth::parse_v1_bps(&read_trimmed(group, &self.blkio_file(group, name)?)?, device)) };
+        Ok((read(bandwidth::V1_READ_BPS)?, read(bandwidth::V1_WRITE_BPS)?))
+    }
+
+    /// `cpuacct.usage` where the group has a directory in the v1 cpuacct hierarchy; otherwise
+    /// `cpu.stat` of its unified directory (which cgroup2 keeps for every group).
+    fn cpu_usage_file(&self, group: &GroupPath) -> CpuUsageFile {
+        match self.cpuacct_root.as_ref().map(|root| group.dir_in(root)).filter(|d| d.is_dir()) {
+            Some(dir) => CpuUsageFile::Nanoseconds(dir.join("cpuacct.usage")),
+            None => CpuUsageFile::Stat(group.dir_in(&self.unified_root).join("cpu.stat")),
+        }
     }
 }

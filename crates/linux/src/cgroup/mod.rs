@@ -1,8 +1,9 @@
 //! Cgroup backends: the narrow interface between the Linux platform and cgroupfs.
 //!
 //! [`CgroupBackend`] has two implementations: [`V2Backend`] (one cgroup2 tree) and
-//! [`HybridBackend`] (cgroup v1 memory controller for limits, cgroup2 tree for PSI; a group is
-//! a pair of directories with the same relative path). Roots are constructor arguments, so
+//! [`HybridBackend`] (cgroup v1 memory controller for limits, cgroup2 tree for PSI, v1 cpu,
+//! cpuacct and blkio trees for bandwidth and CPU time; a group is a directory with the same
+//! relative path in each). Roots are constructor arguments, so
 //! tests run on a fake tree of plain files in a temporary directory.
 //!
 //! Changes are planned before they are made: `plan_create` and `plan_knob` return
@@ -18,6 +19,14 @@
 //! | high | `memory.high` | unsupported: v1 has no throttling limit (`memory.soft_limit_in_bytes` only steers global reclaim, it does not throttle) |
 //! | min, low | `memory.min`, `memory.low` | unsupported: v1 has no reclaim protection |
 //! | reclaim | `memory.reclaim` | unsupported |
+//! | CPU bandwidth | `cpu.max` | `cpu.cfs_quota_us`, `cpu.cfs_period_us` (v1 cpu hierarchy) |
+//! | I/O bandwidth | `io.max` | `blkio.throttle.{read,write}_bps_device` (v1 blkio hierarchy) |
+//!
+//! Bandwidth limits take effect where the group has the controller's files: on v2 where its
+//! parent enables `cpu` or `io` for it ([`CgroupBackend::plan_bandwidth_controllers`]), on the
+//! hybrid layout where the group has a directory in the v1 `cpu` or `blkio` hierarchy (made
+//! with the group's other directories when critmem creates it). Their syntax is in
+//! [`bandwidth`].
 //!
 //! A backend says what it can do through [`CgroupBackend::capabilities`] ([`Capabilities`]):
 //! which knobs take effect, proactive reclaim, and what a hard limit below unreclaimable usage
@@ -29,12 +38,14 @@
 
 use crate::error::{Error, Result};
 use crate::psi::{read_pressure, stall_totals};
+pub use bandwidth::BlockDevice;
 use critmem_policy::{Action, GroupId, MemoryKnobs, StallTotals};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub mod bandwidth;
 mod hybrid;
 mod v2;
 pub use hybrid::HybridBackend;
@@ -121,14 +132,14 @@ impl Knob {
 }
 
 /// The knob change an [`Action`] asks for: `(group, knob, bytes)`; `None` for actions that
-/// are not knob changes (job drops, reclaims).
+/// are not memory knob changes (job drops, reclaims, CPU and I/O bandwidth).
 pub fn knob_change(action: &Action) -> Option<(GroupId, Knob, Option<u64>)> {
     match *action {
         Action::SetMax { group, bytes } => Some((group, Knob::Max, bytes)),
         Action::SetHigh { group, bytes } => Some((group, Knob::High, bytes)),
         Action::SetMin { group, bytes } => Some((group, Knob::Min, bytes)),
         Action::SetLow { group, bytes } => Some((group, Knob::Low, bytes)),
-        Action::DropJob { .. } | Action::Reclaim { .. } => None,
+        Action::DropJob { .. } | Action::Reclaim { .. } | Action::SetCpuMax { .. } | Action::SetIoMax { .. } => None,
     }
 }
 
@@ -435,6 +446,31 @@ pub trait CgroupBackend: fmt::Debug + Send + Sync {
     /// Removes an empty group (no processes, no children). A group already gone is fine.
     fn remove(&self, group: &GroupPath) -> Result<()>;
 
+    /// The writes that limit the group's tasks together to `quota_us` of CPU time per
+    /// [`critmem_policy::CPU_PERIOD_US`] (`None`: no limit), in the order to make them.
+    fn plan_cpu_max(&self, group: &GroupPath, quota_us: Option<u64>) -> Result<Vec<FileWrite>>;
+    /// The writes that limit the group's reads from and writes to `device` (`None`: no limit).
+    fn plan_io_max(
+        &self,
+        group: &GroupPath,
+        device: BlockDevice,
+        read_bytes_per_s: Option<u64>,
+        write_bytes_per_s: Option<u64>,
+    ) -> Result<Vec<FileWrite>>;
+    /// The CPU limit in force, in thousandths of one CPU (`None`: no limit).
+    fn cpu_max_millicpus(&self, group: &GroupPath) -> Result<Option<u64>>;
+    /// The read and write limits on `device` in force, in bytes/s (`None`: no limit).
+    fn io_max(&self, group: &GroupPath, device: BlockDevice) -> Result<(Option<u64>, Option<u64>)>;
+    /// The file counting the CPU time the group's tasks used.
+    fn cpu_usage_file(&self, group: &GroupPath) -> CpuUsageFile;
+
+    /// The changes that give a group critmem created the CPU and I/O controllers, where the
+    /// machine offers them (v2: `+cpu`, `+io` in each ancestor's `cgroup.subtree_control`). A
+    /// failure only leaves the group without those limits.
+    fn plan_bandwidth_controllers(&self, _group: &GroupPath) -> Result<Vec<Change>> {
+        Ok(Vec::new())
+    }
+
     /// The write that keeps the kernel from OOM-killing the group's processes when its limit
     /// is hit (v1 `memory.oom_control` = 1: they wait instead, for the agent to raise the
     /// limit); `None` where the backend has no such switch (v2).
@@ -505,7 +541,8 @@ pub trait CgroupBackend: fmt::Debug + Send + Sync {
         })
     }
 
-    /// Cumulative memory and io stall of the group.
+    /// Cumulative memory, io and CPU stall of the group (a kernel without `cpu.pressure`
+    /// counts no CPU stall).
     fn stall_totals(&self, group: &GroupPath) -> Result<StallTotals> {
         let read = |resource| {
             let path = self.pressure_file(group, resource);
@@ -516,7 +553,47 @@ pub trait CgroupBackend: fmt::Debug + Send + Sync {
                 other => other,
             })
         };
-        Ok(stall_totals(&read(PsiResource::Memory)?, &read(PsiResource::Io)?))
+        let cpu = read(PsiResource::Cpu).ok();
+        Ok(stall_totals(&read(PsiResource::Memory)?, &read(PsiResource::Io)?, cpu.as_ref()))
+    }
+
+    /// CPU time the group's tasks used, in µs.
+    fn cpu_usage_us(&self, group: &GroupPath) -> Result<u64> {
+        let file = self.cpu_usage_file(group);
+        let text = read_trimmed(group, file.path())?;
+        file.parse(&text).ok_or_else(|| Error::parse("CPU usage", file.path().display().to_string(), format!("{text:?} in group {group}")))
+    }
+}
+
+/// Where a group's cumulative CPU time is kept, and in which unit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CpuUsageFile {
+    /// v2 `cpu.stat`, whose `usage_usec` line counts µs.
+    Stat(PathBuf),
+    /// v1 `cpuacct.usage`, one number of ns.
+    Nanoseconds(PathBuf),
+}
+
+impl CpuUsageFile {
+    pub fn path(&self) -> &Path {
+        match self {
+            CpuUsageFile::Stat(path) | CpuUsageFile::Nanoseconds(path) => path,
+        }
+    }
+
+    /// The CPU time in µs that the file's text says.
+    pub fn parse(&self, text: &str) -> Option<u64> {
+        self.parse_bytes(text.as_bytes())
+    }
+
+    /// [`Self::parse`] of raw bytes (the per-tick read path).
+    pub fn parse_bytes(&self, bytes: &[u8]) -> Option<u64> {
+        match self {
+            CpuUsageFile::Stat(_) => {
+                bytes.split(|&b| b == b'\n').find_map(|line| crate::psi::parse_u64(line.strip_prefix(b"usage_usec ")?.trim_ascii()))
+            }
+            CpuUsageFile::Nanoseconds(_) => crate::psi::parse_u64(bytes.trim_ascii()).map(|ns| ns / 1000),
+        }
     }
 }
 
@@ -532,7 +609,7 @@ pub fn open_backend(layout: &crate::layout::Layout) -> Result<Box<dyn CgroupBack
             }
             Ok(Box::new(V2Backend::new(root.clone())))
         }
-        Layout::Hybrid { memory_root, unified_root } => {
+        Layout::Hybrid { memory_root, unified_root, bandwidth } => {
             let limit = memory_root.join("memory.limit_in_bytes");
             if !limit.exists() {
                 return Err(Error::NoMemoryController { detail: format!("{} is missing", limit.display()) });
@@ -540,7 +617,12 @@ pub fn open_backend(layout: &crate::layout::Layout) -> Result<Box<dyn CgroupBack
             if !unified_root.join("cgroup.procs").exists() {
                 return Err(Error::PsiMissing { path: unified_root.clone() });
             }
-            Ok(Box::new(HybridBackend::new(memory_root.clone(), unified_root.clone())))
+            let roots = bandwidth.clone();
+            Ok(Box::new(HybridBackend::new(memory_root.clone(), unified_root.clone()).with_bandwidth_roots(
+                roots.cpu,
+                roots.cpuacct,
+                roots.blkio,
+            )))
         }
     }
 }

@@ -19,14 +19,6 @@ fn hybrid() -> (tempfile::TempDir, HybridBackend) {
     (dir, HybridBackend::new(memory, unified))
 }
 
-fn hybrid_files(dir: &Path) -> &'static [(&'static str, &'static str)] {
-    if dir.components().any(|c| c.as_os_str() == "memory") {
-        V1_MEMORY_FILES
-    } else {
-        UNIFIED_FILES
-    }
-}
-
 #[test]
 fn group_paths_are_validated() {
     assert_eq!(group("/critmem/rt").as_str(), "critmem/rt");
@@ -97,7 +89,10 @@ fn v2_usage_stat_and_psi_come_from_the_group() {
     assert_eq!(backend.usage_bytes(&g).unwrap(), 4096);
     let stat = backend.memory_stat(&g).unwrap();
     assert_eq!((stat.anon_bytes, stat.file_bytes, stat.pgmajfault, stat.workingset_refault), (1000, 2000, 3, 9));
-    assert_eq!(backend.stall_totals(&g).unwrap(), StallTotals { memory_some_us: 100, memory_full_us: 40, io_some_us: 7, io_full_us: 3 });
+    assert_eq!(
+        backend.stall_totals(&g).unwrap(),
+        StallTotals { memory_some_us: 100, memory_full_us: 40, io_some_us: 7, io_full_us: 3, cpu_some_us: 19 }
+    );
 }
 
 #[test]
@@ -152,7 +147,10 @@ fn hybrid_usage_and_stat_from_v1_psi_from_unified() {
     assert_eq!(backend.usage_bytes(&g).unwrap(), 8192);
     let stat = backend.memory_stat(&g).unwrap();
     assert_eq!((stat.anon_bytes, stat.file_bytes, stat.pgmajfault, stat.workingset_refault), (4000, 3000, 9, 6));
-    assert_eq!(backend.stall_totals(&g).unwrap(), StallTotals { memory_some_us: 11, memory_full_us: 2, io_some_us: 13, io_full_us: 5 });
+    assert_eq!(
+        backend.stall_totals(&g).unwrap(),
+        StallTotals { memory_some_us: 11, memory_full_us: 2, io_some_us: 13, io_full_us: 5, cpu_some_us: 17 }
+    );
 }
 
 #[test]
@@ -194,7 +192,9 @@ fn open_backend_checks_the_memory_controller() {
     let err = open_backend(&crate::layout::Layout::V2 { root: dir.path().to_owned() }).unwrap_err();
     assert!(err.to_string().contains("memory controller missing"), "{err}");
     let (memory, unified) = hybrid_roots(dir.path());
-    assert!(open_backend(&crate::layout::Layout::Hybrid { memory_root: memory, unified_root: unified }).is_ok());
+    assert!(
+        open_backend(&crate::layout::Layout::Hybrid { memory_root: memory, unified_root: unified, bandwidth: Default::default() }).is_ok()
+    );
 }
 
 #[test]
@@ -203,6 +203,8 @@ fn controller_actions_map_to_knobs() {
     assert_eq!(knob_change(&Action::SetLow { group: 0, bytes: None }), Some((0, Knob::Low, None)));
     assert_eq!(knob_change(&Action::DropJob { group: 0, job: 1 }), None);
     assert_eq!(knob_change(&Action::Reclaim { group: 0, bytes: 4096 }), None);
+    assert_eq!(knob_change(&Action::SetCpuMax { group: 0, millicpus: Some(10) }), None);
+    assert_eq!(knob_change(&Action::SetIoMax { group: 0, read_bytes_per_s: None, write_bytes_per_s: None }), None);
 }
 
 #[test]
@@ -281,4 +283,93 @@ fn malformed_files_are_parse_errors() {
     assert!(parse_memory_stat("anon 1 2\n", "t").is_err());
     assert!(parse_pids("12\nabc\n", "t").is_err());
     assert_eq!(parse_pids("12\n\n13\n", "t").unwrap(), vec![12, 13]);
+}
+
+#[test]
+fn v2_bandwidth_controllers_are_enabled_where_offered_down_to_the_groups_parent() {
+    let (dir, backend) = v2();
+    let root = dir.path();
+    let g = group("critmem/rt");
+    create(&backend, &g, |_| V2_FILES);
+    // The root offers cpu and io and enables cpu; critmem offers what the root enables.
+    std::fs::write(root.join("critmem/cgroup.controllers"), "cpu memory\n").unwrap();
+    std::fs::write(root.join("critmem/cgroup.subtree_control"), "memory\n").unwrap();
+    assert_eq!(
+        backend.plan_bandwidth_controllers(&g).unwrap(),
+        vec![
+            Change::Write(FileWrite::new(root.join("cgroup.subtree_control"), "+io", true)),
+            Change::Write(FileWrite::new(root.join("critmem/cgroup.subtree_control"), "+cpu +io", true)),
+        ]
+    );
+    std::fs::write(root.join("cgroup.controllers"), "memory pids\n").unwrap();
+    std::fs::write(root.join("critmem/cgroup.controllers"), "memory\n").unwrap();
+    assert!(backend.plan_bandwidth_controllers(&g).unwrap().is_empty(), "nothing the machine does not offer");
+}
+
+#[test]
+fn v2_bandwidth_limits_read_and_write_in_kernel_syntax() {
+    let (dir, backend) = v2();
+    let g = group("g");
+    create(&backend, &g, |_| V2_FILES);
+    let vda = BlockDevice { major: 254, minor: 0 };
+    for write in
+        backend.plan_cpu_max(&g, Some(25_000)).unwrap().into_iter().chain(backend.plan_io_max(&g, vda, None, Some(1 << 20)).unwrap())
+    {
+        write.perform().unwrap();
+    }
+    assert_eq!(read(&dir.path().join("g/cpu.max")), "25000 100000");
+    assert_eq!(read(&dir.path().join("g/io.max")), "254:0 rbps=max wbps=1048576");
+    assert_eq!(backend.cpu_max_millicpus(&g).unwrap(), Some(250));
+    assert_eq!(backend.io_max(&g, vda).unwrap(), (None, Some(1 << 20)));
+    assert_eq!(backend.cpu_usage_us(&g).unwrap(), 5000);
+}
+
+fn hybrid_with_bandwidth() -> (tempfile::TempDir, HybridBackend) {
+    let (dir, backend) = hybrid();
+    let (cpu, cpuacct, blkio) = v1_bandwidth_roots(dir.path());
+    (dir, backend.with_bandwidth_roots(Some(cpu), Some(cpuacct), Some(blkio)))
+}
+
+#[test]
+fn hybrid_groups_get_directories_in_the_bandwidth_hierarchies_and_limits_there() {
+    let (dir, backend) = hybrid_with_bandwidth();
+    let g = group("critmem/rt");
+    let made: Vec<PathBuf> = backend
+        .plan_create(&g)
+        .unwrap()
+        .into_iter()
+        .filter_map(|c| if let Change::Mkdir { dir, .. } = c { Some(dir) } else { None })
+        .collect();
+    assert_eq!(made.len(), 10, "two levels in five trees: {made:?}");
+    create(&backend, &g, hybrid_files);
+    assert_eq!(backend.group_dirs(&g).len(), 5);
+    assert_eq!(backend.cpu_usage_us(&g).unwrap(), 7000, "cpuacct.usage, ns");
+    let vda = BlockDevice { major: 254, minor: 0 };
+    for write in backend.plan_cpu_max(&g, Some(50_000)).unwrap().into_iter().chain(backend.plan_io_max(&g, vda, Some(4096), None).unwrap())
+    {
+        write.perform().unwrap();
+    }
+    assert_eq!(read(&dir.path().join("cpu/critmem/rt/cpu.cfs_quota_us")), "50000");
+    assert_eq!(read(&dir.path().join("blkio/critmem/rt/blkio.throttle.write_bps_device")), "254:0 0");
+    assert_eq!(backend.cpu_max_millicpus(&g).unwrap(), Some(500));
+    assert_eq!(backend.io_max(&g, vda).unwrap(), (Some(4096), None));
+    backend.remove(&g).unwrap();
+    assert!(backend.group_dirs(&g).iter().all(|d| !d.exists()));
+
+    // An adopted group with no bandwidth directories still exists; its CPU time is cgroup2's.
+    let adopted = group("adopted");
+    populate(&adopted.dir_in(backend.memory_root()), V1_MEMORY_FILES);
+    populate(&adopted.dir_in(backend.unified_root()), UNIFIED_FILES);
+    assert!(backend.exists(&adopted));
+    assert_eq!(backend.cpu_usage_us(&adopted).unwrap(), 3000);
+    backend.move_pid(&adopted, 7).unwrap();
+    assert!(!dir.path().join("cpu/adopted").exists(), "nothing made for a group critmem did not create");
+}
+
+#[test]
+fn hybrid_without_bandwidth_hierarchies_refuses_bandwidth_limits() {
+    let (_dir, backend) = hybrid();
+    let err = backend.plan_cpu_max(&group("g"), Some(1000)).unwrap_err();
+    assert!(err.to_string().contains("cpu hierarchy"), "{err}");
+    assert!(backend.plan_io_max(&group("g"), BlockDevice { major: 8, minor: 0 }, None, None).is_err());
 }

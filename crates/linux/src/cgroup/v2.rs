@@ -134,6 +134,57 @@ impl CgroupBackend for V2Backend {
         self.file(group, "memory.events")
     }
 
+    fn plan_cpu_max(&self, group: &GroupPath, quota_us: Option<u64>) -> Result<Vec<FileWrite>> {
+        let value = bandwidth::v2_cpu_max(quota_us, critmem_policy::CPU_PERIOD_US);
+        Ok(vec![FileWrite::new(self.file(group, bandwidth::V2_CPU_MAX), value, true)])
+    }
+
+    fn plan_io_max(
+        &self,
+        group: &GroupPath,
+        device: BlockDevice,
+        read_bytes_per_s: Option<u64>,
+        write_bytes_per_s: Option<u64>,
+    ) -> Result<Vec<FileWrite>> {
+        let value = bandwidth::v2_io_max(device, read_bytes_per_s, write_bytes_per_s);
+        Ok(vec![FileWrite::new(self.file(group, bandwidth::V2_IO_MAX), value, true)])
+    }
+
+    fn cpu_max_millicpus(&self, group: &GroupPath) -> Result<Option<u64>> {
+        let path = self.file(group, bandwidth::V2_CPU_MAX);
+        let text = read_trimmed(group, &path)?;
+        bandwidth::parse_v2_cpu_max(&text).ok_or_else(|| Error::parse("cpu.max", path.display().to_string(), format!("{text:?}")))
+    }
+
+    fn io_max(&self, group: &GroupPath, device: BlockDevice) -> Result<(Option<u64>, Option<u64>)> {
+        Ok(bandwidth::parse_v2_io_max(&read_trimmed(group, &self.file(group, bandwidth::V2_IO_MAX))?, device))
+    }
+
+    fn cpu_usage_file(&self, group: &GroupPath) -> CpuUsageFile {
+        CpuUsageFile::Stat(self.file(group, "cpu.stat"))
+    }
+
+    /// `+cpu` and `+io` in the `cgroup.subtree_control` of the root and every ancestor that
+    /// lacks them, where its `cgroup.controllers` offers them.
+    fn plan_bandwidth_controllers(&self, group: &GroupPath) -> Result<Vec<Change>> {
+        let mut changes = Vec::new();
+        let parents = std::iter::once(self.root.clone()).chain(group.prefixes().map(|p| self.root.join(p))).take(group.prefixes().count());
+        // What a parent enables here reaches the next level even before the kernel says so.
+        let mut enabled_above: Vec<&str> = Vec::new();
+        for parent in parents {
+            let read = |name: &str| std::fs::read_to_string(parent.join(name)).unwrap_or_default();
+            let (offered, enabled) = (read("cgroup.controllers"), read("cgroup.subtree_control"));
+            let has = |list: &str, c: &str| list.split_whitespace().any(|w| w == c);
+            let wanted: Vec<&str> = ["cpu", "io"].into_iter().filter(|c| has(&offered, c) || enabled_above.contains(c)).collect();
+            let missing: Vec<String> = wanted.iter().filter(|c| !has(&enabled, c)).map(|c| format!("+{c}")).collect();
+            if !missing.is_empty() {
+                changes.push(Change::Write(FileWrite::new(parent.join("cgroup.subtree_control"), missing.join(" "), true)));
+            }
+            enabled_above = wanted;
+        }
+        Ok(changes)
+    }
+
     fn swap_usage_file(&self, group: &GroupPath) -> Option<PathBuf> {
         Some(self.file(group, "memory.swap.current"))
     }

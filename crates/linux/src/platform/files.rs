@@ -56,7 +56,11 @@ impl OpenFiles {
             None => parse_u64(pread_start(&self.usage, buf)?)?,
         };
         if let Some(knobs) = knobs_now {
-            return Some((StallTotals { memory_some_us, memory_full_us, io_some_us, io_full_us }, usage, knobs));
+            return Some((
+                StallTotals { memory_some_us, memory_full_us, io_some_us, io_full_us, cpu_some_us: kept.cpu_some_us },
+                usage,
+                knobs,
+            ));
         }
         let mut values = [None; 4];
         for ((value, file), knob) in values.iter_mut().zip(&self.knobs).zip(Knob::ALL) {
@@ -67,41 +71,45 @@ impl OpenFiles {
             }
         }
         let knobs = MemoryKnobs { max_bytes: values[0], high_bytes: values[1], min_bytes: values[2], low_bytes: values[3] };
-        Some((StallTotals { memory_some_us, memory_full_us, io_some_us, io_full_us }, usage, knobs))
+        Some((StallTotals { memory_some_us, memory_full_us, io_some_us, io_full_us, cpu_some_us: kept.cpu_some_us }, usage, knobs))
     }
 }
 
-/// A group's CPU files (cgroup v2 `cpu.stat`, which every v2 group has, and `cpu.pressure`),
-/// kept open for jobs kept one by one, and their totals at the last read.
+/// A group's CPU files (its CPU time, [`CgroupBackend::cpu_usage_file`], and `cpu.pressure`),
+/// kept open; read on the ticks that refresh the totals a controller does not read, and every
+/// tick for jobs kept one by one.
 pub(super) struct CpuFiles {
-    stat: std::fs::File,
+    usage_file: CpuUsageFile,
+    usage: std::fs::File,
     pressure: std::fs::File,
-    last: Option<(u64, u64)>,
+    /// Totals at the previous tick, while jobs are kept one by one.
+    last_tick: Option<(u64, u64)>,
 }
 
 impl CpuFiles {
     pub(super) fn open(backend: &dyn CgroupBackend, group: &GroupPath) -> Option<Self> {
-        let pressure_path = backend.pressure_file(group, PsiResource::Cpu);
-        let stat = std::fs::File::open(pressure_path.with_file_name("cpu.stat")).ok()?;
-        let pressure = std::fs::File::open(&pressure_path).ok()?;
-        Some(CpuFiles { stat, pressure, last: None })
+        let usage_file = backend.cpu_usage_file(group);
+        let usage = std::fs::File::open(usage_file.path()).ok()?;
+        let pressure = std::fs::File::open(backend.pressure_file(group, PsiResource::Cpu)).ok()?;
+        Some(CpuFiles { usage_file, usage, pressure, last_tick: None })
     }
 
-    /// CPU time used and time waited for a CPU since the last read, in µs; None on the first
-    /// read or a failed one (that interval is then lost, not misattributed).
-    pub(super) fn interval(&mut self, buf: &mut [u8; READ_BUF_BYTES]) -> Option<(u64, u64)> {
-        let usage_us = parse_usage_usec(pread_start(&self.stat, buf)?);
-        let wait_us = pread_start(&self.pressure, buf).and_then(crate::psi::parse_totals).map(|(some, _)| some);
-        let now = usage_us.zip(wait_us);
-        let before = std::mem::replace(&mut self.last, now);
+    /// CPU time used and time waited for a CPU (`cpu.pressure` `some`), in µs since the
+    /// group was made; `None` when a read fails.
+    pub(super) fn totals(&self, buf: &mut [u8; READ_BUF_BYTES]) -> Option<(u64, u64)> {
+        let usage_us = self.usage_file.parse_bytes(pread_start(&self.usage, buf)?)?;
+        let wait_us = pread_start(&self.pressure, buf).and_then(crate::psi::parse_totals).map(|(some, _)| some)?;
+        Some((usage_us, wait_us))
+    }
+
+    /// The part of `now` (this tick's [`Self::totals`]) since the previous tick's; None on
+    /// the first tick or after a failed read (that interval is then lost, not misattributed).
+    /// `None` for `now` also forgets the previous tick (a tick that did not read).
+    pub(super) fn interval(&mut self, now: Option<(u64, u64)>) -> Option<(u64, u64)> {
+        let before = std::mem::replace(&mut self.last_tick, now);
         let ((u0, w0), (u1, w1)) = (before?, now?);
         Some((u1.saturating_sub(u0), w1.saturating_sub(w0)))
     }
-}
-
-/// `usage_usec` of a `cpu.stat` file.
-pub(super) fn parse_usage_usec(bytes: &[u8]) -> Option<u64> {
-    bytes.split(|&b| b == b'\n').find_map(|line| parse_u64(line.strip_prefix(b"usage_usec ")?))
 }
 
 /// Every file a tick reads fits: a pressure file is two lines of under 80 bytes.

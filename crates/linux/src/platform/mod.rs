@@ -8,10 +8,14 @@
 //! reclaim, so a hard limit never OOM-kills), journals the original before the first change
 //! of each file, and hands writes to the [`KnobWriter`] so a write stuck in reclaim never
 //! stalls the loop; a proactive reclaim (v2 `memory.reclaim`) goes the same way, unjournaled
-//! (nothing to put back), and is left out on a backend without it. In dry-run mode writes
-//! are logged, never made.
+//! (nothing to put back), and is left out on a backend without it. CPU and I/O bandwidth
+//! limits ([`bandwidth`]) go the same way as the memory knobs: journaled, written off the
+//! control thread, re-read once written; I/O limits apply to the disk of critmem's swapfile
+//! and are left out where there is none. In dry-run mode writes are logged, never made.
 
-use crate::cgroup::{knob_change, CgroupBackend, Change, CombinedLimit, GroupPath, Knob, LimitBelowUsage, PsiResource};
+use crate::cgroup::{
+    knob_change, BlockDevice, CgroupBackend, Change, CombinedLimit, CpuUsageFile, GroupPath, Knob, LimitBelowUsage, PsiResource,
+};
 use crate::clock::SharedClock;
 use crate::error::{Error, Result};
 use crate::journal::{Journal, RestoreReport};
@@ -19,12 +23,13 @@ use crate::protocol::{JobOp, JobServer, ReportingGroup};
 use crate::psi::{PsiTrigger, StallKind};
 use crate::writer::KnobWriter;
 use critmem_policy::{
-    Action, GroupId, GroupObservation, GroupRole, JobEvent, MemoryKnobs, Observation, Platform, StallInputs, StallTotals,
+    Action, BandwidthKnobs, GroupId, GroupObservation, GroupRole, JobEvent, MemoryKnobs, Observation, Platform, StallInputs, StallTotals,
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+mod bandwidth;
 mod files;
 mod jobs;
 mod limits;
@@ -140,6 +145,10 @@ pub struct PlatformStats {
     pub reclaims_short: u64,
     /// Reclaims requested on a backend without proactive reclaim (v1), not applied.
     pub reclaim_unsupported: u64,
+    /// CPU limits requested for a group without the CPU controller's files (an adopted group
+    /// with no directory in the v1 cpu hierarchy, or whose v2 parent does not enable `cpu`),
+    /// not applied.
+    pub cpu_limits_unsupported: u64,
 }
 
 struct Managed {
@@ -176,8 +185,23 @@ struct Managed {
     usage_bytes: u64,
     stall: StallTotals,
     jobs: JobCounts,
-    /// For jobs kept one by one: the group's CPU files, and their totals at the last tick.
+    /// The group's CPU time and CPU pressure files, read with the knobs (every tick for jobs
+    /// kept one by one).
     cpu: Option<CpuFiles>,
+    /// CPU time the group used, as last read.
+    cpu_usage_us: u64,
+    /// Bandwidth limits as last read; re-read with the knobs and on the tick after one of
+    /// this platform's bandwidth writes lands.
+    bandwidth: BandwidthKnobs,
+    bandwidth_stale: bool,
+    /// The files a CPU limit is written to, where the group has them all.
+    cpu_paths: Option<Vec<PathBuf>>,
+    /// The swap disk and the files its limits are written to, where both exist.
+    io: Option<(BlockDevice, Vec<PathBuf>)>,
+    /// Dry run: the bandwidth limits last logged as intended.
+    dry_run_bandwidth: BandwidthKnobs,
+    /// A CPU limit was asked for though the group has no CPU controller files (said once).
+    warned_no_cpu_limits: bool,
 }
 
 impl Managed {
@@ -206,6 +230,33 @@ pub struct PlatformOptions {
     pub proc_root: PathBuf,
     /// The time observations carry and OOM holds run on.
     pub clock: SharedClock,
+    /// CPUs of the machine ([`online_cpus`]): a CPU limit of this many CPUs or more is none.
+    pub cpus: u32,
+    /// The whole disk holding critmem's swapfile, whose reads and writes I/O limits throttle;
+    /// `None` leaves every I/O limit out.
+    pub swap_device: Option<BlockDevice>,
+}
+
+/// CPUs online now, from `/sys/devices/system/cpu/online` (at least 1; where that file is
+/// unreadable, the CPUs this process may run on).
+pub fn online_cpus() -> u32 {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|text| parse_cpu_list(&text))
+        .or_else(|| std::thread::available_parallelism().ok().and_then(|n| u32::try_from(n.get()).ok()))
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// How many CPUs a kernel CPU list names (`0-1,4,6-7` is 5); `None` when unreadable.
+pub fn parse_cpu_list(text: &str) -> Option<u32> {
+    let mut cpus = 0u32;
+    for range in text.trim().split(',') {
+        let (first, last) = range.split_once('-').unwrap_or((range, range));
+        let (first, last) = (first.parse::<u32>().ok()?, last.parse::<u32>().ok()?);
+        cpus = cpus.checked_add(last.checked_sub(first)?.checked_add(1)?)?;
+    }
+    (cpus > 0).then_some(cpus)
 }
 
 /// The Linux [`Platform`]; see the module documentation.
@@ -219,6 +270,8 @@ pub struct LinuxPlatform {
     server: Option<JobServer>,
     proc_root: PathBuf,
     clock: SharedClock,
+    cpus: u32,
+    swap_device: Option<BlockDevice>,
     stats: PlatformStats,
     /// Time of the last observation.
     now_ns: u64,
@@ -288,6 +341,8 @@ impl LinuxPlatform {
             server: options.job_server,
             proc_root: options.proc_root,
             clock: options.clock,
+            cpus: options.cpus.max(1),
+            swap_device: options.swap_device,
             stats,
             now_ns: 0,
             recovered,
@@ -365,6 +420,12 @@ impl LinuxPlatform {
     /// [`KNOB_REFRESH_TICKS`] ticks old).
     pub fn last_stall(&self, group: GroupId) -> StallTotals {
         self.groups[group].stall
+    }
+
+    /// CPU time `group` used (µs) and its CPU and I/O limits, as last observed (at most
+    /// [`KNOB_REFRESH_TICKS`] ticks old).
+    pub fn last_bandwidth(&self, group: GroupId) -> (u64, BandwidthKnobs) {
+        (self.groups[group].cpu_usage_us, self.groups[group].bandwidth)
     }
 
     /// Waits up to `timeout` for every submitted write to land; for tests and shutdown,
@@ -448,6 +509,9 @@ impl LinuxPlatform {
         for outcome in self.writer.completed() {
             self.stats.write_cpu_ns += u64::try_from(outcome.cpu.as_nanos()).unwrap_or(u64::MAX);
             // Whatever happened, the file now says something new: read it next tick.
+            if let Some(g) = self.groups.iter_mut().find(|g| g.writes_bandwidth_to(&outcome.path)) {
+                g.bandwidth_stale = true;
+            }
             if let Some(id) = self.groups.iter().position(|g| g.knob_paths.iter().flatten().any(|p| *p == outcome.path)) {
                 self.groups[id].knobs_age_ticks = u32::MAX;
                 // A refused limit may be above a memory+swap limit set meanwhile.
@@ -509,16 +573,19 @@ fn open_groups(
     for mut spec in specs {
         // Limits are whole pages, so the floor is too (rounded up: a limit never goes below it).
         spec.floor_bytes = page_align_up(spec.floor_bytes);
-        if !backend.exists(&spec.path) {
-            if !spec.create {
-                return Err(missing_cgroup(&spec));
-            }
+        if !backend.exists(&spec.path) && !spec.create {
+            return Err(missing_cgroup(&spec));
+        }
+        if spec.create {
+            // Directories of a created group missing in some hierarchy (the bandwidth ones on
+            // the hybrid layout) are made too.
             for change in backend.plan_create(&spec.path)? {
                 match &mut journal {
                     Some(j) => j.perform(&change)?,
                     None => tracing::info!(group = %spec.name, change = %change, "dry run: would create"),
                 }
             }
+            bandwidth::enable_controllers(backend, &spec, journal.as_deref_mut());
         }
         // A group created just now has no limits; reading them is for adopted groups.
         let knobs = if spec.create && journal.is_some() {
@@ -552,6 +619,13 @@ fn open_groups(
             jobs: JobCounts::default(),
             cpu: None,
             swap_file: None,
+            cpu_usage_us: 0,
+            bandwidth: BandwidthKnobs::default(),
+            bandwidth_stale: true,
+            cpu_paths: None,
+            io: None,
+            dry_run_bandwidth: BandwidthKnobs::default(),
+            warned_no_cpu_limits: false,
         });
     }
     let mut stats = PlatformStats::default();
@@ -610,6 +684,8 @@ impl Platform for LinuxPlatform {
                     usage_bytes: 0,
                     knobs: g.shown_knobs(),
                     floor_bytes: g.spec.floor_bytes,
+                    cpu_usage_us: 0,
+                    bandwidth: g.dry_run_bandwidth,
                 });
                 continue;
             }
@@ -633,22 +709,46 @@ impl Platform for LinuxPlatform {
                 }
                 None => {
                     g.files = None;
-                    g.stall = self.backend.stall_totals(&g.spec.path)?;
+                    // CPU pressure comes from the CPU files below, whose reading it stays.
+                    let cpu_some_us = g.stall.cpu_some_us;
+                    g.stall = StallTotals { cpu_some_us, ..self.backend.stall_totals(&g.spec.path)? };
                     g.usage_bytes = self.backend.usage_bytes(&g.spec.path)?;
                     g.knobs = self.backend.knobs(&g.spec.path)?;
                     g.knobs_age_ticks = 0;
                     g.usage_fresh = true;
                 }
             }
-            if g.jobs.keeps_rows() {
-                // Totals that went backwards (the group recreated) count as no stall.
-                let memory_us = g.stall.memory_some_us.saturating_sub(stall_before.memory_some_us);
-                let io_us = g.stall.io_some_us.saturating_sub(stall_before.io_some_us);
+            // CPU time and CPU pressure feed no controller's decision today: read with the knobs
+            // (every tick only for jobs kept one by one), like the totals a controller does not read.
+            let refreshed = g.knobs_age_ticks == 0;
+            let keeps_rows = g.jobs.keeps_rows();
+            let mut cpu_now = None;
+            if refreshed || keeps_rows {
                 if g.cpu.is_none() {
                     g.cpu = CpuFiles::open(self.backend.as_ref(), &g.spec.path);
                 }
-                let cpu_us = g.cpu.as_mut().and_then(|c| c.interval(&mut self.tick_buf));
+                cpu_now = g.cpu.as_ref().and_then(|c| c.totals(&mut self.tick_buf));
+                if cpu_now.is_none() {
+                    // Opened anew next time (the group may have been recreated).
+                    g.cpu = None;
+                }
+                if let Some((usage_us, wait_us)) = cpu_now {
+                    (g.cpu_usage_us, g.stall.cpu_some_us) = (usage_us, wait_us);
+                }
+            }
+            if refreshed || g.bandwidth_stale {
+                bandwidth::probe(self.backend.as_ref(), g, self.swap_device);
+                g.bandwidth = bandwidth::read(self.backend.as_ref(), g);
+                g.bandwidth_stale = false;
+            }
+            if keeps_rows {
+                // Totals that went backwards (the group recreated) count as no stall.
+                let memory_us = g.stall.memory_some_us.saturating_sub(stall_before.memory_some_us);
+                let io_us = g.stall.io_some_us.saturating_sub(stall_before.io_some_us);
+                let cpu_us = g.cpu.as_mut().and_then(|c| c.interval(cpu_now));
                 g.jobs.add_interval(&IntervalUse { stall_us: memory_us.max(io_us), cpu_us });
+            } else if let Some(c) = g.cpu.as_mut() {
+                c.interval(None);
             }
             observed.push(GroupObservation {
                 name: g.spec.name.clone(),
@@ -657,6 +757,8 @@ impl Platform for LinuxPlatform {
                 usage_bytes: g.usage_bytes,
                 knobs: g.shown_knobs(),
                 floor_bytes: g.spec.floor_bytes,
+                cpu_usage_us: g.cpu_usage_us,
+                bandwidth: g.bandwidth,
             });
         }
         if !self.dry_run {
@@ -676,7 +778,7 @@ impl Platform for LinuxPlatform {
             }
         }
         let events = self.take_job_events(now_ns);
-        Ok(Observation { now_ns, total_memory_bytes: self.total_memory_bytes, groups: observed, events })
+        Ok(Observation { now_ns, total_memory_bytes: self.total_memory_bytes, cpus: self.cpus, groups: observed, events })
     }
 
     fn apply(&mut self, actions: &[Action]) -> Result<Vec<Action>> {
@@ -705,6 +807,20 @@ impl Platform for LinuxPlatform {
                     Ok(done) => applied.extend(done),
                     Err(e @ Error::GroupVanished { .. }) => return Err(e),
                     Err(e) => tracing::warn!(group = %self.groups[group].spec.name, error = %e, "cannot ask for reclaim"),
+                }
+                continue;
+            }
+            if let Action::SetCpuMax { group, .. } | Action::SetIoMax { group, .. } = *action {
+                if group >= self.groups.len() {
+                    continue;
+                }
+                match self.apply_bandwidth(action) {
+                    Ok(done) => applied.extend(done),
+                    Err(e @ (Error::GroupVanished { .. } | Error::Journal { .. } | Error::JournalWrite { .. })) => return Err(e),
+                    Err(e) => {
+                        self.stats.writes_failed += 1;
+                        tracing::warn!(group = %self.groups[group].spec.name, error = %e, "cannot apply");
+                    }
                 }
                 continue;
             }

@@ -1,4 +1,4 @@
-use super::files::{parse_knob, parse_u64, parse_usage_usec};
+use super::files::{parse_knob, parse_u64};
 use super::*;
 use crate::cgroup::fake::{populate, v2_root, V2_FILES};
 use crate::cgroup::V2Backend;
@@ -45,6 +45,8 @@ fn fake(dir: &Path) -> PlatformOptions {
         job_server: None,
         proc_root: dir.join("proc"),
         clock: FakeClock::new(START_NS),
+        cpus: 2,
+        swap_device: None,
     }
 }
 
@@ -369,12 +371,18 @@ fn v1_adopted(dir: &Path, extra: &[(&str, &str)]) -> (LinuxPlatform, PathBuf) {
 /// A v1 group `batch` on a fake hybrid tree, with `extra` files; `notify`: the backend
 /// registers OOM notifiers there too (the test signals them).
 fn v1_adopted_with(dir: &Path, extra: &[(&str, &str)], notify: bool) -> (LinuxPlatform, PathBuf) {
-    use crate::cgroup::fake::{hybrid_roots, UNIFIED_FILES, V1_MEMORY_FILES};
+    use crate::cgroup::fake::{
+        hybrid_roots, v1_bandwidth_roots, UNIFIED_FILES, V1_BLKIO_FILES, V1_CPUACCT_FILES, V1_CPU_FILES, V1_MEMORY_FILES,
+    };
     let (memory, unified) = hybrid_roots(&dir.join("cg"));
+    let (cpu, cpuacct, blkio) = v1_bandwidth_roots(&dir.join("cg"));
     let batch = memory.join("batch");
     populate(&batch, V1_MEMORY_FILES);
     populate(&batch, extra);
     populate(&unified.join("batch"), UNIFIED_FILES);
+    populate(&cpu.join("batch"), V1_CPU_FILES);
+    populate(&cpuacct.join("batch"), V1_CPUACCT_FILES);
+    populate(&blkio.join("batch"), V1_BLKIO_FILES);
     let mut options = fake(dir);
     options.journal_path = Some(dir.join("journal-v1.jsonl"));
     let specs = vec![GroupSpec {
@@ -384,7 +392,7 @@ fn v1_adopted_with(dir: &Path, extra: &[(&str, &str)], notify: bool) -> (LinuxPl
         floor_bytes: 16 * MIB,
         create: false,
     }];
-    let backend = crate::cgroup::HybridBackend::new(memory, unified);
+    let backend = crate::cgroup::HybridBackend::new(memory, unified).with_bandwidth_roots(Some(cpu), Some(cpuacct), Some(blkio));
     let backend = if notify { backend.notifying_on_plain_fs() } else { backend };
     (LinuxPlatform::open(Box::new(backend), specs, options).unwrap(), batch)
 }
@@ -719,10 +727,12 @@ fn knob_files_parse_like_the_backends_read_them() {
 
 #[test]
 fn cpu_stat_gives_its_usage_wherever_the_line_is() {
-    assert_eq!(parse_usage_usec(b"usage_usec 1333969566\nuser_usec 1233427549\nsystem_usec 100542017\n"), Some(1_333_969_566));
-    assert_eq!(parse_usage_usec(b"user_usec 5\nusage_usec 7\n"), Some(7));
-    assert_eq!(parse_usage_usec(b"user_usec 5\n"), None);
-    assert_eq!(parse_usage_usec(b"usage_usec x\n"), None);
+    let stat = CpuUsageFile::Stat(PathBuf::from("cpu.stat"));
+    assert_eq!(stat.parse_bytes(b"usage_usec 1333969566\nuser_usec 1233427549\nsystem_usec 100542017\n"), Some(1_333_969_566));
+    assert_eq!(stat.parse_bytes(b"user_usec 5\nusage_usec 7\n"), Some(7));
+    assert_eq!(stat.parse_bytes(b"user_usec 5\n"), None);
+    assert_eq!(stat.parse_bytes(b"usage_usec x\n"), None);
+    assert_eq!(CpuUsageFile::Nanoseconds(PathBuf::from("cpuacct.usage")).parse("7000999\n"), Some(7000));
 }
 
 proptest! {
@@ -730,7 +740,8 @@ proptest! {
     fn number_parsers_never_panic_on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..100), key in ".{0,10}") {
         let text = String::from_utf8_lossy(&bytes);
         let _ = parse_u64(&bytes);
-        let _ = parse_usage_usec(&bytes);
+        let _ = CpuUsageFile::Stat(PathBuf::new()).parse_bytes(&bytes);
+        let _ = CpuUsageFile::Nanoseconds(PathBuf::new()).parse_bytes(&bytes);
         let _ = parse_knob(&text, false);
         let _ = parse_knob(&text, true);
         let _ = parse_meminfo_kb(&text, &key);
@@ -885,4 +896,234 @@ fn a_dry_run_reclaim_is_reported_and_logged_never_written() {
     assert_eq!(std::fs::read_to_string(dir.path().join("cg/batch/memory.reclaim")).unwrap(), "");
     assert_eq!((platform.stats().reclaims_requested, platform.stats().dry_run_writes, platform.stats().writes_submitted), (1, 1, 0));
     platform.restore(Duration::from_secs(1)).unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU and I/O bandwidth.
+
+/// The disk the fake trees' I/O limits name (critmem's swapfile's disk on this project's machines).
+const VDA: BlockDevice = BlockDevice { major: 254, minor: 0 };
+
+fn read(path: PathBuf) -> String {
+    std::fs::read_to_string(path).unwrap()
+}
+
+#[test]
+fn v2_cpu_and_io_limits_are_clamped_written_observed_and_undone_at_teardown() {
+    use critmem_policy::{BandwidthKnobs, MIN_IO_BYTES_PER_S};
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = fake(dir.path());
+    options.swap_device = Some(VDA);
+    let mut platform = open(dir.path(), options);
+    let cg = dir.path().join("cg");
+    let obs = platform.observe().unwrap();
+    assert_eq!(obs.cpus, 2);
+    assert_eq!((obs.groups[0].cpu_usage_us, obs.groups[0].stall.cpu_some_us), (5000, 19), "cpu.stat usage_usec, cpu.pressure some");
+    assert_eq!(obs.groups[0].bandwidth, BandwidthKnobs::default());
+    let applied = platform
+        .apply(&[
+            Action::SetCpuMax { group: 0, millicpus: Some(1) },
+            Action::SetCpuMax { group: 1, millicpus: Some(2500) },
+            Action::SetIoMax { group: 0, read_bytes_per_s: Some(10), write_bytes_per_s: Some(8 * MIB) },
+        ])
+        .unwrap();
+    assert_eq!(
+        applied,
+        [
+            Action::SetCpuMax { group: 0, millicpus: Some(10) },
+            Action::SetCpuMax { group: 1, millicpus: None },
+            Action::SetIoMax { group: 0, read_bytes_per_s: Some(MIN_IO_BYTES_PER_S), write_bytes_per_s: Some(8 * MIB) },
+        ],
+        "at least the smallest limits; covering both CPUs is none"
+    );
+    let submitted = platform.stats().writes_submitted;
+    assert_eq!(submitted, 2, "no limit over no limit writes nothing");
+    settle(&platform);
+    assert_eq!(read(cg.join("crit-rt/cpu.max")), "1000 100000");
+    assert_eq!(read(cg.join("crit-rt/io.max")), "254:0 rbps=1048576 wbps=8388608");
+    let obs = platform.observe().unwrap();
+    let want = BandwidthKnobs { cpu_millicpus: Some(10), io_read_bytes_per_s: Some(MIB), io_write_bytes_per_s: Some(8 * MIB) };
+    assert_eq!(obs.groups[0].bandwidth, want, "read back as applied the tick after the writes land");
+    // Asked again: returned as applied, not rewritten.
+    assert_eq!(platform.apply(&[Action::SetCpuMax { group: 0, millicpus: Some(10) }]).unwrap().len(), 1);
+    assert_eq!(platform.stats().writes_submitted, submitted);
+
+    // The adopted group's files are journaled and put back; the created group is removed.
+    let applied = platform
+        .apply(&[
+            Action::SetCpuMax { group: 1, millicpus: Some(500) },
+            Action::SetIoMax { group: 1, read_bytes_per_s: None, write_bytes_per_s: Some(2 * MIB) },
+        ])
+        .unwrap();
+    assert_eq!(applied.len(), 2);
+    settle(&platform);
+    assert_eq!(read(cg.join("batch/cpu.max")), "50000 100000");
+    assert_eq!(read(cg.join("batch/io.max")), "254:0 rbps=max wbps=2097152");
+    let report = platform.restore(Duration::from_secs(5)).unwrap();
+    assert!(report.failures.is_empty(), "{report:?}");
+    assert!(!cg.join("crit-rt").exists(), "{report:?}");
+    assert_eq!(read(cg.join("batch/cpu.max")), "max 100000");
+    assert_eq!(read(cg.join("batch/io.max")), "254:0 rbps=max wbps=max riops=max wiops=max", "a disk that had no rule loses ours");
+}
+
+#[test]
+fn io_limits_are_left_out_without_a_swap_disk_and_cpu_limits_without_cpu_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut platform = open(dir.path(), fake(dir.path()));
+    std::fs::remove_file(dir.path().join("cg/batch/cpu.max")).unwrap();
+    platform.observe().unwrap();
+    let applied = platform
+        .apply(&[
+            Action::SetIoMax { group: 0, read_bytes_per_s: Some(MIB), write_bytes_per_s: None },
+            Action::SetCpuMax { group: 1, millicpus: Some(500) },
+            Action::SetCpuMax { group: 1, millicpus: Some(500) },
+        ])
+        .unwrap();
+    assert!(applied.is_empty(), "{applied:?}");
+    settle(&platform);
+    assert_eq!(read(dir.path().join("cg/crit-rt/io.max")), "");
+    assert_eq!((platform.stats().cpu_limits_unsupported, platform.stats().writes_submitted), (2, 0));
+    assert_eq!(platform.observe().unwrap().groups[1].bandwidth, Default::default());
+    platform.restore(Duration::from_secs(5)).unwrap();
+}
+
+/// Nothing reads CPU time or CPU pressure to decide: they are read with the knobs, every
+/// [`KNOB_REFRESH_TICKS`] ticks, not on every tick.
+#[test]
+fn cpu_time_and_cpu_pressure_are_read_with_the_knobs_not_every_tick() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut platform = open(dir.path(), fake(dir.path()));
+    assert_eq!(platform.observe().unwrap().groups[1].cpu_usage_us, 5000);
+    let batch = dir.path().join("cg/batch");
+    std::fs::write(batch.join("cpu.stat"), "usage_usec 9000\n").unwrap();
+    std::fs::write(batch.join("cpu.pressure"), "some avg10=0.00 avg60=0.00 avg300=0.00 total=77\n").unwrap();
+    for _ in 0..KNOB_REFRESH_TICKS {
+        let g = &platform.observe().unwrap().groups[1];
+        assert_eq!((g.cpu_usage_us, g.stall.cpu_some_us), (5000, 19));
+    }
+    let g = &platform.observe().unwrap().groups[1];
+    assert_eq!((g.cpu_usage_us, g.stall.cpu_some_us), (9000, 77));
+    platform.restore(Duration::from_secs(5)).unwrap();
+}
+
+#[test]
+fn a_dry_run_bandwidth_limit_is_reported_and_logged_once_never_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = fake(dir.path());
+    (options.dry_run, options.swap_device) = (true, Some(VDA));
+    let mut platform = LinuxPlatform::open(Box::new(V2Backend::new(dir.path().join("cg"))), specs(), options).unwrap();
+    platform.observe().unwrap();
+    for _ in 0..3 {
+        let applied = platform.apply(&[Action::SetCpuMax { group: 1, millicpus: Some(300) }]).unwrap();
+        assert_eq!(applied, [Action::SetCpuMax { group: 1, millicpus: Some(300) }]);
+    }
+    assert_eq!(platform.observe().unwrap().groups[1].bandwidth.cpu_millicpus, None, "nothing changed on the machine");
+    assert_eq!((platform.stats().dry_run_writes, platform.stats().writes_submitted), (1, 0));
+    assert_eq!(read(dir.path().join("cg/batch/cpu.max")), "max 100000\n");
+    platform.restore(Duration::from_secs(1)).unwrap();
+}
+
+#[test]
+fn the_conformance_body_passes_on_a_fake_tree_with_a_swap_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = fake(dir.path());
+    options.swap_device = Some(VDA);
+    let mut platform = open(dir.path(), options);
+    critmem_policy::check_platform(&mut platform, |p| settle(p)).unwrap();
+    assert!(platform.stats().writes_submitted > 0);
+    let report = platform.restore(Duration::from_secs(5)).unwrap();
+    assert!(report.failures.is_empty(), "{report:?}");
+}
+
+/// A hybrid tree with the v1 bandwidth hierarchies: `batch` adopted (with a directory in each),
+/// `crit-rt` created by the platform in all five trees.
+fn v1_with_bandwidth(dir: &Path) -> (LinuxPlatform, [PathBuf; 5]) {
+    use crate::cgroup::fake::{hybrid_files, hybrid_roots, v1_bandwidth_roots};
+    let (memory, unified) = hybrid_roots(&dir.join("cg"));
+    let (cpu, cpuacct, blkio) = v1_bandwidth_roots(&dir.join("cg"));
+    let roots = [memory.clone(), unified.clone(), cpu.clone(), cpuacct.clone(), blkio.clone()];
+    for root in &roots {
+        populate(&root.join("batch"), hybrid_files(root));
+    }
+    let mut options = fake(dir);
+    options.swap_device = Some(VDA);
+    let backend = crate::cgroup::HybridBackend::new(memory, unified).with_bandwidth_roots(Some(cpu), Some(cpuacct), Some(blkio));
+    let platform = LinuxPlatform::open(Box::new(backend), specs(), options).unwrap();
+    for root in &roots {
+        populate(&root.join("crit-rt"), hybrid_files(root));
+    }
+    (platform, roots)
+}
+
+#[test]
+fn hybrid_cpu_and_io_limits_go_to_the_v1_hierarchies_and_are_undone_at_teardown() {
+    use critmem_policy::MIN_CPU_MILLICPUS;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut platform, [_, _, cpu, _, blkio]) = v1_with_bandwidth(dir.path());
+    let obs = platform.observe().unwrap();
+    assert_eq!(obs.groups[0].cpu_usage_us, 7000, "cpuacct.usage in ns");
+    assert_eq!(obs.groups[0].stall.cpu_some_us, 17, "cpu.pressure of the unified group");
+    platform.add_process(0, 4242).unwrap();
+    for root in [&cpu, &blkio] {
+        assert_eq!(read(root.join("crit-rt/cgroup.procs")), "4242", "processes join the bandwidth groups too");
+    }
+    let applied = platform
+        .apply(&[
+            Action::SetCpuMax { group: 0, millicpus: Some(0) },
+            Action::SetIoMax { group: 0, read_bytes_per_s: Some(3 * MIB), write_bytes_per_s: None },
+            Action::SetCpuMax { group: 1, millicpus: Some(1500) },
+            Action::SetIoMax { group: 1, read_bytes_per_s: None, write_bytes_per_s: Some(4 * MIB) },
+        ])
+        .unwrap();
+    assert_eq!(applied[0], Action::SetCpuMax { group: 0, millicpus: Some(MIN_CPU_MILLICPUS) });
+    settle(&platform);
+    assert_eq!(read(cpu.join("crit-rt/cpu.cfs_period_us")), "100000");
+    assert_eq!(read(cpu.join("crit-rt/cpu.cfs_quota_us")), "1000");
+    assert_eq!(read(blkio.join("crit-rt/blkio.throttle.read_bps_device")), "254:0 3145728");
+    assert_eq!(read(blkio.join("crit-rt/blkio.throttle.write_bps_device")), "254:0 0");
+    assert_eq!(read(cpu.join("batch/cpu.cfs_quota_us")), "150000");
+    let obs = platform.observe().unwrap();
+    assert_eq!(
+        (obs.groups[0].bandwidth.cpu_millicpus, obs.groups[0].bandwidth.io_read_bytes_per_s, obs.groups[0].bandwidth.io_write_bytes_per_s),
+        (Some(10), Some(3 * MIB), None)
+    );
+    assert_eq!(obs.groups[1].bandwidth.io_write_bytes_per_s, Some(4 * MIB));
+    // Cleared, and the limits go away.
+    platform.apply(&[Action::SetCpuMax { group: 1, millicpus: None }]).unwrap();
+    settle(&platform);
+    assert_eq!(read(cpu.join("batch/cpu.cfs_quota_us")), "-1");
+    std::fs::write(blkio.join("batch/blkio.throttle.read_bps_device"), "8:0 77\n").unwrap();
+    let report = platform.restore(Duration::from_secs(5)).unwrap();
+    assert!(report.failures.is_empty(), "{report:?}");
+    for root in std::fs::read_dir(dir.path().join("cg")).unwrap().flatten() {
+        assert!(!root.path().join("crit-rt").exists(), "created in every tree, removed from every tree: {}", root.path().display());
+    }
+    assert_eq!(read(cpu.join("batch/cpu.cfs_quota_us")), "-1");
+    assert_eq!(read(blkio.join("batch/blkio.throttle.write_bps_device")), "254:0 0", "a disk that had no rule loses ours");
+}
+
+#[test]
+fn the_conformance_body_passes_on_a_fake_hybrid_tree_with_a_swap_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut platform, _) = v1_with_bandwidth(dir.path());
+    let limits = [dir.path().join("cg/memory/batch/memory.limit_in_bytes"), dir.path().join("cg/memory/crit-rt/memory.limit_in_bytes")];
+    critmem_policy::check_platform(&mut platform, |p| {
+        settle(p);
+        for limit in &limits {
+            if std::fs::read_to_string(limit).unwrap().trim() == "-1" {
+                std::fs::write(limit, "9223372036854771712\n").unwrap();
+            }
+        }
+    })
+    .unwrap();
+    let report = platform.restore(Duration::from_secs(5)).unwrap();
+    assert!(report.failures.is_empty(), "{report:?}");
+}
+
+#[test]
+fn cpu_lists_count_every_cpu_they_name() {
+    assert_eq!(parse_cpu_list("0-1\n"), Some(2));
+    assert_eq!(parse_cpu_list("0-3,6,8-9"), Some(7));
+    assert_eq!(parse_cpu_list("0"), Some(1));
+    assert_eq!((parse_cpu_list(""), parse_cpu_list("3-1"), parse_cpu_list("x")), (None, None, None));
 }

@@ -7,7 +7,7 @@ fn layout_of_this_machine_is_detected_and_usable() {
     let Some(machine) = machine("layout_of_this_machine_is_detected_and_usable") else { return };
     let _ = writeln!(std::io::stderr(), "layout: {:?} (backend {})", machine.layout, machine.backend.name());
     match &machine.layout {
-        Layout::Hybrid { memory_root, unified_root } => {
+        Layout::Hybrid { memory_root, unified_root, .. } => {
             assert!(memory_root.join("memory.limit_in_bytes").exists());
             assert!(unified_root.join("cgroup.procs").exists());
         }
@@ -198,6 +198,8 @@ fn protections_asked_by_a_controller_land_on_v2_and_are_restored() {
         job_server: None,
         proc_root: PROC_ROOT.into(),
         clock: MonotonicClock::shared(),
+        cpus: critmem_linux::platform::online_cpus(),
+        swap_device: None,
     };
     let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
     let platform = guard.get();

@@ -98,6 +98,8 @@ fn platform_with_job_socket(machine: &Machine, dir: &Path, socket: &Path, specs:
         job_server: Some(server),
         proc_root: PROC_ROOT.into(),
         clock: MonotonicClock::shared(),
+        cpus: critmem_linux::platform::online_cpus(),
+        swap_device: None,
     };
     PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()))
 }

@@ -72,6 +72,8 @@ fn squeezed_worker_survives(machine: &Machine, working_set: &str, asked_limit_by
         job_server: None,
         proc_root: PROC_ROOT.into(),
         clock: MonotonicClock::shared(),
+        cpus: critmem_linux::platform::online_cpus(),
+        swap_device: None,
     };
     let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
     let platform = guard.get();
@@ -182,6 +184,8 @@ fn a_v1_group_out_of_memory_at_its_own_memory_and_swap_limit_is_left_to_the_kern
         job_server: None,
         proc_root: PROC_ROOT.into(),
         clock: MonotonicClock::shared(),
+        cpus: critmem_linux::platform::online_cpus(),
+        swap_device: None,
     };
     let mut guard = PlatformGuard(Some(LinuxPlatform::open(open_backend(&machine.layout).unwrap(), specs, options).unwrap()));
     assert!(oom_state(&machine, &bare.group).kill_disabled, "the platform switched the OOM killer off");

@@ -20,6 +20,8 @@ fn srt(name: &str, deadline_ns: u64, bcet_ns: u64, floor_bytes: u64) -> GroupObs
         usage_bytes: 0,
         knobs: MemoryKnobs::default(),
         floor_bytes,
+        cpu_usage_us: 0,
+        bandwidth: BandwidthKnobs::default(),
     }
 }
 
@@ -31,6 +33,8 @@ fn nrt(name: &str, floor_bytes: u64) -> GroupObservation {
         usage_bytes: 0,
         knobs: MemoryKnobs::default(),
         floor_bytes,
+        cpu_usage_us: 0,
+        bandwidth: BandwidthKnobs::default(),
     }
 }
 
@@ -51,6 +55,7 @@ impl Fake {
         Observation {
             now_ns: self.now_ns,
             total_memory_bytes: self.total,
+            cpus: 2,
             groups: self.groups.clone(),
             events: std::mem::take(&mut self.events),
         }
@@ -80,6 +85,11 @@ impl Fake {
                 Action::SetHigh { group, bytes } => self.groups[group].knobs.high_bytes = bytes,
                 Action::SetMin { group, bytes } => self.groups[group].knobs.min_bytes = bytes,
                 Action::SetLow { group, bytes } => self.groups[group].knobs.low_bytes = bytes,
+                Action::SetCpuMax { group, millicpus } => self.groups[group].bandwidth.cpu_millicpus = millicpus,
+                Action::SetIoMax { group, read_bytes_per_s, write_bytes_per_s } => {
+                    let b = &mut self.groups[group].bandwidth;
+                    (b.io_read_bytes_per_s, b.io_write_bytes_per_s) = (read_bytes_per_s, write_bytes_per_s);
+                }
                 Action::DropJob { .. } | Action::Reclaim { .. } => {}
             }
         }

@@ -131,6 +131,9 @@ fn run_scenario(sc: &Scenario, c: &mut dyn Controller, knob: LimitKnob) -> Resul
                 Action::DropJob { group, .. } => {
                     prop_assert!(matches!(sc.groups[group].role, GroupRole::SoftRealTime { .. }), "{}: drop on non-RT", c.name());
                 }
+                Action::SetCpuMax { group, .. } | Action::SetIoMax { group, .. } => {
+                    prop_assert!(matches!(sc.groups[group].role, GroupRole::NonRealTime), "{}: bandwidth limit on soft RT", c.name());
+                }
                 Action::SetMin { .. } | Action::SetLow { .. } | Action::Reclaim { .. } => {
                     prop_assert!(false, "{}: unexpected {a:?}", c.name())
                 }
@@ -160,10 +163,12 @@ fn wild_group() -> impl Strategy<Value = GroupObservation> {
         .prop_map(|(is_rt, d, bcet, st, usage, (max, high), floor)| GroupObservation {
             name: "w".into(),
             role: if is_rt { GroupRole::SoftRealTime { deadline_ns: d, bcet_ns: bcet } } else { GroupRole::NonRealTime },
-            stall: StallTotals { memory_some_us: st[0], memory_full_us: st[1], io_some_us: st[2], io_full_us: st[3] },
+            stall: StallTotals { memory_some_us: st[0], memory_full_us: st[1], io_some_us: st[2], io_full_us: st[3], cpu_some_us: 0 },
             usage_bytes: usage,
             knobs: MemoryKnobs { max_bytes: max, high_bytes: high, min_bytes: None, low_bytes: None },
             floor_bytes: floor,
+            cpu_usage_us: 0,
+            bandwidth: BandwidthKnobs::default(),
         })
 }
 
@@ -189,7 +194,7 @@ proptest! {
     ) {
         for (mut c, _) in all_controllers() {
             for (now_ns, total, groups, events) in &seq {
-                let obs = Observation { now_ns: *now_ns, total_memory_bytes: *total, groups: groups.clone(), events: events.clone() };
+                let obs = Observation { now_ns: *now_ns, total_memory_bytes: *total, cpus: 2, groups: groups.clone(), events: events.clone() };
                 for a in c.tick(&obs) {
                     prop_assert!(a.group() < groups.len());
                 }
@@ -230,7 +235,7 @@ proptest! {
                 step.advance(&mut groups);
                 let events: Vec<JobEvent> = step.job_events(now_ns).collect();
                 now_ns += step.dt_ns;
-                let obs = Observation { now_ns, total_memory_bytes: sc.total, groups: groups.clone(), events };
+                let obs = Observation { now_ns, total_memory_bytes: sc.total, cpus: 2, groups: groups.clone(), events };
                 let masked = Observation {
                     groups: groups.iter().map(|g| mask_unread(fooled.as_ref(), g, junk[i % junk.len()])).collect(),
                     ..obs.clone()

@@ -278,3 +278,56 @@ fn bad_parameters_are_refused_with_the_field_named() {
     let err = make_controller("tailguard", json!({"guard": 5})).err().unwrap().to_string();
     assert!(err.contains("unknown field `guard`"), "{err}");
 }
+
+fn io_limits(actions: &[Action]) -> Vec<(GroupId, Option<u64>, Option<u64>)> {
+    actions
+        .iter()
+        .filter_map(|a| match *a {
+            Action::SetIoMax { group, read_bytes_per_s, write_bytes_per_s } => Some((group, read_bytes_per_s, write_bytes_per_s)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Ticks job 1 (released at 0) for `ticks` 5 ms intervals, each with `io_us` of I/O stall and
+/// as much memory stall, its usage `below_limit_bytes` under its limit; the actions of each.
+fn io_bound_job(c: &mut Tailguard, f: &mut Fake, ticks: u64, io_us: u64, below_limit_bytes: u64) -> Vec<Vec<Action>> {
+    f.release(0, 1, 0, 100 * MS);
+    let mut out = vec![f.tick(c, 0)];
+    for k in 1..=ticks {
+        f.groups[0].usage_bytes = c.limit_bytes(0).unwrap() - below_limit_bytes;
+        f.stall(0, io_us, io_us);
+        out.push(f.tick(c, k * 5 * MS));
+    }
+    out
+}
+
+#[test]
+fn a_job_held_back_by_the_swap_device_and_not_by_its_limit_limits_the_non_rt_io_until_it_ends() {
+    let guard = Some(64 * MIB);
+    let (mut c, mut f) = setup(TailguardConfig { drop_certain_misses: false, ..TailguardConfig::default() });
+    assert_eq!(c.config().io_guard_bytes_per_s, guard, "on by default");
+    // Waiting on the device the whole interval, 10 MiB under its limit: at that pace (no work
+    // done in the 95 ms left) it misses, and more memory would not help.
+    let ticks = io_bound_job(&mut c, &mut f, 3, 5_000, 10 * MIB);
+    assert!(io_limits(&ticks[0]).is_empty());
+    assert_eq!(io_limits(&ticks[1]), [(1, guard, guard)], "only the non-RT group is limited");
+    assert!(io_limits(&ticks[2]).is_empty() && io_limits(&ticks[3]).is_empty(), "asked once, then held");
+    assert_eq!(f.groups[1].bandwidth.io_read_bytes_per_s, guard);
+    f.complete(0, 1, 20 * MS);
+    assert_eq!(io_limits(&f.tick(&mut c, 20 * MS)), [(1, None, None)], "lifted when the job ends");
+}
+
+#[test]
+fn a_limit_bound_job_or_one_that_still_runs_leaves_the_non_rt_io_alone() {
+    let cfg = TailguardConfig { drop_certain_misses: false, ..TailguardConfig::default() };
+    // At its limit: its faults are the limit's doing, and the steering gives it memory.
+    let (mut c, mut f) = setup(cfg.clone());
+    assert!(io_bound_job(&mut c, &mut f, 6, 5_000, 0).iter().all(|a| io_limits(a).is_empty()));
+    // Running a fifth of each interval (4 ms of 5 on the device, below io_guard_stall_pct).
+    let (mut c, mut f) = setup(cfg.clone());
+    assert!(io_bound_job(&mut c, &mut f, 6, 4_000, 10 * MIB).iter().all(|a| io_limits(a).is_empty()));
+    // Switched off.
+    let (mut c, mut f) = setup(TailguardConfig { io_guard_bytes_per_s: None, ..cfg });
+    assert!(io_bound_job(&mut c, &mut f, 6, 5_000, 10 * MIB).iter().all(|a| io_limits(a).is_empty()));
+}

@@ -127,6 +127,9 @@ fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String
     let scenario = load(&args.file)?;
     let run_dir = format!("critmem-run-{}", std::process::id());
     let (specs, tasks) = plan(&scenario, &run_dir)?;
+    // The groups' declared starting CPU and I/O limits.
+    let initial_actions: Vec<critmem_policy::Action> =
+        scenario.memory.iter().flat_map(|m| m.groups.iter().enumerate().flat_map(|(id, g)| g.bandwidth.actions(id))).collect();
     let (name, scenario_control) = match (&args.controller, &scenario.control) {
         (Some(name), _) => (name.as_str(), None),
         (None, Some(c)) => (c.config.name(), Some(c)),
@@ -189,6 +192,7 @@ fn run(args: &Args, signals: &nix::sys::signalfd::SignalFd) -> Result<(), String
             controller,
             interval_ns,
             triggers: None,
+            initial_actions,
         })
         .map_err(|e| e.to_string())?;
     // Jobs one by one for every task counted from its group's reports, within one budget.
@@ -271,12 +275,18 @@ fn drive(
                         let (seen, knobs) = p.last_seen(g);
                         let usage_bytes = p.usage_now(g).unwrap_or(seen);
                         let stall = p.last_stall(g);
+                        let (cpu_usage_us, bandwidth) = p.last_bandwidth(g);
                         GroupSample {
                             usage_bytes,
                             max_bytes: knobs.max_bytes,
                             high_bytes: knobs.high_bytes,
                             memory_some_us: stall.memory_some_us,
                             io_some_us: stall.io_some_us,
+                            cpu_some_us: stall.cpu_some_us,
+                            cpu_usage_us,
+                            cpu_millicpus: bandwidth.cpu_millicpus,
+                            io_read_bytes_per_s: bandwidth.io_read_bytes_per_s,
+                            io_write_bytes_per_s: bandwidth.io_write_bytes_per_s,
                         }
                     })
                     .collect();

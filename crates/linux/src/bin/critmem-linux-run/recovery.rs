@@ -108,7 +108,7 @@ pub(crate) fn recover_crashed_runs(dir: &Path, layout: &Layout, clock: &SharedCl
 pub(crate) fn kill_run_cgroups(layout: &Layout, clock: &dyn Clock, name: &str) -> usize {
     let (roots, cgroup2_root): (Vec<&Path>, &Path) = match layout {
         Layout::V2 { root } => (vec![root], root),
-        Layout::Hybrid { memory_root, unified_root } => (vec![memory_root, unified_root], unified_root),
+        Layout::Hybrid { memory_root, unified_root, .. } => (vec![memory_root, unified_root], unified_root),
     };
     let run_cgroup2 = cgroup2_root.join(name);
     kill_until_empty(
