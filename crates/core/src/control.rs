@@ -108,6 +108,9 @@ struct State {
     bandwidth: Vec<BandwidthKnobs>,
     /// Per group, CPU time and CPU wait as of this tick (from the engine's CPU groups).
     cpu_times: Vec<(Nanos, Nanos)>,
+    /// Whether the groups are the engine's CPU groups: when the controller uses CPU figures
+    /// or limits, or a group declares a CPU limit (the accounting costs every dispatch).
+    cpu_groups: bool,
     cpus: u32,
     events: Vec<JobEvent>,
     extremes: Vec<GroupExtremes>,
@@ -147,6 +150,7 @@ impl Control {
                 .collect(),
             bandwidth: vec![BandwidthKnobs::default(); memory.groups.len()],
             cpu_times: vec![(Nanos::ZERO, Nanos::ZERO); memory.groups.len()],
+            cpu_groups: controller.uses_cpu() || memory.groups.iter().any(|g| g.bandwidth.cpu_millicpus.is_some()),
             cpus: u32::try_from(cpus).expect("fewer than 2^32 CPUs"),
             task_group: tasks
                 .iter()
@@ -231,7 +235,7 @@ impl Subsystem for Control {
     fn start(&mut self, cx: &mut Context<'_>) {
         // Each managed group is a CPU group: its CPU time and wait are observed, and a
         // controller may limit its bandwidth.
-        for (task, group) in self.state.task_group.iter().enumerate() {
+        for (task, group) in self.state.task_group.iter().enumerate().filter(|_| self.state.cpu_groups) {
             if let Some(g) = group {
                 cx.join_cpu_group(task, u32::try_from(*g).expect("fewer than 2^32 groups"));
             }
@@ -266,7 +270,7 @@ impl Subsystem for Control {
     fn on_event(&mut self, cx: &mut Context<'_>, tag: u64) {
         debug_assert_eq!(tag, TICK);
         let now = cx.now();
-        for (g, times) in self.state.cpu_times.iter_mut().enumerate() {
+        for (g, times) in self.state.cpu_times.iter_mut().enumerate().filter(|_| self.state.cpu_groups) {
             *times = cx.cpu_group_times(u32::try_from(g).expect("fewer than 2^32 groups"));
         }
         let memory = cx.peer_mut::<MemorySubsystem>().expect("a control loop runs beside the memory model");
@@ -428,6 +432,11 @@ impl Platform for SimPlatform<'_> {
                 Action::DropJob { job, .. } => {
                     self.requests.drops.push((group, job));
                     applied.push(a);
+                    continue;
+                }
+                Action::SetCpuMax { .. } if !st.cpu_groups => {
+                    // From a controller that says it uses no CPU limits: nothing to hold.
+                    st.ignored += 1;
                     continue;
                 }
                 Action::SetCpuMax { millicpus, .. } => {

@@ -35,6 +35,11 @@ impl Controller for Greedy {
 
     /// Only a soft real-time group's usage (what it holds when unconstrained); the
     /// non-real-time groups get what the soft real-time ones leave.
+    /// Memory controllers: no CPU time, CPU pressure or CPU limit.
+    fn uses_cpu(&self) -> bool {
+        false
+    }
+
     fn reads_usage(&self, role: &GroupRole) -> bool {
         matches!(role, GroupRole::SoftRealTime { .. })
     }

@@ -300,6 +300,13 @@ pub trait Controller {
     fn reads_usage(&self, _role: &GroupRole) -> bool {
         true
     }
+    /// Whether [`Controller::tick`] reads a group's CPU time or CPU pressure, or asks for CPU
+    /// limits. The default, yes, is always correct; no lets a platform leave CPU accounting
+    /// out (the simulator then keeps no CPU groups, and observes both as zero), and a
+    /// `SetCpuMax` from such a controller may be ignored.
+    fn uses_cpu(&self) -> bool {
+        true
+    }
     /// Why the controller's own code failed (an exception in a Python controller), once it
     /// has: the loop then stops, and the platform restores what it set up. Built-in
     /// controllers never fail.

@@ -437,6 +437,11 @@ impl Controller for Sara {
     }
 
     /// SARA steers by stall alone, and the non-real-time groups get what is left of the limits.
+    /// Memory controllers: no CPU time, CPU pressure or CPU limit.
+    fn uses_cpu(&self) -> bool {
+        false
+    }
+
     fn reads_usage(&self, _role: &GroupRole) -> bool {
         false
     }

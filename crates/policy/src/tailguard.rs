@@ -360,6 +360,11 @@ impl Controller for Tailguard {
     }
 
     /// A rescue is decided on, and a rescued job's limit follows, the group's usage.
+    /// Memory controllers: no CPU time, CPU pressure or CPU limit.
+    fn uses_cpu(&self) -> bool {
+        false
+    }
+
     fn reads_usage(&self, role: &GroupRole) -> bool {
         matches!(role, GroupRole::SoftRealTime { .. })
     }

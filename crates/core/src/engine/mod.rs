@@ -540,15 +540,46 @@ impl<'a> Simulation<'a> {
     /// Applies a step to a job that is not on a CPU.
     fn apply_off_cpu(&mut self, key: JobKey, step: Step) {
         let activation = self.jobs[key as usize].as_ref().is_some_and(|j| j.ext.is_some()) && self.take_activation(key);
+        if self.cpu_groups.is_some() {
+            self.apply_off_cpu_grouped(key, step, activation);
+        } else {
+            self.apply_step_off_cpu(key, step, activation);
+        }
+    }
+
+    /// [`Self::apply_off_cpu`] with CPU groups formed: a job of a throttled group is held
+    /// instead of entering its scheduler, and each group's count of eligible jobs follows.
+    #[inline(never)]
+    fn apply_off_cpu_grouped(&mut self, key: JobKey, step: Step, activation: bool) {
+        let was_eligible = self.job(key).state == JobState::Ready;
+        match step {
+            Step::Compute(_) | Step::Yield => {
+                self.job_mut(key).step_left = if let Step::Compute(left) = step { left } else { Nanos::ZERO };
+                if self.held_by_cpu_limit(key, activation) {
+                    return;
+                }
+                self.apply_step_off_cpu(key, step, activation);
+                if !was_eligible {
+                    self.note_eligible(key, true);
+                }
+            }
+            Step::Suspend(_) => {
+                if was_eligible {
+                    self.note_eligible(key, false);
+                }
+                self.apply_step_off_cpu(key, step, activation);
+            }
+            // Blocking and ending keep the count themselves.
+            _ => self.apply_step_off_cpu(key, step, activation),
+        }
+    }
+
+    #[inline(always)]
+    fn apply_step_off_cpu(&mut self, key: JobKey, step: Step, activation: bool) {
         let job = self.jobs[key as usize].as_mut().expect("live job");
         match step {
             Step::Compute(_) | Step::Yield => {
                 job.step_left = if let Step::Compute(left) = step { left } else { Nanos::ZERO };
-                if self.cpu_groups.is_some() && self.held_by_cpu_limit(key, activation) {
-                    return;
-                }
-                let job = self.jobs[key as usize].as_mut().expect("live job");
-                let was_eligible = job.state == JobState::Ready;
                 match job.state {
                     JobState::Ready => {}
                     // Still in the scheduler, at the same place.
@@ -568,15 +599,8 @@ impl<'a> Simulation<'a> {
                         self.make_ready(key);
                     }
                 }
-                if !was_eligible && self.cpu_groups.is_some() {
-                    self.note_eligible(key, true);
-                }
             }
             Step::Suspend(duration) => {
-                if job.state == JobState::Ready && self.cpu_groups.is_some() {
-                    self.note_eligible(key, false);
-                }
-                let job = self.jobs[key as usize].as_mut().expect("live job");
                 let was_ready = matches!(job.state, JobState::Ready | JobState::Linked);
                 job.state = JobState::Suspended;
                 let seq = job.seq;

@@ -214,6 +214,8 @@ impl Device {
     }
 
     /// Puts held writes due by `now` in the queue, at the instants they were due.
+    #[cold]
+    #[inline(never)]
     fn release_held(&mut self, now: Nanos) {
         let due = self.held_writes.partition_point(|&(t, _)| t <= now);
         if due > 0 {
@@ -239,6 +241,7 @@ impl Device {
 
     /// Queues a request of `bytes` at `now` behind every earlier request and returns its
     /// completion time.
+    #[inline]
     pub fn submit(&mut self, now: Nanos, op: IoOp, bytes: u64) -> Nanos {
         if !self.held_writes.is_empty() {
             self.release_held(now);
@@ -246,6 +249,7 @@ impl Device {
         self.enqueue(now, op, bytes)
     }
 
+    #[inline]
     fn enqueue(&mut self, now: Nanos, op: IoOp, bytes: u64) -> Nanos {
         if let Some((last_start, IoOp::Write)) = self.last {
             if op == IoOp::Write && last_start >= now {

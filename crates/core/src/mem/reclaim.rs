@@ -289,7 +289,7 @@ impl<A: FrameAllocator> Memory<A> {
     pub(super) fn evict_from_memory(&mut self, f: u32, evictor: u32, now: Nanos) -> u32 {
         let Frame { region: r, page: i, first, .. } = self.frames[f as usize];
         // The pool the page is charged to, whose write limit its write-back obeys.
-        let holder = (first != NIL).then(|| self.entries[first as usize].pool);
+        let holder = (!self.write_throttles.is_empty() && first != NIL).then(|| self.entries[first as usize].pool);
         let mut mapped_by = std::mem::take(&mut self.scratch_spaces);
         mapped_by.clear();
         self.unmap_all(f, Some(&mut mapped_by));

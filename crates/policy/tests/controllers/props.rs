@@ -217,15 +217,18 @@ fn mask_unread(c: &dyn Controller, g: &GroupObservation, junk: u64) -> GroupObse
     if !c.reads_usage(&g.role) {
         g.usage_bytes = junk / 7;
     }
+    if !c.uses_cpu() {
+        (g.cpu_usage_us, g.stall.cpu_some_us) = (junk / 11, junk / 13);
+    }
     g
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 100, ..ProptestConfig::default() })]
 
-    /// `Controller::stall_inputs` and `Controller::reads_usage` tell the truth: totals and
-    /// usage a controller says it does not read change none of its actions, so a platform may
-    /// skip reading them.
+    /// `Controller::stall_inputs`, `Controller::reads_usage` and `Controller::uses_cpu` tell
+    /// the truth: totals, usage and CPU figures a controller says it does not read change none
+    /// of its actions, so a platform may skip reading them.
     #[test]
     fn controllers_ignore_the_stall_totals_and_usage_they_say_they_do_not_read(sc in scenario(), junk in prop::collection::vec(any::<u64>(), 80)) {
         for ((mut honest, _), (mut fooled, _)) in all_controllers().into_iter().zip(all_controllers()) {
