@@ -524,6 +524,9 @@ access = [{ pattern = "sweep" }]
         assert_eq!(applied, [Action::SetMax { group: 0, bytes: None }, Action::SetMin { group: 0, bytes: Some(16 << 20) }]);
         assert!(p.apply(&[Action::SetMax { group: 1, bytes: Some(1 << 30) }]).unwrap().is_empty());
         assert_eq!(p.observe().unwrap().groups[0].knobs.max_bytes, None);
+        // Greedy uses no CPU figures or limits: no CPU groups are kept, and a CPU limit is left out.
+        assert!(p.apply(&[Action::SetCpuMax { group: 0, millicpus: Some(500) }]).unwrap().is_empty());
+        assert_eq!(p.observe().unwrap().groups[0].bandwidth.cpu_millicpus, None);
     }
 
     /// The synchronous conformance body the Linux platform runs, here against the
@@ -566,7 +569,9 @@ access = [{ pattern = "sweep" }]
         let mut ms = MemSim::new(spec, &s.tasks, &names, &[], 1, true).ok().unwrap();
         let config = critmem_policy::ControllerConfig::parse("greedy", serde_json::json!({})).unwrap();
         let cs = ControlSpec { config, interval: Nanos::from_ms(5) };
-        let mut c = Control::new(&cs, spec, &s.tasks, s.cpus);
+        // Under a controller that uses CPU limits (the probe's own), as the body's steps do.
+        let (probe, _) = critmem_policy::ConformanceProbe::new(5_000_000);
+        let mut c = Control::with_controller(Box::new(probe), "conformance".into(), &cs, spec, &s.tasks, s.cpus);
         let mut requests = EngineRequests::default();
         let mut p = SimPlatform { state: &mut c.state, ms: &mut ms, now: Nanos::from_ms(1), requests: &mut requests };
         critmem_policy::check_platform(&mut p, |_| {}).unwrap_or_else(|e| panic!("{e}"));
