@@ -26,7 +26,7 @@
 //! 7. ask every group for a CPU limit of one millicpu and a read limit of one byte per second:
 //!    each shows exactly the smallest limit the contract allows ([`MIN_CPU_MILLICPUS`],
 //!    [`MIN_IO_BYTES_PER_S`]; a platform without a swap device it may limit shows no I/O
-//!    limit), then clear both: none shows;
+//!    limit, one whose group has no CPU controller no CPU limit), then clear both: none shows;
 //! 8. ask for a limit and a reclaim of a group that does not exist: nothing may change or
 //!    break.
 //!
@@ -340,7 +340,7 @@ impl Controller for ConformanceProbe {
             Step::Bandwidth { since } => {
                 let shown = |_, g: &GroupObservation| {
                     let b = g.bandwidth;
-                    b.cpu_millicpus == Some(MIN_CPU_MILLICPUS)
+                    matches!(b.cpu_millicpus, None | Some(MIN_CPU_MILLICPUS))
                         && matches!(b.io_read_bytes_per_s, None | Some(MIN_IO_BYTES_PER_S))
                         && b.io_write_bytes_per_s.is_none()
                 };
@@ -521,9 +521,10 @@ fn totals_grow(a: &GroupObservation, b: &GroupObservation) -> bool {
         && b.cpu_usage_us >= a.cpu_usage_us
 }
 
-/// CPU limits below the smallest, in between and covering every CPU, then cleared; I/O limits
-/// likewise (or left out entirely by a platform with no swap device it may limit): each
-/// applied as the contract says, reported as applied and observed so.
+/// CPU limits below the smallest, in between and covering every CPU, then cleared (or left out
+/// entirely for a group without the CPU controller); I/O limits likewise (or left out entirely
+/// by a platform with no swap device it may limit): each applied as the contract says,
+/// reported as applied and observed so.
 fn check_bandwidth<P: Platform>(
     platform: &mut P,
     obs: &Observation,
@@ -534,17 +535,25 @@ where
 {
     let every_cpu = u64::from(obs.cpus) * 1000;
     for (id, g) in obs.groups.iter().enumerate() {
+        let mut cpu_limited = None;
         for (asked, want) in
             [(Some(1), Some(MIN_CPU_MILLICPUS)), (Some(every_cpu - 1), Some(every_cpu - 1)), (Some(every_cpu), None), (None, None)]
         {
             let applied = platform.apply(&[Action::SetCpuMax { group: id, millicpus: asked }])?;
+            let now_limited = !applied.is_empty();
             ensure!(
-                applied == [Action::SetCpuMax { group: id, millicpus: want }],
-                "{}: asked for a CPU limit of {asked:?} millicpus, apply reported {applied:?}, not {want:?}",
+                applied.is_empty() || applied == [Action::SetCpuMax { group: id, millicpus: want }],
+                "{}: asked for a CPU limit of {asked:?} millicpus, apply reported {applied:?}, not {want:?} or nothing",
+                g.name
+            );
+            ensure!(
+                *cpu_limited.get_or_insert(now_limited) == now_limited,
+                "{}: CPU limits were applied for some requests and left out for others",
                 g.name
             );
             settle(platform);
             let seen = platform.observe()?.groups[id].bandwidth.cpu_millicpus;
+            let want = if now_limited { want } else { None };
             ensure!(seen == want, "{}: asked for a CPU limit of {asked:?} millicpus, observed {seen:?}, not {want:?}", g.name);
         }
         let mut limited = None;

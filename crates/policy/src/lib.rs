@@ -348,7 +348,9 @@ pub trait Platform {
     ///   together run at most `millicpus × period / 1000` in each period, then wait for the
     ///   next. A request below [`MIN_CPU_MILLICPUS`] gets exactly that; one of at least
     ///   `cpus × 1000` limits nothing and is applied (and returned) as `None`. Under a
-    ///   controller whose [`Controller::uses_cpu`] is false a platform may leave it out.
+    ///   controller whose [`Controller::uses_cpu`] is false a platform may leave it out, and
+    ///   so does one for a group without the CPU controller (cgroup v2 where the cgroup above
+    ///   the group, not critmem's, does not delegate `cpu`), always, never failing.
     /// - **I/O bandwidth.** `SetIoMax` limits the group's reads and writes of the swap device.
     ///   A request below [`MIN_IO_BYTES_PER_S`] gets exactly that. A platform with no swap
     ///   device it may limit leaves the action out, never failing.

@@ -12,15 +12,36 @@ impl Managed {
 }
 
 /// Gives a group critmem created the CPU and I/O controllers (journaled, so restore takes them
-/// back). A refusal is a warning: the group then goes without those limits.
-pub(super) fn enable_controllers(backend: &dyn CgroupBackend, spec: &GroupSpec, journal: Option<&mut Journal>) {
-    let changes = match backend.plan_bandwidth_controllers(&spec.path) {
+/// back), enabling them only in cgroups critmem created (`created_dirs`): enabling one in a
+/// cgroup it did not create would change the cgroups beside the group (and once others use
+/// the controller the kernel refuses to take it back). Where a parent critmem did not create
+/// lacks them, the group goes without those limits; so does it after a refusal (a warning).
+pub(super) fn enable_controllers(backend: &dyn CgroupBackend, spec: &GroupSpec, created_dirs: &[PathBuf], journal: Option<&mut Journal>) {
+    let planned = match backend.plan_bandwidth_controllers(&spec.path) {
         Ok(changes) => changes,
         Err(e) => {
             tracing::warn!(group = %spec.name, error = %e, "cannot tell which CPU and I/O controllers the group's parents enable; it may get no bandwidth limits");
             return;
         }
     };
+    // Parents come root first: what one critmem may not change does not enable, the levels
+    // below it cannot enable either.
+    let mut withheld: Vec<String> = Vec::new();
+    let mut changes = Vec::new();
+    for change in planned {
+        let Change::Write(mut write) = change else { continue };
+        let ours = write.path.parent().is_some_and(|d| created_dirs.iter().any(|c| c == d));
+        let tokens: Vec<String> = write.contents.split_whitespace().map(str::to_owned).collect();
+        if !ours {
+            withheld.extend(tokens);
+            continue;
+        }
+        let kept: Vec<String> = tokens.into_iter().filter(|t| !withheld.contains(t)).collect();
+        if !kept.is_empty() {
+            write.contents = kept.join(" ");
+            changes.push(Change::Write(write));
+        }
+    }
     let Some(journal) = journal else {
         for change in &changes {
             tracing::info!(group = %spec.name, change = %change, "dry run: would enable");

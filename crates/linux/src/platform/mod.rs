@@ -579,13 +579,17 @@ fn open_groups(
         if spec.create {
             // Directories of a created group missing in some hierarchy (the bandwidth ones on
             // the hybrid layout) are made too.
+            let mut created_dirs = Vec::new();
             for change in backend.plan_create(&spec.path)? {
+                if let Change::Mkdir { dir, .. } = &change {
+                    created_dirs.push(dir.clone());
+                }
                 match &mut journal {
                     Some(j) => j.perform(&change)?,
                     None => tracing::info!(group = %spec.name, change = %change, "dry run: would create"),
                 }
             }
-            bandwidth::enable_controllers(backend, &spec, journal.as_deref_mut());
+            bandwidth::enable_controllers(backend, &spec, &created_dirs, journal.as_deref_mut());
         }
         // A group created just now has no limits; reading them is for adopted groups.
         let knobs = if spec.create && journal.is_some() {

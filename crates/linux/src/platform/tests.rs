@@ -916,6 +916,7 @@ fn v2_cpu_and_io_limits_are_clamped_written_observed_and_undone_at_teardown() {
     options.swap_device = Some(VDA);
     let mut platform = open(dir.path(), options);
     let cg = dir.path().join("cg");
+    assert_eq!(read(cg.join("cgroup.subtree_control")), "cpu memory\n", "the root, not critmem's, gets no +io");
     let obs = platform.observe().unwrap();
     assert_eq!(obs.cpus, 2);
     assert_eq!((obs.groups[0].cpu_usage_us, obs.groups[0].stall.cpu_some_us), (5000, 19), "cpu.stat usage_usec, cpu.pressure some");
@@ -1126,4 +1127,30 @@ fn cpu_lists_count_every_cpu_they_name() {
     assert_eq!(parse_cpu_list("0-3,6,8-9"), Some(7));
     assert_eq!(parse_cpu_list("0"), Some(1));
     assert_eq!((parse_cpu_list(""), parse_cpu_list("3-1"), parse_cpu_list("x")), (None, None, None));
+}
+
+/// Controllers are enabled only in cgroups critmem created: a new parent gets what the cgroup
+/// above it delegates (cpu here, not io), and nothing it did not create is touched.
+#[test]
+fn v2_bandwidth_controllers_are_enabled_only_in_cgroups_critmem_created() {
+    let dir = tempfile::tempdir().unwrap();
+    fake(dir.path());
+    let cg = dir.path().join("cg");
+    populate(&cg.join("critmem-x"), &[("cgroup.controllers", "cpu memory\n"), ("cgroup.subtree_control", "memory\n")]);
+    let backend = V2Backend::new(cg.clone());
+    let spec = GroupSpec {
+        name: "rt".into(),
+        path: GroupPath::new("critmem-x/rt").unwrap(),
+        role: GroupRole::NonRealTime,
+        floor_bytes: 16 * MIB,
+        create: true,
+    };
+    let (mut journal, _) = crate::journal::Journal::open(&dir.path().join("j.jsonl")).unwrap();
+    // critmem-x found, not made: nothing is enabled anywhere.
+    super::bandwidth::enable_controllers(&backend, &spec, &[], Some(&mut journal));
+    assert_eq!(read(cg.join("critmem-x/cgroup.subtree_control")), "memory\n");
+    // Made by critmem: it gets cpu, which the root delegates; the root gets no +io.
+    super::bandwidth::enable_controllers(&backend, &spec, &[cg.join("critmem-x")], Some(&mut journal));
+    assert_eq!(read(cg.join("critmem-x/cgroup.subtree_control")), "+cpu");
+    assert_eq!(read(cg.join("cgroup.subtree_control")), "cpu memory\n");
 }

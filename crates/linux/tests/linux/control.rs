@@ -466,6 +466,18 @@ fn a_cpu_limit_holds_a_busy_group_to_its_share_of_a_cpu() {
     guard.get().add_process(0, busy.0.id()).unwrap();
     guard.get().observe().unwrap();
     let applied = guard.get().apply(&[Action::SetCpuMax { group: 0, millicpus: Some(200) }]).unwrap();
+    if applied.is_empty() {
+        // critmem never enables a controller in a cgroup it did not create: without `cpu`
+        // delegated by the v2 root, no group of its own can be limited.
+        let critmem_linux::layout::Layout::V2 { root } = &machine.layout else { panic!("a CPU limit left out on {:?}", machine.layout) };
+        let delegated = std::fs::read_to_string(root.join("cgroup.subtree_control")).unwrap_or_default();
+        assert!(!delegated.split_whitespace().any(|c| c == "cpu"), "a CPU limit left out although the root delegates cpu");
+        let _ = writeln!(std::io::stderr(), "skipped: the v2 root does not delegate the cpu controller ({})", delegated.trim());
+        drop(busy);
+        let report = guard.restore();
+        assert!(report.failures.is_empty(), "{report:?}");
+        return;
+    }
     assert_eq!(applied, [Action::SetCpuMax { group: 0, millicpus: Some(200) }]);
     assert!(guard.get().wait_writes(Duration::from_secs(10)));
     assert_eq!(guard.get().observe().unwrap().groups[0].bandwidth.cpu_millicpus, Some(200));
