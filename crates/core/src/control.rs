@@ -233,11 +233,13 @@ impl Subsystem for Control {
     }
 
     fn start(&mut self, cx: &mut Context<'_>) {
-        // Each managed group is a CPU group: its CPU time and wait are observed, and a
-        // controller may limit its bandwidth.
-        for (task, group) in self.state.task_group.iter().enumerate().filter(|_| self.state.cpu_groups) {
-            if let Some(g) = group {
-                cx.join_cpu_group(task, u32::try_from(*g).expect("fewer than 2^32 groups"));
+        // Where CPU figures or limits are used, each managed group is a CPU group: its CPU
+        // time and wait are observed, and its bandwidth may be limited.
+        if self.state.cpu_groups {
+            for (task, group) in self.state.task_group.iter().enumerate() {
+                if let Some(g) = group {
+                    cx.join_cpu_group(task, u32::try_from(*g).expect("fewer than 2^32 groups"));
+                }
             }
         }
         // The groups' declared CPU and I/O limits, applied as a controller's would be.
@@ -270,8 +272,10 @@ impl Subsystem for Control {
     fn on_event(&mut self, cx: &mut Context<'_>, tag: u64) {
         debug_assert_eq!(tag, TICK);
         let now = cx.now();
-        for (g, times) in self.state.cpu_times.iter_mut().enumerate().filter(|_| self.state.cpu_groups) {
-            *times = cx.cpu_group_times(u32::try_from(g).expect("fewer than 2^32 groups"));
+        if self.state.cpu_groups {
+            for (g, times) in self.state.cpu_times.iter_mut().enumerate() {
+                *times = cx.cpu_group_times(u32::try_from(g).expect("fewer than 2^32 groups"));
+            }
         }
         let memory = cx.peer_mut::<MemorySubsystem>().expect("a control loop runs beside the memory model");
         let requests = self.tick(now, memory.model_mut());

@@ -10,7 +10,7 @@ use crate::one_line;
 use crate::platform::GroupSpec;
 use crate::psi::UNPRIVILEGED_WINDOW_STEP_US;
 use critmem_core::Scenario;
-use critmem_policy::{Action, BandwidthKnobs, GroupRole, RoleName, MIN_CPU_MILLICPUS, MIN_IO_BYTES_PER_S};
+use critmem_policy::{Action, BandwidthKnobs, GroupRole, RoleName};
 use serde::Deserialize;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -179,26 +179,8 @@ impl RawGroup {
             (RoleName::SoftRealTime, _, _) => return Err(format!("group {name:?}: soft-rt needs deadline_ms and bcet_ms")),
             (RoleName::NonRealTime, _, _) => return Err(format!("group {name:?}: non-rt takes no deadline_ms or bcet_ms")),
         }
-        if let Some(m) = self.cpu_millicpus.filter(|&m| m < MIN_CPU_MILLICPUS) {
-            return Err(format!("group {name:?}: cpu_millicpus must be at least {MIN_CPU_MILLICPUS}, the smallest quota (got {m})"));
-        }
-        let io = |key: &str, mb_per_s: Option<f64>| {
-            let min_mb = MIN_IO_BYTES_PER_S as f64 / 1e6;
-            mb_per_s
-                .map(|mb| {
-                    if mb.is_finite() && mb >= min_mb {
-                        Ok((mb * 1e6).round() as u64)
-                    } else {
-                        Err(format!("group {name:?}: {key} must be a number of at least {min_mb} MB/s (got {mb})"))
-                    }
-                })
-                .transpose()
-        };
-        let bandwidth = BandwidthKnobs {
-            cpu_millicpus: self.cpu_millicpus,
-            io_read_bytes_per_s: io("io_read_mb_per_s", self.io_read_mb_per_s)?,
-            io_write_bytes_per_s: io("io_write_mb_per_s", self.io_write_mb_per_s)?,
-        };
+        let bandwidth = BandwidthKnobs::declared(self.cpu_millicpus, self.io_read_mb_per_s, self.io_write_mb_per_s)
+            .map_err(|(key, reason)| format!("group {name:?}: {key} {reason}"))?;
         Ok(GroupConfig { name: self.name, cgroup: self.cgroup, role, floor_bytes, deadline_ns, bcet_ns, create: self.create, bandwidth })
     }
 }

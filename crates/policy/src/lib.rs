@@ -156,6 +156,36 @@ pub struct BandwidthKnobs {
 }
 
 impl BandwidthKnobs {
+    /// Starting limits as a group declares them (`cpu_millicpus`, `io_read_mb_per_s`,
+    /// `io_write_mb_per_s`, rates in decimal MB/s), each checked against the smallest limit
+    /// a platform applies; an error names the key and says what is wrong.
+    pub fn declared(
+        cpu_millicpus: Option<u64>,
+        io_read_mb_per_s: Option<f64>,
+        io_write_mb_per_s: Option<f64>,
+    ) -> Result<Self, (&'static str, String)> {
+        if let Some(m) = cpu_millicpus.filter(|&m| m < MIN_CPU_MILLICPUS) {
+            return Err((
+                "cpu_millicpus",
+                format!("must be at least {MIN_CPU_MILLICPUS} (1 ms per 100 ms period, the smallest quota) (got {m})"),
+            ));
+        }
+        let rate = |key: &'static str, mb_per_s: Option<f64>| {
+            let min_mb = MIN_IO_BYTES_PER_S as f64 / 1e6;
+            match mb_per_s {
+                Some(mb) if !mb.is_finite() || mb < min_mb => {
+                    Err((key, format!("must be a number of at least {min_mb} MB/s, the smallest I/O limit (got {mb})")))
+                }
+                mb => Ok(mb.map(|mb| (mb * 1e6).round() as u64)),
+            }
+        };
+        Ok(BandwidthKnobs {
+            cpu_millicpus,
+            io_read_bytes_per_s: rate("io_read_mb_per_s", io_read_mb_per_s)?,
+            io_write_bytes_per_s: rate("io_write_mb_per_s", io_write_mb_per_s)?,
+        })
+    }
+
     /// The actions that put these limits on `group` (none for a limit that is not set).
     pub fn actions(self, group: GroupId) -> Vec<Action> {
         let mut out = Vec::new();

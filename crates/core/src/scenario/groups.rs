@@ -4,7 +4,7 @@ use super::error::{Ctx, ScenarioError};
 use super::raw::RawScenario;
 use crate::model::memory::{GroupDecl, MemorySpec};
 use crate::model::task::TaskSpec;
-use critmem_policy::{BandwidthKnobs, GroupRole, RoleName, MIN_CPU_MILLICPUS, MIN_IO_BYTES_PER_S};
+use critmem_policy::{BandwidthKnobs, GroupRole, RoleName};
 
 /// The groups, checked against the memory and the tasks' memory declarations.
 pub(super) fn validate_groups(cx: &Ctx, raw: &RawScenario, m: &MemorySpec, tasks: &[TaskSpec]) -> Result<Vec<GroupDecl>, ScenarioError> {
@@ -54,25 +54,8 @@ pub(super) fn validate_groups(cx: &Ctx, raw: &RawScenario, m: &MemorySpec, tasks
         if high_pages.is_some_and(|x| x < floor_pages) {
             return Err(cx.err(k("high_mb"), "must be at least floor_mb"));
         }
-        if let Some(m) = g.cpu_millicpus.filter(|&m| m < MIN_CPU_MILLICPUS) {
-            return Err(cx.err(
-                k("cpu_millicpus"),
-                format!("must be at least {MIN_CPU_MILLICPUS} (1 ms per 100 ms period, the smallest quota) (got {m})"),
-            ));
-        }
-        let io = |f: &str, mb_per_s: Option<f64>| -> Result<Option<u64>, ScenarioError> {
-            let Some(mb) = mb_per_s else { return Ok(None) };
-            let min_mb = MIN_IO_BYTES_PER_S as f64 / 1e6;
-            if !mb.is_finite() || mb < min_mb {
-                return Err(cx.err(k(f), format!("must be a number of at least {min_mb} MB/s, the smallest I/O limit (got {mb})")));
-            }
-            Ok(Some((mb * 1e6).round() as u64))
-        };
-        let bandwidth = BandwidthKnobs {
-            cpu_millicpus: g.cpu_millicpus,
-            io_read_bytes_per_s: io("io_read_mb_per_s", g.io_read_mb_per_s)?,
-            io_write_bytes_per_s: io("io_write_mb_per_s", g.io_write_mb_per_s)?,
-        };
+        let bandwidth = BandwidthKnobs::declared(g.cpu_millicpus, g.io_read_mb_per_s, g.io_write_mb_per_s)
+            .map_err(|(key, reason)| cx.err(k(key), reason))?;
         groups.push(GroupDecl {
             name: g.name.clone(),
             role,
