@@ -49,10 +49,15 @@
 //!   that spends more than `io_guard_stall_pct` of an interval waiting on I/O with its usage
 //!   more than a growth step below its limit faults in pages it has room for: a higher limit
 //!   does not shorten that wait, but the non-real-time groups' requests queued ahead of it on
-//!   the shared swap device do lengthen it. If at that interval's pace of work (the share of
-//!   the interval it was not stalled) its work left does not fit before its deadline, the
-//!   non-real-time groups' swap reads and write-backs are limited to `io_guard_bytes_per_s`
-//!   until the job ends.
+//!   the shared swap device do lengthen it. The non-real-time groups' swap reads and
+//!   write-backs are then limited to `io_guard_bytes_per_s` until the job ends, if two things
+//!   show that this job, unlike the others, needs the room: it has already stalled longer
+//!   than any of the last `cost_window_jobs` jobs that kept their deadline did in all (once
+//!   `cost_min_jobs` have), and at that interval's pace of work (the share of the interval it
+//!   was not stalled) its work left does not fit before its deadline. A job stalled for 90 %
+//!   of an interval nearly always fails the pace test alone, so without the first test the
+//!   limit would hold for most jobs of a workload that reads from swap in every job, and cost
+//!   the non-real-time groups throughput no deadline needed.
 //!
 //! Between jobs the limit is held, as under SARA; the non-real-time groups get what the
 //! soft real-time groups do not hold ([`crate::budget`]).
@@ -106,8 +111,8 @@ pub struct TailguardConfig {
     /// floors leave.
     pub initial_limit_bytes: Option<u64>,
     /// Swap I/O limit (reads and write-backs, bytes/s) of the non-RT groups while a soft-RT
-    /// job the device holds back runs (default 64 MiB/s, about a tenth of a SATA SSD's read
-    /// bandwidth); `None`: never limited.
+    /// job the device holds back runs (default 32 MiB/s, about a twentieth of a SATA SSD's
+    /// read bandwidth); `None`: never limited.
     pub io_guard_bytes_per_s: Option<u64>,
     /// I/O stall, in percent of an interval, above which a soft-RT job counts as waiting on
     /// the swap device (default 90, as `rescue_stall_pct`).
@@ -132,7 +137,7 @@ impl Default for TailguardConfig {
             stall: StallKind::Some,
             knob: LimitKnob::Max,
             initial_limit_bytes: None,
-            io_guard_bytes_per_s: Some(64 << 20),
+            io_guard_bytes_per_s: Some(32 << 20),
             io_guard_stall_pct: 90,
         }
     }
@@ -207,6 +212,10 @@ struct GroupState {
     /// least: kept as they change, not recomputed each tick.
     cost_quantile_ns: Option<u64>,
     cost_min_ns: Option<u64>,
+    /// Stall of the latest jobs that met their deadline, oldest first, and the most of them
+    /// once there are `cost_min_jobs`: a job that has waited longer is not one of them.
+    kept_stalls_ns: VecDeque<u64>,
+    kept_stall_max_ns: Option<u64>,
     /// The guard band now, in per mille of the relative deadline.
     guard_permille: u16,
     rescues: u64,
@@ -290,6 +299,9 @@ impl Tailguard {
                 // A dropped job missed too. A rescued one missed although the steering had
                 // handed it over: a wider aim would not have changed that.
                 let missed = !completed || at_ns > ended.deadline_ns;
+                if !missed {
+                    remember_kept_stall(cfg, st, ended.stall_ns);
+                }
                 st.guard_permille = if !missed {
                     st.guard_permille.saturating_sub(cfg.guard_decay_permille)
                 } else if !ended.rescued {
@@ -339,6 +351,17 @@ fn remember_cost(cfg: &TailguardConfig, st: &mut GroupState, cost_ns: u64) {
     });
 }
 
+/// Adds a kept job's stall to its window, and updates the window's most once there are
+/// `cost_min_jobs` of them.
+fn remember_kept_stall(cfg: &TailguardConfig, st: &mut GroupState, stall_ns: u64) {
+    st.kept_stalls_ns.push_back(stall_ns);
+    while st.kept_stalls_ns.len() > usize::from(cfg.cost_window_jobs) {
+        st.kept_stalls_ns.pop_front();
+    }
+    st.kept_stall_max_ns =
+        (st.kept_stalls_ns.len() >= usize::from(cfg.cost_min_jobs)).then(|| st.kept_stalls_ns.iter().copied().max().unwrap_or(0));
+}
+
 /// The job cost `c`: the learned quantile, or the configured BCET before there is one.
 fn learned_cost_ns(st: &GroupState, bcet_ns: u64) -> u64 {
     st.cost_quantile_ns.unwrap_or(bcet_ns)
@@ -381,6 +404,8 @@ impl Controller for Tailguard {
                 costs_ns: VecDeque::new(),
                 cost_quantile_ns: None,
                 cost_min_ns: None,
+                kept_stalls_ns: VecDeque::new(),
+                kept_stall_max_ns: None,
                 guard_permille: 0,
                 rescues: 0,
                 drops: 0,
@@ -435,7 +460,8 @@ impl Controller for Tailguard {
                     // left, at this interval's share of running, holds less than its work left.
                     let io_bound = io_stall_ns.is_some_and(|io| is_severe_interval(io.min(length_ns), length_ns, cfg.io_guard_stall_pct));
                     let below_limit = g.usage_bytes.saturating_add(cfg.step_up_bytes) < held_bytes;
-                    if io_bound && below_limit && !job.io_waiting {
+                    let unlike_kept = st.kept_stall_max_ns.is_some_and(|most| job.stall_ns > most);
+                    if io_bound && below_limit && unlike_kept && !job.io_waiting {
                         let done_ns = obs.now_ns.saturating_sub(job.start_ns).saturating_sub(job.stall_ns);
                         let work_left = u128::from(cost_ns.saturating_sub(done_ns));
                         let time_left = u128::from(job.deadline_ns.saturating_sub(obs.now_ns));

@@ -289,45 +289,63 @@ fn io_limits(actions: &[Action]) -> Vec<(GroupId, Option<u64>, Option<u64>)> {
         .collect()
 }
 
-/// Ticks job 1 (released at 0) for `ticks` 5 ms intervals, each with `io_us` of I/O stall and
-/// as much memory stall, its usage `below_limit_bytes` under its limit; the actions of each.
+/// Four jobs, released 100 ms apart from 0, that keep their deadlines after 10 ms of stall
+/// each (2 ms in each of five ticks, then a sixth without): the most a kept job stalled is 10 ms.
+fn kept_jobs(c: &mut Tailguard, f: &mut Fake) {
+    for job in 1..=4 {
+        run_job(c, f, job, (job - 1) * 100 * MS, &[2_000, 2_000, 2_000, 2_000, 2_000, 0], true);
+    }
+}
+
+/// Ticks job 5 (released at 400 ms) for `ticks` 5 ms intervals, each with `io_us` of I/O stall
+/// and as much memory stall, its usage `below_limit_bytes` under its limit; the actions of each.
 fn io_bound_job(c: &mut Tailguard, f: &mut Fake, ticks: u64, io_us: u64, below_limit_bytes: u64) -> Vec<Vec<Action>> {
-    f.release(0, 1, 0, 100 * MS);
-    let mut out = vec![f.tick(c, 0)];
+    let release_ns = 400 * MS;
+    f.release(0, 5, release_ns, release_ns + 100 * MS);
+    let mut out = vec![f.tick(c, release_ns)];
     for k in 1..=ticks {
         f.groups[0].usage_bytes = c.limit_bytes(0).unwrap() - below_limit_bytes;
         f.stall(0, io_us, io_us);
-        out.push(f.tick(c, k * 5 * MS));
+        out.push(f.tick(c, release_ns + k * 5 * MS));
     }
     out
 }
 
 #[test]
 fn a_job_held_back_by_the_swap_device_and_not_by_its_limit_limits_the_non_rt_io_until_it_ends() {
-    let guard = Some(64 * MIB);
+    let guard = Some(32 * MIB);
     let (mut c, mut f) = setup(TailguardConfig { drop_certain_misses: false, ..TailguardConfig::default() });
     assert_eq!(c.config().io_guard_bytes_per_s, guard, "on by default");
+    kept_jobs(&mut c, &mut f);
     // Waiting on the device the whole interval, 10 MiB under its limit: at that pace (no work
-    // done in the 95 ms left) it misses, and more memory would not help.
-    let ticks = io_bound_job(&mut c, &mut f, 3, 5_000, 10 * MIB);
-    assert!(io_limits(&ticks[0]).is_empty());
-    assert_eq!(io_limits(&ticks[1]), [(1, guard, guard)], "only the non-RT group is limited");
-    assert!(io_limits(&ticks[2]).is_empty() && io_limits(&ticks[3]).is_empty(), "asked once, then held");
+    // done) it misses, and more memory would not help. Only once its stall (5 ms a tick) is
+    // past the 10 ms of the kept jobs is it unlike them.
+    let ticks = io_bound_job(&mut c, &mut f, 4, 5_000, 10 * MIB);
+    assert!(ticks[..3].iter().all(|a| io_limits(a).is_empty()), "5 and 10 ms of stall: like the kept jobs");
+    assert_eq!(io_limits(&ticks[3]), [(1, guard, guard)], "only the non-RT group is limited");
+    assert!(io_limits(&ticks[4]).is_empty(), "asked once, then held");
     assert_eq!(f.groups[1].bandwidth.io_read_bytes_per_s, guard);
-    f.complete(0, 1, 20 * MS);
-    assert_eq!(io_limits(&f.tick(&mut c, 20 * MS)), [(1, None, None)], "lifted when the job ends");
+    f.complete(0, 5, 420 * MS);
+    assert_eq!(io_limits(&f.tick(&mut c, 420 * MS)), [(1, None, None)], "lifted when the job ends");
 }
 
 #[test]
-fn a_limit_bound_job_or_one_that_still_runs_leaves_the_non_rt_io_alone() {
+fn a_limit_bound_job_one_that_still_runs_or_one_like_the_kept_jobs_leaves_the_non_rt_io_alone() {
     let cfg = TailguardConfig { drop_certain_misses: false, ..TailguardConfig::default() };
+    let run = |cfg: TailguardConfig, history: bool, io_us: u64, below_limit_bytes: u64| {
+        let (mut c, mut f) = setup(cfg);
+        if history {
+            kept_jobs(&mut c, &mut f);
+        }
+        io_bound_job(&mut c, &mut f, 6, io_us, below_limit_bytes).iter().all(|a| io_limits(a).is_empty())
+    };
+    assert!(!run(cfg.clone(), true, 5_000, 10 * MIB), "the guarded case itself");
     // At its limit: its faults are the limit's doing, and the steering gives it memory.
-    let (mut c, mut f) = setup(cfg.clone());
-    assert!(io_bound_job(&mut c, &mut f, 6, 5_000, 0).iter().all(|a| io_limits(a).is_empty()));
+    assert!(run(cfg.clone(), true, 5_000, 0));
     // Running a fifth of each interval (4 ms of 5 on the device, below io_guard_stall_pct).
-    let (mut c, mut f) = setup(cfg.clone());
-    assert!(io_bound_job(&mut c, &mut f, 6, 4_000, 10 * MIB).iter().all(|a| io_limits(a).is_empty()));
+    assert!(run(cfg.clone(), true, 4_000, 10 * MIB));
+    // No kept jobs to compare it with: nothing shows it is unlike the others.
+    assert!(run(cfg.clone(), false, 5_000, 10 * MIB));
     // Switched off.
-    let (mut c, mut f) = setup(TailguardConfig { io_guard_bytes_per_s: None, ..cfg });
-    assert!(io_bound_job(&mut c, &mut f, 6, 5_000, 10 * MIB).iter().all(|a| io_limits(a).is_empty()));
+    assert!(run(TailguardConfig { io_guard_bytes_per_s: None, ..cfg }, true, 5_000, 10 * MIB));
 }
