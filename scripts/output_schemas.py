@@ -983,11 +983,12 @@ def machine_judgement(config_key: Schema) -> Schema:
             "critmem's controller on one workload and memory share, judged among the others over repeated runs",
             {
                 "config": config_key,
+                "nrt": string("the non-real-time app beside the soft real-time one (graph, tables)"),
                 "hit_ratio": nullable(ratio(), "its deadline hit ratio, mean over the runs"),
                 "runs": count("runs per controller"),
                 "keepable_hit_ratio": nullable(ratio(), "its hit ratio over the keepable jobs, mean over the runs"),
                 "keepable_interval": interval,
-                "nonrt_throughput": nullable(num(), "graph's work units per second, mean over the runs"),
+                "nonrt_throughput": nullable(num(), "the non-real-time app's work units per second, mean over the runs"),
                 "nonrt_throughput_interval": interval,
                 "greedy_nonrt_throughput_interval": interval,
                 "dominated_by": arr(
@@ -1139,7 +1140,8 @@ def sara_linux_schema() -> Schema:
                     obj(
                         "one controller on one workload and memory share",
                         {
-                            "workload": string(),
+                            "workload": string("the soft real-time app"),
+                            "nrt": string("the non-real-time app beside it (graph, tables)"),
                             "memory_pct": count("%"),
                             "controller": CONTROLLER_NAME,
                             "hit_ratio": nullable(ratio(), "measured"),
@@ -1179,7 +1181,7 @@ def sara_linux_schema() -> Schema:
                             {"median": nullable(num()), "p90": nullable(num(), "nearest-rank 90th percentile")},
                         ),
                         "throughput_pct": obj(
-                            "|predicted - measured| graph throughput, % of the measured",
+                            "|predicted - measured| non-real-time throughput, % of the measured",
                             {"median": nullable(num()), "p90": nullable(num(), "nearest-rank 90th percentile")},
                         ),
                     },

@@ -1,4 +1,4 @@
-"""The real applications in `critmem.apps` (speech, vision, graph): alone they check their own
+"""The real applications in `critmem.apps` (speech, vision, graph, tables): alone they check their own
 results and say so in their exit code; a wrong input fails the self-check; a missing extra is one
 line and exit code 2; and, as root, each bundled Linux example runs them under critmem with
 every self-check passed, jobs reported and nothing left behind."""
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from conftest import CRITMEM, EXAMPLES, ROOT, TIME_SCALE, cgroups_named, linux_machine_reason
-from critmem.apps import speech_audio
+from critmem.apps import speech_audio, tables
 
 PYTHON = sys.executable
 # The apps' imports of their third-party packages.
@@ -30,6 +30,7 @@ QUICK = {
     "speech": ["--buffer-mb", "1", "--period-ms", "1"],
     "vision": ["--frames", "2", "--period-ms", "1"],
     "graph": ["--vertices", "20000"],
+    "tables": ["--rows", "20000", "--customers", "2000", "--products", "300"],
 }
 
 
@@ -121,6 +122,37 @@ def test_graph_checks_its_pagerank_and_reports_work_units(tmp_path: Path) -> Non
     assert json.loads(progress.read_text()) == {"work_units": 3}
 
 
+def test_tables_checks_its_report_and_reports_work_units(tmp_path: Path) -> None:
+    progress = tmp_path / "progress.json"
+    p = _app("tables", *QUICK["tables"], "--units", "3", env=_env(CRITMEM_PROGRESS_FILE=str(progress)))
+    assert p.returncode == 0, p.stderr
+    counts = _counts(p.stderr)
+    assert counts["work_units"] == 3 and counts["self_check_failures"] == 0 and counts["work_units_per_s"] > 0, counts
+    assert counts["rows"] == 20000 and counts["vmhwm_mb"] > 0, counts
+    assert json.loads(progress.read_text()) == {"work_units": 3}
+
+
+def test_a_tables_report_that_does_not_add_up_or_differs_from_the_first_fails_the_self_check() -> None:
+    sales, products = tables.make_tables(5000, 50, 500, seed=3)
+    want = tables.expected(sales, products)
+    first = tables.report(sales, products, 10)
+    assert tables.check(first, want, None) is None and tables.check(tables.report(sales, products, 10), want, first) is None
+    # A category's sales lost: the categories no longer add up to the sales.
+    short = tables.Report(first.by_category.iloc[1:], first.top_customers)
+    assert "the categories' revenue adds up to" in (tables.check(short, want, None) or "")
+    # The join took the wrong product's cost: the margin no longer adds up.
+    wrong_cost = products.assign(unit_cost=products["unit_cost"].to_numpy()[::-1])
+    assert "the categories' margin adds up to" in (tables.check(tables.report(sales, wrong_cost, 10), want, None) or "")
+    # The top list without its first customer, and one more from below the cut at its end.
+    top = tables.report(sales, products, 11).top_customers
+    assert "below a customer left out" in (tables.check(tables.Report(first.by_category, top.iloc[1:]), want, None) or "")
+    # Other tables: the report is no longer the first unit's.
+    sales4, products4 = tables.make_tables(5000, 50, 500, seed=4)
+    other = tables.report(sales4, products4, 10)
+    assert tables.check(other, tables.expected(sales4, products4), None) is None
+    assert "differs from the first unit's" in (tables.check(other, tables.expected(sales4, products4), first) or "")
+
+
 def test_graph_killed_before_its_first_unit_has_reported_zero_units(tmp_path: Path) -> None:
     progress = tmp_path / "progress.json"
     env = _env(CRITMEM_PROGRESS_FILE=str(progress))
@@ -174,9 +206,9 @@ def test_jobs_are_reported_and_a_drop_request_abandons_the_job(tmp_path: Path) -
     assert received[0]["deadline_ns"] - received[0]["at_ns"] <= 90_000_000
 
 
-@pytest.mark.parametrize("app", ["vision", "graph"])
+@pytest.mark.parametrize("app", ["vision", "graph", "tables"])
 def test_sigterm_ends_an_endless_run_with_its_counts_and_exit_code_0(app: str) -> None:
-    args = ["--frames", "2", "--size", "640x480", "--period-ms", "50"] if app == "vision" else QUICK["graph"]
+    args = ["--frames", "2", "--size", "640x480", "--period-ms", "50"] if app == "vision" else QUICK[app]
     with subprocess.Popen([PYTHON, "-m", f"critmem.apps.{app}", *args], cwd=ROOT, env=_env(), stderr=subprocess.PIPE, text=True) as process:
         # Past the imports, so the app's handler is in place.
         time.sleep(3 * TIME_SCALE)
@@ -208,6 +240,7 @@ def test_missing_extra_is_one_line_and_exit_code_2_and_help_still_works(app: str
         ("speech", ["--audio", "/nonexistent/speech.raw"], "/nonexistent/speech.raw does not exist"),
         ("vision", ["--period-ms", "-5"], "--period-ms must be positive"),
         ("graph", ["--damping", "1.5"], "--damping must be between 0 and 1"),
+        ("tables", ["--rows", "0"], "--rows must be at least 1"),
     ],
 )
 def test_bad_arguments_are_one_line_and_exit_code_2(app: str, args: list[str], needle: str) -> None:

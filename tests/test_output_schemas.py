@@ -320,7 +320,7 @@ def test_the_sara_linux_headline_matches_its_schema() -> None:
 
     def run(controller: str, pct: int, hit: float | None) -> dict[str, Any]:
         return {
-            "workload": "speech", "memory_pct": pct, "controller": controller,
+            "workload": "speech", "nrt": "graph", "memory_pct": pct, "controller": controller,
             "machine": {"hit_ratio": hit, "keepable_hit_ratio": hit, "peak_jobs": 0, "peak_job_misses": 0, "throughput_per_s": 0.4},
             "simulator": {"hit_ratio": 1.0, "throughput_per_s": None},
         }  # fmt: skip

@@ -126,6 +126,17 @@ def test_platform_is_for_hires_and_sara_only_and_linux_needs_root(tmp_path: Path
     assert_one_line_error(cli("reproduce", "hires", "--platform", "linux", "--periods", "10", "--out", str(tmp_path / "s")), "--periods")
     assert_one_line_error(cli("reproduce", "sara", "--repeat", "3", "--out", str(tmp_path / "s")), "--repeat is for sara --platform linux")
     assert_one_line_error(cli("reproduce", "sara", "--platform", "linux", "--repeat", "0", "--out", str(tmp_path / "s")), "--repeat")
+    assert_one_line_error(
+        cli("reproduce", "sara", "--pair", "speech+tables", "--out", str(tmp_path / "s")), "--pair is for sara --platform linux"
+    )
+    assert_one_line_error(
+        cli("reproduce", "sara", "--platform", "linux", "--pair", "speech+nope", "--out", str(tmp_path / "s")),
+        "'nope' is not a non-real-time app",
+    )
+    assert_one_line_error(
+        cli("reproduce", "sara", "--platform", "linux", "--pair", "speech+graph", "--pair", "speech+tables", "--out", str(tmp_path / "s")),
+        "one --pair per soft real-time app",
+    )
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     assert_one_line_error(cli("reproduce", "hires", "--out", str(tmp_path / "h")), "not root", "--platform sim")
     assert_one_line_error(cli("reproduce", "sara", "--platform", "linux", "--out", str(tmp_path / "s")), "not root")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -78,7 +79,7 @@ def test_the_baselines_are_configured_from_their_candidates() -> None:
     assert found["tmo-high"]["psi_threshold_pct"] in machine.TMO_CANDIDATES_PCT
 
 
-def _run(controller: str, hit: float, units: float, pct: int = 80, spread: float | None = None) -> dict[str, Any]:
+def _run(controller: str, hit: float, units: float, pct: int = 80, spread: float | None = None, nrt: str = "graph") -> dict[str, Any]:
     """One controller's row; `spread`: its 95 % intervals are the means ± that much (else one run)."""
     measured: dict[str, Any] = {
         "hit_ratio": hit, "keepable_hit_ratio": hit, "peak_jobs": 0, "peak_job_misses": 0,
@@ -90,7 +91,7 @@ def _run(controller: str, hit: float, units: float, pct: int = 80, spread: float
     intervals = {m: None if spread is None else [measured[m] - spread * (m == "throughput_per_s"), measured[m] + spread * (m == "throughput_per_s")]
                  for m in ("hit_ratio", "keepable_hit_ratio", "throughput_per_s")}  # fmt: skip
     return {
-        "workload": "speech", "memory_pct": pct, "total_mb": 500.0, "deadline_ms": 5000.0, "controller": controller, "config": {}, "periods": 10,
+        "workload": "speech", "nrt": nrt, "memory_pct": pct, "total_mb": 500.0, "deadline_ms": 5000.0, "controller": controller, "config": {}, "periods": 10,
         "machine": measured, "intervals": intervals, "simulator": {"hit_ratio": 1.0, "throughput_per_s": 0.5, "mean_response_ms": 1500.0},
     }  # fmt: skip
 
@@ -154,7 +155,7 @@ def test_tailguard_is_judged_on_the_machine_by_the_decided_rule() -> None:
     assert all(c["keepable_hit_ratio"] == c["hit_ratio"] and c["peak_jobs"] == 0 for c in summary["configs"])
     text = machine.render(data, summary, "fig11.png")
     assert f"## {CRITMEM_CONTROLLER} judged among the controllers" in text and "The shipped apps have no transient peaks" in text
-    assert "| speech/80% | 1 | 0.900 [0.900, 0.900] | 0.600 [0.570, 0.630] | offline | - | **no** |" in text
+    assert "| speech/80% + graph | 1 | 0.900 [0.900, 0.900] | 0.600 [0.570, 0.630] | offline | - | **no** |" in text
     assert "The rule holds in 1 of 2 configurations" in text and f"]({machine.KEEPABLE_FIGURE})" in text
 
 
@@ -223,5 +224,49 @@ def test_the_report_says_why_greedy_gives_graph_the_most_when_it_does() -> None:
         "runs": [_run("greedy", 1.0, 0.8), _run("sara", 1.0, 0.6), _run(CRITMEM_CONTROLLER, 1.0, 0.65)],
     }
     text = machine.render(data, machine.headline(data), "fig11.png")
-    assert "Why graph gets the most under Greedy at 80 %" in text
+    assert "Why the non-real-time app gets the most under Greedy at 80 %" in text
     assert "Greedy leaves graph about 180 MiB" in text and "down to 215 MiB" in text
+
+
+def test_a_held_out_pair_runs_and_is_judged_the_same_way() -> None:
+    # Speech beside the table analytics app: one scenario for both platforms, with the tables
+    # app's command.
+    pair = machine.Pair(_profile("speech", "jobs", 700.0, 96.0, 40.0), _profile("tables", "units", 1200.0, 80.0, 40.0))
+    doc = pair.scenario(60, "sara", {}, 6)
+    assert [t["command"][1:3] for t in doc["task"]] == [["-m", "critmem.apps.speech"], ["-m", "critmem.apps.tables"]]
+    assert [g["name"] for g in doc["group"]] == ["speech", "tables"]
+    assert (machine.simulate(pair, 80, "greedy", {}, 6)["throughput_per_s"] or 0) > 0
+    plan = machine.plan_for(False, None, pairs=[("speech", "tables")])
+    assert plan.pairs == (("speech", "tables"),) and plan.apps == ("speech", "tables") and plan.workloads == ("speech",)
+    assert machine.plan_for(False, None).apps == ("speech", "vision", "graph")
+    with pytest.raises(ValueError, match="one pair per soft real-time app"):
+        machine.Plan(periods=0, pairs=(("speech", "graph"), ("speech", "tables")))
+    with pytest.raises(ValueError, match="one non-real-time app per reproduction"):
+        machine.Plan(periods=0, pairs=(("speech", "graph"), ("vision", "tables")))
+    with pytest.raises(ValueError, match="'graph' is not a soft real-time app"):
+        machine.Plan(periods=0, pairs=(("graph", "speech"),))
+    # The judgement and the report name the pair's non-real-time app.
+    runs = [_run("greedy", 1.0, 0.4, 60, 0.02, "tables"), _run(CRITMEM_CONTROLLER, 1.0, 0.55, 60, 0.03, "tables")]
+    profiles = {"speech": {"command": [], "bcet_ms": 1600.0, "memory_mb": {"min": 300, "max": 320}, "fig7": None,
+                           "sim_max_error_pct": 4.0, "profile_wall_s": 90.0}}  # fmt: skip
+    data = {"platform": "linux", "swap": "one swapfile", "profiles": profiles, "runs": runs}
+    held = {c.name: c.passed for c in machine.checks(data)}
+    assert held[f"{CRITMEM_CONTROLLER}'s tables throughput at 60 % with speech (hard)"]
+    summary = machine.headline(data)
+    assert_matches_output_schema("reproduce-sara-linux", {**summary, "out_dir": "x", "files": ["report.md"]})
+    assert {c["nrt"] for c in summary["configs"]} == {"tables"}
+    assert "| speech/60% + tables | 1 |" in machine.render(data, summary, "fig11.png")
+
+
+@pytest.mark.parametrize(
+    ("text", "wrong"),
+    [
+        ("speech", "a pair is SOFT_RT+NON_RT"),
+        ("graph+speech", "'graph' is not a soft real-time app"),
+        ("speech+vision", "'vision' is not a non-real-time app"),
+    ],
+)
+def test_a_malformed_pair_is_refused_naming_what_is_wrong(text: str, wrong: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(wrong)):
+        machine.parse_pair(text)
+    assert machine.parse_pair("vision+tables") == ("vision", "tables")

@@ -70,13 +70,16 @@ def test_the_plan_runs_five_repeats_by_default_and_one_when_quick() -> None:
     assert machine.plan_for(True, None).repeats == 1
     assert machine.plan_for(False, None, 8).repeats == 8
     plan = machine.plan_for(True, None, 3)
-    assert machine.planned_steps(plan) == len(plan.workloads) + 1 + len(plan.memory_pcts) * (1 + 3 * len(plan.controllers))
+    # Each app profiled once, then per pair and memory share a search and every controller's runs.
+    assert machine.planned_steps(plan) == 2 + len(plan.memory_pcts) * (1 + 3 * len(plan.controllers))
+    full = machine.plan_for(False, None, 2)
+    assert machine.planned_steps(full) == 3 + 2 * len(full.memory_pcts) * (1 + 2 * len(full.controllers))
 
 
 def test_the_prediction_error_is_per_run_with_its_median_and_90th_percentile() -> None:
     def row(controller: str, sim_thr: float, measured: list[tuple[float, float]]) -> dict[str, Any]:
         runs = [{"hit_ratio": h, "throughput_per_s": t} for h, t in measured]
-        return {"workload": "speech", "memory_pct": 80, "controller": controller, "machine": runs[0], "machine_runs": runs,
+        return {"workload": "speech", "nrt": "graph", "memory_pct": 80, "controller": controller, "machine": runs[0], "machine_runs": runs,
                 "simulator": {"hit_ratio": 1.0, "throughput_per_s": sim_thr}}  # fmt: skip
 
     data = {"runs": [row("greedy", 1.0, [(1.0, 1.0), (0.9, 0.8)]), row("sara", 2.0, [(0.5, 1.0), (1.0, 2.0), (0.8, 1.6)])]}

@@ -52,6 +52,16 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
+def sara_pair(text: str) -> tuple[str, str]:
+    """`SRT+NRT`: a soft real-time app and a non-real-time app of `critmem reproduce sara --platform linux`."""
+    from critmem.reproduce.sara.machine import parse_pair
+
+    try:
+        return parse_pair(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def scheduler_address(text: str) -> str:
     # Dask names its schedulers by URL; a bare host:port would be read as something else.
     if "://" not in text or not text.split("://", 1)[1]:

@@ -43,6 +43,7 @@ examples:
   sudo critmem reproduce hires --json    # the simulator and this machine (nested cgroups)
   sudo critmem reproduce sara --platform linux --periods 500   # the shipped apps on this machine
   sudo critmem reproduce sara --platform linux --repeat 8      # 8 interleaved runs per controller
+  sudo critmem reproduce sara --platform linux --pair speech+tables   # a pair held out from development
   critmem reproduce mc2 --quick --json
 
 sara, tmem and mc2 run their simulations on local worker processes (--workers N, default one per core) or
@@ -80,6 +81,13 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         if "repeats" not in paper.options or platforms != ("linux",):
             raise CliError("--repeat is for sara --platform linux (the simulator is deterministic: one run says it all)")
         options["repeats"] = args.repeat
+    if args.pair:
+        if "pairs" not in paper.options or platforms != ("linux",):
+            raise CliError("--pair is for sara --platform linux (the simulator's workloads are the paper's)")
+        srts = [srt for srt, _ in args.pair]
+        if len(set(srts)) != len(srts):
+            raise CliError(f"one --pair per soft real-time app (got {' '.join('+'.join(p) for p in args.pair)})")
+        options["pairs"] = args.pair
     if "linux" in (platforms or paper.defaults) and os.geteuid() != 0:
         raise CliError(
             f"not root: the Linux parts of reproduce {paper.name} apply cgroups and need root; run it with sudo, or --platform sim for the simulator's parts alone"
@@ -203,7 +211,7 @@ def register(commands: argparse._SubParsersAction[_Parser]) -> None:
     )  # fmt: skip
     reproduce.add_argument(
         "--periods", metavar="N", type=argtypes.int_at_least(3),
-        help="sara --platform linux: soft real-time jobs per run (default: about half a minute a run, longer where graph's work units are so slow that a run would hold fewer than 8 of them; the paper's 500)",
+        help="sara --platform linux: soft real-time jobs per run (default: about half a minute a run, longer where the non-real-time app's work units are so slow that a run would hold fewer than 8 of them; the paper's 500)",
     )  # fmt: skip
     reproduce.set_defaults(handler=_cmd_reproduce)
     reproduce.add_argument(
@@ -211,6 +219,12 @@ def register(commands: argparse._SubParsersAction[_Parser]) -> None:
         help="sara --platform linux: runs of every controller at every configuration, interleaved, judged on their "
         "means and 95 %% intervals (default: 5, the fewest the judgement accepts; 1 with --quick); a stopped run "
         "resumes from the runs it finished",
+    )  # fmt: skip
+    reproduce.add_argument(
+        "--pair", metavar="SRT+NRT", type=argtypes.sara_pair, action="append",
+        help="sara --platform linux: run this soft real-time app beside this non-real-time app (soft real-time: speech, vision; "
+        "non-real-time: graph, tables), instead of Fig. 11's; repeat for more pairs, one per soft real-time app, all beside one "
+        "non-real-time app (default: speech+graph and vision+graph; with --quick, speech+graph)",
     )  # fmt: skip
 
     study = commands.add_parser(

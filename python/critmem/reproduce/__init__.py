@@ -143,7 +143,7 @@ PAPERS: dict[str, Paper] = {
             sweeps=True,
             platforms=("sim", "linux"),
             default_platforms=("sim",),
-            options=("periods", "repeats"),
+            options=("periods", "repeats", "pairs"),
         ),
         Paper(
             name="tmem",

@@ -12,6 +12,7 @@ paper's text is ../shared/papers/sara-stall-aware-allocation.txt).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
@@ -33,6 +34,7 @@ def reproduce(
     platforms: tuple[str, ...] = ("sim",),
     periods: int | None = None,
     repeats: int | None = None,
+    pairs: Sequence[tuple[str, str]] | None = None,
     **options: Unpack[SweepOptions[Plan]],
 ) -> Reproduction:
     """Runs everything on `executor` (default: local processes, one per core), writes report.md,
@@ -40,17 +42,18 @@ def reproduce(
 
     `platforms=("linux",)` runs Fig. 11 on this machine instead, with critmem's shipped apps
     (root; `periods` soft real-time jobs per run, every controller run `repeats` times, interleaved;
-    runs finished before a stop are taken from `out_dir` when run again)."""
+    runs finished before a stop are taken from `out_dir` when run again), for each of `pairs`
+    (soft real-time app, non-real-time app) when given, else speech and vision beside graph."""
     from critmem.progress import QuietProgress
 
     quick = options.get("quick", False)
     if tuple(platforms) == ("linux",):
         progress = options.get("progress") or QuietProgress()
-        return _reproduce_on_machine(out_dir, quick=quick, progress=progress, periods=periods, repeats=repeats)
+        return _reproduce_on_machine(out_dir, quick=quick, progress=progress, periods=periods, repeats=repeats, pairs=pairs)
     if tuple(platforms) != ("sim",):
         raise ValueError(f"sara runs on one platform at a time, sim or linux (got {', '.join(platforms) or 'none'})")
-    if periods is not None or repeats is not None:
-        raise ValueError("periods and repeats are for the Linux platform; the simulator's runs come from the plan")
+    if periods is not None or repeats is not None or pairs is not None:
+        raise ValueError("periods, repeats and pairs are for the Linux platform; the simulator's runs come from the plan")
     from critmem.reproduce.sara import experiment
 
     plan = options.get("plan") or (experiment.QUICK if quick else experiment.Plan())
@@ -75,10 +78,12 @@ def _write(out_dir: Path, data: dict[str, Any]) -> Written:
     return with_results_json(out_dir, data, summary, figures, report.render, report.acceptance_checks(data, summary))
 
 
-def _reproduce_on_machine(out_dir: Path, *, quick: bool, progress: Progress, periods: int | None, repeats: int | None) -> Reproduction:
+def _reproduce_on_machine(
+    out_dir: Path, *, quick: bool, progress: Progress, periods: int | None, repeats: int | None, pairs: Sequence[tuple[str, str]] | None
+) -> Reproduction:
     from critmem.reproduce.sara import machine
 
-    plan = machine.plan_for(quick, periods, repeats)
+    plan = machine.plan_for(quick, periods, repeats, pairs)
     progress.start(machine.planned_steps(plan) + 1)
     out_dir.mkdir(parents=True, exist_ok=True)
     data = machine.compute(plan, out_dir, progress)

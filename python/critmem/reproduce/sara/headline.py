@@ -60,12 +60,10 @@ def _print_linux(console: Console, summary: dict[str, Any]) -> None:
     """Fig. 11 per configuration on this machine, beside the simulator's prediction."""
     rows = [
         [
-            c["workload"], f"{c['memory_pct']} %", c["controller"], _fmt(c["hit_ratio"]), _fmt(c["simulated_hit_ratio"]),
+            f"{c['workload']} + {c['nrt']}", f"{c['memory_pct']} %", c["controller"], _fmt(c["hit_ratio"]), _fmt(c["simulated_hit_ratio"]),
             _fmt(summary["paper_hit_ratio"].get(c["controller"])), _fmt(c["throughput_per_s"]), _fmt(c["simulated_throughput_per_s"]),
         ]
         for c in summary["configs"]
     ]  # fmt: skip
-    console.print(_text("Fig. 11 on this machine (the shipped apps beside graph), with the simulator's prediction"))
-    console.print(
-        _table(["workload", "memory", "controller", "hit ratio", "simulated", "paper", "graph units/s", "simulated"], rows, left=3)
-    )
+    console.print(_text("Fig. 11 on this machine (soft real-time app + non-real-time app), with the simulator's prediction"))
+    console.print(_table(["pair", "memory", "controller", "hit ratio", "simulated", "paper", "non-RT units/s", "simulated"], rows, left=3))

@@ -2,7 +2,8 @@
 
 Each soft real-time app (speech recognition, image detection) runs beside the graph app, with
 the machine's memory for the pair cut to 60 % and 80 % of their aggregate peak and critmem's
-swapfile as the only swap device. Everything the controllers are given comes from
+swapfile as the only swap device. Other pairs run the same way (`Plan.pairs`): speech beside
+the table analytics app is a pair the controllers were not developed on. Everything the controllers are given comes from
 `critmem profile` of each app alone on this machine: SARA's and critmem's BCET, the memory
 Table I lists, and the simulated workload whose execution time follows the measured curve.
 That simulated workload also predicts each run, so every measured number stands beside the
@@ -48,12 +49,12 @@ class App:
     name: str
     args: tuple[str, ...]
     mode: str
-    """"jobs" (soft real-time, reports jobs) or "units" (the graph app's progress file)."""
+    """"jobs" (soft real-time, reports jobs) or "units" (a non-real-time app's progress file)."""
     period_ms: float
     """The period it is profiled at, alone."""
     profile_jobs: int
     deadline_per_bcet: float = 0.0
-    """A soft real-time app's deadline (and period) beside the graph app, as a multiple of its
+    """A soft real-time app's deadline (and period) beside a non-real-time app, as a multiple of its
     profiled BCET: its counterpart's in the paper's Table I, so that the deadlines are as tight
     on this machine as the paper's were on its own, whatever this machine's speed."""
 
@@ -70,9 +71,24 @@ APPS = {
     "speech": App("speech", ("--buffer-mb", "200"), "jobs", 2500.0, 12, _paper_ratio("sphinx")),
     "vision": App("vision", ("--frames", "10", "--size", "1920x1080"), "jobs", 180.0, 40, _paper_ratio("opencv")),
     "graph": App("graph", ("--vertices", "250000"), "units", 2500.0, 0),
+    "tables": App("tables", ("--rows", "4000000"), "units", 2500.0, 0),
 }
 SRT_APPS = ("speech", "vision")
-NRT_APP = "graph"
+NRT_APPS = ("graph", "tables")
+DEFAULT_PAIRS = (("speech", "graph"), ("vision", "graph"))
+"""Fig. 11's pairs: each soft real-time app beside graph, as the paper's beside GraphChi."""
+
+
+def parse_pair(text: str) -> tuple[str, str]:
+    """`SRT+NRT` (e.g. `speech+tables`) as a pair of app names; ValueError naming what is wrong."""
+    srt, plus, nrt = text.partition("+")
+    if not plus:
+        raise ValueError(f"a pair is SOFT_RT+NON_RT, e.g. speech+tables (got {text!r})")
+    if srt not in SRT_APPS:
+        raise ValueError(f"{srt!r} is not a soft real-time app (one of: {', '.join(SRT_APPS)})")
+    if nrt not in NRT_APPS:
+        raise ValueError(f"{nrt!r} is not a non-real-time app (one of: {', '.join(NRT_APPS)})")
+    return srt, nrt
 
 
 @dataclass(frozen=True)
@@ -80,7 +96,9 @@ class Plan:
     periods: int
     """Soft real-time jobs per run (the paper's 500 with `--periods 500`); 0: `run_periods`'s default."""
     quick: bool = False
-    workloads: tuple[str, ...] = SRT_APPS
+    pairs: tuple[tuple[str, str], ...] = DEFAULT_PAIRS
+    """(soft real-time app, non-real-time app) pairs; one pair per soft real-time app, whose name
+    then names the pair's rows (`workload`)."""
     memory_pcts: tuple[int, ...] = MEMORY_PCTS
     controllers: tuple[str, ...] = CONTROLLERS
     profile_steps: int = linux.DEFAULT_MAX_STEPS
@@ -89,6 +107,26 @@ class Plan:
     units_duration_s: float = 40.0
     repeats: int = 5
     """Runs of every controller at every configuration, interleaved (`schedule`)."""
+
+    def __post_init__(self) -> None:
+        for srt, nrt in self.pairs:
+            parse_pair(f"{srt}+{nrt}")
+        srts = [srt for srt, _ in self.pairs]
+        if not srts or len(set(srts)) != len(srts):
+            raise ValueError(f"one pair per soft real-time app (got {', '.join('+'.join(p) for p in self.pairs) or 'none'})")
+        # The headline's throughput means are over every pair: of one app's units.
+        if len({nrt for _, nrt in self.pairs}) > 1:
+            raise ValueError("one non-real-time app per reproduction (its throughput is averaged over the pairs); run the others apart")
+
+    @property
+    def workloads(self) -> tuple[str, ...]:
+        """The soft real-time app of each pair."""
+        return tuple(srt for srt, _ in self.pairs)
+
+    @property
+    def apps(self) -> tuple[str, ...]:
+        """Every app of the pairs, each once, the soft real-time ones first: what is profiled."""
+        return tuple(dict.fromkeys([*(srt for srt, _ in self.pairs), *(nrt for _, nrt in self.pairs)]))
 
 
 DEFAULT_REPEATS = Plan.repeats
@@ -113,20 +151,20 @@ def run_periods(pair: Pair, plan: Plan, workload: str) -> int:
     return max(default, math.ceil(MIN_NRT_UNITS * pair.nrt.bcet_ms / pair.deadline_ms))
 
 
-def plan_for(quick: bool, periods: int | None, repeats: int | None = None) -> Plan:
+def plan_for(quick: bool, periods: int | None, repeats: int | None = None, pairs: Sequence[tuple[str, str]] | None = None) -> Plan:
     if quick:
         return Plan(
             periods=periods or 0,
             quick=True,
             repeats=repeats or 1,
-            workloads=("speech",),
+            pairs=tuple(pairs or DEFAULT_PAIRS[:1]),
             memory_pcts=(80,),
             profile_steps=2,
             profile_ratio=0.5,
             profile_jobs_scale=0.4,
             units_duration_s=12.0,
         )
-    return Plan(periods=periods or 0, repeats=repeats or DEFAULT_REPEATS)
+    return Plan(periods=periods or 0, repeats=repeats or DEFAULT_REPEATS, pairs=tuple(pairs or DEFAULT_PAIRS))
 
 
 @dataclass(frozen=True)
@@ -211,7 +249,7 @@ class Pair:
         """The scenario of one run, for both platforms: each app as a `command` task with the
         profiled simulated behaviour beside it (which the Linux platform ignores)."""
         s, n = self.srt, self.nrt
-        # The graph app runs unit after unit: in the simulator, a job per unit, released as
+        # The non-real-time app runs unit after unit: in the simulator, a job per unit, released as
         # fast as it runs alone.
         nrt_period_ms = max(1.0, round(n.bcet_ms, 1))
         return {
@@ -308,7 +346,9 @@ def run_on_machine(pair: Pair, pct: int, controller: str, config: dict[str, Any]
     judged = reported["deadline_hits"] + reported["deadline_misses"]
     rows = [j for j in summary["jobs"] if j["task"] == srt]
     done = [j for j in rows if j["outcome"] == "completed"]
-    failed_checks = sum(int(t.get("checksum_failures") or 0) for t in tasks.values())
+    # An app whose self-check failed exits 1 (2: it could not run as asked); one stopped past the
+    # stop grace has no exit code and says nothing about its results.
+    failed_checks = sum(int(t.get("checksum_failures") or 0) + (t.get("exit_code") in (1, 2)) for t in tasks.values())
     hit_ratio = num(reported["deadline_hits"] / judged, 4) if judged else None
     return {
         "hit_ratio": hit_ratio,
@@ -347,16 +387,15 @@ def compute(plan: Plan, out_dir: Path, progress: Progress) -> dict[str, Any]:
 
     linux.require_root("critmem reproduce sara --platform linux")
     with profiling.swapfile_on(4 << 30):
-        names = (*plan.workloads, NRT_APP)
         profiles = {}
-        for name in names:
+        for name in plan.apps:
             progress.step(f"profiling {name} alone (critmem profile)")
             profiles[name] = profile_app(APPS[name], plan, out_dir / "profiles" / name)
         rows: list[dict[str, Any]] = []
         store = RunStore(out_dir / ".critmem-runs")
         with tempfile.TemporaryDirectory(prefix="critmem-sara-linux-") as tmp:
-            for w in plan.workloads:
-                pair = Pair(profiles[w], profiles[NRT_APP])
+            for w, nrt in plan.pairs:
+                pair = Pair(profiles[w], profiles[nrt])
                 periods = run_periods(pair, plan, w)
                 for pct in plan.memory_pcts:
                     progress.step(f"{w} {pct} %: Offline's and TMO-High's searches (simulated)")
@@ -377,6 +416,7 @@ def compute(plan: Plan, out_dir: Path, progress: Progress) -> dict[str, Any]:
                         rows.append(
                             {
                                 "workload": w,
+                                "nrt": nrt,
                                 "memory_pct": pct,
                                 "total_mb": round(pair.peak_mb * pct / 100, 1),
                                 "deadline_ms": pair.deadline_ms,
@@ -420,7 +460,8 @@ PAPER_HIT_RATIO = {"sara": PAPER_SARA_HIT_RATIO, **PAPER_BASELINE_HIT_RATIO}
 KEEPABLE_FIGURE = "fig_keepable.png"
 
 
-# Where memory binds: at this share critmem's controller must give graph more than Greedy.
+# Where memory binds: at this share critmem's controller must give the non-real-time app more
+# than Greedy.
 BINDING_MEMORY_PCT = 60
 
 
@@ -441,7 +482,7 @@ def judgements(data: dict[str, Any]) -> list[dict[str, Any]]:
         intervals = {r["controller"]: r.get("intervals") or {} for r in here}
         m = mine["machine"]
         judged = judge_on_machine(points, intervals, CRITMEM_CONTROLLER, above_greedy=pct == BINDING_MEMORY_PCT)
-        out.append({"config": f"{w}/{pct}%", "hit_ratio": m["hit_ratio"], "runs": m.get("runs", 1), **judged})
+        out.append({"config": f"{w}/{pct}%", "nrt": mine["nrt"], "hit_ratio": m["hit_ratio"], "runs": m.get("runs", 1), **judged})
     return out
 
 
@@ -463,7 +504,7 @@ def checks(data: dict[str, Any]) -> list[Check]:
                 ours, theirs = r["machine"]["throughput_per_s"], greedy["machine"]["throughput_per_s"]
                 out.append(
                     Check(
-                        f"{c} gives graph more than Greedy at 80 % with {w} ({kind})",
+                        f"{c} gives {r['nrt']} more than Greedy at 80 % with {w} ({kind})",
                         f"> {_fmt(theirs)} units/s",
                         f"{_fmt(ours)} units/s",
                         ours is not None and theirs is not None and ours > theirs,
@@ -484,13 +525,14 @@ def checks(data: dict[str, Any]) -> list[Check]:
         dominated = ", ".join(e["dominated_by"]) or "none"
         expected = "dominated by none beyond the intervals"
         measured = f"dominated by {dominated}"
+        nrt = e["nrt"]
         if e["above_greedy_required"]:
-            expected += "; graph above Greedy beyond the intervals"
+            expected += f"; {nrt} above Greedy beyond the intervals"
             measured += (
-                f"; graph {_fmt(e['nonrt_throughput'])} {_interval(e['nonrt_throughput_interval'])} against Greedy's "
+                f"; {nrt} {_fmt(e['nonrt_throughput'])} {_interval(e['nonrt_throughput_interval'])} against Greedy's "
                 f"{_interval(e['greedy_nonrt_throughput_interval']) or '-'}"
             )
-        out.append(Check(f"{c}'s graph throughput at {pct} % with {w} (hard)", expected, measured, e["throughput_holds"]))
+        out.append(Check(f"{c}'s {nrt} throughput at {pct} % with {w} (hard)", expected, measured, e["throughput_holds"]))
     failed = sum(r["machine"]["failed_checks"] for r in data["runs"])
     out.append(Check("the apps' self-checks", "0 failed", f"{failed} failed", failed == 0))
     return out
@@ -528,6 +570,7 @@ def headline(data: dict[str, Any]) -> dict[str, Any]:
         "configs": [
             {
                 "workload": r["workload"],
+                "nrt": r["nrt"],
                 "memory_pct": r["memory_pct"],
                 "controller": r["controller"],
                 "hit_ratio": r["machine"]["hit_ratio"],
@@ -548,12 +591,12 @@ def headline(data: dict[str, Any]) -> dict[str, Any]:
 
 def planned_steps(plan: Plan) -> int:
     per_config = 1 + len(plan.controllers) * plan.repeats
-    return len(plan.workloads) + 1 + len(plan.workloads) * len(plan.memory_pcts) * per_config
+    return len(plan.apps) + len(plan.pairs) * len(plan.memory_pcts) * per_config
 
 
 def plot(data: dict[str, Any], path: Path) -> Path:
-    """Fig. 11 on this machine: hit ratio and graph throughput per controller, measured (bars)
-    and simulated (markers), one panel pair per workload and memory share."""
+    """Fig. 11 on this machine: hit ratio and the non-real-time app's throughput per controller,
+    measured (bars) and simulated (markers), one panel pair per workload and memory share."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -565,7 +608,8 @@ def plot(data: dict[str, Any], path: Path) -> Path:
     xs = range(len(controllers))
     for col, (w, pct) in enumerate(cases):
         rows = [find(data, w, pct, c) for c in controllers]
-        for row, (metric, label) in enumerate((("hit_ratio", "deadline hit ratio"), ("throughput_per_s", "graph units/s"))):
+        nrt = next(r["nrt"] for r in rows if r)
+        for row, (metric, label) in enumerate((("hit_ratio", "deadline hit ratio"), ("throughput_per_s", f"{nrt} units/s"))):
             ax = axes[row][col]
             measured = [(r["machine"][metric] if r else None) or 0.0 for r in rows]
             simulated = [r["simulator"][metric] if r else None for r in rows]
@@ -580,7 +624,7 @@ def plot(data: dict[str, Any], path: Path) -> Path:
             if metric == "hit_ratio":
                 ax.axhline(GOAL_HIT_RATIO, color="grey", lw=0.8, ls=":")
                 ax.set_ylim(0, 1.05)
-                ax.set_title(f"{w} + graph, {pct} % memory")
+                ax.set_title(f"{w} + {nrt}, {pct} % memory")
             ax.set_xticks(list(xs), controllers, rotation=45, ha="right", fontsize=8)
             ax.set_ylabel(label)
     axes[0][0].legend(fontsize=8, loc="lower left")
@@ -622,7 +666,7 @@ def render(data: dict[str, Any], summary: dict[str, Any], figure: str) -> str:
         "## Every run",
         "",
         (
-            "| workload | memory | deadline (ms) | controller | jobs | hit ratio | simulated | paper | graph units/s | "
+            "| pair | memory | deadline (ms) | controller | jobs | hit ratio | simulated | paper | non-RT units/s | "
             "simulated | mean response (ms) | stall (ms) | CPU wait (ms) | OOM rescues |"
         ),
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -630,7 +674,7 @@ def render(data: dict[str, Any], summary: dict[str, Any], figure: str) -> str:
     for r in data["runs"]:
         m, s = r["machine"], r["simulator"]
         lines.append(
-            f"| {r['workload']} | {r['memory_pct']} % ({r['total_mb']:.0f} MiB) | {r['deadline_ms']:.0f} | {r['controller']} | "
+            f"| {r['workload']} + {r['nrt']} | {r['memory_pct']} % ({r['total_mb']:.0f} MiB) | {r['deadline_ms']:.0f} | {r['controller']} | "
             f"{m['jobs']} | "
             f"{_fmt(m['hit_ratio'])} | {_fmt(s['hit_ratio'])} | {_fmt(PAPER_HIT_RATIO.get(r['controller']))} | "
             f"{_fmt(m['throughput_per_s'], 3)} | {_fmt(s['throughput_per_s'], 3)} | {_fmt(m['mean_response_ms'], 0)} | "
@@ -652,8 +696,8 @@ at the median and the 90th percentile over the runs."""
 
 def prediction_errors(data: dict[str, Any]) -> dict[str, Any]:
     """The simulator's prediction against every run on the machine: for hit ratio the difference
-    in points (a hit ratio is a share already: 0.05 apart is 5 points), for graph's throughput
-    the difference as a percentage of the measured; per workload, memory share and controller
+    in points (a hit ratio is a share already: 0.05 apart is 5 points), for the non-real-time
+    app's throughput the difference as a percentage of the measured; per workload, memory share and controller
     (mean over its runs) and the median and 90th percentile over all runs."""
     per_run: dict[str, list[float]] = {"hit_ratio_points": [], "throughput_pct": []}
     rows = []
@@ -670,6 +714,7 @@ def prediction_errors(data: dict[str, Any]) -> dict[str, Any]:
         rows.append(
             {
                 "workload": r["workload"],
+                "nrt": r["nrt"],
                 "memory_pct": r["memory_pct"],
                 "controller": r["controller"],
                 "hit_ratio_points": num(statistics.fmean(hit), 2) if hit else None,
@@ -696,16 +741,17 @@ def _prediction_section(data: dict[str, Any]) -> list[str]:
         (
             f"Over {e['runs']} runs, the simulator's prediction from the profiles missed the measured hit ratio by "
             f"{_fmt(e['hit_ratio_points']['median'], 1)} points at the median and {_fmt(e['hit_ratio_points']['p90'], 1)} at "
-            f"the 90th percentile, and graph's throughput by {_fmt(e['throughput_pct']['median'], 1)} % and "
+            f"the 90th percentile, and the non-real-time app's throughput by {_fmt(e['throughput_pct']['median'], 1)} % and "
             f"{_fmt(e['throughput_pct']['p90'], 1)} % (the goal: {goal}). Per configuration, the mean over its runs:"
         ),
         "",
-        "| workload | memory | controller | hit ratio error (points) | throughput error (%) |",
+        "| pair | memory | controller | hit ratio error (points) | throughput error (%) |",
         "|---|---|---|---|---|",
     ]
     for r in e["per_config"]:
         lines.append(
-            f"| {r['workload']} | {r['memory_pct']} % | {r['controller']} | {_fmt(r['hit_ratio_points'], 1)} | {_fmt(r['throughput_pct'], 1)} |"
+            f"| {r['workload']} + {r['nrt']} | {r['memory_pct']} % | {r['controller']} | {_fmt(r['hit_ratio_points'], 1)} | "
+            f"{_fmt(r['throughput_pct'], 1)} |"
         )
     return [*lines, ""]
 
@@ -717,12 +763,12 @@ def _judgement_section(data: dict[str, Any]) -> list[str]:
     if not judged:
         return []
     c = CRITMEM_CONTROLLER
-    header = ["configuration", "runs", "keepable hit ratio [95 %]", "graph units/s [95 %]", "dominated by", "above Greedy", "holds"]
+    header = ["configuration", "runs", "keepable hit ratio [95 %]", "non-RT units/s [95 %]", "dominated by", "above Greedy", "holds"]
     table = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for e in judged:
         above = "-" if not e["above_greedy_required"] else ("yes" if e["above_greedy"] else "**no**")
         row = [
-            e["config"],
+            f"{e['config']} + {e['nrt']}",
             str(e["runs"]),
             f"{_fmt(e['keepable_hit_ratio'])} {_interval(e['keepable_interval'])}".strip(),
             f"{_fmt(e['nonrt_throughput'])} {_interval(e['nonrt_throughput_interval'])}".strip(),
@@ -738,8 +784,8 @@ def _judgement_section(data: dict[str, Any]) -> list[str]:
         (
             f"On this machine `{c}` must keep at least {MACHINE_KEEPABLE_GOAL} of the keepable jobs (the mean over "
             "the runs), no other controller may dominate it beyond the 95 % intervals (both its keepable hit ratio "
-            f"and its graph throughput intervals wholly above `{c}`'s), and at {BINDING_MEMORY_PCT} %, where memory binds, "
-            "its graph throughput interval must lie wholly above Greedy's. Every repeat runs every controller once, "
+            f"and its non-real-time throughput intervals wholly above `{c}`'s), and at {BINDING_MEMORY_PCT} %, where memory "
+            "binds, its non-real-time throughput interval must lie wholly above Greedy's. Every repeat runs every controller once, "
             "each repeat starting one controller further along, so the machine's drift falls on all of them alike; "
             "the intervals are Student-t 95 % intervals of the mean (none after a single run). The shipped apps have "
             "no transient peaks: each speech job decodes the next utterance and each vision job processes the next "
@@ -755,13 +801,13 @@ def _judgement_section(data: dict[str, Any]) -> list[str]:
 
 
 def plot_keepable(data: dict[str, Any], path: Path) -> Path:
-    """Keepable hit ratio against graph's throughput on this machine, one panel per workload and
-    memory share, as the simulated reproduction's figure."""
+    """Keepable hit ratio against the non-real-time app's throughput on this machine, one panel per
+    workload and memory share, as the simulated reproduction's figure."""
     from critmem.reproduce.sara.report import plot_keepable as draw  # matplotlib: only when writing
 
     panels = [
         (
-            f"{w} + graph, {pct} % memory",
+            f"{w} + {nrt}, {pct} % memory",
             {
                 r["controller"]: Point(
                     r["machine"]["keepable_hit_ratio"], r["machine"]["throughput_per_s"], r["machine"]["peak_job_misses"]
@@ -770,14 +816,14 @@ def plot_keepable(data: dict[str, Any], path: Path) -> Path:
                 if (r["workload"], r["memory_pct"]) == (w, pct)
             },
         )
-        for w, pct in dict.fromkeys((r["workload"], r["memory_pct"]) for r in data["runs"])
+        for w, nrt, pct in dict.fromkeys((r["workload"], r["nrt"], r["memory_pct"]) for r in data["runs"])
     ]
     return draw(
         panels,
         CRITMEM_CONTROLLER,
-        f"keepable hit ratio (here every judged job: the apps have no transient peaks) against graph's throughput on this machine; "
-        f"dotted: {MACHINE_KEEPABLE_GOAL}",
-        "graph units / s",
+        "keepable hit ratio (here every judged job: the apps have no transient peaks) against the non-real-time app's "
+        f"throughput on this machine; dotted: {MACHINE_KEEPABLE_GOAL}",
+        "non-real-time units / s",
         path,
         goal=MACHINE_KEEPABLE_GOAL,
     )
@@ -834,7 +880,7 @@ def _why(data: dict[str, Any]) -> str:
             f"{_fmt(m['mean_response_ms'], 0)} ms on average against a BCET of {bcet:.0f} ms and a deadline of "
             f"{r['deadline_ms']:.0f} ms, of which "
             f"{_fmt(m['mean_stall_ms'], 0)} ms memory and I/O stall and {_fmt(m['mean_cpu_wait_ms'], 0)} ms waiting for a CPU. "
-            "Eq. 1 budgets the stall as deadline minus BCET; time spent waiting for a CPU beside the graph app is in no "
+            f"Eq. 1 budgets the stall as deadline minus BCET; time spent waiting for a CPU beside the {r['nrt']} app is in no "
             "stall SARA measures, so the limit it sets leaves the job less than the budget it computed."
         )
     text = "\n".join(["### Where SARA falls short", "", *notes, ""]) if notes else ""
@@ -842,26 +888,27 @@ def _why(data: dict[str, Any]) -> str:
 
 
 def _throughput_why(data: dict[str, Any]) -> str:
-    """Where Greedy gives graph the most at 80 %: how much memory it leaves graph, against
-    graph's own curve."""
-    curve = data["profiles"].get(NRT_APP, {}).get("curve") or []
-    limited = [(c["limit_mb"], c["exec_ms"]) for c in curve if c["limit_mb"] is not None]
-    unlimited = next((c["exec_ms"] for c in curve if c["limit_mb"] is None), None)
-    if not limited or unlimited is None:
-        return ""
+    """Where Greedy gives the non-real-time app the most at 80 %: how much memory it leaves that
+    app, against the app's own curve."""
     notes = []
     for w in sorted({r["workload"] for r in data["runs"]}):
         greedy = find(data, w, 80, "greedy")
+        if greedy is None:
+            continue
+        nrt = greedy["nrt"]
+        curve = data["profiles"].get(nrt, {}).get("curve") or []
+        limited = [(c["limit_mb"], c["exec_ms"]) for c in curve if c["limit_mb"] is not None]
+        unlimited = next((c["exec_ms"] for c in curve if c["limit_mb"] is None), None)
         beaten = [
             r["controller"]
             for r in data["runs"]
             if r["workload"] == w and r["memory_pct"] == 80 and r["controller"] in ("sara", CRITMEM_CONTROLLER)
-            and greedy is not None and (r["machine"]["throughput_per_s"] or 0) <= (greedy["machine"]["throughput_per_s"] or 0)
+            and (r["machine"]["throughput_per_s"] or 0) <= (greedy["machine"]["throughput_per_s"] or 0)
         ]  # fmt: skip
-        if not beaten or greedy is None:
+        if not beaten or not limited or unlimited is None:
             continue
         left_mb = greedy["total_mb"] - data["profiles"][w]["memory_mb"]["max"]
-        # The smallest limit at which graph's unit still ran within 10 % of its time alone.
+        # The smallest limit at which the app's unit still ran within 10 % of its time alone.
         flat = [mb for mb, ex in limited if ex <= 1.1 * unlimited]
         knee = f"down to {min(flat):.0f} MiB" if flat else "at no limit measured"
         others = {c: find(data, w, 80, c) for c in beaten}
@@ -872,9 +919,9 @@ def _throughput_why(data: dict[str, Any]) -> str:
             if o is not None
         )
         notes.append(
-            f"- {w} at 80 %: Greedy leaves graph about {left_mb:.0f} MiB ({greedy['total_mb']:.0f} MiB less {w}'s peak), and graph's "
-            f"profile shows its unit within 10 % of its time alone ({unlimited:.0f} ms) {knee}: more memory cannot make it faster. "
-            f"What a controller takes from {w} comes back as {w}'s stall and swap-in CPU on the same two cores ({detail}); graph got "
+            f"- {w} + {nrt} at 80 %: Greedy leaves {nrt} about {left_mb:.0f} MiB ({greedy['total_mb']:.0f} MiB less {w}'s peak), and "
+            f"{nrt}'s profile shows its unit within 10 % of its time alone ({unlimited:.0f} ms) {knee}: more memory cannot make it faster. "
+            f"What a controller takes from {w} comes back as {w}'s stall and swap-in CPU on the same two cores ({detail}); {nrt} got "
             f"{_fmt(greedy['machine']['throughput_per_s'])} units/s under Greedy."
         )
-    return "\n".join(["### Why graph gets the most under Greedy at 80 %", "", *notes]) if notes else ""
+    return "\n".join(["### Why the non-real-time app gets the most under Greedy at 80 %", "", *notes]) if notes else ""
