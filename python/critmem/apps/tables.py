@@ -133,8 +133,8 @@ def check(r: Report, want: Expected, reference: Report | None) -> str | None:
         got = float(r.by_category[column].sum())
         if not _close(got, total):
             return f"the categories' {column} adds up to {got!r}, the sales' to {total!r}"
-    # The top customers: as many as asked (or as have bought), none with less revenue than a
-    # customer left out, each with its own revenue.
+    # The top customers: each with its own revenue, and none below the revenue of the customer
+    # ranked last in a list of their length (a customer left out above it would be).
     revenue = want.customer_revenue
     count = min(len(r.top_customers), int(np.count_nonzero(revenue)))
     cutoff = float(np.sort(revenue)[::-1][count - 1]) if count else 0.0
