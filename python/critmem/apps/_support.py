@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 import importlib
+import json
+import os
 import signal
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from critmem.jobclient import ProgressReporter
+
+T = TypeVar("T")
+# Self-check failures reported one by one on stderr; the count covers the rest.
+REPORTED_FAILURES = 5
 
 # The exit code of a program that cannot run as asked (missing extra, bad argument), as the CLI's.
 EXIT_USAGE = 2
@@ -60,3 +72,56 @@ def median(values: list[float]) -> float | None:
     ordered = sorted(values)
     mid = len(ordered) // 2
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def run_work_units(
+    app: str,
+    limit: int | None,
+    stop: StopFlag,
+    progress: ProgressReporter,
+    unit: Callable[[], T],
+    check: Callable[[T, T | None], str | None],
+    facts: dict[str, Any],
+) -> int:
+    """A non-real-time app's main loop: `unit` after `unit` until `limit` of them or a stop, each
+    checked against the first (`check(result, first)`, None for the first itself) and counted in
+    `progress`; then one JSON line of counts (with `facts`) on stderr. The exit code: 1 if a
+    self-check failed, else 0."""
+    reference: T | None = None
+    units = failures = 0
+    unit_s: list[float] = []
+    unit_cpu_s: list[float] = []
+    started = time.monotonic()
+    while not stop.stopping and (limit is None or units < limit):
+        began, began_cpu = time.monotonic(), time.process_time()
+        result = unit()
+        wrong = check(result, reference)
+        if reference is None:
+            reference = result
+        units += 1
+        unit_s.append(time.monotonic() - began)
+        unit_cpu_s.append(time.process_time() - began_cpu)
+        if wrong is not None:
+            failures += 1
+            if failures <= REPORTED_FAILURES:
+                print(f"{app}: self-check failed in work unit {units}: {wrong}", file=sys.stderr)
+        progress.update(units)
+    progress.close()
+    elapsed_s = time.monotonic() - started
+    line = {
+        "app": app,
+        "task": os.environ.get("CRITMEM_TASK"),
+        "work_units": units,
+        "self_check_failures": failures,
+        "work_units_per_s": round(units / elapsed_s, 3) if elapsed_s > 0 else None,
+        "unit_ms_median": _ms(median(unit_s)),
+        "unit_cpu_ms_median": _ms(median(unit_cpu_s)),
+        **facts,
+        **memory_mb(),
+    }
+    print(json.dumps(line), file=sys.stderr)
+    return 1 if failures else 0
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 1)

@@ -19,16 +19,14 @@ Run it under critmem (examples/linux-speech.toml, examples/linux-vision.toml) or
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import sys
-import time
 from typing import Any
 
 import numpy as np
 
-from critmem.apps._support import StopFlag, median, memory_mb, require, usage_error
+from critmem.apps._support import StopFlag, require, run_work_units, usage_error
 from critmem.jobclient import ProgressReporter
 
 APP = "graph"
@@ -36,7 +34,6 @@ SUM_TOLERANCE = 1e-9
 # Between two PageRanks of the same graph: one thread gives the same bits, several differ in
 # the last bits of the sums.
 RANK_TOLERANCE = 1e-12
-REPORTED_FAILURES = 5
 
 
 def check(ranks: Any, reference: Any | None) -> str | None:
@@ -90,45 +87,15 @@ def main(argv: list[str] | None = None) -> int:
     igraph = require("igraph", APP)
     igraph.set_random_number_generator(random.Random(args.seed))
     graph = igraph.Graph.Barabasi(args.vertices, args.edges_per_vertex)
-    reference = None
-    units = failures = 0
-    unit_s: list[float] = []
-    unit_cpu_s: list[float] = []
-    started = time.monotonic()
-    while not stop.stopping and (args.units is None or units < args.units):
-        began, began_cpu = time.monotonic(), time.process_time()
-        ranks = np.asarray(graph.pagerank(damping=args.damping), dtype=np.float64)
-        wrong = check(ranks, reference)
-        if reference is None:
-            reference = ranks
-        units += 1
-        unit_s.append(time.monotonic() - began)
-        unit_cpu_s.append(time.process_time() - began_cpu)
-        if wrong is not None:
-            failures += 1
-            if failures <= REPORTED_FAILURES:
-                print(f"{APP}: self-check failed in work unit {units}: {wrong}", file=sys.stderr)
-        progress.update(units)
-    progress.close()
-    elapsed_s = time.monotonic() - started
-    line = {
-        "app": APP,
-        "task": os.environ.get("CRITMEM_TASK"),
-        "work_units": units,
-        "self_check_failures": failures,
-        "work_units_per_s": round(units / elapsed_s, 3) if elapsed_s > 0 else None,
-        "unit_ms_median": _ms(median(unit_s)),
-        "unit_cpu_ms_median": _ms(median(unit_cpu_s)),
-        "vertices": graph.vcount(),
-        "edges": graph.ecount(),
-        **memory_mb(),
-    }
-    print(json.dumps(line), file=sys.stderr)
-    return 1 if failures else 0
-
-
-def _ms(seconds: float | None) -> float | None:
-    return None if seconds is None else round(seconds * 1000, 1)
+    return run_work_units(
+        APP,
+        args.units,
+        stop,
+        progress,
+        lambda: np.asarray(graph.pagerank(damping=args.damping), dtype=np.float64),
+        check,
+        {"vertices": graph.vcount(), "edges": graph.ecount()},
+    )
 
 
 if __name__ == "__main__":

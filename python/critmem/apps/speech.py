@@ -28,14 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from critmem.apps import _periodic
-from critmem.apps._support import StopFlag, require, usage_error
+from critmem.apps._support import REPORTED_FAILURES, StopFlag, require, usage_error
 from critmem.apps.speech_audio import MAX_WORD_ERROR_RATE, SAMPLE_RATE_HZ, default_dir
 
 APP = "speech"
 DEFAULT_PERIOD_MS = 2500.0
 BYTES_PER_SAMPLE = 2
-# Self-check failures reported one by one on stderr; the count covers the rest.
-REPORTED_FAILURES = 5
 
 
 @dataclass(frozen=True)

@@ -25,19 +25,15 @@ Run it under critmem (`critmem reproduce sara --platform linux --pair speech+tab
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
-import time
 from dataclasses import dataclass
 from typing import Any
 
-from critmem.apps._support import StopFlag, median, memory_mb, usage_error
+from critmem.apps._support import StopFlag, run_work_units, usage_error
 from critmem.jobclient import ProgressReporter
 
 APP = "tables"
 SUM_TOLERANCE = 1e-9
-REPORTED_FAILURES = 5
 CATEGORIES = 40
 DAYS = 365
 DAYS_PER_MONTH = 31
@@ -179,44 +175,15 @@ def main(argv: list[str] | None = None) -> int:
     progress.update(0)
     sales, products = make_tables(args.rows, args.products, args.customers, args.seed)
     want = expected(sales, products)
-    reference = None
-    units = failures = 0
-    unit_s: list[float] = []
-    unit_cpu_s: list[float] = []
-    started = time.monotonic()
-    while not stop.stopping and (args.units is None or units < args.units):
-        began, began_cpu = time.monotonic(), time.process_time()
-        result = report(sales, products, args.top)
-        wrong = check(result, want, reference)
-        if reference is None:
-            reference = result
-        units += 1
-        unit_s.append(time.monotonic() - began)
-        unit_cpu_s.append(time.process_time() - began_cpu)
-        if wrong is not None:
-            failures += 1
-            if failures <= REPORTED_FAILURES:
-                print(f"{APP}: self-check failed in work unit {units}: {wrong}", file=sys.stderr)
-        progress.update(units)
-    progress.close()
-    elapsed_s = time.monotonic() - started
-    line = {
-        "app": APP,
-        "task": os.environ.get("CRITMEM_TASK"),
-        "work_units": units,
-        "self_check_failures": failures,
-        "work_units_per_s": round(units / elapsed_s, 3) if elapsed_s > 0 else None,
-        "unit_ms_median": _ms(median(unit_s)),
-        "unit_cpu_ms_median": _ms(median(unit_cpu_s)),
-        "rows": len(sales),
-        **memory_mb(),
-    }
-    print(json.dumps(line), file=sys.stderr)
-    return 1 if failures else 0
-
-
-def _ms(seconds: float | None) -> float | None:
-    return None if seconds is None else round(seconds * 1000, 1)
+    return run_work_units(
+        APP,
+        args.units,
+        stop,
+        progress,
+        lambda: report(sales, products, args.top),
+        lambda result, first: check(result, want, first),
+        {"rows": len(sales)},
+    )
 
 
 if __name__ == "__main__":

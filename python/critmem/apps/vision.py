@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from critmem.apps import _periodic
-from critmem.apps._support import StopFlag, require, usage_error
+from critmem.apps._support import REPORTED_FAILURES, StopFlag, require, usage_error
 
 APP = "vision"
 DEFAULT_PERIOD_MS = 180.0
@@ -44,7 +44,6 @@ DARK_MAX, DARK_THRESHOLD, BRIGHT_THRESHOLD, BRIGHT_MIN = 45, 65, 185, 210
 CENTRE_TOLERANCE_PX = 3.0
 MIN_SIZE = (640, 480)
 MAX_SIZE = (7680, 4320)
-REPORTED_FAILURES = 5
 
 
 @dataclass(frozen=True)
