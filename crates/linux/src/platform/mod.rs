@@ -190,10 +190,13 @@ struct Managed {
     cpu: Option<CpuFiles>,
     /// CPU time the group used, as last read.
     cpu_usage_us: u64,
-    /// Bandwidth limits as last read; re-read with the knobs and on the tick after one of
-    /// this platform's bandwidth writes lands.
+    /// Bandwidth limits as last read; re-read every [`KNOB_REFRESH_TICKS`] ticks and on the
+    /// tick after one of this platform's bandwidth writes lands, not after a memory limit's
+    /// write: a controller that steers a limit every tick would otherwise re-read them by path
+    /// nearly every tick.
     bandwidth: BandwidthKnobs,
     bandwidth_stale: bool,
+    bandwidth_age_ticks: u32,
     /// The files a CPU limit is written to, where the group has them all.
     cpu_paths: Option<Vec<PathBuf>>,
     /// The swap disk and the files its limits are written to, where both exist.
@@ -626,6 +629,7 @@ fn open_groups(
             cpu_usage_us: 0,
             bandwidth: BandwidthKnobs::default(),
             bandwidth_stale: true,
+            bandwidth_age_ticks: 0,
             cpu_paths: None,
             io: None,
             dry_run_bandwidth: BandwidthKnobs::default(),
@@ -740,10 +744,11 @@ impl Platform for LinuxPlatform {
                     (g.cpu_usage_us, g.stall.cpu_some_us) = (usage_us, wait_us);
                 }
             }
-            if refreshed || g.bandwidth_stale {
+            g.bandwidth_age_ticks = g.bandwidth_age_ticks.saturating_add(1);
+            if g.bandwidth_stale || g.bandwidth_age_ticks >= KNOB_REFRESH_TICKS {
                 bandwidth::probe(self.backend.as_ref(), g, self.swap_device);
                 g.bandwidth = bandwidth::read(self.backend.as_ref(), g);
-                g.bandwidth_stale = false;
+                (g.bandwidth_stale, g.bandwidth_age_ticks) = (false, 0);
             }
             if keeps_rows {
                 // Totals that went backwards (the group recreated) count as no stall.

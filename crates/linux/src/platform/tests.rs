@@ -968,6 +968,30 @@ fn v2_cpu_and_io_limits_are_clamped_written_observed_and_undone_at_teardown() {
 }
 
 #[test]
+fn a_memory_limit_write_does_not_re_read_the_bandwidth_limits_the_periodic_refresh_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = fake(dir.path());
+    options.swap_device = Some(VDA);
+    let mut platform = open(dir.path(), options);
+    let cg = dir.path().join("cg");
+    assert_eq!(platform.observe().unwrap().groups[1].bandwidth.cpu_millicpus, None);
+    // Another writer's CPU limit: seen only when the bandwidth files are next read.
+    std::fs::write(cg.join("batch/cpu.max"), "50000 100000\n").unwrap();
+    // A steering controller writes a memory limit every tick; each write re-reads the memory
+    // knobs on the next tick, and must not re-read the bandwidth files too.
+    for limit_mib in 100..110 {
+        platform.apply(&[Action::SetMax { group: 1, bytes: Some(limit_mib * MIB) }]).unwrap();
+        settle(&platform);
+        let obs = platform.observe().unwrap();
+        assert_eq!(obs.groups[1].knobs.max_bytes, Some(limit_mib * MIB), "the memory knob is re-read after its write");
+        assert_eq!(obs.groups[1].bandwidth.cpu_millicpus, None, "bandwidth not re-read after a memory write");
+    }
+    // 11 ticks so far: the periodic refresh comes within the next KNOB_REFRESH_TICKS.
+    let seen = (0..KNOB_REFRESH_TICKS).position(|_| platform.observe().unwrap().groups[1].bandwidth.cpu_millicpus == Some(500));
+    assert_eq!(seen, Some(usize::try_from(KNOB_REFRESH_TICKS).unwrap() - 11), "re-read every KNOB_REFRESH_TICKS ticks");
+}
+
+#[test]
 fn io_limits_are_left_out_without_a_swap_disk_and_cpu_limits_without_cpu_files() {
     let dir = tempfile::tempdir().unwrap();
     let mut platform = open(dir.path(), fake(dir.path()));
