@@ -301,7 +301,14 @@ impl Controller for ConformanceProbe {
                 }
             }
             Step::Exact { since } => {
-                let shown = |_, g: &GroupObservation| g.knobs.max_bytes == Some(steps_above_floor(g.floor_bytes)[1].1);
+                // The reclaim is asked once usage has settled too: a workload still faulting its
+                // memory in (just started, on a slow machine) grows past the reclaim check's noise
+                // while the reclaim is watched, whatever the reclaim did.
+                let previous: Vec<u64> = self.previous.iter().flat_map(|p| p.groups.iter().map(|g| g.usage_bytes)).collect();
+                let settled = |i: usize, g: &GroupObservation| {
+                    previous.get(i).is_none_or(|&u| g.usage_bytes <= u.saturating_add(RECLAIM_USAGE_NOISE_BYTES / 4))
+                };
+                let shown = |i, g: &GroupObservation| g.knobs.max_bytes == Some(steps_above_floor(g.floor_bytes)[1].1) && settled(i, g);
                 match self.wait(obs, since, Step::Reclaim { since: 0 }, "an exact page-aligned limit", shown) {
                     Some(next) => {
                         self.step = next;
