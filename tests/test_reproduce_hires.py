@@ -135,7 +135,11 @@ def test_platform_is_for_hires_and_sara_only_and_linux_needs_root(tmp_path: Path
     )
     assert_one_line_error(
         cli("reproduce", "sara", "--platform", "linux", "--pair", "speech+graph", "--pair", "speech+tables", "--out", str(tmp_path / "s")),
-        "one --pair per soft real-time app",
+        "--pair: one pair per soft real-time app",
+    )
+    assert_one_line_error(
+        cli("reproduce", "sara", "--platform", "linux", "--pair", "speech+graph", "--pair", "vision+tables", "--out", str(tmp_path / "s")),
+        "--pair: one non-real-time app per reproduction",
     )
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     assert_one_line_error(cli("reproduce", "hires", "--out", str(tmp_path / "h")), "not root", "--platform sim")

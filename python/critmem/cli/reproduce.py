@@ -84,9 +84,12 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     if args.pair:
         if "pairs" not in paper.options or platforms != ("linux",):
             raise CliError("--pair is for sara --platform linux (the simulator's workloads are the paper's)")
-        srts = [srt for srt, _ in args.pair]
-        if len(set(srts)) != len(srts):
-            raise CliError(f"one --pair per soft real-time app (got {' '.join('+'.join(p) for p in args.pair)})")
+        from critmem.reproduce.sara.machine import check_pairs
+
+        try:
+            check_pairs(args.pair)
+        except ValueError as e:
+            raise CliError(f"--pair: {e}") from None
         options["pairs"] = args.pair
     if "linux" in (platforms or paper.defaults) and os.geteuid() != 0:
         raise CliError(

@@ -79,6 +79,19 @@ DEFAULT_PAIRS = (("speech", "graph"), ("vision", "graph"))
 """Fig. 11's pairs: each soft real-time app beside graph, as the paper's beside GraphChi."""
 
 
+def check_pairs(pairs: Sequence[tuple[str, str]]) -> None:
+    """ValueError naming what is wrong unless `pairs` are known apps, one pair per soft
+    real-time app, all beside one non-real-time app."""
+    for srt, nrt in pairs:
+        parse_pair(f"{srt}+{nrt}")
+    srts = [srt for srt, _ in pairs]
+    if not srts or len(set(srts)) != len(srts):
+        raise ValueError(f"one pair per soft real-time app (got {', '.join('+'.join(p) for p in pairs) or 'none'})")
+    # The headline's throughput means are over every pair: of one app's units.
+    if len({nrt for _, nrt in pairs}) > 1:
+        raise ValueError("one non-real-time app per reproduction (its throughput is averaged over the pairs); run the others apart")
+
+
 def parse_pair(text: str) -> tuple[str, str]:
     """`SRT+NRT` (e.g. `speech+tables`) as a pair of app names; ValueError naming what is wrong."""
     srt, plus, nrt = text.partition("+")
@@ -109,14 +122,7 @@ class Plan:
     """Runs of every controller at every configuration, interleaved (`schedule`)."""
 
     def __post_init__(self) -> None:
-        for srt, nrt in self.pairs:
-            parse_pair(f"{srt}+{nrt}")
-        srts = [srt for srt, _ in self.pairs]
-        if not srts or len(set(srts)) != len(srts):
-            raise ValueError(f"one pair per soft real-time app (got {', '.join('+'.join(p) for p in self.pairs) or 'none'})")
-        # The headline's throughput means are over every pair: of one app's units.
-        if len({nrt for _, nrt in self.pairs}) > 1:
-            raise ValueError("one non-real-time app per reproduction (its throughput is averaged over the pairs); run the others apart")
+        check_pairs(self.pairs)
 
     @property
     def workloads(self) -> tuple[str, ...]:
