@@ -59,6 +59,23 @@
 //!   limit would hold for most jobs of a workload that reads from swap in every job, and cost
 //!   the non-real-time groups throughput no deadline needed.
 //!
+//! - **No trim that costs the job CPU.** A trimmed job's own CPU time grows when the reclaim
+//!   and the fault handling of its lowered limit run in its context: CPU taken from the cores
+//!   the non-real-time groups run on too, which the stall budget does not count. A job's CPU
+//!   time is its non-stall time less its CPU wait (the group's CPU pressure over the job). A
+//!   job that stalled and whose CPU time was more than `trim_cost_pct` above the least of any
+//!   completed job (one the trim cost nothing) shows that the trim has reached that cost at
+//!   the limit it started with: the steering never lowers the limit below that limit again (it
+//!   still raises it on stall, and a limit already below it is not lowered further). The least
+//!   is never forgotten: a cost that became the norm would otherwise let the limit be lowered
+//!   by the same margin again, and again. A job that did not stall was not reached by the
+//!   trim, and a job slowed by waiting for a CPU was slowed by the other groups' work.
+//! - **A job past its cost is not done.** The steering's stall budget subtracts the job's cost
+//!   `c`; a job that has already run longer than `c` (its time since start less its stall)
+//!   still needs at least what it has run, so that is its cost for the rest of the job. A
+//!   trimmed job whose own CPU time grows (direct reclaim, fault handling) is steered back up
+//!   as it happens, not after its miss has taught the learned cost.
+//!
 //! Between jobs the limit is held, as under SARA; the non-real-time groups get what the
 //! soft real-time groups do not hold ([`crate::budget`]).
 
@@ -117,6 +134,10 @@ pub struct TailguardConfig {
     /// I/O stall, in percent of an interval, above which a soft-RT job counts as waiting on
     /// the swap device (default 90, as `rescue_stall_pct`).
     pub io_guard_stall_pct: u8,
+    /// Rise of a stalled job's CPU time over the least of any completed job, in percent, above
+    /// which the limit the job started with becomes the lowest the steering lowers the limit
+    /// to (default 25); `None`: no such floor.
+    pub trim_cost_pct: Option<u16>,
 }
 
 impl Default for TailguardConfig {
@@ -139,6 +160,7 @@ impl Default for TailguardConfig {
             initial_limit_bytes: None,
             io_guard_bytes_per_s: Some(32 << 20),
             io_guard_stall_pct: 90,
+            trim_cost_pct: Some(25),
         }
     }
 }
@@ -190,6 +212,8 @@ pub struct TailguardJob {
     pub start_ns: u64,
     /// Stall measured over the job's intervals so far.
     pub stall_ns: u64,
+    /// CPU wait (the group's CPU pressure) over the job's intervals so far.
+    pub cpu_wait_ns: u64,
     /// The limit when the job started.
     pub start_limit_bytes: u64,
     /// Whether the job is being rescued.
@@ -199,6 +223,26 @@ pub struct TailguardJob {
     /// Whether it has waited on the swap device (the non-RT groups' I/O is then limited until
     /// it ends).
     pub io_waiting: bool,
+}
+
+/// What the trim has been seen to cost a group's jobs in CPU.
+#[derive(Clone, Debug, Default)]
+struct TrimCost {
+    /// The least CPU time of any completed job (not trimmed, or trimmed at no cost).
+    least_cpu_ns: Option<u64>,
+    /// The lowest limit the steering lowers to: the start limit of a job the trim cost CPU.
+    floor_bytes: u64,
+}
+
+/// Raises the floor to `job`'s starting limit if the job, having stalled, has used more than
+/// `trim_cost_pct` above the least CPU time of any completed job.
+fn note_trim_cost(cfg: &TailguardConfig, trim: &mut TrimCost, job: &TailguardJob, cpu_ns: u64) {
+    if let (Some(pct), Some(least)) = (cfg.trim_cost_pct, trim.least_cpu_ns) {
+        let costly = u128::from(cpu_ns) * 100 > u128::from(least) * (100 + u128::from(pct));
+        if costly && job.stall_ns > 0 {
+            trim.floor_bytes = trim.floor_bytes.max(job.start_limit_bytes);
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -212,6 +256,7 @@ struct GroupState {
     /// least: kept as they change, not recomputed each tick.
     cost_quantile_ns: Option<u64>,
     cost_min_ns: Option<u64>,
+    trim: TrimCost,
     /// Stall of the latest jobs that met their deadline, oldest first, and the most of them
     /// once there are `cost_min_jobs`: a job that has waited longer is not one of them.
     kept_stalls_ns: VecDeque<u64>,
@@ -269,6 +314,11 @@ impl Tailguard {
         self.groups.get(&group).map_or(0, |s| s.guard_permille)
     }
 
+    /// The lowest limit the steering lowers `group`'s to (0: none yet).
+    pub fn trim_floor_bytes(&self, group: GroupId) -> u64 {
+        self.groups.get(&group).map_or(0, |s| s.trim.floor_bytes)
+    }
+
     /// The job cost `c` used for `group` now: the learned quantile, or the configured BCET.
     pub fn job_cost_ns(&self, group: GroupId, bcet_ns: u64) -> u64 {
         self.groups.get(&group).map_or(bcet_ns, |s| learned_cost_ns(s, bcet_ns))
@@ -295,6 +345,11 @@ impl Tailguard {
                 // misjudges is dropped before it completes).
                 if completed || cost_ns > learned_cost_ns(st, bcet_ns) {
                     remember_cost(cfg, st, cost_ns);
+                }
+                let cpu_ns = cost_ns.saturating_sub(ended.cpu_wait_ns);
+                note_trim_cost(cfg, &mut st.trim, &ended, cpu_ns);
+                if completed {
+                    st.trim.least_cpu_ns = Some(st.trim.least_cpu_ns.map_or(cpu_ns, |f| f.min(cpu_ns)));
                 }
                 // A dropped job missed too. A rescued one missed although the steering had
                 // handed it over: a wider aim would not have changed that.
@@ -327,6 +382,7 @@ fn start_job(r: Released, now_ns: u64, limit_bytes: u64) -> TailguardJob {
         deadline_ns: r.deadline_ns,
         start_ns: now_ns.max(r.release_ns),
         stall_ns: 0,
+        cpu_wait_ns: 0,
         start_limit_bytes: limit_bytes,
         rescued: false,
         drop_requested: false,
@@ -382,12 +438,12 @@ impl Controller for Tailguard {
         StallInputs::ALL.of_soft_rt(role)
     }
 
-    /// A rescue is decided on, and a rescued job's limit follows, the group's usage.
-    /// Memory controllers: no CPU time, CPU pressure or CPU limit.
+    /// A job's CPU wait (CPU pressure) tells its CPU time from its non-stall time.
     fn uses_cpu(&self) -> bool {
-        false
+        self.config.trim_cost_pct.is_some()
     }
 
+    /// A rescue is decided on, and a rescued job's limit follows, the group's usage.
     fn reads_usage(&self, role: &GroupRole) -> bool {
         matches!(role, GroupRole::SoftRealTime { .. })
     }
@@ -404,6 +460,7 @@ impl Controller for Tailguard {
                 costs_ns: VecDeque::new(),
                 cost_quantile_ns: None,
                 cost_min_ns: None,
+                trim: TrimCost::default(),
                 kept_stalls_ns: VecDeque::new(),
                 kept_stall_max_ns: None,
                 guard_permille: 0,
@@ -424,10 +481,13 @@ impl Controller for Tailguard {
             let (lo, hi) = budget.bounds(g.floor_bytes);
             let stall_ns = st.last_stall.map(|prev| interval_stall_ns(&prev, &g.stall, cfg.stall));
             let io_stall_ns = st.last_stall.map(|prev| g.stall.io_some_us.saturating_sub(prev.io_some_us) * 1_000);
+            let cpu_wait_ns = st.last_stall.map_or(0, |prev| g.stall.cpu_some_us.saturating_sub(prev.cpu_some_us) * 1_000);
             st.last_stall = Some(g.stall);
             let cost_ns = learned_cost_ns(st, bcet_ns);
             let fastest_ns = fastest_cost_ns(st, bcet_ns);
             let held_bytes = st.limit_bytes;
+            // Lowering stops at the floor, or where the limit is if it is already below.
+            let lowest = i128::from(st.trim.floor_bytes.min(held_bytes));
             let mut limit = i128::from(held_bytes);
             let mut drop_job = None;
             if let (Some(s_intv), Some(prev_ns), Some(job)) = (stall_ns, prev_tick_ns, st.jobs.running.as_mut()) {
@@ -437,14 +497,23 @@ impl Controller for Tailguard {
                     let s_intv = s_intv.min(length_ns);
                     let stall_before_ns = job.stall_ns;
                     job.stall_ns += s_intv;
+                    job.cpu_wait_ns += cpu_wait_ns.min(length_ns);
 
                     let rescue = |usage: u64| i128::from(usage) + i128::from(cfg.rescue_headroom_bytes);
                     if job.rescued {
                         limit = limit.max(rescue(g.usage_bytes));
                     } else {
-                        let steer =
-                            Steer { cost_ns, guard_permille: st.guard_permille, interval_start_ns, length_ns, stall_before_ns, s_intv };
-                        limit = limit.saturating_add(steer.delta_bytes(cfg, job));
+                        let done_ns = obs.now_ns.saturating_sub(job.start_ns).saturating_sub(job.stall_ns);
+                        let steer = Steer {
+                            cost_ns: cost_ns.max(done_ns),
+                            guard_permille: st.guard_permille,
+                            interval_start_ns,
+                            length_ns,
+                            stall_before_ns,
+                            s_intv,
+                        };
+                        let delta = steer.delta_bytes(cfg, job);
+                        limit = if delta >= 0 { limit.saturating_add(delta) } else { limit.saturating_add(delta).max(lowest) };
                         // Waiting on memory for nearly the whole interval, with its usage at the
                         // limit it was held to (less one growth step): it faults in what the
                         // steering gives it as fast as it is given.
@@ -467,6 +536,9 @@ impl Controller for Tailguard {
                         let time_left = u128::from(job.deadline_ns.saturating_sub(obs.now_ns));
                         job.io_waiting = time_left * u128::from(length_ns - s_intv) < work_left * u128::from(length_ns);
                     }
+                    // The trim's cost shows while the job runs, not only once it has ended.
+                    let cpu_ns = obs.now_ns.saturating_sub(job.start_ns).saturating_sub(job.stall_ns).saturating_sub(job.cpu_wait_ns);
+                    note_trim_cost(cfg, &mut st.trim, job, cpu_ns);
                     if cfg.drop_certain_misses && !job.drop_requested && certain_miss(job, fastest_ns, obs.now_ns) {
                         job.drop_requested = true;
                         st.drops += 1;

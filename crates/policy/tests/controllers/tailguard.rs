@@ -349,3 +349,103 @@ fn a_limit_bound_job_one_that_still_runs_or_one_like_the_kept_jobs_leaves_the_no
     // Switched off.
     assert!(run(TailguardConfig { io_guard_bytes_per_s: None, ..cfg }, true, 5_000, 10 * MIB));
 }
+
+/// Job 1 (10 ticks, 41 ms of non-stall time: the fastest), then job 2 of `second_job_ticks`
+/// ticks with `second_job_stall_us` of stall a tick; then how much job 3's first interval,
+/// whose 1 ms of stall is below the target, lowers the limit, and the floor.
+fn lowered_after(cfg: TailguardConfig, second_job_ticks: usize, second_job_stall_us: u64) -> (u64, u64, u64) {
+    let (mut c, mut f) = setup(TailguardConfig { drop_certain_misses: false, ..cfg });
+    run_job(&mut c, &mut f, 1, 0, &[1_000; 10], true);
+    let second_start = c.limit_bytes(0).unwrap();
+    run_job(&mut c, &mut f, 2, 100 * MS, &vec![second_job_stall_us; second_job_ticks], true);
+    let before = c.limit_bytes(0).unwrap();
+    run_job(&mut c, &mut f, 3, 200 * MS, &[1_000], false);
+    (before - c.limit_bytes(0).unwrap(), c.trim_floor_bytes(0), second_start)
+}
+
+#[test]
+fn a_stalled_job_slowed_past_the_margin_sets_the_lowest_limit_to_the_one_it_started_with() {
+    let cfg = TailguardConfig::default();
+    assert_eq!(cfg.trim_cost_pct, Some(25));
+    // 12 ticks with 1 ms stall: 49 ms, within 25 % of 41 ms (51.25 ms): no floor, lowered.
+    let (lowered, floor, _) = lowered_after(cfg.clone(), 12, 1_000);
+    assert!(lowered > 0);
+    assert_eq!(floor, 0);
+    // 14 ticks: 57 ms, past the margin: the floor is job 2's starting limit, above the limit
+    // job 2 left, which is then not lowered at all.
+    let (lowered, floor, second_start) = lowered_after(cfg.clone(), 14, 1_000);
+    assert_eq!((lowered, floor), (0, second_start));
+    // A slow job that never stalled was not reached by the trim: no floor.
+    let (lowered, floor, _) = lowered_after(cfg.clone(), 14, 0);
+    assert!(lowered > 0);
+    assert_eq!(floor, 0);
+    // Nor one slowed by waiting for a CPU: 14 ticks with 1 ms of stall and 1 ms of CPU wait
+    // each are 57 ms of non-stall time but 44 ms of CPU time.
+    let (mut c, mut f) = setup(TailguardConfig { drop_certain_misses: false, ..cfg.clone() });
+    run_job(&mut c, &mut f, 1, 0, &[1_000; 10], true);
+    f.release(0, 2, 100 * MS, 200 * MS);
+    f.tick(&mut c, 100 * MS);
+    for k in 1..=14 {
+        f.stall(0, 1_000, 0);
+        f.groups[0].stall.cpu_some_us += 1_000;
+        if k == 14 {
+            f.complete(0, 2, 100 * MS + k * 5 * MS);
+        }
+        f.tick(&mut c, 100 * MS + k * 5 * MS);
+    }
+    assert_eq!(c.trim_floor_bytes(0), 0);
+    // Without the rule the costly trim goes on.
+    let (lowered, floor, _) = lowered_after(TailguardConfig { trim_cost_pct: None, ..cfg }, 14, 1_000);
+    assert!(lowered > 0);
+    assert_eq!(floor, 0);
+}
+
+#[test]
+fn the_floor_stops_lowering_at_it_and_never_stops_a_raise() {
+    let (mut c, mut f) = setup(TailguardConfig { drop_certain_misses: false, ..TailguardConfig::default() });
+    run_job(&mut c, &mut f, 1, 0, &[1_000; 10], true);
+    run_job(&mut c, &mut f, 2, 100 * MS, &[1_000; 14], true);
+    let floor = c.trim_floor_bytes(0);
+    // A job stalling above its target raises the limit past the floor.
+    let mut stalls = vec![5_000; 12];
+    stalls.push(0);
+    run_job(&mut c, &mut f, 3, 200 * MS, &stalls, true);
+    assert!(c.limit_bytes(0).unwrap() > floor, "{} ≤ {floor}", c.limit_bytes(0).unwrap());
+    // Jobs stalling below it lower it back to the floor and no lower.
+    for job in 4..=12 {
+        run_job(&mut c, &mut f, job, (job - 1) * 100 * MS, &[0; 10], true);
+    }
+    assert_eq!(c.limit_bytes(0), Some(floor));
+}
+
+#[test]
+fn the_fastest_job_is_never_forgotten_so_a_costly_limit_is_not_lowered_by_the_margin_again() {
+    let (mut c, mut f) = setup(TailguardConfig { drop_certain_misses: false, cost_window_jobs: 4, ..TailguardConfig::default() });
+    run_job(&mut c, &mut f, 1, 0, &[1_000; 10], true);
+    // Five jobs of 49 ms: the window of four no longer holds the 41 ms job, but the margin is
+    // still 25 % over 41 ms, and a 57 ms job sets the floor.
+    for job in 2..=6 {
+        run_job(&mut c, &mut f, job, (job - 1) * 100 * MS, &[1_000; 12], true);
+    }
+    assert_eq!(c.trim_floor_bytes(0), 0);
+    let seventh_start = c.limit_bytes(0).unwrap();
+    run_job(&mut c, &mut f, 7, 600 * MS, &[1_000; 14], true);
+    assert_eq!(c.trim_floor_bytes(0), seventh_start);
+}
+
+#[test]
+fn a_job_that_ran_past_its_cost_is_steered_as_needing_at_least_what_it_ran() {
+    let (mut c, mut f) = setup(TailguardConfig { drop_certain_misses: false, ..TailguardConfig::default() });
+    f.release(0, 1, 0, 100 * MS);
+    f.tick(&mut c, 0);
+    let mut limits = vec![c.limit_bytes(0).unwrap()];
+    for k in 1..=16 {
+        f.stall(0, 1_000, 0);
+        f.tick(&mut c, k * 5 * MS);
+        limits.push(c.limit_bytes(0).unwrap());
+    }
+    // At 80 ms: 16 ms of stall, 64 ms of non-stall time, past the 50 ms BCET. Stall budget
+    // 100 − 64 − 15 = 21 ms over the 5 intervals to 100 ms: 1 MiB · (1·5 − 21)/(5·5) =
+    // −671088.64. At the BCET the budget would be 35 ms: −1258291 bytes.
+    assert_eq!(limits[15] - limits[16], 671_088);
+}
