@@ -63,13 +63,15 @@
 //!   and the fault handling of its lowered limit run in its context: CPU taken from the cores
 //!   the non-real-time groups run on too, which the stall budget does not count. A job's CPU
 //!   time is its non-stall time less its CPU wait (the group's CPU pressure over the job). A
-//!   job that stalled and whose CPU time was more than `trim_cost_pct` above the least of any
-//!   completed job (one the trim cost nothing) shows that the trim has reached that cost at
-//!   the limit it started with: the steering never lowers the limit below that limit again (it
-//!   still raises it on stall, and a limit already below it is not lowered further). The least
-//!   is never forgotten: a cost that became the norm would otherwise let the limit be lowered
-//!   by the same margin again, and again. A job that did not stall was not reached by the
-//!   trim, and a job slowed by waiting for a CPU was slowed by the other groups' work.
+//!   job that stalled and whose CPU time is more than `trim_cost_pct` above the least of any
+//!   completed job (one the trim cost nothing), seen while it runs or when it ends, shows that
+//!   the trim has reached that cost at the limit it started with: the steering never lowers
+//!   the limit below that limit again (it still raises it on stall, and a limit already below
+//!   it is not lowered further). The least is never forgotten: a cost that became the norm
+//!   would otherwise let the limit be lowered by the same margin again, and again. A job that
+//!   did not stall was not reached by the trim, and a job slowed by waiting for a CPU was
+//!   slowed by the other groups' work.
+//!
 //! - **A job past its cost is not done.** The steering's stall budget subtracts the job's cost
 //!   `c`; a job that has already run longer than `c` (its time since start less its stall)
 //!   still needs at least what it has run, so that is its cost for the rest of the job. A

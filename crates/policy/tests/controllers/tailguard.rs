@@ -401,6 +401,26 @@ fn a_stalled_job_slowed_past_the_margin_sets_the_lowest_limit_to_the_one_it_star
 }
 
 #[test]
+fn the_floor_is_set_as_soon_as_the_running_job_has_used_too_much_cpu() {
+    let (mut c, mut f) = setup(TailguardConfig { drop_certain_misses: false, ..TailguardConfig::default() });
+    run_job(&mut c, &mut f, 1, 0, &[1_000; 10], true);
+    let start = c.limit_bytes(0).unwrap();
+    f.release(0, 2, 100 * MS, 200 * MS);
+    f.tick(&mut c, 100 * MS);
+    let mut limits = vec![];
+    for k in 1..=16 {
+        f.stall(0, 1_000, 0);
+        f.tick(&mut c, 100 * MS + k * 5 * MS);
+        limits.push(c.limit_bytes(0).unwrap());
+    }
+    // 4 ms of CPU a tick: 48 ms after 12 ticks, within 25 % of 41 ms; 52 ms after 13, past
+    // it, which that tick's steering does not know yet.
+    assert!(limits[12] < limits[11], "lowered through tick 13");
+    assert_eq!(c.trim_floor_bytes(0), start, "set before the job ends");
+    assert!(limits[13..].iter().all(|&l| l == limits[12]), "not lowered after tick 13: {limits:?}");
+}
+
+#[test]
 fn the_floor_stops_lowering_at_it_and_never_stops_a_raise() {
     let (mut c, mut f) = setup(TailguardConfig { drop_certain_misses: false, ..TailguardConfig::default() });
     run_job(&mut c, &mut f, 1, 0, &[1_000; 10], true);
